@@ -1,0 +1,36 @@
+# gdrotrain — build, test, benchmark and demo targets.
+# `make test` is what CI runs (.ci/run); it needs no GPU and no network beyond
+# the Go module proxy and the npm registry (for test fixtures).
+
+export PATH := /usr/local/go/bin:$(PATH)
+GO      ?= go
+BIN     := bin/gdrotrain
+PKGS    := ./...
+
+.PHONY: build test test-short vet bench demo fixtures clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gdrotrain
+
+# fixtures: fetch or generate whatever the tests need (nothing is read from ../shared).
+fixtures:
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: fixtures vet
+	$(GO) test -count=1 -timeout 40m $(PKGS)
+
+test-short: fixtures
+	$(GO) test -short $(PKGS)
+
+# bench prints speed figures as ratios against a baseline measured in the same run.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/
+	bash scripts/bench_cpu.sh
+
+demo: build
+	./$(BIN) demo
+
+clean:
+	rm -rf bin .cache
