@@ -1,0 +1,111 @@
+package model
+
+// The backward of J = Σ_t w_t · log π(token_t) with respect to every
+// parameter. GRPO's trainer computes w_t (the derivative of its clipped
+// surrogate with respect to each token's log-probability) and calls Backward;
+// the model needs nothing else from the loss. Gradients accumulate (+=) into
+// grads so micro-batches add up; activation gradients are overwritten.
+
+import "fmt"
+
+// Backward accumulates dJ/dθ into grads, where dLogp[i][t] = ∂J/∂LogProbs[i][t].
+func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
+	if len(dLogp) != len(p.spans) {
+		return fmt.Errorf("backward: %d gradient rows for %d sequences", len(dLogp), len(p.spans))
+	}
+	M := len(p.rows)
+	host := make([]float32, 0, M)
+	for i, sp := range p.spans {
+		if len(dLogp[i]) != sp[1]-sp[0] {
+			return fmt.Errorf("backward: sequence %d has %d log-probs but %d gradients", i, sp[1]-sp[0], len(dLogp[i]))
+		}
+		host = append(host, dLogp[i]...)
+	}
+	b, c := m.B, m.Cfg
+	n, C := len(p.ids), c.HiddenSize
+	dl := b.New(M)
+	b.Upload(dl, host)
+
+	// LM head, chunk by chunk: recompute logits, then
+	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
+	dxf := b.New(n, C)
+	chunk := min(m.headChunkRows(), max(M, 1))
+	dlogits := b.New(chunk, c.VocabSize)
+	dh := b.New(chunk, C)
+	hc := b.New(chunk, C)
+	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+		k := hi - lo
+		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
+		b.LogSoftmaxGatherBackward(dlc, dl.Rows(lo, hi), logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
+		b.GatherRows(h, p.xf, p.rows[lo:hi])
+		b.MatMul(grads.LMHead, dlc, h, true, false, true)
+		b.MatMul(dhc, dlc, m.P.LMHead, false, false, false)
+		b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
+	})
+
+	dx := b.New(n, C)
+	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
+	s := m.newLayerGrads(n)
+	for l := len(p.layers) - 1; l >= 0; l-- {
+		m.layerBackward(l, p.layers[l], s, dx, p, &grads.Layers[l])
+	}
+	b.EmbeddingBackward(grads.Embed, dx, p.ids)
+	return m.checkErr("backward")
+}
+
+// layerGrads are scratch activation gradients reused across layers.
+type layerGrads struct {
+	dxMid, dxn, tmp *Tensor // (N, C)
+	dh, dgate, dup  *Tensor // (N, F)
+	datt, dqn, dq   *Tensor // (N, H, D)
+	dkn, dk, dv     *Tensor // (N, G, D)
+}
+
+func (m *Model) newLayerGrads(n int) *layerGrads {
+	c, b := m.Cfg, m.B
+	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	return &layerGrads{
+		dxMid: b.New(n, C), dxn: b.New(n, C), tmp: b.New(n, C),
+		dh: b.New(n, F), dgate: b.New(n, F), dup: b.New(n, F),
+		datt: b.New(n, H, D), dqn: b.New(n, H, D), dq: b.New(n, H, D),
+		dkn: b.New(n, G, D), dk: b.New(n, G, D), dv: b.New(n, G, D),
+	}
+}
+
+// layerBackward takes dx = ∂J/∂(layer output) and overwrites it with
+// ∂J/∂(layer input), accumulating parameter gradients into g.
+func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p *Pass, g *Layer) {
+	b, c, w := m.B, m.Cfg, &m.P.Layers[l]
+	n := dx.Shape[0]
+	H, G, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+
+	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid).
+	b.MatMul(g.Down, dx, a.h, true, false, true)
+	b.MatMul(s.dh, dx, w.Down, false, false, false)
+	b.SwiGLUBackward(s.dgate, s.dup, s.dh, a.gate, a.up)
+	b.MatMul(g.Gate, s.dgate, a.xn2, true, false, true)
+	b.MatMul(g.Up, s.dup, a.xn2, true, false, true)
+	b.MatMul(s.dxn, s.dgate, w.Gate, false, false, false)
+	b.MatMul(s.dxn, s.dup, w.Up, false, false, true)
+	b.RMSNormBackward(s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2)
+	b.Add(s.dxMid, dx) // residual
+
+	// xMid = x + att·Woᵀ.
+	b.MatMul(g.O, s.dxMid, a.att.View(n, H*D), true, false, true)
+	b.MatMul(s.datt.View(n, H*D), s.dxMid, w.O, false, false, false)
+	b.AttentionBackward(s.dqn, s.dkn, s.dv, s.datt, a.qn, a.kn, a.v, a.att, a.lse, p.segs, m.attnScale())
+	b.RoPE(s.dqn, p.pos, c.RopeTheta, true)
+	b.RoPE(s.dkn, p.pos, c.RopeTheta, true)
+	b.RMSNormBackward(s.dq, g.QNorm, s.dqn, a.q, w.QNorm, a.rstdQ)
+	b.RMSNormBackward(s.dk, g.KNorm, s.dkn, a.k, w.KNorm, a.rstdK)
+	dq, dk, dv := s.dq.View(n, H*D), s.dk.View(n, G*D), s.dv.View(n, G*D)
+	b.MatMul(g.Q, dq, a.xn1, true, false, true)
+	b.MatMul(g.K, dk, a.xn1, true, false, true)
+	b.MatMul(g.V, dv, a.xn1, true, false, true)
+	b.MatMul(s.dxn, dq, w.Q, false, false, false)
+	b.MatMul(s.dxn, dk, w.K, false, false, true)
+	b.MatMul(s.dxn, dv, w.V, false, false, true)
+	b.RMSNormBackward(s.tmp, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
+	b.Copy(dx, s.dxMid)
+	b.Add(dx, s.tmp)
+}

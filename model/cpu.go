@@ -1,0 +1,750 @@
+package model
+
+// The CPU backend: the float32 reference every other backend is tested
+// against. Plain loops, float64 accumulators, no cleverness beyond splitting
+// independent rows across cores. Shapes are checked on every call; a bad call
+// records an error (see Backend) and leaves its outputs untouched.
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+)
+
+// CPU is the reference backend. Its tensors are backed by []float32.
+type CPU struct {
+	mu      sync.Mutex
+	err     error
+	workers int
+}
+
+// NewCPU returns a CPU backend using every available core.
+func NewCPU() *CPU { return &CPU{workers: runtime.GOMAXPROCS(0)} }
+
+// Name identifies the backend in logs.
+func (b *CPU) Name() string { return "cpu" }
+
+// Err returns the first recorded error.
+func (b *CPU) Err() error { b.mu.Lock(); defer b.mu.Unlock(); return b.err }
+
+// ResetErr clears the recorded error.
+func (b *CPU) ResetErr() { b.mu.Lock(); b.err = nil; b.mu.Unlock() }
+
+// failf records the first error and reports whether work must be skipped.
+func (b *CPU) failf(format string, a ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = fmt.Errorf(format, a...)
+	}
+}
+
+// ok reports whether no error has been recorded, so ops can skip work.
+func (b *CPU) ok() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.err == nil }
+
+// data returns t's elements as a slice of the backing array.
+func (b *CPU) data(t *Tensor) []float32 {
+	return t.Store.([]float32)[t.Off : t.Off+t.Numel()]
+}
+
+// check validates that every tensor is a CPU tensor (not nil).
+func (b *CPU) check(op string, ts ...*Tensor) bool {
+	if !b.ok() {
+		return false
+	}
+	for i, t := range ts {
+		if t == nil {
+			b.failf("%s: tensor argument %d is nil", op, i)
+			return false
+		}
+		s, isCPU := t.Store.([]float32)
+		if !isCPU {
+			b.failf("%s: tensor argument %d is not a CPU tensor", op, i)
+			return false
+		}
+		if t.Off < 0 || t.Off+t.Numel() > len(s) {
+			b.failf("%s: tensor argument %d (shape %v, offset %d) exceeds its storage", op, i, t.Shape, t.Off)
+			return false
+		}
+	}
+	return true
+}
+
+// sameSize records an error unless the tensors have equal element counts.
+func (b *CPU) sameSize(op string, ts ...*Tensor) bool {
+	for _, t := range ts[1:] {
+		if t.Numel() != ts[0].Numel() {
+			b.failf("%s: shapes %v and %v differ in size", op, ts[0].Shape, t.Shape)
+			return false
+		}
+	}
+	return true
+}
+
+// parallelFor runs body over [0, n) split into contiguous chunks, one per
+// worker, when the work is large enough to be worth a goroutine.
+func (b *CPU) parallelFor(n, costPerItem int, body func(lo, hi int)) {
+	w := b.workers
+	if w > n {
+		w = n
+	}
+	if w <= 1 || n*costPerItem < 1<<15 {
+		body(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := 0; k < w; k++ {
+		lo, hi := n*k/w, n*(k+1)/w
+		wg.Add(1)
+		go func() { defer wg.Done(); body(lo, hi) }()
+	}
+	wg.Wait()
+}
+
+// New allocates a zero-filled tensor.
+func (b *CPU) New(shape ...int) *Tensor {
+	for _, d := range shape {
+		if d < 0 {
+			b.failf("new: negative dimension in %v", shape)
+			return &Tensor{Shape: make([]int, len(shape)), Store: []float32{}}
+		}
+	}
+	return &Tensor{Shape: append([]int(nil), shape...), Store: make([]float32, numel(shape))}
+}
+
+// Upload copies host values into t.
+func (b *CPU) Upload(t *Tensor, src []float32) {
+	if !b.check("upload", t) {
+		return
+	}
+	if len(src) != t.Numel() {
+		b.failf("upload: %d values into tensor %v", len(src), t.Shape)
+		return
+	}
+	copy(b.data(t), src)
+}
+
+// Download copies t into host memory.
+func (b *CPU) Download(t *Tensor, dst []float32) {
+	if !b.check("download", t) {
+		return
+	}
+	if len(dst) != t.Numel() {
+		b.failf("download: tensor %v into %d values", t.Shape, len(dst))
+		return
+	}
+	copy(dst, b.data(t))
+}
+
+// Zero sets t to 0.
+func (b *CPU) Zero(t *Tensor) {
+	if b.check("zero", t) {
+		clear(b.data(t))
+	}
+}
+
+// Copy overwrites dst with src.
+func (b *CPU) Copy(dst, src *Tensor) {
+	if b.check("copy", dst, src) && b.sameSize("copy", dst, src) {
+		copy(b.data(dst), b.data(src))
+	}
+}
+
+// Add accumulates dst += src.
+func (b *CPU) Add(dst, src *Tensor) {
+	if !b.check("add", dst, src) || !b.sameSize("add", dst, src) {
+		return
+	}
+	d, s := b.data(dst), b.data(src)
+	for i := range d {
+		d[i] += s[i]
+	}
+}
+
+// Scale multiplies t by s.
+func (b *CPU) Scale(t *Tensor, s float32) {
+	if !b.check("scale", t) {
+		return
+	}
+	d := b.data(t)
+	for i := range d {
+		d[i] *= s
+	}
+}
+
+// SumSquares returns Σ t² in float64.
+func (b *CPU) SumSquares(t *Tensor) float64 {
+	if !b.check("sumsquares", t) {
+		return 0
+	}
+	var s float64
+	for _, v := range b.data(t) {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// matrix views t as (rows, last dim).
+func matrix(t *Tensor) (rows, cols int) {
+	if len(t.Shape) == 0 {
+		return 1, 1
+	}
+	cols = t.Shape[len(t.Shape)-1]
+	if cols == 0 {
+		return 0, 0
+	}
+	return t.Numel() / cols, cols
+}
+
+// transpose returns the (cols, rows) transpose of a (rows, cols) matrix.
+func transpose(x []float32, rows, cols int) []float32 {
+	out := make([]float32, len(x))
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			out[j*rows+i] = x[i*cols+j]
+		}
+	}
+	return out
+}
+
+// dot is Σ a[i]·b[i] accumulated in float64.
+func dot(a, b []float32) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += float64(a[i]) * float64(b[i])
+		s1 += float64(a[i+1]) * float64(b[i+1])
+		s2 += float64(a[i+2]) * float64(b[i+2])
+		s3 += float64(a[i+3]) * float64(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += float64(a[i]) * float64(b[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// MatMul computes c = op(a)·op(b) or c += op(a)·op(b).
+func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
+	if !b.check("matmul", c, a, bm) {
+		return
+	}
+	ar, ac := matrix(a)
+	br, bc := matrix(bm)
+	cr, cc := matrix(c)
+	M, K := ar, ac
+	if transA {
+		M, K = ac, ar
+	}
+	N, K2 := bc, br
+	if transB {
+		N, K2 = br, bc
+	}
+	if K != K2 || cr != M || cc != N {
+		b.failf("matmul: op(a) %v (trans %v) · op(b) %v (trans %v) does not give c %v", a.Shape, transA, bm.Shape, transB, c.Shape)
+		return
+	}
+	// Bring both operands to "rows over K" so every output is one contiguous dot.
+	A := b.data(a)
+	if transA {
+		A = transpose(A, ar, ac)
+	}
+	B := b.data(bm)
+	if !transB {
+		B = transpose(B, br, bc)
+	}
+	C := b.data(c)
+	const jBlock = 32 // keep a block of B's rows in cache while sweeping A's rows
+	b.parallelFor(M, N*K, func(lo, hi int) {
+		for j0 := 0; j0 < N; j0 += jBlock {
+			j1 := min(j0+jBlock, N)
+			for i := lo; i < hi; i++ {
+				ai := A[i*K : (i+1)*K]
+				ci := C[i*N : (i+1)*N]
+				for j := j0; j < j1; j++ {
+					v := float32(dot(ai, B[j*K:(j+1)*K]))
+					if accumulate {
+						ci[j] += v
+					} else {
+						ci[j] = v
+					}
+				}
+			}
+		}
+	})
+}
+
+// Embedding overwrites out rows with table rows ids.
+func (b *CPU) Embedding(out, table *Tensor, ids []int32) {
+	if !b.check("embedding", out, table) {
+		return
+	}
+	V, Cw := matrix(table)
+	N, C := matrix(out)
+	if N != len(ids) || C != Cw {
+		b.failf("embedding: out %v for %d ids from table %v", out.Shape, len(ids), table.Shape)
+		return
+	}
+	o, tb := b.data(out), b.data(table)
+	for i, id := range ids {
+		if id < 0 || int(id) >= V {
+			b.failf("embedding: token id %d at position %d outside the vocabulary [0, %d)", id, i, V)
+			return
+		}
+		copy(o[i*C:(i+1)*C], tb[int(id)*C:(int(id)+1)*C])
+	}
+}
+
+// EmbeddingBackward accumulates dtable[ids[i]] += dout[i].
+func (b *CPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
+	if !b.check("embedding backward", dtable, dout) {
+		return
+	}
+	V, Cw := matrix(dtable)
+	N, C := matrix(dout)
+	if N != len(ids) || C != Cw {
+		b.failf("embedding backward: dout %v for %d ids into dtable %v", dout.Shape, len(ids), dtable.Shape)
+		return
+	}
+	dt, d := b.data(dtable), b.data(dout)
+	for i, id := range ids {
+		if id < 0 || int(id) >= V {
+			b.failf("embedding backward: token id %d outside the vocabulary [0, %d)", id, V)
+			return
+		}
+		row := dt[int(id)*C : (int(id)+1)*C]
+		for j := range row {
+			row[j] += d[i*C+j]
+		}
+	}
+}
+
+// RMSNorm normalizes rows of x over the last dimension.
+func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
+	ts := []*Tensor{out, x, w}
+	if rstd != nil {
+		ts = append(ts, rstd)
+	}
+	if !b.check("rmsnorm", ts...) || !b.sameSize("rmsnorm", out, x) {
+		return
+	}
+	R, n := matrix(x)
+	if w.Numel() != n || (rstd != nil && rstd.Numel() != R) {
+		b.failf("rmsnorm: x %v needs weight (%d) and rstd (%d)", x.Shape, n, R)
+		return
+	}
+	X, O, W := b.data(x), b.data(out), b.data(w)
+	var RS []float32
+	if rstd != nil {
+		RS = b.data(rstd)
+	}
+	b.parallelFor(R, n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := X[r*n : (r+1)*n]
+			rs := 1 / math.Sqrt(dot(row, row)/float64(n)+float64(eps))
+			if RS != nil {
+				RS[r] = float32(rs)
+			}
+			for j, v := range row {
+				O[r*n+j] = float32(float64(v)*rs) * W[j]
+			}
+		}
+	})
+}
+
+// RMSNormBackward overwrites dx and accumulates dw.
+//
+// With xhat = x·r, out = xhat ⊙ w and r = (mean x² + eps)^(−1/2):
+// dx = r·(g − xhat·mean(g ⊙ xhat)) where g = dout ⊙ w, and dw += Σ dout ⊙ xhat.
+func (b *CPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
+	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) || !b.sameSize("rmsnorm backward", dx, dout, x) {
+		return
+	}
+	R, n := matrix(x)
+	if w.Numel() != n || dw.Numel() != n || rstd.Numel() != R {
+		b.failf("rmsnorm backward: x %v with w %v, dw %v, rstd %v", x.Shape, w.Shape, dw.Shape, rstd.Shape)
+		return
+	}
+	X, DX, DO, W, DW, RS := b.data(x), b.data(dx), b.data(dout), b.data(w), b.data(dw), b.data(rstd)
+	for r := 0; r < R; r++ {
+		rs := float64(RS[r])
+		var m float64
+		for j := 0; j < n; j++ {
+			m += float64(DO[r*n+j]) * float64(W[j]) * float64(X[r*n+j]) * rs
+		}
+		m /= float64(n)
+		for j := 0; j < n; j++ {
+			xhat := float64(X[r*n+j]) * rs
+			g := float64(DO[r*n+j]) * float64(W[j])
+			DX[r*n+j] = float32(rs * (g - xhat*m))
+			DW[j] += float32(float64(DO[r*n+j]) * xhat)
+		}
+	}
+}
+
+// RoPE rotates pairs (i, i+D/2) of every head by pos·theta^(−2i/D).
+func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
+	if !b.check("rope", x) {
+		return
+	}
+	if len(x.Shape) != 3 || x.Shape[0] != len(pos) || x.Shape[2]%2 != 0 {
+		b.failf("rope: x %v must be (N=%d, heads, even D)", x.Shape, len(pos))
+		return
+	}
+	N, H, D := x.Shape[0], x.Shape[1], x.Shape[2]
+	half := D / 2
+	X := b.data(x)
+	sign := 1.0
+	if inverse {
+		sign = -1
+	}
+	invFreq := make([]float64, half)
+	for i := range invFreq {
+		invFreq[i] = math.Pow(theta, -2*float64(i)/float64(D))
+	}
+	for n := 0; n < N; n++ {
+		for i := 0; i < half; i++ {
+			ang := float64(pos[n]) * invFreq[i]
+			c, s := math.Cos(ang), sign*math.Sin(ang)
+			for h := 0; h < H; h++ {
+				base := (n*H + h) * D
+				x1, x2 := float64(X[base+i]), float64(X[base+i+half])
+				X[base+i] = float32(x1*c - x2*s)
+				X[base+i+half] = float32(x2*c + x1*s)
+			}
+		}
+	}
+}
+
+// checkAttention validates attention shapes and segments.
+func (b *CPU) checkAttention(op string, out, q, k, v *Tensor, segs []Segment) (H, G, D int, ok bool) {
+	if len(q.Shape) != 3 || len(k.Shape) != 3 || len(v.Shape) != 3 {
+		b.failf("%s: q %v, k %v, v %v must be 3-D (rows, heads, D)", op, q.Shape, k.Shape, v.Shape)
+		return
+	}
+	H, G, D = q.Shape[1], k.Shape[1], q.Shape[2]
+	if G == 0 || H%G != 0 || k.Shape[2] != D || v.Shape[1] != G || v.Shape[2] != D || v.Shape[0] != k.Shape[0] || out.Numel() != q.Numel() {
+		b.failf("%s: incompatible q %v, k %v, v %v, out %v", op, q.Shape, k.Shape, v.Shape, out.Shape)
+		return
+	}
+	for i, s := range segs {
+		if s.QLen < 0 || s.QLen > s.KLen || s.Q0 < 0 || s.Q0+s.QLen > q.Shape[0] || s.K0 < 0 || s.K0+s.KLen > k.Shape[0] {
+			b.failf("%s: segment %d %+v out of range for q rows %d, k rows %d", op, i, s, q.Shape[0], k.Shape[0])
+			return
+		}
+	}
+	return H, G, D, true
+}
+
+// Attention computes causal GQA attention per segment.
+func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
+	ts := []*Tensor{out, q, k, v}
+	if lse != nil {
+		ts = append(ts, lse)
+	}
+	if !b.check("attention", ts...) {
+		return
+	}
+	H, G, D, ok := b.checkAttention("attention", out, q, k, v, segs)
+	if !ok {
+		return
+	}
+	if lse != nil && lse.Numel() != q.Shape[0]*H {
+		b.failf("attention: lse %v must hold (%d, %d)", lse.Shape, q.Shape[0], H)
+		return
+	}
+	Q, K, Vv, O := b.data(q), b.data(k), b.data(v), b.data(out)
+	var L []float32
+	if lse != nil {
+		L = b.data(lse)
+	}
+	groups := H / G
+	// One work item per (segment, head); outputs are disjoint.
+	b.parallelFor(len(segs)*H, 1<<12, func(lo, hi int) {
+		scores := []float64{}
+		acc := make([]float64, D)
+		for it := lo; it < hi; it++ {
+			s, h := segs[it/H], it%H
+			g := h / groups
+			for i := 0; i < s.QLen; i++ {
+				qi := Q[((s.Q0+i)*H+h)*D:][:D]
+				nk := s.KLen - s.QLen + i + 1
+				scores = scores[:0]
+				mx := math.Inf(-1)
+				for j := 0; j < nk; j++ {
+					sc := dot(qi, K[((s.K0+j)*G+g)*D:][:D]) * float64(scale)
+					scores = append(scores, sc)
+					mx = math.Max(mx, sc)
+				}
+				var sum float64
+				clear(acc)
+				for j, sc := range scores {
+					p := math.Exp(sc - mx)
+					sum += p
+					vj := Vv[((s.K0+j)*G+g)*D:][:D]
+					for d := range acc {
+						acc[d] += p * float64(vj[d])
+					}
+				}
+				oi := O[((s.Q0+i)*H+h)*D:][:D]
+				for d := range oi {
+					oi[d] = float32(acc[d] / sum)
+				}
+				if L != nil {
+					L[(s.Q0+i)*H+h] = float32(mx + math.Log(sum))
+				}
+			}
+		}
+	})
+}
+
+// AttentionBackward recomputes the probabilities from the saved log-sum-exp
+// (as flash attention does) and overwrites dq, dk, dv.
+func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
+	if !b.check("attention backward", dq, dk, dv, dout, q, k, v, out, lse) {
+		return
+	}
+	H, G, D, ok := b.checkAttention("attention backward", out, q, k, v, segs)
+	if !ok {
+		return
+	}
+	if !b.sameSize("attention backward", dq, q, dout) || !b.sameSize("attention backward", dk, k, dv) || lse.Numel() != q.Shape[0]*H {
+		return
+	}
+	Q, K, Vv, O, DO, L := b.data(q), b.data(k), b.data(v), b.data(out), b.data(dout), b.data(lse)
+	DQ, DK, DV := b.data(dq), b.data(dk), b.data(dv)
+	clear(DQ)
+	clear(DK)
+	clear(DV)
+	groups := H / G
+	// Parallel over key/value heads: each owns disjoint columns of dk and dv,
+	// and its query heads own disjoint columns of dq.
+	b.parallelFor(G, 1<<15, func(lo, hi int) {
+		dqAcc := make([]float64, D)
+		for g := lo; g < hi; g++ {
+			for _, s := range segs {
+				for h := g * groups; h < (g+1)*groups; h++ {
+					for i := 0; i < s.QLen; i++ {
+						row := (s.Q0+i)*H + h
+						qi, doi, oi := Q[row*D:][:D], DO[row*D:][:D], O[row*D:][:D]
+						nk := s.KLen - s.QLen + i + 1
+						l := float64(L[row])
+						delta := dot(doi, oi) // Σ_j p_j (dout·v_j)
+						clear(dqAcc)
+						for j := 0; j < nk; j++ {
+							kr := ((s.K0+j)*G + g) * D
+							pj := math.Exp(dot(qi, K[kr:kr+D])*float64(scale) - l)
+							ds := pj * (dot(doi, Vv[kr:kr+D]) - delta) * float64(scale)
+							for d := 0; d < D; d++ {
+								dqAcc[d] += ds * float64(K[kr+d])
+								DK[kr+d] += float32(ds * float64(qi[d]))
+								DV[kr+d] += float32(pj * float64(doi[d]))
+							}
+						}
+						for d := 0; d < D; d++ {
+							DQ[row*D+d] = float32(dqAcc[d])
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// SwiGLU computes silu(gate) ⊙ up.
+func (b *CPU) SwiGLU(out, gate, up *Tensor) {
+	if !b.check("swiglu", out, gate, up) || !b.sameSize("swiglu", out, gate, up) {
+		return
+	}
+	O, Gt, U := b.data(out), b.data(gate), b.data(up)
+	for i, g := range Gt {
+		gf := float64(g)
+		O[i] = float32(gf / (1 + math.Exp(-gf)) * float64(U[i]))
+	}
+}
+
+// SwiGLUBackward: d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
+func (b *CPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
+	if !b.check("swiglu backward", dgate, dup, dout, gate, up) || !b.sameSize("swiglu backward", dgate, dup, dout, gate, up) {
+		return
+	}
+	DG, DU, DO, Gt, U := b.data(dgate), b.data(dup), b.data(dout), b.data(gate), b.data(up)
+	for i, g := range Gt {
+		gf := float64(g)
+		sig := 1 / (1 + math.Exp(-gf))
+		d := float64(DO[i])
+		DU[i] = float32(d * gf * sig)
+		DG[i] = float32(d * float64(U[i]) * sig * (1 + gf*(1-sig)))
+	}
+}
+
+// checkLSG validates log-softmax-gather shapes.
+func (b *CPU) checkLSG(op string, logits *Tensor, targets []int32, perRow ...*Tensor) (M, V int, ok bool) {
+	M, V = matrix(logits)
+	if M != len(targets) {
+		b.failf("%s: logits %v for %d targets", op, logits.Shape, len(targets))
+		return
+	}
+	for _, t := range perRow {
+		if t != nil && t.Numel() != M {
+			b.failf("%s: per-row tensor %v must have %d elements", op, t.Shape, M)
+			return
+		}
+	}
+	for i, t := range targets {
+		if t < 0 || int(t) >= V {
+			b.failf("%s: target %d at row %d outside the vocabulary [0, %d)", op, t, i, V)
+			return
+		}
+	}
+	return M, V, true
+}
+
+// LogSoftmaxGather computes target log-probabilities, log-sum-exp and entropy.
+func (b *CPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int32) {
+	ts := []*Tensor{logp, lse, logits}
+	if entropy != nil {
+		ts = append(ts, entropy)
+	}
+	if !b.check("logsoftmax gather", ts...) {
+		return
+	}
+	M, V, ok := b.checkLSG("logsoftmax gather", logits, targets, logp, lse, entropy)
+	if !ok {
+		return
+	}
+	X, LP, LS := b.data(logits), b.data(logp), b.data(lse)
+	var E []float32
+	if entropy != nil {
+		E = b.data(entropy)
+	}
+	b.parallelFor(M, V, func(lo, hi int) {
+		for m := lo; m < hi; m++ {
+			row := X[m*V : (m+1)*V]
+			mx := math.Inf(-1)
+			for _, x := range row {
+				mx = math.Max(mx, float64(x))
+			}
+			var sum, sumPX float64
+			for _, x := range row {
+				e := math.Exp(float64(x) - mx)
+				sum += e
+				sumPX += e * float64(x)
+			}
+			l := mx + math.Log(sum)
+			LS[m] = float32(l)
+			LP[m] = float32(float64(row[targets[m]]) - l)
+			if E != nil {
+				E[m] = float32(l - sumPX/sum)
+			}
+		}
+	})
+}
+
+// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
+func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targets []int32) {
+	if !b.check("logsoftmax gather backward", dlogits, dlogp, logits, lse) || !b.sameSize("logsoftmax gather backward", dlogits, logits) {
+		return
+	}
+	M, V, ok := b.checkLSG("logsoftmax gather backward", logits, targets, dlogp, lse)
+	if !ok {
+		return
+	}
+	X, DX, DL, LS := b.data(logits), b.data(dlogits), b.data(dlogp), b.data(lse)
+	b.parallelFor(M, V, func(lo, hi int) {
+		for m := lo; m < hi; m++ {
+			g, l := float64(DL[m]), float64(LS[m])
+			for v := 0; v < V; v++ {
+				DX[m*V+v] = float32(-g * math.Exp(float64(X[m*V+v])-l))
+			}
+			DX[m*V+int(targets[m])] += float32(g)
+		}
+	})
+}
+
+// rowsCheck validates row-index ops: rows are along the first dimension;
+// indexed names the tensor idx points into, counted the one with len(idx) rows.
+func (b *CPU) rowsCheck(op string, indexed, counted *Tensor, idx []int32) (int, bool) {
+	if len(indexed.Shape) == 0 || len(counted.Shape) == 0 {
+		b.failf("%s: tensors must have a row dimension", op)
+		return 0, false
+	}
+	n := indexed.Shape[0]
+	w := 0
+	if n > 0 {
+		w = indexed.Numel() / n
+	}
+	if counted.Shape[0] != len(idx) || (len(idx) > 0 && counted.Numel()/len(idx) != w) {
+		b.failf("%s: %d indices with row widths %v and %v", op, len(idx), indexed.Shape, counted.Shape)
+		return 0, false
+	}
+	for i, r := range idx {
+		if r < 0 || int(r) >= n {
+			b.failf("%s: index %d at %d outside [0, %d)", op, r, i, n)
+			return 0, false
+		}
+	}
+	return w, true
+}
+
+// GatherRows overwrites dst[i] = src[idx[i]].
+func (b *CPU) GatherRows(dst, src *Tensor, idx []int32) {
+	if !b.check("gather rows", dst, src) {
+		return
+	}
+	c, ok := b.rowsCheck("gather rows", src, dst, idx)
+	if !ok {
+		return
+	}
+	D, S := b.data(dst), b.data(src)
+	for i, r := range idx {
+		copy(D[i*c:(i+1)*c], S[int(r)*c:(int(r)+1)*c])
+	}
+}
+
+// ScatterRows writes (or accumulates) dst[idx[i]] = src[i].
+func (b *CPU) ScatterRows(dst, src *Tensor, idx []int32, accumulate bool) {
+	if !b.check("scatter rows", dst, src) {
+		return
+	}
+	c, ok := b.rowsCheck("scatter rows", dst, src, idx)
+	if !ok {
+		return
+	}
+	D, S := b.data(dst), b.data(src)
+	for i, r := range idx {
+		row := D[int(r)*c : (int(r)+1)*c]
+		if !accumulate {
+			copy(row, S[i*c:(i+1)*c])
+			continue
+		}
+		for j := range row {
+			row[j] += S[i*c+j]
+		}
+	}
+}
+
+// AdamW applies one decoupled-weight-decay Adam step (Loshchilov & Hutter),
+// in the same order as torch.optim.AdamW: decay, then the bias-corrected step.
+func (b *CPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
+	if !b.check("adamw", p, g, m, v) || !b.sameSize("adamw", p, g, m, v) {
+		return
+	}
+	if h.Step < 1 {
+		b.failf("adamw: step must start at 1, got %d", h.Step)
+		return
+	}
+	P, Gr, Mm, Vv := b.data(p), b.data(g), b.data(m), b.data(v)
+	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
+	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	for i := range P {
+		gi := float64(Gr[i])
+		mi := h.Beta1*float64(Mm[i]) + (1-h.Beta1)*gi
+		vi := h.Beta2*float64(Vv[i]) + (1-h.Beta2)*gi*gi
+		Mm[i], Vv[i] = float32(mi), float32(vi)
+		pi := float64(P[i]) * (1 - h.LR*h.WeightDecay)
+		pi -= h.LR * (mi / bc1) / (math.Sqrt(vi/bc2) + h.Eps)
+		P[i] = float32(pi)
+	}
+}

@@ -1,0 +1,132 @@
+package model
+
+// KV-cached inference: prefill and incremental decode are the same call.
+// Each cache slot holds one sequence's keys and values for every layer in a
+// contiguous block of MaxLen rows; Step appends tokens to any set of slots
+// (a long prompt to one, a single sampled token to each of many) and returns
+// next-token logits, attending over everything the slot holds.
+
+import "fmt"
+
+// KVCache stores per-layer keys and values for Slots sequences.
+type KVCache struct {
+	Slots, MaxLen int
+	K, V          []*Tensor // per layer (Slots·MaxLen, G, D), keys after k_norm and RoPE
+	Len           []int     // tokens held per slot
+}
+
+// NewKVCache allocates a cache for slots sequences of up to maxLen tokens.
+func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
+	c := m.Cfg
+	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots)}
+	for range m.P.Layers {
+		kv.K = append(kv.K, m.B.New(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
+		kv.V = append(kv.V, m.B.New(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
+	}
+	return kv
+}
+
+// Reset empties slot s so a new sequence can use it.
+func (kv *KVCache) Reset(s int) { kv.Len[s] = 0 }
+
+// CopySlot makes slot dst hold the same prefix as slot src, so rollouts of
+// one prompt share a prefill instead of each recomputing it.
+func (m *Model) CopySlot(kv *KVCache, dst, src int) error {
+	if dst < 0 || dst >= kv.Slots || src < 0 || src >= kv.Slots {
+		return fmt.Errorf("copy slot %d to %d: cache has %d slots", src, dst, kv.Slots)
+	}
+	n := kv.Len[src]
+	for l := range kv.K {
+		m.B.Copy(kv.K[l].Rows(dst*kv.MaxLen, dst*kv.MaxLen+n), kv.K[l].Rows(src*kv.MaxLen, src*kv.MaxLen+n))
+		m.B.Copy(kv.V[l].Rows(dst*kv.MaxLen, dst*kv.MaxLen+n), kv.V[l].Rows(src*kv.MaxLen, src*kv.MaxLen+n))
+	}
+	kv.Len[dst] = n
+	return m.checkErr("copy slot")
+}
+
+// StepInput appends Tokens to cache slot Slot.
+type StepInput struct {
+	Slot   int
+	Tokens []int32
+}
+
+// Step appends each input's tokens to its slot and returns, per input, the
+// logits (V) that predict the token after its last one.
+func (m *Model) Step(kv *KVCache, in []StepInput) ([][]float32, error) {
+	return m.step(kv, in, false)
+}
+
+// Logits returns the logits (V) at every position of one sequence, computed
+// through the KV-cache path in a single prefill.
+func (m *Model) Logits(tokens []int32) ([][]float32, error) {
+	kv := m.NewKVCache(1, len(tokens))
+	return m.step(kv, []StepInput{{Slot: 0, Tokens: tokens}}, true)
+}
+
+func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error) {
+	b, c := m.B, m.Cfg
+	var ids, pos, rows, heads []int32
+	var segs []Segment
+	seen := map[int]bool{}
+	for i, s := range in {
+		if s.Slot < 0 || s.Slot >= kv.Slots || seen[s.Slot] {
+			return nil, fmt.Errorf("step: input %d names slot %d (cache has %d slots; each slot at most once per step)", i, s.Slot, kv.Slots)
+		}
+		seen[s.Slot] = true
+		if len(s.Tokens) == 0 {
+			return nil, fmt.Errorf("step: input %d has no tokens", i)
+		}
+		past := kv.Len[s.Slot]
+		if past+len(s.Tokens) > kv.MaxLen {
+			return nil, fmt.Errorf("step: slot %d would hold %d tokens, the cache holds at most %d", s.Slot, past+len(s.Tokens), kv.MaxLen)
+		}
+		q0 := len(ids)
+		for t, id := range s.Tokens {
+			if id < 0 || int(id) >= c.VocabSize {
+				return nil, fmt.Errorf("step: input %d token %d outside the vocabulary [0, %d)", i, id, c.VocabSize)
+			}
+			ids = append(ids, id)
+			pos = append(pos, int32(past+t))
+			rows = append(rows, int32(s.Slot*kv.MaxLen+past+t))
+			if all || t == len(s.Tokens)-1 {
+				heads = append(heads, int32(q0+t))
+			}
+		}
+		segs = append(segs, Segment{Q0: q0, QLen: len(s.Tokens), K0: s.Slot * kv.MaxLen, KLen: past + len(s.Tokens)})
+	}
+	n, C := len(ids), c.HiddenSize
+	x := b.New(n, C)
+	b.Embedding(x, m.P.Embed, ids)
+	a := m.newLayerActs(n)
+	plan := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: rows, segs: segs}
+	for l := range m.P.Layers {
+		m.layerForward(l, a, x, x, pos, plan)
+	}
+	h, hn := b.New(len(heads), C), b.New(len(heads), C)
+	b.GatherRows(h, x, heads)
+	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
+	logits := b.New(len(heads), c.VocabSize)
+	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
+	host := make([]float32, logits.Numel())
+	b.Download(logits, host)
+	if err := m.checkErr("step"); err != nil {
+		return nil, err
+	}
+	for _, s := range in {
+		kv.Len[s.Slot] += len(s.Tokens)
+	}
+	out := make([][]float32, len(heads))
+	for i := range out {
+		out[i] = host[i*c.VocabSize : (i+1)*c.VocabSize]
+	}
+	return out, nil
+}
+
+// checkErr returns (and clears) the backend's recorded error, wrapped with op.
+func (m *Model) checkErr(op string) error {
+	if err := m.B.Err(); err != nil {
+		m.B.ResetErr()
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}

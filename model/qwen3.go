@@ -1,0 +1,244 @@
+package model
+
+// The Qwen3 decoder, written once against Backend.
+//
+//	x   = embed(ids)
+//	for each layer:
+//	  h    = rmsnorm(x) ;  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
+//	  q, k = rope(rmsnorm_per_head(q)), rope(rmsnorm_per_head(k))
+//	  x    = x + attention(q, k, v)·Woᵀ            (causal, GQA)
+//	  h    = rmsnorm(x)
+//	  x    = x + (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ
+//	logits = rmsnorm(x)·Wlmᵀ                      (Wlm = Wembed when tied)
+//
+// Batching: sequences of different lengths are packed end to end into one
+// (N, C) activation matrix with no padding; attention segments keep each
+// sequence causal and private. Positions restart at 0 for every sequence.
+// The LM head runs only on rows whose next-token log-probability is asked
+// for, in chunks of rows, so the (M, V) logits never exist all at once.
+
+import (
+	"fmt"
+	"math"
+)
+
+// Model is a Qwen3 model on a backend.
+type Model struct {
+	Cfg *Config
+	B   Backend
+	P   *Params
+}
+
+// Load reads config.json and the weights of a Hugging Face folder.
+func Load(b Backend, dir string) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	p, err := LoadParams(b, cfg, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Model{Cfg: cfg, B: b, P: p}, nil
+}
+
+// headChunkElems bounds the logits materialised at once: rows per LM-head
+// chunk = headChunkElems / V (at least 1).
+const headChunkElems = 8 << 20
+
+func (m *Model) headChunkRows() int { return max(1, headChunkElems/m.Cfg.VocabSize) }
+
+func (m *Model) attnScale() float32 { return float32(1 / math.Sqrt(float64(m.Cfg.HeadDim))) }
+
+// layerActs are one layer's activations. A training pass keeps one set per
+// layer for the backward; inference reuses a single set.
+type layerActs struct {
+	x     *Tensor // (N, C) layer input (a view of the previous layer's output)
+	xn1   *Tensor // (N, C) input_layernorm(x)
+	rstd1 *Tensor // (N)
+	q     *Tensor // (N, H, D) before q_norm
+	k     *Tensor // (N, G, D) before k_norm
+	v     *Tensor // (N, G, D)
+	qn    *Tensor // (N, H, D) after q_norm and RoPE
+	kn    *Tensor // (N, G, D) after k_norm and RoPE
+	rstdQ *Tensor // (N·H)
+	rstdK *Tensor // (N·G)
+	att   *Tensor // (N, H, D) attention output before o_proj
+	lse   *Tensor // (N, H) attention log-sum-exp
+	xMid  *Tensor // (N, C) x + attention branch
+	xn2   *Tensor // (N, C) post_attention_layernorm(xMid)
+	rstd2 *Tensor // (N)
+	gate  *Tensor // (N, F)
+	up    *Tensor // (N, F)
+	h     *Tensor // (N, F) silu(gate) ⊙ up
+}
+
+func (m *Model) newLayerActs(n int) *layerActs {
+	c, b := m.Cfg, m.B
+	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	return &layerActs{
+		xn1: b.New(n, C), rstd1: b.New(n),
+		q: b.New(n, H, D), k: b.New(n, G, D), v: b.New(n, G, D),
+		qn: b.New(n, H, D), kn: b.New(n, G, D), rstdQ: b.New(n * H), rstdK: b.New(n * G),
+		att: b.New(n, H, D), lse: b.New(n, H),
+		xMid: b.New(n, C), xn2: b.New(n, C), rstd2: b.New(n),
+		gate: b.New(n, F), up: b.New(n, F), h: b.New(n, F),
+	}
+}
+
+// kvPlan says where attention reads keys and values. Without a cache a
+// packed batch attends to its own fresh k, v; with one, the fresh k, v are
+// first written to cache rows and attention reads the cache.
+type kvPlan struct {
+	cacheK, cacheV []*Tensor // per layer (S, G, D); nil without a cache
+	rows           []int32   // (N) cache row of each packed token
+	segs           []Segment
+}
+
+// layerForward runs decoder layer l on x (N, C), writing the result to out
+// (which may alias x) and keeping intermediates in a.
+func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, kv kvPlan) {
+	b, c, w := m.B, m.Cfg, &m.P.Layers[l]
+	n := x.Shape[0]
+	H, G, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	eps := float32(c.RMSNormEps)
+	a.x = x
+
+	b.RMSNorm(a.xn1, a.rstd1, x, w.InputNorm, eps)
+	b.MatMul(a.q.View(n, H*D), a.xn1, w.Q, false, true, false)
+	b.MatMul(a.k.View(n, G*D), a.xn1, w.K, false, true, false)
+	b.MatMul(a.v.View(n, G*D), a.xn1, w.V, false, true, false)
+	b.RMSNorm(a.qn, a.rstdQ, a.q, w.QNorm, eps)
+	b.RMSNorm(a.kn, a.rstdK, a.k, w.KNorm, eps)
+	b.RoPE(a.qn, pos, c.RopeTheta, false)
+	b.RoPE(a.kn, pos, c.RopeTheta, false)
+	if kv.cacheK == nil {
+		b.Attention(a.att, a.lse, a.qn, a.kn, a.v, kv.segs, m.attnScale())
+	} else {
+		ck, cv := kv.cacheK[l], kv.cacheV[l]
+		b.ScatterRows(ck, a.kn, kv.rows, false)
+		b.ScatterRows(cv, a.v, kv.rows, false)
+		b.Attention(a.att, a.lse, a.qn, ck, cv, kv.segs, m.attnScale())
+	}
+	b.Copy(a.xMid, x)
+	b.MatMul(a.xMid, a.att.View(n, H*D), w.O, false, true, true)
+
+	b.RMSNorm(a.xn2, a.rstd2, a.xMid, w.PostNorm, eps)
+	b.MatMul(a.gate, a.xn2, w.Gate, false, true, false)
+	b.MatMul(a.up, a.xn2, w.Up, false, true, false)
+	b.SwiGLU(a.h, a.gate, a.up)
+	b.Copy(out, a.xMid)
+	b.MatMul(out, a.h, w.Down, false, true, true)
+}
+
+// Sequence is one training row: the tokens (prompt and response) and the
+// index of the first token whose log-probability is wanted; log-probs are
+// returned for Tokens[Start:], each conditioned on everything before it.
+type Sequence struct {
+	Tokens []int32
+	Start  int
+}
+
+// Pass holds a training forward's results and what its backward needs.
+type Pass struct {
+	LogProbs [][]float32 // per sequence, len(Tokens)−Start: log π(token_t | tokens_<t)
+	Entropy  [][]float32 // per sequence, the entropy of the same predictive distributions
+
+	ids     []int32 // (N)
+	pos     []int32 // (N)
+	segs    []Segment
+	rows    []int32 // (M) packed row predicting each target
+	targets []int32 // (M)
+	layers  []*layerActs
+	xL      *Tensor // (N, C) last layer output
+	xf      *Tensor // (N, C) final-normed
+	rstdF   *Tensor // (N)
+	headLSE *Tensor // (M)
+	spans   [][2]int // per sequence, its [from, to) range of the M rows
+}
+
+// pack lays sequences end to end and lists the rows whose next token is a target.
+func (m *Model) pack(seqs []Sequence) (*Pass, error) {
+	p := &Pass{}
+	for i, s := range seqs {
+		if len(s.Tokens) == 0 {
+			return nil, fmt.Errorf("sequence %d is empty", i)
+		}
+		if s.Start < 1 || s.Start > len(s.Tokens) {
+			return nil, fmt.Errorf("sequence %d: start %d must be in [1, %d]", i, s.Start, len(s.Tokens))
+		}
+		q0 := len(p.ids)
+		p.segs = append(p.segs, Segment{Q0: q0, QLen: len(s.Tokens), K0: q0, KLen: len(s.Tokens)})
+		from := len(p.rows)
+		for t, id := range s.Tokens {
+			if id < 0 || int(id) >= m.Cfg.VocabSize {
+				return nil, fmt.Errorf("sequence %d: token %d at position %d outside the vocabulary [0, %d)", i, id, t, m.Cfg.VocabSize)
+			}
+			p.ids = append(p.ids, id)
+			p.pos = append(p.pos, int32(t))
+			if t >= s.Start {
+				p.rows = append(p.rows, int32(q0+t-1))
+				p.targets = append(p.targets, id)
+			}
+		}
+		p.spans = append(p.spans, [2]int{from, len(p.rows)})
+	}
+	return p, nil
+}
+
+// Forward runs a training forward over packed sequences and returns the
+// per-token log-probabilities (and entropies) of Tokens[Start:].
+func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
+	p, err := m.pack(seqs)
+	if err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	b, c := m.B, m.Cfg
+	n, C := len(p.ids), c.HiddenSize
+	x := b.New(n, C)
+	b.Embedding(x, m.P.Embed, p.ids)
+	kv := kvPlan{segs: p.segs}
+	for l := range m.P.Layers {
+		a := m.newLayerActs(n)
+		out := b.New(n, C)
+		m.layerForward(l, a, x, out, p.pos, kv)
+		p.layers = append(p.layers, a)
+		x = out
+	}
+	p.xL, p.xf, p.rstdF = x, b.New(n, C), b.New(n)
+	b.RMSNorm(p.xf, p.rstdF, x, m.P.FinalNorm, float32(c.RMSNormEps))
+
+	M := len(p.rows)
+	logp, ent := b.New(M), b.New(M)
+	p.headLSE = b.New(M)
+	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+		b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
+	})
+	hostLP, hostEnt := make([]float32, M), make([]float32, M)
+	b.Download(logp, hostLP)
+	b.Download(ent, hostEnt)
+	if err := m.checkErr("forward"); err != nil {
+		return nil, err
+	}
+	for _, sp := range p.spans {
+		p.LogProbs = append(p.LogProbs, hostLP[sp[0]:sp[1]])
+		p.Entropy = append(p.Entropy, hostEnt[sp[0]:sp[1]])
+	}
+	return p, nil
+}
+
+// eachHeadChunk computes LM-head logits for the pass's target rows chunk by
+// chunk and hands each (rows lo..hi, logits (hi−lo, V)) to f.
+func (m *Model) eachHeadChunk(p *Pass, f func(lo, hi int, logits *Tensor)) {
+	b := m.B
+	M, chunk := len(p.rows), m.headChunkRows()
+	h := b.New(min(chunk, M), m.Cfg.HiddenSize)
+	logits := b.New(min(chunk, M), m.Cfg.VocabSize)
+	for lo := 0; lo < M; lo += chunk {
+		hi := min(lo+chunk, M)
+		hc, lc := h.Rows(0, hi-lo), logits.Rows(0, hi-lo)
+		b.GatherRows(hc, p.xf, p.rows[lo:hi])
+		b.MatMul(lc, hc, m.P.LMHead, false, true, false)
+		f(lo, hi, lc)
+	}
+}

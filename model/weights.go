@@ -1,0 +1,281 @@
+package model
+
+// Parameters, their Hugging Face names, and loading / saving them.
+//
+// One table (Params.Named) maps every Hugging Face tensor name to a struct
+// field and its expected shape; loading, saving, gradient bookkeeping and the
+// optimizer all walk that table, so a name can never be handled in one place
+// and forgotten in another.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Layer holds one decoder block's weights (HF layout: linear weights are
+// (out, in)).
+type Layer struct {
+	InputNorm *Tensor // (C)   input_layernorm
+	Q         *Tensor // (H·D, C)
+	K         *Tensor // (G·D, C)
+	V         *Tensor // (G·D, C)
+	O         *Tensor // (C, H·D)
+	QNorm     *Tensor // (D)   per-head RMSNorm on queries
+	KNorm     *Tensor // (D)   per-head RMSNorm on keys
+	PostNorm  *Tensor // (C)   post_attention_layernorm
+	Gate      *Tensor // (F, C)
+	Up        *Tensor // (F, C)
+	Down      *Tensor // (C, F)
+}
+
+// Params is a full set of model parameters (or of their gradients or
+// optimizer moments, which share the layout).
+type Params struct {
+	Embed     *Tensor // (V, C)
+	Layers    []Layer
+	FinalNorm *Tensor // (C)
+	LMHead    *Tensor // (V, C); the same tensor as Embed when embeddings are tied
+	Tied      bool
+}
+
+// NamedParam is one row of the name table.
+type NamedParam struct {
+	Name  string
+	Shape []int
+	Ptr   **Tensor
+}
+
+// Named returns the name table in a stable order. A tied LM head is not
+// listed separately: it is the embedding.
+func (p *Params) Named(cfg *Config) []NamedParam {
+	C, F, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
+	HD, GD, D := cfg.NumAttentionHeads*cfg.HeadDim, cfg.NumKeyValueHeads*cfg.HeadDim, cfg.HeadDim
+	out := []NamedParam{{"model.embed_tokens.weight", []int{V, C}, &p.Embed}}
+	for i := range p.Layers {
+		l := &p.Layers[i]
+		pre := fmt.Sprintf("model.layers.%d.", i)
+		out = append(out,
+			NamedParam{pre + "input_layernorm.weight", []int{C}, &l.InputNorm},
+			NamedParam{pre + "self_attn.q_proj.weight", []int{HD, C}, &l.Q},
+			NamedParam{pre + "self_attn.k_proj.weight", []int{GD, C}, &l.K},
+			NamedParam{pre + "self_attn.v_proj.weight", []int{GD, C}, &l.V},
+			NamedParam{pre + "self_attn.o_proj.weight", []int{C, HD}, &l.O},
+			NamedParam{pre + "self_attn.q_norm.weight", []int{D}, &l.QNorm},
+			NamedParam{pre + "self_attn.k_norm.weight", []int{D}, &l.KNorm},
+			NamedParam{pre + "post_attention_layernorm.weight", []int{C}, &l.PostNorm},
+			NamedParam{pre + "mlp.gate_proj.weight", []int{F, C}, &l.Gate},
+			NamedParam{pre + "mlp.up_proj.weight", []int{F, C}, &l.Up},
+			NamedParam{pre + "mlp.down_proj.weight", []int{C, F}, &l.Down},
+		)
+	}
+	out = append(out, NamedParam{"model.norm.weight", []int{C}, &p.FinalNorm})
+	if !p.Tied {
+		out = append(out, NamedParam{"lm_head.weight", []int{V, C}, &p.LMHead})
+	}
+	return out
+}
+
+// NewParams allocates zero-filled parameters for cfg on backend b.
+func NewParams(b Backend, cfg *Config) *Params {
+	p := &Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}
+	for _, np := range p.Named(cfg) {
+		*np.Ptr = b.New(np.Shape...)
+	}
+	if p.Tied {
+		p.LMHead = p.Embed
+	}
+	return p
+}
+
+// Each calls f on every parameter tensor once (a tied head is visited once).
+func (p *Params) Each(cfg *Config, f func(name string, t *Tensor)) {
+	for _, np := range p.Named(cfg) {
+		f(np.Name, *np.Ptr)
+	}
+}
+
+// weightSource routes tensor names to the safetensors file holding them.
+type weightSource struct {
+	files  []*SafetensorsFile
+	byName map[string]*SafetensorsFile
+}
+
+func (w *weightSource) Close() {
+	for _, f := range w.files {
+		f.Close()
+	}
+}
+
+// openWeightSource opens DIR/model.safetensors or, if present, the shards
+// listed in DIR/model.safetensors.index.json.
+func openWeightSource(dir string) (*weightSource, error) {
+	ws := &weightSource{byName: map[string]*SafetensorsFile{}}
+	indexPath := filepath.Join(dir, "model.safetensors.index.json")
+	raw, err := os.ReadFile(indexPath)
+	switch {
+	case err == nil:
+		if err := ws.openSharded(dir, indexPath, raw); err != nil {
+			ws.Close()
+			return nil, err
+		}
+		return ws, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read %s: %w", indexPath, err)
+	}
+	path := filepath.Join(dir, "model.safetensors")
+	f, err := OpenSafetensors(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no model.safetensors or model.safetensors.index.json (is this a Hugging Face model folder?)", dir)
+		}
+		return nil, err
+	}
+	ws.files = append(ws.files, f)
+	for name := range f.Tensors {
+		ws.byName[name] = f
+	}
+	return ws, nil
+}
+
+func (ws *weightSource) openSharded(dir, indexPath string, raw []byte) error {
+	var index struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		return fmt.Errorf("%s: %w", indexPath, err)
+	}
+	if len(index.WeightMap) == 0 {
+		return fmt.Errorf("%s: empty weight_map", indexPath)
+	}
+	shards := map[string]*SafetensorsFile{}
+	names := make([]string, 0, len(index.WeightMap))
+	for name := range index.WeightMap {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		shard := index.WeightMap[name]
+		if strings.Contains(shard, "/") || strings.Contains(shard, `\`) || shard == ".." {
+			return fmt.Errorf("%s: shard name %q for tensor %q must be a plain file name", indexPath, shard, name)
+		}
+		f, ok := shards[shard]
+		if !ok {
+			var err error
+			if f, err = OpenSafetensors(filepath.Join(dir, shard)); err != nil {
+				return fmt.Errorf("shard listed in %s: %w", indexPath, err)
+			}
+			shards[shard] = f
+			ws.files = append(ws.files, f)
+		}
+		if _, ok := f.Tensors[name]; !ok {
+			return fmt.Errorf("%s: tensor %q is mapped to %s, which does not contain it", indexPath, name, f.Path)
+		}
+		ws.byName[name] = f
+	}
+	return nil
+}
+
+// LoadParams reads every parameter of cfg from the Hugging Face folder dir
+// onto backend b, checking each tensor's shape and reporting missing and
+// unused tensors together.
+func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
+	ws, err := openWeightSource(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	p := &Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}
+	named := p.Named(cfg)
+	var problems []error
+	used := map[string]bool{}
+	for _, np := range named {
+		f, ok := ws.byName[np.Name]
+		if !ok {
+			problems = append(problems, fmt.Errorf("missing tensor %q (shape %v)", np.Name, np.Shape))
+			continue
+		}
+		used[np.Name] = true
+		ti := f.Tensors[np.Name]
+		if !equalShape(ti.Shape, np.Shape) {
+			problems = append(problems, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", f.Path, np.Name, ti.Shape, np.Shape))
+			continue
+		}
+		host := make([]float32, ti.Numel())
+		if err := f.ReadFloat32(np.Name, host); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if i := firstNonFinite(host); i >= 0 {
+			problems = append(problems, fmt.Errorf("%s: tensor %q has a non-finite value (%v) at flat index %d", f.Path, np.Name, host[i], i))
+			continue
+		}
+		t := b.New(np.Shape...)
+		b.Upload(t, host)
+		*np.Ptr = t
+	}
+	// A tied checkpoint may still carry lm_head.weight (transformers ignores it).
+	if p.Tied {
+		used["lm_head.weight"] = true
+	}
+	var unused []string
+	for name := range ws.byName {
+		if !used[name] {
+			unused = append(unused, name)
+		}
+	}
+	sort.Strings(unused)
+	for _, name := range unused {
+		problems = append(problems, fmt.Errorf("%s: unused tensor %q (not part of a Qwen3 model with this config)", ws.byName[name].Path, name))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("load weights from %s: %w", dir, errors.Join(problems...))
+	}
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("load weights from %s: %w", dir, err)
+	}
+	if p.Tied {
+		p.LMHead = p.Embed
+	}
+	return p, nil
+}
+
+// SaveParams writes p as DIR/model.safetensors in the Hugging Face layout.
+func SaveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType) error {
+	var tensors []NamedTensor
+	for _, np := range p.Named(cfg) {
+		host := make([]float32, (*np.Ptr).Numel())
+		b.Download(*np.Ptr, host)
+		tensors = append(tensors, NamedTensor{Name: np.Name, Shape: np.Shape, Data: host})
+	}
+	if err := b.Err(); err != nil {
+		return fmt.Errorf("save weights: %w", err)
+	}
+	return WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, dtype, map[string]string{"format": "pt"})
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i
+		}
+	}
+	return -1
+}
