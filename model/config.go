@@ -32,11 +32,11 @@ type Config struct {
 	EOSTokenIDs           TokenIDs `json:"eos_token_id"`
 
 	// Features Qwen3-Base does not use; decoded only to be refused.
-	AttentionBias     bool            `json:"attention_bias"`
-	UseSlidingWindow  bool            `json:"use_sliding_window"`
-	RopeScaling       json.RawMessage `json:"rope_scaling,omitempty"`
-	NewDtype          string          `json:"dtype,omitempty"` // transformers ≥ 4.56 writes "dtype"
-	InitializerRange  float64         `json:"initializer_range,omitempty"`
+	AttentionBias    bool            `json:"attention_bias"`
+	UseSlidingWindow bool            `json:"use_sliding_window"`
+	RopeScaling      json.RawMessage `json:"rope_scaling,omitempty"`
+	NewDtype         string          `json:"dtype,omitempty"` // transformers ≥ 4.56 writes "dtype"
+	InitializerRange float64         `json:"initializer_range,omitempty"`
 }
 
 // TokenIDs decodes a token id field that config.json may write as a single

@@ -14,11 +14,11 @@ import (
 // TinyOptions size a random Qwen3 model.
 type TinyOptions struct {
 	Layers, Hidden, Intermediate, Heads, KVHeads, HeadDim, Vocab int
-	Tied                                                        bool
-	RopeTheta                                                   float64
-	MaxPositions                                                int
-	EOS                                                         []int
-	InitStd                                                     float64
+	Tied                                                         bool
+	RopeTheta                                                    float64
+	MaxPositions                                                 int
+	EOS                                                          []int
+	InitStd                                                      float64
 	// NormJitter perturbs RMSNorm weights around 1 (N(1, jitter²)); 0 keeps
 	// them at exactly 1 as transformers initialises them. Tests use jitter so
 	// a bug that ignores a norm weight cannot hide.

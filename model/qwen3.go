@@ -150,10 +150,10 @@ type Pass struct {
 	rows    []int32 // (M) packed row predicting each target
 	targets []int32 // (M)
 	layers  []*layerActs
-	xL      *Tensor // (N, C) last layer output
-	xf      *Tensor // (N, C) final-normed
-	rstdF   *Tensor // (N)
-	headLSE *Tensor // (M)
+	xL      *Tensor  // (N, C) last layer output
+	xf      *Tensor  // (N, C) final-normed
+	rstdF   *Tensor  // (N)
+	headLSE *Tensor  // (M)
 	spans   [][2]int // per sequence, its [from, to) range of the M rows
 }
 
