@@ -26,8 +26,7 @@ test-short: fixtures
 
 # bench prints speed figures as ratios against a baseline measured in the same run.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./model/
-	bash scripts/bench_cpu.sh
+	./$(BIN) bench
 
 demo: build
 	./$(BIN) demo

@@ -83,7 +83,7 @@ func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error)
 		q0 := len(ids)
 		for t, id := range s.Tokens {
 			if id < 0 || int(id) >= c.VocabSize {
-				return nil, fmt.Errorf("step: input %d token %d outside the vocabulary [0, %d)", i, id, c.VocabSize)
+				return nil, fmt.Errorf("step: input %d position %d: token %d outside the vocabulary [0, %d)", i, t, id, c.VocabSize)
 			}
 			ids = append(ids, id)
 			pos = append(pos, int32(past+t))

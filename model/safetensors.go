@@ -263,6 +263,9 @@ func writeAtomic(path string, write func(io.Writer) error) (err error) {
 	if err = bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("chmod %s: %w", path, err)
+	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", path, err)
 	}

@@ -19,7 +19,7 @@ func newRootCmd() *cobra.Command {
 KV-cached sampler, scores them with a math verifier and runs the clipped GRPO
 update with the Prompt-GDRO or Rollout-GDRO curriculum controllers.`,
 		SilenceUsage:  true,
-		SilenceErrors: false,
+		SilenceErrors: true, // main prints the error once via cobra.CheckErr
 	}
 	for _, newCmd := range subcommands {
 		root.AddCommand(newCmd())

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+func init() { register(newInitTinyCmd) }
+
+func newInitTinyCmd() *cobra.Command {
+	o := model.DefaultTiny()
+	var out, dtype string
+	var seed uint64
+	cmd := &cobra.Command{
+		Use:   "init-tiny --out DIR",
+		Short: "Write a random-initialised Qwen3 model folder (config.json + model.safetensors)",
+		Long: `init-tiny writes a randomly initialised Qwen3 model in the Hugging Face
+layout (config.json, generation_config.json, model.safetensors), loadable by
+transformers' Qwen3ForCausalLM and by every gdrotrain command. Weights are
+drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
+		Example:      "  gdrotrain init-tiny --out /tmp/tiny --layers 2 --hidden 64 --heads 4 --kv-heads 2 --vocab 256",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			dt, err := model.ParseDType(dtype)
+			if err != nil {
+				return fmt.Errorf("--dtype: %w", err)
+			}
+			cfg, err := o.Config()
+			if err != nil {
+				return err
+			}
+			b := model.NewCPU()
+			p := model.RandomParams(b, cfg, seed, o.InitStd, 0)
+			if err := model.WriteFolder(out, cfg, b, p, dt); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d layers, hidden %d, heads %d/%d, vocab %d, %d parameters (%s)\n",
+				out, cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.VocabSize, cfg.NumParams(), dt.TorchName())
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&out, "out", "", "output folder (created if missing)")
+	f.IntVar(&o.Layers, "layers", o.Layers, "number of decoder layers")
+	f.IntVar(&o.Hidden, "hidden", o.Hidden, "hidden size")
+	f.IntVar(&o.Intermediate, "intermediate", o.Intermediate, "MLP intermediate size")
+	f.IntVar(&o.Heads, "heads", o.Heads, "attention (query) heads")
+	f.IntVar(&o.KVHeads, "kv-heads", o.KVHeads, "key/value heads (GQA); must divide --heads")
+	f.IntVar(&o.HeadDim, "head-dim", o.HeadDim, "per-head dimension (even)")
+	f.IntVar(&o.Vocab, "vocab", o.Vocab, "vocabulary size")
+	f.BoolVar(&o.Tied, "tied", o.Tied, "tie the LM head to the token embedding")
+	f.Float64Var(&o.RopeTheta, "rope-theta", o.RopeTheta, "RoPE base")
+	f.Float64Var(&o.InitStd, "init-std", o.InitStd, "standard deviation of the normal initialisation")
+	f.IntSliceVar(&o.EOS, "eos", nil, "end-of-sequence token ids (default: the last id)")
+	f.Uint64Var(&seed, "seed", 0, "random seed")
+	f.StringVar(&dtype, "dtype", "float32", "storage dtype: float32, bfloat16 or float16")
+	return cmd
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// run executes the root command with args and returns stdout.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestInitTinyAndLogits: init-tiny writes a loadable folder and logits
+// prints what the model computes.
+func TestInitTinyAndLogits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if _, err := run(t, "init-tiny", "--out", dir, "--layers", "1", "--hidden", "32", "--heads", "4", "--kv-heads", "1",
+		"--head-dim", "8", "--intermediate", "48", "--vocab", "50", "--tied", "--dtype", "bfloat16", "--seed", "3"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "generation_config.json", "model.safetensors"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("init-tiny did not write %s: %v", f, err)
+		}
+	}
+	outFile := filepath.Join(t.TempDir(), "l.json")
+	if _, err := run(t, "logits", "--model", dir, "--ids", "1, 2,3", "--all", "--out", outFile); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(outFile)
+	var res logitsOutput
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(model.NewCPU(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Cfg.TieWordEmbeddings || m.Cfg.NumKeyValueHeads != 1 || m.Cfg.Dtype() != "bfloat16" {
+		t.Fatalf("config not as requested: %+v", m.Cfg)
+	}
+	want, _ := m.Logits([]int32{1, 2, 3})
+	if len(res.Positions) != 3 || res.VocabSize != 50 || len(res.Logits) != 50 {
+		t.Fatalf("output shape: %d positions, vocab %d", len(res.Positions), res.VocabSize)
+	}
+	for i := range want[2] {
+		if res.Logits[i] != want[2][i] {
+			t.Fatalf("logit %d: %v vs %v", i, res.Logits[i], want[2][i])
+		}
+	}
+	if _, err := run(t, "logits", "--model", dir, "--ids", "1,x"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Fatalf("bad ids: %v", err)
+	}
+	if _, err := run(t, "init-tiny", "--out", dir, "--heads", "3", "--kv-heads", "2"); err == nil || !strings.Contains(err.Error(), "num_key_value_heads") {
+		t.Fatalf("bad heads: %v", err)
+	}
+}
