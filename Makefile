@@ -14,6 +14,7 @@ build:
 
 # fixtures: fetch or generate whatever the tests need (nothing is read from ../shared).
 fixtures:
+	bash scripts/fetch_tokenizer.sh
 
 vet:
 	$(GO) vet $(PKGS)
@@ -27,6 +28,7 @@ test-short: fixtures
 # bench prints speed figures as ratios against a baseline measured in the same run.
 bench: build
 	./$(BIN) bench
+	bash scripts/bench_tokenizer.sh
 
 demo: build
 	./$(BIN) demo

@@ -5,7 +5,11 @@
 //
 // Regenerate (after `make fixtures`):
 //
-//   node scripts/tokenizer_golden.mjs            # writes tokenizer/testdata/qwen3_golden.jsonl.gz
+//   node scripts/tokenizer_golden.mjs
+//
+// writes tokenizer/testdata/qwen3_golden.jsonl.gz and, with the tiny
+// tokenizer committed under tokenizer/testdata/tiny512/ (tokenizer.WriteTiny),
+// tokenizer/testdata/tiny512_golden.jsonl.gz (encode cases only).
 //
 // The corpus is deterministic (a seeded PRNG, fixed fragment pools and the
 // problem texts under data/testdata/), so rerunning gives the same file.
@@ -238,3 +242,21 @@ const dest = path.join(ROOT, "tokenizer", "testdata", "qwen3_golden.jsonl.gz");
 fs.mkdirSync(path.dirname(dest), { recursive: true });
 fs.writeFileSync(dest, zlib.gzipSync(out.join("\n") + "\n", { level: 9, mtime: 0 }));
 console.log(`tokenizer_golden: ${nEncode} encode, ${nDecode} decode, ${nChat} chat cases -> ${path.relative(ROOT, dest)} (${fs.statSync(dest).size} bytes)`);
+
+// The tiny tokenizer (tokenizer.WriteTiny(dir, 512)) through the same reference
+// code: evidence that WriteTiny writes a valid Hugging Face tokenizer.
+const tinyDir = path.join(ROOT, "tokenizer", "testdata", "tiny512");
+if (fs.existsSync(path.join(tinyDir, "tokenizer.json"))) {
+  const tiny = qwen.TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(tinyDir, "tokenizer.json"), "utf8")),
+    tokenizerConfig: JSON.parse(fs.readFileSync(path.join(tinyDir, "tokenizer_config.json"), "utf8")),
+  });
+  const tinyOut = [];
+  for (const text of corpus) {
+    if (text.length > 20000) continue;
+    tinyOut.push(JSON.stringify({ kind: "encode", text, ids: tiny.encode(text, { add_special_tokens: false }) }));
+  }
+  const tdest = path.join(ROOT, "tokenizer", "testdata", "tiny512_golden.jsonl.gz");
+  fs.writeFileSync(tdest, zlib.gzipSync(tinyOut.join("\n") + "\n", { level: 9, mtime: 0 }));
+  console.log(`tokenizer_golden: ${tinyOut.length} tiny512 encode cases -> ${path.relative(ROOT, tdest)} (${fs.statSync(tdest).size} bytes)`);
+}

@@ -10,8 +10,10 @@
 //  1. Added tokens (<|endoftext|>, <|im_start|>, <|im_end|>, <think>, …,
 //     special or not) are matched on the raw text, leftmost-longest, before
 //     anything else (added.go). They become their own ids.
+//
 //  2. Every stretch of text between them is NFC-normalized
 //     (golang.org/x/text/unicode/norm).
+//
 //  3. The Split pre-tokenizer cuts it into pieces with the Qwen2/Qwen3 regex
 //
 //     (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
@@ -22,6 +24,7 @@
 //     comments there). The tests check it against the same regex compiled by
 //     github.com/dlclark/regexp2 (a backtracking engine with look-ahead) and
 //     against the reference's ids.
+//
 //  4. Each piece's UTF-8 bytes are mapped to GPT-2's byte-level alphabet and
 //     merged by byte-level BPE with the merges' ranks (bpe.go): lowest rank
 //     first, leftmost among equal ranks, exactly Hugging Face's order.

@@ -1,0 +1,128 @@
+package data
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+)
+
+// EpochOrder returns the permutation of 0..n-1 that epoch `epoch` visits,
+// a function of (seed, epoch, n) only: a Fisher–Yates shuffle driven by a
+// PCG generator seeded with (seed, epoch). The generator's output is fixed
+// by its specification and the bounded draw is done here (Lemire's
+// multiply-shift with rejection), so the order does not change with the Go
+// release. (The reference's torch.randperm order cannot be reproduced
+// outside torch; spec §2.6 asks only for a seeded per-epoch permutation.)
+func EpochOrder(n int, seed uint64, epoch int) []int {
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	g := rand.NewPCG(seed, 0x9e3779b97f4a7c15^uint64(epoch))
+	for i := n - 1; i > 0; i-- {
+		j := int(boundedUint64(g, uint64(i+1)))
+		perm[i], perm[j] = perm[j], perm[i]
+	}
+	return perm
+}
+
+// boundedUint64 draws uniformly from [0, n) (Lemire 2019).
+func boundedUint64(g *rand.PCG, n uint64) uint64 {
+	hi, lo := bits.Mul64(g.Uint64(), n)
+	if lo < n {
+		thresh := -n % n
+		for lo < thresh {
+			hi, lo = bits.Mul64(g.Uint64(), n)
+		}
+	}
+	return hi
+}
+
+// Cursor is the loader's position, saved in checkpoints. Restoring it on the
+// same dataset continues the exact sequence of batches.
+type Cursor struct {
+	Seed      uint64 `json:"seed"`
+	BatchSize int    `json:"batch_size"`
+	Epoch     int    `json:"epoch"`    // epoch of the next batch
+	Position  int    `json:"position"` // index into that epoch's order of the next prompt
+	Batches   int64  `json:"batches"`  // batches served so far
+	// Fingerprint is a hash of the dataset's UIDs in file order; Restore
+	// refuses a cursor taken on a different dataset.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// Loader serves batches of prompts: each epoch a fresh permutation, batches
+// of BatchSize, the incomplete last batch dropped (drop_last, spec §2.6).
+type Loader struct {
+	ds     *Dataset
+	cur    Cursor
+	order  []int
+	orderE int // epoch of order
+}
+
+// Fingerprint hashes the dataset's UIDs in order.
+func (d *Dataset) Fingerprint() string {
+	h := sha256.New()
+	for i := range d.Prompts {
+		h.Write([]byte(d.Prompts[i].UID))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// NewLoader starts at epoch 0, position 0.
+func NewLoader(ds *Dataset, batchSize int, seed uint64) (*Loader, error) {
+	if ds == nil || len(ds.Prompts) == 0 {
+		return nil, errors.New("data: loader: empty dataset")
+	}
+	if batchSize <= 0 || batchSize > len(ds.Prompts) {
+		return nil, fmt.Errorf("data: loader: batch size %d with %d prompts (drop_last would serve nothing)", batchSize, len(ds.Prompts))
+	}
+	return &Loader{ds: ds, cur: Cursor{Seed: seed, BatchSize: batchSize, Fingerprint: ds.Fingerprint()}, orderE: -1}, nil
+}
+
+// StepsPerEpoch is ⌊prompts / batch size⌋.
+func (l *Loader) StepsPerEpoch() int { return len(l.ds.Prompts) / l.cur.BatchSize }
+
+// Next returns the next batch and the epoch it belongs to.
+func (l *Loader) Next() ([]Prompt, int) {
+	n := len(l.ds.Prompts)
+	if l.cur.Position+l.cur.BatchSize > n {
+		l.cur.Epoch++
+		l.cur.Position = 0
+	}
+	if l.orderE != l.cur.Epoch {
+		l.order = EpochOrder(n, l.cur.Seed, l.cur.Epoch)
+		l.orderE = l.cur.Epoch
+	}
+	batch := make([]Prompt, l.cur.BatchSize)
+	for i := range batch {
+		batch[i] = l.ds.Prompts[l.order[l.cur.Position+i]]
+	}
+	epoch := l.cur.Epoch
+	l.cur.Position += l.cur.BatchSize
+	l.cur.Batches++
+	return batch, epoch
+}
+
+// Cursor returns the position to save.
+func (l *Loader) Cursor() Cursor { return l.cur }
+
+// Restore continues from a saved cursor.
+func (l *Loader) Restore(c Cursor) error {
+	if c.Fingerprint != l.cur.Fingerprint {
+		return fmt.Errorf("data: loader: cursor was taken on another dataset (fingerprint %s, this dataset %s)", c.Fingerprint, l.cur.Fingerprint)
+	}
+	if c.BatchSize != l.cur.BatchSize {
+		return fmt.Errorf("data: loader: cursor batch size %d, loader %d", c.BatchSize, l.cur.BatchSize)
+	}
+	if c.Epoch < 0 || c.Position < 0 || c.Position > len(l.ds.Prompts) {
+		return fmt.Errorf("data: loader: cursor out of range (epoch %d, position %d, %d prompts)", c.Epoch, c.Position, len(l.ds.Prompts))
+	}
+	l.cur = c
+	l.orderE = -1
+	return nil
+}
