@@ -21,6 +21,7 @@ vet:
 
 test: fixtures vet
 	$(GO) test -count=1 -timeout 40m $(PKGS)
+	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 10s ./reward/
 
 test-short: fixtures
 	$(GO) test -short $(PKGS)
@@ -29,6 +30,8 @@ test-short: fixtures
 bench: build
 	./$(BIN) bench
 	bash scripts/bench_tokenizer.sh
+	$(GO) test -run '^$$' -bench . ./gdro/
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./reward/
 
 demo: build
 	./$(BIN) demo

@@ -1,0 +1,480 @@
+package gdro
+
+// rollout.go: Rollout-GDRO (spec §7) in two modes.
+//
+// paper (default) — what the paper describes and the reference intended,
+// fixed (spec §11 items 1–5):
+//
+//   - The current prompts are classified before generation and every prompt
+//     gets its own class's arm (no stale positional labels).
+//   - Per class b and arm a, û_b(a) is an EMA (weight β on the new value,
+//     the first observation initializes) of the utility observed on exactly
+//     the rows that used arm a in class b. A never-observed arm reads a prior:
+//     with the variance utility 4·v̄_b·(1 − n̄/a), v̄_b an EMA of the class's
+//     within-prompt variance over all its rows (0 before any), so the bandit
+//     can move to arms it has not tried yet; with the loss utilities 0.
+//   - Arm probabilities use the Lagrangian score
+//     s_b(a) = û_b(a) − μ·(a − n̄):  p_b = (1 − γ)·softmax(η·s_b) + γ/K.
+//   - The step's arms come from the DP of dp.go with cost
+//     c_b·(−ln max(p_b(a), 1e−12)) — each class weighted by its prompt count
+//     c_b, so under the exact budget the μ terms cancel and the DP maximizes
+//     Σ_b c_b·û_b(n_b) (up to the γ floor): the exact primal solution for
+//     the current utility estimates. η and γ therefore shape the logged arm
+//     probabilities (and μ under dual_signal: expected) but move the DP's
+//     choice only through the γ floor.
+//   - μ moves by projected dual ascent on the violation of the unconstrained
+//     per-class choices n_b^u (argmax_a s_b(a), ties to the arm nearest n̄,
+//     or E_{p_b}[n] with dual_signal: expected):
+//     v = Σ_b q̂_b·n_b^u − n̄,  μ ← clip(μ + α_μ·v, 0, μ_max).
+//     μ rises when the unconstrained choices overspend and falls when they
+//     underspend; the DP keeps every step exactly on budget.
+//   - Utility (RolloutConfig.Utility). variance (default): for the prompts of
+//     class b that used arm a, σ̂² is the mean over prompts of the unbiased
+//     within-prompt variance of correctness, and u = 4·σ̂²·(1 − n̄/a), the
+//     reduction of the variance proxy σ²/n relative to n̄ rollouts, scaled so
+//     a prompt with solve rate ½ gives u ∈ [1 − n̄/n_min, 1 − n̄/n_max]. With
+//     û exact, the best response is a* = 2σ·√(n̄/μ) ∝ σ (the square-root law)
+//     and the DP minimizes Σ_b c_b σ_b²/n_b, i.e. the WSE proxy.
+//     neg_loss: u = −mean ℓ_r (paper main text); loss: u = +mean ℓ_r (the
+//     reference's dead adversarial sign).
+//
+// reference_compat — bug for bug (spec §7.4, §7.6, §7.7):
+//
+//   - Class counts come from the previous step's stored labels, in their
+//     first-appearance order, and prompt i of this step gets the arm of the
+//     previous step's label i. Step 1, or a stored list of another length:
+//     every prompt gets n̄.
+//   - The stored labels are those of rows 0, n̄, 2n̄, …, (N−1)·n̄ of this step's
+//     prompt-contiguous row list (stride = the configured n̄, not n_i).
+//   - Arm scores and μ are never updated: probabilities stay uniform, μ stays
+//     at mu_init, and the DP returns the lexicographically smallest
+//     exact-budget arm vector. The DP cost is unweighted, −ln max(p, 1e−12).
+//   - Not reproduced: the proportional fallback allocator of §7.9 (never
+//     reached with contiguous arms; an inexact DP result is returned as is
+//     with Exact = false) and the double Prompt-GDRO EMA update (§11 item 20).
+
+import (
+	"fmt"
+	"math"
+)
+
+// RolloutState is the serializable state of Rollout-GDRO.
+type RolloutState struct {
+	Mu    float64     `json:"mu"`    // shadow price μ
+	Score [][]float64 `json:"score"` // (C, K) EMA arm utilities û_b(a)
+	Count [][]int     `json:"count"` // (C, K) observations per arm
+	Var   []float64   `json:"var"`   // (C) EMA v̄_b of the class's within-prompt variance of correctness
+	// PrevLabels (reference_compat) are the labels stored by the last step
+	// for the next allocation (N); nil before the first step.
+	PrevLabels []int `json:"prev_labels,omitempty"`
+}
+
+// Rollout is the Rollout-GDRO allocator.
+type Rollout struct {
+	cfg      RolloutConfig
+	arms     []int // (K)
+	nClasses int
+	st       RolloutState
+	dp       dpScratch
+}
+
+// NewRollout returns Rollout-GDRO over nClasses classes.
+func NewRollout(cfg RolloutConfig, nClasses int) (*Rollout, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if nClasses < 1 {
+		return nil, fmt.Errorf("gdro rollout: need ≥ 1 class, got %d", nClasses)
+	}
+	r := &Rollout{cfg: cfg, arms: cfg.ArmList(), nClasses: nClasses}
+	r.st = RolloutState{Mu: cfg.MuInit, Score: zeros2(nClasses, len(r.arms)), Count: izeros2(nClasses, len(r.arms)), Var: make([]float64, nClasses)}
+	return r, nil
+}
+
+func zeros2(a, b int) [][]float64 {
+	m := make([][]float64, a)
+	for i := range m {
+		m[i] = make([]float64, b)
+	}
+	return m
+}
+
+func izeros2(a, b int) [][]int {
+	m := make([][]int, a)
+	for i := range m {
+		m[i] = make([]int, b)
+	}
+	return m
+}
+
+// Arms returns the arm list (K).
+func (r *Rollout) Arms() []int { return append([]int(nil), r.arms...) }
+
+// Mu returns the shadow price μ.
+func (r *Rollout) Mu() float64 { return r.st.Mu }
+
+// Allocation is Rollout-GDRO's decision for one step.
+type Allocation struct {
+	// N is the rollout count of each prompt (N).
+	N []int `json:"n"`
+	// BinN is the arm of each class (C); 0 for classes the DP did not see.
+	BinN []int `json:"bin_n"`
+	// BinCount is the number of prompts per class that drove the DP (C): the
+	// current labels in paper mode, the previous step's in reference_compat.
+	BinCount []int `json:"bin_count"`
+	// Order lists the classes in DP order (first appearance).
+	Order []int `json:"order"`
+	// ArmProb are the arm probabilities at decision time (C, K).
+	ArmProb [][]float64 `json:"arm_prob"`
+	// Unconstrained is each class's unconstrained choice n_b^u (C), 0 if absent.
+	Unconstrained []float64 `json:"unconstrained"`
+	// Violation is Σ_b q̂_b·n_b^u − n̄ (paper mode; 0 in reference_compat).
+	Violation float64 `json:"violation"`
+	// Mu is μ used for this decision.
+	Mu float64 `json:"mu"`
+	// Target is N·n̄, Total is Σ n_i, Exact is Total == Target.
+	Target int  `json:"target"`
+	Total  int  `json:"total"`
+	Exact  bool `json:"exact"`
+	// UsingPrev (reference_compat) is true when stored labels drove the DP.
+	UsingPrev bool `json:"using_prev"`
+}
+
+// armProbs returns p_b (K) for class b (spec §7.2 form, paper-mode scores).
+func (r *Rollout) armProbs(b int, p []float64) {
+	K := len(r.arms)
+	zmax := math.Inf(-1)
+	for j, a := range r.arms {
+		s := r.st.Score[b][j]
+		if r.cfg.Mode == ModePaper {
+			s = r.utility(b, j) - r.st.Mu*float64(a-r.cfg.NMean)
+		}
+		p[j] = r.cfg.Eta * s
+		zmax = math.Max(zmax, p[j])
+	}
+	sum := 0.0
+	for j := range p {
+		p[j] = math.Exp(p[j] - zmax)
+		sum += p[j]
+	}
+	for j := range p {
+		soft := 1 / float64(K)
+		if sum > 0 && !math.IsInf(sum, 0) {
+			soft = p[j] / sum
+		}
+		p[j] = (1-r.cfg.Gamma)*soft + r.cfg.Gamma/float64(K)
+	}
+}
+
+// unconstrained is class b's unconstrained choice under the dual signal.
+func (r *Rollout) unconstrained(b int, p []float64) float64 {
+	if r.cfg.DualSignal == DualExpected {
+		e := 0.0
+		for j, a := range r.arms {
+			e += p[j] * float64(a)
+		}
+		return e
+	}
+	best, bestS := 0, math.Inf(-1)
+	for j, a := range r.arms {
+		s := r.utility(b, j) - r.st.Mu*float64(a-r.cfg.NMean)
+		// ties go to the arm nearest n̄, then to the smaller arm
+		if s > bestS || (s == bestS && absInt(a-r.cfg.NMean) < absInt(r.arms[best]-r.cfg.NMean)) {
+			best, bestS = j, s
+		}
+	}
+	return float64(r.arms[best])
+}
+
+// utility is û_b(a) for arm index j, or the prior of a never-observed arm.
+func (r *Rollout) utility(b, j int) float64 {
+	if r.st.Count[b][j] > 0 {
+		return r.st.Score[b][j]
+	}
+	if r.cfg.Utility == UtilityVariance {
+		return 4 * r.st.Var[b] * (1 - float64(r.cfg.NMean)/float64(r.arms[j]))
+	}
+	return 0
+}
+
+func absInt(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// Allocate decides the rollout counts for a step whose prompts have the
+// given classes (N), classified before generation. It does not change the
+// state.
+func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
+	N := len(classes)
+	if N == 0 {
+		return nil, fmt.Errorf("gdro rollout: empty batch")
+	}
+	for i, c := range classes {
+		if c < 0 || c >= r.nClasses {
+			return nil, fmt.Errorf("gdro rollout: prompt %d has class %d, outside [0, %d)", i, c, r.nClasses)
+		}
+	}
+	K := len(r.arms)
+	al := &Allocation{
+		N:             make([]int, N),
+		BinN:          make([]int, r.nClasses),
+		BinCount:      make([]int, r.nClasses),
+		ArmProb:       make([][]float64, r.nClasses),
+		Unconstrained: make([]float64, r.nClasses),
+		Mu:            r.st.Mu,
+		Target:        N * r.cfg.NMean,
+	}
+	for b := range al.ArmProb {
+		al.ArmProb[b] = make([]float64, K)
+		r.armProbs(b, al.ArmProb[b])
+	}
+	drive := classes
+	if r.cfg.Mode == ModeReferenceCompat {
+		if r.st.PrevLabels == nil || len(r.st.PrevLabels) != N {
+			for i := range al.N {
+				al.N[i] = r.cfg.NMean
+			}
+			al.Total, al.Exact, al.Order = al.Target, true, []int{}
+			return al, nil
+		}
+		drive = r.st.PrevLabels
+		al.UsingPrev = true
+	}
+	for _, c := range drive {
+		if al.BinCount[c] == 0 {
+			al.Order = append(al.Order, c)
+		}
+		al.BinCount[c]++
+	}
+	counts := make([]int, len(al.Order))
+	cost := make([][]float64, len(al.Order))
+	for k, b := range al.Order {
+		counts[k] = al.BinCount[b]
+		cost[k] = make([]float64, K)
+		w := 1.0
+		if r.cfg.Mode == ModePaper {
+			w = float64(counts[k])
+		}
+		for j := range r.arms {
+			cost[k][j] = w * -math.Log(math.Max(al.ArmProb[b][j], 1e-12))
+		}
+	}
+	res, err := r.dp.match(counts, r.arms, cost, al.Target)
+	if err != nil {
+		return nil, err
+	}
+	for k, b := range al.Order {
+		al.BinN[b] = res.Arms[k]
+	}
+	for i, c := range drive {
+		al.N[i] = al.BinN[c]
+	}
+	al.Total, al.Exact = res.Total, res.Exact
+	if r.cfg.Mode == ModePaper {
+		for _, b := range al.Order {
+			al.Unconstrained[b] = r.unconstrained(b, al.ArmProb[b])
+			al.Violation += float64(al.BinCount[b]) / float64(N) * al.Unconstrained[b]
+		}
+		al.Violation -= float64(r.cfg.NMean)
+	}
+	return al, nil
+}
+
+// RolloutUpdate is what Rollout.Observe changed.
+type RolloutUpdate struct {
+	// Utility is the utility observed per class and arm this step (C, K);
+	// NaN-free: entries without an observation are 0 and Observed is false.
+	Utility  [][]float64 `json:"utility"`
+	Observed [][]bool    `json:"observed"`
+	// DMu is μ_{t+1} − μ_t.
+	DMu float64 `json:"dmu"`
+}
+
+// Observe updates arm utilities and μ (paper mode) or stores the next
+// step's positional labels (reference_compat). classes and n are the step's
+// labels and realized rollout counts (N), al the step's allocation, rows the
+// outcomes (R = Σ n).
+func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*RolloutUpdate, error) {
+	R, err := checkBatch(classes, n, r.nClasses)
+	if err != nil {
+		return nil, err
+	}
+	if al == nil {
+		return nil, fmt.Errorf("gdro rollout: Observe needs the step's allocation")
+	}
+	if len(rows.Correct) != R {
+		return nil, fmt.Errorf("gdro rollout: %d rows but %d correctness values", R, len(rows.Correct))
+	}
+	K := len(r.arms)
+	up := &RolloutUpdate{Utility: zeros2(r.nClasses, K), Observed: make([][]bool, r.nClasses)}
+	for b := range up.Observed {
+		up.Observed[b] = make([]bool, K)
+	}
+	if r.cfg.Mode == ModeReferenceCompat {
+		// labels of rows 0, n̄, 2n̄, … of the prompt-contiguous row list
+		owner := make([]int, 0, R) // (R) class of each row
+		for i, c := range classes {
+			for j := 0; j < n[i]; j++ {
+				owner = append(owner, c)
+			}
+		}
+		prev := make([]int, len(classes))
+		for i := range prev {
+			pos := i * r.cfg.NMean
+			if pos >= R {
+				pos = R - 1 // cannot happen when Σ n_i = N·n̄
+			}
+			prev[i] = owner[pos]
+		}
+		r.st.PrevLabels = prev
+		return up, nil
+	}
+	needLoss := r.cfg.Utility == UtilityNegLoss || r.cfg.Utility == UtilityLoss
+	if needLoss && len(rows.Loss) != R {
+		return nil, fmt.Errorf("gdro rollout: utility %q needs %d per-row losses, got %d", r.cfg.Utility, R, len(rows.Loss))
+	}
+	armIdx := make(map[int]int, K)
+	for j, a := range r.arms {
+		armIdx[a] = j
+	}
+	// accumulate per (class, arm): Σ utility terms and the number of terms
+	acc := zeros2(r.nClasses, K)
+	cnt := izeros2(r.nClasses, K)
+	row := 0
+	for i, c := range classes {
+		j, ok := armIdx[n[i]]
+		if !ok {
+			return nil, fmt.Errorf("gdro rollout: prompt %d used %d rollouts, which is not an arm %v", i, n[i], r.arms)
+		}
+		switch r.cfg.Utility {
+		case UtilityVariance:
+			k := 0
+			for _, ok := range rows.Correct[row : row+n[i]] {
+				if ok {
+					k++
+				}
+			}
+			m := float64(n[i])
+			acc[c][j] += float64(k) * (m - float64(k)) / (m * (m - 1)) // unbiased variance
+			cnt[c][j]++
+		default:
+			for _, l := range rows.Loss[row : row+n[i]] {
+				if !finite(l) {
+					return nil, fmt.Errorf("gdro rollout: row of prompt %d has non-finite loss %v", i, l)
+				}
+				acc[c][j] += l
+				cnt[c][j]++
+			}
+		}
+		row += n[i]
+	}
+	beta := r.cfg.EMABeta
+	for b := 0; b < r.nClasses; b++ {
+		if r.cfg.Utility == UtilityVariance {
+			vs, vn, seen := 0.0, 0, 0
+			for j := range r.arms {
+				vs += acc[b][j]
+				vn += cnt[b][j]
+				seen += r.st.Count[b][j]
+			}
+			if vn > 0 {
+				if v := vs / float64(vn); seen == 0 {
+					r.st.Var[b] = v
+				} else {
+					r.st.Var[b] = (1-beta)*r.st.Var[b] + beta*v
+				}
+			}
+		}
+		for j, a := range r.arms {
+			if cnt[b][j] == 0 {
+				continue
+			}
+			mean := acc[b][j] / float64(cnt[b][j])
+			var u float64
+			switch r.cfg.Utility {
+			case UtilityVariance:
+				u = 4 * mean * (1 - float64(r.cfg.NMean)/float64(a))
+			case UtilityNegLoss:
+				u = -mean
+			case UtilityLoss:
+				u = mean
+			}
+			up.Utility[b][j], up.Observed[b][j] = u, true
+			if r.st.Count[b][j] == 0 {
+				r.st.Score[b][j] = u
+			} else {
+				r.st.Score[b][j] = (1-beta)*r.st.Score[b][j] + beta*u
+			}
+			r.st.Count[b][j]++
+		}
+	}
+	old := r.st.Mu
+	r.st.Mu = math.Max(0, math.Min(r.cfg.MuMax, old+r.cfg.DualLR*al.Violation))
+	up.DMu = r.st.Mu - old
+	return up, nil
+}
+
+// ArmProbs returns the current arm probabilities of every class (C, K).
+func (r *Rollout) ArmProbs() [][]float64 {
+	p := zeros2(r.nClasses, len(r.arms))
+	for b := range p {
+		r.armProbs(b, p[b])
+	}
+	return p
+}
+
+// State returns a deep copy of the state.
+func (r *Rollout) State() RolloutState {
+	s := RolloutState{Mu: r.st.Mu, Score: make([][]float64, r.nClasses), Count: make([][]int, r.nClasses), Var: append([]float64(nil), r.st.Var...)}
+	for b := range s.Score {
+		s.Score[b] = append([]float64(nil), r.st.Score[b]...)
+		s.Count[b] = append([]int(nil), r.st.Count[b]...)
+	}
+	if r.st.PrevLabels != nil {
+		s.PrevLabels = append([]int{}, r.st.PrevLabels...)
+	}
+	return s
+}
+
+// Restore replaces the state, checking shapes and values.
+func (r *Rollout) Restore(s RolloutState) error {
+	K := len(r.arms)
+	if len(s.Score) != r.nClasses || len(s.Count) != r.nClasses || len(s.Var) != r.nClasses {
+		return fmt.Errorf("gdro rollout state: want %d classes, got score %d, count %d, var %d", r.nClasses, len(s.Score), len(s.Count), len(s.Var))
+	}
+	for b, v := range s.Var {
+		if !finite(v) || v < 0 {
+			return fmt.Errorf("gdro rollout state: class %d has variance %v", b, v)
+		}
+	}
+	if !(s.Mu >= 0 && s.Mu <= r.cfg.MuMax) {
+		return fmt.Errorf("gdro rollout state: mu = %v outside [0, %v]", s.Mu, r.cfg.MuMax)
+	}
+	for b := 0; b < r.nClasses; b++ {
+		if len(s.Score[b]) != K || len(s.Count[b]) != K {
+			return fmt.Errorf("gdro rollout state: class %d has %d scores and %d counts, want %d arms", b, len(s.Score[b]), len(s.Count[b]), K)
+		}
+		for j := 0; j < K; j++ {
+			if !finite(s.Score[b][j]) || s.Count[b][j] < 0 {
+				return fmt.Errorf("gdro rollout state: class %d arm %d has score %v, count %d", b, r.arms[j], s.Score[b][j], s.Count[b][j])
+			}
+		}
+	}
+	for i, c := range s.PrevLabels {
+		if c < 0 || c >= r.nClasses {
+			return fmt.Errorf("gdro rollout state: prev_labels[%d] = %d outside [0, %d)", i, c, r.nClasses)
+		}
+	}
+	r.st = RolloutState{Mu: s.Mu, Score: zeros2(r.nClasses, K), Count: izeros2(r.nClasses, K), Var: append([]float64(nil), s.Var...)}
+	for b := range s.Score {
+		copy(r.st.Score[b], s.Score[b])
+		copy(r.st.Count[b], s.Count[b])
+	}
+	if s.PrevLabels != nil {
+		r.st.PrevLabels = append([]int{}, s.PrevLabels...)
+	}
+	return nil
+}
