@@ -29,14 +29,13 @@ import (
 
 // LossConfig holds the GRPO loss settings (spec §5, §10).
 type LossConfig struct {
-	ClipLow      float64 `yaml:"clip_low" json:"clip_low"`       // ε_low, 0.2
-	ClipHigh     float64 `yaml:"clip_high" json:"clip_high"`     // ε_high, 0.28
-	DualClip     float64 `yaml:"dual_clip" json:"dual_clip"`     // c, 3.0; 0 disables
-	KLCoef       float64 `yaml:"kl_coef" json:"kl_coef"`         // β_KL, 0.001
-	AdvClip      float64 `yaml:"adv_clip" json:"adv_clip"`       // |A| cap; 0 disables (reference: off)
-	AdvEps       float64 `yaml:"adv_eps" json:"adv_eps"`         // 1e-6
-	Aggregation  string  `yaml:"aggregation" json:"aggregation"` // token-mean | seq-mean-token-mean
-	SignalWithKL bool    `yaml:"signal_with_kl" json:"signal_with_kl"`
+	ClipLow     float64 `yaml:"clip_low" json:"clip_low"`       // ε_low, 0.2
+	ClipHigh    float64 `yaml:"clip_high" json:"clip_high"`     // ε_high, 0.28
+	DualClip    float64 `yaml:"dual_clip" json:"dual_clip"`     // c, 3.0; 0 disables
+	KLCoef      float64 `yaml:"kl_coef" json:"kl_coef"`         // β_KL, 0.001
+	AdvClip     float64 `yaml:"adv_clip" json:"adv_clip"`       // |A| cap; 0 disables (reference: off)
+	AdvEps      float64 `yaml:"adv_eps" json:"adv_eps"`         // 1e-6
+	Aggregation string  `yaml:"aggregation" json:"aggregation"` // token-mean | seq-mean-token-mean
 }
 
 // DefaultLoss returns the reference settings.
@@ -101,7 +100,6 @@ type TokenTerms struct {
 	LowerClipped     bool    // the dual clip is active (Ã < 0 and Lc > −c·Ã)
 	NegLogRatio      float64 // −Δ, averaged into ppo_kl
 	SignalTerm       float64 // max(−A·ρ, −A·clip(ρ)) with the unweighted A (§6.2)
-	SignalKL         float64 // k, for the signal-with-KL option
 	RatioForLogging  float64
 	DeltaOutOfBounds bool
 }
@@ -142,7 +140,7 @@ func (c LossConfig) Token(lp, lpOld, lpRef, aw, a float64) TokenTerms {
 	if k < -10 || k > 10 {
 		k, dk = math.Max(-10, math.Min(10, k)), 0
 	}
-	t.KL, t.DKL, t.SignalKL = k, dk, k
+	t.KL, t.DKL = k, dk
 	return t
 }
 
@@ -159,8 +157,8 @@ type MicroStats struct {
 	Tokens                        int
 	PolicyLoss, KL, PPOKL         float64 // sums over tokens
 	ClipCount, LowerClipCount     int
-	Loss                          float64 // the micro-batch loss before the 1/GA scale
-	RowSignal                     []float64
+	Loss                          float64   // the micro-batch loss before the 1/GA scale
+	RowSignal, RowKL              []float64 // per row: ℓ_r (§6.2) and the token-mean KL
 	DeltaOutOfBounds              int
 	RatioMin, RatioMax, RatioMean float64
 }
@@ -184,7 +182,7 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 		if c.Aggregation == "seq-mean-token-mean" {
 			denom = float64(n * len(rows))
 		}
-		var signal, signalKL float64
+		var signal, kl float64
 		for k := 0; k < n; k++ {
 			t := c.Token(float64(r.LogProbs[k]), float64(r.Old[k]), float64(r.Ref[k]), r.Adv*r.Weight, r.Adv)
 			st.Loss += (t.Policy + c.KLCoef*t.KL) / denom
@@ -204,14 +202,11 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 				st.DeltaOutOfBounds++
 			}
 			signal += t.SignalTerm
-			signalKL += t.SignalKL
+			kl += t.KL
 		}
-		n1 := math.Max(float64(n), 1)
-		s := signal / n1
-		if c.SignalWithKL {
-			s += c.KLCoef * signalKL / n1
-		}
-		st.RowSignal = append(st.RowSignal, s)
+		n1 := math.Max(float64(n), 1) // |T_r| ≥ 1, as the reference enforces
+		st.RowSignal = append(st.RowSignal, signal/n1)
+		st.RowKL = append(st.RowKL, kl/n1)
 		st.Tokens += n
 	}
 	if st.Tokens > 0 {

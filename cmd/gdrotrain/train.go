@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gdrotrain/gdrotrain/configs"
+	"github.com/gdrotrain/gdrotrain/trainer"
+)
+
+func init() { register(newTrainCmd) }
+
+func newTrainCmd() *cobra.Command {
+	var config string
+	var sets []string
+	var printConfig bool
+	cmd := &cobra.Command{
+		Use:   "train --config FILE|NAME [--set section.key=value]...",
+		Short: "Train with GRPO, Prompt-GDRO or Rollout-GDRO from a YAML config",
+		Long: `train runs the RL loop described by a YAML config (a file, or the name of a
+built-in config: ` + fmt.Sprint(configs.Names()) + `).
+Unknown keys are errors; --set overrides any key, e.g.
+  --set optim.lr=1e-6 --set train.method=prompt_gdro --set data.train=[a.parquet,b.parquet]
+The run folder (run.out_dir/run.name) receives config.yaml (fully resolved),
+metrics.jsonl (one line per step), validation.jsonl, train.log and
+checkpoints/. SIGINT/SIGTERM finish the current step, write the weights and stop.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, source, err := readConfig(config)
+			if err != nil {
+				return err
+			}
+			cfg, err := trainer.LoadBytes(raw, source, sets)
+			if err != nil {
+				return err
+			}
+			if printConfig {
+				out, err := cfg.YAML()
+				if err != nil {
+					return err
+				}
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
+			t, err := trainer.New(cfg, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			return t.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a config key: section.key=value (repeatable)")
+	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the resolved config and exit")
+	return cmd
+}
+
+// readConfig reads a config file, or a built-in config when no file of that
+// name exists.
+func readConfig(name string) ([]byte, string, error) {
+	if name == "" {
+		return nil, "", fmt.Errorf("--config is required (a YAML file or one of %v)", configs.Names())
+	}
+	raw, err := os.ReadFile(name)
+	if err == nil {
+		return raw, name, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, "", fmt.Errorf("config: %w", err)
+	}
+	raw, berr := configs.Get(name)
+	if berr != nil {
+		return nil, "", fmt.Errorf("config %s: no such file, and %v", name, berr)
+	}
+	return raw, "built-in " + name, nil
+}

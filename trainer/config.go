@@ -1,0 +1,279 @@
+package trainer
+
+// The run configuration: one typed struct, every default in Default(),
+// decoded from YAML with unknown keys rejected, overridable key by key from
+// the command line (--set optim.lr=1e-6), validated once, and written in
+// full into the run folder.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+)
+
+// Methods.
+const (
+	MethodGRPO        = "grpo"
+	MethodPromptGDRO  = "prompt_gdro"
+	MethodRolloutGDRO = "rollout_gdro"
+)
+
+// Config is a whole run.
+type Config struct {
+	Run        RunConfig        `yaml:"run" json:"run"`
+	Model      ModelConfig      `yaml:"model" json:"model"`
+	Data       DataConfig       `yaml:"data" json:"data"`
+	Rollout    SamplingConfig   `yaml:"rollout" json:"rollout"`
+	Train      TrainConfig      `yaml:"train" json:"train"`
+	Optim      OptimConfig      `yaml:"optim" json:"optim"`
+	Loss       LossConfig       `yaml:"loss" json:"loss"`
+	GDRO       gdro.Config      `yaml:"gdro" json:"gdro"`
+	Reward     RewardConfig     `yaml:"reward" json:"reward"`
+	Validation ValidationConfig `yaml:"validation" json:"validation"`
+	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
+}
+
+// RunConfig names the run and where it writes.
+type RunConfig struct {
+	Name   string `yaml:"name" json:"name"`       // run name (the folder under out_dir)
+	OutDir string `yaml:"out_dir" json:"out_dir"` // parent folder of run folders
+	Seed   uint64 `yaml:"seed" json:"seed"`       // one seed for shuffles, sampling and controllers
+	Device string `yaml:"device" json:"device"`   // cpu (cuda: see the CUDA backend issue)
+}
+
+// ModelConfig says what to train.
+type ModelConfig struct {
+	Path      string `yaml:"path" json:"path"`           // Hugging Face folder (config.json + safetensors)
+	Tokenizer string `yaml:"tokenizer" json:"tokenizer"` // folder with tokenizer.json; default: model.path
+	Prompt    string `yaml:"prompt" json:"prompt"`       // chat (apply the chat template) or raw
+}
+
+// DataConfig says what to train on.
+type DataConfig struct {
+	Train           []string `yaml:"train" json:"train"`                         // Parquet / JSONL files
+	Template        string   `yaml:"template" json:"template"`                   // auto|none|dapo|math|gpqa for {problem, answer} rows
+	MaxPromptLength int      `yaml:"max_prompt_length" json:"max_prompt_length"` // tokens; longer prompts are an error unless drop_long_prompts
+	DropLongPrompts bool     `yaml:"drop_long_prompts" json:"drop_long_prompts"` // drop (and count) instead of failing
+	SkipBadRows     bool     `yaml:"skip_bad_rows" json:"skip_bad_rows"`         // skip (and count) malformed rows instead of failing
+}
+
+// SamplingConfig are the rollout sampling settings (training).
+type SamplingConfig struct {
+	Temperature  float64 `yaml:"temperature" json:"temperature"`
+	TopP         float64 `yaml:"top_p" json:"top_p"`
+	TopK         int     `yaml:"top_k" json:"top_k"`
+	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens"`
+	MaxSlots     int     `yaml:"max_slots" json:"max_slots"` // concurrent sequences in the sampler
+}
+
+// TrainConfig shapes the loop. Rollouts per prompt are gdro.rollout.n_mean
+// (fixed unless Rollout-GDRO is on).
+type TrainConfig struct {
+	Method           string `yaml:"method" json:"method"`                         // grpo | prompt_gdro | rollout_gdro
+	Steps            int    `yaml:"steps" json:"steps"`                           // optimizer-step batches of prompts
+	PromptsPerStep   int    `yaml:"prompts_per_step" json:"prompts_per_step"`     // N
+	MiniBatchPrompts int    `yaml:"mini_batch_prompts" json:"mini_batch_prompts"` // prompts per optimizer step (rows = their rollouts)
+	MicroBatchRows   int    `yaml:"micro_batch_rows" json:"micro_batch_rows"`     // rows per forward/backward
+	PPOEpochs        int    `yaml:"ppo_epochs" json:"ppo_epochs"`
+	LogEvery         int    `yaml:"log_every" json:"log_every"` // print a summary line every k steps
+}
+
+// OptimConfig is AdamW plus the schedule and clipping.
+type OptimConfig struct {
+	model.AdamWConfig `yaml:",inline" json:",inline"`
+	WarmupSteps       int     `yaml:"warmup_steps" json:"warmup_steps"` // linear warm-up, then constant
+	GradClip          float64 `yaml:"grad_clip" json:"grad_clip"`       // global norm; 0 disables
+}
+
+// RewardConfig selects the verifier.
+type RewardConfig struct {
+	// Mode: auto (dispatch by data_source as the reference does), dapo,
+	// boxed, gpqa or symbolic.
+	Mode string `yaml:"mode" json:"mode"`
+}
+
+// ValidationConfig configures held-out evaluation.
+type ValidationConfig struct {
+	Files          []string `yaml:"files" json:"files"`                     // benchmark files (concatenated)
+	Every          int      `yaml:"every" json:"every"`                     // steps; 0 = only at the end
+	BeforeTraining bool     `yaml:"before_training" json:"before_training"` // also evaluate at step 0
+	N              int      `yaml:"n" json:"n"`                             // samples per prompt (k of pass@k)
+	MaxPrompts     int      `yaml:"max_prompts" json:"max_prompts"`         // 0 = all
+	Temperature    float64  `yaml:"temperature" json:"temperature"`
+	TopP           float64  `yaml:"top_p" json:"top_p"`
+	TopK           int      `yaml:"top_k" json:"top_k"`
+	MaxNewTokens   int      `yaml:"max_new_tokens" json:"max_new_tokens"`
+}
+
+// CheckpointConfig says where the trained weights go.
+type CheckpointConfig struct {
+	Every int `yaml:"every" json:"every"` // write the policy every k steps (0: only at the end)
+}
+
+// Default returns every default in one place: the paper's GRPO settings at
+// the reference's values (spec §10) with [REC] choices (§11), on a model
+// path the user must set.
+func Default() Config {
+	g := gdro.DefaultConfig()
+	return Config{
+		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "cpu"},
+		Model:   ModelConfig{Prompt: "chat"},
+		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
+		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64},
+		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
+			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1},
+		Optim: OptimConfig{AdamWConfig: model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
+			GradClip: 1},
+		Loss:       DefaultLoss(),
+		GDRO:       g,
+		Reward:     RewardConfig{Mode: "auto"},
+		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
+	}
+}
+
+// Load reads a YAML config file over the defaults; see LoadBytes.
+func Load(path string, sets []string) (Config, error) {
+	var raw []byte
+	if path != "" {
+		var err error
+		if raw, err = os.ReadFile(path); err != nil {
+			return Default(), fmt.Errorf("config: %w", err)
+		}
+	}
+	return LoadBytes(raw, path, sets)
+}
+
+// LoadBytes decodes YAML over the defaults (unknown keys are errors),
+// applies --set overrides ("section.key=value", value in YAML syntax) and
+// validates. source names the YAML in errors.
+func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
+	cfg := Default()
+	if source == "" {
+		source = "defaults"
+	}
+	if err := decodeStrict(raw, &cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", source, err)
+	}
+	if err := ApplySets(&cfg, sets); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", source, err)
+	}
+	return cfg, nil
+}
+
+// ParseYAML decodes raw YAML over cfg (unknown keys are errors).
+func ParseYAML(raw []byte, cfg *Config) error { return decodeStrict(raw, cfg) }
+
+func decodeStrict(raw []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // an empty document changes nothing
+		return err
+	}
+	return nil
+}
+
+// ApplySets applies overrides such as "optim.lr=1e-6" or
+// "data.train=[a.jsonl, b.jsonl]" through the same strict decoder.
+func ApplySets(cfg *Config, sets []string) error {
+	for _, s := range sets {
+		key, value, ok := strings.Cut(s, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("--set %q: want section.key=value", s)
+		}
+		parts := strings.Split(strings.TrimSpace(key), ".")
+		doc := value
+		for i := len(parts) - 1; i >= 0; i-- {
+			doc = fmt.Sprintf("{%q: %s}", parts[i], orNull(doc))
+		}
+		if err := decodeStrict([]byte(doc), cfg); err != nil {
+			return fmt.Errorf("--set %s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+func orNull(v string) string {
+	if strings.TrimSpace(v) == "" {
+		return "null"
+	}
+	return v
+}
+
+// Validate checks the whole configuration and aligns the GDRO switches
+// with train.method.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	switch c.Train.Method {
+	case MethodGRPO:
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = false, false
+	case MethodPromptGDRO:
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, false
+	case MethodRolloutGDRO:
+		c.GDRO.Rollout.Enabled = true
+	default:
+		bad("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
+	}
+	if c.Model.Path == "" {
+		bad("model.path is required (a Hugging Face model folder)")
+	}
+	if c.Model.Prompt != "chat" && c.Model.Prompt != "raw" {
+		bad("model.prompt %q: want chat or raw", c.Model.Prompt)
+	}
+	if len(c.Data.Train) == 0 {
+		bad("data.train must list at least one Parquet or JSONL file")
+	}
+	if c.Run.Device != "cpu" {
+		bad("run.device %q: this build trains on cpu only (the CUDA backend is a separate issue)", c.Run.Device)
+	}
+	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) {
+		bad("run.name %q must be a plain folder name", c.Run.Name)
+	}
+	t := c.Train
+	if t.Steps < 1 || t.PromptsPerStep < 1 || t.MiniBatchPrompts < 1 || t.MicroBatchRows < 1 || t.PPOEpochs < 1 {
+		bad("train.steps, prompts_per_step, mini_batch_prompts, micro_batch_rows and ppo_epochs must be ≥ 1")
+	}
+	if t.MiniBatchPrompts > t.PromptsPerStep {
+		bad("train.mini_batch_prompts (%d) exceeds train.prompts_per_step (%d)", t.MiniBatchPrompts, t.PromptsPerStep)
+	}
+	if c.Optim.LR <= 0 || c.Optim.Beta1 < 0 || c.Optim.Beta1 >= 1 || c.Optim.Beta2 < 0 || c.Optim.Beta2 >= 1 || c.Optim.Eps <= 0 || c.Optim.WeightDecay < 0 {
+		bad("optim: lr > 0, betas in [0, 1), eps > 0 and weight_decay ≥ 0 are required")
+	}
+	if c.Optim.GradClip < 0 || c.Optim.WarmupSteps < 0 {
+		bad("optim.grad_clip and optim.warmup_steps must be ≥ 0")
+	}
+	if err := c.Loss.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.GDRO.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gdro: %w", err))
+	}
+	if c.Reward.Mode != "auto" {
+		if _, err := reward.New(reward.Mode(c.Reward.Mode)); err != nil {
+			bad("reward.mode %q: want auto, dapo, boxed, gpqa or symbolic", c.Reward.Mode)
+		}
+	}
+	v := c.Validation
+	if v.Every < 0 || v.N < 1 || v.MaxPrompts < 0 {
+		bad("validation.every ≥ 0, validation.n ≥ 1 and validation.max_prompts ≥ 0 are required")
+	}
+	if c.Checkpoint.Every < 0 {
+		bad("checkpoint.every must be ≥ 0")
+	}
+	return errors.Join(errs...)
+}
+
+// YAML renders the resolved configuration.
+func (c Config) YAML() ([]byte, error) { return yaml.Marshal(c) }

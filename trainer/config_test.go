@@ -1,0 +1,88 @@
+package trainer
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/configs"
+)
+
+func TestConfigStrictAndOverrides(t *testing.T) {
+	base := "model: {path: m}\ndata: {train: [a.jsonl]}\n"
+	cfg, err := LoadBytes([]byte(base), "x.yaml", []string{"optim.lr=3e-6", "train.method=prompt_gdro", "data.train=[b.jsonl, c.parquet]", "gdro.classifier.edges=[0.5]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Optim.LR != 3e-6 || !cfg.GDRO.Prompt.Enabled || cfg.GDRO.Rollout.Enabled || len(cfg.Data.Train) != 2 || len(cfg.GDRO.Classifier.Edges) != 1 {
+		t.Fatalf("overrides not applied: %+v", cfg)
+	}
+	if cfg.Optim.Beta2 != 0.999 || cfg.Loss.ClipHigh != 0.28 {
+		t.Fatalf("defaults lost: %+v", cfg.Optim)
+	}
+	cases := []struct {
+		yaml string
+		sets []string
+		want string
+	}{
+		{base + "optim: {lrr: 1}\n", nil, "field lrr not found"},
+		{base, []string{"train.stepz=3"}, "--set train.stepz=3"},
+		{base, []string{"novalue"}, "want section.key=value"},
+		{base, []string{"train.method=ppo"}, `train.method "ppo"`},
+		{"data: {train: [a.jsonl]}\n", nil, "model.path is required"},
+		{base, []string{"loss.clip_low=1.5"}, "loss.clip_low"},
+		{base, []string{"train.mini_batch_prompts=1000"}, "exceeds train.prompts_per_step"},
+		{base, []string{"reward.mode=magic"}, `reward.mode "magic"`},
+	}
+	for _, c := range cases {
+		_, err := LoadBytes([]byte(c.yaml), "x.yaml", c.sets)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q %v: error %v, want %q", c.yaml, c.sets, err, c.want)
+		}
+	}
+}
+
+// TestBuiltinConfigsLoad: every shipped config decodes strictly and
+// validates once its paths are filled in.
+func TestBuiltinConfigsLoad(t *testing.T) {
+	for _, name := range configs.Names() {
+		raw, err := configs.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadBytes(raw, name, []string{"model.path=m", "data.train=[t.parquet]"}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	os.WriteFile(path, []byte("model: {path: m}\ndata: {train: [a]}\n"), 0o644)
+	if _, err := Load(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), nil); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestPassAtK(t *testing.T) {
+	cases := []struct {
+		n, c, k int
+		want    float64
+	}{
+		{4, 0, 1, 0}, {4, 4, 1, 1}, {4, 1, 1, 0.25}, {4, 1, 4, 1}, {4, 1, 2, 0.5}, {8, 2, 4, 1 - (6.0*5*4*3)/(8*7*6*5)}, {8, 7, 2, 1},
+	}
+	for _, c := range cases {
+		if got := PassAtK(c.n, c.c, c.k); abs(got-c.want) > 1e-12 {
+			t.Errorf("pass@%d(n=%d, c=%d) = %v want %v", c.k, c.n, c.c, got, c.want)
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

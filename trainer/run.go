@@ -1,0 +1,249 @@
+package trainer
+
+// Setting up a run: loading the policy, the frozen reference, the tokenizer,
+// the datasets and the scorers, and opening the run folder.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+	"github.com/gdrotrain/gdrotrain/tokenizer"
+)
+
+// promptSet is a dataset with its prompts tokenized.
+type promptSet struct {
+	ds  *data.Dataset
+	ids map[string][]int32 // by UID
+}
+
+// Trainer holds a run's state.
+type Trainer struct {
+	Cfg    Config
+	Dir    string // the run folder
+	Log    *log.Logger
+	Policy *model.Model
+	Ref    *model.Model // frozen initial policy; nil when no KL is needed
+	Tok    *tokenizer.Tokenizer
+	Ctrl   *gdro.Controller
+	Opt    *model.Optimizer
+
+	train   promptSet
+	val     promptSet
+	loader  *data.Loader
+	grads   *model.Params
+	stops   []int32
+	scorers map[string]reward.Scorer // by data_source
+	rmet    reward.Metrics
+	metrics *os.File
+	valLog  *os.File
+	step    int
+	updates int // optimizer steps taken
+	closers []io.Closer
+}
+
+// New prepares a run: it validates cfg, creates the run folder, writes the
+// resolved config there and loads everything the loop needs.
+func New(cfg Config, logw io.Writer) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	dir := filepath.Join(cfg.Run.OutDir, cfg.Run.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create run folder: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "train.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags)}
+	t.closers = append(t.closers, logFile)
+	if err := t.setup(); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *Trainer) setup() error {
+	cfg := t.Cfg
+	raw, err := cfg.YAML()
+	if err != nil {
+		return err
+	}
+	if err := model.WriteFileAtomic(filepath.Join(t.Dir, "config.yaml"), raw); err != nil {
+		return err
+	}
+	b := model.NewCPU()
+	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
+	if cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL {
+		// The reference policy is the frozen initial checkpoint.
+		if t.Ref, err = model.Load(model.NewCPU(), cfg.Model.Path); err != nil {
+			return fmt.Errorf("reference policy: %w", err)
+		}
+	}
+	tokDir := cfg.Model.Tokenizer
+	if tokDir == "" {
+		tokDir = cfg.Model.Path
+	}
+	if t.Tok, err = tokenizer.Load(tokDir); err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	if t.Tok.VocabSize() > t.Policy.Cfg.VocabSize {
+		return fmt.Errorf("tokenizer in %s has %d tokens but the model's vocab_size is %d", tokDir, t.Tok.VocabSize(), t.Policy.Cfg.VocabSize)
+	}
+	t.stops = stopIDs(t.Tok, t.Policy.Cfg, cfg.Model.Path)
+	if t.train, err = t.loadPrompts(cfg.Data.Train, "train"); err != nil {
+		return err
+	}
+	if len(cfg.Validation.Files) > 0 {
+		if t.val, err = t.loadPrompts(cfg.Validation.Files, "test"); err != nil {
+			return err
+		}
+	}
+	if t.loader, err = data.NewLoader(t.train.ds, cfg.Train.PromptsPerStep, cfg.Run.Seed); err != nil {
+		return fmt.Errorf("train data: %w", err)
+	}
+	if err := t.buildScorers(); err != nil {
+		return err
+	}
+	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
+		return fmt.Errorf("gdro: %w", err)
+	}
+	t.Opt = model.NewOptimizer(b, t.Policy.Cfg, cfg.Optim.AdamWConfig)
+	t.grads = model.NewParams(b, t.Policy.Cfg)
+	if t.metrics, err = os.OpenFile(filepath.Join(t.Dir, "metrics.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err != nil {
+		return err
+	}
+	if t.valLog, err = os.OpenFile(filepath.Join(t.Dir, "validation.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err != nil {
+		return err
+	}
+	t.closers = append(t.closers, t.metrics, t.valLog)
+	return nil
+}
+
+// loadPrompts reads, tokenizes and length-checks a set of files.
+func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
+	tmpl, err := data.ParseTemplate(t.Cfg.Data.Template)
+	if err != nil {
+		return promptSet{}, fmt.Errorf("data.template: %w", err)
+	}
+	ds, err := data.ReadFiles(files, data.ReadOptions{Template: tmpl, Split: split, SkipBadRows: t.Cfg.Data.SkipBadRows, Logf: t.Log.Printf})
+	if err != nil {
+		return promptSet{}, err
+	}
+	for _, p := range ds.Prompts {
+		if p.GroundTruth == "" {
+			return promptSet{}, fmt.Errorf("%s: row %d (uid %s) has no ground truth", p.File, p.Row, p.UID)
+		}
+	}
+	mode, err := tokenizer.ParsePromptMode(t.Cfg.Model.Prompt)
+	if err != nil {
+		return promptSet{}, fmt.Errorf("model.prompt: %w", err)
+	}
+	toks, err := ds.Tokenize(t.Tok, mode)
+	if err != nil {
+		return promptSet{}, err
+	}
+	ds, toks, rep, err := data.FilterByLength(ds, toks, t.Cfg.Data.MaxPromptLength, t.Cfg.Data.DropLongPrompts)
+	if err != nil {
+		return promptSet{}, fmt.Errorf("data.max_prompt_length: %w", err)
+	}
+	t.Log.Printf("%s data: %d prompts from %d files (%s)", split, len(ds.Prompts), len(files), rep)
+	set := promptSet{ds: ds, ids: map[string][]int32{}}
+	for i, p := range ds.Prompts {
+		ids := make([]int32, len(toks[i].IDs))
+		for k, id := range toks[i].IDs {
+			ids[k] = int32(id)
+		}
+		set.ids[p.UID] = ids
+	}
+	return set, nil
+}
+
+// buildScorers picks one scorer per data_source, by reward.mode or by the
+// reference's dispatch; an unsupported source is an error before training.
+func (t *Trainer) buildScorers() error {
+	t.scorers = map[string]reward.Scorer{}
+	var sources []string
+	seen := map[string]bool{}
+	for _, set := range []promptSet{t.train, t.val} {
+		if set.ds == nil {
+			continue
+		}
+		for _, p := range set.ds.Prompts {
+			if !seen[p.DataSource] {
+				seen[p.DataSource] = true
+				sources = append(sources, p.DataSource)
+			}
+		}
+	}
+	sort.Strings(sources)
+	for _, src := range sources {
+		var s reward.Scorer
+		var err error
+		if t.Cfg.Reward.Mode == "auto" {
+			s, err = reward.ForDataSource(src)
+		} else {
+			s, err = reward.New(reward.Mode(t.Cfg.Reward.Mode))
+		}
+		if err != nil {
+			return fmt.Errorf("reward for data_source %q: %w (set reward.mode to dapo, boxed, gpqa or symbolic)", src, err)
+		}
+		t.scorers[src] = reward.Counted{Scorer: s, M: &t.rmet}
+		t.Log.Printf("reward: %s → %s", src, s.Mode())
+	}
+	return nil
+}
+
+// stopIDs gathers every end-of-sequence id: the tokenizer's, config.json's
+// and generation_config.json's (spec §11 item 19).
+func stopIDs(tok *tokenizer.Tokenizer, mc *model.Config, dir string) []int32 {
+	set := map[int]bool{}
+	for _, id := range tok.StopIDs() {
+		set[id] = true
+	}
+	for _, id := range mc.EOSTokenIDs {
+		set[id] = true
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "generation_config.json")); err == nil {
+		var gen struct {
+			EOS model.TokenIDs `json:"eos_token_id"`
+		}
+		if json.Unmarshal(raw, &gen) == nil {
+			for _, id := range gen.EOS {
+				set[id] = true
+			}
+		}
+	}
+	var out []int32
+	for id := range set {
+		if id >= 0 && id < mc.VocabSize {
+			out = append(out, int32(id))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Close flushes and closes the run's files.
+func (t *Trainer) Close() error {
+	var errs []error
+	for i := len(t.closers) - 1; i >= 0; i-- {
+		errs = append(errs, t.closers[i].Close())
+	}
+	t.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,342 @@
+package trainer
+
+// One training step (spec §1, with the [REC] fixes of §11):
+//
+//	prompts ─► gdro.Plan (classify, n_i) ─► rollout.Generate ─► reward
+//	  ─► old / reference log-probs ─► GRPO advantages ─► gdro.Weights
+//	  ─► mini-batches of micro-batches: forward, clipped loss, backward,
+//	     clip, AdamW ─► gdro.Observe (row signals, correctness) ─► metrics
+//
+// Rows are prompt-contiguous in plan order everywhere, so the per-row
+// signals handed to the controllers line up with their labels by
+// construction (§11 items 15, 26); with several PPO epochs a row's signal
+// is the mean over epochs.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+	"github.com/gdrotrain/gdrotrain/rollout"
+)
+
+// rowData is one response of the step.
+type rowData struct {
+	prompt   int // index into the step's prompts
+	tokens   []int32
+	start    int // first response token in tokens
+	result   reward.Result
+	old, ref []float32
+	entropy  []float32
+	adv      float64
+	weight   float64
+}
+
+// StepMetrics is one line of metrics.jsonl. The embedded controller record
+// contributes the per-bin fields (bin_share, weights, n, μ …; bin 0 =
+// hardest), with the same names gdro-sim writes.
+type StepMetrics struct {
+	Step              int     `json:"step"`
+	Epoch             int     `json:"epoch"`
+	RewardMean        float64 `json:"reward_mean"`
+	AccMean           float64 `json:"acc_mean"`
+	ResponseLenMean   float64 `json:"response_len_mean"`
+	ResponseLenMax    int     `json:"response_len_max"`
+	TruncationRate    float64 `json:"truncation_rate"`
+	NoAnswerRate      float64 `json:"no_answer_rate"`
+	KL                float64 `json:"kl"`
+	PPOKL             float64 `json:"ppo_kl"`
+	Entropy           float64 `json:"entropy"`
+	ClipFrac          float64 `json:"clip_frac"`
+	LowerClipFrac     float64 `json:"lower_clip_frac"`
+	PolicyLoss        float64 `json:"policy_loss"`
+	GradNorm          float64 `json:"grad_norm"`
+	LR                float64 `json:"lr"`
+	Updates           int     `json:"optimizer_updates"`
+	GenSeconds        float64 `json:"time_gen_s"`
+	ScoreSeconds      float64 `json:"time_score_s"`
+	LogProbSeconds    float64 `json:"time_logprob_s"`
+	UpdateSeconds     float64 `json:"time_update_s"`
+	StepSeconds       float64 `json:"time_step_s"`
+	GenTokensPerSec   float64 `json:"gen_tokens_per_s"`
+	TrainTokensPerSec float64 `json:"train_tokens_per_s"`
+	VerifierBudget    int64   `json:"verifier_budget_exhausted"`
+	VerifierPanics    int64   `json:"verifier_panics"`
+	*gdro.StepRecord
+}
+
+// lr is the schedule: linear warm-up over warmup_steps updates, then constant.
+func (t *Trainer) lr(update int) float64 {
+	w := t.Cfg.Optim.WarmupSteps
+	if w > 0 && update < w {
+		return t.Cfg.Optim.LR * float64(update+1) / float64(w)
+	}
+	return t.Cfg.Optim.LR
+}
+
+// Step runs one training step and returns its metrics.
+func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
+	start := time.Now()
+	t.step++
+	prompts, epoch := t.loader.Next()
+	uids := make([]string, len(prompts))
+	for i, p := range prompts {
+		uids[i] = p.UID
+	}
+	plan, err := t.Ctrl.Plan(uids)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met := &StepMetrics{Step: t.step, Epoch: epoch}
+
+	// Generate and score.
+	rows, genTokens, err := t.generate(ctx, prompts, plan.N, met)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.GenSeconds = time.Since(start).Seconds()
+	met.GenTokensPerSec = float64(genTokens) / math.Max(met.GenSeconds, 1e-9)
+	t0 := time.Now()
+	t.score(prompts, rows, met)
+	met.ScoreSeconds = time.Since(t0).Seconds()
+
+	// Old and reference log-probs (no gradient), then advantages and weights.
+	t0 = time.Now()
+	if err := t.logProbs(rows); err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.LogProbSeconds = time.Since(t0).Seconds()
+	rewards, groups := make([]float64, len(rows)), make([]int, len(rows))
+	for i, r := range rows {
+		rewards[i], groups[i] = r.result.Score, r.prompt
+	}
+	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
+	w, err := t.Ctrl.Weights(plan)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	for i := range rows {
+		rows[i].adv, rows[i].weight = adv[i], w.Row[i]
+	}
+
+	// The actor update.
+	t0 = time.Now()
+	signal, kl, trained, err := t.update(plan.N, rows, met)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.UpdateSeconds = time.Since(t0).Seconds()
+	met.TrainTokensPerSec = float64(trained) / math.Max(met.UpdateSeconds+met.LogProbSeconds, 1e-9)
+
+	correct := make([]bool, len(rows))
+	for i, r := range rows {
+		correct[i] = r.result.Correct
+	}
+	rec, err := t.Ctrl.Observe(plan, gdro.Rows{Loss: signal, KL: kl, Correct: correct})
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.StepRecord = rec
+	met.Updates = t.updates
+	rs := t.rmet.Snapshot()
+	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
+	met.StepSeconds = time.Since(start).Seconds()
+	return met, nil
+}
+
+// generate samples plan.N[i] rollouts of each prompt.
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, met *StepMetrics) ([]rowData, int, error) {
+	reqs := make([]rollout.Request, len(prompts))
+	for i, p := range prompts {
+		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[i]}
+	}
+	s := t.Cfg.Rollout
+	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
+		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: max(s.MaxSlots, maxInt(n))}
+	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("generate: %w", err)
+	}
+	var rows []rowData
+	tokens, truncated := 0, 0
+	for i, comps := range out {
+		prompt := reqs[i].Prompt
+		for _, c := range comps {
+			seq := append(append([]int32(nil), prompt...), c.Tokens...)
+			rows = append(rows, rowData{prompt: i, tokens: seq, start: len(prompt)})
+			tokens += len(c.Tokens)
+			met.ResponseLenMax = max(met.ResponseLenMax, len(c.Tokens))
+			if c.Truncated {
+				truncated++
+			}
+		}
+	}
+	met.ResponseLenMean = float64(tokens) / float64(max(len(rows), 1))
+	met.TruncationRate = float64(truncated) / float64(max(len(rows), 1))
+	return rows, tokens, nil
+}
+
+// score runs the verifier on each response (special tokens dropped, spec §2.3).
+func (t *Trainer) score(prompts []data.Prompt, rows []rowData, met *StepMetrics) {
+	var sum, acc, none float64
+	for i := range rows {
+		r := &rows[i]
+		p := prompts[r.prompt]
+		text := t.Tok.Decode32(r.tokens[r.start:], true)
+		r.result = t.scorers[p.DataSource].Score(text, p.GroundTruth)
+		sum += r.result.Score
+		if r.result.Correct {
+			acc++
+		}
+		if r.result.Status == reward.StatusNoAnswer {
+			none++
+		}
+	}
+	n := float64(max(len(rows), 1))
+	met.RewardMean, met.AccMean, met.NoAnswerRate = sum/n, acc/n, none/n
+}
+
+// logProbs fills old (current policy) and reference log-probs of every
+// response token, micro-batch by micro-batch.
+func (t *Trainer) logProbs(rows []rowData) error {
+	mb := t.Cfg.Train.MicroBatchRows
+	for lo := 0; lo < len(rows); lo += mb {
+		hi := min(lo+mb, len(rows))
+		seqs := sequences(rows[lo:hi])
+		p, err := t.Policy.Forward(seqs)
+		if err != nil {
+			return fmt.Errorf("old log-probs: %w", err)
+		}
+		for i := range rows[lo:hi] {
+			rows[lo+i].old, rows[lo+i].entropy = p.LogProbs[i], p.Entropy[i]
+		}
+		if t.Ref == nil {
+			for i := range rows[lo:hi] {
+				rows[lo+i].ref = rows[lo+i].old
+			}
+			continue
+		}
+		rp, err := t.Ref.Forward(seqs)
+		if err != nil {
+			return fmt.Errorf("reference log-probs: %w", err)
+		}
+		for i := range rows[lo:hi] {
+			rows[lo+i].ref = rp.LogProbs[i]
+		}
+	}
+	return nil
+}
+
+func sequences(rows []rowData) []model.Sequence {
+	seqs := make([]model.Sequence, len(rows))
+	for i, r := range rows {
+		seqs[i] = model.Sequence{Tokens: r.tokens, Start: r.start}
+	}
+	return seqs
+}
+
+// update runs the PPO epochs over mini-batches (consecutive slices of
+// mini_batch_prompts prompts) of micro-batches, and returns the per-row loss
+// signal ℓ_r and KL (means over epochs) and the number of tokens trained on.
+func (t *Trainer) update(n []int, rows []rowData, met *StepMetrics) ([]float64, []float64, int, error) {
+	signal, kl := make([]float64, len(rows)), make([]float64, len(rows))
+	var tokens, clip, lower int
+	var klSum, ppoKL, pol, normSum, entSum float64
+	var entTokens, norms int
+	for _, r := range rows {
+		for _, e := range r.entropy {
+			entSum += float64(e)
+			entTokens++
+		}
+	}
+	// Row ranges of each mini-batch.
+	var bounds []int
+	row := 0
+	for i, ni := range n {
+		if i%t.Cfg.Train.MiniBatchPrompts == 0 {
+			bounds = append(bounds, row)
+		}
+		row += ni
+	}
+	bounds = append(bounds, row)
+	for epoch := 0; epoch < t.Cfg.Train.PPOEpochs; epoch++ {
+		for b := 0; b+1 < len(bounds); b++ {
+			lo, hi := bounds[b], bounds[b+1]
+			if lo == hi {
+				continue
+			}
+			model.ZeroGrads(t.Policy.B, t.Policy.Cfg, t.grads)
+			mb := t.Cfg.Train.MicroBatchRows
+			ga := (hi - lo + mb - 1) / mb
+			for m := lo; m < hi; m += mb {
+				me := min(m+mb, hi)
+				st, err := t.microStep(rows[m:me], ga)
+				if err != nil {
+					return nil, nil, 0, err
+				}
+				for i := range st.RowSignal {
+					signal[m+i] += st.RowSignal[i] / float64(t.Cfg.Train.PPOEpochs)
+					kl[m+i] += st.RowKL[i] / float64(t.Cfg.Train.PPOEpochs)
+				}
+				tokens += st.Tokens
+				clip += st.ClipCount
+				lower += st.LowerClipCount
+				klSum += st.KL
+				ppoKL += st.PPOKL
+				pol += st.PolicyLoss
+			}
+			norm, err := model.ClipGradNorm(t.Policy.B, t.Policy.Cfg, t.grads, t.Cfg.Optim.GradClip)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w (stopping; the last checkpoint is kept)", b, err)
+			}
+			lr := t.lr(t.updates)
+			if err := t.Opt.Update(t.Policy.B, t.Policy.Cfg, t.Policy.P, t.grads, lr); err != nil {
+				return nil, nil, 0, err
+			}
+			t.updates++
+			met.LR = lr
+			normSum += norm
+			norms++
+		}
+	}
+	tk := float64(max(tokens, 1))
+	met.KL, met.PPOKL, met.PolicyLoss = klSum/tk, ppoKL/tk, pol/tk
+	met.ClipFrac, met.LowerClipFrac = float64(clip)/tk, float64(lower)/tk
+	met.GradNorm = normSum / float64(max(norms, 1))
+	met.Entropy = entSum / float64(max(entTokens, 1))
+	return signal, kl, tokens, nil
+}
+
+// microStep runs forward, loss and backward for one micro-batch,
+// accumulating gradients.
+func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
+	p, err := t.Policy.Forward(sequences(rows))
+	if err != nil {
+		return MicroStats{}, fmt.Errorf("policy forward: %w", err)
+	}
+	lr := make([]Row, len(rows))
+	for i, r := range rows {
+		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight}
+	}
+	grads, st := t.Cfg.Loss.MicroBatch(lr, ga)
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return st, fmt.Errorf("loss is %v (stopping; the last checkpoint is kept)", st.Loss)
+	}
+	if err := t.Policy.Backward(p, grads, t.grads); err != nil {
+		return st, fmt.Errorf("policy backward: %w", err)
+	}
+	return st, nil
+}
+
+func maxInt(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}

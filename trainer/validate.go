@@ -1,0 +1,163 @@
+package trainer
+
+// Validation (spec §9 with the [REC] of §11 item 24): n sampled responses
+// per held-out prompt; per benchmark (data_source) the mean accuracy
+// (mean@n) and the unbiased pass@k for k = 1, 2, 4, … ≤ n; pooled pass@n
+// over all prompts as the paper reports it (a prompt counts once, correct
+// iff any of its n samples is); and the worst benchmark's mean accuracy.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+
+	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"github.com/gdrotrain/gdrotrain/rollout"
+)
+
+// BenchResult summarises one benchmark.
+type BenchResult struct {
+	Prompts int                `json:"prompts"`
+	MeanAcc float64            `json:"mean_acc"` // mean@n
+	PassAtK map[string]float64 `json:"pass_at_k"`
+}
+
+// ValResult is one line of validation.jsonl.
+type ValResult struct {
+	Step       int                     `json:"step"`
+	N          int                     `json:"n"`
+	Prompts    int                     `json:"prompts"`
+	MeanAcc    float64                 `json:"mean_acc"`
+	PooledPass float64                 `json:"pooled_pass_at_n"`
+	WorstGroup string                  `json:"worst_group"`
+	WorstAcc   float64                 `json:"worst_group_acc"`
+	Benchmarks map[string]*BenchResult `json:"benchmarks"`
+	MeanLength float64                 `json:"response_len_mean"`
+	Truncation float64                 `json:"truncation_rate"`
+	GenTokens  int                     `json:"gen_tokens"`
+}
+
+// PassAtK is the unbiased estimator 1 − C(n−c, k)/C(n, k) (Chen et al.
+// 2021) for c correct of n samples.
+func PassAtK(n, c, k int) float64 {
+	if k > n || k < 1 {
+		return math.NaN()
+	}
+	if n-c < k {
+		return 1
+	}
+	// C(n−c, k)/C(n, k) = Π_{i=0}^{k−1} (n−c−i)/(n−i)
+	p := 1.0
+	for i := 0; i < k; i++ {
+		p *= float64(n-c-i) / float64(n-i)
+	}
+	return 1 - p
+}
+
+// Validate evaluates the current policy on the validation prompts.
+func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
+	v := t.Cfg.Validation
+	prompts := t.val.ds.Prompts
+	if v.MaxPrompts > 0 && len(prompts) > v.MaxPrompts {
+		prompts = prompts[:v.MaxPrompts]
+	}
+	reqs := make([]rollout.Request, len(prompts))
+	for i, p := range prompts {
+		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.val.ids[p.UID], N: v.N}
+	}
+	params := rollout.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
+		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
+		MaxSlots: max(t.Cfg.Rollout.MaxSlots, v.N)}
+	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
+	if err != nil {
+		return nil, fmt.Errorf("validation: %w", err)
+	}
+	res := &ValResult{Step: t.step, N: v.N, Prompts: len(prompts), Benchmarks: map[string]*BenchResult{}}
+	correct := map[string][]int{} // per benchmark, correct count per prompt
+	var rows, truncated, anyCorrect int
+	var accSum float64
+	for i, comps := range out {
+		p := prompts[i]
+		c := 0
+		for _, comp := range comps {
+			r := t.scorers[p.DataSource].Score(t.Tok.Decode32(comp.Tokens, true), p.GroundTruth)
+			if r.Correct {
+				c++
+			}
+			res.GenTokens += len(comp.Tokens)
+			if comp.Truncated {
+				truncated++
+			}
+			rows++
+		}
+		correct[p.DataSource] = append(correct[p.DataSource], c)
+		accSum += float64(c) / float64(v.N)
+		if c > 0 {
+			anyCorrect++
+		}
+	}
+	res.MeanAcc = accSum / float64(max(len(prompts), 1))
+	res.PooledPass = float64(anyCorrect) / float64(max(len(prompts), 1))
+	res.MeanLength = float64(res.GenTokens) / float64(max(rows, 1))
+	res.Truncation = float64(truncated) / float64(max(rows, 1))
+	res.WorstAcc = math.Inf(1)
+	names := make([]string, 0, len(correct))
+	for src := range correct {
+		names = append(names, src)
+	}
+	sort.Strings(names)
+	for _, src := range names {
+		cs := correct[src]
+		b := &BenchResult{Prompts: len(cs), PassAtK: map[string]float64{}}
+		for _, c := range cs {
+			b.MeanAcc += float64(c) / float64(v.N)
+		}
+		b.MeanAcc /= float64(len(cs))
+		for k := 1; k <= v.N; k *= 2 {
+			var s float64
+			for _, c := range cs {
+				s += PassAtK(v.N, c, k)
+			}
+			b.PassAtK[fmt.Sprintf("pass@%d", k)] = s / float64(len(cs))
+		}
+		res.Benchmarks[src] = b
+		if b.MeanAcc < res.WorstAcc {
+			res.WorstAcc, res.WorstGroup = b.MeanAcc, src
+		}
+	}
+	if len(names) == 0 {
+		res.WorstAcc = 0
+	}
+	line, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.valLog.Write(append(line, '\n')); err != nil {
+		return nil, fmt.Errorf("write validation.jsonl: %w", err)
+	}
+	return res, nil
+}
+
+// ReadValidation reads a run's validation.jsonl.
+func ReadValidation(path string) ([]*ValResult, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*ValResult
+	for i, line := range bytes.Split(raw, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r ValResult
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, i+1, err)
+		}
+		out = append(out, &r)
+	}
+	return out, nil
+}
