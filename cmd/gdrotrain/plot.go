@@ -1,0 +1,115 @@
+package main
+
+// plot.go: `gdrotrain plot`, figures and an offline index.html from a run's
+// metrics.jsonl and validation.jsonl (report package), or several runs
+// overlaid.
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gdrotrain/gdrotrain/report"
+)
+
+func init() { register(newPlotCmd) }
+
+func newPlotCmd() *cobra.Command {
+	var (
+		runDir  string
+		compare []string
+		out     string
+	)
+	cmd := &cobra.Command{
+		Use:   "plot (--run DIR | --compare RUN_A RUN_B …) [--out DIR]",
+		Short: "Render a run's curriculum, training and validation figures (PNG, SVG, index.html)",
+		Long: `plot reads a run folder (metrics.jsonl, and validation.jsonl and config.yaml
+when present) or a gdro-sim --out file and writes PNG and SVG figures and an
+index.html that shows them with the run's config, readable offline:
+
+  curriculum heatmaps over steps × accuracy bins (bin 0 = hardest): prompt
+    share, Prompt-GDRO weights, realized accuracy, Rollout-GDRO rollouts per
+    prompt;
+  dynamics: mean bin index, mass in bins ≥ 3 and ≥ 8, weight entropy,
+    lead–lag of Δμ, WSE against the uniform allocation, μ(t);
+  snapshots at the start, one third, two thirds and the end: prompt share
+    next to the weight and the rollout budget share per bin;
+  training curves and validation mean@n / pass@k per benchmark.
+
+Figures whose fields the run does not log (no Rollout-GDRO in a Prompt-GDRO
+run, no training fields in a gdro-sim file) are skipped with a note in
+index.html. --compare overlays the scalar curves of several runs, one line
+per run (named by folder).`,
+		Example: `  gdrotrain plot --run runs/qwen3-1.7b-prompt-gdro
+  gdrotrain gdro-sim --preset rollout-10bins --out sim.jsonl && gdrotrain plot --run sim.jsonl --out sim-plots
+  gdrotrain plot --compare runs/grpo runs/prompt-gdro runs/rollout-gdro --out plots/compare`,
+		Args:         cobra.ArbitraryArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// --compare takes the runs that follow it: the first as the
+			// flag's value, the rest as arguments.
+			if len(compare) > 0 {
+				compare = append(compare, args...)
+			} else if len(args) > 0 {
+				return fmt.Errorf("plot: unexpected arguments %v (HINT: --run DIR, or --compare RUN_A RUN_B …)", args)
+			}
+			switch {
+			case runDir != "" && len(compare) > 0:
+				return fmt.Errorf("plot: give --run or --compare, not both")
+			case runDir != "":
+				run, err := report.LoadRun(runDir)
+				if err != nil {
+					return err
+				}
+				if out == "" {
+					out = filepath.Join(runDir, "plots")
+					if run.Dir == "" { // a metrics file: plots beside it
+						out = filepath.Join(filepath.Dir(runDir), run.Name+"-plots")
+					}
+				}
+				return writeReport(cmd, report.Build(run), out)
+			case len(compare) > 0:
+				if len(compare) < 2 {
+					return fmt.Errorf("plot: --compare needs at least two runs, got %v", compare)
+				}
+				if out == "" {
+					return fmt.Errorf("plot: --compare needs --out DIR")
+				}
+				runs := make([]*report.Run, len(compare))
+				for i, c := range compare {
+					r, err := report.LoadRun(c)
+					if err != nil {
+						return err
+					}
+					runs[i] = r
+				}
+				rep, err := report.BuildCompare(runs)
+				if err != nil {
+					return err
+				}
+				return writeReport(cmd, rep, out)
+			}
+			return fmt.Errorf("plot: nothing to plot (HINT: --run DIR, or --compare RUN_A RUN_B … --out DIR)")
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&runDir, "run", "", "run folder (metrics.jsonl, validation.jsonl, config.yaml) or a gdro-sim --out JSONL file")
+	f.StringSliceVar(&compare, "compare", nil, "runs to overlay (folders or metrics files; also comma-separated)")
+	f.StringVar(&out, "out", "", "output folder (default: RUN/plots, or NAME-plots beside a metrics file)")
+	return cmd
+}
+
+func writeReport(cmd *cobra.Command, rep *report.Report, out string) error {
+	files, err := rep.Write(out)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "plot: %d figures (PNG + SVG) in %s", len(rep.Figures), out)
+	if n := len(rep.Skipped); n > 0 {
+		fmt.Fprintf(w, ", %d skipped (no data; see index.html)", n)
+	}
+	fmt.Fprintf(w, "\n  open %s\n", files[len(files)-1])
+	return nil
+}
