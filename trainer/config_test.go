@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/configs"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 func TestConfigStrictAndOverrides(t *testing.T) {
@@ -85,4 +86,25 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+func TestMemoryPlan(t *testing.T) {
+	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
+		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}
+	cfg := Default()
+	p := PlanMemory(mc, cfg, true)
+	// Qwen3-1.7B: ≈1.7e9 parameters → 4 float32 copies of ≈6.4 GiB plus the reference.
+	if w := float64(p.Weights) / (1 << 30); w < 5.5 || w > 7.5 {
+		t.Fatalf("weights %.2f GiB, want ≈6.4", w)
+	}
+	if p.Total() != p.Weights+p.Reference+p.Gradients+p.Moments+p.Activations+p.KVCache+p.Logits || p.Reference != p.Weights {
+		t.Fatalf("plan parts do not add up: %+v", p)
+	}
+	err := checkMemory(p, 8<<30)
+	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "micro_batch_rows") {
+		t.Fatalf("checkMemory: %v", err)
+	}
+	if checkMemory(p, 0) != nil || checkMemory(p, p.Total()) != nil {
+		t.Fatal("a plan that fits (or unknown memory) was refused")
+	}
 }

@@ -36,6 +36,7 @@ type Trainer struct {
 	Tok    *tokenizer.Tokenizer
 	Ctrl   *gdro.Controller
 	Opt    *model.Optimizer
+	Memory MemoryPlan // estimated before the run starts
 
 	train   promptSet
 	val     promptSet
@@ -83,12 +84,23 @@ func (t *Trainer) setup() error {
 	if err := model.WriteFileAtomic(filepath.Join(t.Dir, "config.yaml"), raw); err != nil {
 		return err
 	}
+	// Plan memory from config.json before loading anything large.
+	mc, err := model.LoadConfig(cfg.Model.Path)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	needRef := cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL
+	t.Memory = PlanMemory(mc, cfg, needRef)
+	t.Log.Printf("memory plan: %s", t.Memory)
+	if err := checkMemory(t.Memory, availableMemory()); err != nil {
+		return err
+	}
 	b := model.NewCPU()
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
-	if cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL {
+	if needRef {
 		// The reference policy is the frozen initial checkpoint.
 		if t.Ref, err = model.Load(model.NewCPU(), cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)

@@ -27,6 +27,7 @@ type demoOptions struct {
 	warmPerGroup  int
 	warmEpochs    int
 	sets          []string
+	reuseWarm     bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -51,10 +52,11 @@ func newDemoCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.out, "out", filepath.Join("runs", "demo"), "output folder")
 	f.Uint64Var(&o.seed, "seed", 1, "seed for the model, the data and the run")
-	f.IntVar(&o.trainPerGroup, "train-per-group", 400, "training problems per group")
+	f.IntVar(&o.trainPerGroup, "train-per-group", 100, "GRPO training problems per group")
 	f.IntVar(&o.valPerGroup, "val-per-group", 40, "held-out problems per group")
-	f.IntVar(&o.warmPerGroup, "warmup-per-group", 200, "problems per group in the supervised warm-up")
-	f.IntVar(&o.warmEpochs, "warmup-epochs", 3, "supervised warm-up epochs")
+	f.IntVar(&o.warmPerGroup, "warmup-per-group", 400, "problems per group in the supervised warm-up")
+	f.IntVar(&o.warmEpochs, "warmup-epochs", 16, "supervised warm-up epochs")
+	f.BoolVar(&o.reuseWarm, "reuse-warmup", false, "reuse OUT/model-warm from an earlier demo with the same seed (skips steps 1 and 3)")
 	f.StringArrayVar(&o.sets, "set", nil, "override a key of configs/demo.yaml (section.key=value)")
 	return cmd
 }
@@ -62,81 +64,20 @@ func newDemoCmd() *cobra.Command {
 func runDemo(cmd *cobra.Command, o demoOptions) error {
 	w := cmd.ErrOrStderr()
 	logf := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	initDir, warmDir := filepath.Join(o.out, "model-init"), filepath.Join(o.out, "model-warm")
-	if err := os.MkdirAll(initDir, 0o755); err != nil {
+	warmDir := filepath.Join(o.out, "model-warm")
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	// 1. Tokenizer and random model, written and loaded back like a real checkpoint.
-	if err := tokenizer.WriteTiny(initDir, 512); err != nil {
-		return err
-	}
-	tok, err := tokenizer.Load(initDir)
+	pool, trainPath, valPath, err := demoTask(o, logf)
 	if err != nil {
 		return err
 	}
-	var eos []int
-	for _, id := range tok.StopIDs() {
-		eos = append(eos, id)
-	}
-	opts := model.TinyOptions{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 32,
-		Vocab: tok.VocabSize(), Tied: true, RopeTheta: 1e4, MaxPositions: 512, EOS: eos, InitStd: 0.02}
-	mcfg, err := opts.Config()
-	if err != nil {
+	if o.reuseWarm {
+		logf("reusing the warmed-up model in %s", warmDir)
+	} else if err := demoWarmModel(cmd, o, pool, warmDir, logf); err != nil {
 		return err
 	}
-	b := model.NewCPU()
-	if err := model.WriteFolder(initDir, mcfg, b, model.RandomParams(b, mcfg, o.seed, opts.InitStd, 0), model.F32); err != nil {
-		return err
-	}
-	m, err := model.Load(model.NewCPU(), initDir)
-	if err != nil {
-		return err
-	}
-	logf("model: %s (%.2fM parameters, vocab %d)", initDir, float64(mcfg.NumParams())/1e6, mcfg.VocabSize)
-
-	// 2. The task: disjoint train, warm-up and held-out problems.
-	train := synth.Generate(o.trainPerGroup, o.seed, nil)
-	val := synth.Generate(o.valPerGroup, o.seed+1000, synth.Texts(train))
-	trainPath, valPath := filepath.Join(o.out, "train.jsonl"), filepath.Join(o.out, "heldout.jsonl")
-	if err := synth.WriteJSONL(trainPath, train); err != nil {
-		return err
-	}
-	if err := synth.WriteJSONL(valPath, val); err != nil {
-		return err
-	}
-	logf("task: %d train and %d held-out problems in %d groups", len(train), len(val), len(synth.Groups))
-
-	// 3. Supervised warm-up on the first warmup-per-group problems of each group.
-	var examples []trainer.SFTExample
-	seen := map[string]int{}
-	for _, p := range train {
-		if seen[p.DataSource] >= o.warmPerGroup {
-			continue
-		}
-		seen[p.DataSource]++
-		ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: p.Problem}}, tokenizer.PromptChat)
-		if err != nil {
-			return err
-		}
-		resp := tok.Encode(synth.Response(p) + "<|im_end|>")
-		examples = append(examples, trainer.SFTExample{Prompt: toInt32(ids), Response: toInt32(resp)})
-	}
-	logf("warm-up: %d examples × %d epochs", len(examples), o.warmEpochs)
-	sft := trainer.SFTConfig{Epochs: o.warmEpochs, BatchRows: 32, GradClip: 1, Seed: o.seed,
-		Optim: model.AdamWConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}}
-	if _, err := trainer.SFT(cmd.Context(), m, examples, sft, logf); err != nil {
-		return err
-	}
-	if err := model.WriteFolder(warmDir, m.Cfg, m.B, m.P, model.F32); err != nil {
-		return err
-	}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		if err := copyFile(filepath.Join(initDir, f), filepath.Join(warmDir, f)); err != nil {
-			return err
-		}
-	}
-
-	// 4. GRPO + Prompt-GDRO from the warm model.
+	// GRPO + Prompt-GDRO (or whatever --set says) from the warm model.
 	raw, err := configs.Get("demo")
 	if err != nil {
 		return err
@@ -159,6 +100,79 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		return err
 	}
 	return printDemoReport(cmd.OutOrStdout(), filepath.Join(t.Dir, "validation.jsonl"), t.Dir)
+}
+
+// demoTask writes the synthetic task: the warm-up uses the first
+// warmup-per-group problems of each group, GRPO the first train-per-group (a
+// small set, so prompts recur and the difficulty classifier builds a
+// history); held-out problems are disjoint from both.
+func demoTask(o demoOptions, logf func(string, ...any)) ([]synth.Problem, string, string, error) {
+	pool := synth.Generate(max(o.trainPerGroup, o.warmPerGroup), o.seed, nil)
+	train := synth.FirstPerGroup(pool, o.trainPerGroup)
+	val := synth.Generate(o.valPerGroup, o.seed+1000, synth.Texts(pool))
+	trainPath, valPath := filepath.Join(o.out, "train.jsonl"), filepath.Join(o.out, "heldout.jsonl")
+	if err := synth.WriteJSONL(trainPath, train); err != nil {
+		return nil, "", "", err
+	}
+	if err := synth.WriteJSONL(valPath, val); err != nil {
+		return nil, "", "", err
+	}
+	logf("task: %d warm-up, %d GRPO and %d held-out problems in %d groups",
+		len(synth.FirstPerGroup(pool, o.warmPerGroup)), len(train), len(val), len(synth.Groups))
+	return pool, trainPath, valPath, nil
+}
+
+// demoWarmModel writes a tokenizer and a random tiny model in the Hugging
+// Face layout, loads them back like a real checkpoint, runs the supervised
+// warm-up and writes the result to warmDir.
+func demoWarmModel(cmd *cobra.Command, o demoOptions, pool []synth.Problem, warmDir string, logf func(string, ...any)) error {
+	initDir := filepath.Join(o.out, "model-init")
+	if err := tokenizer.WriteTiny(initDir, 512); err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(initDir)
+	if err != nil {
+		return err
+	}
+	opts := model.TinyOptions{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 32,
+		Vocab: tok.VocabSize(), Tied: true, RopeTheta: 1e4, MaxPositions: 512, EOS: tok.StopIDs(), InitStd: 0.02}
+	mcfg, err := opts.Config()
+	if err != nil {
+		return err
+	}
+	b := model.NewCPU()
+	if err := model.WriteFolder(initDir, mcfg, b, model.RandomParams(b, mcfg, o.seed, opts.InitStd, 0), model.F32); err != nil {
+		return err
+	}
+	m, err := model.Load(model.NewCPU(), initDir)
+	if err != nil {
+		return err
+	}
+	logf("model: %s (%.2fM parameters, vocab %d)", initDir, float64(mcfg.NumParams())/1e6, mcfg.VocabSize)
+	var examples []trainer.SFTExample
+	for _, p := range synth.FirstPerGroup(pool, o.warmPerGroup) {
+		ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: p.Problem}}, tokenizer.PromptRaw)
+		if err != nil {
+			return err
+		}
+		resp := tok.Encode(synth.Response(p) + "<|im_end|>")
+		examples = append(examples, trainer.SFTExample{Prompt: toInt32(ids), Response: toInt32(resp)})
+	}
+	logf("warm-up: %d examples × %d epochs", len(examples), o.warmEpochs)
+	sft := trainer.SFTConfig{Epochs: o.warmEpochs, BatchRows: 16, GradClip: 1, Seed: o.seed,
+		Optim: model.AdamWConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}}
+	if _, err := trainer.SFT(cmd.Context(), m, examples, sft, logf); err != nil {
+		return err
+	}
+	if err := model.WriteFolder(warmDir, m.Cfg, m.B, m.P, model.F32); err != nil {
+		return err
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		if err := copyFile(filepath.Join(initDir, f), filepath.Join(warmDir, f)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printDemoReport shows held-out accuracy per group before and after RL.

@@ -1,0 +1,87 @@
+package trainer
+
+// A memory plan computed before anything large is allocated, so a run that
+// cannot fit stops at once with a message saying how much it needs and what
+// to change (rather than dying mid-step). Figures are for the CPU backend's
+// float32 tensors.
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// MemoryPlan is the estimated peak memory of a run, in bytes.
+type MemoryPlan struct {
+	Weights, Reference, Gradients, Moments int64
+	Activations, KVCache, Logits           int64
+}
+
+// Total is the sum of every part.
+func (p MemoryPlan) Total() int64 {
+	return p.Weights + p.Reference + p.Gradients + p.Moments + p.Activations + p.KVCache + p.Logits
+}
+
+func (p MemoryPlan) String() string {
+	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
+	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, activations %s, KV cache %s, logits %s; total %s",
+		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.Total()))
+}
+
+// PlanMemory estimates a run's peak memory from the model and run configs.
+func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
+	const f32 = 4
+	params := mc.NumParams() * f32
+	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
+	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	tokens := int64(cfg.Train.MicroBatchRows) * seq
+	// Saved per token per layer by the training forward (see layerActs), plus
+	// the backward's scratch gradients for one layer.
+	perLayer := (4*C + 3*HD + 3*GD + 3*F + 3 + int64(mc.NumAttentionHeads) + 2*HD) * f32
+	scratch := (3*C + 3*F + 3*HD + 3*GD) * f32
+	p := MemoryPlan{
+		Weights:     params,
+		Gradients:   params,
+		Moments:     2 * params,
+		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
+		KVCache:     int64(max(cfg.Rollout.MaxSlots, cfg.Validation.N)) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
+		Logits:      2 * 8 << 20 * f32, // two LM-head chunks of at most headChunkElems
+	}
+	if hasRef {
+		p.Reference = params
+	}
+	return p
+}
+
+// availableMemory reads MemAvailable from /proc/meminfo (0 if unknown).
+func availableMemory() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kb int64
+		if strings.HasPrefix(sc.Text(), "MemAvailable:") {
+			if _, err := fmt.Sscanf(strings.TrimPrefix(sc.Text(), "MemAvailable:"), "%d", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// checkMemory refuses a plan that exceeds the available memory.
+func checkMemory(p MemoryPlan, avail int64) error {
+	if avail <= 0 || p.Total() <= avail {
+		return nil
+	}
+	return fmt.Errorf("out of memory before starting: the run needs about %.2f GiB (%s) but %.2f GiB is available; "+
+		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, or use a smaller model",
+		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
+}
