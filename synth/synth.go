@@ -48,12 +48,18 @@ func binary(op string, da, db int, f func(a, b int) int) func(r *rand.Rand) (str
 // has at least 900 distinct problems, so train and held-out sets can be
 // disjoint.
 var Groups = []Group{
-	{"add-2x1", binary("+", 2, 1, func(a, b int) int { return a + b })},
-	{"sub-2x1", binary("-", 2, 1, func(a, b int) int { return a - b })},
+	{"mul-3x10", times10},
+	{"add-3x1", binary("+", 3, 1, func(a, b int) int { return a + b })},
+	{"sub-3x1", binary("-", 3, 1, func(a, b int) int { return a - b })},
 	{"add-2x2", binary("+", 2, 2, func(a, b int) int { return a + b })},
 	{"sub-2x2", binary("-", 2, 2, func(a, b int) int { return a - b })},
-	{"add-3x2", binary("+", 3, 2, func(a, b int) int { return a + b })},
 	{"mul-2x1", binary("*", 2, 1, func(a, b int) int { return a * b })},
+}
+
+// times10 is n·10 for a 3-digit n: the answer appends a zero.
+func times10(r *rand.Rand) (string, int) {
+	n := digits(r, 3)
+	return fmt.Sprintf("%d*10=", n), n * 10
 }
 
 // Problem is one generated row.
@@ -80,6 +86,19 @@ func Generate(perGroup int, seed uint64, exclude map[string]bool) []Problem {
 			seen[p] = true
 			out = append(out, Problem{Problem: p, Answer: strconv.Itoa(a), DataSource: "synth/" + g.Name,
 				ID: fmt.Sprintf("synth-%d-%s-%d", seed, g.Name, len(seen)-1)})
+		}
+	}
+	return out
+}
+
+// FirstPerGroup keeps the first n problems of each group, in order.
+func FirstPerGroup(ps []Problem, n int) []Problem {
+	count := map[string]int{}
+	var out []Problem
+	for _, p := range ps {
+		if count[p.DataSource] < n {
+			count[p.DataSource]++
+			out = append(out, p)
 		}
 	}
 	return out
