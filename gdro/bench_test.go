@@ -1,6 +1,7 @@
 package gdro
 
 import (
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"strconv"
 	"testing"
 )
@@ -39,10 +40,10 @@ func benchController(b *testing.B) (*Controller, []string, ClassifierState) {
 func benchRows() Rows {
 	const maxR = 512 * 12
 	r := Rows{Loss: make([]float64, maxR), Correct: make([]bool, maxR)}
-	s := newStream(1)
+	s := rng.NewStream(1)
 	for i := range r.Loss {
-		r.Loss[i] = s.float64() - 0.5
-		r.Correct[i] = s.float64() < 0.4
+		r.Loss[i] = s.Float64() - 0.5
+		r.Correct[i] = s.Float64() < 0.4
 	}
 	return r
 }
@@ -82,11 +83,11 @@ func BenchmarkControllerStep(b *testing.B) {
 func BenchmarkMatchBudget(b *testing.B) {
 	counts := benchCounts
 	cost := make([][]float64, len(counts))
-	s := newStream(2)
+	s := rng.NewStream(2)
 	for k := range cost {
 		cost[k] = make([]float64, 11)
 		for j := range cost[k] {
-			cost[k][j] = float64(counts[k]) * (1 + s.float64())
+			cost[k][j] = float64(counts[k]) * (1 + s.Float64())
 		}
 	}
 	var dp dpScratch

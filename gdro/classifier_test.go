@@ -2,7 +2,9 @@ package gdro
 
 import (
 	"encoding/json"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -91,7 +93,7 @@ func TestRawBinsAndSpecialClasses(t *testing.T) {
 	_ = ex.Observe([]string{"solved", "unsolved", "mid"}, []bool{true, false, true})
 	_ = ex.Observe([]string{"solved", "unsolved", "mid"}, []bool{true, false, false})
 	got, _ = ex.Bins([]string{"solved", "unsolved", "mid", "new"})
-	if !eqInts(got, []int{3, 3, 1, 3}) || ex.ExclClass() != 3 {
+	if !slices.Equal(got, []int{3, 3, 1, 3}) || ex.ExclClass() != 3 {
 		t.Errorf("exclude_extremes: got %v (excl class %d), want [3 3 1 3]", got, ex.ExclClass())
 	}
 	// excl neither reads nor writes hysteresis memory
@@ -164,7 +166,7 @@ func TestBinsIdempotent(t *testing.T) {
 func TestHysteresisStopsOscillation(t *testing.T) {
 	switches := func(delta float64) int {
 		cl := newTestClassifier(t, ClassifierConfig{Edges: Edges10, HistoryLen: 20, Hysteresis: delta})
-		s := newStream(7, 99)
+		s := rng.NewStream(7, 99)
 		n, prev := 0, -1
 		for step := 0; step < 2000; step++ {
 			b, _ := cl.Bins([]string{"u"})
@@ -172,7 +174,7 @@ func TestHysteresisStopsOscillation(t *testing.T) {
 				n++
 			}
 			prev = b[0]
-			_ = cl.Observe([]string{"u"}, []bool{s.float64() < 0.5})
+			_ = cl.Observe([]string{"u"}, []bool{s.Float64() < 0.5})
 		}
 		return n
 	}
@@ -205,13 +207,13 @@ func TestClassifierErrors(t *testing.T) {
 
 func TestClassifierStateRoundTrip(t *testing.T) {
 	cl := newTestClassifier(t, ClassifierConfig{Edges: Edges10, HistoryLen: 4, Hysteresis: 0.03})
-	s := newStream(3)
+	s := rng.NewStream(3)
 	for step := 0; step < 30; step++ {
 		uids := []string{"a", "b", "c", "d"}
 		if _, err := cl.Bins(uids); err != nil {
 			t.Fatal(err)
 		}
-		ok := []bool{s.float64() < 0.3, s.float64() < 0.6, s.float64() < 0.9, false}
+		ok := []bool{s.Float64() < 0.3, s.Float64() < 0.6, s.Float64() < 0.9, false}
 		_ = cl.Observe(uids, ok)
 	}
 	b, err := json.Marshal(cl.State())

@@ -2,6 +2,7 @@ package gdro
 
 import (
 	"encoding/json"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"reflect"
 	"strconv"
 	"strings"
@@ -24,9 +25,9 @@ func driveStep(t *testing.T, c *Controller, step int, uids []string) *StepRecord
 	for i, u := range uids {
 		id, _ := strconv.Atoi(strings.TrimPrefix(u, "p"))
 		for j := 0; j < plan.N[i]; j++ {
-			rows.Correct = append(rows.Correct, uniformAt(1, uint64(step), hashString(u), uint64(j)) < float64(id%10)/10)
-			rows.Loss = append(rows.Loss, uniformAt(2, uint64(step), hashString(u), uint64(j))-0.5)
-			rows.KL = append(rows.KL, uniformAt(3, uint64(step), hashString(u), uint64(j)))
+			rows.Correct = append(rows.Correct, rng.UniformAt(1, uint64(step), rng.HashString(u), uint64(j)) < float64(id%10)/10)
+			rows.Loss = append(rows.Loss, rng.UniformAt(2, uint64(step), rng.HashString(u), uint64(j))-0.5)
+			rows.KL = append(rows.KL, rng.UniformAt(3, uint64(step), rng.HashString(u), uint64(j)))
 		}
 	}
 	rec, err := c.Observe(plan, rows)

@@ -1,7 +1,9 @@
 package gdro
 
 import (
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -32,7 +34,7 @@ func TestDPClosedFormTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !eqInts(res.Arms, c.want) || !res.Exact || res.Total != 1024 {
+		if !slices.Equal(res.Arms, c.want) || !res.Exact || res.Total != 1024 {
 			t.Errorf("counts %v: arms %v (total %d, exact %v), want %v", c.counts, res.Arms, res.Total, res.Exact, c.want)
 		}
 	}
@@ -68,18 +70,18 @@ func dot(c, a []int) int {
 // cheapest exact vector; the total is exact whenever some vector is exact,
 // otherwise the nearest total; arms stay in the arm list.
 func TestDPAgainstBruteForce(t *testing.T) {
-	s := newStream(11)
+	s := rng.NewStream(11)
 	armSets := [][]int{{2, 3, 4, 5, 6}, {2, 6, 12}, {1, 2}, {3, 5, 8}}
 	for trial := 0; trial < 400; trial++ {
 		arms := armSets[trial%len(armSets)]
-		m := 1 + s.intn(4)
+		m := 1 + s.IntN(4)
 		counts := make([]int, m)
 		N := 0
 		for k := range counts {
-			counts[k] = 1 + s.intn(5)
+			counts[k] = 1 + s.IntN(5)
 			N += counts[k]
 		}
-		target := N*arms[0] + s.intn(N*(arms[len(arms)-1]-arms[0])+3) - 1
+		target := N*arms[0] + s.IntN(N*(arms[len(arms)-1]-arms[0])+3) - 1
 		uniform := trial%2 == 0
 		cost := make([][]float64, m)
 		for k := range cost {
@@ -88,7 +90,7 @@ func TestDPAgainstBruteForce(t *testing.T) {
 				if uniform {
 					cost[k][j] = -math.Log(0.2)
 				} else {
-					cost[k][j] = -math.Log(0.01 + s.float64())
+					cost[k][j] = -math.Log(0.01 + s.Float64())
 				}
 			}
 		}
@@ -136,7 +138,7 @@ func TestDPAgainstBruteForce(t *testing.T) {
 			t.Fatalf("counts %v target %d: cost %v (arms %v), brute force %v (arms %v)", counts, target, res.Cost, res.Arms, bestC, best)
 		}
 		// with equal costs and an exact budget: lexicographic minimum
-		if uniform && bestD == 0 && !eqInts(res.Arms, best) {
+		if uniform && bestD == 0 && !slices.Equal(res.Arms, best) {
 			t.Fatalf("uniform costs, counts %v target %d: %v, lexicographic minimum %v", counts, target, res.Arms, best)
 		}
 	}

@@ -37,18 +37,6 @@ func checkSlice(t *testing.T, name string, got, want []float64, atol float64) {
 	}
 }
 
-func eqInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestCloseComparator(t *testing.T) {
 	for _, c := range []struct {
 		got, want, atol, rtol float64

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -75,7 +76,7 @@ func TestReplaySmallTrace(t *testing.T) {
 		{[]int{1, 1}, []int{4, 4}, []float64{1, 1}, []float64{0.646, 0.5}, 0.05 * 4 / 3, 2, []float64{0, 1}},
 	} {
 		r := recs[i]
-		if !eqInts(r.PromptBin, w.bins) || !eqInts(r.PromptN, w.n) {
+		if !slices.Equal(r.PromptBin, w.bins) || !slices.Equal(r.PromptN, w.n) {
 			t.Errorf("step %d: bins %v n %v, want %v %v", i+1, r.PromptBin, r.PromptN, w.bins, w.n)
 		}
 		checkSlice(t, "multipliers", r.PromptMult, w.mult, 1e-12)

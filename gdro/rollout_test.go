@@ -2,8 +2,10 @@ package gdro
 
 import (
 	"encoding/json"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -78,7 +80,7 @@ func TestRolloutPaperHandTrace3Bins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !eqInts(al.N, s.wantN) || !al.Exact || al.Total != 16 {
+		if !slices.Equal(al.N, s.wantN) || !al.Exact || al.Total != 16 {
 			t.Fatalf("step %d: n = %v (total %d), want %v", i+1, al.N, al.Total, s.wantN)
 		}
 		checkClose(t, "violation", al.Violation, s.violation, 1e-12)
@@ -187,7 +189,7 @@ func TestRolloutArmsMoveTowardHigherUtility(t *testing.T) {
 func TestRolloutVarianceUtilityPrefersUncertainClass(t *testing.T) {
 	r := newTestRollout(t, nil, 2)
 	classes := append(repeat(0, 8), repeat(1, 8)...)
-	s := newStream(5)
+	s := rng.NewStream(5)
 	for step := 0; step < 60; step++ {
 		al, _ := r.Allocate(classes)
 		if !al.Exact || al.Total != 64 {
@@ -196,7 +198,7 @@ func TestRolloutVarianceUtilityPrefersUncertainClass(t *testing.T) {
 		var rows Rows
 		for i, c := range classes {
 			for j := 0; j < al.N[i]; j++ {
-				rows.Correct = append(rows.Correct, c == 0 && s.float64() < 0.5)
+				rows.Correct = append(rows.Correct, c == 0 && s.Float64() < 0.5)
 			}
 		}
 		if _, err := r.Observe(classes, al.N, al, rows); err != nil {
@@ -226,20 +228,20 @@ func TestRolloutReferenceCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !eqInts(al.N, []int{4, 4, 4, 4}) || al.UsingPrev {
+	if !slices.Equal(al.N, []int{4, 4, 4, 4}) || al.UsingPrev {
 		t.Fatalf("step 1: %v", al.N)
 	}
 	// step 1 realized: prompt classes [3 3 0 1] with 4 rows each → rows 0,4,8,12
 	if _, err := r.Observe([]int{3, 3, 0, 1}, al.N, al, rowsFor(al.N, []int{1, 2, 3, 4})); err != nil {
 		t.Fatal(err)
 	}
-	if !eqInts(r.State().PrevLabels, []int{3, 3, 0, 1}) {
+	if !slices.Equal(r.State().PrevLabels, []int{3, 3, 0, 1}) {
 		t.Fatalf("stored labels %v", r.State().PrevLabels)
 	}
 	// step 2: the current classes are ignored; counts from [3 3 0 1] in
 	// first-appearance order (3:2, 0:1, 1:1), T = 16 → lexicographic (2, 2, 10)
 	al, _ = r.Allocate([]int{0, 0, 0, 0})
-	if !eqInts(al.N, []int{2, 2, 2, 10}) || !eqInts(al.Order, []int{3, 0, 1}) || !al.UsingPrev || al.BinN[3] != 2 {
+	if !slices.Equal(al.N, []int{2, 2, 2, 10}) || !slices.Equal(al.Order, []int{3, 0, 1}) || !al.UsingPrev || al.BinN[3] != 2 {
 		t.Fatalf("step 2: n %v order %v", al.N, al.Order)
 	}
 	// stride n̄ over rows of varying n_i: rows 0, 4, 8, 12 of n = [2 2 2 10]
@@ -247,7 +249,7 @@ func TestRolloutReferenceCompat(t *testing.T) {
 	if _, err := r.Observe([]int{0, 1, 2, 3}, al.N, al, rowsFor(al.N, []int{0, 0, 0, 0})); err != nil {
 		t.Fatal(err)
 	}
-	if !eqInts(r.State().PrevLabels, []int{0, 2, 3, 3}) {
+	if !slices.Equal(r.State().PrevLabels, []int{0, 2, 3, 3}) {
 		t.Errorf("positional labels %v, want [0 2 3 3]", r.State().PrevLabels)
 	}
 	for b, p := range r.ArmProbs() {
@@ -262,7 +264,7 @@ func TestRolloutReferenceCompat(t *testing.T) {
 	}
 	// a stored list of another length → n̄ for everyone
 	al, _ = r.Allocate([]int{0, 1})
-	if !eqInts(al.N, []int{4, 4}) || al.UsingPrev {
+	if !slices.Equal(al.N, []int{4, 4}) || al.UsingPrev {
 		t.Errorf("length mismatch: %v", al.N)
 	}
 }
@@ -290,11 +292,11 @@ func TestRolloutReferenceCompatClosedForm(t *testing.T) {
 
 func TestRolloutPaperOwnBinAndExactBudget(t *testing.T) {
 	r := newTestRollout(t, nil, 10)
-	s := newStream(9)
+	s := rng.NewStream(9)
 	for step := 0; step < 30; step++ {
 		classes := make([]int, 64)
 		for i := range classes {
-			classes[i] = s.intn(10)
+			classes[i] = s.IntN(10)
 		}
 		al, err := r.Allocate(classes)
 		if err != nil {
@@ -310,7 +312,7 @@ func TestRolloutPaperOwnBinAndExactBudget(t *testing.T) {
 		}
 		k := make([]int, len(classes))
 		for i := range k {
-			k[i] = s.intn(al.N[i] + 1)
+			k[i] = s.IntN(al.N[i] + 1)
 		}
 		if _, err := r.Observe(classes, al.N, al, rowsFor(al.N, k)); err != nil {
 			t.Fatal(err)

@@ -32,6 +32,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"io"
 	"math"
 	"strconv"
@@ -162,8 +163,8 @@ func Simulate(cfg Config, sc SimConfig, out, trace io.Writer) (*SimSummary, erro
 		if D > 1 {
 			a = 1.0 - 2.5*float64(d)/float64(D-1)
 		}
-		s := newStream(sc.Seed, tagPop, uint64(i))
-		theta[i] = a + 2*s.normal() - 2*(-math.Log(1-s.float64()))
+		s := rng.NewStream(sc.Seed, tagPop, uint64(i))
+		theta[i] = a + 2*s.Normal() - 2*(-math.Log(1-s.Float64()))
 	}
 	domSize := make([]int, D)
 	for i := 0; i < P; i++ {
@@ -203,7 +204,7 @@ func Simulate(cfg Config, sc SimConfig, out, trace io.Writer) (*SimSummary, erro
 		for k := range batch {
 			pos := (t-1)*sc.BatchSize + k
 			if e := pos / P; e != permEpoch {
-				perm, permEpoch = permutation(P, newStream(sc.Seed, tagPerm, uint64(e))), e
+				perm, permEpoch = permutation(P, rng.NewStream(sc.Seed, tagPerm, uint64(e))), e
 			}
 			batch[k] = perm[pos%P]
 			uids[k] = uid(batch[k])
@@ -228,14 +229,14 @@ func Simulate(cfg Config, sc SimConfig, out, trace io.Writer) (*SimSummary, erro
 		for k, i := range batch {
 			p := sigmoid(theta[i])
 			probs[k], sig2[k] = p, p*(1-p)
-			h := hashString(uids[k])
+			h := rng.HashString(uids[k])
 			m := plan.N[k]
 			if tr != nil && maxArm > m {
 				m = maxArm
 			}
 			corr := make([]bool, m)
 			for j := range corr {
-				corr[j] = uniformAt(sc.Seed, tagRoll, uint64(t), h, uint64(j)) < p
+				corr[j] = rng.UniformAt(sc.Seed, tagRoll, uint64(t), h, uint64(j)) < p
 			}
 			adv := grpoAdvantages(corr[:plan.N[k]])
 			g := 0.0
@@ -367,7 +368,7 @@ func summarize(sum *SimSummary, meanBins, mus, reds []float64, exact int, last *
 				b = append(b, dbin[u])
 			}
 		}
-		sum.LeadLag[k+3] = corr(a, b)
+		sum.LeadLag[k+3] = Pearson(a, b)
 	}
 }
 
@@ -461,18 +462,18 @@ func grpoAdvantages(correct []bool) []float64 {
 // surrogate is the simulated loss signal −A·(1 + noise·ξ), ξ keyed by
 // (step, UID, rollout index); +0 replaces −0 so the JSON stays tidy.
 func surrogate(adv, noise float64, seed uint64, step int, uidHash uint64, j int) float64 {
-	xi := newStream(seed, tagRatio, uint64(step), uidHash, uint64(j)).normal()
+	xi := rng.NewStream(seed, tagRatio, uint64(step), uidHash, uint64(j)).Normal()
 	return -adv*(1+noise*xi) + 0
 }
 
 // permutation is a Fisher–Yates shuffle of 0..n−1 driven by s.
-func permutation(n int, s *stream) []int {
+func permutation(n int, s *rng.Stream) []int {
 	p := make([]int, n)
 	for i := range p {
 		p[i] = i
 	}
 	for i := n - 1; i > 0; i-- {
-		j := s.intn(i + 1)
+		j := s.IntN(i + 1)
 		p[i], p[j] = p[j], p[i]
 	}
 	return p
@@ -539,8 +540,9 @@ func slope(v []float64) float64 {
 	return num / den
 }
 
-// corr is Pearson's correlation, 0 when either side is constant.
-func corr(a, b []float64) float64 {
+// Pearson is Pearson's correlation of a and b, 0 when either side is
+// constant or shorter than 2 (the report's lead–lag figure uses it too).
+func Pearson(a, b []float64) float64 {
 	if len(a) < 2 {
 		return 0
 	}

@@ -3,6 +3,7 @@ package gdro
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"strings"
 	"testing"
 )
@@ -124,26 +125,26 @@ func TestSimConfigValidate(t *testing.T) {
 }
 
 func TestRNG(t *testing.T) {
-	a, b := newStream(1, 2, 3), newStream(1, 2, 3)
+	a, b := rng.NewStream(1, 2, 3), rng.NewStream(1, 2, 3)
 	for i := 0; i < 100; i++ {
-		if a.uint64() != b.uint64() {
+		if a.Uint64() != b.Uint64() {
 			t.Fatal("same key, different draws")
 		}
 	}
-	if newStream(1, 2, 3).uint64() == newStream(1, 2, 4).uint64() {
+	if rng.NewStream(1, 2, 3).Uint64() == rng.NewStream(1, 2, 4).Uint64() {
 		t.Error("different keys, same draw")
 	}
-	s := newStream(42)
+	s := rng.NewStream(42)
 	sum, sq := 0.0, 0.0
 	for i := 0; i < 100000; i++ {
-		u := s.float64()
+		u := s.Float64()
 		if u < 0 || u >= 1 {
 			t.Fatalf("float64 %v outside [0, 1)", u)
 		}
-		z := s.normal()
+		z := s.Normal()
 		sum += z
 		sq += z * z
-		if k := s.intn(7); k < 0 || k >= 7 {
+		if k := s.IntN(7); k < 0 || k >= 7 {
 			t.Fatalf("intn(7) = %d", k)
 		}
 	}
@@ -151,7 +152,7 @@ func TestRNG(t *testing.T) {
 	if m := sum / 1e5; m > 0.016 || m < -0.016 || sq/1e5 < 0.97 || sq/1e5 > 1.03 {
 		t.Errorf("normal draws: mean %v, second moment %v", m, sq/1e5)
 	}
-	p := permutation(100, newStream(3))
+	p := permutation(100, rng.NewStream(3))
 	seen := make([]bool, 100)
 	for _, v := range p {
 		seen[v] = true
@@ -161,7 +162,7 @@ func TestRNG(t *testing.T) {
 			t.Fatalf("permutation misses %d", i)
 		}
 	}
-	if uniformAt(1, 2) != uniformAt(1, 2) || uniformAt(1, 2) == uniformAt(1, 3) {
+	if rng.UniformAt(1, 2) != rng.UniformAt(1, 2) || rng.UniformAt(1, 2) == rng.UniformAt(1, 3) {
 		t.Error("uniformAt is not a keyed function")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -202,7 +203,7 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 		}
 		used[np.Name] = true
 		ti := f.Tensors[np.Name]
-		if !equalShape(ti.Shape, np.Shape) {
+		if !slices.Equal(ti.Shape, np.Shape) {
 			problems = append(problems, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", f.Path, np.Name, ti.Shape, np.Shape))
 			continue
 		}
@@ -257,18 +258,6 @@ func SaveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType) erro
 		return fmt.Errorf("save weights: %w", err)
 	}
 	return WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, dtype, map[string]string{"format": "pt"})
-}
-
-func equalShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func firstNonFinite(x []float32) int {

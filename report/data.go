@@ -21,10 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/gdro"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -189,7 +191,7 @@ func (r *Run) readMetrics() error {
 		}
 		if r.Labels == nil {
 			r.Labels = rec.Labels
-		} else if !equalStrings(rec.Labels, r.Labels) {
+		} else if !slices.Equal(rec.Labels, r.Labels) {
 			return fmt.Errorf("bin_labels %v differ from the first line's %v", rec.Labels, r.Labels)
 		}
 		// A resumed run re-logs the steps after its checkpoint: the later
@@ -298,18 +300,6 @@ func (r *Run) readValidation() error {
 		r.Notes = append(r.Notes, r.ValPath+" has no records")
 	}
 	return nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ---------------------------------------------------------------------------
@@ -608,32 +598,9 @@ func (r *Run) LeadLag(maxLag int) (lags, corrs []float64, ok bool) {
 			}
 		}
 		lags = append(lags, float64(k))
-		corrs = append(corrs, pearson(a, b))
+		corrs = append(corrs, gdro.Pearson(a, b))
 	}
 	return lags, corrs, true
-}
-
-func pearson(a, b []float64) float64 {
-	if len(a) < 2 {
-		return 0
-	}
-	ma, mb := 0.0, 0.0
-	for i := range a {
-		ma += a[i]
-		mb += b[i]
-	}
-	ma /= float64(len(a))
-	mb /= float64(len(b))
-	sab, saa, sbb := 0.0, 0.0, 0.0
-	for i := range a {
-		sab += (a[i] - ma) * (b[i] - mb)
-		saa += (a[i] - ma) * (a[i] - ma)
-		sbb += (b[i] - mb) * (b[i] - mb)
-	}
-	if saa == 0 || sbb == 0 {
-		return 0
-	}
-	return sab / math.Sqrt(saa*sbb)
 }
 
 // SnapshotIndices are the record indices of the four snapshots: start,

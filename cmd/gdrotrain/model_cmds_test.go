@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,23 +10,11 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// run executes the root command with args and returns stdout.
-func run(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
 // TestInitTinyAndLogits: init-tiny writes a loadable folder and logits
 // prints what the model computes.
 func TestInitTinyAndLogits(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tiny")
-	if _, err := run(t, "init-tiny", "--out", dir, "--layers", "1", "--hidden", "32", "--heads", "4", "--kv-heads", "1",
+	if _, err := runCmd(t, "", "init-tiny", "--out", dir, "--layers", "1", "--hidden", "32", "--heads", "4", "--kv-heads", "1",
 		"--head-dim", "8", "--intermediate", "48", "--vocab", "50", "--tied", "--dtype", "bfloat16", "--seed", "3"); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +24,7 @@ func TestInitTinyAndLogits(t *testing.T) {
 		}
 	}
 	outFile := filepath.Join(t.TempDir(), "l.json")
-	if _, err := run(t, "logits", "--model", dir, "--ids", "1, 2,3", "--all", "--out", outFile); err != nil {
+	if _, err := runCmd(t, "", "logits", "--model", dir, "--ids", "1, 2,3", "--all", "--out", outFile); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(outFile)
@@ -61,10 +48,10 @@ func TestInitTinyAndLogits(t *testing.T) {
 			t.Fatalf("logit %d: %v vs %v", i, res.Logits[i], want[2][i])
 		}
 	}
-	if _, err := run(t, "logits", "--model", dir, "--ids", "1,x"); err == nil || !strings.Contains(err.Error(), `"x"`) {
+	if _, err := runCmd(t, "", "logits", "--model", dir, "--ids", "1,x"); err == nil || !strings.Contains(err.Error(), `"x"`) {
 		t.Fatalf("bad ids: %v", err)
 	}
-	if _, err := run(t, "init-tiny", "--out", dir, "--heads", "3", "--kv-heads", "2"); err == nil || !strings.Contains(err.Error(), "num_key_value_heads") {
+	if _, err := runCmd(t, "", "init-tiny", "--out", dir, "--heads", "3", "--kv-heads", "2"); err == nil || !strings.Contains(err.Error(), "num_key_value_heads") {
 		t.Fatalf("bad heads: %v", err)
 	}
 }

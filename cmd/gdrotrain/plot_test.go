@@ -1,24 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// plotCmd runs the root command with args and returns its output.
-func plotCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
 
 const plotFixture = "../../report/testdata/run3"
 
@@ -26,7 +13,7 @@ const plotFixture = "../../report/testdata/run3"
 // with the default output folder beside it.
 func TestPlotRun(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "plots")
-	msg, err := plotCmd(t, "plot", "--run", plotFixture, "--out", out)
+	msg, err := runCmd(t, "", "plot", "--run", plotFixture, "--out", out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +28,11 @@ func TestPlotRun(t *testing.T) {
 
 	dir := t.TempDir()
 	sim := filepath.Join(dir, "sim.jsonl")
-	if _, err := plotCmd(t, "gdro-sim", "--preset", "prompt-10bins", "--steps", "8", "--batch", "16", "--population", "64",
+	if _, err := runCmd(t, "", "gdro-sim", "--preset", "prompt-10bins", "--steps", "8", "--batch", "16", "--population", "64",
 		"--out", sim); err != nil {
 		t.Fatal(err)
 	}
-	msg, err = plotCmd(t, "plot", "--run", sim)
+	msg, err = runCmd(t, "", "plot", "--run", sim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +49,7 @@ func TestPlotRun(t *testing.T) {
 
 	// --compare RUN_A RUN_B with the runs as separate arguments
 	cmp := filepath.Join(dir, "cmp")
-	if _, err := plotCmd(t, "plot", "--compare", plotFixture, sim, "--out", cmp); err != nil {
+	if _, err := runCmd(t, "", "plot", "--compare", plotFixture, sim, "--out", cmp); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(cmp, "cmp_mean_bin.png")); err != nil {
@@ -83,7 +70,7 @@ func TestPlotErrors(t *testing.T) {
 		{[]string{"plot", "--run", plotFixture, "--compare", plotFixture}, "not both"},
 		{[]string{"plot", "--run", plotFixture, "extra"}, "unexpected arguments"},
 	} {
-		_, err := plotCmd(t, c.args...)
+		_, err := runCmd(t, "", c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.args, err, c.want)
 		}

@@ -1,25 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 )
-
-func runCmd(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
 
 func tinyTokDir(t *testing.T) string {
 	t.Helper()
