@@ -11,9 +11,10 @@
 //     the reward, against the frozen initial policy;
 //   - the loss is a token mean per micro-batch, and micro-batch losses are
 //     averaged (divided by the accumulation count) over a mini-batch — so
-//     longer responses and prompts with more rollouts weigh more. The
-//     per-prompt variant ("seq-mean-token-mean": mean over rows of each
-//     row's token mean) is an option;
+//     longer responses and prompts with more rollouts weigh more. Two
+//     variants are options: seq-mean-token-mean (each row's token mean,
+//     averaged over rows) and prompt-mean-token-mean (each prompt weighs the
+//     same whatever its rollout count n_i, spec §11 item 14);
 //   - advantage clipping is available but off by default (the reference
 //     sets ±5 and never reads it; it cannot bind for n ≤ 12).
 //
@@ -35,7 +36,7 @@ type LossConfig struct {
 	KLCoef      float64 `yaml:"kl_coef" json:"kl_coef"`         // β_KL, 0.001
 	AdvClip     float64 `yaml:"adv_clip" json:"adv_clip"`       // |A| cap; 0 disables (reference: off)
 	AdvEps      float64 `yaml:"adv_eps" json:"adv_eps"`         // 1e-6
-	Aggregation string  `yaml:"aggregation" json:"aggregation"` // token-mean | seq-mean-token-mean
+	Aggregation string  `yaml:"aggregation" json:"aggregation"` // token-mean | seq-mean-token-mean | prompt-mean-token-mean
 }
 
 // DefaultLoss returns the reference settings.
@@ -54,8 +55,8 @@ func (c LossConfig) Validate() error {
 		return fmt.Errorf("loss.dual_clip must be 0 (off) or > 1, got %v", c.DualClip)
 	case c.KLCoef < 0 || c.AdvClip < 0 || c.AdvEps <= 0:
 		return fmt.Errorf("loss.kl_coef and loss.adv_clip must be ≥ 0 and loss.adv_eps > 0")
-	case c.Aggregation != "token-mean" && c.Aggregation != "seq-mean-token-mean":
-		return fmt.Errorf("loss.aggregation must be token-mean or seq-mean-token-mean, got %q", c.Aggregation)
+	case c.Aggregation != "token-mean" && c.Aggregation != "seq-mean-token-mean" && c.Aggregation != "prompt-mean-token-mean":
+		return fmt.Errorf("loss.aggregation must be token-mean, seq-mean-token-mean or prompt-mean-token-mean, got %q", c.Aggregation)
 	}
 	return nil
 }
@@ -150,6 +151,7 @@ type Row struct {
 	LogProbs, Old, Ref []float32
 	Adv                float64 // unweighted GRPO advantage
 	Weight             float64 // Prompt-GDRO multiplier (1 when unused)
+	GroupSize          int     // rollouts of this row's prompt (prompt-mean-token-mean); 0 counts as 1
 }
 
 // MicroStats accumulates logging statistics over tokens.
@@ -172,15 +174,29 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 	for _, r := range rows {
 		total += len(r.LogProbs)
 	}
+	// prompts counts the prompts in the micro-batch, a prompt whose rows are
+	// split over micro-batches counting by the fraction present.
+	var prompts float64
+	for _, r := range rows {
+		prompts += 1 / float64(max(r.GroupSize, 1))
+	}
 	var ratioSum float64
 	for i, r := range rows {
 		n := len(r.LogProbs)
 		grads[i] = make([]float32, n)
 		// Token-mean divides every token by the micro-batch token count;
-		// seq-mean-token-mean by the row's count and the number of rows.
-		denom := float64(total)
-		if c.Aggregation == "seq-mean-token-mean" {
+		// seq-mean-token-mean by the row's count and the number of rows;
+		// prompt-mean-token-mean by the row's count, its prompt's rollout
+		// count and the number of prompts, so every prompt weighs the same
+		// whatever its n_i (spec §11 item 14).
+		var denom float64
+		switch c.Aggregation {
+		case "seq-mean-token-mean":
 			denom = float64(n * len(rows))
+		case "prompt-mean-token-mean":
+			denom = float64(n*max(r.GroupSize, 1)) * prompts
+		default:
+			denom = float64(total)
 		}
 		var signal, kl float64
 		for k := 0; k < n; k++ {

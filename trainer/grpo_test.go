@@ -128,6 +128,15 @@ func TestMicroBatchHandComputed(t *testing.T) {
 	if math.Abs(float64(grads[0][0])-(-2.0/4)) > 1e-7 || math.Abs(float64(grads[1][0])-(1+0.5*(1-k))/2) > 1e-7 {
 		t.Errorf("seq-mean-token-mean grads %v", grads)
 	}
+	// Prompt-mean: row 0 belongs to a prompt with 4 rollouts (all others in
+	// another micro-batch), row 1 to a prompt with 1. Prompts present:
+	// 1/4 + 1 = 1.25. Row 0 tokens: 1/(2·4·1.25) = 0.1; row 1: 1/(1·1·1.25) = 0.8.
+	c.Aggregation = "prompt-mean-token-mean"
+	rows[0].GroupSize, rows[1].GroupSize = 4, 1
+	grads, _ = c.MicroBatch(rows, 1)
+	if math.Abs(float64(grads[0][0])-(-2*0.1)) > 1e-7 || math.Abs(float64(grads[1][0])-(1+0.5*(1-k))*0.8) > 1e-7 {
+		t.Errorf("prompt-mean-token-mean grads %v", grads)
+	}
 }
 
 // TestSignalZeroAtRatioOne: with log π = log π_old, the mean loss signal of

@@ -35,6 +35,7 @@ type rowData struct {
 	entropy  []float32
 	adv      float64
 	weight   float64
+	group    int // rollouts of this row's prompt
 }
 
 // StepMetrics is one line of metrics.jsonl. The embedded controller record
@@ -168,7 +169,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 		prompt := reqs[i].Prompt
 		for _, c := range comps {
 			seq := append(append([]int32(nil), prompt...), c.Tokens...)
-			rows = append(rows, rowData{prompt: i, tokens: seq, start: len(prompt)})
+			rows = append(rows, rowData{prompt: i, tokens: seq, start: len(prompt), group: len(comps)})
 			tokens += len(c.Tokens)
 			met.ResponseLenMax = max(met.ResponseLenMax, len(c.Tokens))
 			if c.Truncated {
@@ -321,7 +322,7 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 	}
 	lr := make([]Row, len(rows))
 	for i, r := range rows {
-		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight}
+		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group}
 	}
 	grads, st := t.Cfg.Loss.MicroBatch(lr, ga)
 	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
