@@ -12,9 +12,13 @@ import (
 )
 
 func main() {
-	// SIGTERM/SIGUSR1 handling for checkpoints lives in the trainer; here a
-	// signal only cancels the context so every command stops cleanly.
+	// The first SIGINT/SIGTERM cancels the context: commands finish the work
+	// in flight (the trainer its current step, then it writes the weights)
+	// and return. After that the default handlers are back, so a second
+	// signal ends the process at once; every file is written atomically, so
+	// that loses at most the write in progress.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() { <-ctx.Done(); stop() }()
 	cobra.CheckErr(newRootCmd().ExecuteContext(ctx))
 }
