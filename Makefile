@@ -19,9 +19,12 @@ fixtures:
 vet:
 	$(GO) vet $(PKGS)
 
+# The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can
+# report a spurious "context deadline exceeded" at the end of a timed run
+# (golang/go#75804).
 test: fixtures vet
 	$(GO) test -count=1 -timeout 40m $(PKGS)
-	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 10s ./reward/
+	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 
 test-short: fixtures
 	$(GO) test -short $(PKGS)
