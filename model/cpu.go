@@ -275,44 +275,46 @@ func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
 	})
 }
 
-// Embedding overwrites out rows with table rows ids.
-func (b *CPU) Embedding(out, table *Tensor, ids []int32) {
-	if !b.check("embedding", out, table) {
-		return
+// checkEmbedding validates a lookup of ids in table (V, C) against rows (N, C).
+func (b *CPU) checkEmbedding(op string, rows, table *Tensor, ids []int32) (int, bool) {
+	if !b.check(op, rows, table) {
+		return 0, false
 	}
 	V, Cw := matrix(table)
-	N, C := matrix(out)
+	N, C := matrix(rows)
 	if N != len(ids) || C != Cw {
-		b.failf("embedding: out %v for %d ids from table %v", out.Shape, len(ids), table.Shape)
+		b.failf("%s: rows %v for %d ids with table %v", op, rows.Shape, len(ids), table.Shape)
+		return 0, false
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= V {
+			b.failf("%s: token id %d at position %d outside the vocabulary [0, %d)", op, id, i, V)
+			return 0, false
+		}
+	}
+	return C, true
+}
+
+// Embedding overwrites out rows with table rows ids.
+func (b *CPU) Embedding(out, table *Tensor, ids []int32) {
+	C, ok := b.checkEmbedding("embedding", out, table, ids)
+	if !ok {
 		return
 	}
 	o, tb := b.data(out), b.data(table)
 	for i, id := range ids {
-		if id < 0 || int(id) >= V {
-			b.failf("embedding: token id %d at position %d outside the vocabulary [0, %d)", id, i, V)
-			return
-		}
 		copy(o[i*C:(i+1)*C], tb[int(id)*C:(int(id)+1)*C])
 	}
 }
 
 // EmbeddingBackward accumulates dtable[ids[i]] += dout[i].
 func (b *CPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
-	if !b.check("embedding backward", dtable, dout) {
-		return
-	}
-	V, Cw := matrix(dtable)
-	N, C := matrix(dout)
-	if N != len(ids) || C != Cw {
-		b.failf("embedding backward: dout %v for %d ids into dtable %v", dout.Shape, len(ids), dtable.Shape)
+	C, ok := b.checkEmbedding("embedding backward", dout, dtable, ids)
+	if !ok {
 		return
 	}
 	dt, d := b.data(dtable), b.data(dout)
 	for i, id := range ids {
-		if id < 0 || int(id) >= V {
-			b.failf("embedding backward: token id %d outside the vocabulary [0, %d)", id, V)
-			return
-		}
 		row := dt[int(id)*C : (int(id)+1)*C]
 		for j := range row {
 			row[j] += d[i*C+j]
