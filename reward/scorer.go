@@ -177,6 +177,15 @@ func (m *Metrics) Snapshot() MetricsSnapshot {
 	}
 }
 
+// Restore sets the counts (resuming a run from a checkpoint).
+func (m *Metrics) Restore(s MetricsSnapshot) {
+	m.calls.Store(s.Calls)
+	m.correct.Store(s.Correct)
+	m.noAnswer.Store(s.NoAnswer)
+	m.budget.Store(s.Budget)
+	m.panics.Store(s.Panics)
+}
+
 // Counted wraps a scorer so that every result is recorded in M.
 type Counted struct {
 	Scorer

@@ -114,9 +114,10 @@ type ValidationConfig struct {
 	MaxNewTokens   int      `yaml:"max_new_tokens" json:"max_new_tokens"`
 }
 
-// CheckpointConfig says where the trained weights go.
+// CheckpointConfig says how often to checkpoint and how many to keep.
 type CheckpointConfig struct {
-	Every int `yaml:"every" json:"every"` // write the policy every k steps (0: only at the end)
+	Every int `yaml:"every" json:"every"` // checkpoint every k steps (0: only at the end and on a signal)
+	Keep  int `yaml:"keep" json:"keep"`   // newest complete checkpoints kept (0: all); permanent ones are never pruned
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -137,6 +138,7 @@ func Default() Config {
 		GDRO:       g,
 		Reward:     RewardConfig{Mode: "auto"},
 		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
+		Checkpoint: CheckpointConfig{Every: 50, Keep: 3},
 	}
 }
 
@@ -269,8 +271,8 @@ func (c *Config) Validate() error {
 	if v.Every < 0 || v.N < 1 || v.MaxPrompts < 0 {
 		bad("validation.every ≥ 0, validation.n ≥ 1 and validation.max_prompts ≥ 0 are required")
 	}
-	if c.Checkpoint.Every < 0 {
-		bad("checkpoint.every must be ≥ 0")
+	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 0 {
+		bad("checkpoint.every and checkpoint.keep must be ≥ 0")
 	}
 	return errors.Join(errs...)
 }

@@ -9,20 +9,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/internal/progress"
-	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // Run trains for train.steps steps.
 func (t *Trainer) Run(ctx context.Context) error {
 	cfg := t.Cfg
 	hasVal := t.val.ds != nil
-	if hasVal && cfg.Validation.BeforeTraining {
+	if hasVal && cfg.Validation.BeforeTraining && t.step == 0 {
 		if err := t.validateAndLog(ctx); err != nil {
 			return err
 		}
@@ -33,10 +32,10 @@ func (t *Trainer) Run(ctx context.Context) error {
 	for t.step < cfg.Train.Steps {
 		if err := ctx.Err(); err != nil {
 			t.Log.Printf("stopping at step %d: %v", t.step, err)
-			if serr := t.SaveWeights(); serr != nil {
-				return fmt.Errorf("%w; and saving weights failed: %v", err, serr)
+			if serr := t.SaveCheckpoint(); serr != nil {
+				return fmt.Errorf("stopped at step %d, and writing the checkpoint failed: %w", t.step, serr)
 			}
-			return err
+			return ErrStopped
 		}
 		met, err := t.Step(context.WithoutCancel(ctx)) // a started step always finishes
 		if err != nil {
@@ -56,7 +55,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 			lastVal = t.step
 		}
 		if cfg.Checkpoint.Every > 0 && t.step%cfg.Checkpoint.Every == 0 {
-			if err := t.SaveWeights(); err != nil {
+			if err := t.SaveCheckpoint(); err != nil {
 				return err
 			}
 		}
@@ -66,7 +65,10 @@ func (t *Trainer) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return t.SaveWeights()
+	if last, _, _ := checkpoint.Latest(t.checkpointRoot()); last == filepath.Join(t.checkpointRoot(), checkpoint.Name(t.step)) {
+		return nil // the final step's checkpoint is already written
+	}
+	return t.SaveCheckpoint()
 }
 
 func (t *Trainer) writeMetrics(met *StepMetrics) error {
@@ -103,34 +105,6 @@ func summary(m *StepMetrics, steps int) string {
 		s += fmt.Sprintf(" | mean bin %.2f", r.MeanBin)
 	}
 	return s
-}
-
-// SaveWeights writes the policy as a Hugging Face folder under
-// checkpoints/step_NNNNNN (config, weights in float32, tokenizer files), and
-// points checkpoints/latest at it.
-func (t *Trainer) SaveWeights() error {
-	dir := filepath.Join(t.Dir, "checkpoints", fmt.Sprintf("step_%06d", t.step))
-	if err := model.WriteFolder(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32); err != nil {
-		return fmt.Errorf("save weights: %w", err)
-	}
-	tokDir := t.Cfg.Model.Tokenizer
-	if tokDir == "" {
-		tokDir = t.Cfg.Model.Path
-	}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		raw, err := os.ReadFile(filepath.Join(tokDir, f))
-		if err != nil {
-			continue // tokenizer_config.json is optional
-		}
-		if err := model.WriteFileAtomic(filepath.Join(dir, f), raw); err != nil {
-			return err
-		}
-	}
-	if err := model.WriteFileAtomic(filepath.Join(t.Dir, "checkpoints", "latest"), []byte(filepath.Base(dir)+"\n")); err != nil {
-		return err
-	}
-	t.Log.Printf("wrote weights to %s", dir)
-	return nil
 }
 
 func sorted(s []string) []string {

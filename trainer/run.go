@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -37,6 +38,7 @@ type Trainer struct {
 	Ctrl   *gdro.Controller
 	Opt    *model.Optimizer
 	Memory MemoryPlan // estimated before the run starts
+	refID  checkpoint.Identity
 
 	train   promptSet
 	val     promptSet
@@ -53,8 +55,10 @@ type Trainer struct {
 }
 
 // New prepares a run: it validates cfg, creates the run folder, writes the
-// resolved config there and loads everything the loop needs.
-func New(cfg Config, logw io.Writer) (*Trainer, error) {
+// resolved config there and loads everything the loop needs. resume is ""
+// (start at step 0), "auto" (continue from the newest complete checkpoint
+// in the run folder, if any) or a checkpoint folder.
+func New(cfg Config, logw io.Writer, resume string) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -72,7 +76,43 @@ func New(cfg Config, logw io.Writer) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
+	if err := t.start(resume); err != nil {
+		t.Close()
+		return nil, err
+	}
 	return t, nil
+}
+
+// start restores a checkpoint if asked and opens the per-step logs.
+func (t *Trainer) start(resume string) error {
+	dir, m, err := t.findResume(resume)
+	if err != nil {
+		return err
+	}
+	keep := -1
+	if dir != "" {
+		if err := t.resume(dir, m); err != nil {
+			return err
+		}
+		keep = t.step
+	}
+	if t.metrics, err = openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep); err != nil {
+		return err
+	}
+	t.closers = append(t.closers, t.metrics)
+	if t.valLog, err = openJSONL(filepath.Join(t.Dir, "validation.jsonl"), keep); err != nil {
+		return err
+	}
+	t.closers = append(t.closers, t.valLog)
+	return nil
+}
+
+// tokDir is the tokenizer folder (model.tokenizer, else model.path).
+func (t *Trainer) tokDir() string {
+	if t.Cfg.Model.Tokenizer != "" {
+		return t.Cfg.Model.Tokenizer
+	}
+	return t.Cfg.Model.Path
 }
 
 func (t *Trainer) setup() error {
@@ -106,10 +146,7 @@ func (t *Trainer) setup() error {
 			return fmt.Errorf("reference policy: %w", err)
 		}
 	}
-	tokDir := cfg.Model.Tokenizer
-	if tokDir == "" {
-		tokDir = cfg.Model.Path
-	}
+	tokDir := t.tokDir()
 	if t.Tok, err = tokenizer.Load(tokDir); err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
@@ -136,13 +173,9 @@ func (t *Trainer) setup() error {
 	}
 	t.Opt = model.NewOptimizer(b, t.Policy.Cfg, cfg.Optim.AdamWConfig)
 	t.grads = model.NewParams(b, t.Policy.Cfg)
-	if t.metrics, err = os.OpenFile(filepath.Join(t.Dir, "metrics.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err != nil {
+	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
 		return err
 	}
-	if t.valLog, err = os.OpenFile(filepath.Join(t.Dir, "validation.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err != nil {
-		return err
-	}
-	t.closers = append(t.closers, t.metrics, t.valLog)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/synth"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -65,7 +66,7 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 func runFixture(t *testing.T, cfg Config) string {
 	t.Helper()
-	tr, err := New(cfg, io.Discard)
+	tr, err := New(cfg, io.Discard, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.Load(model.NewCPU(), filepath.Join(dir, "checkpoints", "step_000002")); err != nil {
+	if _, err := model.Load(model.NewCPU(), filepath.Join(dir, "checkpoints", checkpoint.Name(2))); err != nil {
 		t.Fatalf("saved weights do not load: %v", err)
 	}
 
@@ -148,13 +149,13 @@ func TestBadInputs(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"problem": "1+1=", "answer": "2", "id": "a"}`+"\n"+`{"problem": "2+2=", "answer": "", "id": "b"}`+"\n"), 0o644)
 	c := cfg
 	c.Data.Train = []string{bad}
-	if _, err := New(c, io.Discard); err == nil || !strings.Contains(err.Error(), "bad.jsonl") || !strings.Contains(err.Error(), "row 1") {
+	if _, err := New(c, io.Discard, ""); err == nil || !strings.Contains(err.Error(), "bad.jsonl") || !strings.Contains(err.Error(), "row 1") {
 		t.Errorf("row without ground truth: %v", err)
 	}
 	// Missing model files.
 	c = cfg
 	c.Model.Path = filepath.Join(dir, "nowhere")
-	if _, err := New(c, io.Discard); err == nil || !strings.Contains(err.Error(), "nowhere") {
+	if _, err := New(c, io.Discard, ""); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Errorf("missing model: %v", err)
 	}
 	// A diverging run stops with a clear error instead of training on NaN.
@@ -162,7 +163,7 @@ func TestBadInputs(t *testing.T) {
 	c.Optim.LR = 1e30
 	c.Optim.GradClip = 0
 	c.Run.Name = "nan"
-	tr, err := New(c, io.Discard)
+	tr, err := New(c, io.Discard, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := trainer.New(cfg, w)
+	t, err := trainer.New(cfg, w, "")
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,20 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gdrotrain/gdrotrain/trainer"
 )
+
+// exitRequeue is the exit status of a run stopped by a signal after it wrote
+// a checkpoint (scripts/slurm requeues the job on it).
+const exitRequeue = 3
 
 func main() {
 	// The first SIGINT/SIGTERM cancels the context: commands finish the work
@@ -17,8 +25,15 @@ func main() {
 	// and return. After that the default handlers are back, so a second
 	// signal ends the process at once; every file is written atomically, so
 	// that loses at most the write in progress.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }()
-	cobra.CheckErr(newRootCmd().ExecuteContext(ctx))
+	err := newRootCmd().ExecuteContext(ctx)
+	if errors.Is(err, trainer.ErrStopped) {
+		// Pre-empted or interrupted with a checkpoint written: a distinct
+		// status the batch scripts requeue on.
+		fmt.Fprintln(os.Stderr, "gdrotrain:", err)
+		os.Exit(exitRequeue)
+	}
+	cobra.CheckErr(err)
 }

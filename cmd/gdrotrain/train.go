@@ -14,7 +14,7 @@ import (
 func init() { register(newTrainCmd) }
 
 func newTrainCmd() *cobra.Command {
-	var config string
+	var config, resume string
 	var sets []string
 	var printConfig bool
 	cmd := &cobra.Command{
@@ -26,7 +26,10 @@ Unknown keys are errors; --set overrides any key, e.g.
   --set optim.lr=1e-6 --set train.method=prompt_gdro --set data.train=[a.parquet,b.parquet]
 The run folder (run.out_dir/run.name) receives config.yaml (fully resolved),
 metrics.jsonl (one line per step), validation.jsonl, train.log and
-checkpoints/. SIGINT/SIGTERM finish the current step, write the weights and stop.`,
+checkpoints/step_NNNNNNNN (complete, verified checkpoints; the newest
+checkpoint.keep are kept). SIGTERM, SIGUSR1 (Slurm's pre-emption warning) and
+SIGINT finish the current step, write a checkpoint and exit with status 3,
+which the Slurm scripts requeue; --resume auto continues exactly.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, source, err := readConfig(config)
@@ -45,7 +48,7 @@ checkpoints/. SIGINT/SIGTERM finish the current step, write the weights and stop
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			t, err := trainer.New(cfg, cmd.ErrOrStderr())
+			t, err := trainer.New(cfg, cmd.ErrOrStderr(), resume)
 			if err != nil {
 				return err
 			}
@@ -56,6 +59,7 @@ checkpoints/. SIGINT/SIGTERM finish the current step, write the weights and stop
 	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a config key: section.key=value (repeatable)")
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the resolved config and exit")
+	cmd.Flags().StringVar(&resume, "resume", "", "auto (the newest complete checkpoint in the run folder, or a fresh start) or a checkpoint folder")
 	return cmd
 }
 

@@ -1,0 +1,115 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// save writes a checkpoint with two small files.
+func save(t *testing.T, root string, step int, permanent bool) string {
+	t.Helper()
+	w, err := Begin(root, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(w.Dir(), "model.safetensors"), []byte(strings.Repeat("w", 1000+step)), 0o644)
+	os.WriteFile(filepath.Join(w.Dir(), "optimizer.safetensors"), []byte(strings.Repeat("m", 500)), 0o644)
+	dir, err := w.Commit(Manifest{State: json.RawMessage(`{"step":1}`), Config: json.RawMessage(`{}`), Permanent: permanent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCorruptionFallsBackToPreviousGood(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(dir string)
+		want   string
+	}{
+		{"truncated blob", func(d string) {
+			os.Truncate(filepath.Join(d, "model.safetensors"), 10)
+		}, "truncated"},
+		{"flipped byte", func(d string) {
+			p := filepath.Join(d, "optimizer.safetensors")
+			b, _ := os.ReadFile(p)
+			b[100] ^= 1
+			os.WriteFile(p, b, 0o644)
+		}, "checksum"},
+		{"missing blob", func(d string) { os.Remove(filepath.Join(d, "model.safetensors")) }, "model.safetensors"},
+		{"missing manifest", func(d string) { os.Remove(filepath.Join(d, ManifestName)) }, "missing or unreadable manifest"},
+		{"newer format", func(d string) {
+			p := filepath.Join(d, ManifestName)
+			b, _ := os.ReadFile(p)
+			os.WriteFile(p, []byte(strings.Replace(string(b), `"format": 1`, `"format": 2`, 1)), 0o644)
+		}, "format version 2"},
+		{"garbage manifest", func(d string) { os.WriteFile(filepath.Join(d, ManifestName), []byte("{"), 0o644) }, "corrupt manifest"},
+	}
+	for _, c := range cases {
+		root := t.TempDir()
+		good := save(t, root, 1, false)
+		bad := save(t, root, 2, false)
+		c.damage(bad)
+		dir, m, skipped := Latest(root)
+		if dir != good || m == nil || m.Step != 1 {
+			t.Errorf("%s: Latest = %q, want %q", c.name, dir, good)
+		}
+		if len(skipped) != 1 || !strings.Contains(skipped[0].Error(), c.want) || !strings.Contains(skipped[0].Error(), bad) {
+			t.Errorf("%s: skipped %v, want one error naming %s and %q", c.name, skipped, bad, c.want)
+		}
+	}
+}
+
+func TestInterruptedSaveIsInvisible(t *testing.T) {
+	root := t.TempDir()
+	good := save(t, root, 3, false)
+	w, _ := Begin(root, 4) // a save that never commits (killed mid-write)
+	os.WriteFile(filepath.Join(w.Dir(), "model.safetensors"), []byte("partial"), 0o644)
+	if dir, _, skipped := Latest(root); dir != good || len(skipped) != 0 {
+		t.Fatalf("Latest = %q %v, want %q", dir, skipped, good)
+	}
+	save(t, root, 5, false) // the next save clears the leftover
+	if left, _ := filepath.Glob(filepath.Join(root, ".tmp-*")); len(left) != 0 {
+		t.Fatalf("leftover temporary folders %v", left)
+	}
+}
+
+func TestPruneKeepsNewestAndPermanent(t *testing.T) {
+	root := t.TempDir()
+	for step := 1; step <= 5; step++ {
+		save(t, root, step, step == 2)
+	}
+	if err := Prune(root, 2); err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := List(root)
+	var names []string
+	for _, d := range dirs {
+		names = append(names, filepath.Base(d))
+	}
+	want := []string{Name(5), Name(4), Name(2)}
+	if strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Fatalf("after prune: %v, want %v", names, want)
+	}
+}
+
+func TestModelIdentity(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"a":1}`), 0o644)
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("weights"), 0o644)
+	a, err := ModelIdentity(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte("weightz"), 0o644)
+	b, _ := ModelIdentity(dir)
+	if a.Hash == b.Hash || a.Path != b.Path {
+		t.Fatalf("identity did not change with the weights: %v %v", a, b)
+	}
+	if _, err := ModelIdentity(filepath.Join(dir, "nope")); err == nil {
+		t.Fatal("missing model identified")
+	}
+}

@@ -1,0 +1,198 @@
+package trainer
+
+// Checkpoints and exact resume. A checkpoint holds everything the loop needs
+// to continue as if it had never stopped: the float32 policy (as a Hugging
+// Face folder), the AdamW moments and step, the controllers' and
+// classifier's state, the data cursor, the step and update counters and the
+// verifier's counters. Randomness needs no state: every draw is keyed by
+// (seed, step, prompt UID, rollout index). The reference model is recorded
+// by path and hash, not copied. On resume, metrics.jsonl and
+// validation.jsonl are cut back to the checkpoint's step, so the resumed run
+// rewrites exactly the lines the uninterrupted run wrote.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+)
+
+// ErrStopped is returned by Run when a signal stopped the run after it wrote
+// a checkpoint; the batch script requeues the job (exit status 3).
+var ErrStopped = errors.New("stopped by a signal after writing a checkpoint; resume with --resume auto")
+
+// State is the trainer's resumable state (the manifest's "state").
+type State struct {
+	Step       int                    `json:"step"`
+	Updates    int                    `json:"optimizer_updates"`
+	OptimStep  int                    `json:"adamw_step"`
+	Controller gdro.State             `json:"controller"`
+	Cursor     data.Cursor            `json:"data_cursor"`
+	Reward     reward.MetricsSnapshot `json:"verifier_counts"`
+}
+
+const optimizerFile = "optimizer.safetensors"
+
+// checkpointRoot is RUN/checkpoints.
+func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpoints") }
+
+// SaveCheckpoint writes a complete checkpoint of the current step and prunes
+// old ones.
+func (t *Trainer) SaveCheckpoint() error {
+	w, err := checkpoint.Begin(t.checkpointRoot(), t.step)
+	if err != nil {
+		return err
+	}
+	if err := t.writeCheckpointFiles(w.Dir()); err != nil {
+		w.Abort()
+		return err
+	}
+	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Step,
+		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot()})
+	if err != nil {
+		w.Abort()
+		return fmt.Errorf("checkpoint state: %w", err)
+	}
+	cfg, err := json.Marshal(t.Cfg)
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	dir, err := w.Commit(checkpoint.Manifest{Reference: t.refID, Config: cfg, State: state})
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	t.Log.Printf("checkpoint: %s", dir)
+	return checkpoint.Prune(t.checkpointRoot(), t.Cfg.Checkpoint.Keep)
+}
+
+// writeCheckpointFiles writes the policy folder files and the moments.
+func (t *Trainer) writeCheckpointFiles(dir string) error {
+	if err := model.WriteFolder(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32); err != nil {
+		return err
+	}
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		raw, err := os.ReadFile(filepath.Join(t.tokDir(), f))
+		if err != nil {
+			continue // tokenizer_config.json is optional
+		}
+		if err := model.WriteFileAtomic(filepath.Join(dir, f), raw); err != nil {
+			return err
+		}
+	}
+	var tensors []model.NamedTensor
+	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {
+		for _, np := range p.Named(t.Policy.Cfg) {
+			host := make([]float32, (*np.Ptr).Numel())
+			t.Policy.B.Download(*np.Ptr, host)
+			tensors = append(tensors, model.NamedTensor{Name: prefix + "/" + np.Name, Shape: np.Shape, Data: host})
+		}
+	}
+	return model.WriteSafetensors(filepath.Join(dir, optimizerFile), tensors, model.F32, map[string]string{"content": "adamw moments"})
+}
+
+// resume restores the state of checkpoint dir (already verified).
+func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
+	if m.Reference.Hash != t.refID.Hash {
+		return fmt.Errorf("resume %s: the reference model changed: the checkpoint was made from %s (hash %.12s…), model.path %s has hash %.12s…",
+			dir, m.Reference.Path, m.Reference.Hash, t.refID.Path, t.refID.Hash)
+	}
+	var st State
+	if err := json.Unmarshal(m.State, &st); err != nil {
+		return fmt.Errorf("resume %s: state: %w", dir, err)
+	}
+	p, err := model.LoadParams(t.Policy.B, t.Policy.Cfg, dir)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	t.Policy.P = p
+	if err := t.loadMoments(filepath.Join(dir, optimizerFile)); err != nil {
+		return fmt.Errorf("resume %s: %w", dir, err)
+	}
+	if err := t.Ctrl.Restore(st.Controller); err != nil {
+		return fmt.Errorf("resume %s: controller: %w", dir, err)
+	}
+	if err := t.loader.Restore(st.Cursor); err != nil {
+		return fmt.Errorf("resume %s: data cursor: %w", dir, err)
+	}
+	t.rmet.Restore(st.Reward)
+	t.step, t.updates, t.Opt.Step = st.Step, st.Updates, st.OptimStep
+	t.Log.Printf("resumed from %s at step %d", dir, st.Step)
+	return nil
+}
+
+func (t *Trainer) loadMoments(path string) error {
+	f, err := model.OpenSafetensors(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {
+		for _, np := range p.Named(t.Policy.Cfg) {
+			host := make([]float32, (*np.Ptr).Numel())
+			if err := f.ReadFloat32(prefix+"/"+np.Name, host); err != nil {
+				return err
+			}
+			t.Policy.B.Upload(*np.Ptr, host)
+		}
+	}
+	return t.Policy.B.Err()
+}
+
+// findResume resolves --resume: "" (fresh start), "auto" (newest verified
+// checkpoint of the run folder, fresh if none) or a checkpoint folder.
+func (t *Trainer) findResume(spec string) (string, *checkpoint.Manifest, error) {
+	switch spec {
+	case "":
+		return "", nil, nil
+	case "auto":
+		dir, m, skipped := checkpoint.Latest(t.checkpointRoot())
+		for _, err := range skipped {
+			t.Log.Printf("resume: skipping a damaged checkpoint: %v", err)
+		}
+		if dir == "" {
+			t.Log.Printf("resume auto: no complete checkpoint in %s, starting from step 0", t.checkpointRoot())
+		}
+		return dir, m, nil
+	}
+	m, err := checkpoint.Verify(spec)
+	if err != nil {
+		return "", nil, fmt.Errorf("--resume: %w", err)
+	}
+	return spec, m, nil
+}
+
+// openJSONL opens a per-step log for appending, first cutting it back to the
+// lines whose "step" is at most keep (all lines go when keep < 0).
+func openJSONL(path string, keep int) (*os.File, error) {
+	var kept []byte
+	if keep >= 0 {
+		if raw, err := os.ReadFile(path); err == nil {
+			sc := bufio.NewScanner(bytes.NewReader(raw))
+			sc.Buffer(make([]byte, 1<<20), 1<<28)
+			for sc.Scan() {
+				var head struct {
+					Step int `json:"step"`
+				}
+				if json.Unmarshal(sc.Bytes(), &head) != nil || head.Step > keep {
+					break
+				}
+				kept = append(append(kept, sc.Bytes()...), '\n')
+			}
+		}
+	}
+	if err := model.WriteFileAtomic(path, kept); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+}

@@ -1,0 +1,152 @@
+package trainer
+
+// Exact resume: a run killed with SIGKILL at random moments (including
+// during checkpoint writes) and resumed with --resume auto each time ends
+// with bitwise-identical weights, optimizer moments, controller and
+// classifier state, data cursor and metrics lines as the uninterrupted run.
+// The killed runs are this test binary re-executed as a child process.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/checkpoint"
+)
+
+const childEnv = "GDROTRAIN_RESUME_CHILD_CONFIG"
+
+// TestResumeChild is the child process: it runs the config named by the
+// environment with --resume auto. It does nothing in a normal test run.
+func TestResumeChild(t *testing.T) {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		t.Skip("child process of TestExactResumeAfterKills")
+	}
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(cfg, io.Discard, "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExactResumeAfterKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary several times")
+	}
+	cfg, dir := fixture(t)
+	cfg.Train.Steps = 24
+	cfg.Checkpoint.Every, cfg.Checkpoint.Keep = 1, 2
+	cfg.Run.Name = "uninterrupted"
+	refDir := runFixture(t, cfg)
+
+	cfg.Run.Name = "killed"
+	raw, err := cfg.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "killed.yaml")
+	os.WriteFile(cfgPath, raw, 0o644)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	kills, finished := 0, false
+	for attempt := 0; attempt < 60 && !finished; attempt++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestResumeChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), childEnv+"="+cfgPath)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if kills < 6 {
+			select {
+			case err := <-done:
+				finished = err == nil
+				if err != nil {
+					t.Fatalf("child failed before it was killed: %v\n%s", err, out.String())
+				}
+			case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
+				cmd.Process.Kill()
+				<-done
+				kills++
+			}
+			continue
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("resumed child failed: %v\n%s", err, out.String())
+		}
+		finished = true
+	}
+	if !finished || kills < 5 {
+		t.Fatalf("finished %v after %d kills", finished, kills)
+	}
+	t.Logf("%d SIGKILLs before the run finished", kills)
+	killedDir := filepath.Join(dir, "killed")
+
+	a, ma, _ := checkpoint.Latest(filepath.Join(refDir, "checkpoints"))
+	b, mb, skipped := checkpoint.Latest(filepath.Join(killedDir, "checkpoints"))
+	if a == "" || b == "" || ma.Step != 24 || mb.Step != 24 {
+		t.Fatalf("final checkpoints %q (%v) and %q (%v); skipped %v", a, ma, b, mb, skipped)
+	}
+	for _, f := range []string{"model.safetensors", optimizerFile} {
+		x, _ := os.ReadFile(filepath.Join(a, f))
+		y, _ := os.ReadFile(filepath.Join(b, f))
+		if !bytes.Equal(x, y) || len(x) == 0 {
+			t.Errorf("%s differs between the uninterrupted and the killed-and-resumed run", f)
+		}
+	}
+	if !bytes.Equal(ma.State, mb.State) {
+		t.Errorf("trainer state differs:\n%s\n%s", ma.State, mb.State)
+	}
+	for _, f := range []string{"metrics.jsonl", "validation.jsonl"} {
+		x, y := stripTimes(t, filepath.Join(refDir, f)), stripTimes(t, filepath.Join(killedDir, f))
+		if x != y {
+			xl, yl := strings.Split(x, "\n"), strings.Split(y, "\n")
+			for i := 0; i < max(len(xl), len(yl)); i++ {
+				var a, b string
+				if i < len(xl) {
+					a = xl[i]
+				}
+				if i < len(yl) {
+					b = yl[i]
+				}
+				if a != b {
+					t.Errorf("%s line %d differs (%d vs %d lines):\n%.400s\n%.400s", f, i+1, len(xl), len(yl), a, b)
+					break
+				}
+			}
+		}
+	}
+}
+
+// stripTimes returns a JSONL file with wall-clock fields removed.
+func stripTimes(t *testing.T, path string) string {
+	t.Helper()
+	var out []string
+	for _, m := range readLines(t, path) {
+		for k := range m {
+			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
+				delete(m, k)
+			}
+		}
+		b, _ := json.Marshal(m)
+		out = append(out, string(b))
+	}
+	return strings.Join(out, "\n")
+}
