@@ -75,6 +75,12 @@ func RandomParams(b Backend, cfg *Config, seed uint64, std, normJitter float64) 
 // WriteFolder writes config.json, generation_config.json and
 // model.safetensors (in dtype) to dir, creating it if needed.
 func WriteFolder(dir string, cfg *Config, b Backend, p *Params, dtype DType) error {
+	return WriteFolderSharded(dir, cfg, b, p, dtype, 0)
+}
+
+// WriteFolderSharded is WriteFolder with weights split into shards of at
+// most maxShardBytes (0: one file).
+func WriteFolderSharded(dir string, cfg *Config, b Backend, p *Params, dtype DType, maxShardBytes int64) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -91,7 +97,7 @@ func WriteFolder(dir string, cfg *Config, b Backend, p *Params, dtype DType) err
 	if err := writeJSON(filepath.Join(dir, "generation_config.json"), gen); err != nil {
 		return err
 	}
-	return SaveParams(b, cfg, p, dir, dtype)
+	return SaveParamsSharded(b, cfg, p, dir, dtype, maxShardBytes)
 }
 
 func writeJSON(path string, v any) error {

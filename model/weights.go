@@ -248,16 +248,47 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 
 // SaveParams writes p as DIR/model.safetensors in the Hugging Face layout.
 func SaveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType) error {
-	var tensors []NamedTensor
+	return SaveParamsSharded(b, cfg, p, dir, dtype, 0)
+}
+
+// SaveParamsSharded writes p in the Hugging Face layout, split into shards
+// of at most maxShardBytes (model-0000i-of-0000n.safetensors plus
+// model.safetensors.index.json) when it does not fit in one; 0 never shards.
+// Tensors stay in name-table order and are never split.
+func SaveParamsSharded(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64) error {
+	var shards [][]NamedTensor
+	var size, total int64
 	for _, np := range p.Named(cfg) {
 		host := make([]float32, (*np.Ptr).Numel())
 		b.Download(*np.Ptr, host)
-		tensors = append(tensors, NamedTensor{Name: np.Name, Shape: np.Shape, Data: host})
+		n := int64(len(host) * dtype.Size())
+		if len(shards) == 0 || (maxShardBytes > 0 && size+n > maxShardBytes && size > 0) {
+			shards = append(shards, nil)
+			size = 0
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], NamedTensor{Name: np.Name, Shape: np.Shape, Data: host})
+		size += n
+		total += n
 	}
 	if err := b.Err(); err != nil {
 		return fmt.Errorf("save weights: %w", err)
 	}
-	return WriteSafetensors(filepath.Join(dir, "model.safetensors"), tensors, dtype, map[string]string{"format": "pt"})
+	meta := map[string]string{"format": "pt"}
+	if len(shards) == 1 {
+		return WriteSafetensors(filepath.Join(dir, "model.safetensors"), shards[0], dtype, meta)
+	}
+	weightMap := map[string]string{}
+	for i, shard := range shards {
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
+		if err := WriteSafetensors(filepath.Join(dir, name), shard, dtype, meta); err != nil {
+			return err
+		}
+		for _, t := range shard {
+			weightMap[t.Name] = name
+		}
+	}
+	index := map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}
+	return writeJSON(filepath.Join(dir, "model.safetensors.index.json"), index)
 }
 
 func firstNonFinite(x []float32) int {

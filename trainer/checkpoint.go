@@ -67,7 +67,9 @@ func (t *Trainer) SaveCheckpoint() error {
 		w.Abort()
 		return err
 	}
-	dir, err := w.Commit(checkpoint.Manifest{Reference: t.refID, Config: cfg, State: state})
+	pe := t.Cfg.Checkpoint.PermanentEvery
+	dir, err := w.Commit(checkpoint.Manifest{Reference: t.refID, Config: cfg, State: state,
+		Permanent: pe > 0 && t.step%pe == 0})
 	if err != nil {
 		w.Abort()
 		return err

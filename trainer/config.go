@@ -118,6 +118,8 @@ type ValidationConfig struct {
 type CheckpointConfig struct {
 	Every int `yaml:"every" json:"every"` // checkpoint every k steps (0: only at the end and on a signal)
 	Keep  int `yaml:"keep" json:"keep"`   // newest complete checkpoints kept (0: all); permanent ones are never pruned
+	// PermanentEvery marks every k-th step's checkpoint permanent (0: none).
+	PermanentEvery int `yaml:"permanent_every" json:"permanent_every"`
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -271,8 +273,8 @@ func (c *Config) Validate() error {
 	if v.Every < 0 || v.N < 1 || v.MaxPrompts < 0 {
 		bad("validation.every ≥ 0, validation.n ≥ 1 and validation.max_prompts ≥ 0 are required")
 	}
-	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 0 {
-		bad("checkpoint.every and checkpoint.keep must be ≥ 0")
+	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 0 || c.Checkpoint.PermanentEvery < 0 {
+		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0")
 	}
 	return errors.Join(errs...)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +50,12 @@ func TestExactResumeAfterKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary several times")
 	}
+	kills := 6
+	if n, err := strconv.Atoi(os.Getenv("GDROTRAIN_RESUME_KILLS")); err == nil && n > 0 {
+		kills = n // scripts/resume_stress.sh asks for more
+	}
 	cfg, dir := fixture(t)
-	cfg.Train.Steps = 24
+	cfg.Train.Steps = 4 * kills
 	cfg.Checkpoint.Every, cfg.Checkpoint.Keep = 1, 2
 	cfg.Run.Name = "uninterrupted"
 	refDir := runFixture(t, cfg)
@@ -63,8 +68,8 @@ func TestExactResumeAfterKills(t *testing.T) {
 	cfgPath := filepath.Join(dir, "killed.yaml")
 	os.WriteFile(cfgPath, raw, 0o644)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	kills, finished := 0, false
-	for attempt := 0; attempt < 60 && !finished; attempt++ {
+	killed, finished := 0, false
+	for attempt := 0; attempt < 10*kills && !finished; attempt++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestResumeChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(), childEnv+"="+cfgPath)
 		var out bytes.Buffer
@@ -74,7 +79,7 @@ func TestExactResumeAfterKills(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		if kills < 6 {
+		if killed < kills {
 			select {
 			case err := <-done:
 				finished = err == nil
@@ -84,7 +89,7 @@ func TestExactResumeAfterKills(t *testing.T) {
 			case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
 				cmd.Process.Kill()
 				<-done
-				kills++
+				killed++
 			}
 			continue
 		}
@@ -93,15 +98,15 @@ func TestExactResumeAfterKills(t *testing.T) {
 		}
 		finished = true
 	}
-	if !finished || kills < 5 {
-		t.Fatalf("finished %v after %d kills", finished, kills)
+	if !finished || killed < kills {
+		t.Fatalf("finished %v after %d of %d kills", finished, killed, kills)
 	}
-	t.Logf("%d SIGKILLs before the run finished", kills)
+	t.Logf("%d SIGKILLs before the run finished", killed)
 	killedDir := filepath.Join(dir, "killed")
 
 	a, ma, _ := checkpoint.Latest(filepath.Join(refDir, "checkpoints"))
 	b, mb, skipped := checkpoint.Latest(filepath.Join(killedDir, "checkpoints"))
-	if a == "" || b == "" || ma.Step != 24 || mb.Step != 24 {
+	if a == "" || b == "" || ma.Step != cfg.Train.Steps || mb.Step != cfg.Train.Steps {
 		t.Fatalf("final checkpoints %q (%v) and %q (%v); skipped %v", a, ma, b, mb, skipped)
 	}
 	for _, f := range []string{"model.safetensors", optimizerFile} {
