@@ -26,7 +26,7 @@ func (t *Trainer) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	bar := progress.New(cfg.Train.Steps, "train steps")
+	bar := progress.New(cfg.Train.Steps-t.step, "train steps")
 	defer bar.Finish()
 	lastVal := -1
 	for t.step < cfg.Train.Steps {
