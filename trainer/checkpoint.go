@@ -24,6 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
+	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
 // ErrStopped is returned by Run when a signal stopped the run after it wrote
@@ -83,14 +84,8 @@ func (t *Trainer) writeCheckpointFiles(dir string) error {
 	if err := model.WriteFolder(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32); err != nil {
 		return err
 	}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		raw, err := os.ReadFile(filepath.Join(t.tokDir(), f))
-		if err != nil {
-			continue // tokenizer_config.json is optional
-		}
-		if err := model.WriteFileAtomic(filepath.Join(dir, f), raw); err != nil {
-			return err
-		}
+	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
+		return err
 	}
 	var tensors []model.NamedTensor
 	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {

@@ -167,12 +167,7 @@ func demoWarmModel(cmd *cobra.Command, o demoOptions, pool []synth.Problem, warm
 	if err := model.WriteFolder(warmDir, m.Cfg, m.B, m.P, model.F32); err != nil {
 		return err
 	}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		if err := copyFile(filepath.Join(initDir, f), filepath.Join(warmDir, f)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return tokenizer.CopyFiles(initDir, warmDir)
 }
 
 // printDemoReport shows held-out accuracy per group before and after RL.
@@ -207,14 +202,6 @@ func toInt32(ids []int) []int32 {
 		out[i] = int32(v)
 	}
 	return out
-}
-
-func copyFile(src, dst string) error {
-	raw, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return model.WriteFileAtomic(dst, raw)
 }
 
 // quoteYAML makes a path safe inside a --set value.

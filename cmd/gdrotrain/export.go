@@ -2,13 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
 func init() { register(newExportCmd) }
@@ -44,14 +43,8 @@ AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.`,
 			if err := model.WriteFolderSharded(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30))); err != nil {
 				return err
 			}
-			for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
-				raw, err := os.ReadFile(filepath.Join(ckpt, f))
-				if err != nil {
-					continue // a checkpoint made without tokenizer_config.json
-				}
-				if err := model.WriteFileAtomic(filepath.Join(out, f), raw); err != nil {
-					return err
-				}
+			if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "exported %s → %s (%s, %.1fM parameters)\n", ckpt, out, dt.TorchName(), float64(m.Cfg.NumParams())/1e6)
 			return nil
