@@ -72,12 +72,13 @@ func (b *CPU) check(op string, ts ...*Tensor) bool {
 }
 
 // sameSize records an error unless the tensors have equal element counts.
-func (b *CPU) sameSize(op string, ts ...*Tensor) bool {
-	for _, t := range ts[1:] {
-		if t.Numel() != ts[0].Numel() {
-			b.failf("%s: shapes %v and %v differ in size", op, ts[0].Shape, t.Shape)
-			return false
-		}
+func (b *CPU) sameSize(op string, ts ...*Tensor) bool { return b.keep(SizeCheck(op, ts...)) }
+
+// keep records err, if any, and reports whether the op may go on.
+func (b *CPU) keep(err error) bool {
+	if err != nil {
+		b.failf("%w", err)
+		return false
 	}
 	return true
 }
@@ -185,18 +186,6 @@ func (b *CPU) SumSquares(t *Tensor) float64 {
 	return s
 }
 
-// matrix views t as (rows, last dim).
-func matrix(t *Tensor) (rows, cols int) {
-	if len(t.Shape) == 0 {
-		return 1, 1
-	}
-	cols = t.Shape[len(t.Shape)-1]
-	if cols == 0 {
-		return 0, 0
-	}
-	return t.Numel() / cols, cols
-}
-
 // transpose returns the (cols, rows) transpose of a (rows, cols) matrix.
 func transpose(x []float32, rows, cols int) []float32 {
 	out := make([]float32, len(x))
@@ -230,21 +219,12 @@ func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
 	if !b.check("matmul", c, a, bm) {
 		return
 	}
-	ar, ac := matrix(a)
-	br, bc := matrix(bm)
-	cr, cc := matrix(c)
-	M, K := ar, ac
-	if transA {
-		M, K = ac, ar
-	}
-	N, K2 := bc, br
-	if transB {
-		N, K2 = br, bc
-	}
-	if K != K2 || cr != M || cc != N {
-		b.failf("matmul: op(a) %v (trans %v) · op(b) %v (trans %v) does not give c %v", a.Shape, transA, bm.Shape, transB, c.Shape)
+	M, N, K, err := MatMulDims(c, a, bm, transA, transB)
+	if !b.keep(err) {
 		return
 	}
+	ar, ac := Matrix(a)
+	br, bc := Matrix(bm)
 	// Bring both operands to "rows over K" so every output is one contiguous dot.
 	A := b.data(a)
 	if transA {
@@ -280,19 +260,8 @@ func (b *CPU) checkEmbedding(op string, rows, table *Tensor, ids []int32) (int, 
 	if !b.check(op, rows, table) {
 		return 0, false
 	}
-	V, Cw := matrix(table)
-	N, C := matrix(rows)
-	if N != len(ids) || C != Cw {
-		b.failf("%s: rows %v for %d ids with table %v", op, rows.Shape, len(ids), table.Shape)
-		return 0, false
-	}
-	for i, id := range ids {
-		if id < 0 || int(id) >= V {
-			b.failf("%s: token id %d at position %d outside the vocabulary [0, %d)", op, id, i, V)
-			return 0, false
-		}
-	}
-	return C, true
+	C, err := EmbeddingDims(op, rows, table, ids)
+	return C, b.keep(err)
 }
 
 // Embedding overwrites out rows with table rows ids.
@@ -328,12 +297,11 @@ func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
 	if rstd != nil {
 		ts = append(ts, rstd)
 	}
-	if !b.check("rmsnorm", ts...) || !b.sameSize("rmsnorm", out, x) {
+	if !b.check("rmsnorm", ts...) {
 		return
 	}
-	R, n := matrix(x)
-	if w.Numel() != n || (rstd != nil && rstd.Numel() != R) {
-		b.failf("rmsnorm: x %v needs weight (%d) and rstd (%d)", x.Shape, n, R)
+	R, n, err := RMSNormDims(out, rstd, x, w)
+	if !b.keep(err) {
 		return
 	}
 	X, O, W := b.data(x), b.data(out), b.data(w)
@@ -360,12 +328,11 @@ func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
 // With xhat = x·r, out = xhat ⊙ w and r = (mean x² + eps)^(−1/2):
 // dx = r·(g − xhat·mean(g ⊙ xhat)) where g = dout ⊙ w, and dw += Σ dout ⊙ xhat.
 func (b *CPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
-	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) || !b.sameSize("rmsnorm backward", dx, dout, x) {
+	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
 		return
 	}
-	R, n := matrix(x)
-	if w.Numel() != n || dw.Numel() != n || rstd.Numel() != R {
-		b.failf("rmsnorm backward: x %v with w %v, dw %v, rstd %v", x.Shape, w.Shape, dw.Shape, rstd.Shape)
+	R, n, err := RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
+	if !b.keep(err) {
 		return
 	}
 	X, DX, DO, W, DW, RS := b.data(x), b.data(dx), b.data(dout), b.data(w), b.data(dw), b.data(rstd)
@@ -390,11 +357,10 @@ func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
 	if !b.check("rope", x) {
 		return
 	}
-	if len(x.Shape) != 3 || x.Shape[0] != len(pos) || x.Shape[2]%2 != 0 {
-		b.failf("rope: x %v must be (N=%d, heads, even D)", x.Shape, len(pos))
+	N, H, D, err := RoPEDims(x, pos)
+	if !b.keep(err) {
 		return
 	}
-	N, H, D := x.Shape[0], x.Shape[1], x.Shape[2]
 	half := D / 2
 	X := b.data(x)
 	sign := 1.0
@@ -421,22 +387,8 @@ func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
 
 // checkAttention validates attention shapes and segments.
 func (b *CPU) checkAttention(op string, out, q, k, v *Tensor, segs []Segment) (H, G, D int, ok bool) {
-	if len(q.Shape) != 3 || len(k.Shape) != 3 || len(v.Shape) != 3 {
-		b.failf("%s: q %v, k %v, v %v must be 3-D (rows, heads, D)", op, q.Shape, k.Shape, v.Shape)
-		return
-	}
-	H, G, D = q.Shape[1], k.Shape[1], q.Shape[2]
-	if G == 0 || H%G != 0 || k.Shape[2] != D || v.Shape[1] != G || v.Shape[2] != D || v.Shape[0] != k.Shape[0] || out.Numel() != q.Numel() {
-		b.failf("%s: incompatible q %v, k %v, v %v, out %v", op, q.Shape, k.Shape, v.Shape, out.Shape)
-		return
-	}
-	for i, s := range segs {
-		if s.QLen < 0 || s.QLen > s.KLen || s.Q0 < 0 || s.Q0+s.QLen > q.Shape[0] || s.K0 < 0 || s.K0+s.KLen > k.Shape[0] {
-			b.failf("%s: segment %d %+v out of range for q rows %d, k rows %d", op, i, s, q.Shape[0], k.Shape[0])
-			return
-		}
-	}
-	return H, G, D, true
+	H, G, D, err := AttentionDims(op, out, q, k, v, segs)
+	return H, G, D, b.keep(err)
 }
 
 // Attention computes causal GQA attention per segment.
@@ -583,24 +535,8 @@ func (b *CPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
 
 // checkLSG validates log-softmax-gather shapes.
 func (b *CPU) checkLSG(op string, logits *Tensor, targets []int32, perRow ...*Tensor) (M, V int, ok bool) {
-	M, V = matrix(logits)
-	if M != len(targets) {
-		b.failf("%s: logits %v for %d targets", op, logits.Shape, len(targets))
-		return
-	}
-	for _, t := range perRow {
-		if t != nil && t.Numel() != M {
-			b.failf("%s: per-row tensor %v must have %d elements", op, t.Shape, M)
-			return
-		}
-	}
-	for i, t := range targets {
-		if t < 0 || int(t) >= V {
-			b.failf("%s: target %d at row %d outside the vocabulary [0, %d)", op, t, i, V)
-			return
-		}
-	}
-	return M, V, true
+	M, V, err := LSGDims(op, logits, targets, perRow...)
+	return M, V, b.keep(err)
 }
 
 // LogSoftmaxGather computes target log-probabilities, log-sum-exp and entropy.
@@ -665,29 +601,10 @@ func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targ
 	})
 }
 
-// rowsCheck validates row-index ops: rows are along the first dimension;
-// indexed names the tensor idx points into, counted the one with len(idx) rows.
+// rowsCheck validates row-index ops (see RowsDims).
 func (b *CPU) rowsCheck(op string, indexed, counted *Tensor, idx []int32) (int, bool) {
-	if len(indexed.Shape) == 0 || len(counted.Shape) == 0 {
-		b.failf("%s: tensors must have a row dimension", op)
-		return 0, false
-	}
-	n := indexed.Shape[0]
-	w := 0
-	if n > 0 {
-		w = indexed.Numel() / n
-	}
-	if counted.Shape[0] != len(idx) || (len(idx) > 0 && counted.Numel()/len(idx) != w) {
-		b.failf("%s: %d indices with row widths %v and %v", op, len(idx), indexed.Shape, counted.Shape)
-		return 0, false
-	}
-	for i, r := range idx {
-		if r < 0 || int(r) >= n {
-			b.failf("%s: index %d at %d outside [0, %d)", op, r, i, n)
-			return 0, false
-		}
-	}
-	return w, true
+	w, err := RowsDims(op, indexed, counted, idx)
+	return w, b.keep(err)
 }
 
 // GatherRows overwrites dst[i] = src[idx[i]].
@@ -730,11 +647,7 @@ func (b *CPU) ScatterRows(dst, src *Tensor, idx []int32, accumulate bool) {
 // AdamW applies one decoupled-weight-decay Adam step (Loshchilov & Hutter),
 // in the same order as torch.optim.AdamW: decay, then the bias-corrected step.
 func (b *CPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
-	if !b.check("adamw", p, g, m, v) || !b.sameSize("adamw", p, g, m, v) {
-		return
-	}
-	if h.Step < 1 {
-		b.failf("adamw: step must start at 1, got %d", h.Step)
+	if !b.check("adamw", p, g, m, v) || !b.keep(AdamWCheck(p, g, m, v, h)) {
 		return
 	}
 	P, Gr, Mm, Vv := b.data(p), b.data(g), b.data(m), b.data(v)

@@ -1,0 +1,504 @@
+package cuda
+
+// The cgo shim: dlopen/dlsym plus one typed trampoline per CUDA entry point
+// we call. Prototypes are our own, written from the public API documentation
+// (no CUDA headers at build time), so the binary builds anywhere and loads
+// whatever CUDA 12 or 13 libraries the node has (DESIGN.md decision 2).
+//
+// Handles are opaque pointers, CUdeviceptr is a 64-bit integer, every status
+// is an int; the Go side turns non-zero statuses into errors naming the call.
+
+/*
+#cgo LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <stddef.h>
+
+typedef unsigned long long devptr;
+typedef void* handle;
+
+static void* gd_dlopen(const char* path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
+static const char* gd_dlerror(void) { return dlerror(); }
+static void* gd_dlsym(void* lib, const char* name) { return dlsym(lib, name); }
+
+// The context is made current lazily on each OS thread that calls in, since
+// Go moves goroutines between threads; one device per process.
+static handle gd_ctx;
+static void* gd_set_current;
+static __thread int gd_bound;
+static void gd_set_context(handle ctx, void* setCurrent) { gd_ctx = ctx; gd_set_current = setCurrent; }
+static int gd_bind(void) {
+	if (gd_bound || gd_ctx == NULL) return 0;
+	int rc = ((int (*)(handle))gd_set_current)(gd_ctx);
+	if (rc == 0) gd_bound = 1;
+	return rc;
+}
+#define BIND do { int rc_ = gd_bind(); if (rc_) return rc_; } while (0)
+
+// ---- driver API ----
+static int cu_i(void* f, unsigned a) { return ((int (*)(unsigned))f)(a); }
+static int cu_pi(void* f, int* a) { return ((int (*)(int*))f)(a); }
+static int cu_pi_i(void* f, int* a, int b) { return ((int (*)(int*, int))f)(a, b); }
+static int cu_name(void* f, char* s, int n, int dev) { return ((int (*)(char*, int, int))f)(s, n, dev); }
+static int cu_attr(void* f, int* v, int attr, int dev) { return ((int (*)(int*, int, int))f)(v, attr, dev); }
+static int cu_totalmem(void* f, size_t* v, int dev) { return ((int (*)(size_t*, int))f)(v, dev); }
+static int cu_ctx_retain(void* f, handle* ctx, int dev) { return ((int (*)(handle*, int))f)(ctx, dev); }
+static int cu_dev(void* f, int dev) { return ((int (*)(int))f)(dev); }
+static int cu_h(void* f, handle h) { BIND; return ((int (*)(handle))f)(h); }
+static int cu_void(void* f) { BIND; return ((int (*)(void))f)(); }
+static int cu_alloc(void* f, devptr* p, size_t n) { BIND; return ((int (*)(devptr*, size_t))f)(p, n); }
+static int cu_free(void* f, devptr p) { BIND; return ((int (*)(devptr))f)(p); }
+static int cu_meminfo(void* f, size_t* fr, size_t* tot) { BIND; return ((int (*)(size_t*, size_t*))f)(fr, tot); }
+static int cu_htod(void* f, devptr d, const void* s, size_t n) { BIND; return ((int (*)(devptr, const void*, size_t))f)(d, s, n); }
+static int cu_dtoh(void* f, void* d, devptr s, size_t n) { BIND; return ((int (*)(void*, devptr, size_t))f)(d, s, n); }
+static int cu_dtod(void* f, devptr d, devptr s, size_t n) { BIND; return ((int (*)(devptr, devptr, size_t))f)(d, s, n); }
+static int cu_memset32(void* f, devptr d, unsigned v, size_t n) { BIND; return ((int (*)(devptr, unsigned, size_t))f)(d, v, n); }
+static int cu_create(void* f, handle* h, unsigned flags) { BIND; return ((int (*)(handle*, unsigned))f)(h, flags); }
+static int cu_record(void* f, handle ev, handle st) { BIND; return ((int (*)(handle, handle))f)(ev, st); }
+static int cu_elapsed(void* f, float* ms, handle a, handle b) { BIND; return ((int (*)(float*, handle, handle))f)(ms, a, b); }
+static int cu_modload(void* f, handle* m, const void* img) { BIND; return ((int (*)(handle*, const void*))f)(m, img); }
+static int cu_getfunc(void* f, handle* fn, handle m, const char* name) { BIND; return ((int (*)(handle*, handle, const char*))f)(fn, m, name); }
+static int cu_funcattr(void* f, handle fn, int attr, int v) { BIND; return ((int (*)(handle, int, int))f)(fn, attr, v); }
+static int cu_launch(void* f, handle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                     unsigned smem, handle st, void** params) {
+	BIND;
+	return ((int (*)(handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, handle, void**, void**))f)(
+		fn, gx, gy, gz, bx, by, bz, smem, st, params, NULL);
+}
+static int cu_errstr(void* f, int code, const char** s) { return ((int (*)(int, const char**))f)(code, s); }
+
+// ---- NVRTC ----
+static int nv_version(void* f, int* a, int* b) { return ((int (*)(int*, int*))f)(a, b); }
+static const char* nv_errstr(void* f, int code) { return ((const char* (*)(int))f)(code); }
+static int nv_create(void* f, handle* p, const char* src, const char* name) {
+	return ((int (*)(handle*, const char*, const char*, int, const char* const*, const char* const*))f)(p, src, name, 0, NULL, NULL);
+}
+static int nv_compile(void* f, handle p, int n, const char** opts) { return ((int (*)(handle, int, const char* const*))f)(p, n, opts); }
+static int nv_size(void* f, handle p, size_t* n) { return ((int (*)(handle, size_t*))f)(p, n); }
+static int nv_get(void* f, handle p, char* out) { return ((int (*)(handle, char*))f)(p, out); }
+static int nv_destroy(void* f, handle* p) { return ((int (*)(handle*))f)(p); }
+
+// ---- cuBLAS ----
+static int cb_create(void* f, handle* h) { BIND; return ((int (*)(handle*))f)(h); }
+static int cb_h(void* f, handle h) { return ((int (*)(handle))f)(h); }
+static int cb_hh(void* f, handle h, handle s) { BIND; return ((int (*)(handle, handle))f)(h, s); }
+static int cb_hi(void* f, handle h, int v) { BIND; return ((int (*)(handle, int))f)(h, v); }
+static int cb_version(void* f, handle h, int* v) { return ((int (*)(handle, int*))f)(h, v); }
+static int cb_gemm(void* f, handle h, int ta, int tb, int m, int n, int k, const float* alpha,
+                   devptr A, int at, int lda, devptr B, int bt, int ldb, const float* beta,
+                   devptr C, int ct, int ldc, int compute, int algo) {
+	BIND;
+	return ((int (*)(handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+	                 const void*, void*, int, int, int, int))f)(
+		h, ta, tb, m, n, k, alpha, (const void*)A, at, lda, (const void*)B, bt, ldb, beta, (void*)C, ct, ldc, compute, algo);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// library is one dlopen'ed shared object.
+type library struct {
+	path string
+	h    unsafe.Pointer
+}
+
+// dlopen loads path (a file name searched by the dynamic linker, or a path).
+func dlopen(path string) (*library, error) {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	h := C.gd_dlopen(cs)
+	if h == nil {
+		return nil, fmt.Errorf("dlopen %s: %s", path, C.GoString(C.gd_dlerror()))
+	}
+	return &library{path: path, h: h}, nil
+}
+
+// sym resolves one entry point.
+func (l *library) sym(name string) (unsafe.Pointer, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	p := C.gd_dlsym(l.h, cs)
+	if p == nil {
+		return nil, fmt.Errorf("%s: symbol %s not found", l.path, name)
+	}
+	return p, nil
+}
+
+// syms resolves every named entry point into the given pointers.
+func (l *library) syms(table map[string]*unsafe.Pointer) error {
+	for name, dst := range table {
+		p, err := l.sym(name)
+		if err != nil {
+			return err
+		}
+		*dst = p
+	}
+	return nil
+}
+
+// ---- driver API ----
+
+// driver holds libcuda's entry points.
+type driver struct {
+	lib                                                                 *library
+	init, driverVersion, deviceCount, deviceGet, deviceName, deviceAttr unsafe.Pointer
+	totalMem, ctxRetain, ctxRelease, ctxSetCurrent, ctxSync             unsafe.Pointer
+	memAlloc, memFree, memInfo, htod, dtoh, dtod, memsetD32             unsafe.Pointer
+	eventCreate, eventRecord, eventSync, eventElapsed, eventDestroy     unsafe.Pointer
+	moduleLoad, moduleGetFunc, funcSetAttr, launch                      unsafe.Pointer
+	errName, errString                                                  unsafe.Pointer
+}
+
+func loadDriver(lib *library) (*driver, error) {
+	d := &driver{lib: lib}
+	err := lib.syms(map[string]*unsafe.Pointer{
+		"cuInit": &d.init, "cuDriverGetVersion": &d.driverVersion, "cuDeviceGetCount": &d.deviceCount,
+		"cuDeviceGet": &d.deviceGet, "cuDeviceGetName": &d.deviceName, "cuDeviceGetAttribute": &d.deviceAttr,
+		"cuDeviceTotalMem_v2": &d.totalMem, "cuDevicePrimaryCtxRetain": &d.ctxRetain,
+		"cuDevicePrimaryCtxRelease_v2": &d.ctxRelease, "cuCtxSetCurrent": &d.ctxSetCurrent,
+		"cuCtxSynchronize": &d.ctxSync, "cuMemAlloc_v2": &d.memAlloc, "cuMemFree_v2": &d.memFree,
+		"cuMemGetInfo_v2": &d.memInfo, "cuMemcpyHtoD_v2": &d.htod, "cuMemcpyDtoH_v2": &d.dtoh,
+		"cuMemcpyDtoD_v2": &d.dtod, "cuMemsetD32_v2": &d.memsetD32, "cuEventCreate": &d.eventCreate,
+		"cuEventRecord": &d.eventRecord, "cuEventSynchronize": &d.eventSync,
+		"cuEventElapsedTime": &d.eventElapsed, "cuEventDestroy_v2": &d.eventDestroy,
+		"cuModuleLoadData": &d.moduleLoad, "cuModuleGetFunction": &d.moduleGetFunc,
+		"cuFuncSetAttribute": &d.funcSetAttr, "cuLaunchKernel": &d.launch,
+		"cuGetErrorName": &d.errName, "cuGetErrorString": &d.errString,
+	})
+	return d, err
+}
+
+// check turns a CUresult into an error naming the call.
+func (d *driver) check(call string, rc C.int) error {
+	if rc == 0 {
+		return nil
+	}
+	name, msg := "CUDA_ERROR_UNKNOWN", "unknown error"
+	var s *C.char
+	if C.cu_errstr(d.errName, rc, &s) == 0 && s != nil {
+		name = C.GoString(s)
+	}
+	if C.cu_errstr(d.errString, rc, &s) == 0 && s != nil {
+		msg = C.GoString(s)
+	}
+	return &Error{Call: call, Code: int(rc), Name: name, Msg: msg}
+}
+
+func (d *driver) Init() error { return d.check("cuInit", C.cu_i(d.init, 0)) }
+
+func (d *driver) Version() (int, error) {
+	var v C.int
+	return int(v), d.check("cuDriverGetVersion", C.cu_pi(d.driverVersion, &v))
+}
+
+func (d *driver) DeviceCount() (int, error) {
+	var n C.int
+	return int(n), d.check("cuDeviceGetCount", C.cu_pi(d.deviceCount, &n))
+}
+
+func (d *driver) Device(ordinal int) (int, error) {
+	var dev C.int
+	return int(dev), d.check("cuDeviceGet", C.cu_pi_i(d.deviceGet, &dev, C.int(ordinal)))
+}
+
+func (d *driver) DeviceName(dev int) (string, error) {
+	buf := (*C.char)(C.malloc(256))
+	defer C.free(unsafe.Pointer(buf))
+	if err := d.check("cuDeviceGetName", C.cu_name(d.deviceName, buf, 256, C.int(dev))); err != nil {
+		return "", err
+	}
+	return C.GoString(buf), nil
+}
+
+func (d *driver) Attribute(dev, attr int) (int, error) {
+	var v C.int
+	return int(v), d.check("cuDeviceGetAttribute", C.cu_attr(d.deviceAttr, &v, C.int(attr), C.int(dev)))
+}
+
+func (d *driver) TotalMem(dev int) (int64, error) {
+	var v C.size_t
+	return int64(v), d.check("cuDeviceTotalMem", C.cu_totalmem(d.totalMem, &v, C.int(dev)))
+}
+
+// UsePrimaryContext retains dev's primary context and makes it current on
+// every thread that calls in from now on.
+func (d *driver) UsePrimaryContext(dev int) error {
+	var ctx C.handle
+	if err := d.check("cuDevicePrimaryCtxRetain", C.cu_ctx_retain(d.ctxRetain, &ctx, C.int(dev))); err != nil {
+		return err
+	}
+	C.gd_set_context(ctx, d.ctxSetCurrent)
+	return d.check("cuCtxSetCurrent", C.gd_bind())
+}
+
+func (d *driver) Synchronize() error { return d.check("cuCtxSynchronize", C.cu_void(d.ctxSync)) }
+
+func (d *driver) MemAlloc(bytes int64) (uint64, error) {
+	var p C.devptr
+	err := d.check(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), C.cu_alloc(d.memAlloc, &p, C.size_t(bytes)))
+	return uint64(p), err
+}
+
+func (d *driver) MemFree(p uint64) error {
+	return d.check("cuMemFree", C.cu_free(d.memFree, C.devptr(p)))
+}
+
+func (d *driver) MemInfo() (free, total int64, err error) {
+	var f, t C.size_t
+	err = d.check("cuMemGetInfo", C.cu_meminfo(d.memInfo, &f, &t))
+	return int64(f), int64(t), err
+}
+
+// HtoD copies bytes from host memory src (no Go pointers inside) to dst.
+func (d *driver) HtoD(dst uint64, src unsafe.Pointer, bytes int64) error {
+	return d.check("cuMemcpyHtoD", C.cu_htod(d.htod, C.devptr(dst), src, C.size_t(bytes)))
+}
+
+func (d *driver) DtoH(dst unsafe.Pointer, src uint64, bytes int64) error {
+	return d.check("cuMemcpyDtoH", C.cu_dtoh(d.dtoh, dst, C.devptr(src), C.size_t(bytes)))
+}
+
+func (d *driver) DtoD(dst, src uint64, bytes int64) error {
+	return d.check("cuMemcpyDtoD", C.cu_dtod(d.dtod, C.devptr(dst), C.devptr(src), C.size_t(bytes)))
+}
+
+func (d *driver) MemsetD32(dst uint64, v uint32, n int64) error {
+	return d.check("cuMemsetD32", C.cu_memset32(d.memsetD32, C.devptr(dst), C.unsigned(v), C.size_t(n)))
+}
+
+// Event is a CUDA event used for timing.
+type Event struct{ h C.handle }
+
+func (d *driver) NewEvent() (*Event, error) {
+	var h C.handle
+	return &Event{h}, d.check("cuEventCreate", C.cu_create(d.eventCreate, &h, 0))
+}
+
+func (d *driver) Record(e *Event) error {
+	return d.check("cuEventRecord", C.cu_record(d.eventRecord, e.h, nil))
+}
+
+// Elapsed waits for end and returns the milliseconds between the events.
+func (d *driver) Elapsed(start, end *Event) (float64, error) {
+	if err := d.check("cuEventSynchronize", C.cu_h(d.eventSync, end.h)); err != nil {
+		return 0, err
+	}
+	var ms C.float
+	return float64(ms), d.check("cuEventElapsedTime", C.cu_elapsed(d.eventElapsed, &ms, start.h, end.h))
+}
+
+func (d *driver) DestroyEvent(e *Event) error {
+	return d.check("cuEventDestroy", C.cu_h(d.eventDestroy, e.h))
+}
+
+// module is a loaded kernel image; function is one of its kernels.
+type module struct{ h C.handle }
+type function struct {
+	h    C.handle
+	name string
+}
+
+func (d *driver) LoadModule(image []byte) (*module, error) {
+	img := C.CBytes(image) // the driver reads the image during the call only
+	defer C.free(img)
+	var m C.handle
+	return &module{m}, d.check("cuModuleLoadData", C.cu_modload(d.moduleLoad, &m, img))
+}
+
+func (d *driver) Function(m *module, name string) (*function, error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var f C.handle
+	return &function{f, name}, d.check("cuModuleGetFunction("+name+")", C.cu_getfunc(d.moduleGetFunc, &f, m.h, cs))
+}
+
+// Launch runs f on grid × block with the given arguments, each one of
+// uint64 (device pointers), int32, uint32, float32 or int64. Arguments are
+// copied into C memory, as cuLaunchKernel wants a void** of pointers to them.
+func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
+	const slot = 8
+	buf := C.malloc(C.size_t(len(args) * slot * 2))
+	defer C.free(buf)
+	vals := unsafe.Slice((*uint64)(buf), len(args))
+	ptrs := unsafe.Slice((*unsafe.Pointer)(unsafe.Add(buf, len(args)*slot)), len(args))
+	for i, a := range args {
+		p := unsafe.Pointer(&vals[i])
+		switch v := a.(type) {
+		case uint64:
+			*(*uint64)(p) = v
+		case int64:
+			*(*int64)(p) = v
+		case int32:
+			*(*int32)(p) = v
+		case uint32:
+			*(*uint32)(p) = v
+		case float32:
+			*(*float32)(p) = v
+		default:
+			return fmt.Errorf("launch %s: argument %d has unsupported type %T", f.name, i, a)
+		}
+		ptrs[i] = p
+	}
+	var params unsafe.Pointer
+	if len(args) > 0 {
+		params = unsafe.Pointer(&ptrs[0])
+	}
+	rc := C.cu_launch(d.launch, f.h, C.unsigned(grid[0]), C.unsigned(grid[1]), C.unsigned(grid[2]),
+		C.unsigned(block[0]), C.unsigned(block[1]), C.unsigned(block[2]), 0, nil, (*unsafe.Pointer)(params))
+	return d.check("cuLaunchKernel("+f.name+")", rc)
+}
+
+// ---- NVRTC ----
+
+// nvrtc holds libnvrtc's entry points.
+type nvrtc struct {
+	lib                                          *library
+	version, errString, create, compile, destroy unsafe.Pointer
+	logSize, log, ptxSize, ptx, cubinSize, cubin unsafe.Pointer
+}
+
+func loadNVRTC(lib *library) (*nvrtc, error) {
+	n := &nvrtc{lib: lib}
+	err := lib.syms(map[string]*unsafe.Pointer{
+		"nvrtcVersion": &n.version, "nvrtcGetErrorString": &n.errString,
+		"nvrtcCreateProgram": &n.create, "nvrtcCompileProgram": &n.compile,
+		"nvrtcDestroyProgram": &n.destroy, "nvrtcGetProgramLogSize": &n.logSize,
+		"nvrtcGetProgramLog": &n.log, "nvrtcGetPTXSize": &n.ptxSize, "nvrtcGetPTX": &n.ptx,
+		"nvrtcGetCUBINSize": &n.cubinSize, "nvrtcGetCUBIN": &n.cubin,
+	})
+	return n, err
+}
+
+func (n *nvrtc) check(call string, rc C.int) error {
+	if rc == 0 {
+		return nil
+	}
+	return &Error{Call: call, Code: int(rc), Name: C.GoString(C.nv_errstr(n.errString, rc))}
+}
+
+// Version returns NVRTC's major and minor version.
+func (n *nvrtc) Version() (int, int, error) {
+	var a, b C.int
+	err := n.check("nvrtcVersion", C.nv_version(n.version, &a, &b))
+	return int(a), int(b), err
+}
+
+// Compile compiles one CUDA C source with the given options and returns
+// the CUBIN (cubin true) or PTX image, and NVRTC's log. A failed
+// compilation returns an error that carries the log.
+func (n *nvrtc) Compile(src, name string, opts []string, cubin bool) (image []byte, log string, err error) {
+	csrc, cname := C.CString(src), C.CString(name)
+	defer C.free(unsafe.Pointer(csrc))
+	defer C.free(unsafe.Pointer(cname))
+	var prog C.handle
+	if err := n.check("nvrtcCreateProgram", C.nv_create(n.create, &prog, csrc, cname)); err != nil {
+		return nil, "", err
+	}
+	defer C.nv_destroy(n.destroy, &prog)
+	copts := C.malloc(C.size_t(len(opts)+1) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(copts)
+	optv := unsafe.Slice((**C.char)(copts), len(opts)+1)
+	for i, o := range opts {
+		optv[i] = C.CString(o)
+		defer C.free(unsafe.Pointer(optv[i]))
+	}
+	rc := C.nv_compile(n.compile, prog, C.int(len(opts)), (**C.char)(copts))
+	log = n.read(prog, n.logSize, n.log)
+	if err := n.check("nvrtcCompileProgram("+name+")", rc); err != nil {
+		return nil, log, fmt.Errorf("%w\n%s", err, log)
+	}
+	size, get, what := n.ptxSize, n.ptx, "PTX"
+	if cubin {
+		size, get, what = n.cubinSize, n.cubin, "CUBIN"
+	}
+	img := n.read(prog, size, get)
+	if img == "" {
+		return nil, log, fmt.Errorf("nvrtc %s: empty %s", name, what)
+	}
+	return []byte(img), log, nil
+}
+
+// read fetches a sized program output (log, PTX, CUBIN).
+func (n *nvrtc) read(prog C.handle, sizeFn, getFn unsafe.Pointer) string {
+	var size C.size_t
+	if C.nv_size(sizeFn, prog, &size) != 0 || size == 0 {
+		return ""
+	}
+	buf := C.malloc(size)
+	defer C.free(buf)
+	if C.nv_get(getFn, prog, (*C.char)(buf)) != 0 {
+		return ""
+	}
+	return string(C.GoBytes(buf, C.int(size)))
+}
+
+// ---- cuBLAS ----
+
+// cublas holds libcublas's entry points and one handle.
+type cublas struct {
+	lib                                                *library
+	create, destroy, setStream, setMath, version, gemm unsafe.Pointer
+	h                                                  C.handle
+}
+
+func loadCublas(lib *library) (*cublas, error) {
+	b := &cublas{lib: lib}
+	err := lib.syms(map[string]*unsafe.Pointer{
+		"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy, "cublasSetStream_v2": &b.setStream,
+		"cublasSetMathMode": &b.setMath, "cublasGetVersion_v2": &b.version, "cublasGemmEx": &b.gemm,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := cublasCheck("cublasCreate", C.cb_create(b.create, &b.h)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// cublasStatusNames are the documented cublasStatus_t values.
+var cublasStatusNames = map[int]string{
+	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
+	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
+}
+
+func cublasCheck(call string, rc C.int) error {
+	if rc == 0 {
+		return nil
+	}
+	name, ok := cublasStatusNames[int(rc)]
+	if !ok {
+		name = fmt.Sprintf("cublasStatus %d", int(rc))
+	}
+	return &Error{Call: call, Code: int(rc), Name: name}
+}
+
+func (b *cublas) Version() (int, error) {
+	var v C.int
+	return int(v), cublasCheck("cublasGetVersion", C.cb_version(b.version, b.h, &v))
+}
+
+// Gemm is cublasGemmEx on column-major operands of the given data types.
+func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int,
+	B uint64, bType, ldb int, beta float32, Cm uint64, cType, ldc, compute int) error {
+	ta, tb := C.int(0), C.int(0)
+	if transA {
+		ta = 1
+	}
+	if transB {
+		tb = 1
+	}
+	// alpha and beta must be C memory: cgo forbids nothing here (no Go
+	// pointers inside), but keep them off the Go stack for clarity.
+	ab := (*[2]C.float)(C.malloc(8))
+	defer C.free(unsafe.Pointer(ab))
+	ab[0], ab[1] = C.float(alpha), C.float(beta)
+	rc := C.cb_gemm(b.gemm, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ab[0], C.devptr(A), C.int(aType), C.int(lda),
+		C.devptr(B), C.int(bType), C.int(ldb), &ab[1], C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), -1)
+	return cublasCheck("cublasGemmEx", rc)
+}

@@ -1,0 +1,44 @@
+// Shared helpers, prepended to every kernel file before compilation (NVRTC
+// finds no toolkit headers, so nothing here includes any).
+//
+// Reductions are block-wide and every thread of the block must call them:
+// they use __syncthreads and warp shuffles, and the CPU emulator used in
+// tests runs the same rule. Blocks are 1-D with a multiple of 32 threads.
+
+#define NEG_INF __int_as_float(0xff800000)
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float warp_sum(float v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+	return v;
+}
+
+// block_sum returns the sum of v over the block to every thread. sh holds
+// at least 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* sh) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	v = warp_sum(v);
+	__syncthreads(); // sh may still be read by a previous reduction
+	if (lane == 0) sh[w] = v;
+	__syncthreads();
+	// Every warp reduces the partials, so no thread skips a shuffle.
+	return warp_sum(lane < nw ? sh[lane] : 0.f);
+}
+
+__device__ __forceinline__ float block_max(float v, float* sh) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	v = warp_max(v);
+	__syncthreads();
+	if (lane == 0) sh[w] = v;
+	__syncthreads();
+	return warp_max(lane < nw ? sh[lane] : NEG_INF);
+}
+
+// Global thread index and stride of a 1-D grid-stride loop.
+__device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ long long gstride() { return (long long)gridDim.x * blockDim.x; }

@@ -1,0 +1,83 @@
+// Element-wise ops, row copies and reductions over whole tensors.
+
+extern "C" __global__ void add_f32(float* dst, const float* src, long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) dst[i] += src[i];
+}
+
+extern "C" __global__ void scale_f32(float* x, float s, long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) x[i] *= s;
+}
+
+// sumsq_partial writes one float64 partial sum of x² per block; the host
+// adds the partials (few hundred) in float64.
+extern "C" __global__ void sumsq_partial(double* partial, const float* x, long long n) {
+	__shared__ double sh[256];
+	double s = 0;
+	for (long long i = gtid(); i < n; i += gstride()) s += (double)x[i] * (double)x[i];
+	sh[threadIdx.x] = s;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+		if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+}
+
+// copy_rows: dst[dstIdx[k]] = src[srcIdx[k]] for k < n rows of width C; a
+// null index means the identity. Grid: (n, ceil(C/blockDim)).
+extern "C" __global__ void copy_rows(float* dst, const float* src, const int* dstIdx, const int* srcIdx, int n, int C) {
+	int k = blockIdx.x;
+	int c = blockIdx.y * blockDim.x + threadIdx.x;
+	if (k >= n || c >= C) return;
+	long long d = dstIdx ? dstIdx[k] : k, s = srcIdx ? srcIdx[k] : k;
+	dst[d * C + c] = src[s * C + c];
+}
+
+// accumulate_rows adds groups of source rows into destination rows in a
+// fixed order, so the sum is deterministic (no atomics) and equals the
+// sequential CPU loop: for group g, dst[dstRow[g]] += src[srcIdx[k]] for
+// k in [offsets[g], offsets[g+1]). Grid: (groups, ceil(C/blockDim)).
+extern "C" __global__ void accumulate_rows(float* dst, const float* src, const int* dstRow, const int* offsets,
+                                           const int* srcIdx, int groups, int C) {
+	int g = blockIdx.x;
+	int c = blockIdx.y * blockDim.x + threadIdx.x;
+	if (g >= groups || c >= C) return;
+	float* out = dst + (long long)dstRow[g] * C + c;
+	float acc = *out;
+	for (int k = offsets[g]; k < offsets[g + 1]; k++) acc += src[(long long)srcIdx[k] * C + c];
+	*out = acc;
+}
+
+extern "C" __global__ void swiglu_fwd(float* out, const float* gate, const float* up, long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) {
+		float g = gate[i];
+		out[i] = g / (1.f + expf(-g)) * up[i];
+	}
+}
+
+// d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
+extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                      long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) {
+		float g = gate[i], d = dout[i];
+		float sig = 1.f / (1.f + expf(-g));
+		dup[i] = d * g * sig;
+		dgate[i] = d * up[i] * sig * (1.f + g * (1.f - sig));
+	}
+}
+
+// AdamW in torch.optim.AdamW's order (decay, then the bias-corrected step),
+// computed in float64 like the CPU reference; bc1, bc2 are 1−β^step.
+extern "C" __global__ void adamw(float* p, const float* g, float* m, float* v, long long n, double beta1, double beta2,
+                                 double lr, double wd, double eps, double bc1, double bc2) {
+	for (long long i = gtid(); i < n; i += gstride()) {
+		double gi = g[i];
+		double mi = beta1 * (double)m[i] + (1 - beta1) * gi;
+		double vi = beta2 * (double)v[i] + (1 - beta2) * gi * gi;
+		m[i] = (float)mi;
+		v[i] = (float)vi;
+		double pi = (double)p[i] * (1 - lr * wd);
+		pi -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+		p[i] = (float)pi;
+	}
+}

@@ -1,0 +1,77 @@
+package cuda
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// skipNoNVRTC skips (or, where GDROTRAIN_REQUIRE_NVRTC is set, as in CI, fails)
+// when no NVRTC library can be loaded.
+func skipNoNVRTC(t *testing.T, err error) {
+	t.Helper()
+	if os.Getenv("GDROTRAIN_REQUIRE_NVRTC") != "" {
+		t.Fatalf("GDROTRAIN_REQUIRE_NVRTC is set but NVRTC cannot be loaded: %v", err)
+	}
+	t.Skipf("skipped: kernels not compiled, no NVRTC here (%v); scripts/install_nvrtc.sh installs one", err)
+}
+
+// TestKernelsCompile compiles every embedded kernel with the NVRTC found on
+// this machine (none needs a GPU), so a syntax error never costs device time.
+func TestKernelsCompile(t *testing.T) {
+	lib, err := openLibrary("nvrtc")
+	if err != nil {
+		skipNoNVRTC(t, err)
+	}
+	nv, err := loadNVRTC(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCompiler(nv, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cacheDir = "" // always compile
+	t.Logf("NVRTC %s from %s", c.version, lib.path)
+	srcs := Sources()
+	for _, arch := range [][2]int{{8, 0}, {9, 0}} {
+		for _, name := range sortedNames(srcs) {
+			img, err := c.compile(name, srcs[name], arch[0], arch[1])
+			if err != nil {
+				t.Errorf("%v", err)
+				continue
+			}
+			if len(img) < 64 {
+				t.Errorf("%s sm_%d%d: image of %d bytes", name, arch[0], arch[1], len(img))
+			}
+			// A CUBIN names each kernel in its symbol table.
+			for _, k := range KernelNames(srcs[name]) {
+				if !strings.Contains(string(img), k) {
+					t.Errorf("%s sm_%d%d: kernel %s missing from the image", name, arch[0], arch[1], k)
+				}
+			}
+		}
+	}
+}
+
+// TestCompileErrorCarriesLog checks that a broken kernel reports NVRTC's log
+// with the file and line.
+func TestCompileErrorCarriesLog(t *testing.T) {
+	lib, err := openLibrary("nvrtc")
+	if err != nil {
+		skipNoNVRTC(t, err)
+	}
+	nv, err := loadNVRTC(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCompiler(nv, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cacheDir = t.TempDir()
+	_, err = c.compile("broken.cu", "extern \"C\" __global__ void f(float* x) { x[0] = undefined_name; }\n", 9, 0)
+	if err == nil || !strings.Contains(err.Error(), "undefined_name") || !strings.Contains(err.Error(), "broken.cu") {
+		t.Fatalf("want an error quoting NVRTC's log, got %v", err)
+	}
+}
