@@ -317,7 +317,7 @@ func (d *driver) Function(m *module, name string) (*function, error) {
 }
 
 // Launch runs f on grid × block with the given arguments, each one of
-// uint64 (device pointers), int32, uint32, float32 or int64. Arguments are
+// uint64 (device pointers), int32, uint32, int64, float32 or float64. Arguments are
 // copied into C memory, as cuLaunchKernel wants a void** of pointers to them.
 func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
 	const slot = 8
@@ -338,6 +338,8 @@ func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
 			*(*uint32)(p) = v
 		case float32:
 			*(*float32)(p) = v
+		case float64:
+			*(*float64)(p) = v
 		default:
 			return fmt.Errorf("launch %s: argument %d has unsupported type %T", f.name, i, a)
 		}

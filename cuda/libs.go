@@ -71,11 +71,12 @@ type LibraryError struct {
 }
 
 func (e *LibraryError) Error() string {
+	what := map[string]string{"cuda": "NVIDIA driver library", "nvrtc": "NVRTC library", "cublas": "cuBLAS library"}[e.Kind]
 	hint := "set " + LibDirEnv + " to the folder holding it"
 	if e.Kind == "cuda" {
-		hint = "this machine has no NVIDIA driver; run on a GPU node or " + hint
+		hint = "this machine has no NVIDIA GPU driver; run on a GPU node, or " + hint
 	}
-	return fmt.Sprintf("no %s library found (tried %s): %s", e.Kind, strings.Join(e.Names, ", "), hint)
+	return fmt.Sprintf("no %s found (tried %s): %s", what, strings.Join(e.Names, ", "), hint)
 }
 
 // IsNoGPU reports whether err means "no usable GPU here" (no driver library

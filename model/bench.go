@@ -79,3 +79,87 @@ func Measure(b Backend, s BenchShape) (BenchResult, error) {
 	train := time.Since(start).Seconds()
 	return BenchResult{Params: cfg.NumParams(), FwdTokPerS: tokens / fwd, TrainTokPerS: tokens / train}, nil
 }
+
+// Qwen3_1_7B are the Qwen/Qwen3-1.7B-Base shapes (random weights) used by
+// the GPU benchmark.
+func Qwen3_1_7B() TinyOptions {
+	return TinyOptions{Layers: 28, Hidden: 2048, Intermediate: 6144, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Tied: true, RopeTheta: 1e6, MaxPositions: 40960, InitStd: 0.02}
+}
+
+// GPUBenchShapes are the training shapes of the GPU benchmark: one
+// sequence per step at 2k and 8k tokens, log-probabilities over all but a
+// 256-token prompt (a GRPO response).
+func GPUBenchShapes(o TinyOptions, name string) []BenchShape {
+	return []BenchShape{
+		{Name: name + "-2k", Opts: o, Batch: 4, SeqLen: 2048, Iters: 3, ResponseTokens: 2048 - 256},
+		{Name: name + "-8k", Opts: o, Batch: 1, SeqLen: 8192, Iters: 3, ResponseTokens: 8192 - 256},
+	}
+}
+
+// TrainFLOPs is the arithmetic of one forward+backward of a shape: 3× the
+// forward's 2·params multiply-adds per token in the decoder's matrices, the
+// LM head on response tokens, and causal attention (QKᵀ and PV over half
+// the sequence on average).
+func TrainFLOPs(s BenchShape) float64 {
+	o := s.Opts
+	C, F, HD, GD := float64(o.Hidden), float64(o.Intermediate), float64(o.Heads*o.HeadDim), float64(o.KVHeads*o.HeadDim)
+	perLayer := C*HD*2 + C*GD*2 + 3*C*F // q, o; k, v; gate, up, down
+	tokens := float64(s.Batch * s.SeqLen)
+	fwd := 2*perLayer*float64(o.Layers)*tokens + 2*C*float64(o.Vocab)*float64(s.Batch*s.ResponseTokens)
+	fwd += float64(o.Layers) * float64(s.Batch) * 2 * float64(s.SeqLen) * float64(s.SeqLen) * HD // 2·(T²/2)·HD for QKᵀ and for PV
+	return 3 * fwd
+}
+
+// DecodeResult is the throughput of cached decoding.
+type DecodeResult struct {
+	Batch, Context int
+	TokPerS        float64
+	StepBytes      float64 // weights + KV cache read per decode step
+}
+
+// MeasureDecode fills batch cache slots with context tokens (one prefill,
+// copied to every slot as the sampler shares a prompt) and times steps
+// decode steps of one token per slot, logits returned to the host as the
+// sampler receives them.
+func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeResult, error) {
+	cfg, err := o.Config()
+	if err != nil {
+		return DecodeResult{}, err
+	}
+	m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	kv := m.NewKVCache(batch, context+steps+1)
+	rng := rand.New(rand.NewPCG(2, 2))
+	prompt := make([]int32, context)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(cfg.VocabSize))
+	}
+	const chunk = 2048 // prefill in chunks to bound activation memory
+	for lo := 0; lo < context; lo += chunk {
+		if _, err := m.Step(kv, []StepInput{{Slot: 0, Tokens: prompt[lo:min(lo+chunk, context)]}}); err != nil {
+			return DecodeResult{}, fmt.Errorf("decode bench prefill: %w", err)
+		}
+	}
+	for s := 1; s < batch; s++ {
+		if err := m.CopySlot(kv, s, 0); err != nil {
+			return DecodeResult{}, err
+		}
+	}
+	in := make([]StepInput, batch)
+	for s := range in {
+		in[s] = StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
+	}
+	if _, err := m.Step(kv, in); err != nil { // warm-up
+		return DecodeResult{}, err
+	}
+	start := time.Now()
+	for i := 0; i < steps; i++ {
+		if _, err := m.Step(kv, in); err != nil {
+			return DecodeResult{}, fmt.Errorf("decode bench: %w", err)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	kvBytes := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * 4
+	return DecodeResult{Batch: batch, Context: context, TokPerS: float64(batch*steps) / secs,
+		StepBytes: float64(cfg.NumParams())*4 + kvBytes}, nil
+}

@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -47,7 +48,10 @@ type RunConfig struct {
 	Name   string `yaml:"name" json:"name"`       // run name (the folder under out_dir)
 	OutDir string `yaml:"out_dir" json:"out_dir"` // parent folder of run folders
 	Seed   uint64 `yaml:"seed" json:"seed"`       // one seed for shuffles, sampling and controllers
-	Device string `yaml:"device" json:"device"`   // cpu (cuda: see the CUDA backend issue)
+	Device string `yaml:"device" json:"device"`   // cpu, cuda, cuda:N or auto (GPU if present, else CPU)
+	// MatMul is the GPU's matrix-product precision: bf16 (tensor cores,
+	// fp32 accumulation), tf32 or fp32. The CPU is always fp32.
+	MatMul string `yaml:"matmul_precision" json:"matmul_precision"`
 }
 
 // ModelConfig says what to train.
@@ -128,7 +132,7 @@ type CheckpointConfig struct {
 func Default() Config {
 	g := gdro.DefaultConfig()
 	return Config{
-		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "cpu"},
+		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16"},
 		Model:   ModelConfig{Prompt: "chat"},
 		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
 		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64},
@@ -239,8 +243,11 @@ func (c *Config) Validate() error {
 	if len(c.Data.Train) == 0 {
 		bad("data.train must list at least one Parquet or JSONL file")
 	}
-	if c.Run.Device != "cpu" {
-		bad("run.device %q: this build trains on cpu only (the CUDA backend is a separate issue)", c.Run.Device)
+	if _, _, err := cuda.ParseDevice(c.Run.Device); err != nil {
+		bad("run.%v", err)
+	}
+	if _, err := cuda.ParsePrecision(c.Run.MatMul); err != nil {
+		bad("run.matmul_precision: %v", err)
 	}
 	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) {
 		bad("run.name %q must be a plain folder name", c.Run.Name)

@@ -2,8 +2,9 @@ package trainer
 
 // A memory plan computed before anything large is allocated, so a run that
 // cannot fit stops at once with a message saying how much it needs and what
-// to change (rather than dying mid-step). Figures are for the CPU backend's
-// float32 tensors.
+// to change (rather than dying mid-step). Both backends hold float32
+// tensors (the GPU's weights are also AdamW's fp32 master copy), so one plan
+// serves both; it is checked against the memory of the device in hand.
 
 import (
 	"bufio"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -55,6 +58,81 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		p.Reference = params
 	}
 	return p
+}
+
+// Budget is a memory plan set against the memory of the device it will run
+// on: the GPU's free memory for the CUDA backend, MemAvailable for the CPU.
+type Budget struct {
+	Plan      MemoryPlan
+	NeedRef   bool
+	Device    string // backend name
+	Available int64  // bytes; 0 when unknown
+}
+
+// Check refuses a plan that will not fit, saying what to change.
+func (b Budget) Check() error { return checkMemory(b.Plan, b.Available) }
+
+// Report is the dry-run text: every part, the total, the device's memory
+// and the verdict.
+func (b Budget) Report() string {
+	g := func(x int64) string { return fmt.Sprintf("%8.2f GiB", float64(x)/(1<<30)) }
+	p := b.Plan
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "memory plan on %s (float32 tensors):\n", b.Device)
+	for _, row := range []struct {
+		name string
+		v    int64
+	}{
+		{"weights (also the fp32 master copy)", p.Weights}, {"reference model", p.Reference},
+		{"gradients", p.Gradients}, {"AdamW moments", p.Moments}, {"activations", p.Activations},
+		{"KV cache", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
+	} {
+		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
+	}
+	fmt.Fprintf(&sb, "  %-38s %s\n", "total", g(p.Total()))
+	if b.Available > 0 {
+		fmt.Fprintf(&sb, "  %-38s %s\n", "available", g(b.Available))
+	} else {
+		fmt.Fprintf(&sb, "  %-38s %s\n", "available", "unknown")
+	}
+	switch err := b.Check(); {
+	case err != nil:
+		fmt.Fprintf(&sb, "verdict: does not fit: %v\n", err)
+	case b.Available <= 0:
+		fmt.Fprintf(&sb, "verdict: cannot tell (the device's memory is unknown)\n")
+	default:
+		fmt.Fprintf(&sb, "verdict: fits, %.2f GiB to spare\n", float64(b.Available-p.Total())/(1<<30))
+	}
+	return sb.String()
+}
+
+// NeedsReference reports whether the run keeps a frozen reference model.
+func NeedsReference(cfg Config) bool {
+	return cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL
+}
+
+// OpenBackend opens the device run.device names and plans the run's memory
+// against it, reading only config.json (nothing large is allocated).
+func OpenBackend(cfg Config, logf func(string, ...any)) (model.Backend, Budget, error) {
+	mc, err := model.LoadConfig(cfg.Model.Path)
+	if err != nil {
+		return nil, Budget{}, fmt.Errorf("policy: %w", err)
+	}
+	need := NeedsReference(cfg)
+	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: cfg.Run.Device + " (not opened)"}
+	b, err := cuda.SelectBackend(cfg.Run.Device, cfg.Run.MatMul, logf)
+	if err != nil {
+		return nil, bud, fmt.Errorf("run.device: %w", err)
+	}
+	bud.Device, bud.Available = b.Name(), availableMemory()
+	if cb, ok := b.(*cuda.Backend); ok {
+		free, _, err := cb.Device().MemInfo()
+		if err != nil {
+			return nil, bud, err
+		}
+		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), cb.Device().Info.Name), free
+	}
+	return b, bud, nil
 }
 
 // availableMemory reads MemAvailable from /proc/meminfo (0 if unknown).

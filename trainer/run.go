@@ -125,24 +125,22 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	// Plan memory from config.json before loading anything large.
-	mc, err := model.LoadConfig(cfg.Model.Path)
+	b, plan, err := OpenBackend(cfg, t.Log.Printf)
 	if err != nil {
-		return fmt.Errorf("policy: %w", err)
-	}
-	needRef := cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL
-	t.Memory = PlanMemory(mc, cfg, needRef)
-	t.Log.Printf("memory plan: %s", t.Memory)
-	if err := checkMemory(t.Memory, availableMemory()); err != nil {
 		return err
 	}
-	b := model.NewCPU()
+	t.Memory = plan.Plan
+	t.Log.Printf("backend %s; memory plan: %s", b.Name(), t.Memory)
+	if err := plan.Check(); err != nil {
+		return err
+	}
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
-	if needRef {
+	if plan.NeedRef {
 		// The reference policy is the frozen initial checkpoint.
-		if t.Ref, err = model.Load(model.NewCPU(), cfg.Model.Path); err != nil {
+		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -20,7 +21,8 @@ func init() { register(newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	var torchPython, script string
-	var only string
+	var only, device, matmul, gpuShape string
+	var peakTFLOPs, bandwidthGBs float64
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure model forward and forward+backward throughput (beside PyTorch when available)",
@@ -30,6 +32,16 @@ found (--torch-python, default Debian's /usr/bin/python3), the same shapes in
 plain PyTorch in the same run, and prints the ratio.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if device != "cpu" {
+				b, err := openBackend(cmd, device, matmul)
+				if err != nil {
+					return err
+				}
+				if cb, ok := b.(*cuda.Backend); ok {
+					g := gpuBench{b: cb, shape: gpuShape, py: torchPython, script: gpuScript(script), peak: peakTFLOPs, bw: bandwidthGBs}
+					return g.run(cmd.OutOrStdout())
+				}
+			}
 			var shapes []model.BenchShape
 			for _, s := range model.BenchShapes() {
 				if only == "" || only == s.Name {
@@ -45,6 +57,10 @@ plain PyTorch in the same run, and prints the ratio.`,
 	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip)")
 	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
 	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
+	addDeviceFlags(cmd, &device, &matmul, "bf16")
+	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
+	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
+	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")
 	return cmd
 }
 

@@ -19,6 +19,7 @@ func newGenerateCmd() *cobra.Command {
 	var p rollout.Params
 	var n int
 	var asJSON bool
+	var device, matmul string
 	cmd := &cobra.Command{
 		Use:   "generate --model DIR --prompt TEXT",
 		Short: "Sample completions from a model with the KV-cached sampler",
@@ -39,7 +40,11 @@ Temperature 0 is greedy.`,
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
-			m, err := model.Load(model.NewCPU(), dir)
+			b, err := openBackend(cmd, device, matmul)
+			if err != nil {
+				return err
+			}
+			m, err := model.Load(b, dir)
 			if err != nil {
 				return err
 			}
@@ -81,6 +86,7 @@ Temperature 0 is greedy.`,
 			return nil
 		},
 	}
+	addDeviceFlags(cmd, &device, &matmul, "fp32")
 	f := cmd.Flags()
 	f.StringVar(&dir, "model", "", "Hugging Face model folder")
 	f.StringVar(&tokDir, "tokenizer", "", "tokenizer folder (default: --model)")

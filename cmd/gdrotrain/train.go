@@ -16,7 +16,8 @@ func init() { register(newTrainCmd) }
 func newTrainCmd() *cobra.Command {
 	var config, resume string
 	var sets []string
-	var printConfig bool
+	var printConfig, dryRun bool
+	var device string
 	cmd := &cobra.Command{
 		Use:   "train --config FILE|NAME [--set section.key=value]...",
 		Short: "Train with GRPO, Prompt-GDRO or Rollout-GDRO from a YAML config",
@@ -36,9 +37,15 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 			if err != nil {
 				return err
 			}
+			if device != "" {
+				sets = append(sets, "run.device="+device)
+			}
 			cfg, err := trainer.LoadBytes(raw, source, sets)
 			if err != nil {
 				return err
+			}
+			if dryRun {
+				return dryRunPlan(cmd, cfg)
 			}
 			if printConfig {
 				out, err := cfg.YAML()
@@ -59,8 +66,25 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a config key: section.key=value (repeatable)")
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the resolved config and exit")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the memory the run needs on its device, allocate nothing, exit 1 if it will not fit")
+	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
 	cmd.Flags().StringVar(&resume, "resume", "", "auto (the newest complete checkpoint in the run folder, or a fresh start) or a checkpoint folder")
 	return cmd
+}
+
+// dryRunPlan prints the memory plan against the device's memory. Without a
+// GPU it still prints the plan, saying the device could not be opened.
+func dryRunPlan(cmd *cobra.Command, cfg trainer.Config) error {
+	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
+	_, bud, err := trainer.OpenBackend(cfg, logf)
+	if err != nil && bud.Plan.Total() == 0 {
+		return err
+	}
+	fmt.Fprint(cmd.OutOrStdout(), bud.Report())
+	if err != nil {
+		return fmt.Errorf("dry run: plan printed, but %w", err)
+	}
+	return bud.Check()
 }
 
 // readConfig reads a config file, or a built-in config when no file of that

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTrainDryRun prints the memory plan without training: on the CPU
+// against the machine's memory, and with --device cuda either against the
+// GPU or, where there is none, the plan plus one sentence saying so.
+func TestTrainDryRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tiny")
+	if _, err := runCmd(t, "", "init-tiny", "--out", dir); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"train", "--config", "demo", "--set", "model.path=" + dir, "--set", "data.train=[x.jsonl]", "--dry-run"}
+	out, err := runCmd(t, "", args...)
+	if err != nil {
+		t.Fatalf("cpu dry run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"memory plan on cpu", "AdamW moments", "KV cache", "total", "verdict: fits"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cpu dry run output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCmd(t, "", append(args, "--device", "cuda")...)
+	if !strings.Contains(out, "memory plan on cuda") {
+		t.Errorf("cuda dry run printed no plan:\n%s", out)
+	}
+	if err != nil && !strings.Contains(err.Error(), "NVIDIA") && !strings.Contains(err.Error(), "CUDA_ERROR_NO_DEVICE") {
+		t.Errorf("cuda dry run without a GPU: want the no-GPU sentence, got %v", err)
+	}
+	// A plan far beyond any machine is refused with what to change.
+	out, err = runCmd(t, "", append(args, "--set", "train.micro_batch_rows=100000000")...)
+	if err == nil || !strings.Contains(err.Error(), "lower train.micro_batch_rows") || !strings.Contains(out, "does not fit") {
+		t.Errorf("oversized plan: want a refusal naming the knobs, got %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,310 @@
+package cuda
+
+// A Device is one GPU with its libraries, compiled kernels, cuBLAS handle
+// and a caching allocator with byte accounting. All work goes to the legacy
+// default stream, so every launch, copy and cuBLAS call runs in issue order
+// and a scratch buffer may be reused as soon as the host has issued the
+// last op that reads it.
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Device attributes we read (CUdevice_attribute values).
+const (
+	attrMultiprocessors = 16
+	attrCCMajor         = 75
+	attrCCMinor         = 76
+)
+
+// Info describes the device in hand.
+type Info struct {
+	Name                  string
+	Ordinal               int
+	Major, Minor          int
+	SMs                   int
+	TotalBytes            int64
+	DriverVersion         int
+	NVRTCVersion          string
+	CublasVersion         int
+	CudaLib, NVRTCLib     string
+	CublasLib, KernelsDir string
+}
+
+func (i Info) String() string {
+	return fmt.Sprintf("%s (GPU %d, sm_%d%d, %d SMs, %.1f GiB; driver %d.%d, NVRTC %s, cuBLAS %d)",
+		i.Name, i.Ordinal, i.Major, i.Minor, i.SMs, float64(i.TotalBytes)/(1<<30),
+		i.DriverVersion/1000, i.DriverVersion%1000/10, i.NVRTCVersion, i.CublasVersion)
+}
+
+// Device is an opened GPU.
+type Device struct {
+	Info  Info
+	drv   *driver
+	blas  *cublas
+	funcs map[string]*function
+	alloc *allocator
+}
+
+var (
+	openMu sync.Mutex
+	opened *Device
+)
+
+// Open loads the CUDA libraries, opens GPU ordinal and compiles (or loads
+// from the cache) every kernel. One process drives one GPU; a second Open of
+// the same ordinal returns the same Device. logf receives progress lines.
+func Open(ordinal int, logf func(string, ...any)) (*Device, error) {
+	openMu.Lock()
+	defer openMu.Unlock()
+	if opened != nil {
+		if opened.Info.Ordinal != ordinal {
+			return nil, fmt.Errorf("cuda: GPU %d already in use by this process; one process drives one GPU", opened.Info.Ordinal)
+		}
+		return opened, nil
+	}
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	d, err := open(ordinal, logf)
+	if err != nil {
+		return nil, err
+	}
+	opened = d
+	return d, nil
+}
+
+func open(ordinal int, logf func(string, ...any)) (*Device, error) {
+	lib, err := openLibrary("cuda")
+	if err != nil {
+		return nil, err
+	}
+	drv, err := loadDriver(lib)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a usable CUDA driver: %w", lib.path, err)
+	}
+	if err := drv.Init(); err != nil {
+		return nil, err
+	}
+	n, err := drv.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= n {
+		return nil, fmt.Errorf("cuda: GPU %d requested but %d visible (check CUDA_VISIBLE_DEVICES)", ordinal, n)
+	}
+	dev, err := drv.Device(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{drv: drv, funcs: map[string]*function{}}
+	d.Info.Ordinal, d.Info.CudaLib = ordinal, lib.path
+	if err := d.readInfo(dev); err != nil {
+		return nil, err
+	}
+	if err := drv.UsePrimaryContext(dev); err != nil {
+		return nil, err
+	}
+	d.alloc = &allocator{drv: drv, free: map[int64][]uint64{}}
+	if err := d.loadCublas(); err != nil {
+		return nil, err
+	}
+	if err := d.loadKernels(logf); err != nil {
+		return nil, err
+	}
+	logf("cuda: %s", d.Info)
+	return d, nil
+}
+
+func (d *Device) readInfo(dev int) error {
+	var err error
+	get := func(attr int) int {
+		v, e := d.drv.Attribute(dev, attr)
+		if err == nil {
+			err = e
+		}
+		return v
+	}
+	d.Info.Major, d.Info.Minor, d.Info.SMs = get(attrCCMajor), get(attrCCMinor), get(attrMultiprocessors)
+	if err != nil {
+		return err
+	}
+	if d.Info.Name, err = d.drv.DeviceName(dev); err != nil {
+		return err
+	}
+	if d.Info.TotalBytes, err = d.drv.TotalMem(dev); err != nil {
+		return err
+	}
+	d.Info.DriverVersion, err = d.drv.Version()
+	return err
+}
+
+func (d *Device) loadCublas() error {
+	lib, err := openLibrary("cublas")
+	if err != nil {
+		return err
+	}
+	if d.blas, err = loadCublas(lib); err != nil {
+		return err
+	}
+	d.Info.CublasLib = lib.path
+	d.Info.CublasVersion, err = d.blas.Version()
+	return err
+}
+
+func (d *Device) loadKernels(logf func(string, ...any)) error {
+	lib, err := openLibrary("nvrtc")
+	if err != nil {
+		return err
+	}
+	nv, err := loadNVRTC(lib)
+	if err != nil {
+		return err
+	}
+	c, err := newCompiler(nv, logf)
+	if err != nil {
+		return err
+	}
+	d.Info.NVRTCLib, d.Info.NVRTCVersion, d.Info.KernelsDir = lib.path, c.version, c.cacheDir
+	start := time.Now()
+	srcs := Sources()
+	for _, name := range sortedNames(srcs) {
+		img, err := c.compile(name, srcs[name], d.Info.Major, d.Info.Minor)
+		if err != nil {
+			return err
+		}
+		mod, err := d.drv.LoadModule(img)
+		if err != nil {
+			return fmt.Errorf("load kernels/%s: %w", name, err)
+		}
+		for _, k := range KernelNames(srcs[name]) {
+			if d.funcs[k], err = d.drv.Function(mod, k); err != nil {
+				return err
+			}
+		}
+	}
+	logf("cuda: %d kernels ready in %s (cache %s)", len(d.funcs), time.Since(start).Round(time.Millisecond), c.cacheDir)
+	return nil
+}
+
+// launch runs kernel name over grid × block threads.
+func (d *Device) launch(name string, grid [3]int, block int, args ...any) error {
+	f, ok := d.funcs[name]
+	if !ok {
+		return fmt.Errorf("cuda: no kernel %q", name)
+	}
+	for i := range grid {
+		if grid[i] == 0 {
+			grid[i] = 1
+		}
+	}
+	return d.drv.Launch(f, grid, [3]int{block, 1, 1}, args...)
+}
+
+// Synchronize waits for all issued work.
+func (d *Device) Synchronize() error { return d.drv.Synchronize() }
+
+// MemStats reports the allocator's accounting.
+func (d *Device) MemStats() MemStats { return d.alloc.stats() }
+
+// MemInfo reports the driver's free and total device memory.
+func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
+
+// MemStats is the allocator's accounting, in bytes.
+type MemStats struct {
+	InUse, Peak, Cached int64
+}
+
+// allocator caches freed blocks by (rounded) size: a training step frees
+// and re-allocates the same shapes every step, so after the first step
+// nothing reaches cuMemAlloc. Blocks come back through the finalizers of
+// the Go objects holding them; when the device is full the allocator
+// empties its cache and runs the garbage collector before giving up.
+type allocator struct {
+	mu                  sync.Mutex
+	drv                 *driver
+	free                map[int64][]uint64
+	inUse, peak, cached int64
+}
+
+// roundSize rounds a request up so nearby sizes share cache entries.
+func roundSize(bytes int64) int64 {
+	const small = 512
+	if bytes <= 1<<20 {
+		return (bytes + small - 1) / small * small
+	}
+	const big = 2 << 20
+	return (bytes + big - 1) / big * big
+}
+
+func (a *allocator) get(bytes int64) (uint64, int64, error) {
+	size := roundSize(max(bytes, 1))
+	a.mu.Lock()
+	if l := a.free[size]; len(l) > 0 {
+		p := l[len(l)-1]
+		a.free[size] = l[:len(l)-1]
+		a.cached -= size
+		a.used(size)
+		a.mu.Unlock()
+		return p, size, nil
+	}
+	a.mu.Unlock()
+	p, err := a.drv.MemAlloc(size)
+	if isOOM(err) {
+		// Give back everything cached and unreachable, then try once more.
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // let finalizers return blocks
+		a.release()
+		p, err = a.drv.MemAlloc(size)
+	}
+	if err != nil {
+		st := a.stats()
+		return 0, 0, fmt.Errorf("%w (gdrotrain holds %.2f GiB in tensors, peak %.2f GiB)", err,
+			float64(st.InUse)/(1<<30), float64(st.Peak)/(1<<30))
+	}
+	a.mu.Lock()
+	a.used(size)
+	a.mu.Unlock()
+	return p, size, nil
+}
+
+func (a *allocator) used(size int64) {
+	a.inUse += size
+	a.peak = max(a.peak, a.inUse)
+}
+
+func (a *allocator) put(p uint64, size int64) {
+	a.mu.Lock()
+	a.free[size] = append(a.free[size], p)
+	a.inUse -= size
+	a.cached += size
+	a.mu.Unlock()
+}
+
+// release frees every cached block.
+func (a *allocator) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for size, l := range a.free {
+		for _, p := range l {
+			if a.drv.MemFree(p) == nil {
+				a.cached -= size
+			}
+		}
+		delete(a.free, size)
+	}
+}
+
+func (a *allocator) stats() MemStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return MemStats{InUse: a.inUse, Peak: a.peak, Cached: a.cached}
+}
+
+func isOOM(err error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Code == errOutOfMemory
+}
