@@ -36,7 +36,10 @@ const (
 // cuBLAS compute types (cublasComputeType_t) and data types (cudaDataType).
 var computeTypes = map[Precision]int{FP32: 68, BF16: 75, TF32: 77}
 
-const cudaR32F = 0
+const (
+	cudaR32F  = 0
+	cudaR16BF = 14
+)
 
 // ParsePrecision validates a precision name.
 func ParsePrecision(s string) (Precision, error) {
@@ -65,7 +68,8 @@ type Backend struct {
 type buffer struct {
 	ptr   uint64
 	size  int64 // bytes reserved
-	elems int   // float32 (or int32) elements usable
+	elems int   // elements usable
+	bf16  bool  // frozen: 2-byte bf16 elements, read-only
 	a     *allocator
 }
 
@@ -109,12 +113,15 @@ func (b *Backend) keep(err error) bool {
 func (b *Backend) ok() bool { return b.keep(nil) }
 
 // alloc reserves n float32/int32 elements.
-func (b *Backend) alloc(n int) (*buffer, error) {
-	p, size, err := b.d.alloc.get(int64(n) * 4)
+func (b *Backend) alloc(n int) (*buffer, error) { return b.allocBytes(n, 4) }
+
+// allocBytes reserves n elements of the given width.
+func (b *Backend) allocBytes(n, width int) (*buffer, error) {
+	p, size, err := b.d.alloc.get(int64(n) * int64(width))
 	if err != nil {
 		return nil, err
 	}
-	buf := &buffer{ptr: p, size: size, elems: n, a: b.d.alloc}
+	buf := &buffer{ptr: p, size: size, elems: n, bf16: width == 2, a: b.d.alloc}
 	runtime.SetFinalizer(buf, func(x *buffer) { x.a.put(x.ptr, x.size) })
 	return buf, nil
 }
@@ -153,18 +160,54 @@ func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
 			b.keep(fmt.Errorf("%s: tensor argument %d is nil", op, i))
 			return nil, false
 		}
-		buf, isCUDA := t.Store.(*buffer)
-		if !isCUDA {
-			b.keep(fmt.Errorf("%s: tensor argument %d is not a CUDA tensor", op, i))
+		p, frozen, ok := b.operand(op, i, t)
+		if !ok {
 			return nil, false
 		}
-		if t.Off < 0 || t.Off+t.Numel() > buf.elems {
-			b.keep(fmt.Errorf("%s: tensor argument %d (shape %v, offset %d) exceeds its storage", op, i, t.Shape, t.Off))
+		if frozen {
+			b.keep(fmt.Errorf("%s: tensor argument %d %v is frozen (bf16, read-only); only matmul, embedding and download read it", op, i, t.Shape))
 			return nil, false
 		}
-		out[i] = buf.ptr + uint64(t.Off)*4
+		out[i] = p
 	}
 	return out, true
+}
+
+// operand validates one tensor and returns its address and whether it is
+// frozen bf16 storage.
+func (b *Backend) operand(op string, i int, t *model.Tensor) (uint64, bool, bool) {
+	buf, isCUDA := t.Store.(*buffer)
+	if !isCUDA {
+		b.keep(fmt.Errorf("%s: tensor argument %d is not a CUDA tensor", op, i))
+		return 0, false, false
+	}
+	if t.Off < 0 || t.Off+t.Numel() > buf.elems {
+		b.keep(fmt.Errorf("%s: tensor argument %d (shape %v, offset %d) exceeds its storage", op, i, t.Shape, t.Off))
+		return 0, false, false
+	}
+	width := uint64(4)
+	if buf.bf16 {
+		width = 2
+	}
+	return buf.ptr + uint64(t.Off)*width, buf.bf16, true
+}
+
+// Freeze moves t to read-only bf16 storage (half the memory), rounding to
+// nearest even; the reference model's matrices use it. Afterwards only
+// MatMul, Embedding and Download may read t.
+func (b *Backend) Freeze(t *model.Tensor) error {
+	p, ok := b.ptrs("freeze", t)
+	if !ok {
+		return b.Err()
+	}
+	n := t.Numel()
+	buf, err := b.allocBytes(n, 2)
+	if err != nil {
+		return fmt.Errorf("freeze %v: %w", t.Shape, err)
+	}
+	b.elementwise("f32_to_bf16", n, buf.ptr, p[0], int64(n))
+	t.Store, t.Off = buf, 0
+	return b.Err()
 }
 
 // opt returns the address of an optional tensor (0 when nil).
@@ -208,9 +251,12 @@ func (b *Backend) Upload(t *model.Tensor, src []float32) {
 	}
 }
 
-// Download copies t into host memory.
+// Download copies t into host memory (frozen bf16 tensors widened).
 func (b *Backend) Download(t *model.Tensor, dst []float32) {
-	p, ok := b.ptrs("download", t)
+	if !b.ok() {
+		return
+	}
+	p, frozen, ok := b.operand("download", 0, t)
 	if !ok {
 		return
 	}
@@ -218,9 +264,19 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 		b.keep(fmt.Errorf("download: tensor %v into %d values", t.Shape, len(dst)))
 		return
 	}
-	if len(dst) > 0 {
-		b.keep(b.d.drv.DtoH(unsafe.Pointer(&dst[0]), p[0], int64(len(dst))*4))
+	if len(dst) == 0 {
+		return
 	}
+	if frozen {
+		wide, err := b.alloc(len(dst))
+		if !b.keep(err) {
+			return
+		}
+		b.elementwise("bf16_to_f32", len(dst), wide.ptr, p, int64(len(dst)))
+		p = wide.ptr
+		defer runtime.KeepAlive(wide)
+	}
+	b.keep(b.d.drv.DtoH(unsafe.Pointer(&dst[0]), p, int64(len(dst))*4))
 }
 
 // Zero sets t to 0.
@@ -279,10 +335,17 @@ func (b *Backend) SumSquares(t *model.Tensor) float64 {
 }
 
 // MatMul computes c = op(a)·op(b) or c += op(a)·op(b) with cuBLAS. Row-major
-// c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ, so b goes first.
+// c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ, so b goes first. A
+// frozen (bf16) operand is multiplied in bf16 with the other operand
+// rounded to bf16 too (cuBLAS wants equal input types), accumulating in fp32.
 func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool) {
-	p, ok := b.ptrs("matmul", c, a, bm)
+	pc, ok := b.ptrs("matmul", c)
 	if !ok {
+		return
+	}
+	pa, frozenA, okA := b.operand("matmul", 1, a)
+	pb, frozenB, okB := b.operand("matmul", 2, bm)
+	if !okA || !okB {
 		return
 	}
 	M, N, K, err := model.MatMulDims(c, a, bm, transA, transB)
@@ -294,6 +357,18 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 			b.Zero(c)
 		}
 		return
+	}
+	inType, compute := cudaR32F, b.compute
+	if frozenA || frozenB {
+		inType, compute = cudaR16BF, computeTypes[FP32]
+		var keep []*buffer
+		if pa, ok = b.narrow(pa, a.Numel(), frozenA, &keep); !ok {
+			return
+		}
+		if pb, ok = b.narrow(pb, bm.Numel(), frozenB, &keep); !ok {
+			return
+		}
+		defer runtime.KeepAlive(keep)
 	}
 	ldb := N // b stored (K, N)
 	if transB {
@@ -307,8 +382,23 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	if accumulate {
 		beta = 1
 	}
-	b.keep(b.d.blas.Gemm(transB, transA, N, M, K, 1, p[2], cudaR32F, ldb, p[1], cudaR32F, lda,
-		beta, p[0], cudaR32F, N, b.compute))
+	b.keep(b.d.blas.Gemm(transB, transA, N, M, K, 1, pb, inType, ldb, pa, inType, lda,
+		beta, pc[0], cudaR32F, N, compute))
+}
+
+// narrow returns a bf16 copy of an fp32 operand (or the frozen operand
+// itself); the copy is appended to keep so it outlives the product.
+func (b *Backend) narrow(p uint64, n int, frozen bool, keep *[]*buffer) (uint64, bool) {
+	if frozen {
+		return p, true
+	}
+	buf, err := b.allocBytes(n, 2)
+	if !b.keep(err) {
+		return 0, false
+	}
+	b.elementwise("f32_to_bf16", n, buf.ptr, p, int64(n))
+	*keep = append(*keep, buf)
+	return buf.ptr, true
 }
 
 // intKey hashes an index table's purpose and content.
@@ -425,15 +515,28 @@ func (b *Backend) accumulateRows(dst, src uint64, at []int32, C int) {
 		int32(len(order)), int32(C))
 }
 
-// Embedding overwrites out rows with table rows ids.
+// Embedding overwrites out rows with table rows ids (a frozen table is
+// widened from bf16 on the fly).
 func (b *Backend) Embedding(out, table *model.Tensor, ids []int32) {
-	p, ok := b.ptrs("embedding", out, table)
+	p, ok := b.ptrs("embedding", out)
+	if !ok {
+		return
+	}
+	pt, frozen, ok := b.operand("embedding", 1, table)
 	if !ok {
 		return
 	}
 	C, err := model.EmbeddingDims("embedding", out, table, ids)
-	if b.keep(err) {
-		b.copyRows(p[0], p[1], nil, ids, len(ids), C)
+	if !b.keep(err) || len(ids) == 0 || C == 0 {
+		return
+	}
+	if !frozen {
+		b.copyRows(p[0], pt, nil, ids, len(ids), C)
+		return
+	}
+	addr, ok := b.upload("copy_rows", ids)
+	if ok {
+		b.launch("copy_rows_bf16", [3]int{len(ids), (C + 255) / 256}, 256, p[0], pt, addr[0], int32(len(ids)), int32(C))
 	}
 }
 

@@ -28,7 +28,10 @@ var toolkitDirs = []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86
 	"/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"}
 
 // openLibrary finds and loads one of the libraries above.
-func openLibrary(kind string) (*library, error) {
+func openLibrary(kind string) (*library, error) { return findLibrary(kind, os.Getenv(LibDirEnv)) }
+
+// findLibrary searches dir (if not empty), then the default places.
+func findLibrary(kind, dir string) (*library, error) {
 	names := libNames[kind]
 	var tried []string
 	try := func(path string) *library {
@@ -39,7 +42,7 @@ func openLibrary(kind string) (*library, error) {
 		}
 		return l
 	}
-	if dir := os.Getenv(LibDirEnv); dir != "" {
+	if dir != "" {
 		for _, n := range names {
 			if l := try(filepath.Join(dir, n)); l != nil {
 				return l, nil

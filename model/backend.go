@@ -146,3 +146,10 @@ type Backend interface {
 	// (decoupled weight decay, bias-corrected moments).
 	AdamW(p, g, m, v *Tensor, h AdamWParams)
 }
+
+// Freezer is implemented by backends that can keep a read-only tensor in
+// bf16, half the memory (the CUDA backend). A frozen tensor may afterwards
+// be read only by MatMul, Embedding and Download.
+type Freezer interface {
+	Freeze(t *Tensor) error
+}

@@ -42,6 +42,29 @@ func Load(b Backend, dir string) (*Model, error) {
 	return &Model{Cfg: cfg, B: b, P: p}, nil
 }
 
+// Freeze moves the weight matrices (not the norms or the input embedding)
+// to read-only bf16 storage when the backend supports it, for a model that is
+// only ever run forward (the frozen reference policy). It reports whether
+// anything was frozen; on backends without bf16 storage it does nothing.
+func (m *Model) Freeze() (bool, error) {
+	f, ok := m.B.(Freezer)
+	if !ok {
+		return false, nil
+	}
+	for _, np := range m.P.Named(m.Cfg) {
+		// Norms stay float32 (tiny, read by RMSNorm), and so does the input
+		// embedding: a bf16-product policy looks its rows up unrounded, so
+		// a rounded table would make reference and policy differ at step 0.
+		if len(np.Shape) < 2 || np.Ptr == &m.P.Embed {
+			continue
+		}
+		if err := f.Freeze(*np.Ptr); err != nil {
+			return false, fmt.Errorf("freeze %s: %w", np.Name, err)
+		}
+	}
+	return true, nil
+}
+
 // headChunkElems bounds the logits materialised at once: rows per LM-head
 // chunk = headChunkElems / V (at least 1).
 const headChunkElems = 8 << 20

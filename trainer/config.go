@@ -43,6 +43,11 @@ type Config struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
 }
 
+// RefBF16 reports whether the reference policy is held in bf16 on the GPU.
+func (r RunConfig) RefBF16() bool {
+	return r.ReferenceDType == "bf16" || (r.ReferenceDType == "auto" && r.MatMul == "bf16")
+}
+
 // RunConfig names the run and where it writes.
 type RunConfig struct {
 	Name   string `yaml:"name" json:"name"`       // run name (the folder under out_dir)
@@ -52,6 +57,13 @@ type RunConfig struct {
 	// MatMul is the GPU's matrix-product precision: bf16 (tensor cores,
 	// fp32 accumulation), tf32 or fp32. The CPU is always fp32.
 	MatMul string `yaml:"matmul_precision" json:"matmul_precision"`
+	// ReferenceDType is the GPU storage of the frozen reference policy:
+	// bf16 (half the memory), fp32, or auto: bf16 when matmul_precision is
+	// bf16 (the policy's products already round their inputs to bf16, so
+	// policy and reference agree at step 0 and the KL starts at 0), else
+	// fp32. A bf16 reference beside an fp32/tf32 policy puts a rounding
+	// floor under the KL. The CPU always keeps fp32.
+	ReferenceDType string `yaml:"reference_dtype" json:"reference_dtype"`
 }
 
 // ModelConfig says what to train.
@@ -132,7 +144,7 @@ type CheckpointConfig struct {
 func Default() Config {
 	g := gdro.DefaultConfig()
 	return Config{
-		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16"},
+		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16", ReferenceDType: "auto"},
 		Model:   ModelConfig{Prompt: "chat"},
 		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
 		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64},
@@ -248,6 +260,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := cuda.ParsePrecision(c.Run.MatMul); err != nil {
 		bad("run.matmul_precision: %v", err)
+	}
+	if c.Run.ReferenceDType != "auto" && c.Run.ReferenceDType != "bf16" && c.Run.ReferenceDType != "fp32" {
+		bad("run.reference_dtype %q: want auto, bf16 or fp32", c.Run.ReferenceDType)
 	}
 	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) {
 		bad("run.name %q must be a plain folder name", c.Run.Name)

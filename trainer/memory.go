@@ -131,6 +131,9 @@ func OpenBackend(cfg Config, logf func(string, ...any)) (model.Backend, Budget, 
 			return nil, bud, err
 		}
 		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), cb.Device().Info.Name), free
+		if cfg.Run.RefBF16() {
+			bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms are negligible)
+		}
 	}
 	return b, bud, nil
 }

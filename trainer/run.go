@@ -143,6 +143,15 @@ func (t *Trainer) setup() error {
 		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)
 		}
+		if cfg.Run.RefBF16() {
+			frozen, err := t.Ref.Freeze()
+			if err != nil {
+				return fmt.Errorf("reference policy: %w", err)
+			}
+			if frozen {
+				t.Log.Printf("reference policy held in bf16 (run.reference_dtype)")
+			}
+		}
 	}
 	tokDir := t.tokDir()
 	if t.Tok, err = tokenizer.Load(tokDir); err != nil {

@@ -39,6 +39,20 @@ __device__ __forceinline__ float block_max(float v, float* sh) {
 	return warp_max(lane < nw ? sh[lane] : NEG_INF);
 }
 
+// block_sum_d is block_sum in float64 (for sums of squares that would
+// overflow float32), a tree in shared memory; sh holds blockDim.x doubles
+// and blockDim.x is a power of two.
+__device__ __forceinline__ double block_sum_d(double v, double* sh) {
+	__syncthreads();
+	sh[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+		if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	return sh[0];
+}
+
 // Global thread index and stride of a 1-D grid-stride loop.
 __device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long gstride() { return (long long)gridDim.x * blockDim.x; }

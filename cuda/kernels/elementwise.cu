@@ -14,13 +14,8 @@ extern "C" __global__ void sumsq_partial(double* partial, const float* x, long l
 	__shared__ double sh[256];
 	double s = 0;
 	for (long long i = gtid(); i < n; i += gstride()) s += (double)x[i] * (double)x[i];
-	sh[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-		if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-		__syncthreads();
-	}
-	if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+	s = block_sum_d(s, sh);
+	if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
 // copy_rows: dst[dstIdx[k]] = src[srcIdx[k]] for k < n rows of width C; a

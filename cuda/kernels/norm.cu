@@ -1,14 +1,16 @@
 // RMSNorm and RoPE.
 
-// rmsnorm_fwd: one block per row of width n. rstd may be null.
+// rmsnorm_fwd: one block per row of width n (≤ 256 threads). rstd may be
+// null. The sum of squares is taken in float64: rows of large activations
+// would overflow float32 and give rstd = 0.
 extern "C" __global__ void rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int n, float eps) {
-	__shared__ float sh[32];
+	__shared__ double sh[256];
 	long long r = blockIdx.x;
 	const float* xr = x + r * n;
-	float ss = 0.f;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) ss += xr[j] * xr[j];
-	ss = block_sum(ss, sh);
-	float rs = rsqrtf(ss / n + eps);
+	double ss = 0;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) ss += (double)xr[j] * xr[j];
+	ss = block_sum_d(ss, sh);
+	float rs = (float)(1.0 / sqrt(ss / n + (double)eps));
 	if (rstd && threadIdx.x == 0) rstd[r] = rs;
 	for (int j = threadIdx.x; j < n; j += blockDim.x) out[r * n + j] = (xr[j] * rs) * w[j];
 }

@@ -1,0 +1,574 @@
+package cuda
+
+// Backend tests run on a real GPU where libcuda is found, and otherwise on
+// the CPU emulator (cuda/internal/emu): the same bindings, launches, cuBLAS
+// calls and kernel arithmetic, executed by a g++ build of the kernels behind
+// a fake libcuda/libcublas/libnvrtc. Only the emulator's absence (no g++)
+// skips them, with a message.
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/model/backendtest"
+)
+
+var (
+	devOnce sync.Once
+	testDev *Device
+	devErr  error
+	devKind string
+	emuDir  string
+)
+
+// testDevice opens the GPU, or the emulator where there is none.
+func testDevice(t *testing.T) *Device {
+	t.Helper()
+	devOnce.Do(func() {
+		if os.Getenv(LibDirEnv) == "" {
+			d, err := Open(0, t.Logf)
+			if err == nil {
+				testDev, devKind = d, "gpu"
+				return
+			}
+			if !IsNoGPU(err) {
+				devErr = err
+				return
+			}
+		}
+		if !emu.Available() {
+			devKind = "none"
+			return
+		}
+		dir, err := os.MkdirTemp("", "gdrotrain-emu-")
+		if err != nil {
+			devErr = err
+			return
+		}
+		emuDir = dir
+		if devErr = emu.Build(dir, Sources()); devErr != nil {
+			return
+		}
+		os.Setenv(LibDirEnv, dir)
+		os.Setenv(CacheDirEnv, filepath.Join(dir, "kernel-cache"))
+		testDev, devErr = Open(0, t.Logf)
+		devKind = "emulator"
+	})
+	if devErr != nil {
+		t.Fatalf("open %s: %v", devKind, devErr)
+	}
+	if testDev == nil {
+		t.Skip("skipped: no GPU and no g++ for the CPU emulator")
+	}
+	return testDev
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if emuDir != "" {
+		os.RemoveAll(emuDir)
+	}
+	os.Exit(code)
+}
+
+// TestConformance runs the backend conformance suite with fp32 products.
+func TestConformance(t *testing.T) {
+	d := testDevice(t)
+	t.Logf("device: %s (%s)", d.Info, devKind)
+	// Kernels accumulate in float32 where the CPU reference uses float64.
+	o := backendtest.Options{Tol: numcheck.Tol{Atol: 2e-5, Rtol: 2e-4}, FDTol: backendtest.FP32.FDTol}
+	backendtest.Run(t, NewBackend(d, FP32), o)
+}
+
+// TestConformanceBF16 runs the suite with bf16 tensor-core products: inputs
+// rounded to 8 significant bits, so products carry ≈ 2⁻⁸ relative error.
+func TestConformanceBF16(t *testing.T) {
+	d := testDevice(t)
+	o := backendtest.Options{Tol: numcheck.Tol{Atol: 3e-2, Rtol: 3e-2}, FDTol: backendtest.FP32.FDTol}
+	backendtest.Run(t, NewBackend(d, BF16), o)
+}
+
+// pair runs the same op on the CPU reference and the CUDA backend.
+type pair struct {
+	t   *testing.T
+	cpu model.Backend
+	gpu model.Backend
+	rng *rand.Rand
+}
+
+func newPair(t *testing.T, prec Precision) *pair {
+	return &pair{t: t, cpu: model.NewCPU(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
+}
+
+// inputs is a set of host arrays uploaded identically to both backends.
+type inputs map[string][]float32
+
+func (p *pair) randn(n int, scale float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(scale * p.rng.NormFloat64())
+	}
+	return out
+}
+
+func upload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
+	t := b.New(shape...)
+	if vals != nil {
+		b.Upload(t, vals)
+	}
+	return t
+}
+
+func download(b model.Backend, ts ...*model.Tensor) []float32 {
+	var out []float32
+	for _, t := range ts {
+		v := make([]float32, t.Numel())
+		b.Download(t, v)
+		out = append(out, v...)
+	}
+	return out
+}
+
+// check runs op on both backends and compares every output it returns.
+func (p *pair) check(name string, tol numcheck.Tol, op func(b model.Backend) []float32) {
+	p.t.Helper()
+	want := op(p.cpu)
+	got := op(p.gpu)
+	if err := p.cpu.Err(); err != nil {
+		p.t.Fatalf("%s: cpu: %v", name, err)
+	}
+	if err := p.gpu.Err(); err != nil {
+		p.t.Fatalf("%s: cuda: %v", name, err)
+	}
+	w := make([]float64, len(want))
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	st, err := numcheck.Compare(got, w, tol)
+	if err != nil {
+		p.t.Errorf("%s: %v", name, err)
+		return
+	}
+	p.t.Logf("%-32s max abs err %.2e over %d values", name, st.MaxAbs, len(got))
+}
+
+// TestOpsMatchCPU compares every op with the CPU reference on random inputs
+// of awkward sizes (not multiples of the block sizes, several tiles long).
+func TestOpsMatchCPU(t *testing.T) {
+	p := newPair(t, FP32)
+	tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-4}
+	const N, C, F = 37, 72, 1000
+	x, y := p.randn(N*C, 1), p.randn(N*C, 1)
+	p.check("add/scale/copy", tol, func(b model.Backend) []float32 {
+		a, c, z := upload(b, x, N, C), upload(b, y, N, C), b.New(6, C)
+		b.Add(a, c)
+		b.Scale(a, 0.37)
+		b.Copy(z, a.Rows(3, 9).View(6*C))
+		return download(b, a, z)
+	})
+	big := p.randn(300001, 1)
+	p.check("sumsquares", numcheck.Tol{Rtol: 1e-9}, func(b model.Backend) []float32 {
+		return []float32{float32(b.SumSquares(upload(b, big, len(big))))}
+	})
+	for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		M, K, Nn := 37, 72, 45
+		aShape, bShape := []int{M, K}, []int{K, Nn}
+		if tr[0] {
+			aShape = []int{K, M}
+		}
+		if tr[1] {
+			bShape = []int{Nn, K}
+		}
+		av, bv, cv := p.randn(M*K, 1), p.randn(K*Nn, 1), p.randn(M*Nn, 1)
+		p.check("matmul trans "+boolPair(tr), tol, func(b model.Backend) []float32 {
+			c1, c2 := b.New(M, Nn), upload(b, cv, M, Nn)
+			A, B := upload(b, av, aShape...), upload(b, bv, bShape...)
+			b.MatMul(c1, A, B, tr[0], tr[1], false)
+			b.MatMul(c2, A, B, tr[0], tr[1], true)
+			return download(b, c1, c2)
+		})
+	}
+	for _, n := range []int{C, F} {
+		xs, ws, dy := p.randn(N*n, 2), p.randn(n, 0.5), p.randn(N*n, 1)
+		p.check("rmsnorm fwd+bwd", tol, func(b model.Backend) []float32 {
+			X, W, out, rs := upload(b, xs, N, n), upload(b, ws, n), b.New(N, n), b.New(N)
+			b.RMSNorm(out, rs, X, W, 1e-6)
+			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
+			b.RMSNormBackward(dx, dw, upload(b, dy, N, n), X, W, rs)
+			return download(b, out, rs, dx, dw)
+		})
+	}
+	pos := make([]int32, N)
+	for i := range pos {
+		pos[i] = int32(p.rng.IntN(9000))
+	}
+	for _, D := range []int{16, 128} {
+		xs := p.randn(N*3*D, 1)
+		p.check("rope", tol, func(b model.Backend) []float32 {
+			X := upload(b, xs, N, 3, D)
+			b.RoPE(X, pos, 1e6, false)
+			f := download(b, X)
+			b.RoPE(X, pos, 1e6, true)
+			return append(f, download(b, X)...)
+		})
+	}
+	gate, up, dout := p.randn(F*3, 3), p.randn(F*3, 1), p.randn(F*3, 1)
+	p.check("swiglu fwd+bwd", tol, func(b model.Backend) []float32 {
+		G, U, out, dg, du := upload(b, gate, F, 3), upload(b, up, F, 3), b.New(F, 3), b.New(F, 3), b.New(F, 3)
+		b.SwiGLU(out, G, U)
+		b.SwiGLUBackward(dg, du, upload(b, dout, F, 3), G, U)
+		return download(b, out, dg, du)
+	})
+	for _, V := range []int{1000, 4099} {
+		const M = 7
+		logits, dl := p.randn(M*V, 4), p.randn(M, 1)
+		targets := make([]int32, M)
+		for i := range targets {
+			targets[i] = int32(p.rng.IntN(V))
+		}
+		p.check("logsoftmax gather fwd+bwd", tol, func(b model.Backend) []float32 {
+			L, lp, lse, ent, dL := upload(b, logits, M, V), b.New(M), b.New(M), b.New(M), b.New(M, V)
+			b.LogSoftmaxGather(lp, lse, ent, L, targets)
+			b.LogSoftmaxGatherBackward(dL, upload(b, dl, M), L, lse, targets)
+			return download(b, lp, lse, ent, dL)
+		})
+	}
+	const V = 50
+	table := p.randn(V*C, 1)
+	ids := []int32{3, 7, 3, 49, 0, 7, 7, 12, 3}
+	rowsIn := p.randn(len(ids)*C, 1)
+	p.check("embedding / gather / scatter", tol, func(b model.Backend) []float32 {
+		T, out := upload(b, table, V, C), b.New(len(ids), C)
+		b.Embedding(out, T, ids)
+		dT := upload(b, table, V, C)
+		b.EmbeddingBackward(dT, upload(b, rowsIn, len(ids), C), ids)
+		g, s1, s2 := b.New(len(ids), C), upload(b, table, V, C), upload(b, table, V, C)
+		b.GatherRows(g, T, ids)
+		b.ScatterRows(s1, upload(b, rowsIn, len(ids), C), ids, false)
+		b.ScatterRows(s2, upload(b, rowsIn, len(ids), C), ids, true)
+		return download(b, out, dT, g, s1, s2)
+	})
+	pv, gv, mv, vv := p.randn(F, 1), p.randn(F, 1), p.randn(F, 0.1), p.randn(F, 0.1)
+	for i := range vv {
+		vv[i] *= vv[i]
+	}
+	p.check("adamw", tol, func(b model.Backend) []float32 {
+		P, G, Mm, Vv := upload(b, pv, F), upload(b, gv, F), upload(b, mv, F), upload(b, vv, F)
+		for step := 1; step <= 3; step++ {
+			b.AdamW(P, G, Mm, Vv, model.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step})
+		}
+		return download(b, P, Mm, Vv)
+	})
+}
+
+func boolPair(b [2]bool) string {
+	s := ""
+	for _, v := range b {
+		if v {
+			s += "T"
+		} else {
+			s += "N"
+		}
+	}
+	return s
+}
+
+// TestAttentionMatchesCPU covers training segments (packed sequences, more
+// than one key tile), decode segments (one query over a cache slot) and the
+// head sizes of the tiny models and of Qwen3 (D = 128).
+func TestAttentionMatchesCPU(t *testing.T) {
+	p := newPair(t, FP32)
+	tol := numcheck.Tol{Atol: 3e-5, Rtol: 3e-4}
+	cases := []struct {
+		name     string
+		H, G, D  int
+		nq, nk   int
+		segs     []model.Segment
+		backward bool
+	}{
+		{"packed training", 4, 2, 16, 330, 330, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}, {Q0: 20, QLen: 310, K0: 20, KLen: 310}}, true},
+		{"qwen3 head dim", 8, 2, 128, 140, 140, []model.Segment{{Q0: 0, QLen: 140, K0: 0, KLen: 140}}, true},
+		{"decode over slots", 4, 1, 16, 3, 600, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 290}, {Q0: 1, QLen: 1, K0: 300, KLen: 1}, {Q0: 2, QLen: 1, K0: 301, KLen: 299}}, false},
+		{"chunked prefill", 2, 2, 16, 50, 200, []model.Segment{{Q0: 0, QLen: 50, K0: 100, KLen: 100}}, true},
+	}
+	for _, c := range cases {
+		q, k, v := p.randn(c.nq*c.H*c.D, 1), p.randn(c.nk*c.G*c.D, 1), p.randn(c.nk*c.G*c.D, 1)
+		dout := p.randn(c.nq*c.H*c.D, 1)
+		scale := float32(1 / math.Sqrt(float64(c.D)))
+		p.check("attention "+c.name, tol, func(b model.Backend) []float32 {
+			Q, K, Vt := upload(b, q, c.nq, c.H, c.D), upload(b, k, c.nk, c.G, c.D), upload(b, v, c.nk, c.G, c.D)
+			out, lse := b.New(c.nq, c.H, c.D), b.New(c.nq, c.H)
+			b.Attention(out, lse, Q, K, Vt, c.segs, scale)
+			res := download(b, out, lse)
+			if c.backward {
+				dq, dk, dv := b.New(c.nq, c.H, c.D), b.New(c.nk, c.G, c.D), b.New(c.nk, c.G, c.D)
+				b.AttentionBackward(dq, dk, dv, upload(b, dout, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
+				res = append(res, download(b, dq, dk, dv)...)
+			}
+			return res
+		})
+	}
+}
+
+// tinyPair returns the same random tiny model on the CPU and on the GPU.
+func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *model.Model) {
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, gb := model.NewCPU(), NewBackend(testDevice(t), prec)
+	cpu = &model.Model{Cfg: cfg, B: cb, P: model.RandomParams(cb, cfg, 17, 0.2, 0.3)}
+	gpu = &model.Model{Cfg: cfg, B: gb, P: model.RandomParams(gb, cfg, 17, 0.2, 0.3)}
+	return cpu, gpu
+}
+
+// TestTrainingStepMatchesCPU runs forward, backward, clipping and one AdamW
+// step of a tiny model on both backends and compares log-probabilities,
+// entropies, every gradient, the gradient norm and the updated weights.
+func TestTrainingStepMatchesCPU(t *testing.T) {
+	for _, c := range []struct {
+		prec              Precision
+		logp, grad, param numcheck.Tol
+	}{
+		{FP32, numcheck.Tol{Atol: 1e-4, Rtol: 1e-4}, numcheck.Tol{Atol: 1e-4, Rtol: 2e-3}, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5}},
+		// bf16 products: ≈ 2⁻⁸ relative error per product, compounded
+		// over layers; AdamW's normalised step keeps weights close.
+		{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 1e-1}, numcheck.Tol{Atol: 2e-3, Rtol: 1e-2}},
+	} {
+		t.Run(string(c.prec), func(t *testing.T) {
+			o := model.DefaultTiny()
+			o.Vocab = 300
+			cpu, gpu := tinyPair(t, c.prec, o)
+			rng := rand.New(rand.NewPCG(1, 2))
+			seqs := []model.Sequence{{Tokens: randTokens(rng, 40, o.Vocab), Start: 10}, {Tokens: randTokens(rng, 23, o.Vocab), Start: 5}}
+			var dl [][]float32
+			for _, s := range seqs {
+				row := make([]float32, len(s.Tokens)-s.Start)
+				for i := range row {
+					row[i] = float32(rng.NormFloat64()) / 20
+				}
+				dl = append(dl, row)
+			}
+			type result struct {
+				logp, ent []float32
+				grads     map[string][]float32
+				norm      float64
+				params    map[string][]float32
+			}
+			run := func(m *model.Model) result {
+				pass, err := m.Forward(seqs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r result
+				for i := range pass.LogProbs {
+					r.logp = append(r.logp, pass.LogProbs[i]...)
+					r.ent = append(r.ent, pass.Entropy[i]...)
+				}
+				grads := model.NewParams(m.B, m.Cfg)
+				if err := m.Backward(pass, dl, grads); err != nil {
+					t.Fatal(err)
+				}
+				r.grads = snapshot(m, grads)
+				if r.norm, err = model.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
+					t.Fatal(err)
+				}
+				// Adam's first step is lr·g/(|g|+eps): with a tiny eps it is
+				// sign(g), which flips for near-zero gradients at rounding
+				// noise; eps = 0.1 makes the update a smooth function of g
+				// (AdamW itself is compared exactly in TestOpsMatchCPU).
+				opt := model.NewOptimizer(m.B, m.Cfg, model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
+				if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-2); err != nil {
+					t.Fatal(err)
+				}
+				r.params = snapshot(m, m.P)
+				return r
+			}
+			want, got := run(cpu), run(gpu)
+			compare(t, "log-probs", got.logp, want.logp, c.logp)
+			compare(t, "entropy", got.ent, want.ent, c.logp)
+			for name := range want.grads {
+				compare(t, "grad "+name, got.grads[name], want.grads[name], c.grad)
+				compare(t, "updated "+name, got.params[name], want.params[name], c.param)
+			}
+			if rel := math.Abs(got.norm-want.norm) / want.norm; rel > c.grad.Rtol {
+				t.Errorf("grad norm %.6g, cpu %.6g (rel %.1e)", got.norm, want.norm, rel)
+			}
+			t.Logf("%s: grad norm cuda %.6f cpu %.6f", c.prec, got.norm, want.norm)
+		})
+	}
+}
+
+// TestGreedyDecodeMatchesCPU decodes greedily through the KV cache (prefill
+// then one token at a time, two slots, one sharing the other's prefix) on
+// both backends and requires the same tokens.
+func TestGreedyDecodeMatchesCPU(t *testing.T) {
+	o := model.DefaultTiny()
+	o.Vocab = 300
+	cpu, gpu := tinyPair(t, FP32, o)
+	prompt := []int32{5, 17, 42, 99, 3, 250, 8}
+	decode := func(m *model.Model) [][]int32 {
+		kv := m.NewKVCache(2, 64)
+		logits, err := m.Step(kv, []model.StepInput{{Slot: 0, Tokens: prompt}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CopySlot(kv, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		out := [][]int32{{argmax(logits[0])}, {argmax(logits[0])}}
+		out[1][0] = (out[1][0] + 1) % int32(o.Vocab) // the second slot takes another branch
+		for range 24 {
+			logits, err = m.Step(kv, []model.StepInput{{Slot: 0, Tokens: out[0][len(out[0])-1:]}, {Slot: 1, Tokens: out[1][len(out[1])-1:]}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[0] = append(out[0], argmax(logits[0]))
+			out[1] = append(out[1], argmax(logits[1]))
+		}
+		return out
+	}
+	want, got := decode(cpu), decode(gpu)
+	for s := range want {
+		for i := range want[s] {
+			if got[s][i] != want[s][i] {
+				t.Fatalf("slot %d token %d: cuda %v, cpu %v", s, i, got[s], want[s])
+			}
+		}
+	}
+	t.Logf("greedy tokens identical: %v", got[0])
+}
+
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+func randTokens(rng *rand.Rand, n, vocab int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(rng.IntN(vocab))
+	}
+	return out
+}
+
+func snapshot(m *model.Model, p *model.Params) map[string][]float32 {
+	out := map[string][]float32{}
+	p.Each(m.Cfg, func(name string, t *model.Tensor) { out[name] = download(m.B, t) })
+	return out
+}
+
+func compare(t *testing.T, what string, got, want []float32, tol numcheck.Tol) {
+	t.Helper()
+	w := make([]float64, len(want))
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	if _, err := numcheck.Compare(got, w, tol); err != nil {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// TestNoGPUMessage: a machine whose driver reports no device gives one clear
+// sentence, recognised by IsNoGPU (the CLI's auto mode falls back on it).
+func TestNoGPUMessage(t *testing.T) {
+	testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("needs the emulator")
+	}
+	t.Setenv("GDROTRAIN_EMU_NO_DEVICE", "1")
+	_, err := open(0, t.Logf)
+	if err == nil || !IsNoGPU(err) {
+		t.Fatalf("want a no-device error, got %v", err)
+	}
+	t.Logf("message: %v", err)
+}
+
+// TestFrozenReference holds a model's matrices in bf16 (as the reference
+// policy is): downloads give exactly the bf16-rounded weights, the forward
+// matches the CPU's within bf16 tolerance, other ops refuse the frozen
+// tensors, and the matrices take half the bytes.
+func TestFrozenReference(t *testing.T) {
+	o := model.DefaultTiny()
+	o.Vocab = 300
+	o.Tied = true
+	cpu, gpu := tinyPair(t, FP32, o)
+	want := snapshot(cpu, cpu.P)
+	before := gpu.B.(*Backend).Device().MemStats().InUse
+	frozen, err := gpu.Freeze()
+	if err != nil || !frozen {
+		t.Fatalf("freeze: %v, %v", frozen, err)
+	}
+	runtime.GC() // return the fp32 blocks to the allocator
+	time.Sleep(50 * time.Millisecond)
+	after := gpu.B.(*Backend).Device().MemStats().InUse
+	t.Logf("tensor bytes in use: %d before freezing, %d after", before, after)
+	if after >= before {
+		t.Errorf("freezing did not reduce memory in use (%d → %d)", before, after)
+	}
+	got := snapshot(gpu, gpu.P)
+	for name, w := range want {
+		exp := make([]float32, len(w))
+		for i, v := range w {
+			exp[i] = v
+			if !strings.HasSuffix(name, "norm.weight") && name != "model.embed_tokens.weight" {
+				exp[i] = model.BF16ToF32(model.F32ToBF16(v))
+			}
+		}
+		compare(t, "frozen "+name, got[name], exp, numcheck.Tol{})
+	}
+	// A frozen table is widened row by row by Embedding.
+	ids := []int32{4, 0, 299, 4}
+	table := upload(gpu.B, want["model.embed_tokens.weight"], o.Vocab, o.Hidden)
+	if err := gpu.B.(*Backend).Freeze(table); err != nil {
+		t.Fatal(err)
+	}
+	rows := gpu.B.New(len(ids), o.Hidden)
+	gpu.B.Embedding(rows, table, ids)
+	var exp []float32
+	for _, id := range ids {
+		for _, v := range want["model.embed_tokens.weight"][int(id)*o.Hidden : int(id+1)*o.Hidden] {
+			exp = append(exp, model.BF16ToF32(model.F32ToBF16(v)))
+		}
+	}
+	compare(t, "frozen embedding rows", download(gpu.B, rows), exp, numcheck.Tol{})
+	rng := rand.New(rand.NewPCG(8, 8))
+	seqs := []model.Sequence{{Tokens: randTokens(rng, 30, o.Vocab), Start: 4}}
+	pc, err := cpu.Forward(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg, err := gpu.Forward(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "frozen forward log-probs", pg.LogProbs[0], pc.LogProbs[0], numcheck.Tol{Atol: 5e-2, Rtol: 2e-2})
+	b := gpu.B
+	b.Scale(gpu.P.Layers[0].Q, 2)
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "frozen") {
+		t.Errorf("scale of a frozen tensor: want a refusal, got %v", err)
+	}
+	b.ResetErr()
+}
+
+// TestDevice opens the GPU or the emulator for the external tests
+// (package cuda_test), which cannot see testDevice.
+func TestDeviceForExternalTests(t *testing.T) { testDevice(t) }
+
+// OpenTestDevice is testDevice for package cuda_test.
+var OpenTestDevice = testDevice

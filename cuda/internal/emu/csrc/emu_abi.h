@@ -1,0 +1,52 @@
+// emu_abi.h: the interface between kernel translation units (which include
+// emu.h) and the emulator runtime (emu_*.cc). Everything here is hidden
+// inside the one shared library; nothing is exported to its loader.
+#pragma once
+
+#include <stddef.h>
+
+#pragma GCC visibility push(hidden)
+
+// CUDA's index types. threadIdx and blockIdx are per host thread; blockDim
+// and gridDim are per launch (launches are serialised).
+struct uint3 {
+	unsigned x, y, z;
+};
+struct dim3 {
+	unsigned x, y, z;
+	constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+	constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+	constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+extern __thread uint3 threadIdx;
+extern __thread uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+
+// One launchable kernel: call unpacks a cuLaunchKernel kernelParams array,
+// call_packed a CU_LAUNCH_PARAM_BUFFER_POINTER buffer of packed_size bytes.
+struct emu_kernel_desc {
+	const char* name;
+	void (*call)(void** params);
+	void (*call_packed)(const char* buf);
+	unsigned nparams;
+	size_t packed_size;
+};
+
+extern "C" {
+void emu_register_kernel(const emu_kernel_desc* k);
+
+// Block- and warp-level operations used by kernel code. __syncthreads waits
+// for every thread of the block that has not returned; a warp operation
+// waits for the live lanes of its mask.
+void emu_syncthreads(void);
+int emu_syncthreads_count(int pred);
+void emu_syncwarp(unsigned mask);
+// mode: 0 idx, 1 up, 2 down, 3 xor (bfly); b and width as in CUDA.
+unsigned long long emu_shfl(unsigned long long v, int mode, int b, int width, unsigned mask);
+unsigned emu_ballot(int pred, unsigned mask);
+unsigned emu_activemask(void);
+}
+
+#pragma GCC visibility pop

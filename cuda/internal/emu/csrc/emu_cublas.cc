@@ -1,0 +1,323 @@
+// emu_cublas.cc: cublasGemmEx and cublasGemmStridedBatchedEx for the CPU
+// emulator, column-major exactly as documented. Products accumulate in
+// double; CUBLAS_COMPUTE_32F_FAST_16BF and _FAST_TF32 first round every A
+// and B element to bf16 or tf32 (nearest even) so tests see the precision a
+// GPU would give. A bf16 C is written rounded to nearest even.
+#include <string.h>
+#include <unistd.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "emu_internal.h"
+
+namespace emu {
+namespace {
+
+enum {
+	CUBLAS_STATUS_SUCCESS = 0,
+	CUBLAS_STATUS_NOT_INITIALIZED = 1,
+	CUBLAS_STATUS_ALLOC_FAILED = 3,
+	CUBLAS_STATUS_INVALID_VALUE = 7,
+	CUBLAS_STATUS_ARCH_MISMATCH = 8,
+	CUBLAS_STATUS_MAPPING_ERROR = 11,
+	CUBLAS_STATUS_EXECUTION_FAILED = 13,
+	CUBLAS_STATUS_INTERNAL_ERROR = 14,
+	CUBLAS_STATUS_NOT_SUPPORTED = 15,
+	CUBLAS_STATUS_LICENSE_ERROR = 16,
+};
+enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 };
+enum {
+	CUBLAS_COMPUTE_32F = 68,
+	CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+	CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+	CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+};
+enum { ROUND_NONE, ROUND_BF16, ROUND_TF32 };
+
+struct Handle {
+	void* stream = nullptr;
+	int math_mode = 0;
+};
+std::set<Handle*> g_handles;
+
+inline unsigned f2u(float f) {
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+inline float u2f(unsigned u) {
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+// Round to a float with only the top `keep` mantissa bits, nearest even.
+inline float round_mantissa(float f, int drop) {
+	unsigned u = f2u(f);
+	if ((u & 0x7f800000u) == 0x7f800000u) return f;  // Inf and NaN unchanged
+	unsigned half = (1u << (drop - 1)) - 1, lsb = (u >> drop) & 1u;
+	u = (u + half + lsb) & ~((1u << drop) - 1);
+	return u2f(u);
+}
+inline unsigned short to_bf16(float f) {
+	unsigned u = f2u(f);
+	if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return (unsigned short)((u >> 16) | 0x40);  // quiet NaN
+	return (unsigned short)(f2u(round_mantissa(f, 16)) >> 16);
+}
+inline float from_bf16(unsigned short h) { return u2f((unsigned)h << 16); }
+
+inline size_t elem_size(int t) { return t == CUDA_R_16BF ? 2 : 4; }
+inline float load(const void* p, int t, size_t i) {
+	if (t == CUDA_R_16BF) return from_bf16(((const unsigned short*)p)[i]);
+	return ((const float*)p)[i];
+}
+
+struct Gemm {
+	int ta, tb, m, n, k;
+	float alpha, beta;
+	const void* A;
+	int at, lda;
+	const void* B;
+	int bt, ldb;
+	void* C;
+	int ct, ldc;
+	int rounding;
+};
+
+// Bytes an operand of rows x cols with leading dimension ld spans.
+inline size_t extent(int rows, int cols, int ld, size_t es) {
+	if (rows == 0 || cols == 0) return 0;
+	return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * es;
+}
+
+int validate(const Handle* h, int ta, int tb, int m, int n, int k, const void* alpha, int at, int lda, int bt,
+             int ldb, const void* beta, int ct, int ldc, int compute, int algo, int* rounding) {
+	if (!h || !g_handles.count((Handle*)h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (ta < 0 || ta > 2 || tb < 0 || tb > 2) return CUBLAS_STATUS_INVALID_VALUE;
+	if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;
+	int rowsA = ta == 0 ? m : k, rowsB = tb == 0 ? k : n;
+	if (lda < (rowsA > 1 ? rowsA : 1) || ldb < (rowsB > 1 ? rowsB : 1) || ldc < (m > 1 ? m : 1))
+		return CUBLAS_STATUS_INVALID_VALUE;
+	if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+	for (int t : {at, bt, ct})
+		if (t != CUDA_R_32F && t != CUDA_R_16BF) return CUBLAS_STATUS_INVALID_VALUE;
+	if (!((algo >= -1 && algo <= 23) || (algo >= 99 && algo <= 115))) return CUBLAS_STATUS_INVALID_VALUE;
+	switch (compute) {
+	case CUBLAS_COMPUTE_32F:
+	case CUBLAS_COMPUTE_32F_PEDANTIC:
+		// A and B of one type; C fp32, or bf16 with bf16 inputs.
+		if (at != bt || (at == CUDA_R_32F && ct != CUDA_R_32F)) return CUBLAS_STATUS_NOT_SUPPORTED;
+		*rounding = ROUND_NONE;
+		// CUBLAS_TF32_TENSOR_OP_MATH lets plain fp32 GEMMs use TF32.
+		if (compute == CUBLAS_COMPUTE_32F && at == CUDA_R_32F && (h->math_mode & 0xf) == 3) *rounding = ROUND_TF32;
+		break;
+	case CUBLAS_COMPUTE_32F_FAST_16BF:
+	case CUBLAS_COMPUTE_32F_FAST_TF32:
+		if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+		*rounding = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? ROUND_BF16 : ROUND_TF32;
+		break;
+	default:
+		return CUBLAS_STATUS_NOT_SUPPORTED;
+	}
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+inline bool reads_ab(const Gemm& g) { return g.k > 0 && g.alpha != 0.0f; }
+
+bool ranges_ok(const Gemm& g) {
+	if (g.m == 0 || g.n == 0) return true;
+	if (reads_ab(g)) {
+		if (!dev_range_ok((uintptr_t)g.A,
+		                  extent(g.ta == 0 ? g.m : g.k, g.ta == 0 ? g.k : g.m, g.lda, elem_size(g.at))))
+			return false;
+		if (!dev_range_ok((uintptr_t)g.B,
+		                  extent(g.tb == 0 ? g.k : g.n, g.tb == 0 ? g.n : g.k, g.ldb, elem_size(g.bt))))
+			return false;
+	}
+	return dev_range_ok((uintptr_t)g.C, extent(g.m, g.n, g.ldc, elem_size(g.ct)));
+}
+
+inline double rounded(float v, int r) {
+	if (r == ROUND_BF16) v = round_mantissa(v, 16);
+	if (r == ROUND_TF32) v = round_mantissa(v, 13);
+	return (double)v;
+}
+
+void run(const Gemm& g) {
+	const int m = g.m, n = g.n, k = g.k;
+	if (m == 0 || n == 0) return;
+	const bool ab = reads_ab(g);
+	// op(A) row-major (m x k) and op(B) column-major (k x n), so every dot
+	// product walks contiguous memory.
+	std::vector<double> Ap, Bp;
+	if (ab) {
+		Ap.resize((size_t)m * k);
+		Bp.resize((size_t)k * n);
+		for (int i = 0; i < m; i++)
+			for (int p = 0; p < k; p++) {
+				size_t idx = g.ta == 0 ? (size_t)i + (size_t)p * g.lda : (size_t)p + (size_t)i * g.lda;
+				Ap[(size_t)i * k + p] = rounded(load(g.A, g.at, idx), g.rounding);
+			}
+		for (int j = 0; j < n; j++)
+			for (int p = 0; p < k; p++) {
+				size_t idx = g.tb == 0 ? (size_t)p + (size_t)j * g.ldb : (size_t)j + (size_t)p * g.ldb;
+				Bp[(size_t)j * k + p] = rounded(load(g.B, g.bt, idx), g.rounding);
+			}
+	}
+	auto columns = [&](int j0, int j1) {
+		for (int j = j0; j < j1; j++)
+			for (int i = 0; i < m; i++) {
+				double acc = 0;
+				if (ab) {
+					const double* a = &Ap[(size_t)i * k];
+					const double* b = &Bp[(size_t)j * k];
+					for (int p = 0; p < k; p++) acc += a[p] * b[p];
+				}
+				size_t ci = (size_t)i + (size_t)j * g.ldc;
+				double r = (double)g.alpha * acc;
+				if (g.beta != 0.0f) r += (double)g.beta * (double)load(g.C, g.ct, ci);
+				if (g.ct == CUDA_R_16BF)
+					((unsigned short*)g.C)[ci] = to_bf16((float)r);
+				else
+					((float*)g.C)[ci] = (float)r;
+			}
+	};
+	double work = (double)m * n * (k + 1);
+	unsigned nt = 1;
+	if (work > (1 << 21)) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		nt = (unsigned)(ncpu < 1 ? 1 : ncpu > 16 ? 16 : ncpu);
+		if (nt > (unsigned)n) nt = (unsigned)n;
+	}
+	if (nt <= 1) {
+		columns(0, n);
+		return;
+	}
+	std::vector<std::thread> th;
+	for (unsigned t = 0; t < nt; t++) th.emplace_back(columns, (int)((long long)n * t / nt), (int)((long long)n * (t + 1) / nt));
+	for (auto& t : th) t.join();
+}
+
+}  // namespace
+}  // namespace emu
+
+using namespace emu;
+
+#define LOCK std::lock_guard<std::mutex> lock_(api_mutex())
+
+EMU_API int cublasCreate_v2(void** handle) {
+	LOCK;
+	if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+	if (env_u64("GDROTRAIN_EMU_NO_DEVICE", 0) != 0) return CUBLAS_STATUS_NOT_INITIALIZED;
+	Handle* h = new Handle();
+	g_handles.insert(h);
+	*handle = h;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasDestroy_v2(void* handle) {
+	LOCK;
+	auto it = g_handles.find((Handle*)handle);
+	if (it == g_handles.end()) return CUBLAS_STATUS_NOT_INITIALIZED;
+	delete *it;
+	g_handles.erase(it);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasSetStream_v2(void* handle, void* stream) {
+	LOCK;
+	if (!g_handles.count((Handle*)handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!stream_ok(stream)) return CUBLAS_STATUS_INVALID_VALUE;
+	((Handle*)handle)->stream = stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasGetStream_v2(void* handle, void** stream) {
+	LOCK;
+	if (!g_handles.count((Handle*)handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!stream) return CUBLAS_STATUS_INVALID_VALUE;
+	*stream = ((Handle*)handle)->stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasSetMathMode(void* handle, int mode) {
+	LOCK;
+	if (!g_handles.count((Handle*)handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+	// DEFAULT 0, TENSOR_OP 1, PEDANTIC 2, TF32_TENSOR_OP 3, optionally | 16
+	// (DISALLOW_REDUCED_PRECISION_REDUCTION).
+	if ((mode & ~16) < 0 || (mode & ~16) > 3) return CUBLAS_STATUS_INVALID_VALUE;
+	((Handle*)handle)->math_mode = mode;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasGetMathMode(void* handle, int* mode) {
+	LOCK;
+	if (!g_handles.count((Handle*)handle)) return CUBLAS_STATUS_NOT_INITIALIZED;
+	if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+	*mode = ((Handle*)handle)->math_mode;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasGetVersion_v2(void* handle, int* version) {
+	(void)handle;
+	if (!version) return CUBLAS_STATUS_INVALID_VALUE;
+	*version = 130000;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A,
+                         int Atype, int lda, const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype,
+                         int ldc, int computeType, int algo) {
+	LOCK;
+	int rounding = 0;
+	int rc = validate((Handle*)handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc,
+	                  computeType, algo, &rounding);
+	if (rc) return rc;
+	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
+	       ldb, C, Ctype, ldc, rounding};
+	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
+	run(g);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int m, int n, int k, const void* alpha,
+                                       const void* A, int Atype, int lda, long long strideA, const void* B, int Btype,
+                                       int ldb, long long strideB, const void* beta, void* C, int Ctype, int ldc,
+                                       long long strideC, int batchCount, int computeType, int algo) {
+	LOCK;
+	int rounding = 0;
+	int rc = validate((Handle*)handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc,
+	                  computeType, algo, &rounding);
+	if (rc) return rc;
+	if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
+	       ldb, C, Ctype, ldc, rounding};
+	std::vector<Gemm> batch;
+	for (int b = 0; b < batchCount; b++) {
+		Gemm gb = g;
+		gb.A = (const char*)A + (long long)b * strideA * (long long)elem_size(Atype);
+		gb.B = (const char*)B + (long long)b * strideB * (long long)elem_size(Btype);
+		gb.C = (char*)C + (long long)b * strideC * (long long)elem_size(Ctype);
+		if (!ranges_ok(gb)) return CUBLAS_STATUS_EXECUTION_FAILED;
+		batch.push_back(gb);
+	}
+	for (const Gemm& gb : batch) run(gb);
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+EMU_API const char* cublasGetStatusName(int status) {
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+	case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+	case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+	case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+	case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+	case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+	case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+	case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+	case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+	case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+	default: return "CUBLAS_STATUS_UNKNOWN";
+	}
+}

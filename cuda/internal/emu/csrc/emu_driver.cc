@@ -1,0 +1,605 @@
+// emu_driver.cc: the CUDA driver API subset of the CPU emulator.
+//
+// Device pointers are host pointers (256-byte aligned) so kernels use them
+// directly. A table of live allocations lets every copy, memset, cuMemFree
+// and cuBLAS call check its ranges, which real CUDA would only sometimes
+// catch. Everything runs synchronously; streams and events are bookkeeping.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+
+#include "emu_internal.h"
+
+namespace emu {
+namespace {
+
+typedef unsigned long long CUdeviceptr;
+typedef int CUresult;
+
+struct Context {
+	int refs = 0;
+};
+struct Stream {
+	unsigned flags;
+};
+struct Event {
+	unsigned flags;
+	bool recorded = false;
+	std::chrono::steady_clock::time_point t;
+};
+struct Function {
+	const emu_kernel_desc* k;
+	int max_dynamic_shared = 48 * 1024;
+};
+struct Module {
+	std::map<std::string, Function*> funcs;
+};
+
+struct Alloc {
+	void* base;
+	size_t size;
+};
+
+bool g_inited = false;
+unsigned long long g_total = 0, g_live = 0;
+std::map<uintptr_t, Alloc> g_allocs;  // by address
+Context g_ctx;
+__thread Context* t_current = nullptr;
+std::set<Stream*> g_streams;
+std::set<Event*> g_events;
+std::set<Module*> g_modules;
+std::set<Function*> g_funcs;
+
+constexpr unsigned long long kDefaultMem = 8ull << 30;
+constexpr int kMaxSharedOptin = 232448;
+
+#define LOCK std::lock_guard<std::mutex> lock_(api_mutex())
+#define NEED_INIT \
+	do { if (!g_inited) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+#define NEED_CTX \
+	do { CUresult rc_ = need_ctx(); if (rc_) return rc_; } while (0)
+
+CUresult need_ctx() {
+	if (!g_inited) return CUDA_ERROR_NOT_INITIALIZED;
+	if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+	if (t_current->refs == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	return CUDA_SUCCESS;
+}
+
+// find returns the allocation holding p, or nullptr.
+const Alloc* find(uintptr_t p) {
+	auto it = g_allocs.upper_bound(p);
+	if (it == g_allocs.begin()) return nullptr;
+	--it;
+	if (p >= it->first && p - it->first < it->second.size) return &it->second;
+	return nullptr;
+}
+
+// The primary context's state goes when its last reference does.
+void destroy_context_state() {
+	for (auto& a : g_allocs) free(a.second.base);
+	g_allocs.clear();
+	g_live = 0;
+	for (Stream* s : g_streams) delete s;
+	g_streams.clear();
+	for (Event* e : g_events) delete e;
+	g_events.clear();
+	for (Function* f : g_funcs) delete f;
+	g_funcs.clear();
+	for (Module* m : g_modules) delete m;
+	g_modules.clear();
+}
+
+struct ErrorInfo {
+	int code;
+	const char* name;
+	const char* msg;
+};
+const ErrorInfo kErrors[] = {
+	{0, "CUDA_SUCCESS", "no error"},
+	{1, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+	{2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+	{3, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+	{4, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+	{100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+	{101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+	{200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+	{201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+	{400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	{500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+	{600, "CUDA_ERROR_NOT_READY", "device not ready"},
+	{700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+	{701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+	{709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+	{719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+	{801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+const ErrorInfo* error_info(int code) {
+	for (const ErrorInfo& e : kErrors)
+		if (e.code == code) return &e;
+	return nullptr;
+}
+
+int attribute(int a) {
+	switch (a) {
+	case 1: return 1024;        // MAX_THREADS_PER_BLOCK
+	case 2: return 1024;        // MAX_BLOCK_DIM_X
+	case 3: return 1024;        // MAX_BLOCK_DIM_Y
+	case 4: return 64;          // MAX_BLOCK_DIM_Z
+	case 5: return 2147483647;  // MAX_GRID_DIM_X
+	case 6: return 65535;       // MAX_GRID_DIM_Y
+	case 7: return 65535;       // MAX_GRID_DIM_Z
+	case 8: return 49152;       // MAX_SHARED_MEMORY_PER_BLOCK
+	case 9: return 65536;       // TOTAL_CONSTANT_MEMORY
+	case 10: return 32;         // WARP_SIZE
+	case 12: return 65536;      // MAX_REGISTERS_PER_BLOCK
+	case 13: return 1980000;    // CLOCK_RATE (kHz)
+	case 16: return 132;        // MULTIPROCESSOR_COUNT
+	case 36: return 2619000;    // MEMORY_CLOCK_RATE (kHz)
+	case 37: return 5120;       // GLOBAL_MEMORY_BUS_WIDTH
+	case 38: return 52428800;   // L2_CACHE_SIZE
+	case 39: return 2048;       // MAX_THREADS_PER_MULTIPROCESSOR
+	case 75: return 9;          // COMPUTE_CAPABILITY_MAJOR
+	case 76: return 0;          // COMPUTE_CAPABILITY_MINOR
+	case 81: return 233472;     // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+	case 82: return 65536;      // MAX_REGISTERS_PER_MULTIPROCESSOR
+	case 97: return kMaxSharedOptin;  // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+	default: return 0;
+	}
+}
+
+}  // namespace
+
+bool dev_range_ok(uintptr_t p, size_t n) {
+	if (n == 0) return true;
+	const Alloc* a = find(p);
+	if (!a) return false;
+	uintptr_t base = (uintptr_t)a->base;
+	return n <= a->size - (p - base);
+}
+
+bool stream_ok(void* s) {
+	// NULL is the default stream; 1 and 2 are CU_STREAM_LEGACY and CU_STREAM_PER_THREAD.
+	return (uintptr_t)s <= 2 || g_streams.count((Stream*)s) > 0;
+}
+
+}  // namespace emu
+
+using namespace emu;
+
+// ---- initialisation and device ----
+
+EMU_API CUresult cuInit(unsigned flags) {
+	LOCK;
+	if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+	if (env_u64("GDROTRAIN_EMU_NO_DEVICE", 0) != 0) return CUDA_ERROR_NO_DEVICE;
+	if (!g_inited) {
+		g_total = env_u64("GDROTRAIN_EMU_MEM_BYTES", kDefaultMem);
+		g_inited = true;
+	}
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDriverGetVersion(int* v) {
+	if (!v) return CUDA_ERROR_INVALID_VALUE;
+	*v = 13000;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDeviceGetCount(int* n) {
+	LOCK;
+	NEED_INIT;
+	if (!n) return CUDA_ERROR_INVALID_VALUE;
+	*n = 1;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDeviceGet(int* dev, int ordinal) {
+	LOCK;
+	NEED_INIT;
+	if (!dev) return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
+	*dev = 0;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDeviceGetName(char* name, int len, int dev) {
+	LOCK;
+	NEED_INIT;
+	if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	snprintf(name, (size_t)len, "%s", "gdrotrain CPU emulator");
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDeviceGetAttribute(int* v, int attrib, int dev) {
+	LOCK;
+	NEED_INIT;
+	if (!v) return CUDA_ERROR_INVALID_VALUE;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	*v = attribute(attrib);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDeviceTotalMem_v2(size_t* bytes, int dev) {
+	LOCK;
+	NEED_INIT;
+	if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	*bytes = g_total;
+	return CUDA_SUCCESS;
+}
+
+// ---- context ----
+
+EMU_API CUresult cuDevicePrimaryCtxRetain(void** ctx, int dev) {
+	LOCK;
+	NEED_INIT;
+	if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	g_ctx.refs++;
+	*ctx = &g_ctx;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+	LOCK;
+	NEED_INIT;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	if (g_ctx.refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
+	if (--g_ctx.refs == 0) destroy_context_state();
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuCtxSetCurrent(void* ctx) {
+	LOCK;
+	NEED_INIT;
+	if (ctx && ctx != &g_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+	t_current = (Context*)ctx;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuCtxGetCurrent(void** ctx) {
+	LOCK;
+	NEED_INIT;
+	if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+	*ctx = t_current;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuCtxGetDevice(int* dev) {
+	LOCK;
+	NEED_CTX;
+	if (!dev) return CUDA_ERROR_INVALID_VALUE;
+	*dev = 0;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuCtxSynchronize(void) {
+	LOCK;
+	NEED_CTX;
+	return CUDA_SUCCESS;
+}
+
+// ---- memory ----
+
+EMU_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
+	LOCK;
+	NEED_CTX;
+	if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+	if (bytes > g_total - g_live) return CUDA_ERROR_OUT_OF_MEMORY;
+	size_t rounded = (bytes + 255) / 256 * 256;
+	void* p = nullptr;
+	if (rounded < bytes || posix_memalign(&p, 256, rounded) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+	memset(p, 0xff, rounded);  // all-NaN: reading memory never written shows up
+	g_allocs[(uintptr_t)p] = Alloc{p, bytes};
+	g_live += bytes;
+	*dptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemFree_v2(CUdeviceptr p) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_allocs.find((uintptr_t)p);
+	if (it == g_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+	g_live -= it->second.size;
+	free(it->second.base);
+	g_allocs.erase(it);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemGetInfo_v2(size_t* freeb, size_t* total) {
+	LOCK;
+	NEED_CTX;
+	if (!freeb || !total) return CUDA_ERROR_INVALID_VALUE;
+	*freeb = g_total - g_live;
+	*total = g_total;
+	return CUDA_SUCCESS;
+}
+
+namespace {
+CUresult htod(CUdeviceptr dst, const void* src, size_t n, void* stream) {
+	NEED_CTX;
+	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (n == 0) return CUDA_SUCCESS;
+	if (!src || !dev_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+	memcpy((void*)(uintptr_t)dst, src, n);
+	return CUDA_SUCCESS;
+}
+CUresult dtoh(void* dst, CUdeviceptr src, size_t n, void* stream) {
+	NEED_CTX;
+	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (n == 0) return CUDA_SUCCESS;
+	if (!dst || !dev_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	memcpy(dst, (const void*)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
+	NEED_CTX;
+	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (n == 0) return CUDA_SUCCESS;
+	if (!dev_range_ok(dst, n) || !dev_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+CUresult memset_n(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* stream) {
+	NEED_CTX;
+	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (n == 0) return CUDA_SUCCESS;
+	if (dst % elem != 0 || n * elem / elem != n || !dev_range_ok(dst, n * elem)) return CUDA_ERROR_INVALID_VALUE;
+	unsigned char* p = (unsigned char*)(uintptr_t)dst;
+	if (elem == 1) {
+		memset(p, (int)(v & 0xff), n);
+	} else if (elem == 2) {
+		unsigned short w = (unsigned short)v;
+		for (size_t i = 0; i < n; i++) memcpy(p + 2 * i, &w, 2);
+	} else {
+		for (size_t i = 0; i < n; i++) memcpy(p + 4 * i, &v, 4);
+	}
+	return CUDA_SUCCESS;
+}
+}  // namespace
+
+EMU_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+	LOCK;
+	return htod(dst, src, n, nullptr);
+}
+EMU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+	LOCK;
+	return dtoh(dst, src, n, nullptr);
+}
+EMU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+	LOCK;
+	return dtod(dst, src, n, nullptr);
+}
+EMU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
+	LOCK;
+	return htod(dst, src, n, stream);
+}
+EMU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream) {
+	LOCK;
+	return dtoh(dst, src, n, stream);
+}
+EMU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
+	LOCK;
+	return dtod(dst, src, n, stream);
+}
+EMU_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
+	LOCK;
+	return memset_n(dst, v, n, 1, nullptr);
+}
+EMU_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
+	LOCK;
+	return memset_n(dst, v, n, 2, nullptr);
+}
+EMU_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n) {
+	LOCK;
+	return memset_n(dst, v, n, 4, nullptr);
+}
+EMU_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void* stream) {
+	LOCK;
+	return memset_n(dst, v, n, 1, stream);
+}
+EMU_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, void* stream) {
+	LOCK;
+	return memset_n(dst, v, n, 4, stream);
+}
+
+// ---- streams and events ----
+
+EMU_API CUresult cuStreamCreate(void** s, unsigned flags) {
+	LOCK;
+	NEED_CTX;
+	if (!s || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
+	Stream* st = new Stream{flags};
+	g_streams.insert(st);
+	*s = st;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuStreamDestroy_v2(void* s) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_streams.find((Stream*)s);
+	if (it == g_streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+	delete *it;
+	g_streams.erase(it);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuStreamSynchronize(void* s) {
+	LOCK;
+	NEED_CTX;
+	return stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EMU_API CUresult cuStreamQuery(void* s) {
+	LOCK;
+	NEED_CTX;
+	return stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EMU_API CUresult cuEventCreate(void** e, unsigned flags) {
+	LOCK;
+	NEED_CTX;
+	if (!e || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
+	Event* ev = new Event();
+	ev->flags = flags;
+	g_events.insert(ev);
+	*e = ev;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuEventRecord(void* e, void* s) {
+	LOCK;
+	NEED_CTX;
+	if (!g_events.count((Event*)e) || !stream_ok(s)) return CUDA_ERROR_INVALID_HANDLE;
+	Event* ev = (Event*)e;
+	ev->recorded = true;
+	ev->t = std::chrono::steady_clock::now();
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuEventSynchronize(void* e) {
+	LOCK;
+	NEED_CTX;
+	return g_events.count((Event*)e) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EMU_API CUresult cuEventQuery(void* e) {
+	LOCK;
+	NEED_CTX;
+	return g_events.count((Event*)e) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EMU_API CUresult cuEventElapsedTime(float* ms, void* start, void* end) {
+	LOCK;
+	NEED_CTX;
+	if (!ms) return CUDA_ERROR_INVALID_VALUE;
+	Event *a = (Event*)start, *b = (Event*)end;
+	if (!g_events.count(a) || !g_events.count(b)) return CUDA_ERROR_INVALID_HANDLE;
+	if (!a->recorded || !b->recorded || ((a->flags | b->flags) & 2)) return CUDA_ERROR_INVALID_HANDLE;
+	*ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuEventDestroy_v2(void* e) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_events.find((Event*)e);
+	if (it == g_events.end()) return CUDA_ERROR_INVALID_HANDLE;
+	delete *it;
+	g_events.erase(it);
+	return CUDA_SUCCESS;
+}
+
+// ---- modules and launches ----
+
+EMU_API CUresult cuModuleLoadData(void** mod, const void* image) {
+	LOCK;
+	NEED_CTX;
+	if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
+	Module* m = new Module();
+	g_modules.insert(m);
+	*mod = m;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuModuleUnload(void* mod) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_modules.find((Module*)mod);
+	if (it == g_modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+	for (auto& f : (*it)->funcs) {
+		g_funcs.erase(f.second);
+		delete f.second;
+	}
+	delete *it;
+	g_modules.erase(it);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
+	LOCK;
+	NEED_CTX;
+	if (!fn || !name) return CUDA_ERROR_INVALID_VALUE;
+	auto it = g_modules.find((Module*)mod);
+	if (it == g_modules.end()) return CUDA_ERROR_INVALID_HANDLE;
+	const emu_kernel_desc* k = find_kernel(name);
+	if (!k) return CUDA_ERROR_NOT_FOUND;
+	Function*& f = (*it)->funcs[name];
+	if (!f) {
+		f = new Function{k};
+		g_funcs.insert(f);
+	}
+	*fn = f;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuFuncSetAttribute(void* fn, int attrib, int value) {
+	LOCK;
+	NEED_CTX;
+	if (!g_funcs.count((Function*)fn)) return CUDA_ERROR_INVALID_HANDLE;
+	if (attrib == 8) {  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+		if (value < 0 || value > kMaxSharedOptin) return CUDA_ERROR_INVALID_VALUE;
+		((Function*)fn)->max_dynamic_shared = value > 48 * 1024 ? value : 48 * 1024;
+	}
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned shared, void* stream, void** params, void** extra) {
+	LOCK;
+	NEED_CTX;
+	Function* f = (Function*)fn;
+	if (!g_funcs.count(f) || !stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
+	if (gx > 2147483647u || gy > 65535 || gz > 65535) return CUDA_ERROR_INVALID_VALUE;
+	if (bx > 1024 || by > 1024 || bz > 64 || (unsigned long long)bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+	if ((int)shared < 0 || (int)shared > f->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
+	const char* packed = nullptr;
+	if (extra) {
+		// {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END}
+		if (params) return CUDA_ERROR_INVALID_VALUE;
+		const size_t* size = nullptr;
+		for (void** e = extra; *e; e += 2) {
+			if ((uintptr_t)e[0] == 1)
+				packed = (const char*)e[1];
+			else if ((uintptr_t)e[0] == 2)
+				size = (const size_t*)e[1];
+			else
+				return CUDA_ERROR_INVALID_VALUE;
+		}
+		if (f->k->nparams > 0 && (!packed || !size || *size < f->k->packed_size)) return CUDA_ERROR_INVALID_VALUE;
+		if (!packed) packed = "";
+	} else if (!params) {
+		if (f->k->nparams > 0) return CUDA_ERROR_INVALID_VALUE;
+		static void* none[1];
+		params = none;
+	}
+	const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+	return launch(f->k, grid, block, params, packed);
+}
+
+// ---- errors ----
+
+EMU_API CUresult cuGetErrorName(CUresult code, const char** s) {
+	const ErrorInfo* e = error_info(code);
+	if (!e || !s) return CUDA_ERROR_INVALID_VALUE;
+	*s = e->name;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuGetErrorString(CUresult code, const char** s) {
+	const ErrorInfo* e = error_info(code);
+	if (!e || !s) return CUDA_ERROR_INVALID_VALUE;
+	*s = e->msg;
+	return CUDA_SUCCESS;
+}

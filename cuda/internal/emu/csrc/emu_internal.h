@@ -1,0 +1,64 @@
+// emu_internal.h: state shared by the emulator's runtime files (driver API,
+// cuBLAS, NVRTC, kernel execution). All of it lives in one shared library;
+// libcublas.so.13 and libnvrtc.so.13 are symlinks to libcuda.so.1, so the
+// dynamic loader maps a single copy and the three "libraries" share it.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mutex>
+
+#include "emu_abi.h"
+
+#define EMU_API extern "C" __attribute__((visibility("default")))
+
+#pragma GCC visibility push(hidden)
+
+namespace emu {
+
+// CUresult values.
+enum {
+	CUDA_SUCCESS = 0,
+	CUDA_ERROR_INVALID_VALUE = 1,
+	CUDA_ERROR_OUT_OF_MEMORY = 2,
+	CUDA_ERROR_NOT_INITIALIZED = 3,
+	CUDA_ERROR_DEINITIALIZED = 4,
+	CUDA_ERROR_NO_DEVICE = 100,
+	CUDA_ERROR_INVALID_DEVICE = 101,
+	CUDA_ERROR_INVALID_IMAGE = 200,
+	CUDA_ERROR_INVALID_CONTEXT = 201,
+	CUDA_ERROR_INVALID_HANDLE = 400,
+	CUDA_ERROR_NOT_FOUND = 500,
+	CUDA_ERROR_NOT_READY = 600,
+	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+	CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
+	CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+	CUDA_ERROR_LAUNCH_FAILED = 719,
+	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_UNKNOWN = 999,
+};
+
+// Every exported entry point holds this lock for its whole duration, so
+// calls from several host threads are serialised.
+std::mutex& api_mutex();
+
+// True when [p, p+n) lies inside one live device allocation (n > 0).
+bool dev_range_ok(uintptr_t p, size_t n);
+
+// True when s is the default stream or a live stream.
+bool stream_ok(void* s);
+
+// Kernel registry (filled by the kernel files' static constructors).
+const emu_kernel_desc* find_kernel(const char* name);
+
+// Runs a kernel synchronously. Exactly one of params and packed is used.
+int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
+           const char* packed);
+
+// Reads a non-negative integer from the environment (dflt when unset or bad).
+unsigned long long env_u64(const char* name, unsigned long long dflt);
+
+}  // namespace emu
+
+#pragma GCC visibility pop

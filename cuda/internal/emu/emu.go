@@ -1,0 +1,411 @@
+// Package emu builds a CPU emulator of the CUDA driver API, cuBLAS and NVRTC,
+// so that the CUDA backend (bindings, kernel launches with real void**
+// argument packing, cuBLAS calls and the arithmetic of our CUDA C kernels)
+// can be tested on machines without a GPU.
+//
+// Build compiles, with g++, one shared library from the emulator's C++
+// sources (csrc/) and the kernel sources, and installs it in a folder under
+// the file names the backend looks for: libcuda.so.1, with libcublas.so.13
+// and libnvrtc.so.13 symlinked to it, so that the dynamic loader maps one
+// copy and the three share state. Point the backend at the folder with
+// GDROTRAIN_CUDA_LIB_DIR. The folder also gets emu-build/, the generated
+// sources and objects, which the fake NVRTC uses to check programs.
+//
+// How the emulator behaves:
+//
+//   - Device pointers are host pointers (256-byte aligned). Fresh
+//     allocations are filled with 0xFF bytes (NaN as float). Copies,
+//     memsets, cuMemFree and cuBLAS operands are checked against the table of
+//     live allocations (CUDA_ERROR_INVALID_VALUE, or
+//     CUBLAS_STATUS_EXECUTION_FAILED). Device memory is
+//     GDROTRAIN_EMU_MEM_BYTES (default 8 GiB) for accounting.
+//   - Calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a
+//     host thread with none current; releasing the primary context's last
+//     reference frees everything allocated in it.
+//   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
+//   - Kernels: every extern "C" __global__ function defined in the sources
+//     is launchable by name, from any module. Launches are synchronous.
+//     Blocks run in parallel on a few host threads (one per CPU, at most 8;
+//     GDROTRAIN_EMU_WORKERS), so atomics are real; each __shared__ variable
+//     is a thread_local static, one copy per host thread. The threads of a
+//     block are fibers on one host thread, switched at __syncthreads and at
+//     warp operations (shuffles, ballots, __syncwarp), which complete when
+//     every live thread of the block, or every live lane of the mask, has
+//     reached them; threads that return leave the barriers, as on the GPU.
+//     Threads waiting at different barriers are a deadlock, reported on
+//     stderr before the process aborts. Between barriers the threads of a
+//     block run one after another, forwards in even blocks and backwards in
+//     odd ones, so a missing __syncthreads gives wrong results every time.
+//     Fiber stacks are GDROTRAIN_EMU_STACK_KB (default 256) KiB.
+//   - NVRTC keeps the source: PTX and CUBIN are the source text. A program
+//     with an #error directive, or one g++ rejects (checked with emu.h, the
+//     program's headers and its -D/-U/-I options;
+//     GDROTRAIN_EMU_NVRTC_CHECK=0 skips that), fails with
+//     NVRTC_ERROR_COMPILATION and a log.
+//   - cuBLAS GEMMs accumulate in double; CUBLAS_COMPUTE_32F_FAST_16BF and
+//     _FAST_TF32 (and CUBLAS_COMPUTE_32F under CUBLAS_TF32_TENSOR_OP_MATH)
+//     round A and B to bf16 or tf32 first; a bf16 C is rounded to nearest
+//     even.
+//
+// Kernel sources see csrc/emu.h before their own text: it maps __global__,
+// __device__, __shared__, threadIdx and friends, warp operations, atomics
+// and the math intrinsics onto g++, and leaves out what NVRTC does not have
+// built in (M_PI, INFINITY...). Each source is a translation unit of its
+// own, wrapped in an anonymous namespace, so helpers may repeat across
+// files; kernel names may not. Sources whose names end in .h, .cuh, .hpp or
+// .inc are not compiled on their own; the others can #include them.
+package emu
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// The file names Build installs.
+const (
+	LibCUDA   = "libcuda.so.1"
+	LibCUBLAS = "libcublas.so.13"
+	LibNVRTC  = "libnvrtc.so.13"
+)
+
+// CacheEnv, when set, names a folder where compiled objects are kept across
+// processes (keyed by a hash of everything that goes into them).
+const CacheEnv = "GDROTRAIN_EMU_CACHE"
+
+// FlagsEnv adds g++ flags to every compilation (for example -O2 or -g).
+const FlagsEnv = "GDROTRAIN_EMU_CXXFLAGS"
+
+//go:embed csrc/emu.h csrc/emu_abi.h csrc/emu_internal.h csrc/emu_runtime.cc csrc/emu_driver.cc csrc/emu_cublas.cc csrc/emu_nvrtc.cc
+var csrc embed.FS
+
+// runtimeUnits are the emulator's own translation units.
+var runtimeUnits = []string{"emu_runtime.cc", "emu_driver.cc", "emu_cublas.cc", "emu_nvrtc.cc"}
+
+var baseFlags = func() []string {
+	f := []string{"-std=c++17", "-O1", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-strict-aliasing"}
+	if runtime.GOARCH == "amd64" {
+		// The fibers switch stacks, which a CET shadow stack would not allow.
+		f = append(f, "-fcf-protection=none")
+	}
+	return f
+}()
+
+// Available reports whether g++ is on PATH.
+func Available() bool {
+	_, err := exec.LookPath("g++")
+	return err == nil
+}
+
+// isHeader tells whether a source is only for #include.
+func isHeader(name string) bool {
+	switch path.Ext(name) {
+	case ".h", ".cuh", ".hpp", ".inc":
+		return true
+	}
+	return false
+}
+
+// Build compiles the emulator with the kernels of sources (file name →
+// CUDA C++ text) into dir: dir/libcuda.so.1, and dir/libcublas.so.13 and
+// dir/libnvrtc.so.13 as symlinks to it. A compile error is returned with
+// g++'s output.
+func Build(dir string, sources map[string]string) error {
+	if !Available() {
+		return errors.New("emu: g++ not found on PATH")
+	}
+	names := make([]string, 0, len(sources))
+	for n := range sources {
+		if !filepath.IsLocal(n) || strings.ContainsAny(n, "\"\\\n") {
+			return fmt.Errorf("emu: bad source name %q", n)
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(abs, "emu-build")
+	srcDir := filepath.Join(work, "src")
+	objDir := filepath.Join(work, "obj")
+	for _, d := range []string{srcDir, objDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+
+	// The emulator's sources, and the kernel sources (for #include).
+	var headerKey bytes.Buffer // everything a unit may #include
+	files, err := csrc.ReadDir("csrc")
+	if err != nil {
+		return err
+	}
+	emuText := map[string][]byte{}
+	for _, f := range files {
+		b, err := csrc.ReadFile("csrc/" + f.Name())
+		if err != nil {
+			return err
+		}
+		emuText[f.Name()] = b
+		if err := os.WriteFile(filepath.Join(work, f.Name()), b, 0o644); err != nil {
+			return err
+		}
+		if strings.HasSuffix(f.Name(), ".h") {
+			fmt.Fprintf(&headerKey, "%s\x00%d\x00%s\x00", f.Name(), len(b), b)
+		}
+	}
+	for _, n := range names {
+		p := filepath.Join(srcDir, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(sources[n]), 0o644); err != nil {
+			return err
+		}
+		if isHeader(n) {
+			fmt.Fprintf(&headerKey, "%s\x00%d\x00%s\x00", n, len(sources[n]), sources[n])
+		}
+	}
+
+	tool, err := toolID()
+	if err != nil {
+		return err
+	}
+	flags := append(append([]string{}, baseFlags...), strings.Fields(os.Getenv(FlagsEnv))...)
+	flags = append(flags, "-I", work, "-I", srcDir)
+	keyPrefix := tool + "\x00" + strings.Join(baseFlags, " ") + "\x00" + os.Getenv(FlagsEnv) + "\x00" + headerKey.String()
+
+	sem := make(chan struct{}, max(2, runtime.NumCPU()))
+	type result struct {
+		obj     string
+		kernels []kernelDecl
+		err     error
+	}
+	units := append([]string{}, runtimeUnits...)
+	for _, n := range names {
+		if !isHeader(n) {
+			units = append(units, n)
+		}
+	}
+	results := make([]result, len(units))
+	var wg sync.WaitGroup
+	for idx, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := &results[idx]
+			obj := filepath.Join(objDir, fmt.Sprintf("u%03d.o", idx))
+			if idx < len(runtimeUnits) {
+				r.obj = obj
+				r.err = compileCached(filepath.Join(work, u), emuText[u], obj, flags, keyPrefix, u)
+				return
+			}
+			r.kernels, r.err = kernelsOf(filepath.Join(srcDir, filepath.FromSlash(u)), u, flags)
+			if r.err != nil {
+				return
+			}
+			text := wrapper(u, sources[u], r.kernels)
+			cc := filepath.Join(work, fmt.Sprintf("kernels%03d.cc", idx))
+			if r.err = os.WriteFile(cc, text, 0o644); r.err != nil {
+				return
+			}
+			r.obj = obj
+			r.err = compileCached(cc, text, obj, flags, keyPrefix, u)
+		}()
+	}
+	wg.Wait()
+
+	var errs []error
+	defined := map[string]string{}
+	var objs []string
+	for i, r := range results {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		objs = append(objs, r.obj)
+		for _, k := range r.kernels {
+			if prev, ok := defined[k.Name]; ok {
+				errs = append(errs, fmt.Errorf("emu: kernel %s is defined in both %s and %s", k.Name, prev, units[i]))
+			}
+			defined[k.Name] = units[i]
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	// Link into a temporary name and rename, so that a library already
+	// loaded from dir is never overwritten in place.
+	script := filepath.Join(work, "exports.map")
+	if err := os.WriteFile(script, []byte("{\n  global: cu*; cublas*; nvrtc*;\n  local: *;\n};\n"), 0o644); err != nil {
+		return err
+	}
+	tmp := filepath.Join(abs, "."+LibCUDA+".tmp")
+	args := append(append([]string{"-shared", "-pthread", "-o", tmp}, objs...),
+		"-Wl,-soname,"+LibCUDA, "-Wl,-z,defs", "-Wl,--version-script="+script)
+	args = append(args, strings.Fields(os.Getenv(FlagsEnv))...)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("emu: linking %s: %v\n%s", LibCUDA, err, out)
+	}
+	if err := os.Rename(tmp, filepath.Join(abs, LibCUDA)); err != nil {
+		return err
+	}
+	for _, l := range []string{LibCUBLAS, LibNVRTC} {
+		p := filepath.Join(abs, l)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.Symlink(LibCUDA, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wrapper is the translation unit for one kernel source: emu.h, the source
+// in an anonymous namespace, and the registration of its kernels.
+func wrapper(name, src string, kernels []kernelDecl) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "// Generated by gdrotrain cuda/internal/emu for %s.\n#include \"emu.h\"\nnamespace {\n#line 1 \"%s\"\n", name, name)
+	b.WriteString(src)
+	b.WriteString("\n}  // namespace\n#line 1 \"<emu trampolines>\"\n")
+	if len(kernels) > 0 {
+		b.WriteString("namespace {\nconst emu_kernel_desc emu_kernels_[] = {\n")
+		for _, k := range kernels {
+			fmt.Fprintf(&b, "\tEMU_KERNEL_DESC(%q, %s),\n", k.Name, k.Qualified())
+		}
+		b.WriteString("};\nstruct emu_registrar_ {\n\temu_registrar_() {\n" +
+			"\t\tfor (const emu_kernel_desc& k : emu_kernels_) emu_register_kernel(&k);\n\t}\n} emu_registrar_instance_;\n}  // namespace\n")
+	}
+	return b.Bytes()
+}
+
+// kernelsOf preprocesses a source (so that kernels made by macros count)
+// and lists its kernels.
+func kernelsOf(file, name string, flags []string) ([]kernelDecl, error) {
+	args := append(append([]string{}, flags...), "-E", "-P", "-x", "c++",
+		"-D__CUDACC__=1", "-D__CUDACC_RTC__=1", "-D__CUDA_ARCH__=900", "-DGDROTRAIN_CUDA_EMULATOR=1", file)
+	cmd := exec.Command("g++", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("emu: preprocessing %s: %v\n%s", name, err, stderr.Bytes())
+	}
+	ks, err := findKernels(string(out))
+	if err != nil {
+		return nil, fmt.Errorf("emu: %s: finding kernels: %v", name, err)
+	}
+	return ks, nil
+}
+
+var (
+	toolOnce sync.Once
+	toolStr  string
+	toolErr  error
+
+	objMu    sync.Mutex
+	objMemo  = map[string]string{} // key → an object file built earlier in this process
+	errNoHit = errors.New("no cached object")
+)
+
+// toolID identifies the compiler, for cache keys.
+func toolID() (string, error) {
+	toolOnce.Do(func() {
+		p, err := exec.LookPath("g++")
+		if err != nil {
+			toolErr = err
+			return
+		}
+		out, err := exec.Command(p, "--version").Output()
+		if err != nil {
+			toolErr = fmt.Errorf("emu: g++ --version: %v", err)
+			return
+		}
+		toolStr = p + "\x00" + string(out)
+	})
+	return toolStr, toolErr
+}
+
+// compileCached compiles src (whose text is text) into obj, unless an
+// identical compilation is cached in this process or in $GDROTRAIN_EMU_CACHE.
+func compileCached(src string, text []byte, obj string, flags []string, keyPrefix, name string) error {
+	h := sha256.New()
+	io.WriteString(h, keyPrefix)
+	h.Write([]byte{0})
+	h.Write(text)
+	key := hex.EncodeToString(h.Sum(nil))
+
+	objMu.Lock()
+	prev := objMemo[key]
+	objMu.Unlock()
+	if prev != "" && copyFile(prev, obj) == nil {
+		return nil
+	}
+	cacheDir := os.Getenv(CacheEnv)
+	if cacheDir != "" && copyFile(filepath.Join(cacheDir, key+".o"), obj) == nil {
+		objMu.Lock()
+		objMemo[key] = obj
+		objMu.Unlock()
+		return nil
+	}
+
+	args := append(append([]string{}, flags...), "-c", src, "-o", obj)
+	if out, err := exec.Command("g++", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("emu: compiling %s: %v\n%s", name, err, out)
+	}
+	objMu.Lock()
+	objMemo[key] = obj
+	objMu.Unlock()
+	if cacheDir != "" {
+		if os.MkdirAll(cacheDir, 0o755) == nil {
+			copyFile(obj, filepath.Join(cacheDir, key+".o"))
+		}
+	}
+	return nil
+}
+
+// copyFile copies src to dst through a temporary file and a rename.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return errNoHit
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".copy-*")
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}

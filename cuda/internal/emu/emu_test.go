@@ -1,0 +1,247 @@
+package emu
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The emulator with the kernels of testdata/kernels and the C++ test driver
+// (testdata/driver.cc) are built once per test binary, on first use.
+var (
+	buildOnce sync.Once
+	tmpRoot   string
+	libDir    string
+	driverExe string
+	buildErr  error
+	buildTime time.Duration
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tmpRoot != "" {
+		os.RemoveAll(tmpRoot)
+	}
+	os.Exit(code)
+}
+
+func testSources(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("testdata/kernels/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs[filepath.Base(f)] = string(b)
+	}
+	return srcs
+}
+
+// built returns the library folder and the driver, building them if needed.
+func built(t *testing.T) (string, string) {
+	t.Helper()
+	if !Available() {
+		t.Skip("g++ is not on PATH: the CUDA emulator cannot be built")
+	}
+	srcs := testSources(t)
+	buildOnce.Do(func() {
+		tmpRoot, buildErr = os.MkdirTemp("", "gdrotrain-emu-test-")
+		if buildErr != nil {
+			return
+		}
+		libDir = filepath.Join(tmpRoot, "lib")
+		driverExe = filepath.Join(tmpRoot, "driver")
+		var wg sync.WaitGroup
+		var driverErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := []string{"-std=c++17", "-O1", "-pthread", "-o", driverExe, "testdata/driver.cc", "-ldl"}
+			if runtime.GOARCH == "amd64" {
+				args = append(args, "-fcf-protection=none")
+			}
+			out, err := exec.Command("g++", args...).CombinedOutput()
+			if err != nil {
+				driverErr = fmt.Errorf("compiling the test driver: %v\n%s", err, out)
+			}
+		}()
+		start := time.Now()
+		buildErr = Build(libDir, srcs)
+		buildTime = time.Since(start)
+		wg.Wait()
+		if buildErr == nil {
+			buildErr = driverErr
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return libDir, driverExe
+}
+
+// runDriver runs one test of the driver with extra environment variables.
+func runDriver(t *testing.T, name string, env ...string) (string, error) {
+	lib, drv := built(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, drv, lib, name)
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "GDROTRAIN_EMU_") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func TestEmulator(t *testing.T) {
+	lib, _ := built(t)
+	t.Logf("emulator built in %v", buildTime)
+	for _, f := range []string{LibCUDA, LibCUBLAS, LibNVRTC} {
+		if _, err := os.Stat(filepath.Join(lib, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		env  []string
+	}{
+		{"load", nil},
+		{"before_init", nil},
+		{"no_device", []string{"GDROTRAIN_EMU_NO_DEVICE=1"}},
+		{"context", nil},
+		{"memory", []string{"GDROTRAIN_EMU_MEM_BYTES=1048576"}},
+		{"events", nil},
+		{"vecadd", nil},
+		{"scalars", nil},
+		{"grid", nil},
+		{"reduce", nil},
+		{"softmax", nil},
+		{"shuffle", nil},
+		{"warp_reduce", nil},
+		{"atomics", nil},
+		{"early_exit", nil},
+		{"misc_kernels", nil},
+		{"missing_sync", nil},
+		{"launch_errors", nil},
+		{"gemm", nil},
+		{"nvrtc", nil},
+		{"threads", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runDriver(t, tc.name, tc.env...)
+			if err != nil || !strings.Contains(out, "PASS") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+	t.Run("deadlock", func(t *testing.T) {
+		t.Parallel()
+		out, err := runDriver(t, "deadlock")
+		if err == nil || !strings.Contains(out, "kernel deadlock") || !strings.Contains(out, "barrier") {
+			t.Fatalf("want a deadlock report; got %v\n%s", err, out)
+		}
+	})
+}
+
+func TestBuildErrors(t *testing.T) {
+	built(t) // warms the object cache, so only the kernels below compile
+	dir := t.TempDir()
+
+	err := Build(dir, map[string]string{"broken.cu": "extern \"C\" __global__ void k(float* x) {\n\tx[0] = undefined_thing;\n}\n"})
+	if err == nil || !strings.Contains(err.Error(), "broken.cu:2") || !strings.Contains(err.Error(), "undefined_thing") {
+		t.Errorf("compile error: got %v", err)
+	}
+
+	// NVRTC has no M_PI or INFINITY built in; neither does the emulator.
+	err = Build(dir, map[string]string{"pi.cu": "extern \"C\" __global__ void k(float* x) { x[0] = M_PI + INFINITY; }\n"})
+	if err == nil || !strings.Contains(err.Error(), "M_PI") {
+		t.Errorf("M_PI: got %v", err)
+	}
+
+	k := "extern \"C\" __global__ void same(int* x) { x[0] = 1; }\n"
+	err = Build(dir, map[string]string{"a.cu": k, "b.cu": k})
+	if err == nil || !strings.Contains(err.Error(), "same is defined in both a.cu and b.cu") {
+		t.Errorf("duplicate kernel: got %v", err)
+	}
+
+	err = Build(dir, map[string]string{"../escape.cu": k})
+	if err == nil || !strings.Contains(err.Error(), "bad source name") {
+		t.Errorf("bad name: got %v", err)
+	}
+
+	err = Build(dir, map[string]string{"x.cu": "#error not for the emulator\n"})
+	if err == nil || !strings.Contains(err.Error(), "not for the emulator") {
+		t.Errorf("#error: got %v", err)
+	}
+
+	// A build that works after failures, into the same folder, with a
+	// kernel in a subfolder and no kernels at all in another file.
+	if err := Build(dir, map[string]string{"sub/ok.cu": k, "empty.cu": "// nothing\n"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{LibCUDA, LibCUBLAS, LibNVRTC} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(dir, LibCUBLAS)); err != nil || target != LibCUDA {
+		t.Errorf("%s -> %q, %v", LibCUBLAS, target, err)
+	}
+}
+
+func TestExports(t *testing.T) {
+	lib, _ := built(t)
+	if _, err := exec.LookPath("nm"); err != nil {
+		t.Skip("nm not on PATH")
+	}
+	out, err := exec.Command("nm", "-D", "--defined-only", filepath.Join(lib, LibCUDA)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 {
+			got[f[2]] = true
+		}
+	}
+	for _, want := range strings.Fields(`cuInit cuDriverGetVersion cuDeviceGetCount cuDeviceGet cuDeviceGetName
+		cuDeviceGetAttribute cuDeviceTotalMem_v2 cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2
+		cuCtxSetCurrent cuCtxSynchronize cuMemAlloc_v2 cuMemFree_v2 cuMemGetInfo_v2 cuMemcpyHtoD_v2
+		cuMemcpyDtoH_v2 cuMemcpyDtoD_v2 cuMemcpyHtoDAsync_v2 cuMemcpyDtoHAsync_v2 cuMemcpyDtoDAsync_v2
+		cuMemsetD8_v2 cuMemsetD32_v2 cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize cuEventCreate
+		cuEventRecord cuEventSynchronize cuEventElapsedTime cuEventDestroy_v2 cuModuleLoadData cuModuleUnload
+		cuModuleGetFunction cuFuncSetAttribute cuLaunchKernel cuGetErrorName cuGetErrorString
+		cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasGetVersion_v2
+		cublasGemmEx cublasGemmStridedBatchedEx
+		nvrtcVersion nvrtcGetErrorString nvrtcCreateProgram nvrtcCompileProgram nvrtcGetProgramLogSize
+		nvrtcGetProgramLog nvrtcGetPTXSize nvrtcGetPTX nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcDestroyProgram`) {
+		if !got[want] {
+			t.Errorf("%s is not exported", want)
+		}
+	}
+	for name := range got {
+		if !strings.HasPrefix(name, "cu") && !strings.HasPrefix(name, "nvrtc") {
+			t.Errorf("unexpected export %s", name)
+		}
+	}
+}

@@ -1,0 +1,1240 @@
+// Test driver for the CUDA emulator: dlopens the three libraries the way the
+// backend does (RTLD_NOW | RTLD_LOCAL, our own prototypes, no CUDA headers)
+// and runs one named test. Usage: driver LIBDIR TEST. Exit status 0 and
+// "PASS" on success; failures are printed one a line.
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+typedef unsigned long long devptr;
+typedef void* handle;
+
+static int failures = 0;
+static void fail(const char* fmt, ...) {
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+	if (++failures > 30) {
+		printf("too many failures\n");
+		exit(1);
+	}
+}
+
+#define EXPECT(cond, ...)                                                    \
+	do {                                                                     \
+		if (!(cond)) {                                                       \
+			printf("%s:%d: %s: ", __FILE__, __LINE__, #cond);                \
+			fail(__VA_ARGS__);                                               \
+		}                                                                    \
+	} while (0)
+#define EXPECT_RC(want, call)                                                      \
+	do {                                                                           \
+		int rc_ = (call);                                                          \
+		if (rc_ != (want)) fail("%s:%d: %s = %d, want %d", __FILE__, __LINE__, #call, rc_, (int)(want)); \
+	} while (0)
+#define OK(call) EXPECT_RC(0, call)
+
+static void* libs[3];
+
+template <typename F> static F sym(const char* name, int lib = 0) {
+	void* p = dlsym(libs[lib], name);
+	if (!p) {
+		printf("dlsym %s: %s\n", name, dlerror());
+		exit(2);
+	}
+	return (F)p;
+}
+
+// ---- the API, resolved with our own prototypes ----
+static int (*cuInit)(unsigned);
+static int (*cuDriverGetVersion)(int*);
+static int (*cuDeviceGetCount)(int*);
+static int (*cuDeviceGet)(int*, int);
+static int (*cuDeviceGetName)(char*, int, int);
+static int (*cuDeviceGetAttribute)(int*, int, int);
+static int (*cuDeviceTotalMem)(size_t*, int);
+static int (*cuDevicePrimaryCtxRetain)(handle*, int);
+static int (*cuDevicePrimaryCtxRelease)(int);
+static int (*cuCtxSetCurrent)(handle);
+static int (*cuCtxSynchronize)(void);
+static int (*cuMemAlloc)(devptr*, size_t);
+static int (*cuMemFree)(devptr);
+static int (*cuMemGetInfo)(size_t*, size_t*);
+static int (*cuMemcpyHtoD)(devptr, const void*, size_t);
+static int (*cuMemcpyDtoH)(void*, devptr, size_t);
+static int (*cuMemcpyDtoD)(devptr, devptr, size_t);
+static int (*cuMemcpyHtoDAsync)(devptr, const void*, size_t, handle);
+static int (*cuMemcpyDtoHAsync)(void*, devptr, size_t, handle);
+static int (*cuMemcpyDtoDAsync)(devptr, devptr, size_t, handle);
+static int (*cuMemsetD8)(devptr, unsigned char, size_t);
+static int (*cuMemsetD32)(devptr, unsigned, size_t);
+static int (*cuStreamCreate)(handle*, unsigned);
+static int (*cuStreamDestroy)(handle);
+static int (*cuStreamSynchronize)(handle);
+static int (*cuEventCreate)(handle*, unsigned);
+static int (*cuEventRecord)(handle, handle);
+static int (*cuEventSynchronize)(handle);
+static int (*cuEventElapsedTime)(float*, handle, handle);
+static int (*cuEventDestroy)(handle);
+static int (*cuModuleLoadData)(handle*, const void*);
+static int (*cuModuleUnload)(handle);
+static int (*cuModuleGetFunction)(handle*, handle, const char*);
+static int (*cuFuncSetAttribute)(handle, int, int);
+static int (*cuLaunchKernel)(handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, handle,
+                             void**, void**);
+static int (*cuGetErrorName)(int, const char**);
+static int (*cuGetErrorString)(int, const char**);
+
+static int (*cublasCreate)(handle*);
+static int (*cublasDestroy)(handle);
+static int (*cublasSetStream)(handle, handle);
+static int (*cublasSetMathMode)(handle, int);
+static int (*cublasGetVersion)(handle, int*);
+static int (*cublasGemmEx)(handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                           const void*, void*, int, int, int, int);
+static int (*cublasGemmStridedBatchedEx)(handle, int, int, int, int, int, const void*, const void*, int, int, long long,
+                                         const void*, int, int, long long, const void*, void*, int, int, long long, int,
+                                         int, int);
+
+static int (*nvrtcVersion)(int*, int*);
+static const char* (*nvrtcGetErrorString)(int);
+static int (*nvrtcCreateProgram)(handle*, const char*, const char*, int, const char* const*, const char* const*);
+static int (*nvrtcCompileProgram)(handle, int, const char* const*);
+static int (*nvrtcGetProgramLogSize)(handle, size_t*);
+static int (*nvrtcGetProgramLog)(handle, char*);
+static int (*nvrtcGetPTXSize)(handle, size_t*);
+static int (*nvrtcGetPTX)(handle, char*);
+static int (*nvrtcGetCUBINSize)(handle, size_t*);
+static int (*nvrtcGetCUBIN)(handle, char*);
+static int (*nvrtcDestroyProgram)(handle*);
+
+static void load(const char* dir) {
+	const char* names[3] = {"libcuda.so.1", "libcublas.so.13", "libnvrtc.so.13"};
+	for (int i = 0; i < 3; i++) {
+		std::string p = std::string(dir) + "/" + names[i];
+		libs[i] = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+		if (!libs[i]) {
+			printf("dlopen %s: %s\n", p.c_str(), dlerror());
+			exit(2);
+		}
+	}
+#define S(var, name, lib) var = sym<decltype(var)>(name, lib)
+	S(cuInit, "cuInit", 0);
+	S(cuDriverGetVersion, "cuDriverGetVersion", 0);
+	S(cuDeviceGetCount, "cuDeviceGetCount", 0);
+	S(cuDeviceGet, "cuDeviceGet", 0);
+	S(cuDeviceGetName, "cuDeviceGetName", 0);
+	S(cuDeviceGetAttribute, "cuDeviceGetAttribute", 0);
+	S(cuDeviceTotalMem, "cuDeviceTotalMem_v2", 0);
+	S(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 0);
+	S(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 0);
+	S(cuCtxSetCurrent, "cuCtxSetCurrent", 0);
+	S(cuCtxSynchronize, "cuCtxSynchronize", 0);
+	S(cuMemAlloc, "cuMemAlloc_v2", 0);
+	S(cuMemFree, "cuMemFree_v2", 0);
+	S(cuMemGetInfo, "cuMemGetInfo_v2", 0);
+	S(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 0);
+	S(cuMemcpyDtoH, "cuMemcpyDtoH_v2", 0);
+	S(cuMemcpyDtoD, "cuMemcpyDtoD_v2", 0);
+	S(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 0);
+	S(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 0);
+	S(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 0);
+	S(cuMemsetD8, "cuMemsetD8_v2", 0);
+	S(cuMemsetD32, "cuMemsetD32_v2", 0);
+	S(cuStreamCreate, "cuStreamCreate", 0);
+	S(cuStreamDestroy, "cuStreamDestroy_v2", 0);
+	S(cuStreamSynchronize, "cuStreamSynchronize", 0);
+	S(cuEventCreate, "cuEventCreate", 0);
+	S(cuEventRecord, "cuEventRecord", 0);
+	S(cuEventSynchronize, "cuEventSynchronize", 0);
+	S(cuEventElapsedTime, "cuEventElapsedTime", 0);
+	S(cuEventDestroy, "cuEventDestroy_v2", 0);
+	S(cuModuleLoadData, "cuModuleLoadData", 0);
+	S(cuModuleUnload, "cuModuleUnload", 0);
+	S(cuModuleGetFunction, "cuModuleGetFunction", 0);
+	S(cuFuncSetAttribute, "cuFuncSetAttribute", 0);
+	S(cuLaunchKernel, "cuLaunchKernel", 0);
+	S(cuGetErrorName, "cuGetErrorName", 0);
+	S(cuGetErrorString, "cuGetErrorString", 0);
+	S(cublasCreate, "cublasCreate_v2", 1);
+	S(cublasDestroy, "cublasDestroy_v2", 1);
+	S(cublasSetStream, "cublasSetStream_v2", 1);
+	S(cublasSetMathMode, "cublasSetMathMode", 1);
+	S(cublasGetVersion, "cublasGetVersion_v2", 1);
+	S(cublasGemmEx, "cublasGemmEx", 1);
+	S(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx", 1);
+	S(nvrtcVersion, "nvrtcVersion", 2);
+	S(nvrtcGetErrorString, "nvrtcGetErrorString", 2);
+	S(nvrtcCreateProgram, "nvrtcCreateProgram", 2);
+	S(nvrtcCompileProgram, "nvrtcCompileProgram", 2);
+	S(nvrtcGetProgramLogSize, "nvrtcGetProgramLogSize", 2);
+	S(nvrtcGetProgramLog, "nvrtcGetProgramLog", 2);
+	S(nvrtcGetPTXSize, "nvrtcGetPTXSize", 2);
+	S(nvrtcGetPTX, "nvrtcGetPTX", 2);
+	S(nvrtcGetCUBINSize, "nvrtcGetCUBINSize", 2);
+	S(nvrtcGetCUBIN, "nvrtcGetCUBIN", 2);
+	S(nvrtcDestroyProgram, "nvrtcDestroyProgram", 2);
+#undef S
+}
+
+// ---- helpers ----
+static handle g_ctx, g_module;
+
+static void setup() {
+	OK(cuInit(0));
+	OK(cuDevicePrimaryCtxRetain(&g_ctx, 0));
+	OK(cuCtxSetCurrent(g_ctx));
+	OK(cuModuleLoadData(&g_module, "image"));
+}
+
+static handle func(const char* name) {
+	handle f = nullptr;
+	int rc = cuModuleGetFunction(&f, g_module, name);
+	if (rc) {
+		printf("cuModuleGetFunction(%s) = %d\n", name, rc);
+		exit(1);
+	}
+	return f;
+}
+
+template <typename T> static devptr upload(const std::vector<T>& v) {
+	devptr p = 0;
+	OK(cuMemAlloc(&p, v.size() * sizeof(T)));
+	OK(cuMemcpyHtoD(p, v.data(), v.size() * sizeof(T)));
+	return p;
+}
+template <typename T> static std::vector<T> download(devptr p, size_t n) {
+	std::vector<T> v(n);
+	OK(cuMemcpyDtoH(v.data(), p, n * sizeof(T)));
+	return v;
+}
+template <typename T> static devptr alloc(size_t n) {
+	devptr p = 0;
+	OK(cuMemAlloc(&p, n * sizeof(T)));
+	return p;
+}
+
+// launch packs arguments into a void** array exactly as the backend does.
+struct Args {
+	std::vector<void*> ptrs;
+	std::vector<std::vector<char>> vals;
+	template <typename T> Args& add(T v) {
+		std::vector<char> b(sizeof(T));
+		memcpy(b.data(), &v, sizeof(T));
+		vals.push_back(b);
+		return *this;
+	}
+	void** get() {
+		ptrs.clear();
+		for (auto& v : vals) ptrs.push_back(v.data());
+		return ptrs.data();
+	}
+};
+
+static int launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                  Args& a) {
+	return cuLaunchKernel(func(name), gx, gy, gz, bx, by, bz, 0, nullptr, a.vals.empty() ? nullptr : a.get(), nullptr);
+}
+
+static unsigned f2u(float f) {
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+static float u2f(unsigned u) {
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static float round_bits(float f, int drop) {
+	unsigned u = f2u(f);
+	if ((u & 0x7f800000u) == 0x7f800000u) return f;
+	u = (u + ((1u << (drop - 1)) - 1) + ((u >> drop) & 1u)) & ~((1u << drop) - 1);
+	return u2f(u);
+}
+static unsigned short bf16(float f) { return (unsigned short)(f2u(round_bits(f, 16)) >> 16); }
+static float from_bf16(unsigned short h) { return u2f((unsigned)h << 16); }
+
+static uint64_t rng_state = 88172645463325252ull;
+static float rnd() {  // uniform in [-1, 1)
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (float)((rng_state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+// ---- tests ----
+
+static void test_load(const char*) {
+	EXPECT(libs[0] == libs[1] && libs[1] == libs[2], "the three libraries are not one loaded object");
+	int v = 0;
+	OK(cuDriverGetVersion(&v));
+	EXPECT(v == 13000, "driver version %d", v);
+	OK(cuInit(0));
+	OK(cuInit(0));
+	int n = 0;
+	OK(cuDeviceGetCount(&n));
+	EXPECT(n == 1, "device count %d", n);
+	int dev = -1;
+	OK(cuDeviceGet(&dev, 0));
+	EXPECT(dev == 0, "device %d", dev);
+	EXPECT_RC(101, cuDeviceGet(&dev, 1));
+	char name[64];
+	OK(cuDeviceGetName(name, sizeof name, 0));
+	EXPECT(strcmp(name, "gdrotrain CPU emulator") == 0, "name %s", name);
+	char shortname[5];
+	OK(cuDeviceGetName(shortname, sizeof shortname, 0));
+	EXPECT(strcmp(shortname, "gdro") == 0, "truncated name %s", shortname);
+	std::map<int, int> attrs = {{75, 9}, {76, 0}, {16, 132}, {1, 1024}, {8, 49152}, {97, 232448}, {10, 32}, {4242, 0}};
+	for (auto& a : attrs) {
+		int got = -1;
+		OK(cuDeviceGetAttribute(&got, a.first, 0));
+		EXPECT(got == a.second, "attribute %d = %d, want %d", a.first, got, a.second);
+	}
+	size_t total = 0;
+	OK(cuDeviceTotalMem(&total, 0));
+	EXPECT(total == (8ull << 30), "total memory %zu", total);
+	std::map<int, std::string> names = {{0, "CUDA_SUCCESS"},
+	                                    {1, "CUDA_ERROR_INVALID_VALUE"},
+	                                    {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+	                                    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+	                                    {100, "CUDA_ERROR_NO_DEVICE"},
+	                                    {101, "CUDA_ERROR_INVALID_DEVICE"},
+	                                    {200, "CUDA_ERROR_INVALID_IMAGE"},
+	                                    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+	                                    {500, "CUDA_ERROR_NOT_FOUND"},
+	                                    {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+	                                    {719, "CUDA_ERROR_LAUNCH_FAILED"}};
+	for (auto& e : names) {
+		const char* s = nullptr;
+		OK(cuGetErrorName(e.first, &s));
+		EXPECT(s && e.second == s, "name of %d: %s", e.first, s ? s : "(null)");
+		s = nullptr;
+		OK(cuGetErrorString(e.first, &s));
+		EXPECT(s && *s, "no description for %d", e.first);
+	}
+	const char* s = "untouched";
+	EXPECT_RC(1, cuGetErrorName(12345, &s));
+	EXPECT_RC(1, cuGetErrorString(12345, &s));
+	EXPECT(strcmp(s, "untouched") == 0, "pointer changed");
+	OK(cuGetErrorString(2, &s));
+	EXPECT(strcmp(s, "out of memory") == 0, "description of 2: %s", s);
+	// The symbols are the same whichever handle they are looked up in.
+	EXPECT(dlsym(libs[1], "cuInit") == (void*)cuInit, "cuInit differs between handles");
+}
+
+static void test_before_init(const char*) {
+	devptr p;
+	int n;
+	EXPECT_RC(3, cuMemAlloc(&p, 16));
+	EXPECT_RC(3, cuDeviceGetCount(&n));
+	handle ctx;
+	EXPECT_RC(3, cuDevicePrimaryCtxRetain(&ctx, 0));
+	int v = 0;
+	OK(cuDriverGetVersion(&v));
+	EXPECT_RC(1, cuInit(1));
+}
+
+static void test_no_device(const char*) {
+	EXPECT_RC(100, cuInit(0));
+	int n = -1;
+	EXPECT_RC(3, cuDeviceGetCount(&n));
+	const char* s = nullptr;
+	OK(cuGetErrorName(100, &s));
+	EXPECT(s && strcmp(s, "CUDA_ERROR_NO_DEVICE") == 0, "name %s", s);
+	handle h;
+	EXPECT_RC(1, cublasCreate(&h));
+}
+
+static void test_context(const char*) {
+	OK(cuInit(0));
+	devptr p;
+	EXPECT_RC(201, cuMemAlloc(&p, 16));
+	handle ctx;
+	OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+	EXPECT_RC(201, cuMemAlloc(&p, 16));
+	EXPECT_RC(201, cuCtxSetCurrent((handle)&p));
+	OK(cuCtxSetCurrent(ctx));
+	OK(cuMemAlloc(&p, 16));
+	OK(cuCtxSynchronize());
+	// Another thread has no current context until it sets one.
+	std::thread([&] {
+		devptr q;
+		EXPECT_RC(201, cuMemAlloc(&q, 16));
+		OK(cuCtxSetCurrent(ctx));
+		OK(cuMemAlloc(&q, 16));
+		OK(cuMemFree(q));
+	}).join();
+	// A second reference keeps the context; the last release destroys it
+	// and everything in it.
+	handle ctx2;
+	OK(cuDevicePrimaryCtxRetain(&ctx2, 0));
+	EXPECT(ctx2 == ctx, "primary context changed");
+	OK(cuDevicePrimaryCtxRelease(0));
+	OK(cuCtxSynchronize());
+	OK(cuDevicePrimaryCtxRelease(0));
+	EXPECT_RC(709, cuMemAlloc(&p, 16));
+	EXPECT_RC(201, cuDevicePrimaryCtxRelease(0));
+	OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+	EXPECT_RC(1, cuMemFree(p));  // freed with the context
+	size_t fr, tot;
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(fr == tot, "memory still in use after the context went: %zu of %zu", tot - fr, tot);
+}
+
+static void test_memory(const char*) {
+	setup();
+	size_t fr = 0, tot = 0;
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(tot == 1048576 && fr == tot, "free %zu total %zu", fr, tot);
+	devptr a, b, c, d;
+	OK(cuMemAlloc(&a, 600000));
+	EXPECT(a % 256 == 0, "alignment of %llx", a);
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(fr == 1048576 - 600000, "free %zu", fr);
+	EXPECT_RC(2, cuMemAlloc(&b, 500000));
+	OK(cuMemAlloc(&b, 400000));
+	EXPECT_RC(2, cuMemAlloc(&c, 48577));
+	OK(cuMemAlloc(&c, 48576));
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(fr == 0, "free %zu", fr);
+	OK(cuMemFree(c));
+	EXPECT_RC(1, cuMemFree(c));      // double free
+	EXPECT_RC(1, cuMemFree(b + 4));  // not an allocation's start
+	EXPECT_RC(1, cuMemFree(0));
+	EXPECT_RC(1, cuMemAlloc(&d, 0));
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(fr == 48576, "free %zu", fr);
+
+	// Fresh memory reads as NaN.
+	std::vector<float> f = download<float>(b, 100000);
+	bool allnan = true;
+	for (float x : f) allnan = allnan && isnan(x);
+	EXPECT(allnan, "fresh allocation is not all NaN");
+
+	// Copies and memsets must stay inside one allocation.
+	std::vector<unsigned char> host(600001, 7);
+	OK(cuMemcpyHtoD(b, host.data(), 400000));
+	EXPECT_RC(1, cuMemcpyHtoD(b, host.data(), 400001));
+	EXPECT_RC(1, cuMemcpyHtoD(b + 399999, host.data(), 2));
+	EXPECT_RC(1, cuMemcpyHtoD(b - 1, host.data(), 1));
+	EXPECT_RC(1, cuMemcpyDtoH(host.data(), a, 600001));
+	OK(cuMemcpyDtoH(host.data(), a + 599999, 1));
+	EXPECT_RC(1, cuMemcpyDtoD(a, b, 400001));
+	OK(cuMemcpyDtoD(a + 100, b, 400000));
+	EXPECT_RC(1, cuMemcpyDtoD(a + 200001, b, 400000));
+	EXPECT_RC(1, cuMemcpyHtoD(c, host.data(), 4));  // freed
+	OK(cuMemcpyHtoD(c, host.data(), 0));             // zero bytes: nothing to check
+	EXPECT_RC(1, cuMemsetD32(b + 2, 0, 4));            // misaligned
+	EXPECT_RC(1, cuMemsetD32(b, 0, 100001));
+	OK(cuMemsetD32(b, 0x3f800000u, 100000));
+	f = download<float>(b, 100000);
+	bool allone = true;
+	for (float x : f) allone = allone && x == 1.0f;
+	EXPECT(allone, "memsetD32 of 1.0f");
+	OK(cuMemsetD8(b + 1, 0xab, 3));
+	std::vector<unsigned char> bytes = download<unsigned char>(b, 8);
+	EXPECT(bytes[0] == 0 && bytes[1] == 0xab && bytes[3] == 0xab && bytes[4] == 0, "memsetD8 %x %x %x %x", bytes[0],
+	       bytes[1], bytes[3], bytes[4]);
+	EXPECT_RC(1, cuMemsetD8(b + 399999, 0, 2));
+
+	// Streams: async copies run synchronously; unknown streams are rejected.
+	handle s;
+	OK(cuStreamCreate(&s, 0));
+	OK(cuMemcpyHtoDAsync(b, host.data(), 16, s));
+	OK(cuMemcpyDtoDAsync(a, b, 16, s));
+	std::vector<unsigned char> back(16);
+	OK(cuMemcpyDtoHAsync(back.data(), a, 16, s));
+	OK(cuStreamSynchronize(s));
+	EXPECT(memcmp(back.data(), host.data(), 16) == 0, "async round trip");
+	OK(cuStreamDestroy(s));
+	EXPECT_RC(400, cuStreamSynchronize(s));
+	EXPECT_RC(400, cuMemcpyHtoDAsync(b, host.data(), 16, s));
+	OK(cuMemFree(a));
+	OK(cuMemFree(b));
+	OK(cuMemGetInfo(&fr, &tot));
+	EXPECT(fr == tot, "free %zu of %zu after freeing everything", fr, tot);
+}
+
+static void test_events(const char*) {
+	setup();
+	handle e0, e1, e2;
+	OK(cuEventCreate(&e0, 0));
+	OK(cuEventCreate(&e1, 0));
+	OK(cuEventCreate(&e2, 2));  // CU_EVENT_DISABLE_TIMING
+	float ms = -1;
+	EXPECT_RC(400, cuEventElapsedTime(&ms, e0, e1));  // not recorded
+	OK(cuEventRecord(e0, nullptr));
+	std::this_thread::sleep_for(std::chrono::milliseconds(30));
+	OK(cuEventRecord(e1, nullptr));
+	OK(cuEventRecord(e2, nullptr));
+	OK(cuEventSynchronize(e1));
+	OK(cuEventElapsedTime(&ms, e0, e1));
+	EXPECT(ms >= 25 && ms < 5000, "elapsed %f ms", ms);
+	EXPECT_RC(400, cuEventElapsedTime(&ms, e0, e2));
+	OK(cuEventDestroy(e0));
+	EXPECT_RC(400, cuEventDestroy(e0));
+	OK(cuEventDestroy(e1));
+	OK(cuEventDestroy(e2));
+}
+
+static void test_vecadd(const char*) {
+	setup();
+	const int n = 1000;
+	std::vector<float> a(n), b(n);
+	for (int i = 0; i < n; i++) {
+		a[i] = rnd();
+		b[i] = rnd();
+	}
+	devptr da = upload(a), db = upload(b), dc = alloc<float>(n + 24);
+	Args args;
+	args.add(da).add(db).add(dc).add(n);
+	OK(launch("vec_add", 8, 1, 1, 128, 1, 1, args));
+	std::vector<float> c = download<float>(dc, n + 24);
+	int bad = 0;
+	for (int i = 0; i < n; i++) bad += c[i] != a[i] + b[i];
+	EXPECT(bad == 0, "%d wrong sums", bad);
+	EXPECT(isnan(c[n]) && isnan(c[n + 23]), "wrote past n");
+
+	// The same through CU_LAUNCH_PARAM_BUFFER_POINTER: pointers, then int.
+	OK(cuMemsetD32(dc, 0, n));
+	struct {
+		devptr a, b, c;
+		int n;
+	} packed = {da, db, dc, n};
+	size_t size = sizeof packed;
+	void* extra[] = {(void*)1, &packed, (void*)2, &size, (void*)0};
+	OK(cuLaunchKernel(func("vec_add"), 8, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra));
+	c = download<float>(dc, n);
+	bad = 0;
+	for (int i = 0; i < n; i++) bad += c[i] != a[i] + b[i];
+	EXPECT(bad == 0, "%d wrong sums with packed parameters", bad);
+	size = 8;
+	EXPECT_RC(1, cuLaunchKernel(func("vec_add"), 8, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra));
+}
+
+static void test_scalars(const char*) {
+	setup();
+	const long long n = 1000;
+	std::vector<float> x(n), y(n);
+	for (int i = 0; i < n; i++) {
+		x[i] = (float)i;
+		y[i] = 1.0f;
+	}
+	devptr dx = upload(x), dy = upload(y);
+	Args args;
+	args.add(dy).add(dx).add(2.0f).add(n).add((unsigned long long)0xff0000000000000full).add(0.5).add((size_t)3).add(
+	    (unsigned)0x6);
+	OK(launch("axpy_grid_stride", 3, 1, 1, 64, 1, 1, args));
+	std::vector<float> got = download<float>(dy, n);
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		float want = (float)((2.0f * x[i] + 1.0f) * 0.5) + 6.0f + 3.0f;
+		if (got[i] != want) {
+			if (bad < 3) fail("y[%d] = %g, want %g", i, got[i], want);
+			bad++;
+		}
+	}
+	EXPECT(bad == 0, "%d wrong", bad);
+}
+
+static void check_ids(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz) {
+	size_t nt = (size_t)bx * by * bz, total = nt * gx * gy * gz;
+	devptr out = alloc<unsigned>(3 * total), visits = alloc<int>(total);
+	OK(cuMemsetD32(visits, 0, total));
+	Args args;
+	args.add(out).add(visits);
+	OK(launch("ids", gx, gy, gz, bx, by, bz, args));
+	std::vector<unsigned> o = download<unsigned>(out, 3 * total);
+	std::vector<int> v = download<int>(visits, total);
+	int bad = 0;
+	for (unsigned z = 0; z < gz; z++)
+		for (unsigned y = 0; y < gy; y++)
+			for (unsigned x = 0; x < gx; x++)
+				for (unsigned tz = 0; tz < bz; tz++)
+					for (unsigned ty = 0; ty < by; ty++)
+						for (unsigned tx = 0; tx < bx; tx++) {
+							size_t g = (x + gx * (y + gy * z)) * nt + tx + bx * (ty + by * tz);
+							bool ok = v[g] == 1 && o[3 * g] == (x | y << 10 | z << 20) &&
+							          o[3 * g + 1] == (tx | ty << 10 | tz << 20) &&
+							          o[3 * g + 2] == (gx | gy << 10 | gz << 20);
+							if (!ok && bad++ < 3)
+								fail("grid %u,%u,%u block %u,%u,%u: thread %zu: visits %d ids %x %x %x", gx, gy, gz, bx,
+								     by, bz, g, v[g], o[3 * g], o[3 * g + 1], o[3 * g + 2]);
+						}
+	OK(cuMemFree(out));
+	OK(cuMemFree(visits));
+}
+
+static void test_grid(const char*) {
+	setup();
+	check_ids(3, 2, 2, 4, 3, 2);
+	check_ids(5, 7, 1, 32, 2, 1);
+	check_ids(1, 1, 3, 1, 1, 64);
+	check_ids(300, 1, 1, 1, 1, 1);
+	check_ids(2, 1, 1, 1024, 1, 1);
+	check_ids(1, 600, 1, 7, 1, 1);
+}
+
+static void test_reduce(const char*) {
+	setup();
+	for (unsigned block : {1024u, 256u, 32u}) {
+		const int n = 5000;
+		unsigned grid = (n + block - 1) / block;
+		std::vector<float> x(n);
+		for (int i = 0; i < n; i++) x[i] = (float)(i % 17) - 8.0f;
+		devptr dx = upload(x), dp = alloc<float>(grid);
+		Args args;
+		args.add(dx).add(dp).add(n);
+		OK(launch("block_reduce", grid, 1, 1, block, 1, 1, args));
+		std::vector<float> p = download<float>(dp, grid);
+		for (unsigned b = 0; b < grid; b++) {
+			double want = 0;
+			for (unsigned i = b * block; i < (b + 1) * block && i < (unsigned)n; i++) want += x[i];
+			EXPECT(p[b] == (float)want, "block %u of %u: %g, want %g", b, block, p[b], want);
+		}
+	}
+}
+
+static void test_softmax(const char*) {
+	setup();
+	const int rows = 6, cols = 1000;
+	std::vector<float> x(rows * cols);
+	for (auto& v : x) v = 8.0f * rnd();
+	devptr dx = upload(x), dy = alloc<float>(rows * cols);
+	for (unsigned block : {256u, 64u, 1024u}) {
+		Args args;
+		args.add(dx).add(dy).add(cols);
+		OK(launch("row_softmax", rows, 1, 1, block, 1, 1, args));
+		std::vector<float> y = download<float>(dy, rows * cols);
+		for (int r = 0; r < rows; r++) {
+			double m = -INFINITY, s = 0, sum = 0, maxerr = 0;
+			for (int j = 0; j < cols; j++) m = fmax(m, x[r * cols + j]);
+			for (int j = 0; j < cols; j++) s += exp(x[r * cols + j] - m);
+			for (int j = 0; j < cols; j++) {
+				double want = exp(x[r * cols + j] - m) / s;
+				maxerr = fmax(maxerr, fabs(y[r * cols + j] - want) / want);
+				sum += y[r * cols + j];
+			}
+			EXPECT(maxerr < 1e-5 && fabs(sum - 1) < 1e-4, "block %u row %d: max rel err %g, sum %g", block, r, maxerr, sum);
+		}
+	}
+}
+
+// shfl_ref models PTX shfl.sync for lane of a warp whose lanes hold vals.
+static int shfl_ref(const std::vector<int>& vals, unsigned base, unsigned nthreads, int lane, int mode, int b,
+                    int width) {
+	int segmask = (32 - width) & 31, cval = mode == 1 ? 0 : 31;
+	int maxLane = (lane & segmask) | (cval & ~segmask), minLane = lane & segmask;
+	int j;
+	bool ok;
+	if (mode == 0) {
+		j = minLane | (b & ~segmask);
+		ok = j <= maxLane;
+	} else if (mode == 1) {
+		j = lane - b;
+		ok = j >= maxLane;
+	} else if (mode == 2) {
+		j = lane + b;
+		ok = j <= maxLane;
+	} else {
+		j = lane ^ b;
+		ok = j <= maxLane;
+	}
+	if (!ok || base + j >= nthreads) j = lane;
+	return vals[base + j];
+}
+
+static void test_shuffle(const char*) {
+	setup();
+	for (unsigned block : {64u, 48u, 32u}) {
+		const unsigned grid = 2, n = grid * block;
+		devptr out = alloc<int>(8 * n);
+		Args args;
+		args.add(out);
+		OK(launch("shuffles", grid, 1, 1, block, 1, 1, args));
+		std::vector<int> o = download<int>(out, 8 * n);
+		std::vector<int> vals(n);
+		for (unsigned t = 0; t < n; t++) vals[t] = (int)t * 10;
+		int bad = 0;
+		for (unsigned t = 0; t < n; t++) {
+			unsigned blk = t / block, tid = t % block, base = blk * block + (tid & ~31u);
+			unsigned nthreads = blk * block + block;
+			int lane = tid & 31;
+			int want[8] = {
+			    shfl_ref(vals, base, nthreads, lane, 3, 1, 32), shfl_ref(vals, base, nthreads, lane, 3, 16, 8),
+			    shfl_ref(vals, base, nthreads, lane, 2, 5, 32), shfl_ref(vals, base, nthreads, lane, 2, 5, 16),
+			    shfl_ref(vals, base, nthreads, lane, 1, 3, 8),  shfl_ref(vals, base, nthreads, lane, 0, 7, 16),
+			    0,                                              0};
+			unsigned lanes = nthreads - base >= 32 ? 32 : nthreads - base;
+			unsigned ballot = 0;
+			for (unsigned l = 0; l < lanes; l++)
+				if (l % 3 == 0) ballot |= 1u << l;
+			want[6] = (int)ballot;
+			std::vector<int> lanev(n);
+			for (unsigned i = 0; i < n; i++) lanev[i] = (int)(i % block) & 31;
+			int u = shfl_ref(lanev, base, nthreads, lane, 2, 1, 32);
+			int f = shfl_ref(lanev, base, nthreads, lane, 3, 31, 32);
+			want[7] = u * 1000 + f;
+			for (int k = 0; k < 8; k++)
+				if (o[8 * t + k] != want[k] && bad++ < 5)
+					fail("block %u thread %u: shuffle %d = %d, want %d", block, t, k, o[8 * t + k], want[k]);
+		}
+		EXPECT(bad == 0, "%d wrong shuffles (block %u)", bad, block);
+		OK(cuMemFree(out));
+	}
+	// The first lane's own value is 5 (the xor-15 partner of 10 is 5): check
+	// the model itself against values worked out by hand.
+	std::vector<int> v(32);
+	for (int i = 0; i < 32; i++) v[i] = i;
+	EXPECT(shfl_ref(v, 0, 32, 3, 2, 5, 16) == 8 && shfl_ref(v, 0, 32, 12, 2, 5, 16) == 12, "down model");
+	EXPECT(shfl_ref(v, 0, 32, 3, 3, 16, 8) == 3 && shfl_ref(v, 0, 32, 19, 3, 16, 8) == 3, "xor model");
+	EXPECT(shfl_ref(v, 0, 32, 9, 1, 3, 8) == 9 && shfl_ref(v, 0, 32, 12, 1, 3, 8) == 9, "up model");
+	EXPECT(shfl_ref(v, 0, 32, 20, 0, 7, 16) == 23, "idx model");
+}
+
+static void test_warp_reduce(const char*) {
+	setup();
+	const unsigned block = 256, grid = 2, n = block * grid;
+	std::vector<float> x(n);
+	for (unsigned i = 0; i < n; i++) x[i] = (float)((i * 37) % 101) - 50.0f;
+	devptr dx = upload(x), dxor = alloc<float>(n), ddown = alloc<float>(n / 32);
+	Args args;
+	args.add(dx).add(dxor).add(ddown);
+	OK(launch("warp_reduce", grid, 1, 1, block, 1, 1, args));
+	std::vector<float> a = download<float>(dxor, n), b = download<float>(ddown, n / 32);
+	for (unsigned w = 0; w < n / 32; w++) {
+		float want = 0;
+		for (unsigned l = 0; l < 32; l++) want += x[w * 32 + l];
+		EXPECT(b[w] == want, "warp %u: down sum %g, want %g", w, b[w], want);
+		for (unsigned l = 0; l < 32; l++) EXPECT(a[w * 32 + l] == want, "warp %u lane %u: xor sum %g", w, l, a[w * 32 + l]);
+	}
+}
+
+static void test_atomics(const char*) {
+	setup();
+	const int n = 50000;
+	devptr f = alloc<float>(1), i = alloc<int>(1), u = alloc<unsigned>(1), m = alloc<int>(1);
+	OK(cuMemsetD32(f, 0, 1));
+	OK(cuMemsetD32(i, 0, 1));
+	OK(cuMemsetD32(u, 0, 1));
+	OK(cuMemsetD32(m, 0x80000000u, 1));
+	Args args;
+	args.add(f).add(i).add(u).add(m).add(n);
+	OK(launch("atomics", (n + 255) / 256, 1, 1, 256, 1, 1, args));
+	float fs = download<float>(f, 1)[0];
+	int is = download<int>(i, 1)[0], ms = download<int>(m, 1)[0];
+	unsigned us = download<unsigned>(u, 1)[0];
+	int wantmax = 0;
+	for (long long k = 0; k < n; k++) wantmax = std::max(wantmax, (int)((k * 7919) % 100003));
+	EXPECT(fs == (float)n, "float sum %g", fs);
+	EXPECT(is == (long long)n * (n - 1) / 2, "int sum %d", is);
+	EXPECT(us == 2u * n, "unsigned sum %u", us);
+	EXPECT(ms == wantmax, "max %d, want %d", ms, wantmax);
+}
+
+static void test_early_exit(const char*) {
+	setup();
+	const int n = 100;
+	devptr y = alloc<float>(256);
+	Args args;
+	args.add(y).add(n);
+	OK(launch("early_exit", 3, 1, 1, 256, 1, 1, args));
+	std::vector<float> v = download<float>(y, 256);
+	for (int i = 0; i < n; i++) EXPECT(v[i] == (float)((i + 1) % n), "y[%d] = %g", i, v[i]);
+	EXPECT(isnan(v[n]), "y[n] written");
+}
+
+static void test_missing_sync(const char*) {
+	setup();
+	const unsigned n = 64, blocks = 4;
+	devptr out = alloc<int>(n * blocks);
+	Args args;
+	args.add(out);
+	OK(launch("missing_sync", blocks, 1, 1, n, 1, 1, args));
+	std::vector<int> o = download<int>(out, n * blocks);
+	for (unsigned b = 0; b < blocks; b++) {
+		int wrong = 0;
+		for (unsigned t = 0; t < n; t++) wrong += o[b * n + t] != (int)(b * 1000 + (t + 1) % n);
+		EXPECT(wrong > 0, "block %u: a missing __syncthreads went unnoticed", b);
+	}
+}
+
+static void test_misc_kernels(const char*) {
+	setup();
+	EXPECT_RC(0, cuLaunchKernel(func("no_params"), 2, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr));
+	devptr out = alloc<int>(64);
+	Args a1;
+	a1.add(out);
+	OK(launch("in_namespace", 1, 1, 1, 64, 1, 1, a1));
+	std::vector<int> o = download<int>(out, 64);
+	for (int i = 0; i < 64; i++) EXPECT(o[i] == i + 1, "in_namespace[%d] = %d", i, o[i]);
+
+	const int n = 300;
+	std::vector<float> x(n);
+	for (int i = 0; i < n; i++) x[i] = 10.0f * rnd();
+	devptr dx = upload(x), dy = alloc<float>(n);
+	Args a2;
+	a2.add(dx).add(dy).add(n);
+	OK(launch("unary_tanh", 3, 1, 1, 128, 1, 1, a2));
+	std::vector<float> y = download<float>(dy, n);
+	for (int i = 0; i < n; i++) EXPECT(y[i] == tanhf(x[i]), "tanh(%g) = %g", x[i], y[i]);
+	OK(launch("unary_misc", 3, 1, 1, 128, 1, 1, a2));
+	y = download<float>(dy, n);
+	for (int i = 0; i < n; i++) {
+		float v = x[i];
+		float want = 1.0f / sqrtf(fabsf(v) + 1.f) + v / 3.f + fmaxf(fminf(v, 2.f), -2.f) +
+		             (float)std::max(3, std::min(7, (int)v));
+		EXPECT(y[i] == want, "misc(%g) = %g, want %g", v, y[i], want);
+	}
+
+	std::vector<unsigned short> hb(n);
+	for (int i = 0; i < n; i++) hb[i] = bf16(rnd() * 100.0f);
+	devptr bx = upload(hb), by = alloc<unsigned short>(n);
+	Args a3;
+	a3.add(bx).add(by).add(n);
+	OK(launch("scale_bf16", 2, 1, 1, 256, 1, 1, a3));
+	std::vector<unsigned short> got = download<unsigned short>(by, n);
+	for (int i = 0; i < n; i++) EXPECT(got[i] == bf16(2.0f * from_bf16(hb[i])), "bf16 %d", i);
+
+	devptr sc = alloc<int>(96);
+	Args a4;
+	a4.add(sc);
+	OK(launch("sync_count", 1, 1, 1, 96, 1, 1, a4));
+	o = download<int>(sc, 96);
+	for (int i = 0; i < 96; i++) EXPECT(o[i] == 3211, "sync_count[%d] = %d", i, o[i]);
+}
+
+static void test_launch_errors(const char*) {
+	setup();
+	handle f;
+	for (const char* name : {"nope", "mangled", "declared_only", "templated", "_Z7mangledPi"})
+		EXPECT_RC(500, cuModuleGetFunction(&f, g_module, name));
+	handle m2;
+	EXPECT_RC(1, cuModuleLoadData(&m2, nullptr));
+	f = func("vec_add");
+	devptr d = alloc<float>(16);
+	int n = 16;
+	void* params[] = {&d, &d, &d, &n};
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 1025, 1, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 32, 32, 2, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 1, 1, 65, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 0, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 32, 0, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 65536, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr));
+	EXPECT_RC(1, cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 65536, nullptr, params, nullptr));
+	OK(cuFuncSetAttribute(f, 8, 65536));
+	OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 65536, nullptr, params, nullptr));
+	EXPECT_RC(1, cuFuncSetAttribute(f, 8, 300000));
+	EXPECT_RC(400, cuLaunchKernel((handle)&n, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(400, cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (handle)&n, params, nullptr));
+	// A second module finds the same kernels; unloading one invalidates
+	// only its functions.
+	OK(cuModuleLoadData(&m2, "x"));
+	handle f2;
+	OK(cuModuleGetFunction(&f2, m2, "vec_add"));
+	OK(cuModuleUnload(m2));
+	EXPECT_RC(400, cuLaunchKernel(f2, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+	EXPECT_RC(400, cuModuleUnload(m2));
+	EXPECT_RC(400, cuModuleGetFunction(&f2, m2, "vec_add"));
+	OK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+}
+
+// ---- cuBLAS ----
+
+enum { N = 0, T = 1, R32F = 0, R16BF = 14, C32F = 68, C16BF = 75, CTF32 = 77 };
+
+struct Mat {  // column-major rows x cols, leading dimension ld, fp32 or bf16
+	int rows, cols, ld, type;
+	std::vector<float> v;  // ld * cols values as the device holds them
+	Mat(int r, int c, int l, int t) : rows(r), cols(c), ld(l), type(t), v((size_t)l * (c > 0 ? c : 1)) {
+		for (auto& x : v) x = type == R16BF ? from_bf16(bf16(rnd())) : rnd();
+	}
+	float at(int i, int j) const { return v[(size_t)i + (size_t)j * ld]; }
+	size_t esize() const { return type == R16BF ? 2 : 4; }
+	devptr upload() const {
+		if (type == R32F) return ::upload(v);
+		std::vector<unsigned short> h(v.size());
+		for (size_t i = 0; i < v.size(); i++) h[i] = bf16(v[i]);
+		return ::upload(h);
+	}
+	std::vector<float> download(devptr p) const {
+		if (type == R32F) return ::download<float>(p, v.size());
+		std::vector<unsigned short> h = ::download<unsigned short>(p, v.size());
+		std::vector<float> r(h.size());
+		for (size_t i = 0; i < h.size(); i++) r[i] = from_bf16(h[i]);
+		return r;
+	}
+};
+
+// ref computes alpha*op(A)*op(B) + beta*C the way the emulator documents:
+// inputs rounded per compute type, products summed in double in order.
+static std::vector<float> ref(int ta, int tb, int m, int n, int k, float alpha, const Mat& A, const Mat& B, float beta,
+                              const Mat& C, int compute, bool round_inputs = true) {
+	std::vector<float> out = C.v;
+	auto rnd_in = [&](float x) {
+		if (!round_inputs) return x;
+		if (compute == C16BF) return round_bits(x, 16);
+		if (compute == CTF32) return round_bits(x, 13);
+		return x;
+	};
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++) {
+			double acc = 0;
+			for (int p = 0; p < k; p++) {
+				float a = ta == N ? A.at(i, p) : A.at(p, i);
+				float b = tb == N ? B.at(p, j) : B.at(j, p);
+				acc += (double)rnd_in(a) * (double)rnd_in(b);
+			}
+			double r = (double)alpha * acc;
+			if (beta != 0) r += (double)beta * (double)C.at(i, j);
+			float f = (float)r;
+			out[(size_t)i + (size_t)j * C.ld] = C.type == R16BF ? from_bf16(bf16(f)) : f;
+		}
+	return out;
+}
+
+static void gemm_case(handle h, int ta, int tb, int m, int n, int k, int at, int ct, int compute, float beta,
+                      const char* what) {
+	int ra = ta == N ? m : k, ca = ta == N ? k : m, rb = tb == N ? k : n, cb = tb == N ? n : k;
+	Mat A(ra, ca, ra + 3, at), B(rb, cb, rb + 2, at), C(m, n, m + 4, ct);
+	devptr dA = A.upload(), dB = B.upload(), dC = C.upload();
+	if (beta == 0) OK(cuMemsetD8(dC, 0xff, C.v.size() * C.esize()));  // NaN must not leak in
+	float alpha = 1.5f;
+	OK(cublasGemmEx(h, ta, tb, m, n, k, &alpha, (void*)dA, at, A.ld, (void*)dB, at, B.ld, &beta, (void*)dC, ct, C.ld,
+	                compute, -1));
+	std::vector<float> got = C.download(dC);
+	std::vector<float> want = ref(ta, tb, m, n, k, alpha, A, B, beta, C, compute);
+	std::vector<float> exact = ref(ta, tb, m, n, k, alpha, A, B, beta, C, compute, false);
+	int bad = 0;
+	for (int j = 0; j < n; j++)
+		for (int i = 0; i < m; i++) {
+			size_t idx = (size_t)i + (size_t)j * C.ld;
+			if (memcmp(&got[idx], &want[idx], 4) != 0 && bad++ < 3)
+				fail("%s ta=%d tb=%d %dx%dx%d: C(%d,%d) = %.9g, want %.9g", what, ta, tb, m, n, k, i, j, got[idx],
+				     want[idx]);
+			// Reduced precision stays within its tolerance of the exact product.
+			double tol = compute == C16BF || ct == R16BF ? 2e-2 : compute == CTF32 ? 4e-3 : 1e-6;
+			if (fabs(got[idx] - exact[idx]) > tol * (1 + fabs(exact[idx])) * sqrt((double)k) && bad++ < 3)
+				fail("%s: C(%d,%d) = %g, exact %g", what, i, j, got[idx], exact[idx]);
+		}
+	// Rows between m and ldc are not touched.
+	for (int j = 0; j < n; j++)
+		for (int i = m; i < C.ld; i++) {
+			size_t idx = (size_t)i + (size_t)j * C.ld;
+			bool same = beta == 0 ? isnan(got[idx]) : got[idx] == C.v[idx];
+			if (!same && bad++ < 3) fail("%s: padding C(%d,%d) changed", what, i, j);
+		}
+	EXPECT(bad == 0, "%s ta=%d tb=%d: %d wrong", what, ta, tb, bad);
+	OK(cuMemFree(dA));
+	OK(cuMemFree(dB));
+	OK(cuMemFree(dC));
+}
+
+static void test_gemm(const char*) {
+	setup();
+	handle h;
+	OK(cublasCreate(&h));
+	int version = 0;
+	OK(cublasGetVersion(h, &version));
+	EXPECT(version == 130000, "version %d", version);
+	OK(cublasSetStream(h, nullptr));
+	OK(cublasSetMathMode(h, 0));
+	for (int ta : {N, T})
+		for (int tb : {N, T}) {
+			gemm_case(h, ta, tb, 5, 7, 3, R32F, R32F, C32F, 0.5f, "fp32");
+			gemm_case(h, ta, tb, 6, 4, 9, R32F, R32F, C32F, 0.0f, "fp32 beta=0");
+			gemm_case(h, ta, tb, 7, 5, 33, R32F, R32F, C16BF, 0.25f, "fast-bf16");
+			gemm_case(h, ta, tb, 3, 8, 17, R32F, R32F, CTF32, 0.0f, "fast-tf32");
+			gemm_case(h, ta, tb, 9, 6, 20, R16BF, R16BF, C32F, 0.5f, "bf16 in/out");
+			gemm_case(h, ta, tb, 4, 5, 6, R16BF, R32F, C32F, 0.0f, "bf16 in fp32 out");
+		}
+	gemm_case(h, T, N, 70, 90, 400, R32F, R32F, C32F, 1.0f, "large (threaded)");
+	gemm_case(h, N, N, 1, 1, 1, R32F, R32F, C32F, 0.0f, "1x1x1");
+	gemm_case(h, N, T, 4, 3, 0, R32F, R32F, C32F, 0.5f, "k=0");
+
+	// Math mode TF32 makes plain fp32 GEMMs round to tf32.
+	OK(cublasSetMathMode(h, 3));
+	{
+		Mat A(4, 40, 4, R32F), B(40, 3, 40, R32F), C(4, 3, 4, R32F);
+		devptr dA = A.upload(), dB = B.upload(), dC = C.upload();
+		float alpha = 1, beta = 0;
+		OK(cublasGemmEx(h, N, N, 4, 3, 40, &alpha, (void*)dA, R32F, 4, (void*)dB, R32F, 40, &beta, (void*)dC, R32F, 4,
+		                C32F, -1));
+		std::vector<float> got = C.download(dC), want = ref(N, N, 4, 3, 40, 1, A, B, 0, C, CTF32);
+		EXPECT(got == want, "TF32 math mode");
+	}
+	OK(cublasSetMathMode(h, 0));
+
+	// Strided batches.
+	{
+		const int m = 5, n = 4, k = 6, batch = 3;
+		const long long sA = m * k + 7, sB = k * n + 3, sC = m * n + 5;
+		std::vector<Mat> As, Bs, Cs;
+		std::vector<float> ha(sA * batch, NAN), hb(sB * batch, NAN), hc(sC * batch, 0);
+		for (int b = 0; b < batch; b++) {
+			As.emplace_back(m, k, m, R32F);
+			Bs.emplace_back(n, k, n, R32F);  // op T
+			Cs.emplace_back(m, n, m, R32F);
+			std::copy(As[b].v.begin(), As[b].v.end(), ha.begin() + b * sA);
+			std::copy(Bs[b].v.begin(), Bs[b].v.end(), hb.begin() + b * sB);
+			std::copy(Cs[b].v.begin(), Cs[b].v.end(), hc.begin() + b * sC);
+		}
+		devptr dA = upload(ha), dB = upload(hb), dC = upload(hc);
+		float alpha = 0.75f, beta = 2.0f;
+		OK(cublasGemmStridedBatchedEx(h, N, T, m, n, k, &alpha, (void*)dA, R32F, m, sA, (void*)dB, R32F, n, sB, &beta,
+		                              (void*)dC, R32F, m, sC, batch, C32F, -1));
+		std::vector<float> got = download<float>(dC, sC * batch);
+		for (int b = 0; b < batch; b++) {
+			std::vector<float> want = ref(N, T, m, n, k, alpha, As[b], Bs[b], beta, Cs[b], C32F);
+			EXPECT(std::equal(want.begin(), want.end(), got.begin() + b * sC), "batch %d", b);
+		}
+		EXPECT_RC(13, cublasGemmStridedBatchedEx(h, N, T, m, n, k, &alpha, (void*)dA, R32F, m, sA, (void*)dB, R32F, n, sB,
+		                                         &beta, (void*)dC, R32F, m, sC, batch + 1, C32F, -1));
+		EXPECT_RC(7, cublasGemmStridedBatchedEx(h, N, T, m, n, k, &alpha, (void*)dA, R32F, m, sA, (void*)dB, R32F, n, sB,
+		                                        &beta, (void*)dC, R32F, m, sC, -1, C32F, -1));
+		OK(cublasGemmStridedBatchedEx(h, N, T, m, n, k, &alpha, (void*)dA, R32F, m, sA, (void*)dB, R32F, n, sB, &beta,
+		                              (void*)dC, R32F, m, sC, 0, C32F, -1));
+	}
+
+	// Argument errors.
+	devptr dA = alloc<float>(64), dB = alloc<float>(64), dC = alloc<float>(64);
+	float one = 1, zero = 0;
+	auto g = [&](int ta, int tb, int m, int n, int k, devptr a, int at, int lda, devptr b, int ldb, devptr c, int ct,
+	             int ldc, int compute) {
+		return cublasGemmEx(h, ta, tb, m, n, k, &one, (void*)a, at, lda, (void*)b, at, ldb, &zero, (void*)c, ct, ldc,
+		                    compute, -1);
+	};
+	OK(g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));
+	EXPECT_RC(7, g(N, N, 4, 4, 4, dA, R32F, 3, dB, 4, dC, R32F, 4, C32F));  // lda < m
+	EXPECT_RC(7, g(T, N, 4, 4, 5, dA, R32F, 4, dB, 5, dC, R32F, 4, C32F));  // lda < k for op T
+	EXPECT_RC(7, g(N, T, 4, 5, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));  // ldb < n for op T
+	EXPECT_RC(7, g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 3, C32F));  // ldc < m
+	EXPECT_RC(7, g(N, N, -1, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));
+	EXPECT_RC(7, g(N, N, 4, 4, 4, dA, 2, 4, dB, 4, dC, R32F, 4, C32F));  // CUDA_R_16F
+	EXPECT_RC(7, g(3, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));
+	EXPECT_RC(15, g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, 0));
+	EXPECT_RC(15, g(N, N, 4, 4, 4, dA, R16BF, 4, dB, 4, dC, R32F, 4, C16BF));
+	EXPECT_RC(13, g(N, N, 9, 8, 8, dA, R32F, 9, dB, 8, dC, R32F, 9, C32F));  // A spans 72 floats of 64
+	EXPECT_RC(13, g(N, N, 4, 4, 4, dA + 4, R32F, 64, dB, 4, dC, R32F, 4, C32F));
+	EXPECT_RC(13, g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC + 256, R32F, 4, C32F));
+	OK(g(N, N, 0, 4, 4, 0, R32F, 4, 0, 4, 0, R32F, 4, C32F));  // nothing to do
+	EXPECT_RC(7, cublasGemmEx(h, N, N, 4, 4, 4, nullptr, (void*)dA, R32F, 4, (void*)dB, R32F, 4, &zero, (void*)dC, R32F,
+	                          4, C32F, -1));
+	EXPECT_RC(1, cublasGemmEx(nullptr, N, N, 4, 4, 4, &one, (void*)dA, R32F, 4, (void*)dB, R32F, 4, &zero, (void*)dC,
+	                          R32F, 4, C32F, -1));
+	OK(cublasDestroy(h));
+	EXPECT_RC(1, cublasDestroy(h));
+	EXPECT_RC(1, g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));
+}
+
+// ---- NVRTC ----
+
+static std::string prog_string(handle p, int (*size)(handle, size_t*), int (*get)(handle, char*)) {
+	size_t n = 0;
+	if (size(p, &n) != 0) return "<error>";
+	std::string s(n, '?');
+	if (get(p, &s[0]) != 0) return "<error>";
+	return s;
+}
+
+static void test_nvrtc(const char*) {
+	int major = 0, minor = -1;
+	OK(nvrtcVersion(&major, &minor));
+	EXPECT(major == 13 && minor == 0, "version %d.%d", major, minor);
+	EXPECT(strcmp(nvrtcGetErrorString(6), "NVRTC_ERROR_COMPILATION") == 0, "%s", nvrtcGetErrorString(6));
+	EXPECT(strcmp(nvrtcGetErrorString(0), "NVRTC_SUCCESS") == 0, "%s", nvrtcGetErrorString(0));
+
+	const char* src = "extern \"C\" __global__ void k(float* x) { x[0] = 1; }\n";
+	handle p = nullptr;
+	OK(nvrtcCreateProgram(&p, src, "k.cu", 0, nullptr, nullptr));
+	const char* opts[] = {"--gpu-architecture=sm_90", "-default-device"};
+	OK(nvrtcCompileProgram(p, 2, opts));
+	std::string log = prog_string(p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
+	EXPECT(log == std::string(1, '\0'), "log %s", log.c_str());
+	std::string ptx = prog_string(p, nvrtcGetPTXSize, nvrtcGetPTX);
+	EXPECT(ptx == std::string(src) + '\0', "ptx %s", ptx.c_str());
+	std::string cubin = prog_string(p, nvrtcGetCUBINSize, nvrtcGetCUBIN);
+	EXPECT(cubin == src, "cubin %s", cubin.c_str());
+	OK(nvrtcDestroyProgram(&p));
+	EXPECT(p == nullptr, "program not cleared");
+
+	const char* bad = "// kernels\n#define X 1\n  #  error unsupported thing\nextern \"C\" __global__ void k() {}\n";
+	OK(nvrtcCreateProgram(&p, bad, "bad.cu", 0, nullptr, nullptr));
+	EXPECT_RC(6, nvrtcCompileProgram(p, 0, nullptr));
+	log = prog_string(p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
+	EXPECT(log.find("bad.cu(3)") != std::string::npos && log.find("#error directive: unsupported thing") != std::string::npos,
+	       "log: %s", log.c_str());
+	size_t n;
+	EXPECT(nvrtcGetPTXSize(p, &n) != 0, "PTX of a failed compilation");
+	OK(nvrtcDestroyProgram(&p));
+
+	// Other compile errors come from g++ checking the source with emu.h,
+	// honouring -D options and the program's headers.
+	const char* undef = "extern \"C\" __global__ void f(float* x) {\n\tx[0] = undefined_name + WIDTH + HDR;\n}\n";
+	const char* hdr_text = "#define HDR 2\n";
+	const char* hdr_name = "hdr.cuh";
+	std::string with_include = std::string("#include \"hdr.cuh\"\n") + undef;
+	OK(nvrtcCreateProgram(&p, with_include.c_str(), "broken.cu", 1, &hdr_text, &hdr_name));
+	EXPECT_RC(6, nvrtcCompileProgram(p, 0, nullptr));
+	log = prog_string(p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
+	EXPECT(log.find("broken.cu:3") != std::string::npos && log.find("undefined_name") != std::string::npos,
+	       "log: %s", log.c_str());
+	OK(nvrtcDestroyProgram(&p));
+	std::string fixed = std::string("#include \"hdr.cuh\"\n") +
+	                    "extern \"C\" __global__ void f(float* x) { x[0] = WIDTH + HDR + __shfl_xor_sync(0xffffffffu, x[1], 1); }\n";
+	OK(nvrtcCreateProgram(&p, fixed.c_str(), "fixed.cu", 1, &hdr_text, &hdr_name));
+	EXPECT_RC(6, nvrtcCompileProgram(p, 0, nullptr));  // WIDTH undefined
+	const char* defs[] = {"-DWIDTH=4", "--gpu-architecture=compute_90"};
+	OK(nvrtcCompileProgram(p, 2, defs));
+	OK(nvrtcDestroyProgram(&p));
+	setenv("GDROTRAIN_EMU_NVRTC_CHECK", "0", 1);
+	OK(nvrtcCreateProgram(&p, undef, "broken.cu", 0, nullptr, nullptr));
+	OK(nvrtcCompileProgram(p, 0, nullptr));
+	OK(nvrtcDestroyProgram(&p));
+}
+
+// ---- concurrency ----
+
+static void test_threads(const char*) {
+	setup();
+	handle h;
+	OK(cublasCreate(&h));
+	std::vector<std::thread> th;
+	for (int t = 0; t < 4; t++)
+		th.emplace_back([&, t] {
+			OK(cuCtxSetCurrent(g_ctx));
+			const int n = 2000 + t;
+			std::vector<float> a(n), b(n);
+			for (int i = 0; i < n; i++) {
+				a[i] = (float)(i * (t + 1));
+				b[i] = (float)t;
+			}
+			devptr da = upload(a), db = upload(b), dc = alloc<float>(n);
+			for (int rep = 0; rep < 10; rep++) {
+				Args args;
+				args.add(da).add(db).add(dc).add(n);
+				OK(launch("vec_add", (n + 127) / 128, 1, 1, 128, 1, 1, args));
+				std::vector<float> c = download<float>(dc, n);
+				int bad = 0;
+				for (int i = 0; i < n; i++) bad += c[i] != a[i] + b[i];
+				EXPECT(bad == 0, "thread %d rep %d: %d wrong", t, rep, bad);
+				float one = 1, zero = 0;
+				OK(cublasGemmEx(h, N, T, 10, 10, 1, &one, (void*)da, R32F, 10, (void*)db, R32F, 10, &zero, (void*)dc,
+				                R32F, 10, C32F, -1));
+			}
+			OK(cuMemFree(da));
+			OK(cuMemFree(db));
+			OK(cuMemFree(dc));
+		});
+	for (auto& t : th) t.join();
+	OK(cublasDestroy(h));
+}
+
+// perf prints the time of a few typical launches (not a pass/fail test).
+static void test_perf(const char*) {
+	setup();
+	const int rows = 512, cols = 1024;
+	std::vector<float> x(rows * cols);
+	for (auto& v : x) v = rnd();
+	devptr dx = upload(x), dy = alloc<float>(rows * cols);
+	auto time = [&](const char* what, std::function<void()> fn) {
+		auto t0 = std::chrono::steady_clock::now();
+		fn();
+		double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+		printf("%-48s %8.2f ms\n", what, ms);
+	};
+	for (unsigned block : {256u, 1024u}) {
+		char what[100];
+		snprintf(what, sizeof what, "row_softmax %dx%d, %u threads/block", rows, cols, block);
+		time(what, [&] {
+			Args args;
+			args.add(dx).add(dy).add(cols);
+			OK(launch("row_softmax", rows, 1, 1, block, 1, 1, args));
+		});
+	}
+	time("vec_add 1M, 256 threads/block", [&] {
+		int n = rows * cols;
+		Args args;
+		args.add(dx).add(dx).add(dy).add(n);
+		OK(launch("vec_add", (n + 255) / 256, 1, 1, 256, 1, 1, args));
+	});
+	time("100 launches of vec_add 1K", [&] {
+		int n = 1024;
+		for (int i = 0; i < 100; i++) {
+			Args args;
+			args.add(dx).add(dx).add(dy).add(n);
+			OK(launch("vec_add", 4, 1, 1, 256, 1, 1, args));
+		}
+	});
+}
+
+static void test_deadlock(const char*) {
+	setup();
+	devptr d = alloc<float>(64);
+	Args args;
+	args.add(d);
+	launch("deadlock", 1, 1, 1, 64, 1, 1, args);
+	fail("a deadlocked kernel returned");
+}
+
+int main(int argc, char** argv) {
+	if (argc != 3) {
+		printf("usage: driver LIBDIR TEST\n");
+		return 2;
+	}
+	std::map<std::string, std::function<void(const char*)>> tests = {
+	    {"load", test_load},
+	    {"before_init", test_before_init},
+	    {"no_device", test_no_device},
+	    {"context", test_context},
+	    {"memory", test_memory},
+	    {"events", test_events},
+	    {"vecadd", test_vecadd},
+	    {"scalars", test_scalars},
+	    {"grid", test_grid},
+	    {"reduce", test_reduce},
+	    {"softmax", test_softmax},
+	    {"shuffle", test_shuffle},
+	    {"warp_reduce", test_warp_reduce},
+	    {"atomics", test_atomics},
+	    {"early_exit", test_early_exit},
+	    {"misc_kernels", test_misc_kernels},
+	    {"missing_sync", test_missing_sync},
+	    {"launch_errors", test_launch_errors},
+	    {"gemm", test_gemm},
+	    {"nvrtc", test_nvrtc},
+	    {"threads", test_threads},
+	    {"deadlock", test_deadlock},
+	    {"perf", test_perf},
+	};
+	if (strcmp(argv[2], "list") == 0) {
+		for (auto& t : tests) printf("%s\n", t.first.c_str());
+		return 0;
+	}
+	auto it = tests.find(argv[2]);
+	if (it == tests.end()) {
+		printf("unknown test %s\n", argv[2]);
+		return 2;
+	}
+	load(argv[1]);
+	it->second(argv[2]);
+	if (failures) return 1;
+	printf("PASS\n");
+	return 0;
+}
