@@ -46,8 +46,19 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 	dx := b.New(n, C)
 	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	s := m.newLayerGrads(n)
+	var scratchOut *Tensor
+	if p.recompute != nil {
+		scratchOut = b.New(n, C)
+	}
 	for l := len(p.layers) - 1; l >= 0; l-- {
-		m.layerBackward(l, p.layers[l], s, dx, p, &grads.Layers[l])
+		a := p.layers[l]
+		if p.recompute != nil {
+			// Refill the layer's activations from its saved input; the
+			// output goes to scratch so the next layer's input survives.
+			a = p.recompute
+			m.layerForward(l, a, p.layers[l].x, scratchOut, p.pos, kvPlan{segs: p.segs})
+		}
+		m.layerBackward(l, a, s, dx, p, &grads.Layers[l])
 	}
 	b.EmbeddingBackward(grads.Embed, dx, p.ids)
 	return m.checkErr("backward")

@@ -27,6 +27,12 @@ type Model struct {
 	Cfg *Config
 	B   Backend
 	P   *Params
+	// Recompute keeps only each layer's input from a training forward and
+	// recomputes the layer's activations in the backward (activation
+	// checkpointing): about (C + one layer's activations) per token instead
+	// of every layer's, for one extra forward. Gradients are bitwise the
+	// same, since the recomputation repeats the same ops on the same inputs.
+	Recompute bool
 }
 
 // Load reads config.json and the weights of a Hugging Face folder.
@@ -173,11 +179,14 @@ type Pass struct {
 	rows    []int32 // (M) packed row predicting each target
 	targets []int32 // (M)
 	layers  []*layerActs
-	xL      *Tensor  // (N, C) last layer output
-	xf      *Tensor  // (N, C) final-normed
-	rstdF   *Tensor  // (N)
-	headLSE *Tensor  // (M)
-	spans   [][2]int // per sequence, its [from, to) range of the M rows
+	// recompute, when not nil, is the scratch set the backward refills
+	// from each layer's saved input (Model.Recompute).
+	recompute *layerActs
+	xL        *Tensor  // (N, C) last layer output
+	xf        *Tensor  // (N, C) final-normed
+	rstdF     *Tensor  // (N)
+	headLSE   *Tensor  // (M)
+	spans     [][2]int // per sequence, its [from, to) range of the M rows
 }
 
 // pack lays sequences end to end and lists the rows whose next token is a target.
@@ -221,13 +230,25 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	x := b.New(n, C)
 	b.Embedding(x, m.P.Embed, p.ids)
 	kv := kvPlan{segs: p.segs}
+	var shared *layerActs // with Recompute, one set serves every layer
+	if m.Recompute {
+		shared = m.newLayerActs(n)
+	}
 	for l := range m.P.Layers {
-		a := m.newLayerActs(n)
+		a := shared
+		if a == nil {
+			a = m.newLayerActs(n)
+		}
 		out := b.New(n, C)
 		m.layerForward(l, a, x, out, p.pos, kv)
-		p.layers = append(p.layers, a)
+		if m.Recompute {
+			p.layers = append(p.layers, &layerActs{x: x})
+		} else {
+			p.layers = append(p.layers, a)
+		}
 		x = out
 	}
+	p.recompute = shared
 	p.xL, p.xf, p.rstdF = x, b.New(n, C), b.New(n)
 	b.RMSNorm(p.xf, p.rstdF, x, m.P.FinalNorm, float32(c.RMSNormEps))
 

@@ -101,6 +101,10 @@ type TrainConfig struct {
 	MicroBatchRows   int    `yaml:"micro_batch_rows" json:"micro_batch_rows"`     // rows per forward/backward
 	PPOEpochs        int    `yaml:"ppo_epochs" json:"ppo_epochs"`
 	LogEvery         int    `yaml:"log_every" json:"log_every"` // print a summary line every k steps
+	// Recompute keeps only each layer's input in the training forward and
+	// recomputes the rest in the backward (activation checkpointing, verl's
+	// enable_gradient_checkpointing): far less memory for one more forward.
+	Recompute bool `yaml:"recompute" json:"recompute"`
 }
 
 // OptimConfig is AdamW plus the schedule and clipping.

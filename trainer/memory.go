@@ -54,6 +54,11 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		KVCache:     int64(max(cfg.Rollout.MaxSlots, cfg.Validation.N)) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
 		Logits:      2 * 8 << 20 * f32, // two LM-head chunks of at most headChunkElems
 	}
+	if cfg.Train.Recompute {
+		// Each layer's input is kept; one layer's activations are rebuilt
+		// at a time (plus the backward's scratch output).
+		p.Activations = tokens * (C*f32*int64(mc.NumHiddenLayers) + perLayer + scratch + 5*C*f32)
+	}
 	if hasRef {
 		p.Reference = params
 	}
@@ -111,6 +116,27 @@ func NeedsReference(cfg Config) bool {
 	return cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL
 }
 
+// PlanBudget plans the run's memory from config.json alone for the device
+// run.device names, without opening it (Available is left 0).
+func PlanBudget(cfg Config) (Budget, error) {
+	mc, err := model.LoadConfig(cfg.Model.Path)
+	if err != nil {
+		return Budget{}, fmt.Errorf("policy: %w", err)
+	}
+	kind, _, _ := cuda.ParseDevice(cfg.Run.Device)
+	return planFor(mc, cfg, kind == "cuda", cfg.Run.Device), nil
+}
+
+// planFor plans for the CPU or a GPU (whose reference may be bf16).
+func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
+	need := NeedsReference(cfg)
+	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device}
+	if gpu && cfg.Run.RefBF16() {
+		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms are negligible)
+	}
+	return bud
+}
+
 // OpenBackend opens the device run.device names and plans the run's memory
 // against it, reading only config.json (nothing large is allocated).
 func OpenBackend(cfg Config, logf func(string, ...any)) (model.Backend, Budget, error) {
@@ -118,22 +144,20 @@ func OpenBackend(cfg Config, logf func(string, ...any)) (model.Backend, Budget, 
 	if err != nil {
 		return nil, Budget{}, fmt.Errorf("policy: %w", err)
 	}
-	need := NeedsReference(cfg)
-	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: cfg.Run.Device + " (not opened)"}
 	b, err := cuda.SelectBackend(cfg.Run.Device, cfg.Run.MatMul, logf)
 	if err != nil {
-		return nil, bud, fmt.Errorf("run.device: %w", err)
+		kind, _, _ := cuda.ParseDevice(cfg.Run.Device)
+		return nil, planFor(mc, cfg, kind != "cpu", cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
 	}
-	bud.Device, bud.Available = b.Name(), availableMemory()
-	if cb, ok := b.(*cuda.Backend); ok {
+	cb, gpu := b.(*cuda.Backend)
+	bud := planFor(mc, cfg, gpu, b.Name())
+	bud.Available = availableMemory()
+	if gpu {
 		free, _, err := cb.Device().MemInfo()
 		if err != nil {
 			return nil, bud, err
 		}
 		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), cb.Device().Info.Name), free
-		if cfg.Run.RefBF16() {
-			bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms are negligible)
-		}
 	}
 	return b, bud, nil
 }

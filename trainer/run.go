@@ -137,6 +137,7 @@ func (t *Trainer) setup() error {
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	t.Policy.Recompute = cfg.Train.Recompute
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
 	if plan.NeedRef {
 		// The reference policy is the frozen initial checkpoint.

@@ -33,7 +33,25 @@ func TestTrainDryRun(t *testing.T) {
 	}
 	// A plan far beyond any machine is refused with what to change.
 	out, err = runCmd(t, "", append(args, "--set", "train.micro_batch_rows=100000000")...)
-	if err == nil || !strings.Contains(err.Error(), "lower train.micro_batch_rows") || !strings.Contains(out, "does not fit") {
+	if err == nil || !strings.Contains(out, "lower train.micro_batch_rows") || !strings.Contains(out, "does not fit") {
 		t.Errorf("oversized plan: want a refusal naming the knobs, got %v\n%s", err, out)
+	}
+}
+
+// TestPaperConfigsPlan plans every paper config on the real Qwen3 shapes
+// (docs/qwen3-shapes) against an 80 GB and a 141 GB GPU, as a login node
+// would, and checks the verdicts the configs' comments state.
+func TestPaperConfigsPlan(t *testing.T) {
+	fits := map[string][2]bool{"1.7b": {true, true}, "4b": {false, true}, "8b": {false, false}}
+	for _, method := range []string{"grpo", "prompt-gdro", "rollout-gdro"} {
+		for size, want := range fits {
+			for i, gib := range []string{"80", "141"} {
+				out, err := runCmd(t, "", "train", "--config", "paper-"+method+"-"+size,
+					"--set", "model.path="+filepath.Join("..", "..", "docs", "qwen3-shapes", size), "--dry-run", "--assume-memory-gib", gib)
+				if got := err == nil; got != want[i] {
+					t.Errorf("%s %s on %s GiB: fits %v, want %v (%v)\n%s", method, size, gib, got, want[i], err, out)
+				}
+			}
+		}
 	}
 }

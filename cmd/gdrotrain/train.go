@@ -18,6 +18,7 @@ func newTrainCmd() *cobra.Command {
 	var sets []string
 	var printConfig, dryRun bool
 	var device string
+	var assumeGiB float64
 	cmd := &cobra.Command{
 		Use:   "train --config FILE|NAME [--set section.key=value]...",
 		Short: "Train with GRPO, Prompt-GDRO or Rollout-GDRO from a YAML config",
@@ -45,7 +46,7 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 				return err
 			}
 			if dryRun {
-				return dryRunPlan(cmd, cfg)
+				return dryRunPlan(cmd, cfg, assumeGiB)
 			}
 			if printConfig {
 				out, err := cfg.YAML()
@@ -68,23 +69,38 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the resolved config and exit")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the memory the run needs on its device, allocate nothing, exit 1 if it will not fit")
 	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
+	cmd.Flags().Float64Var(&assumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
 	cmd.Flags().StringVar(&resume, "resume", "", "auto (the newest complete checkpoint in the run folder, or a fresh start) or a checkpoint folder")
 	return cmd
 }
 
-// dryRunPlan prints the memory plan against the device's memory. Without a
-// GPU it still prints the plan, saying the device could not be opened.
-func dryRunPlan(cmd *cobra.Command, cfg trainer.Config) error {
+// dryRunPlan prints the memory plan against the device's memory, or against
+// assumeGiB when given (no device is opened). Without a GPU it still prints
+// the plan, saying the device could not be opened.
+func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-	_, bud, err := trainer.OpenBackend(cfg, logf)
-	if err != nil && bud.Plan.Total() == 0 {
-		return err
+	var bud trainer.Budget
+	var err error
+	if assumeGiB > 0 {
+		if bud, err = trainer.PlanBudget(cfg); err != nil {
+			return err
+		}
+		bud.Device += fmt.Sprintf(", assumed %.0f GiB", assumeGiB)
+		bud.Available = int64(assumeGiB * (1 << 30))
+	} else {
+		_, bud, err = trainer.OpenBackend(cfg, logf)
+		if err != nil && bud.Plan.Total() == 0 {
+			return err
+		}
 	}
 	fmt.Fprint(cmd.OutOrStdout(), bud.Report())
 	if err != nil {
 		return fmt.Errorf("dry run: plan printed, but %w", err)
 	}
-	return bud.Check()
+	if bud.Check() != nil {
+		return fmt.Errorf("dry run: the run does not fit (plan above)")
+	}
+	return nil
 }
 
 // readConfig reads a config file, or a built-in config when no file of that
