@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,5 +76,43 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 	_, err = c.compile("broken.cu", "extern \"C\" __global__ void f(float* x) { x[0] = undefined_name; }\n", 9, 0)
 	if err == nil || !strings.Contains(err.Error(), "undefined_name") || !strings.Contains(err.Error(), "broken.cu") {
 		t.Fatalf("want an error quoting NVRTC's log, got %v", err)
+	}
+}
+
+// TestKernelCache: a compiled kernel file is written under the cache folder
+// keyed by source, options, architecture and NVRTC version, and read back
+// instead of recompiling; another architecture is another entry.
+func TestKernelCache(t *testing.T) {
+	lib, err := findLibrary("nvrtc", "")
+	if err != nil {
+		skipNoNVRTC(t, err)
+	}
+	nv, err := loadNVRTC(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCompiler(nv, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cacheDir = t.TempDir()
+	src := Sources()["elementwise.cu"]
+	if _, err := c.compile("elementwise.cu", src, 9, 0); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(c.cacheDir, "elementwise-*.cubin"))
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v, want one elementwise entry", files)
+	}
+	os.WriteFile(files[0], []byte("cached image"), 0o644)
+	img, err := c.compile("elementwise.cu", src, 9, 0)
+	if err != nil || string(img) != "cached image" {
+		t.Fatalf("second compile did not use the cache: %q, %v", img, err)
+	}
+	if _, err := c.compile("elementwise.cu", src, 8, 0); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ = filepath.Glob(filepath.Join(c.cacheDir, "elementwise-*.cubin")); len(files) != 2 {
+		t.Fatalf("sm_80 did not get its own entry: %v", files)
 	}
 }

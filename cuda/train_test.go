@@ -148,3 +148,20 @@ func TestTrainOnCUDA(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSmoke runs the GPU benchmark's code path on the tiny shape (the
+// numbers mean nothing on the emulator; the table and MFU arithmetic run).
+func TestBenchSmoke(t *testing.T) {
+	d := cuda.OpenTestDevice(t)
+	var out strings.Builder
+	err := cuda.Bench(&out, cuda.NewBackend(d, cuda.BF16), cuda.BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tiny-256", "decode-b1-c64", "decode-b4-c64", "MFU", "baseline skipped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log("\n" + out.String())
+}

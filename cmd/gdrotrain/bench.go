@@ -38,8 +38,8 @@ plain PyTorch in the same run, and prints the ratio.`,
 					return err
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
-					g := gpuBench{b: cb, shape: gpuShape, py: torchPython, script: gpuScript(script), peak: peakTFLOPs, bw: bandwidthGBs}
-					return g.run(cmd.OutOrStdout())
+					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
+						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs})
 				}
 			}
 			var shapes []model.BenchShape

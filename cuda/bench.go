@@ -1,4 +1,4 @@
-package main
+package cuda
 
 // The GPU benchmark: training forward+backward tokens/s and MFU at 2k and
 // 8k tokens, and cached decode tokens/s at batch 1, 64 and 256 with 1k and
@@ -13,15 +13,29 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
+// BenchOptions configure Bench.
+type BenchOptions struct {
+	Shape        string  // qwen3-1.7b (random weights) or tiny (a smoke test)
+	Python       string  // interpreter with torch + transformers ("" skips the baseline)
+	Script       string  // scripts/bench_torch_gpu.py
+	PeakTFLOPs   float64 // dense bf16 peak; 0: from the GPU's name
+	BandwidthGBs float64 // memory bandwidth; 0: from the GPU's name
+}
+
+// Bench measures training and decode throughput on b and prints a table
+// beside the PyTorch baseline.
+func Bench(w io.Writer, b *Backend, o BenchOptions) error {
+	g := &gpuBench{b: b, shape: o.Shape, py: o.Python, script: o.Script, peak: o.PeakTFLOPs, bw: o.BandwidthGBs}
+	return g.run(w)
+}
+
 type gpuBench struct {
-	b          *cuda.Backend
+	b          *Backend
 	shape      string
 	py, script string
 	peak, bw   float64 // TFLOP/s, GB/s
@@ -37,10 +51,6 @@ var gpuSpecs = []struct {
 }{
 	{"H200", 989, 4800, true}, {"H100 PCIe", 756, 2000, true}, {"H100", 989, 3350, true},
 	{"A100-SXM4-80GB", 312, 2039, true}, {"A100", 312, 1555, true}, {"emulator", 1, 1, false},
-}
-
-func gpuScript(cpuScript string) string {
-	return filepath.Join(filepath.Dir(cpuScript), "bench_torch_gpu.py")
 }
 
 func (g *gpuBench) specs() {
