@@ -24,6 +24,7 @@ vet:
 # (golang/go#75804).
 test: fixtures vet
 	$(GO) test -count=1 -timeout 40m $(PKGS)
+	@$(GO) test -count=1 -run 'TestConformance$$|TestReportCoverage' -v ./cuda/ | grep -o 'CUDA coverage: .*' || true
 	bash scripts/slurm/test_sbatch.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 

@@ -572,3 +572,23 @@ func TestDeviceForExternalTests(t *testing.T) { testDevice(t) }
 
 // OpenTestDevice is testDevice for package cuda_test.
 var OpenTestDevice = testDevice
+
+// TestReportCoverage states where the CUDA tests ran and what was skipped;
+// `make test` prints its lines so a run without a GPU says so.
+func TestReportCoverage(t *testing.T) {
+	if lib, err := findLibrary("nvrtc", ""); err != nil {
+		t.Logf("CUDA coverage: kernels NOT compiled by NVRTC (%v)", err)
+	} else if nv, err := loadNVRTC(lib); err == nil {
+		a, b, _ := nv.Version()
+		t.Logf("CUDA coverage: every kernel compiled for sm_80 and sm_90 by NVRTC %d.%d (%s)", a, b, lib.path)
+	}
+	devOnce.Do(func() {}) // do not open a device just for this report
+	switch {
+	case testDev == nil:
+		t.Logf("CUDA coverage: backend tests skipped (no GPU, no g++ for the emulator)")
+	case devKind == "gpu":
+		t.Logf("CUDA coverage: backend tests ran on the GPU: %s", testDev.Info)
+	default:
+		t.Logf("CUDA coverage: backend tests ran on the CPU emulator (no GPU here): kernels, launches and cuBLAS calls checked; real-GPU speed, timing and memory NOT checked")
+	}
+}

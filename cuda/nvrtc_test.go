@@ -17,11 +17,10 @@ func skipNoNVRTC(t *testing.T, err error) {
 	t.Skipf("skipped: kernels not compiled, no NVRTC here (%v); scripts/install_nvrtc.sh installs one", err)
 }
 
-// TestKernelsCompile compiles every embedded kernel with the NVRTC found on
-// this machine (none needs a GPU), so a syntax error never costs device time.
-// It ignores GDROTRAIN_CUDA_LIB_DIR, which the emulator tests point at a
-// fake NVRTC.
-func TestKernelsCompile(t *testing.T) {
+// systemCompiler loads the machine's NVRTC, ignoring GDROTRAIN_CUDA_LIB_DIR
+// (which the emulator tests point at a fake one), with the cache off.
+func systemCompiler(t *testing.T) (*compiler, *library) {
+	t.Helper()
 	lib, err := findLibrary("nvrtc", "")
 	if err != nil {
 		skipNoNVRTC(t, err)
@@ -34,7 +33,16 @@ func TestKernelsCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.cacheDir = "" // always compile
+	c.cacheDir = ""
+	return c, lib
+}
+
+// TestKernelsCompile compiles every embedded kernel with the NVRTC found on
+// this machine (none needs a GPU), so a syntax error never costs device time.
+// It ignores GDROTRAIN_CUDA_LIB_DIR, which the emulator tests point at a
+// fake NVRTC.
+func TestKernelsCompile(t *testing.T) {
+	c, lib := systemCompiler(t)
 	t.Logf("NVRTC %s from %s", c.version, lib.path)
 	srcs := Sources()
 	for _, arch := range [][2]int{{8, 0}, {9, 0}} {
@@ -60,20 +68,9 @@ func TestKernelsCompile(t *testing.T) {
 // TestCompileErrorCarriesLog checks that a broken kernel reports NVRTC's log
 // with the file and line.
 func TestCompileErrorCarriesLog(t *testing.T) {
-	lib, err := findLibrary("nvrtc", "")
-	if err != nil {
-		skipNoNVRTC(t, err)
-	}
-	nv, err := loadNVRTC(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newCompiler(nv, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := systemCompiler(t)
 	c.cacheDir = t.TempDir()
-	_, err = c.compile("broken.cu", "extern \"C\" __global__ void f(float* x) { x[0] = undefined_name; }\n", 9, 0)
+	_, err := c.compile("broken.cu", "extern \"C\" __global__ void f(float* x) { x[0] = undefined_name; }\n", 9, 0)
 	if err == nil || !strings.Contains(err.Error(), "undefined_name") || !strings.Contains(err.Error(), "broken.cu") {
 		t.Fatalf("want an error quoting NVRTC's log, got %v", err)
 	}
@@ -83,18 +80,7 @@ func TestCompileErrorCarriesLog(t *testing.T) {
 // keyed by source, options, architecture and NVRTC version, and read back
 // instead of recompiling; another architecture is another entry.
 func TestKernelCache(t *testing.T) {
-	lib, err := findLibrary("nvrtc", "")
-	if err != nil {
-		skipNoNVRTC(t, err)
-	}
-	nv, err := loadNVRTC(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := newCompiler(nv, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := systemCompiler(t)
 	c.cacheDir = t.TempDir()
 	src := Sources()["elementwise.cu"]
 	if _, err := c.compile("elementwise.cu", src, 9, 0); err != nil {

@@ -17,9 +17,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/synth"
-	"github.com/gdrotrain/gdrotrain/tokenizer"
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -28,36 +26,11 @@ func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
 // fixture writes a tiny model, tokenizer and synthetic task; sets is the
 // config for a 2-step run in dir.
 func fixture(t *testing.T) (sets []string) {
-	dir := t.TempDir()
-	mdir := filepath.Join(dir, "model")
-	if err := tokenizer.WriteTiny(mdir, 300); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(mdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := model.DefaultTiny()
-	o.Vocab = tok.VocabSize()
-	for _, id := range tok.StopIDs() {
-		o.EOS = append(o.EOS, id)
-	}
-	mc, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := model.NewCPU()
-	if err := model.WriteFolder(mdir, mc, b, model.RandomParams(b, mc, 3, 0.1, 0), model.F32); err != nil {
-		t.Fatal(err)
-	}
-	train := synth.Generate(4, 1, nil)
-	val := synth.Generate(1, 2, synth.Texts(train))
-	synth.WriteJSONL(filepath.Join(dir, "train.jsonl"), train)
-	synth.WriteJSONL(filepath.Join(dir, "val.jsonl"), val)
+	task := testfix.TinyTask(t)
 	return []string{
-		"model.path=" + quote(mdir), "data.train=[" + quote(filepath.Join(dir, "train.jsonl")) + "]", "data.template=none",
-		"validation.files=[" + quote(filepath.Join(dir, "val.jsonl")) + "]", "validation.n=2", "validation.every=1",
-		"validation.max_new_tokens=4", "run.out_dir=" + quote(dir), "train.steps=2", "train.prompts_per_step=4",
+		"model.path=" + quote(task.Model), "data.train=[" + quote(task.Train) + "]", "data.template=none",
+		"validation.files=[" + quote(task.Val) + "]", "validation.n=2", "validation.every=1",
+		"validation.max_new_tokens=4", "run.out_dir=" + quote(task.Dir), "train.steps=2", "train.prompts_per_step=4",
 		"train.mini_batch_prompts=2", "train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "rollout.max_new_tokens=4",
 		"reward.mode=dapo", "train.method=prompt_gdro", "optim.lr=1e-3", "loss.kl_coef=0.01",
 		"checkpoint.every=1", "run.matmul_precision=fp32",

@@ -13,44 +13,19 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/synth"
-	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
 // fixture writes a tiny model + tokenizer and a small synthetic task and
 // returns a config for a 2-step run.
 func fixture(t *testing.T) (Config, string) {
 	t.Helper()
-	dir := t.TempDir()
-	mdir := filepath.Join(dir, "model")
-	if err := tokenizer.WriteTiny(mdir, 300); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.Load(mdir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := model.DefaultTiny()
-	o.Vocab = tok.VocabSize()
-	for _, id := range tok.StopIDs() {
-		o.EOS = append(o.EOS, id)
-	}
-	mc, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := model.NewCPU()
-	if err := model.WriteFolder(mdir, mc, b, model.RandomParams(b, mc, 3, 0.1, 0), model.F32); err != nil {
-		t.Fatal(err)
-	}
-	train := synth.Generate(4, 1, nil)
-	val := synth.Generate(1, 2, synth.Texts(train))
-	synth.WriteJSONL(filepath.Join(dir, "train.jsonl"), train)
-	synth.WriteJSONL(filepath.Join(dir, "val.jsonl"), val)
+	task := testfix.TinyTask(t)
+	dir, mdir := task.Dir, task.Model
 	cfg, err := LoadBytes(nil, "", []string{
-		"model.path=" + quote(mdir), "data.train=[" + quote(filepath.Join(dir, "train.jsonl")) + "]", "data.template=none",
-		"validation.files=[" + quote(filepath.Join(dir, "val.jsonl")) + "]", "validation.n=2", "validation.every=1",
+		"model.path=" + quote(mdir), "data.train=[" + quote(task.Train) + "]", "data.template=none",
+		"validation.files=[" + quote(task.Val) + "]", "validation.n=2", "validation.every=1",
 		"validation.max_new_tokens=4", "validation.before_training=true",
 		"run.out_dir=" + quote(dir), "run.name=r", "train.steps=2", "train.prompts_per_step=4", "train.mini_batch_prompts=2",
 		"train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "rollout.max_new_tokens=4", "reward.mode=dapo",
