@@ -61,6 +61,11 @@ type Backend struct {
 	cacheMu sync.Mutex
 	ints    map[uint64]*buffer // uploaded index tables by content hash
 	rope    ropeTable
+
+	// attnTiles chooses the attention kernels: 0 picks per call (tiles
+	// for training-sized segments), +1 forces the tiled kernels, −1 the
+	// one-row-per-block kernels (tests run both).
+	attnTiles int
 }
 
 // buffer is one device allocation; tensors and views point at it, and its
@@ -756,7 +761,48 @@ func keyRows(segs []model.Segment, nk int) (kRow, qStart, qCount []int32, err er
 	return
 }
 
-const attThreads = 128 // ATT_THREADS in attention.cu
+const (
+	attThreads = 128 // ATT_THREADS in attention.cu
+	attTile    = 32  // TQ, TK in attention_tiled.cu
+)
+
+// useTiles reports whether the tiled attention kernels serve this call:
+// D within their register budget and segments long enough that a tile of
+// 32 query rows is mostly full (training, prefill), not decode.
+func (b *Backend) useTiles(D int, segs []model.Segment, rows int) bool {
+	if D > 128 || D%4 != 0 || b.attnTiles < 0 {
+		return false
+	}
+	return b.attnTiles > 0 || rows >= 16*len(segs)
+}
+
+// queryTiles splits each segment's query rows into tiles of attTile rows.
+func queryTiles(segs []model.Segment) (qRow0, qCount, kStart, kFirst []int32) {
+	for _, s := range segs {
+		for i0 := 0; i0 < s.QLen; i0 += attTile {
+			qRow0 = append(qRow0, int32(s.Q0+i0))
+			qCount = append(qCount, int32(min(attTile, s.QLen-i0)))
+			kStart = append(kStart, int32(s.K0))
+			kFirst = append(kFirst, int32(s.KLen-s.QLen+i0+1))
+		}
+	}
+	return
+}
+
+// keyTiles splits each segment's key rows into tiles of attTile rows.
+func keyTiles(segs []model.Segment) (kRow0, kCount, j0, segQ0, segQLen, segOff []int32) {
+	for _, s := range segs {
+		for j := 0; j < s.KLen; j += attTile {
+			kRow0 = append(kRow0, int32(s.K0+j))
+			kCount = append(kCount, int32(min(attTile, s.KLen-j)))
+			j0 = append(j0, int32(j))
+			segQ0 = append(segQ0, int32(s.Q0))
+			segQLen = append(segQLen, int32(s.QLen))
+			segOff = append(segOff, int32(s.KLen-s.QLen))
+		}
+	}
+	return
+}
 
 func (b *Backend) attentionDims(op string, out, q, k, v *model.Tensor, segs []model.Segment) (H, G, D int, ok bool) {
 	H, G, D, err := model.AttentionDims(op, out, q, k, v, segs)
@@ -790,6 +836,15 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	}
 	qRow, kStart, kCount := attRows(segs)
 	if len(qRow) == 0 {
+		return
+	}
+	if b.useTiles(D, segs, len(qRow)) {
+		t0, tn, ks, kf := queryTiles(segs)
+		tiles, ok := b.upload("attention query tiles", t0, tn, ks, kf)
+		if ok {
+			b.launch("attn_fwd_tiled", [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
+				tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), scale)
+		}
 		return
 	}
 	addr, ok := b.upload("attention rows", qRow, kStart, kCount)
@@ -834,6 +889,24 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 		return
 	}
 	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
+	if b.useTiles(D, segs, len(qRow)) {
+		t0, tn, ks, kf := queryTiles(segs)
+		qt, ok := b.upload("attention query tiles", t0, tn, ks, kf)
+		if !ok {
+			return
+		}
+		b.launch("attn_bwd_dq_tiled", [3]int{len(t0), H}, attThreads, p[0], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+			qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), scale)
+		k0, kn, j0, sq, sl, so := keyTiles(segs)
+		kt, ok := b.upload("attention key tiles", k0, kn, j0, sq, sl, so)
+		if !ok {
+			return
+		}
+		b.launch("attn_bwd_dkv_tiled", [3]int{len(k0), G}, attThreads, p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), scale)
+		runtime.KeepAlive(delta)
+		return
+	}
 	rows, ok := b.upload("attention rows", qRow, kStart, kCount)
 	if !ok {
 		return

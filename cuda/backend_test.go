@@ -287,7 +287,28 @@ func boolPair(b [2]bool) string {
 // than one key tile), decode segments (one query over a cache slot) and the
 // head sizes of the tiny models and of Qwen3 (D = 128).
 func TestAttentionMatchesCPU(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		tiles int
+	}{{"row kernels", -1}, {"tiled kernels", 1}, {"auto", 0}} {
+		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles) })
+	}
+}
+
+func attentionMatchesCPU(t *testing.T, tiles int) {
 	p := newPair(t, FP32)
+	p.gpu.(*Backend).attnTiles = tiles
+	before := p.gpu.(*Backend).Device().Launches()
+	defer func() {
+		after := p.gpu.(*Backend).Device().Launches()
+		for _, k := range []string{"attn_fwd", "attn_fwd_tiled", "attn_bwd_dq", "attn_bwd_dq_tiled", "attn_bwd_dkv", "attn_bwd_dkv_tiled"} {
+			n := after[k] - before[k]
+			tiled := strings.HasSuffix(k, "_tiled")
+			if (tiles > 0 && !tiled && n > 0) || (tiles < 0 && tiled && n > 0) || (tiles != 0 && n == 0 && tiled == (tiles > 0)) {
+				t.Errorf("mode %d: kernel %s launched %d times", tiles, k, n)
+			}
+		}
+	}()
 	tol := numcheck.Tol{Atol: 3e-5, Rtol: 3e-4}
 	cases := []struct {
 		name     string
@@ -300,6 +321,7 @@ func TestAttentionMatchesCPU(t *testing.T) {
 		{"qwen3 head dim", 8, 2, 128, 140, 140, []model.Segment{{Q0: 0, QLen: 140, K0: 0, KLen: 140}}, true},
 		{"decode over slots", 4, 1, 16, 3, 600, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 290}, {Q0: 1, QLen: 1, K0: 300, KLen: 1}, {Q0: 2, QLen: 1, K0: 301, KLen: 299}}, false},
 		{"chunked prefill", 2, 2, 16, 50, 200, []model.Segment{{Q0: 0, QLen: 50, K0: 100, KLen: 100}}, true},
+		{"odd tiles, D=36", 6, 3, 36, 77, 77, []model.Segment{{Q0: 0, QLen: 33, K0: 0, KLen: 33}, {Q0: 33, QLen: 1, K0: 33, KLen: 1}, {Q0: 34, QLen: 43, K0: 34, KLen: 43}}, true},
 	}
 	for _, c := range cases {
 		q, k, v := p.randn(c.nq*c.H*c.D, 1), p.randn(c.nk*c.G*c.D, 1), p.randn(c.nk*c.G*c.D, 1)

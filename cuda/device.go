@@ -47,6 +47,9 @@ type Device struct {
 	blas  *cublas
 	funcs map[string]*function
 	alloc *allocator
+
+	countMu  sync.Mutex
+	launches map[string]int // per kernel, for tests and profiles
 }
 
 var (
@@ -100,7 +103,7 @@ func open(ordinal int, logf func(string, ...any)) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Device{drv: drv, funcs: map[string]*function{}}
+	d := &Device{drv: drv, funcs: map[string]*function{}, launches: map[string]int{}}
 	d.Info.Ordinal, d.Info.CudaLib = ordinal, lib.path
 	if err := d.readInfo(dev); err != nil {
 		return nil, err
@@ -196,12 +199,26 @@ func (d *Device) launch(name string, grid [3]int, block int, args ...any) error 
 	if !ok {
 		return fmt.Errorf("cuda: no kernel %q", name)
 	}
+	d.countMu.Lock()
+	d.launches[name]++
+	d.countMu.Unlock()
 	for i := range grid {
 		if grid[i] == 0 {
 			grid[i] = 1
 		}
 	}
 	return d.drv.Launch(f, grid, [3]int{block, 1, 1}, args...)
+}
+
+// Launches returns how many times each kernel has been launched.
+func (d *Device) Launches() map[string]int {
+	d.countMu.Lock()
+	defer d.countMu.Unlock()
+	out := make(map[string]int, len(d.launches))
+	for k, v := range d.launches {
+		out[k] = v
+	}
+	return out
 }
 
 // Synchronize waits for all issued work.
