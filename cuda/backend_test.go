@@ -7,11 +7,14 @@ package cuda
 // skips them, with a message.
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
+	"github.com/gdrotrain/gdrotrain/rollout"
 )
 
 var (
@@ -612,5 +616,112 @@ func TestReportCoverage(t *testing.T) {
 		t.Logf("CUDA coverage: backend tests ran on the GPU: %s", testDev.Info)
 	default:
 		t.Logf("CUDA coverage: backend tests ran on the CPU emulator (no GPU here): kernels, launches and cuBLAS calls checked; real-GPU speed, timing and memory NOT checked")
+	}
+}
+
+// TestRowSampler checks TopK (with ties and NaN) against a sort on the host
+// and ChunkSums against float64 sums on the host.
+func TestRowSampler(t *testing.T) {
+	b := NewBackend(testDevice(t), FP32)
+	rng := rand.New(rand.NewPCG(3, 3))
+	const R, V = 3, 2500
+	host := make([]float32, R*V)
+	for i := range host {
+		host[i] = float32(math.Round(rng.NormFloat64()*40) / 10) // many ties
+	}
+	host[7] = float32(math.NaN())
+	lg := upload(b, host, R, V)
+	for _, k := range []int{1, 5, 40} {
+		ids, vals := b.TopK(lg, k)
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for r := 0; r < R; r++ {
+			row := host[r*V : (r+1)*V]
+			order := make([]int, 0, V)
+			for i, v := range row {
+				if !math.IsNaN(float64(v)) {
+					order = append(order, i)
+				}
+			}
+			sort.SliceStable(order, func(a, c int) bool { return row[order[a]] > row[order[c]] })
+			for j := 0; j < k; j++ {
+				if int(ids[r][j]) != order[j] || vals[r][j] != row[order[j]] {
+					t.Fatalf("k=%d row %d rank %d: got id %d (%v), want %d (%v)", k, r, j, ids[r][j], vals[r][j], order[j], row[order[j]])
+				}
+			}
+		}
+	}
+	host[7] = 0.5
+	lg = upload(b, host, R, V)
+	mx, sums := b.ChunkSums(lg, 0.7, 1024)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < R; r++ {
+		row := host[r*V : (r+1)*V]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v)/0.7)
+		}
+		if mx[r] != m {
+			t.Errorf("row %d max %v, want %v", r, mx[r], m)
+		}
+		for c := range sums[r] {
+			var want float64
+			for _, v := range row[c*1024 : min(V, (c+1)*1024)] {
+				want += math.Exp(float64(v)/0.7 - m)
+			}
+			if math.Abs(sums[r][c]-want) > 1e-12*want {
+				t.Errorf("row %d chunk %d: sum %v, want %v", r, c, sums[r][c], want)
+			}
+		}
+	}
+}
+
+// TestGenerateMatchesCPU samples with the rollout package on both backends:
+// greedy, top-k + top-p (validation), unfiltered temperature (training) and
+// top-p alone (full rows) must give the same tokens, the first three
+// through the device reductions.
+func TestGenerateMatchesCPU(t *testing.T) {
+	o := model.DefaultTiny()
+	o.Vocab = 3000 // several sampling chunks
+	o.EOS = []int{2999}
+	cpu, gpu := tinyPair(t, FP32, o)
+	reqs := []rollout.Request{{UID: "a", Prompt: []int32{5, 17, 42, 99}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2}}
+	d := gpu.B.(*Backend).Device()
+	for _, c := range []struct {
+		name   string
+		p      rollout.Params
+		kernel string
+	}{
+		{"greedy", rollout.Params{Temperature: 0, TopP: 1}, "topk_rows"},
+		{"top-k top-p", rollout.Params{Temperature: 0.6, TopK: 20, TopP: 0.8}, "topk_rows"},
+		{"unfiltered", rollout.Params{Temperature: 1, TopP: 1}, "chunk_sums"},
+		{"top-p only", rollout.Params{Temperature: 1, TopP: 0.9}, ""},
+	} {
+		c.p.MaxNewTokens, c.p.MaxSlots, c.p.Seed, c.p.Step = 12, 4, 7, 3
+		before := d.Launches()[c.kernel]
+		want, err := rollout.Generate(context.Background(), cpu, reqs, c.p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := rollout.Generate(context.Background(), gpu, reqs, c.p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.kernel != "" && d.Launches()[c.kernel] == before {
+			t.Errorf("%s: device path (%s) not used", c.name, c.kernel)
+		}
+		for i := range want {
+			for j := range want[i] {
+				w, g := want[i][j], got[i][j]
+				if fmt.Sprint(w.Tokens) != fmt.Sprint(g.Tokens) {
+					t.Fatalf("%s: prompt %d rollout %d: cuda %v, cpu %v", c.name, i, j, g.Tokens, w.Tokens)
+				}
+				compare(t, c.name+" log-probs", g.LogProbs, w.LogProbs, numcheck.Tol{Atol: 1e-5, Rtol: 1e-4})
+			}
+		}
+		t.Logf("%s: %v", c.name, got[0][0].Tokens)
 	}
 }

@@ -153,3 +153,17 @@ type Backend interface {
 type Freezer interface {
 	Freeze(t *Tensor) error
 }
+
+// RowSampler is implemented by backends that reduce next-token logits on
+// the device, so the sampler downloads a few numbers per row instead of a
+// whole vocabulary (the CUDA backend). The rollout package uses it when
+// the model's backend has it and falls back to full rows otherwise.
+type RowSampler interface {
+	// TopK returns, for each row of logits (R, V), its k largest logits in
+	// descending order, ties broken by the lower id, and their ids.
+	TopK(logits *Tensor, k int) (ids [][]int32, vals [][]float32)
+	// ChunkSums returns, for each row, mx = max_v logits/temperature and,
+	// for consecutive chunks of chunk ids, Σ exp(logit/temperature − mx)
+	// accumulated in float64.
+	ChunkSums(logits *Tensor, temperature float64, chunk int) (mx []float64, sums [][]float64)
+}

@@ -120,8 +120,9 @@ type DecodeResult struct {
 
 // MeasureDecode fills batch cache slots with context tokens (one prefill,
 // copied to every slot as the sampler shares a prompt) and times steps
-// decode steps of one token per slot, logits returned to the host as the
-// sampler receives them.
+// decode steps of one token per slot, the logits reaching the host as the
+// sampler receives them (whole rows, or device-side reductions on a
+// RowSampler backend).
 func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeResult, error) {
 	cfg, err := o.Config()
 	if err != nil {
@@ -149,12 +150,30 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 	for s := range in {
 		in[s] = StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
 	}
-	if _, err := m.Step(kv, in); err != nil { // warm-up
+	step := func() error { _, err := m.Step(kv, in); return err }
+	if rs, ok := b.(RowSampler); ok {
+		// As the sampler does on such a backend (unfiltered sampling): the
+		// logits stay on the device; per row, chunk sums and one chunk come back.
+		step = func() error {
+			t, err := m.StepLogits(kv, in)
+			if err != nil {
+				return err
+			}
+			rs.ChunkSums(t, 1, 1024)
+			chunk := make([]float32, min(1024, cfg.VocabSize))
+			flat := t.View(t.Numel())
+			for r := range in {
+				b.Download(flat.Rows(r*cfg.VocabSize, r*cfg.VocabSize+len(chunk)), chunk)
+			}
+			return m.checkErr("decode bench")
+		}
+	}
+	if err := step(); err != nil { // warm-up
 		return DecodeResult{}, err
 	}
 	start := time.Now()
 	for i := 0; i < steps; i++ {
-		if _, err := m.Step(kv, in); err != nil {
+		if err := step(); err != nil {
 			return DecodeResult{}, fmt.Errorf("decode bench: %w", err)
 		}
 	}

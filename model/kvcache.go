@@ -56,6 +56,15 @@ func (m *Model) Step(kv *KVCache, in []StepInput) ([][]float32, error) {
 	return m.step(kv, in, false)
 }
 
+// StepLogits is Step with the logits (len(in), V) left on the backend, for
+// samplers that reduce them there (see RowSampler).
+func (m *Model) StepLogits(kv *KVCache, in []StepInput) (*Tensor, error) {
+	return m.stepTensor(kv, in, false)
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() Backend { return m.B }
+
 // Logits returns the logits (V) at every position of one sequence, computed
 // through the KV-cache path in a single prefill.
 func (m *Model) Logits(tokens []int32) ([][]float32, error) {
@@ -64,6 +73,25 @@ func (m *Model) Logits(tokens []int32) ([][]float32, error) {
 }
 
 func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error) {
+	logits, err := m.stepTensor(kv, in, all)
+	if err != nil {
+		return nil, err
+	}
+	V := m.Cfg.VocabSize
+	host := make([]float32, logits.Numel())
+	m.B.Download(logits, host)
+	if err := m.checkErr("step"); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, logits.Numel()/V)
+	for i := range out {
+		out[i] = host[i*V : (i+1)*V]
+	}
+	return out, nil
+}
+
+// stepTensor runs the cached forward and returns the logits on the backend.
+func (m *Model) stepTensor(kv *KVCache, in []StepInput, all bool) (*Tensor, error) {
 	b, c := m.B, m.Cfg
 	var ids, pos, rows, heads []int32
 	var segs []Segment
@@ -107,19 +135,13 @@ func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error)
 	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
 	logits := b.New(len(heads), c.VocabSize)
 	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
-	host := make([]float32, logits.Numel())
-	b.Download(logits, host)
 	if err := m.checkErr("step"); err != nil {
 		return nil, err
 	}
 	for _, s := range in {
 		kv.Len[s.Slot] += len(s.Tokens)
 	}
-	out := make([][]float32, len(heads))
-	for i := range out {
-		out[i] = host[i*c.VocabSize : (i+1)*c.VocabSize]
-	}
-	return out, nil
+	return logits, nil
 }
 
 // checkErr returns (and clears) the backend's recorded error, wrapped with op.

@@ -13,6 +13,14 @@
 // Prefix sharing: a prompt is prefilled once into one cache slot; its n
 // rollouts copy that slot and all sample their first token from the same
 // prefill logits.
+//
+// Device-side reductions: when the model's backend implements
+// model.RowSampler (the CUDA backend), a decode step downloads per row only
+// what the draw needs — the top k logits for greedy and top-k sampling (the
+// draw is then the same host arithmetic on the same numbers), or chunk sums
+// plus one 1024-id chunk for unfiltered sampling (equal to the full-row
+// draw up to float64 rounding of the normaliser) — instead of the whole
+// vocabulary. Top-p without top-k downloads full rows.
 package rollout
 
 import (
@@ -155,15 +163,147 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		if len(in) == 0 {
 			continue
 		}
-		logits, err := lm.Step(kv, in)
-		if err != nil {
-			return nil, fmt.Errorf("decode: %w", err)
-		}
+		readers := make([][]*seqState, len(active))
 		for i, s := range active {
-			s.sample(logits[i], p)
+			readers[i] = []*seqState{s}
+		}
+		if err := stepAndSample(lm, kv, in, readers, p); err != nil {
+			return nil, fmt.Errorf("decode: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// DeviceLM is implemented by models whose logits can stay on their backend
+// (model.Model); with a model.RowSampler backend the sampler reduces them
+// there.
+type DeviceLM interface {
+	StepLogits(kv *model.KVCache, in []model.StepInput) (*model.Tensor, error)
+	Backend() model.Backend
+}
+
+// sampleChunk is the id chunk of the device path for unfiltered sampling.
+const sampleChunk = 1024
+
+// stepAndSample runs one model step and draws a token for each rollout
+// reading each row (readers[i] read row i).
+func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
+	dev, isDev := lm.(DeviceLM)
+	var rs model.RowSampler
+	if isDev {
+		rs, isDev = dev.Backend().(model.RowSampler)
+	}
+	if !isDev {
+		logits, err := lm.Step(kv, in)
+		if err != nil {
+			return err
+		}
+		for i, row := range readers {
+			for _, s := range row {
+				s.sample(logits[i], p)
+			}
+		}
+		return nil
+	}
+	t, err := dev.StepLogits(kv, in)
+	if err != nil {
+		return err
+	}
+	b := dev.Backend()
+	_, V := model.Matrix(t)
+	switch {
+	case p.Temperature == 0:
+		ids, _ := rs.TopK(t, 1)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+		for i, row := range readers {
+			for _, s := range row {
+				s.push(ids[i][0], 0)
+			}
+		}
+	case p.TopK > 0 && p.TopK < V:
+		ids, vals := rs.TopK(t, p.TopK)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+		for i, row := range readers {
+			for _, s := range row {
+				idx, lp := Sample(vals[i], p.Temperature, p.TopK, p.TopP, s.draw())
+				s.push(ids[i][idx], lp)
+			}
+		}
+	case p.TopP >= 1:
+		mx, sums := rs.ChunkSums(t, p.Temperature, sampleChunk)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+		for i, row := range readers {
+			for _, s := range row {
+				tok, lp, err := sampleChunked(b, t, i, V, mx[i], sums[i], p.Temperature, s.draw())
+				if err != nil {
+					return err
+				}
+				s.push(tok, lp)
+			}
+		}
+	default: // top-p over the whole vocabulary needs the whole row
+		host := make([]float32, t.Numel())
+		b.Download(t, host)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+		for i, row := range readers {
+			for _, s := range row {
+				s.sample(host[i*V:(i+1)*V], p)
+			}
+		}
+	}
+	return nil
+}
+
+// sampleChunked draws from softmax(row/temperature) given the row's max
+// and per-chunk sums: the chunk holding u·Σ is located from the sums, and
+// only that chunk's logits are downloaded and walked in id order.
+func sampleChunked(b model.Backend, t *model.Tensor, r, V int, mx float64, sums []float64, temperature, u float64) (int32, float32, error) {
+	var total float64
+	for _, x := range sums {
+		total += x
+	}
+	target := u * total
+	flat := t.View(t.Numel())
+	var cum float64
+	for c := range sums {
+		if c < len(sums)-1 && cum+sums[c] <= target {
+			cum += sums[c]
+			continue
+		}
+		lo, hi := c*sampleChunk, min(V, (c+1)*sampleChunk)
+		chunk := make([]float32, hi-lo)
+		b.Download(flat.Rows(r*V+lo, r*V+hi), chunk)
+		if err := backendErr(b); err != nil {
+			return 0, 0, err
+		}
+		for j, v := range chunk {
+			q := math.Exp(float64(v)/temperature - mx)
+			cum += q
+			// The chunk sums came from the device's exp: if this walk ends
+			// a hair short of the target, the next chunk takes over.
+			if target < cum || (c == len(sums)-1 && j == len(chunk)-1) {
+				return int32(lo + j), float32(math.Log(q / total)), nil
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("sampler: row %d: the chunk walk ended without a token (%d chunks)", r, len(sums))
+}
+
+// backendErr returns and clears the backend's recorded error.
+func backendErr(b model.Backend) error {
+	if err := b.Err(); err != nil {
+		b.ResetErr()
+		return err
+	}
+	return nil
 }
 
 // admit prefills request r into one slot, copies it to the other rollouts'
@@ -176,26 +316,25 @@ func admit(lm LM, kv *model.KVCache, r Request, dst []Completion, free *[]int, p
 		return s
 	}
 	first := take()
-	logits, err := lm.Step(kv, []model.StepInput{{Slot: first, Tokens: r.Prompt}})
-	if err != nil {
-		return nil, fmt.Errorf("prefill uid %q: %w", r.UID, err)
-	}
 	uidKey := rng.HashString(r.UID)
 	var seqs []*seqState
 	for i := 0; i < r.N; i++ {
 		slot := first
 		if i > 0 {
 			slot = take()
-			if err := lm.CopySlot(kv, slot, first); err != nil {
-				return nil, err
-			}
 		}
 		dst[i] = Completion{UID: r.UID, Index: i}
-		s := &seqState{slot: slot, key: rng.Key(p.Seed, uint64(p.Step), uidKey, uint64(i)), out: &dst[i]}
-		seqs = append(seqs, s)
+		seqs = append(seqs, &seqState{slot: slot, key: rng.Key(p.Seed, uint64(p.Step), uidKey, uint64(i)), out: &dst[i]})
 	}
-	for _, s := range seqs {
-		s.sample(logits[0], p)
+	// Prefill once, every rollout draws its first token from that row, then
+	// the other rollouts' slots receive copies of the prefilled cache.
+	if err := stepAndSample(lm, kv, []model.StepInput{{Slot: first, Tokens: r.Prompt}}, [][]*seqState{seqs}, p); err != nil {
+		return nil, fmt.Errorf("prefill uid %q: %w", r.UID, err)
+	}
+	for _, s := range seqs[1:] {
+		if err := lm.CopySlot(kv, s.slot, first); err != nil {
+			return nil, err
+		}
 	}
 	return seqs, nil
 }
@@ -216,8 +355,15 @@ func (s *seqState) finished(stops map[int32]bool, maxNew int) bool {
 
 // sample draws the next token from logits and appends it.
 func (s *seqState) sample(logits []float32, p Params) {
-	u := rng.Uniform(s.key, uint64(len(s.out.Tokens)))
-	tok, lp := Sample(logits, p.Temperature, p.TopK, p.TopP, u)
+	tok, lp := Sample(logits, p.Temperature, p.TopK, p.TopP, s.draw())
+	s.push(tok, lp)
+}
+
+// draw is the uniform number that picks the rollout's next token.
+func (s *seqState) draw() float64 { return rng.Uniform(s.key, uint64(len(s.out.Tokens))) }
+
+// push appends a sampled token and its log-probability.
+func (s *seqState) push(tok int32, lp float32) {
 	s.out.Tokens = append(s.out.Tokens, tok)
 	s.out.LogProbs = append(s.out.LogProbs, lp)
 }
