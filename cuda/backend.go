@@ -71,11 +71,12 @@ type Backend struct {
 // buffer is one device allocation; tensors and views point at it, and its
 // finalizer returns the block to the allocator's cache.
 type buffer struct {
-	ptr   uint64
-	size  int64 // bytes reserved
-	elems int   // elements usable
-	bf16  bool  // frozen: 2-byte bf16 elements, read-only
-	a     *allocator
+	ptr    uint64
+	size   int64 // bytes reserved
+	elems  int   // elements usable
+	bf16   bool  // 2-byte bf16 elements: frozen weights or a KV cache
+	frozen bool  // read-only (Freeze); otherwise writable by ScatterRows and Copy
+	a      *allocator
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
@@ -170,7 +171,7 @@ func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
 			return nil, false
 		}
 		if frozen {
-			b.keep(fmt.Errorf("%s: tensor argument %d %v is frozen (bf16, read-only); only matmul, embedding and download read it", op, i, t.Shape))
+			b.keep(fmt.Errorf("%s: tensor argument %d %v is bf16 storage (a frozen weight or the KV cache); only matmul, embedding, attention, copy, scatter and download take it", op, i, t.Shape))
 			return nil, false
 		}
 		out[i] = p
@@ -211,9 +212,31 @@ func (b *Backend) Freeze(t *model.Tensor) error {
 		return fmt.Errorf("freeze %v: %w", t.Shape, err)
 	}
 	b.elementwise("f32_to_bf16", n, buf.ptr, p[0], int64(n))
+	buf.frozen = true
 	t.Store, t.Off = buf, 0
 	return b.Err()
 }
+
+// NewHalf allocates a zero-filled bf16 tensor that ScatterRows writes
+// (rounding) and Attention, Copy and Download read: the KV cache at half
+// the memory and half the decode bandwidth.
+func (b *Backend) NewHalf(shape ...int) *model.Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= max(d, 0)
+	}
+	t := &model.Tensor{Shape: append([]int(nil), shape...)}
+	buf, err := b.allocBytes(n, 2)
+	if !b.keep(err) {
+		t.Store = &buffer{}
+		return t
+	}
+	t.Store = buf
+	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64((n+1)/2))) // allocations are rounded up to 512 bytes
+	return t
+}
+
+var _ model.HalfStore = (*Backend)(nil)
 
 // opt returns the address of an optional tensor (0 when nil).
 func (b *Backend) opt(op string, t *model.Tensor) (uint64, bool) {
@@ -291,12 +314,26 @@ func (b *Backend) Zero(t *model.Tensor) {
 	}
 }
 
-// Copy overwrites dst with src.
+// Copy overwrites dst with src (both float32, or both bf16 as when a KV
+// cache slot is copied).
 func (b *Backend) Copy(dst, src *model.Tensor) {
-	p, ok := b.ptrs("copy", dst, src)
-	if ok && b.keep(model.SizeCheck("copy", dst, src)) && dst.Numel() > 0 {
-		b.keep(b.d.drv.DtoD(p[0], p[1], int64(dst.Numel())*4))
+	if !b.ok() {
+		return
 	}
+	pd, hd, ok1 := b.operand("copy", 0, dst)
+	ps, hs, ok2 := b.operand("copy", 1, src)
+	if !ok1 || !ok2 || !b.keep(model.SizeCheck("copy", dst, src)) || dst.Numel() == 0 {
+		return
+	}
+	if hd != hs || (hd && dst.Store.(*buffer).frozen) {
+		b.keep(fmt.Errorf("copy: storages differ (bf16 %v → %v) or the destination is frozen", hs, hd))
+		return
+	}
+	width := int64(4)
+	if hd {
+		width = 2
+	}
+	b.keep(b.d.drv.DtoD(pd, ps, int64(dst.Numel())*width))
 }
 
 // Add accumulates dst += src.
@@ -572,12 +609,24 @@ func (b *Backend) GatherRows(dst, src *model.Tensor, idx []int32) {
 // ScatterRows writes (or accumulates) dst[idx[i]] = src[i]. Plain writes to
 // a repeated row keep the last one, as the sequential CPU loop does.
 func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bool) {
-	p, ok := b.ptrs("scatter rows", dst, src)
+	if !b.ok() {
+		return
+	}
+	pd, half, ok := b.operand("scatter rows", 0, dst)
 	if !ok {
 		return
 	}
+	ps, ok := b.ptrs("scatter rows", src)
+	if !ok {
+		return
+	}
+	p := []uint64{pd, ps[0]}
 	w, err := model.RowsDims("scatter rows", dst, src, idx)
 	if !b.keep(err) {
+		return
+	}
+	if half && (accumulate || dst.Store.(*buffer).frozen) {
+		b.keep(fmt.Errorf("scatter rows: bf16 destination %v takes plain writes only", dst.Shape))
 		return
 	}
 	if accumulate {
@@ -597,7 +646,25 @@ func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bo
 	for i, r := range rows {
 		from[i] = last[r]
 	}
-	b.copyRows(p[0], p[1], rows, from, len(rows), w)
+	if !half {
+		b.copyRows(p[0], p[1], rows, from, len(rows), w)
+		return
+	}
+	// Gather the chosen source rows into a compact buffer, then round them
+	// into their cache rows.
+	if len(rows) == 0 || w == 0 {
+		return
+	}
+	picked, err := b.alloc(len(rows) * w)
+	if !b.keep(err) {
+		return
+	}
+	b.copyRows(picked.ptr, p[1], nil, from, len(rows), w)
+	addr, ok := b.upload("scatter rows", rows)
+	if ok {
+		b.launch("scatter_rows_bf16", [3]int{len(rows), (w + 255) / 256}, 256, p[0], picked.ptr, addr[0], int32(len(rows)), int32(w))
+	}
+	runtime.KeepAlive(picked)
 }
 
 // rowBlock is the thread count of one-block-per-row kernels.
@@ -818,9 +885,26 @@ func (b *Backend) attentionDims(op string, out, q, k, v *model.Tensor, segs []mo
 
 // Attention computes causal GQA attention per segment.
 func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
-	p, ok := b.ptrs("attention", out, q, k, v)
+	if !b.ok() {
+		return
+	}
+	pk, hk, ok1 := b.operand("attention", 2, k)
+	pv, hv, ok2 := b.operand("attention", 3, v)
+	if !ok1 || !ok2 {
+		return
+	}
+	if hk != hv {
+		b.keep(fmt.Errorf("attention: k and v storages differ (bf16 %v, %v)", hk, hv))
+		return
+	}
+	pq, ok := b.ptrs("attention", out, q)
 	if !ok {
 		return
+	}
+	p := []uint64{pq[0], pq[1], pk, pv}
+	suffix := ""
+	if hk {
+		suffix = "_kvh" // a bf16 KV cache
 	}
 	lp, ok := b.opt("attention", lse)
 	if !ok {
@@ -842,7 +926,7 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 		t0, tn, ks, kf := queryTiles(segs)
 		tiles, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if ok {
-			b.launch("attn_fwd_tiled", [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
+			b.launch("attn_fwd_tiled"+suffix, [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
 				tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), scale)
 		}
 		return
@@ -851,7 +935,7 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if !ok {
 		return
 	}
-	b.launch("attn_fwd", [3]int{len(qRow), H}, attThreads, p[0], lp, p[1], p[2], p[3], addr[0], addr[1], addr[2],
+	b.launch("attn_fwd"+suffix, [3]int{len(qRow), H}, attThreads, p[0], lp, p[1], p[2], p[3], addr[0], addr[1], addr[2],
 		int32(H), int32(G), int32(D), scale)
 }
 

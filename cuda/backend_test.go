@@ -725,3 +725,63 @@ func TestGenerateMatchesCPU(t *testing.T) {
 		t.Logf("%s: %v", c.name, got[0][0].Tokens)
 	}
 }
+
+// TestHalfKVCache decodes with a bf16 KV cache: logits stay within bf16
+// rounding of the CPU's fp32 cache, a copied slot continues exactly like a
+// slot prefilled from scratch, the cache takes half the bytes, and other
+// ops refuse its tensors.
+func TestHalfKVCache(t *testing.T) {
+	o := model.DefaultTiny()
+	o.Vocab = 300
+	cpu, gpu := tinyPair(t, FP32, o)
+	gpu.KVCacheBF16 = true
+	d := gpu.B.(*Backend).Device()
+	prompt := []int32{5, 17, 42, 99, 3, 250, 8}
+	run := func(m *model.Model) [][]float32 {
+		kv := m.NewKVCache(2, 32)
+		if _, err := m.Step(kv, []model.StepInput{{Slot: 0, Tokens: prompt}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CopySlot(kv, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+		logits, err := m.Step(kv, []model.StepInput{{Slot: 0, Tokens: []int32{11}}, {Slot: 1, Tokens: []int32{12}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logits
+	}
+	want, got := run(cpu), run(gpu)
+	for s := range want {
+		compare(t, fmt.Sprintf("bf16 KV slot %d logits", s), got[s], want[s], numcheck.Tol{Atol: 2e-2, Rtol: 2e-2})
+	}
+	// Slot 1 (a copy) equals a fresh prefill of prompt+[12] on the same cache kind.
+	kv := gpu.NewKVCache(1, 32)
+	fresh, err := gpu.Step(kv, []model.StepInput{{Slot: 0, Tokens: append(append([]int32{}, prompt...), 12)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "copied slot vs fresh prefill", got[1], fresh[0], numcheck.Tol{Atol: 1e-6, Rtol: 1e-5})
+	// The cache's bytes: half of an fp32 cache of the same size.
+	size := func(half bool) int64 {
+		gpu.KVCacheBF16 = half
+		before := d.MemStats().InUse
+		c := gpu.NewKVCache(4, 1000)
+		n := d.MemStats().InUse - before
+		runtime.KeepAlive(c)
+		return n
+	}
+	if f32, bf := size(false), size(true); bf*2 > f32+4096 {
+		t.Errorf("bf16 KV cache takes %d bytes, fp32 %d", bf, f32)
+	} else {
+		t.Logf("KV cache of 4 slots × 1000 tokens: fp32 %d bytes, bf16 %d", f32, bf)
+	}
+	if n := kv.K[0].Store.(*buffer); !n.bf16 || n.frozen {
+		t.Errorf("KV cache buffer: bf16 %v frozen %v, want a writable bf16 buffer", n.bf16, n.frozen)
+	}
+	gpu.B.Scale(kv.K[0], 2)
+	if err := gpu.B.Err(); err == nil || !strings.Contains(err.Error(), "bf16 storage") {
+		t.Errorf("scale of a KV cache tensor: want a refusal, got %v", err)
+	}
+	gpu.B.ResetErr()
+}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -107,7 +108,8 @@ func (g *gpuBench) run(w io.Writer) error {
 	for _, s := range p.train {
 		r, err := model.Measure(g.b, s)
 		if err != nil {
-			return err
+			g.skip(w, s.Name, err)
+			continue
 		}
 		mfu := model.TrainFLOPs(s) * r.TrainTokPerS / float64(s.Batch*s.SeqLen) / (g.peak * 1e12)
 		tt, ratio := "-", "-"
@@ -118,12 +120,13 @@ func (g *gpuBench) run(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "%-18s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	for _, d := range p.decode {
+		name := fmt.Sprintf("decode-b%d-c%d", d[0], d[1])
 		r, err := model.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
 		if err != nil {
-			return err
+			g.skip(w, name, err)
+			continue
 		}
 		bound := float64(d[0]) * g.bw * 1e9 / r.StepBytes
-		name := fmt.Sprintf("decode-b%d-c%d", d[0], d[1])
 		tt, ratio := "-", "-"
 		if t, ok := theirs[name]; ok && t.TokS > 0 {
 			tt, ratio = fmt.Sprintf("%.0f", t.TokS), fmt.Sprintf("%.2f", r.TokPerS/t.TokS)
@@ -136,6 +139,22 @@ func (g *gpuBench) run(w io.Writer) error {
 	}
 	return nil
 }
+
+// skip reports a measurement that failed (typically out of memory: 256
+// sequences × 4k tokens of fp32 KV cache for Qwen3-1.7B is 240 GB) and
+// frees what it left behind so the next one starts clean.
+func (g *gpuBench) skip(w io.Writer, name string, err error) {
+	g.b.ResetErr()
+	runtime.GC()
+	g.b.Device().alloc.release()
+	msg := err.Error()
+	if isOOMText(msg) {
+		msg = "out of memory"
+	}
+	fmt.Fprintf(w, "%-18s %12s   (%s)\n", name, "-", lastLines(msg, 1))
+}
+
+func isOOMText(s string) bool { return strings.Contains(s, "OUT_OF_MEMORY") }
 
 // torch runs the PyTorch + transformers baseline on the same shapes.
 func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {

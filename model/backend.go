@@ -167,3 +167,10 @@ type RowSampler interface {
 	// accumulated in float64.
 	ChunkSums(logits *Tensor, temperature float64, chunk int) (mx []float64, sums [][]float64)
 }
+
+// HalfStore is implemented by backends that can hold a writable tensor in
+// bf16 (the CUDA backend): the KV cache, written by ScatterRows (rounding)
+// and read by Attention, Copy and Download.
+type HalfStore interface {
+	NewHalf(shape ...int) *Tensor
+}

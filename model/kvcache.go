@@ -19,9 +19,13 @@ type KVCache struct {
 func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	c := m.Cfg
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots)}
+	alloc := m.B.New
+	if h, ok := m.B.(HalfStore); ok && m.KVCacheBF16 {
+		alloc = h.NewHalf
+	}
 	for range m.P.Layers {
-		kv.K = append(kv.K, m.B.New(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
-		kv.V = append(kv.V, m.B.New(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
+		kv.K = append(kv.K, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
+		kv.V = append(kv.V, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
 	}
 	return kv
 }

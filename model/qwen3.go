@@ -33,6 +33,10 @@ type Model struct {
 	// of every layer's, for one extra forward. Gradients are bitwise the
 	// same, since the recomputation repeats the same ops on the same inputs.
 	Recompute bool
+	// KVCacheBF16 holds the KV cache in bf16 on backends that can
+	// (HalfStore): half the memory and the decode bandwidth; new keys and
+	// values are rounded as they are written.
+	KVCacheBF16 bool
 }
 
 // Load reads config.json and the weights of a Hugging Face folder.

@@ -48,6 +48,11 @@ func (r RunConfig) RefBF16() bool {
 	return r.ReferenceDType == "bf16" || (r.ReferenceDType == "auto" && r.MatMul == "bf16")
 }
 
+// KVBF16 reports whether the sampler's KV cache is held in bf16 on the GPU.
+func (r RunConfig) KVBF16() bool {
+	return r.KVCacheDType == "bf16" || (r.KVCacheDType == "auto" && r.MatMul == "bf16")
+}
+
 // RunConfig names the run and where it writes.
 type RunConfig struct {
 	Name   string `yaml:"name" json:"name"`       // run name (the folder under out_dir)
@@ -64,6 +69,11 @@ type RunConfig struct {
 	// fp32. A bf16 reference beside an fp32/tf32 policy puts a rounding
 	// floor under the KL. The CPU always keeps fp32.
 	ReferenceDType string `yaml:"reference_dtype" json:"reference_dtype"`
+	// KVCacheDType is the GPU sampler's KV cache storage: bf16 (half the
+	// memory and decode bandwidth; keys and values rounded as written),
+	// fp32, or auto: bf16 when matmul_precision is bf16, else fp32. The
+	// trainer recomputes old log-probs, so this only affects sampling.
+	KVCacheDType string `yaml:"kv_cache_dtype" json:"kv_cache_dtype"`
 }
 
 // ModelConfig says what to train.
@@ -148,7 +158,7 @@ type CheckpointConfig struct {
 func Default() Config {
 	g := gdro.DefaultConfig()
 	return Config{
-		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16", ReferenceDType: "auto"},
+		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16", ReferenceDType: "auto", KVCacheDType: "auto"},
 		Model:   ModelConfig{Prompt: "chat"},
 		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
 		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64},
@@ -267,6 +277,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Run.ReferenceDType != "auto" && c.Run.ReferenceDType != "bf16" && c.Run.ReferenceDType != "fp32" {
 		bad("run.reference_dtype %q: want auto, bf16 or fp32", c.Run.ReferenceDType)
+	}
+	if c.Run.KVCacheDType != "auto" && c.Run.KVCacheDType != "bf16" && c.Run.KVCacheDType != "fp32" {
+		bad("run.kv_cache_dtype %q: want auto, bf16 or fp32", c.Run.KVCacheDType)
 	}
 	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) {
 		bad("run.name %q must be a plain folder name", c.Run.Name)

@@ -72,6 +72,8 @@ type Budget struct {
 	NeedRef   bool
 	Device    string // backend name
 	Available int64  // bytes; 0 when unknown
+	// RefBF16, KVBF16: the reference model and KV cache are held in bf16.
+	RefBF16, KVBF16 bool
 }
 
 // Check refuses a plan that will not fit, saying what to change.
@@ -83,14 +85,20 @@ func (b Budget) Report() string {
 	g := func(x int64) string { return fmt.Sprintf("%8.2f GiB", float64(x)/(1<<30)) }
 	p := b.Plan
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "memory plan on %s (float32 tensors):\n", b.Device)
+	fmt.Fprintf(&sb, "memory plan on %s:\n", b.Device)
+	dt := func(bf bool) string {
+		if bf {
+			return "bf16"
+		}
+		return "fp32"
+	}
 	for _, row := range []struct {
 		name string
 		v    int64
 	}{
-		{"weights (also the fp32 master copy)", p.Weights}, {"reference model", p.Reference},
-		{"gradients", p.Gradients}, {"AdamW moments", p.Moments}, {"activations", p.Activations},
-		{"KV cache", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
+		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
+		{"gradients (fp32)", p.Gradients}, {"AdamW moments (fp32)", p.Moments}, {"activations (fp32)", p.Activations},
+		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
@@ -132,7 +140,12 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
 	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device}
 	if gpu && cfg.Run.RefBF16() {
-		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms are negligible)
+		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
+		bud.RefBF16 = need
+	}
+	if gpu && cfg.Run.KVBF16() {
+		bud.Plan.KVCache /= 2
+		bud.KVBF16 = true
 	}
 	return bud
 }

@@ -138,6 +138,7 @@ func (t *Trainer) setup() error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
+	t.Policy.KVCacheBF16 = cfg.Run.KVBF16()
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
 	if plan.NeedRef {
 		// The reference policy is the frozen initial checkpoint.

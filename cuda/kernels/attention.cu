@@ -10,10 +10,11 @@
 
 #define ATT_THREADS 128
 
-// attn_fwd: grid (rows, H).
-extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
-                                    const int* qRow, const int* kStart, const int* kCount, int H, int G, int D,
-                                    float scale) {
+// attn_fwd_impl: grid (rows, H); KV is float or bf16 bits (a bf16 KV cache).
+template <typename KV>
+__device__ __forceinline__ void attn_fwd_impl(float* out, float* lse, const float* q, const KV* k, const KV* v,
+                                              const int* qRow, const int* kStart, const int* kCount, int H, int G,
+                                              int D, float scale) {
 	__shared__ float qs[2 * ATT_THREADS];
 	__shared__ float ps[ATT_THREADS];
 	__shared__ float sh[32];
@@ -27,9 +28,9 @@ extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, cons
 		int j = j0 + t;
 		float s = NEG_INF;
 		if (j < nk) {
-			const float* kr = k + ((long long)(k0 + j) * G + g) * D;
+			const KV* kr = k + ((long long)(k0 + j) * G + g) * D;
 			float dot = 0.f;
-			for (int d = 0; d < D; d++) dot += qs[d] * kr[d];
+			for (int d = 0; d < D; d++) dot += qs[d] * ld(kr, d);
 			s = dot * scale;
 		}
 		float mNew = fmaxf(m, block_max(s, sh));
@@ -42,9 +43,9 @@ extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, cons
 		acc1 *= corr;
 		int cnt = min(ATT_THREADS, nk - j0);
 		for (int jj = 0; jj < cnt; jj++) {
-			const float* vr = v + ((long long)(k0 + j0 + jj) * G + g) * D;
-			if (t < D) acc0 += ps[jj] * vr[t];
-			if (t + ATT_THREADS < D) acc1 += ps[jj] * vr[t + ATT_THREADS];
+			const KV* vr = v + ((long long)(k0 + j0 + jj) * G + g) * D;
+			if (t < D) acc0 += ps[jj] * ld(vr, t);
+			if (t + ATT_THREADS < D) acc1 += ps[jj] * ld(vr, t + ATT_THREADS);
 		}
 		m = mNew;
 		__syncthreads(); // ps is rewritten by the next tile
@@ -53,6 +54,19 @@ extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, cons
 	if (t < D) o[t] = acc0 / l;
 	if (t + ATT_THREADS < D) o[t + ATT_THREADS] = acc1 / l;
 	if (lse && t == 0) lse[qr * H + h] = m + logf(l);
+}
+
+extern "C" __global__ void attn_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
+                                    const int* qRow, const int* kStart, const int* kCount, int H, int G, int D,
+                                    float scale) {
+	attn_fwd_impl(out, lse, q, k, v, qRow, kStart, kCount, H, G, D, scale);
+}
+
+// attn_fwd_kvh reads a bf16 KV cache.
+extern "C" __global__ void attn_fwd_kvh(float* out, float* lse, const float* q, const unsigned short* k,
+                                        const unsigned short* v, const int* qRow, const int* kStart,
+                                        const int* kCount, int H, int G, int D, float scale) {
+	attn_fwd_impl(out, lse, q, k, v, qRow, kStart, kCount, H, G, D, scale);
 }
 
 // attn_delta: delta[row, h] = Σ_d dout·out, for every (row, head) pair of

@@ -25,18 +25,20 @@ __device__ __forceinline__ float row_dot4(float v) {
 	return v;
 }
 
-// load_tile copies rows r0 … r0+n−1 (head g of a (rows, G, D) tensor) into
-// sh (TK × D), zero-filling rows past n.
-__device__ __forceinline__ void load_tile(float* sh, const float* src, long long r0, int n, int G, int g, int D) {
+// load_tile copies rows r0 … r0+n−1 (head g of a (rows, G, D) tensor of
+// float or bf16 bits) into sh (TK × D), zero-filling rows past n.
+template <typename T>
+__device__ __forceinline__ void load_tile(float* sh, const T* src, long long r0, int n, int G, int g, int D) {
 	for (int idx = threadIdx.x; idx < TK * D; idx += TT) {
 		int j = idx / D, d = idx - j * D;
-		sh[idx] = j < n ? src[((r0 + j) * G + g) * D + d] : 0.f;
+		sh[idx] = j < n ? ld(src, ((r0 + j) * G + g) * D + d) : 0.f;
 	}
 }
 
-extern "C" __global__ void attn_fwd_tiled(float* out, float* lse, const float* q, const float* k, const float* v,
-                                          const int* qRow0, const int* qCount, const int* kStart, const int* kFirst,
-                                          int H, int G, int D, float scale) {
+template <typename KV>
+__device__ __forceinline__ void attn_fwd_tiled_impl(float* out, float* lse, const float* q, const KV* k, const KV* v,
+                                                    const int* qRow0, const int* qCount, const int* kStart,
+                                                    const int* kFirst, int H, int G, int D, float scale) {
 	__shared__ float ks[TK * 128];
 	__shared__ float vs[TK * 128];
 	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
@@ -84,6 +86,19 @@ extern "C" __global__ void attn_fwd_tiled(float* out, float* lse, const float* q
 	if (!live) return;
 	for (int i = 0; i < dq; i++) out[qh * D + d0 + i] = ov[i] / l;
 	if (lse && part == 0) lse[qh] = m + logf(l);
+}
+
+extern "C" __global__ void attn_fwd_tiled(float* out, float* lse, const float* q, const float* k, const float* v,
+                                          const int* qRow0, const int* qCount, const int* kStart, const int* kFirst,
+                                          int H, int G, int D, float scale) {
+	attn_fwd_tiled_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
+// attn_fwd_tiled_kvh reads a bf16 KV cache (chunked prefill).
+extern "C" __global__ void attn_fwd_tiled_kvh(float* out, float* lse, const float* q, const unsigned short* k,
+                                              const unsigned short* v, const int* qRow0, const int* qCount,
+                                              const int* kStart, const int* kFirst, int H, int G, int D, float scale) {
+	attn_fwd_tiled_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
 }
 
 // attn_bwd_dq_tiled: dq = scale·Σ_j p_j (dout·v_j − delta) k_j per query tile.

@@ -1,22 +1,14 @@
-// bf16 storage for frozen tensors (the reference model): bf16 is the upper
-// half of a float32, converted with round-to-nearest-even by bit operations
-// (no toolkit header needed).
+// bf16 storage: frozen tensors (the reference model) and the bf16 KV cache.
+// bf16 is the upper half of a float32, converted with round-to-nearest-even
+// by bit operations (common.cuh; no toolkit header needed).
 
-__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
-	unsigned u = __float_as_uint(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40); // NaN stays NaN
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (unsigned short)(u >> 16);
-}
-
-__device__ __forceinline__ float bf16_bits_to_f32(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
 
 extern "C" __global__ void f32_to_bf16(unsigned short* dst, const float* src, long long n) {
 	for (long long i = gtid(); i < n; i += gstride()) dst[i] = f32_to_bf16_bits(src[i]);
 }
 
 extern "C" __global__ void bf16_to_f32(float* dst, const unsigned short* src, long long n) {
-	for (long long i = gtid(); i < n; i += gstride()) dst[i] = bf16_bits_to_f32(src[i]);
+	for (long long i = gtid(); i < n; i += gstride()) dst[i] = ld(src, i);
 }
 
 // copy_rows_bf16: dst[k] = float(src[srcIdx[k]]) for rows of width C (the
@@ -25,5 +17,14 @@ extern "C" __global__ void copy_rows_bf16(float* dst, const unsigned short* src,
 	int k = blockIdx.x;
 	int c = blockIdx.y * blockDim.x + threadIdx.x;
 	if (k >= n || c >= C) return;
-	dst[(long long)k * C + c] = bf16_bits_to_f32(src[(long long)srcIdx[k] * C + c]);
+	dst[(long long)k * C + c] = ld(src, (long long)srcIdx[k] * C + c);
+}
+
+// scatter_rows_bf16: dst[idx[k]] = bf16(src[k]) for rows of width C (new
+// keys and values written into a bf16 KV cache). Grid: (n, ceil(C/blockDim)).
+extern "C" __global__ void scatter_rows_bf16(unsigned short* dst, const float* src, const int* idx, int n, int C) {
+	int k = blockIdx.x;
+	int c = blockIdx.y * blockDim.x + threadIdx.x;
+	if (k >= n || c >= C) return;
+	dst[(long long)idx[k] * C + c] = f32_to_bf16_bits(src[(long long)k * C + c]);
 }

@@ -56,3 +56,16 @@ __device__ __forceinline__ double block_sum_d(double v, double* sh) {
 // Global thread index and stride of a 1-D grid-stride loop.
 __device__ __forceinline__ long long gtid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long gstride() { return (long long)gridDim.x * blockDim.x; }
+
+// ld reads element i as float from float storage or from bf16 bits (the
+// upper half of a float32), so one kernel body serves both storages.
+__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
+__device__ __forceinline__ float ld(const unsigned short* p, long long i) { return __uint_as_float(((unsigned)p[i]) << 16); }
+
+// f32_to_bf16_bits rounds to nearest even; NaN stays NaN.
+__device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
+	unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (unsigned short)(u >> 16);
+}
