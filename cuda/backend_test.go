@@ -8,6 +8,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -784,4 +785,69 @@ func TestHalfKVCache(t *testing.T) {
 		t.Errorf("scale of a KV cache tensor: want a refusal, got %v", err)
 	}
 	gpu.B.ResetErr()
+}
+
+// TestGoldenPyTorchOnCUDA loads the PyTorch-checked fixtures of the model
+// package (scripts/golden_qwen3.py: an independent PyTorch Qwen3 in
+// float64) onto the CUDA backend and compares the KV-cached logits at every
+// position and the training forward's log-probs with PyTorch's numbers, not
+// only with the CPU backend's.
+func TestGoldenPyTorchOnCUDA(t *testing.T) {
+	d := testDevice(t)
+	for _, name := range []string{"qwen3_tiny_untied", "qwen3_tiny_tied"} {
+		dir := filepath.Join("..", "model", "testdata", name)
+		m, err := model.Load(NewBackend(d, FP32), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "golden.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g struct {
+			IDs       []int32     `json:"ids"`
+			Logits    [][]float64 `json:"logits"`
+			Sequences []struct {
+				Tokens []int32 `json:"tokens"`
+				Start  int     `json:"start"`
+			} `json:"sequences"`
+			LogProbs [][]float64 `json:"logprobs"`
+		}
+		if err := json.Unmarshal(raw, &g); err != nil {
+			t.Fatal(err)
+		}
+		tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-4} // float32 accumulation on the device
+		rows, err := m.Logits(g.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []float32
+		var want []float64
+		for i, r := range rows {
+			got = append(got, r...)
+			want = append(want, g.Logits[i]...)
+		}
+		st, err := numcheck.Compare(got, want, tol)
+		if err != nil {
+			t.Fatalf("%s logits: %v", name, err)
+		}
+		var seqs []model.Sequence
+		for _, s := range g.Sequences {
+			seqs = append(seqs, model.Sequence{Tokens: s.Tokens, Start: s.Start})
+		}
+		pass, err := m.Forward(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want = nil, nil
+		for i := range pass.LogProbs {
+			got = append(got, pass.LogProbs[i]...)
+			want = append(want, g.LogProbs[i]...)
+		}
+		st2, err := numcheck.Compare(got, want, tol)
+		if err != nil {
+			t.Fatalf("%s log-probs: %v", name, err)
+		}
+		t.Logf("%s vs PyTorch: logits max abs %.2g, log-probs max abs %.2g", name, st.MaxAbs, st2.MaxAbs)
+	}
 }
