@@ -7,10 +7,15 @@ GO      ?= go
 BIN     := bin/gdrotrain
 PKGS    := ./...
 
-.PHONY: build test test-short vet bench demo fixtures clean
+.PHONY: build test test-short vet bench demo fixtures clean gpu-check-build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
+
+# gpu-check-build: the binary and the CUDA test binary, for scripts/gpu_check.sh
+# on a GPU node that has no Go toolchain.
+gpu-check-build: build
+	$(GO) test -c -o bin/cuda.test ./cuda/
 
 # fixtures: fetch or generate whatever the tests need (nothing is read from ../shared).
 fixtures:
