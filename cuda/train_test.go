@@ -21,20 +21,11 @@ import (
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
-
 // fixture writes a tiny model, tokenizer and synthetic task; sets is the
 // config for a 2-step run in dir.
 func fixture(t *testing.T) (sets []string) {
 	task := testfix.TinyTask(t)
-	return []string{
-		"model.path=" + quote(task.Model), "data.train=[" + quote(task.Train) + "]", "data.template=none",
-		"validation.files=[" + quote(task.Val) + "]", "validation.n=2", "validation.every=1",
-		"validation.max_new_tokens=4", "run.out_dir=" + quote(task.Dir), "train.steps=2", "train.prompts_per_step=4",
-		"train.mini_batch_prompts=2", "train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "rollout.max_new_tokens=4",
-		"reward.mode=dapo", "train.method=prompt_gdro", "optim.lr=1e-3", "loss.kl_coef=0.01",
-		"checkpoint.every=1", "run.matmul_precision=fp32",
-	}
+	return append(task.Sets(), "loss.kl_coef=0.01", "checkpoint.every=1", "run.matmul_precision=fp32")
 }
 
 func run(t *testing.T, sets []string, resume string, extra ...string) string {

@@ -22,19 +22,11 @@ import (
 func fixture(t *testing.T) (Config, string) {
 	t.Helper()
 	task := testfix.TinyTask(t)
-	dir, mdir := task.Dir, task.Model
-	cfg, err := LoadBytes(nil, "", []string{
-		"model.path=" + quote(mdir), "data.train=[" + quote(task.Train) + "]", "data.template=none",
-		"validation.files=[" + quote(task.Val) + "]", "validation.n=2", "validation.every=1",
-		"validation.max_new_tokens=4", "validation.before_training=true",
-		"run.out_dir=" + quote(dir), "run.name=r", "train.steps=2", "train.prompts_per_step=4", "train.mini_batch_prompts=2",
-		"train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "rollout.max_new_tokens=4", "reward.mode=dapo",
-		"train.method=prompt_gdro", "optim.lr=1e-3",
-	})
+	cfg, err := LoadBytes(nil, "", append(task.Sets(), "validation.before_training=true", "run.name=r"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg, dir
+	return cfg, task.Dir
 }
 
 func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
