@@ -29,8 +29,6 @@ func fixture(t *testing.T) (Config, string) {
 	return cfg, task.Dir
 }
 
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
-
 func runFixture(t *testing.T, cfg Config) string {
 	t.Helper()
 	tr, err := New(cfg, io.Discard, "")
