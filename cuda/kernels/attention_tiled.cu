@@ -74,7 +74,9 @@ __device__ __forceinline__ void attn_fwd_tiled_impl(float* out, float* lse, cons
 		if (mNew == NEG_INF) continue; // nothing visible yet (dead row)
 		float corr = expf(m - mNew), sum = 0.f;
 		for (int i = 0; i < DQ; i++) ov[i] *= corr;
-		for (int j = 0; j < cnt; j++) {
+		// Constant trip counts keep s[] and ov[] in registers; keys past
+		// cnt or the row's window have s = −inf, p = 0 and zeroed values.
+		for (int j = 0; j < TK; j++) {
 			float p = expf(s[j] - mNew);
 			sum += p;
 			for (int i = 0; i < DQ; i++)

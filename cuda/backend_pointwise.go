@@ -1,0 +1,203 @@
+package cuda
+
+// Row-wise and element-wise ops: RMSNorm, RoPE, SwiGLU, log-softmax-gather
+// and AdamW.
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"unsafe"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// rowBlock is the thread count of one-block-per-row kernels.
+const rowBlock = 256
+
+// RMSNorm normalizes rows of x over the last dimension.
+func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
+	p, ok := b.ptrs("rmsnorm", out, x, w)
+	if !ok {
+		return
+	}
+	rs, ok := b.opt("rmsnorm", rstd)
+	if !ok {
+		return
+	}
+	R, n, err := model.RMSNormDims(out, rstd, x, w)
+	if b.keep(err) && R > 0 {
+		b.launch("rmsnorm_fwd", [3]int{R}, rowBlock, p[0], rs, p[1], p[2], int32(n), eps)
+	}
+}
+
+// RMSNormBackward overwrites dx and accumulates dw. dw's column sums are
+// taken over fixed chunks of rows and the chunks added in order
+// (deterministic, no atomics).
+func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
+	p, ok := b.ptrs("rmsnorm backward", dx, dw, dout, x, w, rstd)
+	if !ok {
+		return
+	}
+	R, n, err := model.RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
+	if !b.keep(err) || R == 0 || n == 0 {
+		return
+	}
+	b.launch("rmsnorm_bwd_dx", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], int32(n))
+	perChunk := max(64, (R+65534)/65535)
+	chunks := (R + perChunk - 1) / perChunk
+	part, err := b.alloc(chunks * n)
+	if !b.keep(err) {
+		return
+	}
+	cols := (n + 255) / 256
+	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, p[2], p[3], p[5], int32(R), int32(n), int32(perChunk))
+	b.launch("sum_chunks", [3]int{cols}, 256, p[1], part.ptr, int32(chunks), int32(n))
+	runtime.KeepAlive(part)
+}
+
+// ropeTable holds cos/sin of pos·theta^(−2i/D) for positions [0, maxPos),
+// computed in float64 on the host like the CPU reference.
+type ropeTable struct {
+	theta    float64
+	D        int
+	maxPos   int
+	cos, sin *buffer
+}
+
+// ropeTables returns tables covering position maxPos−1, growing them to the
+// next power of two so a generation does not rebuild them every token.
+func (b *Backend) ropeTables(theta float64, D, maxPos int) (*ropeTable, bool) {
+	b.cacheMu.Lock()
+	defer b.cacheMu.Unlock()
+	t := &b.rope
+	if t.cos != nil && t.theta == theta && t.D == D && t.maxPos >= maxPos {
+		return t, true
+	}
+	size := 1024
+	for size < maxPos {
+		size *= 2
+	}
+	half := D / 2
+	cosH, sinH := make([]float32, size*half), make([]float32, size*half)
+	for i := 0; i < half; i++ {
+		inv := math.Pow(theta, -2*float64(i)/float64(D))
+		for p := 0; p < size; p++ {
+			ang := float64(p) * inv
+			cosH[p*half+i], sinH[p*half+i] = float32(math.Cos(ang)), float32(math.Sin(ang))
+		}
+	}
+	c, err := b.alloc(len(cosH))
+	if !b.keep(err) {
+		return nil, false
+	}
+	s, err := b.alloc(len(sinH))
+	if !b.keep(err) {
+		return nil, false
+	}
+	if !b.keep(b.d.drv.HtoD(c.ptr, unsafe.Pointer(&cosH[0]), int64(len(cosH))*4)) ||
+		!b.keep(b.d.drv.HtoD(s.ptr, unsafe.Pointer(&sinH[0]), int64(len(sinH))*4)) {
+		return nil, false
+	}
+	*t = ropeTable{theta: theta, D: D, maxPos: size, cos: c, sin: s}
+	return t, true
+}
+
+// RoPE rotates pairs (i, i+D/2) of every head by pos·theta^(−2i/D).
+func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool) {
+	p, ok := b.ptrs("rope", x)
+	if !ok {
+		return
+	}
+	N, H, D, err := model.RoPEDims(x, pos)
+	if !b.keep(err) || N == 0 || H == 0 || D == 0 {
+		return
+	}
+	maxPos := int32(0)
+	for i, v := range pos {
+		if v < 0 {
+			b.keep(fmt.Errorf("rope: negative position %d at row %d", v, i))
+			return
+		}
+		maxPos = max(maxPos, v)
+	}
+	tab, ok := b.ropeTables(theta, D, int(maxPos)+1)
+	if !ok {
+		return
+	}
+	addr, ok := b.upload("rope", pos)
+	if !ok {
+		return
+	}
+	sign := float32(1)
+	if inverse {
+		sign = -1
+	}
+	b.elementwise("rope", N*H*D/2, p[0], addr[0], tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
+}
+
+// SwiGLU computes silu(gate) ⊙ up.
+func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
+	p, ok := b.ptrs("swiglu", out, gate, up)
+	if ok && b.keep(model.SizeCheck("swiglu", out, gate, up)) {
+		b.elementwise("swiglu_fwd", out.Numel(), p[0], p[1], p[2], int64(out.Numel()))
+	}
+}
+
+// SwiGLUBackward overwrites dgate and dup.
+func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
+	p, ok := b.ptrs("swiglu backward", dgate, dup, dout, gate, up)
+	if ok && b.keep(model.SizeCheck("swiglu backward", dgate, dup, dout, gate, up)) {
+		b.elementwise("swiglu_bwd", gate.Numel(), p[0], p[1], p[2], p[3], p[4], int64(gate.Numel()))
+	}
+}
+
+// LogSoftmaxGather computes target log-probabilities, log-sum-exp and entropy.
+func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, targets []int32) {
+	p, ok := b.ptrs("logsoftmax gather", logp, lse, logits)
+	if !ok {
+		return
+	}
+	ep, ok := b.opt("logsoftmax gather", entropy)
+	if !ok {
+		return
+	}
+	M, V, err := model.LSGDims("logsoftmax gather", logits, targets, logp, lse, entropy)
+	if !b.keep(err) || M == 0 {
+		return
+	}
+	addr, ok := b.upload("targets", targets)
+	if ok {
+		b.launch("lsg_fwd", [3]int{M}, rowBlock, p[0], p[1], ep, p[2], addr[0], int32(V))
+	}
+}
+
+// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
+func (b *Backend) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *model.Tensor, targets []int32) {
+	p, ok := b.ptrs("logsoftmax gather backward", dlogits, dlogp, logits, lse)
+	if !ok || !b.keep(model.SizeCheck("logsoftmax gather backward", dlogits, logits)) {
+		return
+	}
+	M, V, err := model.LSGDims("logsoftmax gather backward", logits, targets, dlogp, lse)
+	if !b.keep(err) || M == 0 || V == 0 {
+		return
+	}
+	addr, ok := b.upload("targets", targets)
+	if ok {
+		b.launch("lsg_bwd", [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
+	}
+}
+
+// AdamW applies one decoupled-weight-decay Adam step in float64 arithmetic.
+func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
+	ps, ok := b.ptrs("adamw", p, g, m, v)
+	if !ok || !b.keep(model.AdamWCheck(p, g, m, v, h)) {
+		return
+	}
+	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
+	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	b.elementwise("adamw", p.Numel(), ps[0], ps[1], ps[2], ps[3], int64(p.Numel()),
+		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
+}
+
+var _ model.Backend = (*Backend)(nil)
