@@ -851,3 +851,29 @@ func TestGoldenPyTorchOnCUDA(t *testing.T) {
 		t.Logf("%s vs PyTorch: logits max abs %.2g, log-probs max abs %.2g", name, st.MaxAbs, st2.MaxAbs)
 	}
 }
+
+// TestOutOfMemory: an allocation beyond the device records an error that
+// names the call, the bytes held and what to change, and the backend keeps
+// working once the error is cleared.
+func TestOutOfMemory(t *testing.T) {
+	d := testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("allocates past the device's memory; run on the emulator only")
+	}
+	b := NewBackend(d, FP32)
+	_, total, err := d.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.New(int(total/4) + 1<<20)
+	err = b.Err()
+	if err == nil || !strings.Contains(err.Error(), "CUDA_ERROR_OUT_OF_MEMORY") || !strings.Contains(err.Error(), "--dry-run") {
+		t.Fatalf("want an out-of-memory error with a hint, got %v", err)
+	}
+	t.Logf("message: %v", err)
+	b.ResetErr()
+	x := upload(b, []float32{1, 2}, 2)
+	if got := download(b, x); got[1] != 2 || b.Err() != nil {
+		t.Fatalf("backend unusable after the error: %v, %v", got, b.Err())
+	}
+}

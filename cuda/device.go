@@ -279,8 +279,12 @@ func (a *allocator) get(bytes int64) (uint64, int64, error) {
 	}
 	if err != nil {
 		st := a.stats()
-		return 0, 0, fmt.Errorf("%w (gdrotrain holds %.2f GiB in tensors, peak %.2f GiB)", err,
-			float64(st.InUse)/(1<<30), float64(st.Peak)/(1<<30))
+		hint := ""
+		if isOOM(err) {
+			hint = "; lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens (gdrotrain train --dry-run shows the plan)"
+		}
+		return 0, 0, fmt.Errorf("%w (gdrotrain holds %.2f GiB in tensors, peak %.2f GiB%s)", err,
+			float64(st.InUse)/(1<<30), float64(st.Peak)/(1<<30), hint)
 	}
 	a.mu.Lock()
 	a.used(size)

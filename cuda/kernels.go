@@ -119,3 +119,32 @@ func sortedNames(m map[string]string) []string {
 	sort.Strings(names)
 	return names
 }
+
+// Precompile compiles every kernel for sm_major.minor into the kernel cache
+// with the NVRTC found here (no GPU needed), so GPU nodes sharing the cache
+// folder start without compiling. It returns the NVRTC version, the cache
+// folder and the number of files compiled.
+func Precompile(major, minor int, logf func(string, ...any)) (version, dir string, files int, err error) {
+	lib, err := openLibrary("nvrtc")
+	if err != nil {
+		return "", "", 0, err
+	}
+	nv, err := loadNVRTC(lib)
+	if err != nil {
+		return "", "", 0, err
+	}
+	c, err := newCompiler(nv, logf)
+	if err != nil {
+		return "", "", 0, err
+	}
+	if c.cacheDir == "" {
+		return "", "", 0, fmt.Errorf("no kernel cache folder (set %s)", CacheDirEnv)
+	}
+	srcs := Sources()
+	for _, name := range sortedNames(srcs) {
+		if _, err := c.compile(name, srcs[name], major, minor); err != nil {
+			return "", "", 0, err
+		}
+	}
+	return c.version, c.cacheDir, len(srcs), nil
+}
