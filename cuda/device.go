@@ -227,6 +227,13 @@ func (d *Device) Synchronize() error { return d.drv.Synchronize() }
 // MemStats reports the allocator's accounting.
 func (d *Device) MemStats() MemStats { return d.alloc.stats() }
 
+// ResetPeak restarts the peak from the bytes in use now.
+func (d *Device) ResetPeak() {
+	d.alloc.mu.Lock()
+	d.alloc.peak = d.alloc.inUse
+	d.alloc.mu.Unlock()
+}
+
 // MemInfo reports the driver's free and total device memory.
 func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
 

@@ -58,7 +58,7 @@ func metrics(t *testing.T, dir string) []map[string]any {
 			t.Fatal(err)
 		}
 		for k := range m {
-			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
+			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "gpu_mem_") {
 				delete(m, k)
 			}
 		}
@@ -71,7 +71,11 @@ func TestTrainOnCUDA(t *testing.T) {
 	cuda.OpenTestDevice(t)
 	sets := fixture(t)
 	cpu := metrics(t, run(t, sets, "", "run.name=cpu", "run.device=cpu"))
-	gpu := metrics(t, run(t, sets, "", "run.name=gpu", "run.device=cuda"))
+	gpuDir := run(t, sets, "", "run.name=gpu", "run.device=cuda")
+	gpu := metrics(t, gpuDir)
+	if raw, _ := os.ReadFile(filepath.Join(gpuDir, "metrics.jsonl")); !strings.Contains(string(raw), `"gpu_mem_peak_gib"`) {
+		t.Error("GPU metrics lines lack gpu_mem_peak_gib")
+	}
 	if len(gpu) != 2 || len(cpu) != 2 {
 		t.Fatalf("metrics lines: cpu %d, gpu %d; want 2", len(cpu), len(gpu))
 	}

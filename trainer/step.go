@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -68,6 +69,10 @@ type StepMetrics struct {
 	TrainTokensPerSec float64 `json:"train_tokens_per_s"`
 	VerifierBudget    int64   `json:"verifier_budget_exhausted"`
 	VerifierPanics    int64   `json:"verifier_panics"`
+	// GPUMemPeakGiB is the most GPU memory held in tensors during the step
+	// (CUDA backend only; it depends on allocation timing, so it is not
+	// part of what a resumed run must reproduce).
+	GPUMemPeakGiB float64 `json:"gpu_mem_peak_gib,omitempty"`
 	*gdro.StepRecord
 }
 
@@ -94,6 +99,10 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	met := &StepMetrics{Step: t.step, Epoch: epoch}
+	gpu, onGPU := t.Policy.B.(*cuda.Backend)
+	if onGPU {
+		gpu.Device().ResetPeak()
+	}
 
 	// Generate and score.
 	rows, genTokens, err := t.generate(ctx, prompts, plan.N, met)
@@ -147,6 +156,9 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	rs := t.rmet.Snapshot()
 	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
 	met.StepSeconds = time.Since(start).Seconds()
+	if onGPU {
+		met.GPUMemPeakGiB = float64(gpu.Device().MemStats().Peak) / (1 << 30)
+	}
 	return met, nil
 }
 
