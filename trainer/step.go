@@ -18,8 +18,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
