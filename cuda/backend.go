@@ -130,23 +130,28 @@ func (b *Backend) allocBytes(n, width int) (*buffer, error) {
 }
 
 // New allocates a zero-filled tensor.
-func (b *Backend) New(shape ...int) *model.Tensor {
+func (b *Backend) New(shape ...int) *model.Tensor { return b.newTensor("new", 4, shape) }
+
+// newTensor allocates a zero-filled tensor of 4-byte (float32) or 2-byte
+// (bf16) elements.
+func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			b.keep(fmt.Errorf("new: negative dimension in %v", shape))
+			b.keep(fmt.Errorf("%s: negative dimension in %v", op, shape))
 			return &model.Tensor{Shape: make([]int, len(shape)), Store: &buffer{}}
 		}
 		n *= d
 	}
-	t := &model.Tensor{Shape: append([]int(nil), shape...)}
-	buf, err := b.alloc(n)
+	t := &model.Tensor{Shape: append([]int(nil), shape...), Store: &buffer{}}
+	buf, err := b.allocBytes(n, width)
 	if !b.keep(err) {
-		t.Store = &buffer{}
 		return t
 	}
 	t.Store = buf
-	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64(n)))
+	// Whole 4-byte words: allocations are rounded up to 512 bytes, so an odd
+	// bf16 count clears one spare element.
+	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64((n*width+3)/4)))
 	return t
 }
 
@@ -217,21 +222,7 @@ func (b *Backend) Freeze(t *model.Tensor) error {
 // NewHalf allocates a zero-filled bf16 tensor that ScatterRows writes
 // (rounding) and Attention, Copy and Download read: the KV cache at half
 // the memory and half the decode bandwidth.
-func (b *Backend) NewHalf(shape ...int) *model.Tensor {
-	n := 1
-	for _, d := range shape {
-		n *= max(d, 0)
-	}
-	t := &model.Tensor{Shape: append([]int(nil), shape...)}
-	buf, err := b.allocBytes(n, 2)
-	if !b.keep(err) {
-		t.Store = &buffer{}
-		return t
-	}
-	t.Store = buf
-	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64((n+1)/2))) // allocations are rounded up to 512 bytes
-	return t
-}
+func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new half", 2, shape) }
 
 var _ model.HalfStore = (*Backend)(nil)
 

@@ -31,15 +31,13 @@ type BenchOptions struct {
 // Bench measures training and decode throughput on b and prints a table
 // beside the PyTorch baseline.
 func Bench(w io.Writer, b *Backend, o BenchOptions) error {
-	g := &gpuBench{b: b, shape: o.Shape, py: o.Python, script: o.Script, peak: o.PeakTFLOPs, bw: o.BandwidthGBs}
+	g := &gpuBench{b: b, BenchOptions: o}
 	return g.run(w)
 }
 
 type gpuBench struct {
-	b          *Backend
-	shape      string
-	py, script string
-	peak, bw   float64 // TFLOP/s, GB/s
+	b *Backend
+	BenchOptions
 }
 
 // gpuSpecs are dense bf16 peaks (TFLOP/s) and memory bandwidths (GB/s) by
@@ -57,11 +55,11 @@ var gpuSpecs = []struct {
 func (g *gpuBench) specs() {
 	for _, s := range gpuSpecs {
 		if strings.Contains(g.b.Device().Info.Name, s.match) {
-			if g.peak == 0 {
-				g.peak = s.tflops
+			if g.PeakTFLOPs == 0 {
+				g.PeakTFLOPs = s.tflops
 			}
-			if g.bw == 0 {
-				g.bw = s.gbs
+			if g.BandwidthGBs == 0 {
+				g.BandwidthGBs = s.gbs
 			}
 			return
 		}
@@ -84,16 +82,16 @@ type gpuPlan struct {
 }
 
 func (g *gpuBench) plan() (gpuPlan, error) {
-	switch g.shape {
+	switch g.Shape {
 	case "qwen3-1.7b":
-		return gpuPlan{opts: model.Qwen3_1_7B(), train: model.GPUBenchShapes(model.Qwen3_1_7B(), g.shape),
+		return gpuPlan{opts: model.Qwen3_1_7B(), train: model.GPUBenchShapes(model.Qwen3_1_7B(), g.Shape),
 			decode: [][2]int{{1, 1024}, {64, 1024}, {256, 1024}, {1, 4096}, {64, 4096}, {256, 4096}}, steps: 32}, nil
 	case "tiny":
 		o := model.DefaultTiny()
 		return gpuPlan{opts: o, train: []model.BenchShape{{Name: "tiny-256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
 			decode: [][2]int{{1, 64}, {4, 64}}, steps: 4}, nil
 	}
-	return gpuPlan{}, fmt.Errorf("--gpu-shape %q: want qwen3-1.7b or tiny", g.shape)
+	return gpuPlan{}, fmt.Errorf("--gpu-shape %q: want qwen3-1.7b or tiny", g.Shape)
 }
 
 func (g *gpuBench) run(w io.Writer) error {
@@ -103,7 +101,7 @@ func (g *gpuBench) run(w io.Writer) error {
 		return err
 	}
 	theirs, note := g.torch(p)
-	fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", g.b.Device().Info, g.b.Name(), g.peak, g.bw)
+	fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", g.b.Device().Info, g.b.Name(), g.PeakTFLOPs, g.BandwidthGBs)
 	fmt.Fprintf(w, "%-18s %12s %8s %12s %8s\n", "training", "tok/s", "MFU", "torch tok/s", "×")
 	for _, s := range p.train {
 		r, err := model.Measure(g.b, s)
@@ -111,7 +109,7 @@ func (g *gpuBench) run(w io.Writer) error {
 			g.skip(w, s.Name, err)
 			continue
 		}
-		mfu := model.TrainFLOPs(s) * r.TrainTokPerS / float64(s.Batch*s.SeqLen) / (g.peak * 1e12)
+		mfu := model.TrainFLOPs(s) * r.TrainTokPerS / float64(s.Batch*s.SeqLen) / (g.PeakTFLOPs * 1e12)
 		tt, ratio := "-", "-"
 		if t, ok := theirs[s.Name]; ok && t.TrainTokS > 0 {
 			tt, ratio = fmt.Sprintf("%.0f", t.TrainTokS), fmt.Sprintf("%.2f", r.TrainTokPerS/t.TrainTokS)
@@ -126,7 +124,7 @@ func (g *gpuBench) run(w io.Writer) error {
 			g.skip(w, name, err)
 			continue
 		}
-		bound := float64(d[0]) * g.bw * 1e9 / r.StepBytes
+		bound := float64(d[0]) * g.BandwidthGBs * 1e9 / r.StepBytes
 		tt, ratio := "-", "-"
 		if t, ok := theirs[name]; ok && t.TokS > 0 {
 			tt, ratio = fmt.Sprintf("%.0f", t.TokS), fmt.Sprintf("%.2f", r.TokPerS/t.TokS)
@@ -159,10 +157,10 @@ func isOOMText(s string) bool { return strings.Contains(s, "OUT_OF_MEMORY") }
 // torch runs the PyTorch + transformers baseline on the same shapes.
 func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {
 	out := map[string]gpuTorchResult{}
-	if g.py == "" {
+	if g.Python == "" {
 		return out, "PyTorch baseline skipped (--torch-python empty)"
 	}
-	if _, err := os.Stat(g.script); err != nil {
+	if _, err := os.Stat(g.Script); err != nil {
 		return out, fmt.Sprintf("PyTorch baseline skipped: %v", err)
 	}
 	req := map[string]any{"opts": p.opts, "train": p.train, "decode": p.decode, "steps": p.steps}
@@ -170,7 +168,7 @@ func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {
 	if err != nil {
 		return out, err.Error()
 	}
-	c := exec.Command(g.py, g.script)
+	c := exec.Command(g.Python, g.Script)
 	c.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr

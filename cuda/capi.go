@@ -495,12 +495,10 @@ func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64,
 	if transB {
 		tb = 1
 	}
-	// alpha and beta must be C memory: cgo forbids nothing here (no Go
-	// pointers inside), but keep them off the Go stack for clarity.
-	ab := (*[2]C.float)(C.malloc(8))
-	defer C.free(unsafe.Pointer(ab))
-	ab[0], ab[1] = C.float(alpha), C.float(beta)
-	rc := C.cb_gemm(b.gemm, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ab[0], C.devptr(A), C.int(aType), C.int(lda),
-		C.devptr(B), C.int(bType), C.int(ldb), &ab[1], C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), -1)
+	// alpha and beta are read during the call only (host pointer mode), so
+	// pointers to Go memory without Go pointers inside are allowed.
+	ca, cb := C.float(alpha), C.float(beta)
+	rc := C.cb_gemm(b.gemm, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ca, C.devptr(A), C.int(aType), C.int(lda),
+		C.devptr(B), C.int(bType), C.int(ldb), &cb, C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), -1)
 	return cublasCheck("cublasGemmEx", rc)
 }

@@ -16,6 +16,16 @@ func addDeviceFlags(cmd *cobra.Command, device, matmul *string, defaultPrec stri
 	cmd.Flags().StringVar(matmul, "matmul-precision", defaultPrec, "GPU matrix-product precision: bf16, tf32 or fp32")
 }
 
+// loadModel opens the flags' backend and loads the Hugging Face folder dir
+// onto it.
+func loadModel(cmd *cobra.Command, dir, device, matmul string) (*model.Model, error) {
+	b, err := openBackend(cmd, device, matmul)
+	if err != nil {
+		return nil, err
+	}
+	return model.Load(b, dir)
+}
+
 // openBackend opens the backend the flags name, logging to stderr.
 func openBackend(cmd *cobra.Command, device, matmul string) (model.Backend, error) {
 	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/internal/progress"
-	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/rollout"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
@@ -40,11 +39,7 @@ Temperature 0 is greedy.`,
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
-			b, err := openBackend(cmd, device, matmul)
-			if err != nil {
-				return err
-			}
-			m, err := model.Load(b, dir)
+			m, err := loadModel(cmd, dir, device, matmul)
 			if err != nil {
 				return err
 			}

@@ -42,11 +42,7 @@ as JSON to stdout or --out.`,
 			if err != nil {
 				return fmt.Errorf("--ids: %w", err)
 			}
-			b, err := openBackend(cmd, device, matmul)
-			if err != nil {
-				return err
-			}
-			m, err := model.Load(b, dir)
+			m, err := loadModel(cmd, dir, device, matmul)
 			if err != nil {
 				return err
 			}
