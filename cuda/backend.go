@@ -30,13 +30,8 @@ const (
 	FP32 Precision = "fp32"
 )
 
-// cuBLAS compute types (cublasComputeType_t) and data types (cudaDataType).
-var computeTypes = map[Precision]int{FP32: 68, BF16: 75, TF32: 77}
-
-const (
-	cudaR32F  = 0
-	cudaR16BF = 14
-)
+// cuBLAS compute types (cublasComputeType_t) by precision.
+var computeTypes = map[Precision]int{FP32: blasCompute32F, BF16: blasCompute32FFast16BF, TF32: blasCompute32FFastTF32}
 
 // ParsePrecision validates a precision name.
 func ParsePrecision(s string) (Precision, error) {

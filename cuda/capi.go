@@ -10,16 +10,23 @@ package cuda
 
 /*
 #cgo LDFLAGS: -ldl
+#define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stdlib.h>
-#include <stddef.h>
-
-typedef unsigned long long devptr;
-typedef void* handle;
+#include "shim.h"
 
 static void* gd_dlopen(const char* path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 static const char* gd_dlerror(void) { return dlerror(); }
 static void* gd_dlsym(void* lib, const char* name) { return dlsym(lib, name); }
+static int gd_dlclose(void* lib) { return dlclose(lib); }
+// gd_dlpath returns the file the dynamic linker mapped for lib (its search
+// result for a bare name), or NULL.
+static const char* gd_dlpath(void* lib) {
+	struct link_map* lm = NULL;
+	if (dlinfo(lib, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL) return NULL;
+	return lm->l_name;
+}
 
 // The context is made current lazily on each OS thread that calls in, since
 // Go moves goroutines between threads; one device per process.
@@ -29,68 +36,61 @@ static __thread int gd_bound;
 static void gd_set_context(handle ctx, void* setCurrent) { gd_ctx = ctx; gd_set_current = setCurrent; }
 static int gd_bind(void) {
 	if (gd_bound || gd_ctx == NULL) return 0;
-	int rc = ((int (*)(handle))gd_set_current)(gd_ctx);
+	int rc = ((pf_cuCtxSetCurrent)gd_set_current)(gd_ctx);
 	if (rc == 0) gd_bound = 1;
 	return rc;
 }
 #define BIND do { int rc_ = gd_bind(); if (rc_) return rc_; } while (0)
 
-// ---- driver API ----
-static int cu_i(void* f, unsigned a) { return ((int (*)(unsigned))f)(a); }
-static int cu_pi(void* f, int* a) { return ((int (*)(int*))f)(a); }
-static int cu_pi_i(void* f, int* a, int b) { return ((int (*)(int*, int))f)(a, b); }
-static int cu_name(void* f, char* s, int n, int dev) { return ((int (*)(char*, int, int))f)(s, n, dev); }
-static int cu_attr(void* f, int* v, int attr, int dev) { return ((int (*)(int*, int, int))f)(v, attr, dev); }
-static int cu_totalmem(void* f, size_t* v, int dev) { return ((int (*)(size_t*, int))f)(v, dev); }
-static int cu_ctx_retain(void* f, handle* ctx, int dev) { return ((int (*)(handle*, int))f)(ctx, dev); }
-static int cu_dev(void* f, int dev) { return ((int (*)(int))f)(dev); }
-static int cu_h(void* f, handle h) { BIND; return ((int (*)(handle))f)(h); }
-static int cu_void(void* f) { BIND; return ((int (*)(void))f)(); }
-static int cu_alloc(void* f, devptr* p, size_t n) { BIND; return ((int (*)(devptr*, size_t))f)(p, n); }
-static int cu_free(void* f, devptr p) { BIND; return ((int (*)(devptr))f)(p); }
-static int cu_meminfo(void* f, size_t* fr, size_t* tot) { BIND; return ((int (*)(size_t*, size_t*))f)(fr, tot); }
-static int cu_htod(void* f, devptr d, const void* s, size_t n) { BIND; return ((int (*)(devptr, const void*, size_t))f)(d, s, n); }
-static int cu_dtoh(void* f, void* d, devptr s, size_t n) { BIND; return ((int (*)(void*, devptr, size_t))f)(d, s, n); }
-static int cu_dtod(void* f, devptr d, devptr s, size_t n) { BIND; return ((int (*)(devptr, devptr, size_t))f)(d, s, n); }
-static int cu_memset32(void* f, devptr d, unsigned v, size_t n) { BIND; return ((int (*)(devptr, unsigned, size_t))f)(d, v, n); }
-static int cu_create(void* f, handle* h, unsigned flags) { BIND; return ((int (*)(handle*, unsigned))f)(h, flags); }
-static int cu_record(void* f, handle ev, handle st) { BIND; return ((int (*)(handle, handle))f)(ev, st); }
-static int cu_elapsed(void* f, float* ms, handle a, handle b) { BIND; return ((int (*)(float*, handle, handle))f)(ms, a, b); }
-static int cu_modload(void* f, handle* m, const void* img) { BIND; return ((int (*)(handle*, const void*))f)(m, img); }
-static int cu_getfunc(void* f, handle* fn, handle m, const char* name) { BIND; return ((int (*)(handle*, handle, const char*))f)(fn, m, name); }
-static int cu_funcattr(void* f, handle fn, int attr, int v) { BIND; return ((int (*)(handle, int, int))f)(fn, attr, v); }
+// ---- driver API (prototypes in shim.h) ----
+static int cu_init(void* f, unsigned a) { return ((pf_cuInit)f)(a); }
+static int cu_pi(void* f, int* a) { return ((pf_cuDriverGetVersion)f)(a); } // also cuDeviceGetCount
+static int cu_device(void* f, int* a, int b) { return ((pf_cuDeviceGet)f)(a, b); }
+static int cu_name(void* f, char* s, int n, int dev) { return ((pf_cuDeviceGetName)f)(s, n, dev); }
+static int cu_attr(void* f, int* v, int attr, int dev) { return ((pf_cuDeviceGetAttribute)f)(v, attr, dev); }
+static int cu_totalmem(void* f, size_t* v, int dev) { return ((pf_cuDeviceTotalMem_v2)f)(v, dev); }
+static int cu_ctx_retain(void* f, handle* ctx, int dev) { return ((pf_cuDevicePrimaryCtxRetain)f)(ctx, dev); }
+static int cu_event(void* f, handle h) { BIND; return ((pf_cuEventSynchronize)f)(h); } // also cuEventDestroy_v2
+static int cu_sync(void* f) { BIND; return ((pf_cuCtxSynchronize)f)(); }
+static int cu_alloc(void* f, devptr* p, size_t n) { BIND; return ((pf_cuMemAlloc_v2)f)(p, n); }
+static int cu_free(void* f, devptr p) { BIND; return ((pf_cuMemFree_v2)f)(p); }
+static int cu_meminfo(void* f, size_t* fr, size_t* tot) { BIND; return ((pf_cuMemGetInfo_v2)f)(fr, tot); }
+static int cu_htod(void* f, devptr d, const void* s, size_t n) { BIND; return ((pf_cuMemcpyHtoD_v2)f)(d, s, n); }
+static int cu_dtoh(void* f, void* d, devptr s, size_t n) { BIND; return ((pf_cuMemcpyDtoH_v2)f)(d, s, n); }
+static int cu_dtod(void* f, devptr d, devptr s, size_t n) { BIND; return ((pf_cuMemcpyDtoD_v2)f)(d, s, n); }
+static int cu_memset32(void* f, devptr d, unsigned v, size_t n) { BIND; return ((pf_cuMemsetD32_v2)f)(d, v, n); }
+static int cu_event_create(void* f, handle* h, unsigned flags) { BIND; return ((pf_cuEventCreate)f)(h, flags); }
+static int cu_record(void* f, handle ev, handle st) { BIND; return ((pf_cuEventRecord)f)(ev, st); }
+static int cu_elapsed(void* f, float* ms, handle a, handle b) { BIND; return ((pf_cuEventElapsedTime)f)(ms, a, b); }
+static int cu_modload(void* f, handle* m, const void* img) { BIND; return ((pf_cuModuleLoadData)f)(m, img); }
+static int cu_getfunc(void* f, handle* fn, handle m, const char* name) { BIND; return ((pf_cuModuleGetFunction)f)(fn, m, name); }
 static int cu_launch(void* f, handle fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                      unsigned smem, handle st, void** params) {
 	BIND;
-	return ((int (*)(handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, handle, void**, void**))f)(
-		fn, gx, gy, gz, bx, by, bz, smem, st, params, NULL);
+	return ((pf_cuLaunchKernel)f)(fn, gx, gy, gz, bx, by, bz, smem, st, params, NULL);
 }
-static int cu_errstr(void* f, int code, const char** s) { return ((int (*)(int, const char**))f)(code, s); }
+static int cu_errstr(void* f, int code, const char** s) { return ((pf_cuGetErrorName)f)(code, s); } // also cuGetErrorString
 
 // ---- NVRTC ----
-static int nv_version(void* f, int* a, int* b) { return ((int (*)(int*, int*))f)(a, b); }
-static const char* nv_errstr(void* f, int code) { return ((const char* (*)(int))f)(code); }
+static int nv_version(void* f, int* a, int* b) { return ((pf_nvrtcVersion)f)(a, b); }
+static const char* nv_errstr(void* f, int code) { return ((pf_nvrtcGetErrorString)f)(code); }
 static int nv_create(void* f, handle* p, const char* src, const char* name) {
-	return ((int (*)(handle*, const char*, const char*, int, const char* const*, const char* const*))f)(p, src, name, 0, NULL, NULL);
+	return ((pf_nvrtcCreateProgram)f)(p, src, name, 0, NULL, NULL);
 }
-static int nv_compile(void* f, handle p, int n, const char** opts) { return ((int (*)(handle, int, const char* const*))f)(p, n, opts); }
-static int nv_size(void* f, handle p, size_t* n) { return ((int (*)(handle, size_t*))f)(p, n); }
-static int nv_get(void* f, handle p, char* out) { return ((int (*)(handle, char*))f)(p, out); }
-static int nv_destroy(void* f, handle* p) { return ((int (*)(handle*))f)(p); }
+static int nv_compile(void* f, handle p, int n, const char** opts) { return ((pf_nvrtcCompileProgram)f)(p, n, (const char* const*)opts); }
+static int nv_size(void* f, handle p, size_t* n) { return ((pf_nvrtcGetSize)f)(p, n); }
+static int nv_get(void* f, handle p, char* out) { return ((pf_nvrtcGetText)f)(p, out); }
+static int nv_destroy(void* f, handle* p) { return ((pf_nvrtcDestroyProgram)f)(p); }
 
 // ---- cuBLAS ----
-static int cb_create(void* f, handle* h) { BIND; return ((int (*)(handle*))f)(h); }
-static int cb_h(void* f, handle h) { return ((int (*)(handle))f)(h); }
-static int cb_hh(void* f, handle h, handle s) { BIND; return ((int (*)(handle, handle))f)(h, s); }
-static int cb_hi(void* f, handle h, int v) { BIND; return ((int (*)(handle, int))f)(h, v); }
-static int cb_version(void* f, handle h, int* v) { return ((int (*)(handle, int*))f)(h, v); }
+static int cb_create(void* f, handle* h) { BIND; return ((pf_cublasCreate_v2)f)(h); }
+static int cb_version(void* f, handle h, int* v) { return ((pf_cublasGetVersion_v2)f)(h, v); }
 static int cb_gemm(void* f, handle h, int ta, int tb, int m, int n, int k, const float* alpha,
                    devptr A, int at, int lda, devptr B, int bt, int ldb, const float* beta,
                    devptr C, int ct, int ldc, int compute, int algo) {
 	BIND;
-	return ((int (*)(handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
-	                 const void*, void*, int, int, int, int))f)(
-		h, ta, tb, m, n, k, alpha, (const void*)A, at, lda, (const void*)B, bt, ldb, beta, (void*)C, ct, ldc, compute, algo);
+	return ((pf_cublasGemmEx)f)(h, ta, tb, m, n, k, alpha, (const void*)A, at, lda, (const void*)B, bt, ldb, beta,
+	                            (void*)C, ct, ldc, compute, algo);
 }
 */
 import "C"
@@ -100,11 +100,41 @@ import (
 	"unsafe"
 )
 
+// Constants from shim.h, checked against NVIDIA's headers by
+// headers_test.go.
+const (
+	errOutOfMemory         = C.GD_CUDA_ERROR_OUT_OF_MEMORY
+	errNoDevice            = C.GD_CUDA_ERROR_NO_DEVICE
+	attrMultiprocessors    = C.GD_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+	attrCCMajor            = C.GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+	attrCCMinor            = C.GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
+	cudaR32F               = C.GD_CUDA_R_32F
+	cudaR16BF              = C.GD_CUDA_R_16BF
+	blasCompute32F         = C.GD_CUBLAS_COMPUTE_32F
+	blasCompute32FFast16BF = C.GD_CUBLAS_COMPUTE_32F_FAST_16BF
+	blasCompute32FFastTF32 = C.GD_CUBLAS_COMPUTE_32F_FAST_TF32
+	blasOpN, blasOpT       = C.GD_CUBLAS_OP_N, C.GD_CUBLAS_OP_T
+	blasGemmDefault        = C.GD_CUBLAS_GEMM_DEFAULT
+)
+
 // library is one dlopen'ed shared object.
 type library struct {
-	path string
-	h    unsafe.Pointer
+	path       string
+	h          unsafe.Pointer
+	major      int        // CUDA major version, 0 if unknown
+	companions []*library // loaded with it and kept (NVRTC's builtins)
 }
+
+// realPath is the file the dynamic linker mapped (path when unknown).
+func (l *library) realPath() string {
+	if p := C.gd_dlpath(l.h); p != nil && C.GoString(p) != "" {
+		return C.GoString(p)
+	}
+	return l.path
+}
+
+// close unloads a library that was rejected.
+func (l *library) close() { C.gd_dlclose(l.h) }
 
 // dlopen loads path (a file name searched by the dynamic linker, or a path).
 func dlopen(path string) (*library, error) {
@@ -164,11 +194,18 @@ func loadDriver(lib *library) (*driver, error) {
 		"cuMemGetInfo_v2": &d.memInfo, "cuMemcpyHtoD_v2": &d.htod, "cuMemcpyDtoH_v2": &d.dtoh,
 		"cuMemcpyDtoD_v2": &d.dtod, "cuMemsetD32_v2": &d.memsetD32, "cuEventCreate": &d.eventCreate,
 		"cuEventRecord": &d.eventRecord, "cuEventSynchronize": &d.eventSync,
-		"cuEventElapsedTime": &d.eventElapsed, "cuEventDestroy_v2": &d.eventDestroy,
-		"cuModuleLoadData": &d.moduleLoad, "cuModuleGetFunction": &d.moduleGetFunc,
+		"cuEventDestroy_v2": &d.eventDestroy,
+		"cuModuleLoadData":  &d.moduleLoad, "cuModuleGetFunction": &d.moduleGetFunc,
 		"cuFuncSetAttribute": &d.funcSetAttr, "cuLaunchKernel": &d.launch,
 		"cuGetErrorName": &d.errName, "cuGetErrorString": &d.errString,
 	})
+	if err != nil {
+		return d, err
+	}
+	// CUDA 13's header has only the _v2 name; older drivers only the other.
+	if d.eventElapsed, err = lib.sym("cuEventElapsedTime_v2"); err != nil {
+		d.eventElapsed, err = lib.sym("cuEventElapsedTime")
+	}
 	return d, err
 }
 
@@ -188,7 +225,7 @@ func (d *driver) check(call string, rc C.int) error {
 	return &Error{Call: call, Code: int(rc), Name: name, Msg: msg}
 }
 
-func (d *driver) Init() error { return d.check("cuInit", C.cu_i(d.init, 0)) }
+func (d *driver) Init() error { return d.check("cuInit", C.cu_init(d.init, 0)) }
 
 func (d *driver) Version() (int, error) {
 	var v C.int
@@ -202,7 +239,7 @@ func (d *driver) DeviceCount() (int, error) {
 
 func (d *driver) Device(ordinal int) (int, error) {
 	var dev C.int
-	return int(dev), d.check("cuDeviceGet", C.cu_pi_i(d.deviceGet, &dev, C.int(ordinal)))
+	return int(dev), d.check("cuDeviceGet", C.cu_device(d.deviceGet, &dev, C.int(ordinal)))
 }
 
 func (d *driver) DeviceName(dev int) (string, error) {
@@ -235,7 +272,7 @@ func (d *driver) UsePrimaryContext(dev int) error {
 	return d.check("cuCtxSetCurrent", C.gd_bind())
 }
 
-func (d *driver) Synchronize() error { return d.check("cuCtxSynchronize", C.cu_void(d.ctxSync)) }
+func (d *driver) Synchronize() error { return d.check("cuCtxSynchronize", C.cu_sync(d.ctxSync)) }
 
 func (d *driver) MemAlloc(bytes int64) (uint64, error) {
 	var p C.devptr
@@ -275,7 +312,7 @@ type Event struct{ h C.handle }
 
 func (d *driver) NewEvent() (*Event, error) {
 	var h C.handle
-	return &Event{h}, d.check("cuEventCreate", C.cu_create(d.eventCreate, &h, 0))
+	return &Event{h}, d.check("cuEventCreate", C.cu_event_create(d.eventCreate, &h, 0))
 }
 
 func (d *driver) Record(e *Event) error {
@@ -284,7 +321,7 @@ func (d *driver) Record(e *Event) error {
 
 // Elapsed waits for end and returns the milliseconds between the events.
 func (d *driver) Elapsed(start, end *Event) (float64, error) {
-	if err := d.check("cuEventSynchronize", C.cu_h(d.eventSync, end.h)); err != nil {
+	if err := d.check("cuEventSynchronize", C.cu_event(d.eventSync, end.h)); err != nil {
 		return 0, err
 	}
 	var ms C.float
@@ -292,7 +329,7 @@ func (d *driver) Elapsed(start, end *Event) (float64, error) {
 }
 
 func (d *driver) DestroyEvent(e *Event) error {
-	return d.check("cuEventDestroy", C.cu_h(d.eventDestroy, e.h))
+	return d.check("cuEventDestroy", C.cu_event(d.eventDestroy, e.h))
 }
 
 // module is a loaded kernel image; function is one of its kernels.
@@ -464,9 +501,11 @@ func loadCublas(lib *library) (*cublas, error) {
 
 // cublasStatusNames are the documented cublasStatus_t values.
 var cublasStatusNames = map[int]string{
-	1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
-	8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
-	14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR",
+	C.GD_CUBLAS_STATUS_NOT_INITIALIZED: "CUBLAS_STATUS_NOT_INITIALIZED", C.GD_CUBLAS_STATUS_ALLOC_FAILED: "CUBLAS_STATUS_ALLOC_FAILED",
+	C.GD_CUBLAS_STATUS_INVALID_VALUE: "CUBLAS_STATUS_INVALID_VALUE", C.GD_CUBLAS_STATUS_ARCH_MISMATCH: "CUBLAS_STATUS_ARCH_MISMATCH",
+	C.GD_CUBLAS_STATUS_MAPPING_ERROR: "CUBLAS_STATUS_MAPPING_ERROR", C.GD_CUBLAS_STATUS_EXECUTION_FAILED: "CUBLAS_STATUS_EXECUTION_FAILED",
+	C.GD_CUBLAS_STATUS_INTERNAL_ERROR: "CUBLAS_STATUS_INTERNAL_ERROR", C.GD_CUBLAS_STATUS_NOT_SUPPORTED: "CUBLAS_STATUS_NOT_SUPPORTED",
+	C.GD_CUBLAS_STATUS_LICENSE_ERROR: "CUBLAS_STATUS_LICENSE_ERROR",
 }
 
 func cublasCheck(call string, rc C.int) error {
@@ -488,17 +527,17 @@ func (b *cublas) Version() (int, error) {
 // Gemm is cublasGemmEx on column-major operands of the given data types.
 func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int,
 	B uint64, bType, ldb int, beta float32, Cm uint64, cType, ldc, compute int) error {
-	ta, tb := C.int(0), C.int(0)
+	ta, tb := C.int(blasOpN), C.int(blasOpN)
 	if transA {
-		ta = 1
+		ta = blasOpT
 	}
 	if transB {
-		tb = 1
+		tb = blasOpT
 	}
 	// alpha and beta are read during the call only (host pointer mode), so
 	// pointers to Go memory without Go pointers inside are allowed.
 	ca, cb := C.float(alpha), C.float(beta)
 	rc := C.cb_gemm(b.gemm, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ca, C.devptr(A), C.int(aType), C.int(lda),
-		C.devptr(B), C.int(bType), C.int(ldb), &cb, C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), -1)
+		C.devptr(B), C.int(bType), C.int(ldb), &cb, C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), blasGemmDefault)
 	return cublasCheck("cublasGemmEx", rc)
 }

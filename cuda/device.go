@@ -13,13 +13,6 @@ import (
 	"time"
 )
 
-// Device attributes we read (CUdevice_attribute values).
-const (
-	attrMultiprocessors = 16
-	attrCCMajor         = 75
-	attrCCMinor         = 76
-)
-
 // Info describes the device in hand.
 type Info struct {
 	Name                  string
@@ -81,7 +74,7 @@ func Open(ordinal int, logf func(string, ...any)) (*Device, error) {
 }
 
 func open(ordinal int, logf func(string, ...any)) (*Device, error) {
-	lib, err := openLibrary("cuda")
+	lib, err := openLibrary("cuda", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +139,7 @@ func (d *Device) readInfo(dev int) error {
 }
 
 func (d *Device) loadCublas() error {
-	lib, err := openLibrary("cublas")
+	lib, err := openLibrary("cublas", maxCudaMajor(d.Info.DriverVersion))
 	if err != nil {
 		return err
 	}
@@ -159,7 +152,7 @@ func (d *Device) loadCublas() error {
 }
 
 func (d *Device) loadKernels(logf func(string, ...any)) error {
-	lib, err := openLibrary("nvrtc")
+	lib, err := openLibrary("nvrtc", maxCudaMajor(d.Info.DriverVersion))
 	if err != nil {
 		return err
 	}

@@ -17,9 +17,3 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s: %s (%d)", e.Call, e.Name, e.Code)
 }
-
-// Documented CUresult values the package reacts to.
-const (
-	errOutOfMemory = 2
-	errNoDevice    = 100
-)

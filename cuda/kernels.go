@@ -125,7 +125,7 @@ func sortedNames(m map[string]string) []string {
 // folder start without compiling. It returns the NVRTC version, the cache
 // folder and the number of files compiled.
 func Precompile(major, minor int, logf func(string, ...any)) (version, dir string, files int, err error) {
-	lib, err := openLibrary("nvrtc")
+	lib, err := openLibrary("nvrtc", 0) // no GPU here: any version
 	if err != nil {
 		return "", "", 0, err
 	}

@@ -3,74 +3,174 @@ package cuda
 // Finding the CUDA libraries at run time: GDROTRAIN_CUDA_LIB_DIR first, then
 // the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache), then the
 // usual toolkit folders. Several major versions are accepted so one binary
-// runs on CUDA 12 and CUDA 13 nodes.
+// runs on CUDA 12 and CUDA 13 nodes, but never a major newer than the driver
+// supports: CUDA 13's cuBLAS and NVRTC need a driver ≥ 580, and on a
+// 535–570 node they load and then fail at the first call. The newest
+// acceptable major wins.
+//
+// NVRTC opens its companion libnvrtc-builtins.so.X.Y by bare name at the
+// first compilation. When NVRTC itself came from a folder the dynamic linker
+// does not search (GDROTRAIN_CUDA_LIB_DIR, a toolkit folder), that lookup
+// fails; so the builtins are loaded first, by full path from NVRTC's folder,
+// and NVRTC's later lookup finds the copy already mapped (glibc matches
+// loaded objects by soname).
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
 // LibDirEnv names a folder searched before any other for the CUDA libraries.
 const LibDirEnv = "GDROTRAIN_CUDA_LIB_DIR"
 
+// libCandidate is one file name tried for a library and the CUDA major
+// version it belongs to (0: unversioned, read from the file it resolves to).
+type libCandidate struct {
+	name  string
+	major int
+}
+
 // libNames are the file names tried for each library, newest first.
-var libNames = map[string][]string{
-	"cuda":   {"libcuda.so.1", "libcuda.so"},
-	"nvrtc":  {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"},
-	"cublas": {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
+var libNames = map[string][]libCandidate{
+	"cuda":   {{"libcuda.so.1", 0}, {"libcuda.so", 0}},
+	"nvrtc":  {{"libnvrtc.so.13", 13}, {"libnvrtc.so.12", 12}, {"libnvrtc.so.11.2", 11}, {"libnvrtc.so", 0}},
+	"cublas": {{"libcublas.so.13", 13}, {"libcublas.so.12", 12}, {"libcublas.so", 0}},
 }
 
 // toolkitDirs are searched after the dynamic linker's paths.
 var toolkitDirs = []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
 	"/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"}
 
-// openLibrary finds and loads one of the libraries above.
-func openLibrary(kind string) (*library, error) { return findLibrary(kind, os.Getenv(LibDirEnv)) }
+// openLibrary finds and loads one of the libraries above, of a CUDA major
+// version ≤ maxMajor (0: any).
+func openLibrary(kind string, maxMajor int) (*library, error) {
+	return findLibraryFor(kind, os.Getenv(LibDirEnv), maxMajor)
+}
 
-// findLibrary searches dir (if not empty), then the default places.
-func findLibrary(kind, dir string) (*library, error) {
-	names := libNames[kind]
-	var tried []string
-	try := func(path string) *library {
+// findLibrary searches dir (if not empty), then the default places, for any
+// major version.
+func findLibrary(kind, dir string) (*library, error) { return findLibraryFor(kind, dir, 0) }
+
+// findLibraryFor searches dir (if not empty), then the default places, and
+// returns the first library whose major version is ≤ maxMajor (0: any).
+func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
+	e := &LibraryError{Kind: kind, MaxMajor: maxMajor}
+	for _, c := range libNames[kind] {
+		e.Names = append(e.Names, c.name)
+	}
+	seen := map[string]bool{} // resolved files already rejected
+	try := func(path string, c libCandidate) *library {
 		l, err := dlopen(path)
 		if err != nil {
-			tried = append(tried, err.Error())
+			e.Tried = append(e.Tried, err.Error())
 			return nil
 		}
+		major := c.major
+		if major == 0 {
+			major = sonameMajor(l.realPath())
+		}
+		if maxMajor > 0 && major > maxMajor {
+			if !seen[l.realPath()] {
+				seen[l.realPath()] = true
+				e.Rejected = append(e.Rejected, fmt.Sprintf("%s (CUDA %d)", l.realPath(), major))
+			}
+			l.close()
+			return nil
+		}
+		l.major = major
 		return l
 	}
+	type attempt struct {
+		path string
+		c    libCandidate
+	}
+	var order []attempt
 	if dir != "" {
-		for _, n := range names {
-			if l := try(filepath.Join(dir, n)); l != nil {
-				return l, nil
+		for _, c := range libNames[kind] {
+			order = append(order, attempt{filepath.Join(dir, c.name), c})
+		}
+	}
+	for _, c := range libNames[kind] {
+		order = append(order, attempt{c.name, c})
+	}
+	for _, d := range toolkitDirs {
+		for _, c := range libNames[kind] {
+			if _, err := os.Stat(filepath.Join(d, c.name)); err == nil {
+				order = append(order, attempt{filepath.Join(d, c.name), c})
 			}
 		}
 	}
-	for _, n := range names {
-		if l := try(n); l != nil {
+	for _, a := range order {
+		if l := try(a.path, a.c); l != nil {
+			if kind == "nvrtc" {
+				l.companions = preloadNVRTCBuiltins(l)
+			}
 			return l, nil
 		}
 	}
-	for _, d := range toolkitDirs {
-		for _, n := range names {
-			if _, err := os.Stat(filepath.Join(d, n)); err == nil {
-				if l := try(filepath.Join(d, n)); l != nil {
-					return l, nil
-				}
-			}
+	return nil, e
+}
+
+var sonameVersion = regexp.MustCompile(`\.so\.(\d+)`)
+
+// sonameMajor reads the major version from a library file name such as
+// libcublas.so.12.5.3.2 (0 when the name carries none).
+func sonameMajor(path string) int {
+	m := sonameVersion.FindStringSubmatch(filepath.Base(path))
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// preloadNVRTCBuiltins loads libnvrtc-builtins.so.X.Y from the folder NVRTC
+// was loaded from, newest first, and returns what it loaded.
+func preloadNVRTCBuiltins(nv *library) []*library {
+	dir := filepath.Dir(nv.realPath())
+	matches, _ := filepath.Glob(filepath.Join(dir, "libnvrtc-builtins.so.*"))
+	var best string
+	bestVer := [2]int{-1, -1}
+	for _, m := range matches {
+		parts := strings.Split(strings.TrimPrefix(filepath.Base(m), "libnvrtc-builtins.so."), ".")
+		if len(parts) < 2 {
+			continue
+		}
+		a, err1 := strconv.Atoi(parts[0])
+		b, err2 := strconv.Atoi(parts[1])
+		if err1 != nil || err2 != nil || (nv.major > 0 && a != nv.major) {
+			continue
+		}
+		if a > bestVer[0] || (a == bestVer[0] && b > bestVer[1]) {
+			best, bestVer = m, [2]int{a, b}
 		}
 	}
-	return nil, &LibraryError{Kind: kind, Names: names, Tried: tried}
+	if best == "" {
+		return nil
+	}
+	l, err := dlopen(best)
+	if err != nil {
+		return nil // NVRTC's own lookup may still find one; its error says which
+	}
+	return []*library{l}
 }
+
+// maxCudaMajor is the newest CUDA major version a driver supports, from
+// cuDriverGetVersion's 1000·major + 10·minor.
+func maxCudaMajor(driverVersion int) int { return driverVersion / 1000 }
 
 // LibraryError says a CUDA library could not be loaded.
 type LibraryError struct {
-	Kind  string
-	Names []string
-	Tried []string
+	Kind     string
+	Names    []string
+	Tried    []string // dlopen errors
+	Rejected []string // loaded but too new for the driver
+	MaxMajor int
 }
 
 func (e *LibraryError) Error() string {
@@ -79,7 +179,13 @@ func (e *LibraryError) Error() string {
 	if e.Kind == "cuda" {
 		hint = "this machine has no NVIDIA GPU driver; run on a GPU node, or " + hint
 	}
-	return fmt.Sprintf("no %s found (tried %s): %s", what, strings.Join(e.Names, ", "), hint)
+	msg := fmt.Sprintf("no %s found (tried %s)", what, strings.Join(e.Names, ", "))
+	if len(e.Rejected) > 0 {
+		msg = fmt.Sprintf("no usable %s: found %s, but the driver supports CUDA ≤ %d; install the CUDA %d %s (or update the driver: CUDA 13 needs ≥ 580) and %s",
+			what, strings.Join(e.Rejected, ", "), e.MaxMajor, e.MaxMajor, what, strings.ToLower(hint[:1])+hint[1:])
+		return msg
+	}
+	return msg + ": " + hint
 }
 
 // IsNoGPU reports whether err means "no usable GPU here" (no driver library

@@ -21,7 +21,8 @@ func init() { register(newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	var torchPython, script string
-	var only, device, matmul, gpuShape string
+	var only, gpuShape string
+	var dev deviceFlags
 	var peakTFLOPs, bandwidthGBs float64
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -32,8 +33,8 @@ found (--torch-python, default Debian's /usr/bin/python3), the same shapes in
 plain PyTorch in the same run, and prints the ratio.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if device != "cpu" {
-				b, err := openBackend(cmd, device, matmul)
+			if dev.device != "cpu" {
+				b, err := openBackend(cmd, dev)
 				if err != nil {
 					return err
 				}
@@ -57,7 +58,7 @@ plain PyTorch in the same run, and prints the ratio.`,
 	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip)")
 	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
 	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
-	addDeviceFlags(cmd, &device, &matmul, "bf16")
+	addDeviceFlags(cmd, &dev, "bf16")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
 	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")

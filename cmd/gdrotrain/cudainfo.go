@@ -6,21 +6,27 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/cuda/selftest"
 )
 
 func init() { register(newCudaInfoCmd) }
 
 func newCudaInfoCmd() *cobra.Command {
-	var device, arch string
+	var device, arch, matmul string
+	var selfTest bool
 	cmd := &cobra.Command{
-		Use:   "cuda-info [--device cuda:N] [--compile-for sm_90]",
+		Use:   "cuda-info [--device cuda:N] [--self-test] [--compile-for sm_90]",
 		Short: "Show the GPU, the CUDA libraries found and the kernel cache; or precompile the kernels without a GPU",
 		Long: `cuda-info opens the GPU (loading libcuda, NVRTC and cuBLAS, compiling or
 loading the kernels) and prints what it found and the device's free memory.
 With --compile-for sm_XY it needs no GPU: NVRTC alone compiles every kernel
 into the kernel cache (GDROTRAIN_KERNEL_CACHE, default ~/.cache/gdrotrain/kernels),
-e.g. on a Slurm login node whose home folder the GPU nodes share.`,
-		Example:      "  gdrotrain cuda-info\n  gdrotrain cuda-info --compile-for sm_90",
+e.g. on a Slurm login node whose home folder the GPU nodes share.
+With --self-test it then compares every backend op, one GRPO training step
+of a tiny model and a greedy decode with the CPU backend (train, generate and
+bench do this first on CUDA unless --skip-self-test) and exits non-zero,
+naming the op and the tolerance, if any disagrees.`,
+		Example:      "  gdrotrain cuda-info\n  gdrotrain cuda-info --self-test --matmul-precision bf16\n  gdrotrain cuda-info --compile-for sm_90",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
@@ -56,10 +62,24 @@ e.g. on a Slurm login node whose home folder the GPU nodes share.`,
 			fmt.Fprintf(out, "NVRTC: %s (%s)\n", i.NVRTCVersion, i.NVRTCLib)
 			fmt.Fprintf(out, "cuBLAS: %d (%s)\n", i.CublasVersion, i.CublasLib)
 			fmt.Fprintf(out, "kernel cache: %s\n", i.KernelsDir)
+			if !selfTest {
+				return nil
+			}
+			prec, err := cuda.ParsePrecision(matmul)
+			if err != nil {
+				return fmt.Errorf("--matmul-precision: %w", err)
+			}
+			r, err := selftest.Run(d, prec, logf)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out, r.Summary())
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&device, "device", "cuda", "cuda or cuda:N")
+	cmd.Flags().BoolVar(&selfTest, "self-test", false, "run the GPU self-test against the CPU backend (exit 1 if any check fails)")
+	cmd.Flags().StringVar(&matmul, "matmul-precision", "bf16", "with --self-test: matrix-product precision to test (bf16, tf32, fp32)")
 	cmd.Flags().StringVar(&arch, "compile-for", "", "compile the kernels for this architecture (sm_80, sm_90, …) with NVRTC only, no GPU")
 	return cmd
 }

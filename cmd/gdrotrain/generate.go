@@ -18,7 +18,7 @@ func newGenerateCmd() *cobra.Command {
 	var p rollout.Params
 	var n int
 	var asJSON bool
-	var device, matmul string
+	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "generate --model DIR --prompt TEXT",
 		Short: "Sample completions from a model with the KV-cached sampler",
@@ -39,7 +39,7 @@ Temperature 0 is greedy.`,
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
-			m, err := loadModel(cmd, dir, device, matmul)
+			m, err := loadModel(cmd, dir, dev)
 			if err != nil {
 				return err
 			}
@@ -81,7 +81,7 @@ Temperature 0 is greedy.`,
 			return nil
 		},
 	}
-	addDeviceFlags(cmd, &device, &matmul, "fp32")
+	addDeviceFlags(cmd, &dev, "fp32")
 	f := cmd.Flags()
 	f.StringVar(&dir, "model", "", "Hugging Face model folder")
 	f.StringVar(&tokDir, "tokenizer", "", "tokenizer folder (default: --model)")

@@ -25,7 +25,7 @@ type logitsOutput struct {
 func newLogitsCmd() *cobra.Command {
 	var dir, ids, out string
 	var all bool
-	var device, matmul string
+	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "logits --model DIR --ids 1,2,3",
 		Short: "Print the logits of a token sequence as JSON (for comparison with other implementations)",
@@ -42,7 +42,7 @@ as JSON to stdout or --out.`,
 			if err != nil {
 				return fmt.Errorf("--ids: %w", err)
 			}
-			m, err := loadModel(cmd, dir, device, matmul)
+			m, err := loadModel(cmd, dir, dev)
 			if err != nil {
 				return err
 			}
@@ -65,7 +65,7 @@ as JSON to stdout or --out.`,
 			return model.WriteFileAtomic(out, append(raw, '\n'))
 		},
 	}
-	addDeviceFlags(cmd, &device, &matmul, "fp32")
+	addDeviceFlags(cmd, &dev, "fp32")
 	f := cmd.Flags()
 	f.StringVar(&dir, "model", "", "Hugging Face model folder")
 	f.StringVar(&ids, "ids", "", "comma-separated token ids")

@@ -16,7 +16,7 @@ func init() { register(newTrainCmd) }
 func newTrainCmd() *cobra.Command {
 	var config, resume string
 	var sets []string
-	var printConfig, dryRun bool
+	var printConfig, dryRun, skipSelfTest bool
 	var device string
 	var assumeGiB float64
 	cmd := &cobra.Command{
@@ -56,6 +56,9 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
+			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Run.MatMul, skipSelfTest); err != nil {
+				return err
+			}
 			t, err := trainer.New(cfg, cmd.ErrOrStderr(), resume)
 			if err != nil {
 				return err
@@ -70,6 +73,7 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the memory the run needs on its device, allocate nothing, exit 1 if it will not fit")
 	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
 	cmd.Flags().Float64Var(&assumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
+	addSelfTestFlag(cmd, &skipSelfTest)
 	cmd.Flags().StringVar(&resume, "resume", "", "auto (the newest complete checkpoint in the run folder, or a fresh start) or a checkpoint folder")
 	return cmd
 }

@@ -1,0 +1,323 @@
+package selftest
+
+// The per-op cases: each one runs an op (or a forward/backward pair) on a
+// backend from inputs drawn from a fixed seed and returns every output as
+// one host array, so the same function gives the CPU reference and the
+// GPU's answer. Sizes are awkward on purpose (not multiples of the kernels'
+// block sizes, several tiles long) and small enough for a self-test of a
+// few seconds.
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// OpCase is one op comparison.
+type OpCase struct {
+	Name string
+	// Kernels names the CUDA kernels (or "gemm") the case exercises, for
+	// the failure message.
+	Kernels string
+	Run     func(b model.Backend) []float32
+	// Magnitude, for matrix products, returns Σ_k |a_ik|·|b_kj| per output
+	// (run on the CPU): the error bound of a product whose inputs are
+	// rounded to the precision's significand scales with it, not with the
+	// result, which cancellation can make arbitrarily small.
+	Magnitude func(b model.Backend) []float32
+}
+
+// opTol is the tolerance of every op but the matrix products. Kernels
+// accumulate in float32 where the CPU reference uses float64: 2e-4 relative
+// covers reductions over a few thousand terms (observed ≤ 3e-6 absolute on
+// the emulator).
+var opTol = numcheck.Tol{Atol: 2e-5, Rtol: 2e-4}
+
+// productRoundoff is the relative error bound of one product a·b whose
+// inputs are each rounded to the precision's significand (2 × its unit
+// roundoff), plus float32 accumulation: |C − C_exact| ≤ u·Σ|a||b|. bf16
+// keeps 8 significant bits (u = 2·2⁻⁸), tf32 11 (2·2⁻¹¹; cuBLAS may use
+// tf32 for FAST_16BF, which this bound also covers), fp32 24 with K-term
+// float32 accumulation (K·2⁻²⁴ for K ≤ 128 stays below 2⁻¹⁶).
+var productRoundoff = map[string]float64{"fp32": 0x1p-16, "tf32": 0x1p-10, "bf16": 0x1p-7}
+
+// gen draws reproducible inputs.
+type gen struct{ rng *rand.Rand }
+
+func newGen(seed uint64) *gen { return &gen{rand.New(rand.NewPCG(seed, 9))} }
+
+func (g *gen) randn(n int, scale float64) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(scale * g.rng.NormFloat64())
+	}
+	return out
+}
+
+func (g *gen) ids(n, limit int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(g.rng.IntN(limit))
+	}
+	return out
+}
+
+func upload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
+	t := b.New(shape...)
+	if vals != nil {
+		b.Upload(t, vals)
+	}
+	return t
+}
+
+// download concatenates the values of ts.
+func download(b model.Backend, ts ...*model.Tensor) []float32 {
+	var out []float32
+	for _, t := range ts {
+		v := make([]float32, t.Numel())
+		b.Download(t, v)
+		out = append(out, v...)
+	}
+	return out
+}
+
+// OpCases returns every op case. Inputs are drawn once, here, so each case
+// sees the same values on both backends.
+func OpCases() []OpCase {
+	g := newGen(5)
+	var cases []OpCase
+	add := func(c OpCase) { cases = append(cases, c) }
+
+	const N, C, F = 37, 72, 1000
+	x, y := g.randn(N*C, 1), g.randn(N*C, 1)
+	add(OpCase{Name: "add/scale/copy/zero", Kernels: "add_f32, scale_f32, copy", Run: func(b model.Backend) []float32 {
+		a, c, z, w := upload(b, x, N, C), upload(b, y, N, C), b.New(6, C), upload(b, y[:3*C], 3, C)
+		b.Add(a, c)
+		b.Scale(a, 0.37)
+		b.Copy(z, a.Rows(3, 9).View(6*C))
+		b.Zero(w)
+		return download(b, a, z, w)
+	}})
+	big := g.randn(300001, 1)
+	add(OpCase{Name: "sumsquares", Kernels: "sumsq_partial, sum_chunks", Run: func(b model.Backend) []float32 {
+		return []float32{float32(b.SumSquares(upload(b, big, len(big))))}
+	}})
+	for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		M, K, Nn := 37, 72, 45
+		aShape, bShape := []int{M, K}, []int{K, Nn}
+		if tr[0] {
+			aShape = []int{K, M}
+		}
+		if tr[1] {
+			bShape = []int{Nn, K}
+		}
+		av, bv, cv := g.randn(M*K, 1), g.randn(K*Nn, 1), g.randn(M*Nn, 1)
+		products := func(b model.Backend, av, bv, cv []float32) []float32 {
+			c1, c2 := b.New(M, Nn), upload(b, cv, M, Nn)
+			A, B := upload(b, av, aShape...), upload(b, bv, bShape...)
+			b.MatMul(c1, A, B, tr[0], tr[1], false)
+			b.MatMul(c2, A, B, tr[0], tr[1], true)
+			return download(b, c1, c2)
+		}
+		add(OpCase{Name: "matmul " + transName(tr), Kernels: "gemm",
+			Run:       func(b model.Backend) []float32 { return products(b, av, bv, cv) },
+			Magnitude: func(b model.Backend) []float32 { return products(b, abs(av), abs(bv), abs(cv)) }})
+	}
+	for _, n := range []int{C, F} {
+		xs, ws, dy := g.randn(N*n, 2), g.randn(n, 0.5), g.randn(N*n, 1)
+		add(OpCase{Name: "rmsnorm fwd+bwd", Kernels: "rmsnorm_fwd, rmsnorm_bwd_dx, rmsnorm_bwd_dw_partial", Run: func(b model.Backend) []float32 {
+			X, W, out, rs := upload(b, xs, N, n), upload(b, ws, n), b.New(N, n), b.New(N)
+			b.RMSNorm(out, rs, X, W, 1e-6)
+			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
+			b.RMSNormBackward(dx, dw, upload(b, dy, N, n), X, W, rs)
+			return download(b, out, rs, dx, dw)
+		}})
+	}
+	pos := g.ids(N, 9000)
+	for _, D := range []int{16, 128} {
+		xs := g.randn(N*3*D, 1)
+		add(OpCase{Name: "rope", Kernels: "rope", Run: func(b model.Backend) []float32 {
+			X := upload(b, xs, N, 3, D)
+			b.RoPE(X, pos, 1e6, false)
+			f := download(b, X)
+			b.RoPE(X, pos, 1e6, true)
+			return append(f, download(b, X)...)
+		}})
+	}
+	gate, up, dout := g.randn(F*3, 3), g.randn(F*3, 1), g.randn(F*3, 1)
+	add(OpCase{Name: "swiglu fwd+bwd", Kernels: "swiglu_fwd, swiglu_bwd", Run: func(b model.Backend) []float32 {
+		G, U, out, dg, du := upload(b, gate, F, 3), upload(b, up, F, 3), b.New(F, 3), b.New(F, 3), b.New(F, 3)
+		b.SwiGLU(out, G, U)
+		b.SwiGLUBackward(dg, du, upload(b, dout, F, 3), G, U)
+		return download(b, out, dg, du)
+	}})
+	for _, V := range []int{1000, 4099} {
+		const M = 7
+		logits, dl, targets := g.randn(M*V, 4), g.randn(M, 1), g.ids(M, V)
+		add(OpCase{Name: "logsoftmax gather fwd+bwd", Kernels: "lsg_fwd, lsg_bwd", Run: func(b model.Backend) []float32 {
+			L, lp, lse, ent, dL := upload(b, logits, M, V), b.New(M), b.New(M), b.New(M), b.New(M, V)
+			b.LogSoftmaxGather(lp, lse, ent, L, targets)
+			b.LogSoftmaxGatherBackward(dL, upload(b, dl, M), L, lse, targets)
+			return download(b, lp, lse, ent, dL)
+		}})
+	}
+	const V = 50
+	table, ids := g.randn(V*C, 1), []int32{3, 7, 3, 49, 0, 7, 7, 12, 3}
+	rowsIn := g.randn(len(ids)*C, 1)
+	add(OpCase{Name: "embedding / gather / scatter", Kernels: "copy_rows, accumulate_rows", Run: func(b model.Backend) []float32 {
+		T, out := upload(b, table, V, C), b.New(len(ids), C)
+		b.Embedding(out, T, ids)
+		dT := upload(b, table, V, C)
+		b.EmbeddingBackward(dT, upload(b, rowsIn, len(ids), C), ids)
+		gr, s1, s2 := b.New(len(ids), C), upload(b, table, V, C), upload(b, table, V, C)
+		b.GatherRows(gr, T, ids)
+		b.ScatterRows(s1, upload(b, rowsIn, len(ids), C), ids, false)
+		b.ScatterRows(s2, upload(b, rowsIn, len(ids), C), ids, true)
+		return download(b, out, dT, gr, s1, s2)
+	}})
+	pv, gv, mv, vv := g.randn(F, 1), g.randn(F, 1), g.randn(F, 0.1), g.randn(F, 0.1)
+	for i := range vv {
+		vv[i] *= vv[i]
+	}
+	add(OpCase{Name: "adamw", Kernels: "adamw", Run: func(b model.Backend) []float32 {
+		P, G, Mm, Vv := upload(b, pv, F), upload(b, gv, F), upload(b, mv, F), upload(b, vv, F)
+		for step := 1; step <= 3; step++ {
+			b.AdamW(P, G, Mm, Vv, model.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step})
+		}
+		return download(b, P, Mm, Vv)
+	}})
+	for _, c := range attentionShapes() {
+		q, k, v := g.randn(c.nq*c.H*c.D, 1), g.randn(c.nk*c.G*c.D, 1), g.randn(c.nk*c.G*c.D, 1)
+		do := g.randn(c.nq*c.H*c.D, 1)
+		scale := float32(1 / math.Sqrt(float64(c.D)))
+		add(OpCase{Name: "attention " + c.name, Kernels: "attn_*", Run: func(b model.Backend) []float32 {
+			Q, K, Vt := upload(b, q, c.nq, c.H, c.D), upload(b, k, c.nk, c.G, c.D), upload(b, v, c.nk, c.G, c.D)
+			out, lse := b.New(c.nq, c.H, c.D), b.New(c.nq, c.H)
+			b.Attention(out, lse, Q, K, Vt, c.segs, scale)
+			res := download(b, out, lse)
+			if c.backward {
+				dq, dk, dv := b.New(c.nq, c.H, c.D), b.New(c.nk, c.G, c.D), b.New(c.nk, c.G, c.D)
+				b.AttentionBackward(dq, dk, dv, upload(b, do, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
+				res = append(res, download(b, dq, dk, dv)...)
+			}
+			return res
+		}})
+	}
+	samp := g.randn(5*3001, 3)
+	add(OpCase{Name: "device sampling reductions", Kernels: "topk_rows, chunk_sums", Run: func(b model.Backend) []float32 {
+		L := upload(b, samp, 5, 3001)
+		if rs, ok := b.(model.RowSampler); ok {
+			return sampling(rs.TopK(L, 8))(rs.ChunkSums(L, 0.7, 512))
+		}
+		return sampling(hostTopK(download(b, L), 3001, 8))(hostChunkSums(download(b, L), 3001, 0.7, 512))
+	}})
+	return cases
+}
+
+// attnShape is one attention case: H query heads over G key/value heads of
+// size D, queries and keys in segments.
+type attnShape struct {
+	name     string
+	H, G, D  int
+	nq, nk   int
+	segs     []model.Segment
+	backward bool
+}
+
+// attentionShapes covers training (packed, several key tiles, Qwen3's
+// D = 128), decoding over cache slots and chunked prefill.
+func attentionShapes() []attnShape {
+	return []attnShape{
+		{"packed training", 4, 2, 16, 130, 130, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}, {Q0: 20, QLen: 110, K0: 20, KLen: 110}}, true},
+		{"qwen3 head dim", 8, 2, 128, 70, 70, []model.Segment{{Q0: 0, QLen: 70, K0: 0, KLen: 70}}, true},
+		{"decode over slots", 4, 1, 16, 3, 300, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 140}, {Q0: 1, QLen: 1, K0: 150, KLen: 1}, {Q0: 2, QLen: 1, K0: 151, KLen: 149}}, false},
+		{"chunked prefill", 2, 2, 16, 50, 200, []model.Segment{{Q0: 0, QLen: 50, K0: 100, KLen: 100}}, true},
+	}
+}
+
+func transName(tr [2]bool) string {
+	s := ""
+	for _, v := range tr {
+		if v {
+			s += "T"
+		} else {
+			s += "N"
+		}
+	}
+	return s
+}
+
+// sampling flattens TopK's and ChunkSums's answers into one array (ids as
+// values: an exact match is required of them by any tolerance below 1).
+func sampling(ids [][]int32, vals [][]float32) func(mx []float64, sums [][]float64) []float32 {
+	return func(mx []float64, sums [][]float64) []float32 {
+		var out []float32
+		for r := range ids {
+			for i := range ids[r] {
+				out = append(out, float32(ids[r][i]), vals[r][i])
+			}
+			out = append(out, float32(mx[r]))
+			for _, s := range sums[r] {
+				out = append(out, float32(s))
+			}
+		}
+		return out
+	}
+}
+
+// hostTopK is model.RowSampler.TopK's definition: per row of width V, the
+// k largest values in descending order, ties broken by the lower id.
+func hostTopK(logits []float32, V, k int) ([][]int32, [][]float32) {
+	var ids [][]int32
+	var vals [][]float32
+	for r := 0; r < len(logits)/V; r++ {
+		row := logits[r*V : (r+1)*V]
+		idx := make([]int32, V)
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortStableFunc(idx, func(a, b int32) int { return cmp.Compare(row[b], row[a]) })
+		ids = append(ids, idx[:k])
+		v := make([]float32, k)
+		for i, id := range idx[:k] {
+			v[i] = row[id]
+		}
+		vals = append(vals, v)
+	}
+	return ids, vals
+}
+
+// hostChunkSums is model.RowSampler.ChunkSums's definition, in float64.
+func hostChunkSums(logits []float32, V int, temperature float64, chunk int) ([]float64, [][]float64) {
+	var mx []float64
+	var sums [][]float64
+	for r := 0; r < len(logits)/V; r++ {
+		row := logits[r*V : (r+1)*V]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v)/temperature)
+		}
+		var s []float64
+		for lo := 0; lo < V; lo += chunk {
+			var acc float64
+			for _, v := range row[lo:min(lo+chunk, V)] {
+				acc += math.Exp(float64(v)/temperature - m)
+			}
+			s = append(s, acc)
+		}
+		mx, sums = append(mx, m), append(sums, s)
+	}
+	return mx, sums
+}
+
+func abs(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(math.Abs(float64(v)))
+	}
+	return out
+}

@@ -1,0 +1,188 @@
+// Package selftest is the known-answer test the CUDA backend passes before
+// it trains (DESIGN.md decision 8): every backend op, one GRPO training
+// step of a tiny random model and a greedy decode through the KV cache, each
+// run on the GPU and on the CPU reference backend from the same inputs and
+// compared within the tolerances written next to each check. It takes
+// seconds; `gdrotrain cuda-info --self-test` runs it alone, and train,
+// generate and bench run it first on CUDA unless --skip-self-test.
+//
+// A failure names the check, the kernels it exercises, the worst element
+// and the tolerance, and suggests the exact matmul mode or the CPU backend.
+package selftest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// Check is the outcome of one comparison.
+type Check struct {
+	Name    string
+	Kernels string
+	Tol     numcheck.Tol
+	Values  int
+	MaxAbs  float64
+	Err     error // nil when within tolerance
+}
+
+// Report lists every check of one run.
+type Report struct {
+	Device    string
+	Precision cuda.Precision
+	Checks    []Check
+	Elapsed   time.Duration
+}
+
+// Failed returns the checks that did not pass.
+func (r *Report) Failed() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if c.Err != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Summary is one line: how many checks passed, where, in what time.
+func (r *Report) Summary() string {
+	return fmt.Sprintf("self-test: %d of %d checks passed on %s (matmul %s) in %s", len(r.Checks)-len(r.Failed()),
+		len(r.Checks), r.Device, r.Precision, r.Elapsed.Round(time.Millisecond))
+}
+
+// Error is returned when a check fails.
+type Error struct{ Report *Report }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("GPU self-test failed: the CUDA backend disagrees with the CPU reference on ")
+	b.WriteString(e.Report.Device)
+	for _, c := range e.Report.Failed() {
+		fmt.Fprintf(&b, "\n  %s (kernels: %s; tolerance atol %g + rtol %g): %v", c.Name, c.Kernels, c.Tol.Atol, c.Tol.Rtol, c.Err)
+	}
+	if e.Report.Precision != cuda.FP32 {
+		b.WriteString("\nHINT: retry with --matmul-precision fp32 (exact products); if it still fails, ")
+	} else {
+		b.WriteString("\nHINT: ")
+	}
+	b.WriteString("train with --device cpu, and report this output together with what `gdrotrain cuda-info` prints")
+	return b.String()
+}
+
+// Run runs every check on d with products in prec and returns the report,
+// and an *Error when any check failed. logf (may be nil) gets one line per
+// check.
+func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Report, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	start := time.Now()
+	r := &Report{Device: d.Info.Name, Precision: prec}
+	cpu, gpu := model.NewCPU(), cuda.NewBackend(d, prec)
+	record := func(c Check) {
+		r.Checks = append(r.Checks, c)
+		status := "ok"
+		if c.Err != nil {
+			status = "FAILED"
+		}
+		logf("self-test %-34s %-6s max abs err %.2e over %d values", c.Name, status, c.MaxAbs, c.Values)
+	}
+	for _, c := range OpCases() {
+		if c.Magnitude != nil {
+			record(compareProducts(cpu, gpu, c, productRoundoff[string(prec)]))
+			continue
+		}
+		record(compareOn(cpu, gpu, c.Name, c.Kernels, opTol, c.Run))
+	}
+	for _, c := range trainingStep(cpu, gpu, prec) {
+		record(c)
+	}
+	record(greedyDecode(cpu, gpu, prec))
+	r.Elapsed = time.Since(start)
+	if len(r.Failed()) > 0 {
+		return r, &Error{Report: r}
+	}
+	return r, nil
+}
+
+// compareOn runs op on both backends and compares the outputs. A backend
+// error (a failed launch, an out-of-memory) fails the check with it.
+func compareOn(cpu, gpu model.Backend, name, kernels string, tol numcheck.Tol, op func(model.Backend) []float32) Check {
+	c := Check{Name: name, Kernels: kernels, Tol: tol}
+	want, got, err := runBoth(cpu, gpu, op)
+	if err != nil {
+		c.Err = err
+		return c
+	}
+	return compareValues(c, got, want)
+}
+
+// runBoth runs op on the CPU and on the GPU and collects either's error.
+func runBoth(cpu, gpu model.Backend, op func(model.Backend) []float32) (want, got []float32, err error) {
+	want = op(cpu)
+	if err := cpu.Err(); err != nil {
+		cpu.ResetErr()
+		return nil, nil, fmt.Errorf("cpu reference: %w", err)
+	}
+	got = op(gpu)
+	if err := gpu.Err(); err != nil {
+		gpu.ResetErr()
+		return nil, nil, fmt.Errorf("cuda: %w", err)
+	}
+	return want, got, nil
+}
+
+// compareValues fills c from a comparison of got with want.
+func compareValues(c Check, got, want []float32) Check {
+	w := make([]float64, len(want))
+	for i, v := range want {
+		w[i] = float64(v)
+	}
+	st, err := numcheck.Compare(got, w, c.Tol)
+	c.Values, c.MaxAbs, c.Err = len(got), st.MaxAbs, err
+	if len(got) == 0 && err == nil {
+		c.Err = errors.New("no values compared")
+	}
+	return c
+}
+
+// compareProducts checks a matrix-product case element by element against
+// the rounding bound |got − want| ≤ 1e-6 + u·Σ|a||b|.
+func compareProducts(cpu, gpu model.Backend, oc OpCase, u float64) Check {
+	c := Check{Name: oc.Name, Kernels: oc.Kernels, Tol: numcheck.Tol{Atol: 1e-6, Rtol: u}}
+	want, got, err := runBoth(cpu, gpu, oc.Run)
+	if err != nil {
+		c.Err = err
+		return c
+	}
+	mag := oc.Magnitude(cpu)
+	if len(got) != len(want) || len(mag) != len(want) {
+		c.Err = fmt.Errorf("%d values, want %d", len(got), len(want))
+		return c
+	}
+	c.Values = len(got)
+	bad, worst, worstRatio := 0, -1, 0.0
+	for i := range want {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		c.MaxAbs = math.Max(c.MaxAbs, d)
+		ratio := d / (c.Tol.Atol + u*float64(mag[i]))
+		if ratio > 1 || math.IsNaN(d) {
+			bad++
+			if worst < 0 || ratio > worstRatio || math.IsNaN(d) {
+				worst, worstRatio = i, ratio
+			}
+		}
+	}
+	if bad > 0 {
+		c.Err = fmt.Errorf("%d of %d elements outside atol %g + rtol %g·Σ|a||b| (the product rounding bound): worst [%d] got %.8g want %.8g, Σ|a||b| = %.4g",
+			bad, len(want), c.Tol.Atol, u, worst, got[worst], want[worst], mag[worst])
+	}
+	return c
+}

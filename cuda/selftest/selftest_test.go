@@ -1,0 +1,114 @@
+package selftest
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+)
+
+var emuDir string // the emulator built by device, removed by TestMain
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if emuDir != "" {
+		os.RemoveAll(emuDir)
+	}
+	os.Exit(code)
+}
+
+// device opens the GPU, or the CPU emulator where there is none (built
+// once for the package's tests).
+func device(t *testing.T) *cuda.Device {
+	t.Helper()
+	if os.Getenv(cuda.LibDirEnv) == "" {
+		if d, err := cuda.Open(0, t.Logf); err == nil {
+			return d
+		} else if !cuda.IsNoGPU(err) {
+			t.Fatal(err)
+		}
+		if !emu.Available() {
+			if os.Getenv("GDROTRAIN_REQUIRE_EMULATOR") != "" {
+				t.Fatal("GDROTRAIN_REQUIRE_EMULATOR is set but g++ is missing")
+			}
+			t.Skip("skipped: no GPU and no g++ for the CPU emulator")
+		}
+		dir, err := os.MkdirTemp("", "gdrotrain-selftest-emu-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		emuDir = dir
+		if err := emu.Build(dir, cuda.Sources()); err != nil {
+			t.Fatal(err)
+		}
+		os.Setenv(cuda.LibDirEnv, dir)
+		os.Setenv(cuda.CacheDirEnv, filepath.Join(dir, "kernel-cache"))
+	}
+	d, err := cuda.Open(0, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestSelfTestPasses: the self-test passes on the device (the emulator
+// here) in each product precision.
+func TestSelfTestPasses(t *testing.T) {
+	d := device(t)
+	for _, prec := range []cuda.Precision{cuda.FP32, cuda.BF16, cuda.TF32} {
+		r, err := Run(d, prec, t.Logf)
+		if err != nil {
+			t.Fatalf("%s: %v", prec, err)
+		}
+		if len(r.Checks) < 25 {
+			t.Errorf("%s: only %d checks ran", prec, len(r.Checks))
+		}
+		t.Log(r.Summary())
+	}
+}
+
+// TestSelfTestCatchesFaults injects faults into the emulator (a kernel that
+// does not run, a GEMM off by one) and requires the self-test to fail,
+// naming the op and the tolerance.
+func TestSelfTestCatchesFaults(t *testing.T) {
+	d := device(t)
+	if emuDir == "" {
+		t.Skip("fault injection needs the emulator (this machine has a GPU)")
+	}
+	for _, c := range []struct{ fault, wantCheck string }{
+		{"rmsnorm_fwd", "rmsnorm fwd+bwd"},
+		{"gemm", "matmul NN"},
+		{"attn_bwd_dq_tiled,attn_bwd_dq", "attention packed training"},
+		{"adamw", "adamw"},
+		{"topk_rows", "device sampling reductions"},
+	} {
+		t.Run(c.fault, func(t *testing.T) {
+			t.Setenv("GDROTRAIN_EMU_FAULT", c.fault)
+			r, err := Run(d, cuda.FP32, nil)
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("fault %s: self-test passed (%v)", c.fault, err)
+			}
+			msg := err.Error()
+			for _, want := range []string{c.wantCheck, "tolerance", "--device cpu", "rtol"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("fault %s: message lacks %q:\n%s", c.fault, want, msg)
+				}
+			}
+			t.Logf("%s → %d failed checks; first lines:\n%s", c.fault, len(r.Failed()), firstLines(msg, 3))
+		})
+	}
+	// Once the fault is gone the device passes again.
+	if _, err := Run(d, cuda.FP32, nil); err != nil {
+		t.Fatalf("after the faults: %v", err)
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(n, len(lines))], "\n")
+}

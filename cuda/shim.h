@@ -1,0 +1,125 @@
+// The CUDA entry points and constants the shim (capi.go) uses, declared
+// from NVIDIA's public API documentation so that the binary builds without
+// CUDA headers (DESIGN.md decision 2).
+//
+// Every type is written GD_T(real, abi): a normal build sees the ABI type
+// (an opaque pointer, an int for enums and status codes), and the header
+// test (headers_test.go) compiles this file with GD_CHECK_HEADERS against
+// NVIDIA's real cuda.h, nvrtc.h and cublas_v2.h, where each prototype takes
+// the real types; assigning the real function to a pointer of our type then
+// fails to compile if a signature drifts. The same test checks every
+// constant below against the header's value and that each (real, abi) pair
+// has the same size.
+#ifndef GDROTRAIN_SHIM_H
+#define GDROTRAIN_SHIM_H
+
+#include <stddef.h>
+
+#ifdef GD_CHECK_HEADERS
+#define GD_T(real, abi) real
+#else
+#define GD_T(real, abi) abi
+#endif
+
+typedef unsigned long long devptr;
+typedef void* handle;
+
+#define GD_RESULT GD_T(CUresult, int)
+#define GD_DEVICE GD_T(CUdevice, int)
+#define GD_DEVPTR GD_T(CUdeviceptr, devptr)
+#define GD_CONTEXT GD_T(CUcontext, handle)
+#define GD_EVENT GD_T(CUevent, handle)
+#define GD_STREAM GD_T(CUstream, handle)
+#define GD_MODULE GD_T(CUmodule, handle)
+#define GD_FUNCTION GD_T(CUfunction, handle)
+#define GD_NVRTC_RESULT GD_T(nvrtcResult, int)
+#define GD_PROGRAM GD_T(nvrtcProgram, handle)
+#define GD_BLAS_STATUS GD_T(cublasStatus_t, int)
+#define GD_BLAS GD_T(cublasHandle_t, handle)
+
+// ---- driver API (libcuda) ----
+typedef GD_RESULT (*pf_cuInit)(unsigned int flags);
+typedef GD_RESULT (*pf_cuDriverGetVersion)(int* version);
+typedef GD_RESULT (*pf_cuDeviceGetCount)(int* count);
+typedef GD_RESULT (*pf_cuDeviceGet)(GD_DEVICE* device, int ordinal);
+typedef GD_RESULT (*pf_cuDeviceGetName)(char* name, int len, GD_DEVICE dev);
+typedef GD_RESULT (*pf_cuDeviceGetAttribute)(int* pi, GD_T(CUdevice_attribute, int) attrib, GD_DEVICE dev);
+typedef GD_RESULT (*pf_cuDeviceTotalMem_v2)(size_t* bytes, GD_DEVICE dev);
+typedef GD_RESULT (*pf_cuDevicePrimaryCtxRetain)(GD_CONTEXT* pctx, GD_DEVICE dev);
+typedef GD_RESULT (*pf_cuDevicePrimaryCtxRelease_v2)(GD_DEVICE dev);
+typedef GD_RESULT (*pf_cuCtxSetCurrent)(GD_CONTEXT ctx);
+typedef GD_RESULT (*pf_cuCtxSynchronize)(void);
+typedef GD_RESULT (*pf_cuMemAlloc_v2)(GD_DEVPTR* dptr, size_t bytesize);
+typedef GD_RESULT (*pf_cuMemFree_v2)(GD_DEVPTR dptr);
+typedef GD_RESULT (*pf_cuMemGetInfo_v2)(size_t* free, size_t* total);
+typedef GD_RESULT (*pf_cuMemcpyHtoD_v2)(GD_DEVPTR dst, const void* src, size_t bytes);
+typedef GD_RESULT (*pf_cuMemcpyDtoH_v2)(void* dst, GD_DEVPTR src, size_t bytes);
+typedef GD_RESULT (*pf_cuMemcpyDtoD_v2)(GD_DEVPTR dst, GD_DEVPTR src, size_t bytes);
+typedef GD_RESULT (*pf_cuMemsetD32_v2)(GD_DEVPTR dst, unsigned int value, size_t n);
+typedef GD_RESULT (*pf_cuEventCreate)(GD_EVENT* event, unsigned int flags);
+typedef GD_RESULT (*pf_cuEventRecord)(GD_EVENT event, GD_STREAM stream);
+typedef GD_RESULT (*pf_cuEventSynchronize)(GD_EVENT event);
+// cuEventElapsedTime_v2 (CUDA ≥ 12.8) has the same signature; the CUDA 13
+// header keeps only that name, so the shim prefers it when present.
+typedef GD_RESULT (*pf_cuEventElapsedTime)(float* ms, GD_EVENT start, GD_EVENT end);
+typedef GD_RESULT (*pf_cuEventDestroy_v2)(GD_EVENT event);
+typedef GD_RESULT (*pf_cuModuleLoadData)(GD_MODULE* module, const void* image);
+typedef GD_RESULT (*pf_cuModuleGetFunction)(GD_FUNCTION* fn, GD_MODULE module, const char* name);
+typedef GD_RESULT (*pf_cuFuncSetAttribute)(GD_FUNCTION fn, GD_T(CUfunction_attribute, int) attrib, int value);
+typedef GD_RESULT (*pf_cuLaunchKernel)(GD_FUNCTION f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
+                                       GD_STREAM stream, void** params, void** extra);
+typedef GD_RESULT (*pf_cuGetErrorName)(GD_RESULT error, const char** str);
+typedef GD_RESULT (*pf_cuGetErrorString)(GD_RESULT error, const char** str);
+
+// ---- NVRTC (libnvrtc) ----
+typedef GD_NVRTC_RESULT (*pf_nvrtcVersion)(int* major, int* minor);
+typedef const char* (*pf_nvrtcGetErrorString)(GD_NVRTC_RESULT result);
+typedef GD_NVRTC_RESULT (*pf_nvrtcCreateProgram)(GD_PROGRAM* prog, const char* src, const char* name, int numHeaders,
+                                                 const char* const* headers, const char* const* includeNames);
+typedef GD_NVRTC_RESULT (*pf_nvrtcCompileProgram)(GD_PROGRAM prog, int numOptions, const char* const* options);
+typedef GD_NVRTC_RESULT (*pf_nvrtcDestroyProgram)(GD_PROGRAM* prog);
+typedef GD_NVRTC_RESULT (*pf_nvrtcGetSize)(GD_PROGRAM prog, size_t* size); // log, PTX and CUBIN sizes
+typedef GD_NVRTC_RESULT (*pf_nvrtcGetText)(GD_PROGRAM prog, char* out);    // log, PTX and CUBIN
+
+// ---- cuBLAS (libcublas) ----
+typedef GD_BLAS_STATUS (*pf_cublasCreate_v2)(GD_BLAS* h);
+typedef GD_BLAS_STATUS (*pf_cublasDestroy_v2)(GD_BLAS h);
+typedef GD_BLAS_STATUS (*pf_cublasSetStream_v2)(GD_BLAS h, GD_T(cudaStream_t, handle) stream);
+typedef GD_BLAS_STATUS (*pf_cublasSetMathMode)(GD_BLAS h, GD_T(cublasMath_t, int) mode);
+typedef GD_BLAS_STATUS (*pf_cublasGetVersion_v2)(GD_BLAS h, int* version);
+typedef GD_BLAS_STATUS (*pf_cublasGemmEx)(GD_BLAS h, GD_T(cublasOperation_t, int) transa,
+                                          GD_T(cublasOperation_t, int) transb, int m, int n, int k,
+                                          const void* alpha, const void* A, GD_T(cudaDataType, int) Atype, int lda,
+                                          const void* B, GD_T(cudaDataType, int) Btype, int ldb, const void* beta,
+                                          void* C, GD_T(cudaDataType, int) Ctype, int ldc,
+                                          GD_T(cublasComputeType_t, int) computeType,
+                                          GD_T(cublasGemmAlgo_t, int) algo);
+
+// ---- constants (checked against the headers by headers_test.go) ----
+enum {
+	GD_CUDA_ERROR_OUT_OF_MEMORY = 2,
+	GD_CUDA_ERROR_NO_DEVICE = 100,
+	GD_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+	GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+	GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+	GD_CUBLAS_OP_N = 0,
+	GD_CUBLAS_OP_T = 1,
+	GD_CUBLAS_GEMM_DEFAULT = -1,
+	GD_CUDA_R_32F = 0,
+	GD_CUDA_R_16BF = 14,
+	GD_CUBLAS_COMPUTE_32F = 68,
+	GD_CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+	GD_CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+	GD_CUBLAS_STATUS_NOT_INITIALIZED = 1,
+	GD_CUBLAS_STATUS_ALLOC_FAILED = 3,
+	GD_CUBLAS_STATUS_INVALID_VALUE = 7,
+	GD_CUBLAS_STATUS_ARCH_MISMATCH = 8,
+	GD_CUBLAS_STATUS_MAPPING_ERROR = 11,
+	GD_CUBLAS_STATUS_EXECUTION_FAILED = 13,
+	GD_CUBLAS_STATUS_INTERNAL_ERROR = 14,
+	GD_CUBLAS_STATUS_NOT_SUPPORTED = 15,
+	GD_CUBLAS_STATUS_LICENSE_ERROR = 16,
+};
+
+#endif
