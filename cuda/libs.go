@@ -63,7 +63,7 @@ func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
 	for _, c := range libNames[kind] {
 		e.Names = append(e.Names, c.name)
 	}
-	seen := map[string]bool{} // resolved files already rejected
+	seen := map[string]bool{} // files already rejected
 	try := func(path string, c libCandidate) *library {
 		l, err := dlopen(path)
 		if err != nil {
@@ -75,9 +75,13 @@ func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
 			major = sonameMajor(l.realPath())
 		}
 		if maxMajor > 0 && major > maxMajor {
-			if !seen[l.realPath()] {
-				seen[l.realPath()] = true
-				e.Rejected = append(e.Rejected, fmt.Sprintf("%s (CUDA %d)", l.realPath(), major))
+			shown := path // the name searched for, or the file it resolved to
+			if !strings.Contains(path, "/") {
+				shown = l.realPath()
+			}
+			if !seen[shown] {
+				seen[shown] = true
+				e.Rejected = append(e.Rejected, fmt.Sprintf("%s (CUDA %d)", shown, major))
 			}
 			l.close()
 			return nil
