@@ -7,7 +7,19 @@ GO      ?= go
 BIN     := bin/gdrotrain
 PKGS    := ./...
 
-.PHONY: build test test-short vet bench demo fixtures clean gpu-check-build
+# NVRTC 12.5, cuobjdump and the CUDA headers, where scripts/install_cuda_tools.sh
+# (make cuda-tools) has fetched them: the kernel tests (cuda/nvrtc_test.go,
+# cuda/headers_test.go, cuda/internal/kernelreport) use them.
+CUDA_TOOLS := $(CURDIR)/.cache/cuda-tools
+ifneq ($(wildcard $(CUDA_TOOLS)/usr/lib/x86_64-linux-gnu/libnvrtc.so.12),)
+export GDROTRAIN_NVRTC_DIR ?= $(CUDA_TOOLS)/usr/lib/x86_64-linux-gnu
+export CUDA_TOOLS_BIN ?= $(CUDA_TOOLS)/usr/bin
+endif
+ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
+export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
+endif
+
+.PHONY: build test test-short vet bench demo fixtures clean gpu-check-build cuda-tools kernel-report emulator
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
@@ -24,12 +36,40 @@ fixtures:
 vet:
 	$(GO) vet $(PKGS)
 
+# cuda-tools: NVRTC 12.5, cuobjdump/nvdisasm/ptxas and the CUDA and NCCL headers
+# from Debian into .cache/cuda-tools (about 1.1 GB downloaded, about a minute;
+# nothing is installed into the system). Does nothing when already there.
+cuda-tools:
+	bash scripts/install_cuda_tools.sh
+
+# kernel-report: per kernel and architecture (sm_80, sm_90), registers, stack,
+# local/shared/constant memory, local loads/stores and tensor-core instructions
+# of what NVRTC compiles, read back with cuobjdump (no GPU needed).
+kernel-report: cuda-tools
+	$(GO) run ./cuda/internal/kernelreport/cmd/kernel-report
+
+# emulator: the CPU emulator of libcuda/libcublas/libnvrtc with our kernels
+# (cuda/internal/emu), so the binary runs without a GPU:
+#   GDROTRAIN_CUDA_LIB_DIR=.cache/cuda-emu GDROTRAIN_KERNEL_CACHE=.cache/cuda-emu/kernels bin/gdrotrain cuda-info
+emulator:
+	$(GO) run ./cuda/internal/emu/cmd/build-emulator .cache/cuda-emu
+
+# The CUDA tests run on the emulator, then again in its other rounding modes
+# (see cuda/internal/emu): fused multiply-add in kernels and GEMMs (x86-64
+# with FMA only), and FAST_16BF products on tf32 inputs (the tests that use
+# bf16 products).
+CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke
 # The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can
 # report a spurious "context deadline exceeded" at the end of a timed run
 # (golang/go#75804).
 test: fixtures vet
 	$(GO) test -count=1 -timeout 40m $(PKGS)
 	@$(GO) test -count=1 -run 'TestConformance$$|TestReportCoverage' -v ./cuda/ | grep -o 'CUDA coverage: .*' || true
+	@if [ "$$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then \
+		echo "GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 ./cuda/ ./cuda/internal/emu/"; \
+		GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 ./cuda/ ./cuda/internal/emu/; \
+	else echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped"; fi
+	GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -run '$(CUDA_BF16_TESTS)' ./cuda/
 	bash scripts/slurm/test_sbatch.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 

@@ -77,7 +77,7 @@ func shimChecks(t *testing.T) string {
 	fmt.Fprintf(&b, "#if CUDA_VERSION >= 12080\nstatic pf_cuEventElapsedTime check_v2 __attribute__((unused)) = cuEventElapsedTime_v2;\n#endif\n")
 	consts := regexp.MustCompile(`\bGD_(\w+) = `).FindAllStringSubmatch(shim, -1)
 	for _, m := range consts {
-		fmt.Fprintf(&b, "_Static_assert(GD_%s == %s, \"shim.h: %s differs from the header\");\n", m[1], m[1], m[1])
+		fmt.Fprintf(&b, "_Static_assert((long long)GD_%s == (long long)%s, \"shim.h: %s differs from the header\");\n", m[1], m[1], m[1])
 	}
 	pairs := map[string]bool{}
 	for _, m := range regexp.MustCompile(`GD_T\((\w+), (\w+)\)`).FindAllStringSubmatch(shim, -1) {

@@ -14,14 +14,20 @@ func skipNoNVRTC(t *testing.T, err error) {
 	if os.Getenv("GDROTRAIN_REQUIRE_NVRTC") != "" {
 		t.Fatalf("GDROTRAIN_REQUIRE_NVRTC is set but NVRTC cannot be loaded: %v", err)
 	}
-	t.Skipf("skipped: kernels not compiled, no NVRTC here (%v); scripts/install_nvrtc.sh installs one", err)
+	t.Skipf("skipped: kernels not compiled, no NVRTC here (%v); scripts/install_cuda_tools.sh fetches NVRTC 12.5 (make cuda-tools)", err)
 }
 
-// systemCompiler loads the machine's NVRTC, ignoring GDROTRAIN_CUDA_LIB_DIR
-// (which the emulator tests point at a fake one), with the cache off.
+// nvrtcDirEnv names the folder of the NVRTC the kernel tests use
+// (.cache/cuda-tools/usr/lib/x86_64-linux-gnu after make cuda-tools; the
+// Makefile sets it when that folder exists).
+const nvrtcDirEnv = "GDROTRAIN_NVRTC_DIR"
+
+// systemCompiler loads NVRTC from $GDROTRAIN_NVRTC_DIR, else the machine's,
+// ignoring GDROTRAIN_CUDA_LIB_DIR (which the emulator tests point at a fake
+// one), with the cache off.
 func systemCompiler(t *testing.T) (*compiler, *library) {
 	t.Helper()
-	lib, err := findLibrary("nvrtc", "")
+	lib, err := findLibrary("nvrtc", os.Getenv(nvrtcDirEnv))
 	if err != nil {
 		skipNoNVRTC(t, err)
 	}
@@ -34,6 +40,7 @@ func systemCompiler(t *testing.T) (*compiler, *library) {
 		t.Fatal(err)
 	}
 	c.cacheDir = ""
+	t.Logf("NVRTC %s from %s", c.version, lib.path)
 	return c, lib
 }
 
@@ -42,8 +49,7 @@ func systemCompiler(t *testing.T) (*compiler, *library) {
 // It ignores GDROTRAIN_CUDA_LIB_DIR, which the emulator tests point at a
 // fake NVRTC.
 func TestKernelsCompile(t *testing.T) {
-	c, lib := systemCompiler(t)
-	t.Logf("NVRTC %s from %s", c.version, lib.path)
+	c, _ := systemCompiler(t)
 	srcs := Sources()
 	for _, arch := range [][2]int{{8, 0}, {9, 0}} {
 		for _, name := range sortedNames(srcs) {

@@ -15,7 +15,10 @@ func TestCudaInfo(t *testing.T) {
 	}
 	cache := t.TempDir()
 	t.Setenv("GDROTRAIN_KERNEL_CACHE", cache)
-	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", "")
+	// The NVRTC that scripts/install_cuda_tools.sh unpacks lives in a folder
+	// the dynamic linker does not search: found through the library folder
+	// setting, as on a node with a private toolkit.
+	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", os.Getenv("GDROTRAIN_NVRTC_DIR"))
 	out, err := runCmd(t, "", "cuda-info", "--compile-for", "sm_90")
 	if err != nil {
 		if strings.Contains(err.Error(), "no NVRTC library") && os.Getenv("GDROTRAIN_REQUIRE_NVRTC") == "" {
