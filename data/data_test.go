@@ -400,19 +400,3 @@ func TestUIDCollisions(t *testing.T) {
 		t.Errorf("hash UIDs %q %q", d1.Prompts[0].UID, d1.Prompts[1].UID)
 	}
 }
-
-func TestStringify(t *testing.T) {
-	tests := []struct {
-		in   any
-		want string
-	}{
-		{json.Number("27.0"), "27"}, {json.Number("-1"), "-1"}, {json.Number("0.5"), "0.5"}, {json.Number("1e3"), "1000"},
-		{float64(27), "27"}, {2.5, "2.5"}, {int64(3), "3"}, {[]any{"a", "b"}, "a"}, {"025", "025"}, {true, "true"},
-	}
-	for _, tc := range tests {
-		got, ok, err := stringify(tc.in)
-		if !ok || err != nil || got != tc.want {
-			t.Errorf("stringify(%#v) = %q %v %v, want %q", tc.in, got, ok, err, tc.want)
-		}
-	}
-}

@@ -227,19 +227,22 @@ func verlRow(row map[string]any, opts *ReadOptions, fileBase string, p Prompt) (
 	default:
 		return p, fmt.Errorf("template %q applies to {problem, answer} rows; verl rows carry their final prompt", opts.Template)
 	}
-	rm, _ := row["reward_model"].(map[string]any)
-	gt, ok, err := stringify(rm["ground_truth"])
-	if err != nil {
-		return p, fmt.Errorf("reward_model.ground_truth: %w", err)
-	}
-	if !ok {
-		return p, errors.New("missing reward_model.ground_truth")
-	}
-	p.GroundTruth = gt
 	p.DataSource, _ = row["data_source"].(string)
 	if p.DataSource == "" {
 		p.DataSource = firstNonEmpty(opts.DataSource, fileBase)
 	}
+	if c, ok := row["choices"].([]any); ok {
+		p.Choices, _ = stringList(c)
+	}
+	rm, _ := row["reward_model"].(map[string]any)
+	gt, err := GroundTruth(rm["ground_truth"], MultipleChoice(p.DataSource, p.Choices))
+	if errors.Is(err, ErrNoGroundTruth) {
+		return p, errors.New("missing reward_model.ground_truth")
+	}
+	if err != nil {
+		return p, fmt.Errorf("reward_model.ground_truth: %w", err)
+	}
+	p.GroundTruth = gt
 	p.Ability, _ = row["ability"].(string)
 	p.Split = opts.Split
 	if ei, ok := row["extra_info"].(map[string]any); ok {
@@ -257,9 +260,6 @@ func verlRow(row map[string]any, opts *ReadOptions, fileBase string, p Prompt) (
 	if p.Split == "" {
 		p.Split = "train"
 	}
-	if c, ok := row["choices"].([]any); ok {
-		p.Choices, _ = stringList(c)
-	}
 	p.UID = uidOf(row, &p, "")
 	return p, nil
 }
@@ -276,22 +276,16 @@ func simpleRow(row map[string]any, opts *ReadOptions, fileBase string, p Prompt)
 		return p, fmt.Errorf("no question: want one of %s (a non-empty string), or a verl row with prompt and reward_model",
 			strings.Join(questionKeys, "/"))
 	}
-	var answer string
-	found := false
+	answerKey := ""
 	for _, k := range answerKeys {
-		s, ok, err := stringify(row[k])
-		if err != nil {
-			return p, fmt.Errorf("%s: %w", k, err)
-		}
-		if ok {
-			answer, found = s, true
+		if row[k] != nil {
+			answerKey = k
 			break
 		}
 	}
-	if !found {
+	if answerKey == "" {
 		return p, fmt.Errorf("no answer: want one of %s", strings.Join(answerKeys, "/"))
 	}
-	p.GroundTruth = answer
 	source, _ := row["source"].(string)
 	p.DataSource, _ = row["data_source"].(string)
 	if p.DataSource == "" {
@@ -308,6 +302,11 @@ func simpleRow(row map[string]any, opts *ReadOptions, fileBase string, p Prompt)
 			break
 		}
 	}
+	gt, err := GroundTruth(row[answerKey], MultipleChoice(p.DataSource, p.Choices))
+	if err != nil {
+		return p, fmt.Errorf("%s: %w", answerKey, err)
+	}
+	p.GroundTruth = gt
 	tmpl := opts.Template
 	if tmpl == TemplateAuto {
 		switch {
@@ -351,43 +350,6 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-// stringify turns a ground truth into a string: strings as they are, a list
-// as its first element, numbers without a trailing ".0" (spec §2.5).
-func stringify(v any) (string, bool, error) {
-	switch x := v.(type) {
-	case nil:
-		return "", false, nil
-	case string:
-		return x, true, nil
-	case json.Number:
-		if f, err := x.Float64(); err == nil && f == math.Trunc(f) && math.Abs(f) < 1e15 {
-			return strconv.FormatInt(int64(f), 10), true, nil
-		}
-		return x.String(), true, nil
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
-			return strconv.FormatInt(int64(x), 10), true, nil
-		}
-		return strconv.FormatFloat(x, 'g', -1, 64), true, nil
-	case float32:
-		return stringify(float64(x))
-	case int64:
-		return strconv.FormatInt(x, 10), true, nil
-	case int32:
-		return strconv.FormatInt(int64(x), 10), true, nil
-	case int:
-		return strconv.Itoa(x), true, nil
-	case bool:
-		return strconv.FormatBool(x), true, nil
-	case []any:
-		if len(x) == 0 {
-			return "", false, errors.New("empty list")
-		}
-		return stringify(x[0])
-	}
-	return "", false, fmt.Errorf("unsupported type %T", v)
 }
 
 func stringList(v []any) ([]string, error) {

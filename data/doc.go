@@ -12,7 +12,8 @@
 //     of question/problem/input/prompt/instruction/query/stem and the answer
 //     the first of final_answer/answer/solution/output/response/label (a list
 //     gives its first element; numbers lose a trailing ".0"), as the
-//     reference's benchmark builder does (spec §2.5). The prompt template is
+//     reference's benchmark builder does (spec §2.5). GroundTruth (truth.go)
+//     does this for both row kinds, and `gdrotrain verify` uses it too. The prompt template is
 //     chosen per row (Template): GPQA when it has choices, the DAPO training
 //     template when its source names DAPO, the math benchmark template
 //     otherwise (templates.go, verbatim from spec §2.2 and §2.5).

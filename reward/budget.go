@@ -17,7 +17,9 @@ type Budget struct {
 	// operations cost extra steps in proportion to their size.
 	MaxSteps int64
 	// MaxAnswerBytes: a longer extracted answer (or ground truth) is not
-	// parsed; it can still match by normalized string equality.
+	// parsed; it can still match by normalized string equality, and
+	// otherwise the verdict is StatusBudget (incorrect, with the sizes in
+	// Result.Err), so a long answer is never a silent miss.
 	MaxAnswerBytes int
 	// MaxBits bounds the size (numerator + denominator bits) of an exact
 	// number; a bigger result is demoted to floating point.

@@ -45,9 +45,13 @@
 //
 // Equivalence compares normalized strings first, then multiple-choice
 // letters when the truth is one (a hedge such as "B or C" is wrong), then
-// parses both sides (symbolic_lex.go, symbolic_parse.go) into numbers,
+// words when the truth is a word or phrase (a leading article or a short
+// statement is dropped: "an ellipse", "It is an ellipse" and "The curve is an
+// ellipse" equal \text{ellipse}; "not an ellipse" does not), then parses both
+// sides (symbolic_lex.go, symbolic_parse.go) into numbers,
 // expressions, tuples and intervals (brackets kept: open and closed
-// endpoints differ), sets and unordered answer lists (with `\pm` expanded),
+// endpoints differ), sets and unordered answer lists (with `\pm` expanded;
+// two lists must give as many answers, so `1,000` ≠ `1,000,000`),
 // unions, matrices, equations and inequalities, numerals in a base (`52_8`)
 // and text, and compares structure first, then scalars by value
 // (symbolic_equiv.go):
@@ -67,12 +71,29 @@
 //     where possible. Points where either side is undefined are skipped, and
 //     so are points where either side is not real unless an answer uses i:
 //     √(1/n) = 1/√n, while √(x²) ≠ x and 1 − 1/e ≠ 1 + 1/e.
-//   - `x = 3` equals 3 (also `f(x) = …`, `x ∈ [a, b]`); equations are equal when
-//     lhs − rhs are proportional, inequalities when positively proportional.
-//   - Units (`\text{ cm}`, "students"), degree signs, `\$`, thousands
-//     separators, `\left`/`\right`, spacing, `\text{}` and `\mathrm{}` are
-//     ignored, except that two different explicit units never match (cm ≠ m,
-//     cm² ≠ cm³).
+//   - `x = 3` equals 3 (also `f(x) = …`, `(x, y) = (1, 2)`, `x ∈ [a, b]`);
+//     equations are equal when lhs − rhs are proportional, inequalities when
+//     positively proportional.
+//   - Against a truth that is not a relation, a predicted `lhs = v` whose left
+//     side is an expression (`a + b = 12`, `f(2) + f(3) = 7`) is v, the value
+//     stated last, as math_dapo reads it — unless v is 0 or mentions a
+//     variable of lhs (`x² − 4 = 0` states an equation, not a value). A right
+//     value on the left (`12 = a + b + 1`) is not the answer.
+//   - An inequality about one variable is the interval it states, against an
+//     interval or against `x ∈ I`, either way round: `1 \le x < 8` = [1, 8),
+//     `8 \ge x \ge 1` = [1, 8], `x > 2` = (2, ∞); brackets must match
+//     (`1 < x \le 8` ≠ [1, 8]), the bounds must not mention the variable, and
+//     two inequalities compared as intervals must be about the same variable.
+//   - Units (`\text{ cm}`, "students"), degree signs, `\$`, `\left`/`\right`,
+//     spacing, `\text{}` and `\mathrm{}` are ignored, except that two different
+//     explicit units never match (cm ≠ m, cm² ≠ cm³).
+//   - Thousands separators: `1,234` reads both as 1234 and as a list; a
+//     separator written with spacing or braces (`1\,000`, `10{,}080`,
+//     `11,\! 111`, `1\!,\!000`, `1~000`, a thin space) is one, but only in a
+//     well-formed grouping (one to three digits, then groups of three):
+//     `1{,}00` is not 100 and `3{,}14` (a decimal comma) is not 3.14, and two
+//     numbers side by side (`12 34`, `1\,00`) are not a product
+//     (groupDigits in symbolic_lex.go).
 //   - A decimal ground truth is taken as rounded: an irrational prediction,
 //     or any prediction against a truth in e-notation (Minerva's `2.7778e-6`),
 //     is accepted when it rounds to the truth at the truth's precision.
@@ -88,7 +109,12 @@
 // in proportion to their size), a wall-clock deadline as a backstop, caps on
 // the size of exact numbers, nesting depth, parsed answer length and list
 // sizes. A call that exhausts the budget scores as incorrect with
-// StatusBudget; a panic in any scorer is recovered and scored as incorrect
-// with StatusPanic. Metrics counts both. FuzzScore and the adversarial set
-// (adversarial_test.go) check that no input panics or runs unbounded.
+// StatusBudget, and so does an answer or truth longer than MaxAnswerBytes
+// that is not equal to the other as a string: extraction never shortens an
+// answer, so an identical answer of a million digits is correct and a
+// different one is reported as over budget, never as no answer. A panic in
+// any scorer is recovered and scored as incorrect with StatusPanic. Metrics
+// counts both (the trainer logs them per step as verifier_budget_exhausted
+// and verifier_panics). FuzzScore and the adversarial set (adversarial_test.go)
+// check that no input panics or runs unbounded.
 package reward

@@ -16,10 +16,18 @@ package reward
 // (unbalanced) final marker yields no answer. Unlike the reference, the whole
 // response is searched (not only the last 300 characters); every scan is
 // linear, so a 1 MB response costs about a millisecond.
+//
+// An answer is never cut short: a box, an answer line or a statement is taken
+// whole however long it is (each is one linear scan), so an answer of a
+// million digits reaches the comparison intact, where it either equals the
+// truth as a string or is reported as over the parse budget (symbolic.go),
+// never as no answer.
 
 import "strings"
 
-// maxAnswerSpan bounds how much text one marker can capture.
+// maxAnswerSpan bounds the multi-line extension of an answer line and the
+// brace groups read inside an answer (unwrapTextCmds, the lexer), scans that
+// are repeated and so must stay short.
 const maxAnswerSpan = 8192
 
 // Extracted is the outcome of ExtractAnswer.
@@ -75,9 +83,6 @@ func answerSpan(s string, i int) string {
 	for lines := 0; lines < 32 && end < len(s) && end-i < maxAnswerSpan && unclosedMath(s[i:end]); lines++ {
 		end = lineEnd(s, end+1)
 	}
-	if end-i > maxAnswerSpan {
-		end = i + maxAnswerSpan
-	}
 	return s[i:end]
 }
 
@@ -117,7 +122,7 @@ func lastBoxed(s string) (int, string, bool) {
 		}
 		return i, cleanAnswer(s[j:end]), true
 	}
-	body, ok := braceGroup(s, j)
+	body, ok := braceGroupN(s, j, len(s))
 	if !ok {
 		return i, "", true
 	}
@@ -125,10 +130,16 @@ func lastBoxed(s string) (int, string, bool) {
 }
 
 // braceGroup returns the content of the brace group opening at s[i] == '{',
-// honouring `\{` and `\}` escapes.
+// honouring `\{` and `\}` escapes, when it closes within maxAnswerSpan bytes.
 func braceGroup(s string, i int) (string, bool) {
+	return braceGroupN(s, i, maxAnswerSpan)
+}
+
+// braceGroupN is braceGroup for a group of at most limit bytes. The final
+// box of a response is read with no limit: it is scanned once.
+func braceGroupN(s string, i, limit int) (string, bool) {
 	depth := 0
-	for k := i; k < len(s) && k-i <= maxAnswerSpan; k++ {
+	for k := i; k < len(s) && k-i <= limit; k++ {
 		switch s[k] {
 		case '\\':
 			k++ // skip the escaped character
@@ -168,9 +179,6 @@ func lastAnswerIs(s string) (int, string, bool) {
 			j++
 		}
 		rest := s[j:]
-		if len(rest) > maxAnswerSpan {
-			rest = rest[:maxAnswerSpan]
-		}
 		w := leadingWord(rest)
 		if answerIsWords[strings.ToLower(w)] {
 			continue
@@ -186,7 +194,7 @@ func lastAnswerIs(s string) (int, string, bool) {
 func sentence(t string) string {
 	for _, d := range [][2]string{{"$$", "$$"}, {"$", "$"}, {`\(`, `\)`}, {`\[`, `\]`}} {
 		if strings.HasPrefix(t, d[0]) {
-			if k := strings.Index(t[len(d[0]):], d[1]); k >= 0 {
+			if k := indexUnescaped(t[len(d[0]):], d[1]); k >= 0 {
 				return t[:len(d[0])+k+len(d[1])]
 			}
 			break
@@ -199,6 +207,22 @@ func sentence(t string) string {
 		}
 	}
 	return t[:end]
+}
+
+// indexUnescaped is strings.Index, except that a `$` preceded by a
+// backslash is a dollar sign, not a delimiter: "$\$36$" closes at the last `$`.
+func indexUnescaped(s, sub string) int {
+	for off := 0; ; {
+		k := strings.Index(s[off:], sub)
+		if k < 0 {
+			return -1
+		}
+		if sub == "$" && off+k > 0 && s[off+k-1] == '\\' {
+			off += k + 1
+			continue
+		}
+		return off + k
+	}
 }
 
 func leadingWord(t string) string {

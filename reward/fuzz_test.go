@@ -20,7 +20,9 @@ func FuzzScore(f *testing.F) {
 		}
 	}
 	for _, s := range []string{`\frac`, `\sqrt[`, `\left(`, `\begin{pmatrix}`, `^^`, `__`, `\boxed{`, `$`, `\{`,
-		`1,000,00`, `(1,2]`, `\pm\pm`, `|||`, `\lfloor`, `x^{-1/0}`, "Answer:\n", "ſ", `\text{`, `0.\overline{3}`} {
+		`1,000,00`, `(1,2]`, `\pm\pm`, `|||`, `\lfloor`, `x^{-1/0}`, "Answer:\n", "ſ", `\text{`, `0.\overline{3}`,
+		`1\,000\,00`, `1{,}0{,}`, "1\u2009000,\\!", `12 34`, `1 \le x < 8 \ge`, `x > `, `(x, y) = (1,`, `a + b = 0`,
+		`an`, `It is an`, `\text{a} the`} {
 		f.Add("Answer: "+s, s)
 		f.Add(`\boxed{`+s+`}`, "1")
 	}

@@ -101,3 +101,44 @@ func TestConcurrentScoring(t *testing.T) {
 		t.Errorf("metrics counted %d calls", got)
 	}
 }
+
+// TestLongAnswer: an answer far over MaxAnswerBytes (a million digits) is
+// correct when it equals the truth as a string, in every extraction style,
+// and otherwise an explicit over-budget verdict (StatusBudget, counted by
+// Metrics, with the reason in Err), never "no answer".
+func TestLongAnswer(t *testing.T) {
+	digits := strings.Repeat("1234567890", 100_000)
+	other := digits[:len(digits)-1] + "1"
+	var m Metrics
+	s := Counted{NewSymbolic(DefaultBudget()), &m}
+	for _, resp := range []string{
+		"Work.\n\nAnswer: " + digits,
+		`Therefore, the final answer is $\boxed{` + digits + `}$.`,
+		"Final Answer: The final answer is $" + digits + "$. I hope it is correct.",
+		"Answer: \\boxed{" + digits + "}\n",
+	} {
+		r := s.Score(resp, digits)
+		if !r.Correct || r.Status != StatusOK || r.Pred != digits {
+			t.Errorf("identical long answer (%.40q…): got correct=%v status=%v err=%v, len(pred)=%d", resp, r.Correct, r.Status, r.Err, len(r.Pred))
+		}
+	}
+	for _, c := range []struct{ resp, truth string }{
+		{`\boxed{` + other + `}`, digits},
+		{"Answer: " + other, digits},
+		{"Answer: 42", digits},
+		{"Answer: " + digits, "42"},
+	} {
+		r := s.Score(c.resp, c.truth)
+		if r.Correct || r.Status != StatusBudget || r.Err == nil || !strings.Contains(r.Err.Error(), "parse limit") {
+			t.Errorf("different long answer (%.40q… vs %.20q…): got correct=%v status=%v err=%v", c.resp, c.truth, r.Correct, r.Status, r.Err)
+		}
+	}
+	if snap := m.Snapshot(); snap.Calls != 8 || snap.Correct != 4 || snap.Budget != 4 || snap.NoAnswer != 0 {
+		t.Errorf("metrics: %+v", snap)
+	}
+	// Just over the limit is over budget too, not silently incorrect.
+	long := strings.Repeat("x+", 2100) + "1"
+	if r := s.Score("Answer: "+long, "1"); r.Status != StatusBudget {
+		t.Errorf("4201-byte answer: got status %v", r.Status)
+	}
+}

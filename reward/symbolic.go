@@ -2,9 +2,13 @@ package reward
 
 // The "symbolic" mode: extract the final answer (extract.go), then decide
 // equivalence with the ground truth: normalized strings first (cheap, and the
-// only check for answers too long to parse), multiple-choice letters when the
-// truth is one, then parsed structure and values (symbolic_equiv.go). See the
-// package documentation for what this adds to the reference modes.
+// only check for answers too long to parse: an answer or truth over
+// Budget.MaxAnswerBytes that is not equal as a string is an explicit
+// over-budget verdict, StatusBudget, never a silent miss), multiple-choice
+// letters when the truth is one, plain words when the truth is a word or
+// phrase ("an ellipse" for \text{ellipse}), then parsed structure and values
+// (symbolic_equiv.go). See the package documentation for what this adds to
+// the reference modes.
 
 import (
 	"errors"
@@ -77,6 +81,15 @@ func (s *Symbolic) compare(pred, truth string, m *meter) (bool, error) {
 	if pred == "" {
 		return false, nil
 	}
+	if len(pred) > s.Budget.MaxAnswerBytes || len(truth) > s.Budget.MaxAnswerBytes {
+		// Too long to parse (and to canonicalize with canonString, whose
+		// \text scans are not linear): equal as strings, or over budget.
+		if canonLong(pred) == canonLong(truth) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: answer of %d bytes, truth of %d bytes: over the %d-byte parse limit and not equal as strings",
+			errBudget, len(pred), len(truth), s.Budget.MaxAnswerBytes)
+	}
 	if canonString(pred) == canonString(truth) {
 		return true, nil
 	}
@@ -84,8 +97,8 @@ func (s *Symbolic) compare(pred, truth string, m *meter) (bool, error) {
 		got, ok := predChoice(pred)
 		return ok && got == letter, nil
 	}
-	if len(pred) > s.Budget.MaxAnswerBytes || len(truth) > s.Budget.MaxAnswerBytes {
-		return false, nil
+	if tw := textWords(truth); tw != "" && textWords(pred) == tw {
+		return true, nil
 	}
 	cp, ct := canonMath(pred), canonMath(truth)
 	preds, err := readings(cp, m)
@@ -169,9 +182,11 @@ func cleanTruth(t string) string {
 
 // canonString is a light normalization for string equality: no spaces,
 // delimiters, sizing or spacing commands, \text wrappers; \dfrac and \tfrac
-// read as \frac. Purely alphabetic answers compare case-insensitively.
+// read as \frac; thousands separators as groupDigits reads them (so spacing
+// inside a badly grouped number, `1\,00`, does not vanish into 100). Purely
+// alphabetic answers compare case-insensitively.
 func canonString(s string) string {
-	s = unwrapTextCmds(s)
+	s = groupDigits(unwrapTextCmds(s))
 	s = stringCanon.Replace(s)
 	alpha := s != ""
 	for i := 0; i < len(s); i++ {
@@ -191,6 +206,54 @@ var stringCanon = strings.NewReplacer(
 	`\:`, "", `\ `, "", `\quad`, "", `\qquad`, "", `\dfrac`, `\frac`, `\tfrac`, `\frac`,
 	`\displaystyle`, "", `^{\circ}`, "", `^\circ`, "", "°", "", `\%`, "%", "−", "-",
 )
+
+// canonLong is the normalization for answers too long to parse: canonString
+// without \text unwrapping, whose brace matching is not linear in the length.
+func canonLong(s string) string {
+	return strings.TrimRight(stringCanon.Replace(groupDigits(s)), ".")
+}
+
+// textWords reads an answer made of plain words (\text{} and math
+// delimiters allowed) as its lower-case words, without a leading article or a
+// short statement such as "it is" or "the curve is": "It is an ellipse" and
+// \text{ellipse} both read as "ellipse". It returns "" for anything else
+// (digits, commands, symbols), and for words with fewer than three letters,
+// which may be variables. Negations and hedges are kept ("not an ellipse",
+// "an ellipse or a circle"), so they never equal the truth.
+func textWords(s string) string {
+	if len(s) > 200 || strings.ContainsAny(s, "0123456789") {
+		return ""
+	}
+	s = textDelims.Replace(unwrapTextCmds(s))
+	s = strings.TrimRight(strings.TrimSpace(s), ".")
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isLetter(c) && c != ' ' && c != '-' && c != '\'' {
+			return ""
+		}
+	}
+	words := strings.Fields(strings.ToLower(s))
+	// A short statement: "it is …", "the curve is …", "they are …", "it's …".
+	for i := min(len(words)-2, 3); i >= 0; i-- {
+		if w := words[i]; w == "is" || w == "are" || w == "it's" || w == "that's" {
+			words = words[i+1:]
+			break
+		}
+	}
+	if len(words) > 0 && (words[0] == "a" || words[0] == "an" || words[0] == "the") {
+		words = words[1:]
+	}
+	long := false
+	for _, w := range words {
+		long = long || len(w) >= 3
+	}
+	if !long {
+		return ""
+	}
+	return strings.Join(words, " ")
+}
+
+var textDelims = strings.NewReplacer("$", " ", `\ `, " ", "~", " ", `\(`, " ", `\)`, " ")
 
 // unwrapTextCmds replaces \text{X}, \textbf{X}, \mathrm{X}, \mbox{X} by X.
 func unwrapTextCmds(s string) string {

@@ -352,10 +352,21 @@ func (c *comparer) elements(n *node) ([]*node, bool) {
 	return nil, false
 }
 
-// simpleLHS: `x`, `f(x)`, `a_1`, `∠ABC` — a name that `x = 3` may drop.
+// simpleLHS: `x`, `f(x)`, `a_1`, `∠ABC`, `(x, y, z)` — a name (or a tuple
+// of names) that `x = 3` may drop.
 func simpleLHS(n *node) bool {
 	switch n.kind {
 	case nVar:
+		return true
+	case nTuple:
+		if n.open != "(" || n.close != ")" {
+			return false
+		}
+		for _, k := range n.kids {
+			if k.kind != nVar {
+				return false
+			}
+		}
 		return true
 	case nMul:
 		if n.kids[0].kind != nVar {
@@ -397,6 +408,107 @@ func namedValue(n *node) (*node, bool) {
 	return nil, false
 }
 
+// equationValue returns v for a prediction `lhs = v` whose left side is an
+// expression, as in `a + b = 12` or `f(2) + f(3) = 7`: the answer is the
+// value stated last, as math_dapo reads it (it keeps what follows the last
+// `=`). It is used only against a truth that is not a relation, and not when
+// v is 0 or mentions a variable of lhs: then `lhs = v` is an equation to
+// solve (`x^2 - 4 = 0`, `x + y = 2x`), not a value.
+func equationValue(n *node) (*node, bool) {
+	if n.kind != nRel || n.name != "=" || len(n.kids) != 2 {
+		return nil, false
+	}
+	lhs, v := n.kids[0], n.kids[1]
+	if v.kind == nNum && v.val.isZero() {
+		return nil, false
+	}
+	lv, vv := map[string]bool{}, map[string]bool{}
+	collectVars(lhs, lv)
+	collectVars(v, vv)
+	for name := range vv {
+		if lv[name] {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// intervalValue reads an inequality about one variable as the interval it
+// states: `1 \le x < 8` is [1, 8), `8 \ge x \ge 1` is [1, 8], `x > 2` and
+// `2 < x` are (2, ∞), `x \le 5` is (−∞, 5]. The variable must stand alone
+// and the bounds must not mention it: `1 \le x + 1 \le 8`, `x < 2x` and
+// `1 \le x \ge 8` are not intervals.
+func intervalValue(n *node) (*node, bool) {
+	if n.kind != nRel || len(n.kids) < 2 || len(n.kids) > 3 {
+		return nil, false
+	}
+	ops := splitOps(n.name)
+	less := func(op string) bool { return op == "<" || op == "<=" }
+	more := func(op string) bool { return op == ">" || op == ">=" }
+	reverse := map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+	bound := func(b *node, x string) bool {
+		if !isScalar(b) && infSign(b) == 0 {
+			return false
+		}
+		vars := map[string]bool{}
+		collectVars(b, vars)
+		return !vars[x]
+	}
+	// interval builds (lo, hi) with a closed end where its operator is ≤.
+	interval := func(lo, hi *node, loOp, hiOp string) *node {
+		iv := &node{kind: nTuple, open: "(", close: ")", kids: []*node{lo, hi}}
+		if loOp == "<=" {
+			iv.open = "["
+		}
+		if hiOp == "<=" {
+			iv.close = "]"
+		}
+		return iv
+	}
+	inf := &node{kind: nConst, name: "inf"}
+	if len(n.kids) == 3 { // lo < x < hi, or hi > x > lo
+		lo, x, hi := n.kids[0], n.kids[1], n.kids[2]
+		o1, o2 := ops[0], ops[1]
+		if more(o1) && more(o2) {
+			lo, hi, o1, o2 = hi, lo, reverse[o2], reverse[o1]
+		}
+		if x.kind != nVar || !less(o1) || !less(o2) || !bound(lo, x.name) || !bound(hi, x.name) {
+			return nil, false
+		}
+		return interval(lo, hi, o1, o2), true
+	}
+	x, op, b := n.kids[0], ops[0], n.kids[1] // x < b, or b < x read as x > b
+	if !less(op) && !more(op) {
+		return nil, false
+	}
+	if x.kind != nVar {
+		x, op, b = b, reverse[op], x
+	}
+	if x.kind != nVar || !bound(b, x.name) {
+		return nil, false
+	}
+	if less(op) {
+		return interval(&node{kind: nNeg, kids: []*node{inf}}, b, "<", op), true
+	}
+	return interval(b, inf, reverse[op], "<"), true
+}
+
+// sameVars reports whether two relations mention the same variables.
+func sameVars(a, b *node) bool {
+	va, vb := map[string]bool{}, map[string]bool{}
+	collectVars(a, va)
+	collectVars(b, vb)
+	if len(va) != len(vb) {
+		return false
+	}
+	for v := range va {
+		if !vb[v] {
+			return false
+		}
+	}
+	return true
+}
+
 func splitOps(s string) []string {
 	var out []string
 	start := 0
@@ -419,9 +531,21 @@ func (c *comparer) same(pred, truth *node) (bool, error) {
 	if pred.unit != "" && truth.unit != "" && pred.unit != truth.unit {
 		return false, nil
 	}
-	// `x = 3` against 3.
+	// `x = 3` against 3; `a + b = 12` against 12; `1 \le x < 8` against [1, 8).
 	pv, pNamed := namedValue(pred)
 	tv, tNamed := namedValue(truth)
+	pIv, tIv := false, false
+	if !pNamed && truth.kind != nRel {
+		pv, pNamed = equationValue(pred)
+	}
+	if !pNamed {
+		pv, pNamed = intervalValue(pred)
+		pIv = pNamed
+	}
+	if !tNamed {
+		tv, tNamed = intervalValue(truth)
+		tIv = tNamed
+	}
 	if pNamed && truth.kind != nRel {
 		return c.same(pv, truth)
 	}
@@ -433,7 +557,9 @@ func (c *comparer) same(pred, truth *node) (bool, error) {
 		if err != nil || eq {
 			return eq, err
 		}
-		if pNamed && tNamed {
+		// `x = 3` against `y = 3` compares the values; an inequality
+		// against an interval statement only about the same variable.
+		if pNamed && tNamed && (!pIv && !tIv || sameVars(pred, truth)) {
 			return c.same(pv, tv)
 		}
 		return false, nil
@@ -447,6 +573,12 @@ func (c *comparer) same(pred, truth *node) (bool, error) {
 		}
 		if !tColl {
 			te = []*node{truth}
+		}
+		// Two answer lists (not sets) give as many answers: a repeated
+		// answer counts, so `1,000` read as the list 1, 0 is not
+		// `1,000,000` read as 1, 0, 0.
+		if pred.kind == nList && truth.kind == nList && len(pe) != len(te) {
+			return false, nil
 		}
 		return c.unordered(pe, te)
 	}

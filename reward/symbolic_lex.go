@@ -27,31 +27,191 @@ var unicodeMath = strings.NewReplacer(
 	`^{\circ}`, "", `^\circ`, "", `^{\circ }`, "", `\circ`, "", `\degree`, "",
 	`\%`, "%", `\$`, "", "$", "", `\(`, "", `\)`, "", `\[`, "", `\]`, "",
 	"np.", "", "math.", "",
-	"{,}", "",
 )
 
 // canonMath prepares an answer for lexing.
 func canonMath(s string) string {
-	s = unicodeMath.Replace(s)
-	if strings.Contains(s, `,\!`) {
-		s = strings.ReplaceAll(s, `,\!`, ",")
-		// `11,\! 111` is a thousands separator: drop the space after it.
-		var b strings.Builder
-		for i := 0; i < len(s); i++ {
+	return strings.TrimSpace(unicodeMath.Replace(groupDigits(s)))
+}
+
+// groupDigits reads thousands separators written with LaTeX or Unicode
+// spacing: `1\,000`, `1{,}000`, `11,\! 111`, `1\!,\!000`, `1 000` (thin
+// space), `1~000` all become 1000. A separator is a comma (`,` or `{,}`)
+// and/or spacing (space, `~`, `\,` `\!` `\;` `\:` `\ `, U+00A0, U+2009, U+202F);
+// a bare `,` is left alone (it may separate a list; readings tries both), and
+// so is a comma followed only by plain spaces (`1, 000` is a list).
+//
+// Digits are joined only in a well-formed grouping: one to three digits not
+// preceded by a digit, a decimal point, a letter, `^` or `_`, then groups of
+// exactly three digits. Otherwise the separator is not one: `{,}` becomes a
+// plain comma (so `1{,}00` is the list 1, 00 and never 100, and a decimal
+// comma `3{,}14` is not 3.14), and spacing between two digits becomes a NUL
+// byte, which no parse accepts and no normalization removes (so `1\,00` is
+// neither 100 nor the product 1·00, and `12 34` is not 408), except after a
+// subscript or an exponent (`\log_2 8`).
+func groupDigits(s string) string {
+	if !hasDigitSep(s) && !strings.Contains(s, "{,}") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	// A chain of separated digit runs that is not a well-formed grouping is
+	// not one from any later run either: skip to where the failed scan
+	// ended, so that the pass stays linear.
+	noGroupBefore := 0
+	for i := 0; i < len(s); {
+		if !isDigit(s[i]) || (i > 0 && !groupStart(s[i-1])) || i < noGroupBefore {
+			if n, comma := sepAt(s, i); n > 0 && i > 0 && isDigit(s[i-1]) && i+n < len(s) && isDigit(s[i+n]) {
+				// A separator that is not part of a well-formed grouping.
+				switch {
+				case comma:
+					b.WriteByte(',')
+				case numberRun(s, i):
+					b.WriteByte(0)
+				default: // `\log_2 8`: the space ends a subscript
+					b.WriteString(s[i : i+n])
+				}
+				i += n
+				continue
+			}
+			if strings.HasPrefix(s[i:], "{,}") {
+				b.WriteByte(',')
+				i += 3
+				continue
+			}
 			b.WriteByte(s[i])
-			if s[i] == ',' && i > 0 && isDigit(s[i-1]) {
-				j := i + 1
-				for j < len(s) && s[j] == ' ' {
-					j++
-				}
-				if j+3 <= len(s) && isDigit(s[j]) && isDigit(s[j+1]) && isDigit(s[j+2]) {
-					i = j - 1
-				}
+			i++
+			continue
+		}
+		// A digit run that may start a grouped number.
+		j := i
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		end, ok := groupedEnd(s, i, j)
+		if !ok {
+			b.WriteString(s[i:j])
+			i, noGroupBefore = j, end
+			continue
+		}
+		for k := i; k < end; {
+			if isDigit(s[k]) {
+				b.WriteByte(s[k])
+				k++
+				continue
+			}
+			n, _ := sepAt(s, k)
+			k += n
+		}
+		i = end
+	}
+	return b.String()
+}
+
+// hasDigitSep reports a digit followed by something sepAt might read, so
+// that most answers skip groupDigits' copy.
+func hasDigitSep(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if isDigit(s[i]) {
+			switch s[i+1] {
+			case ' ', '~', '\\', '{', ',', 0xc2, 0xe2:
+				return true
 			}
 		}
-		s = b.String()
 	}
-	return strings.TrimSpace(s)
+	return false
+}
+
+// numberRun reports whether the digits that end at s[i-1] are a number
+// literal or its decimals, not a subscript, an exponent or part of a name.
+func numberRun(s string, i int) bool {
+	r := i
+	for r > 0 && isDigit(s[r-1]) {
+		r--
+	}
+	return r == 0 || groupStart(s[r-1]) || s[r-1] == '.'
+}
+
+func groupStart(c byte) bool {
+	return !isDigit(c) && c != '.' && !isLetter(c) && c != '^' && c != '_'
+}
+
+// groupedEnd returns the end of a well-formed grouped number whose first
+// digit run is s[i:j], if there is one with at least one explicit (not bare
+// comma) separator; else false and where its scan stopped.
+func groupedEnd(s string, i, j int) (int, bool) {
+	if j-i > 3 {
+		return j, false
+	}
+	k, explicit, groups := j, false, 0
+	for {
+		n, comma := sepAt(s, k)
+		if n == 0 || k+n >= len(s) || !isDigit(s[k+n]) {
+			break
+		}
+		d := k + n
+		e := d
+		for e < len(s) && isDigit(s[e]) {
+			e++
+		}
+		if e-d != 3 {
+			return e, false // `1\,00`, `1{,}0000`: not thousands
+		}
+		explicit = explicit || !comma || s[k:k+n] != ","
+		k, groups = e, groups+1
+	}
+	return k, groups > 0 && explicit
+}
+
+// sepAt returns the length of a thousands separator at s[i] (0 if none) and
+// whether it has a comma. A comma with only plain spaces around it is not
+// one (`1, 000` is a list); a bare `,` is, for groupedEnd to see through.
+func sepAt(s string, i int) (int, bool) {
+	k, comma, fancy := i, false, false
+	for k < len(s) {
+		if n := spaceAt(s, k); n > 0 {
+			fancy = fancy || s[k] != ' '
+			k += n
+			continue
+		}
+		if !comma && s[k] == ',' {
+			comma, k = true, k+1
+			continue
+		}
+		if !comma && strings.HasPrefix(s[k:], "{,}") {
+			comma, fancy, k = true, true, k+3
+			continue
+		}
+		break
+	}
+	if comma && !fancy && k-i > 1 {
+		return 0, false
+	}
+	return k - i, comma
+}
+
+// spaceAt returns the length of a spacing token at s[i], or 0.
+func spaceAt(s string, i int) int {
+	switch s[i] {
+	case ' ', '~':
+		return 1
+	case '\\':
+		if i+1 < len(s) {
+			switch s[i+1] {
+			case ',', '!', ';', ':', ' ':
+				return 2
+			}
+		}
+	case 0xc2:
+		if strings.HasPrefix(s[i:], "\u00a0") {
+			return 2
+		}
+	case 0xe2:
+		if strings.HasPrefix(s[i:], "\u2009") || strings.HasPrefix(s[i:], "\u202f") {
+			return 3
+		}
+	}
+	return 0
 }
 
 func isDigit(c byte) bool  { return c >= '0' && c <= '9' }

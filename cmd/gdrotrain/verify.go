@@ -5,6 +5,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/spf13/cobra"
 )
@@ -39,8 +41,15 @@ reference (dapo, boxed or gpqa chosen from the data_source, as the reference
 implementation dispatches).
 
 With --jsonl, each line is {"response": …, "ground_truth": …} with optional
-"expected" (bool), "id" and "data_source"; verify prints one verdict per line
-and the agreement with "expected".`,
+"expected" (bool), "id", "data_source" and "choices"; verify prints one
+verdict per line and the agreement with "expected". The ground truth is read
+as the trainer reads a dataset's (data.GroundTruth): a number loses a
+trailing ".0", a list gives its first element, and an integer 0–3 is an
+option letter in multiple-choice rows and in gpqa mode.
+
+Status "budget" means the verifier's work budget ran out, or that the answer
+or the truth is too long to parse and not equal to the other as a string;
+the note says which.`,
 		Example: `  gdrotrain verify --response 'so the answer is \boxed{0.5}' --truth '\frac12'
   gdrotrain verify --mode dapo --response 'Answer: 1,000' --truth 1000
   gdrotrain verify --jsonl examples.jsonl --quiet`,
@@ -92,7 +101,11 @@ func runVerify(cmd *cobra.Command, o verifyOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	if single {
-		v, err := score(o, o.response, o.truth, "", nil)
+		mode, err := scoreMode(o, "")
+		if err != nil {
+			return err
+		}
+		v, err := score(mode, o.response, o.truth)
 		if err != nil {
 			return err
 		}
@@ -119,6 +132,7 @@ type jsonlRow struct {
 	Truth       json.RawMessage `json:"truth"`
 	Expected    *bool           `json:"expected"`
 	DataSource  string          `json:"data_source"`
+	Choices     []string        `json:"choices"`
 }
 
 func verifyFile(cmd *cobra.Command, o verifyOptions, out io.Writer) error {
@@ -165,15 +179,19 @@ func verifyFile(cmd *cobra.Command, o verifyOptions, out io.Writer) error {
 		if len(raw) == 0 {
 			raw = row.Truth
 		}
-		truth, isIndex, err := truthText(raw)
-		if err != nil {
-			return fmt.Errorf("verify: %s:%d: ground_truth: %w", name, lineNo, err)
-		}
 		ds := row.DataSource
 		if ds == "" {
 			ds = o.dataSource
 		}
-		v, err := score(o, *row.Response, truth, ds, isIndex)
+		mode, err := scoreMode(o, ds)
+		if err != nil {
+			return fmt.Errorf("verify: %s:%d: %w", name, lineNo, err)
+		}
+		truth, err := truthText(raw, mode == reward.ModeGPQA || data.MultipleChoice(ds, row.Choices))
+		if err != nil {
+			return fmt.Errorf("verify: %s:%d: ground_truth: %w", name, lineNo, err)
+		}
+		v, err := score(mode, *row.Response, truth)
 		if err != nil {
 			return fmt.Errorf("verify: %s:%d: %w", name, lineNo, err)
 		}
@@ -234,28 +252,23 @@ func strictErr(o verifyOptions, disagreements []string) error {
 	return nil
 }
 
-// score runs the chosen scorer on one pair. isIndex reports a ground truth
-// given as a JSON integer, which GPQA reads as an option index.
-func score(o verifyOptions, response, truth, dataSource string, isIndex *int) (verdict, error) {
-	mode := reward.Mode(o.mode)
-	if o.mode == "reference" {
-		if dataSource == "" {
-			return verdict{}, errors.New("--mode reference needs a data_source (on the line or --data-source)")
-		}
-		m, err := reward.ReferenceMode(dataSource)
-		if err != nil {
-			return verdict{}, err
-		}
-		mode = m
+// scoreMode resolves --mode for one row: "reference" picks the mode from
+// the data_source.
+func scoreMode(o verifyOptions, dataSource string) (reward.Mode, error) {
+	if o.mode != "reference" {
+		return reward.Mode(o.mode), nil
 	}
+	if dataSource == "" {
+		return "", errors.New("--mode reference needs a data_source (on the line or --data-source)")
+	}
+	return reward.ReferenceMode(dataSource)
+}
+
+// score runs the scorer of mode on one pair.
+func score(mode reward.Mode, response, truth string) (verdict, error) {
 	s, err := reward.New(mode)
 	if err != nil {
 		return verdict{}, err
-	}
-	if mode == reward.ModeGPQA && isIndex != nil {
-		if l, ok := reward.GPQATruth(*isIndex); ok {
-			truth = l
-		}
 	}
 	r := s.Score(response, truth)
 	v := verdict{Mode: string(mode), Score: r.Score, Correct: r.Correct, Pred: r.Pred, Status: r.Status.String()}
@@ -265,25 +278,20 @@ func score(o verifyOptions, response, truth, dataSource string, isIndex *int) (v
 	return v, nil
 }
 
-// truthText reads a ground truth given as a JSON string or number (a number
-// keeps its literal text, so 27 stays "27"). An integer is also returned as
-// a possible option index.
-func truthText(raw json.RawMessage) (string, *int, error) {
+// truthText reads a line's ground truth as the trainer reads a dataset's:
+// decoded with UseNumber, as data.ReadFile decodes JSONL, then
+// data.GroundTruth.
+func truthText(raw json.RawMessage, multipleChoice bool) (string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, errors.New(`missing "ground_truth"`)
+		return "", errors.New(`missing "ground_truth"`)
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil, nil
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", err
 	}
-	var n json.Number
-	if err := json.Unmarshal(raw, &n); err != nil {
-		return "", nil, fmt.Errorf("want a string or a number, got %s", raw)
-	}
-	if i, err := strconv.Atoi(n.String()); err == nil {
-		return n.String(), &i, nil
-	}
-	return n.String(), nil, nil
+	return data.GroundTruth(v, multipleChoice)
 }
 
 func idText(raw json.RawMessage, line int) string {
