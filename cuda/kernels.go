@@ -83,7 +83,9 @@ func newCompiler(nv *nvrtc, logf func(string, ...any)) (*compiler, error) {
 func (c *compiler) compile(name, src string, major, minor int) ([]byte, error) {
 	opts := compileOptions(major, minor)
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d.%d\x00", src, strings.Join(opts, " "), c.version, major, minor)
+	// The library's file is part of the key: two NVRTCs may report the same
+	// version (the CPU emulator reports 13.0) and produce different images.
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d.%d\x00", src, strings.Join(opts, " "), c.version, c.nv.lib.realPath(), major, minor)
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	path := ""
 	if c.cacheDir != "" {

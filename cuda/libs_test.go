@@ -68,7 +68,7 @@ func TestLibraryTooNewForDriver(t *testing.T) {
 // libnvrtc-builtins.so.X.Y" otherwise). Needs the NVRTC that
 // scripts/install_cuda_tools.sh unpacks, found through GDROTRAIN_NVRTC_DIR.
 func TestNVRTCBuiltinsFromFolder(t *testing.T) {
-	dir := os.Getenv("GDROTRAIN_NVRTC_DIR")
+	dir := os.Getenv(nvrtcDirEnv)
 	if dir == "" {
 		skipNoNVRTC(t, errors.New("GDROTRAIN_NVRTC_DIR is not set"))
 	}

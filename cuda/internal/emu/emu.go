@@ -42,10 +42,47 @@
 //     program's headers and its -D/-U/-I options;
 //     GDROTRAIN_EMU_NVRTC_CHECK=0 skips that), fails with
 //     NVRTC_ERROR_COMPILATION and a log.
-//   - cuBLAS GEMMs accumulate in double; CUBLAS_COMPUTE_32F_FAST_16BF and
-//     _FAST_TF32 (and CUBLAS_COMPUTE_32F under CUBLAS_TF32_TENSOR_OP_MATH)
-//     round A and B to bf16 or tf32 first; a bf16 C is rounded to nearest
-//     even.
+//   - cuBLAS GEMMs accumulate in float32, as cuBLAS does for
+//     CUBLAS_COMPUTE_32F and its FAST variants: each C element is one
+//     running fp32 sum over k in order (sum = a·b + sum, fused with FMA on,
+//     two roundings otherwise), then alpha·sum + beta·C as CUTLASS's
+//     epilogue does it (alpha·sum + (beta·C), the first product fused with
+//     FMA on). CUBLAS_COMPUTE_32F_FAST_TF32 (and CUBLAS_COMPUTE_32F under
+//     CUBLAS_TF32_TENSOR_OP_MATH) round A and B to tf32 (nearest even)
+//     first; CUBLAS_COMPUTE_32F_FAST_16BF rounds them to bf16, or to tf32
+//     with GDROTRAIN_EMU_FAST16BF=tf32 (NVIDIA's header allows either; the
+//     variable is read at every call, and values other than bf16 and tf32
+//     make the call fail with CUBLAS_STATUS_INVALID_VALUE). A bf16 C is
+//     rounded to nearest even from the fp32 result.
+//   - Fused multiply-add: nvcc and NVRTC contract a*b+c into one FMA by
+//     default (--fmad=true), g++ at -O1 on x86-64 never does. With
+//     GDROTRAIN_EMU_FMA=1, Build adds FMAFlags (-mfma -ffp-contract=fast
+//     -fexpensive-optimizations -DGDROTRAIN_EMU_FMA=1), so kernels contract
+//     where g++ finds a*b+c (not always where nvcc would) and each GEMM step
+//     is an explicit fmaf. It works on x86-64 CPUs with FMA only; Build fails
+//     with a message elsewhere, and the library aborts at load on a CPU
+//     without it. Like GDROTRAIN_EMU_CXXFLAGS, the flags are part of the
+//     object cache key. __fadd_rn, __fmul_rn and friends never contract.
+//   - Fault injection for tests of the tests: GDROTRAIN_EMU_FAULT=name[,name...]
+//     lists kernels that cuLaunchKernel checks as usual but does not run,
+//     returning CUDA_SUCCESS, so their outputs keep whatever the buffers held
+//     (as a broken kernel on a GPU would give). The name gemm makes every
+//     cuBLAS GEMM (cublasGemmEx, and each matrix of
+//     cublasGemmStridedBatchedEx) compute correctly and then add 1 + |C(0,0)|
+//     to its element C(0,0): off by at least 1 and by at least 100%. The
+//     variable is read at every launch and call, so a test can set it (with
+//     os.Setenv) after the device is open. The first fault of each name
+//     prints a line on stderr.
+//
+// Tests that need the emulator skip where g++ is missing, unless
+// GDROTRAIN_REQUIRE_EMULATOR is set (CI sets it): then they fail. make test
+// runs the CUDA tests in the default mode, with GDROTRAIN_EMU_FMA=1 and
+// with GDROTRAIN_EMU_FAST16BF=tf32.
+//
+// make emulator (cmd/build-emulator) builds the emulator with the real
+// kernels into .cache/cuda-emu, for running the binary without a GPU; give
+// it a kernel cache of its own (GDROTRAIN_KERNEL_CACHE), since its "CUBINs"
+// are source text under NVRTC version 13.0.
 //
 // Kernel sources see csrc/emu.h before their own text: it maps __global__,
 // __device__, __shared__, threadIdx and friends, warp operations, atomics
@@ -69,6 +106,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -87,6 +125,28 @@ const CacheEnv = "GDROTRAIN_EMU_CACHE"
 
 // FlagsEnv adds g++ flags to every compilation (for example -O2 or -g).
 const FlagsEnv = "GDROTRAIN_EMU_CXXFLAGS"
+
+// FMAEnv, set to 1, builds with fused multiply-add (see the package doc).
+const FMAEnv = "GDROTRAIN_EMU_FMA"
+
+// FMAFlags are the g++ flags FMAEnv=1 adds: FMA instructions, contraction of
+// a*b+c wherever g++ finds it (GCC forms FMAs only with
+// -fexpensive-optimizations, which -O1 leaves off), and the macro that
+// switches the cuBLAS GEMM to explicit fused steps.
+var FMAFlags = []string{"-mfma", "-ffp-contract=fast", "-fexpensive-optimizations", "-DGDROTRAIN_EMU_FMA=1"}
+
+// Fast16BFEnv picks what CUBLAS_COMPUTE_32F_FAST_16BF rounds its inputs to:
+// bf16 (the default) or tf32. It is read at every GEMM call.
+const Fast16BFEnv = "GDROTRAIN_EMU_FAST16BF"
+
+// FaultEnv lists, comma-separated, kernels that are not run when launched,
+// and "gemm" to perturb every cuBLAS GEMM. It is read at every launch and
+// GEMM call, so a test may set it after the device is open.
+const FaultEnv = "GDROTRAIN_EMU_FAULT"
+
+// RequireEnv, when set (as CI does), turns the tests' "no emulator" skips
+// into failures.
+const RequireEnv = "GDROTRAIN_REQUIRE_EMULATOR"
 
 //go:embed csrc/emu.h csrc/emu_abi.h csrc/emu_internal.h csrc/emu_runtime.cc csrc/emu_driver.cc csrc/emu_cublas.cc csrc/emu_nvrtc.cc
 var csrc embed.FS
@@ -107,6 +167,54 @@ var baseFlags = func() []string {
 func Available() bool {
 	_, err := exec.LookPath("g++")
 	return err == nil
+}
+
+// SkipUnavailable is for tests that need the emulator where it cannot be
+// built (why says why): it skips them, or fails them where RequireEnv is set.
+func SkipUnavailable(t interface {
+	Helper()
+	Skip(...any)
+	Fatal(...any)
+}, why string) {
+	t.Helper()
+	if os.Getenv(RequireEnv) != "" {
+		t.Fatal(RequireEnv + " is set, but " + why)
+	}
+	t.Skip("skipped: " + why)
+}
+
+// FMA reports whether FMAEnv asks for fused multiply-add, and an error when
+// its value is not 0 or 1 or when this machine cannot run FMA code.
+func FMA() (bool, error) {
+	switch v := os.Getenv(FMAEnv); v {
+	case "", "0":
+		return false, nil
+	case "1":
+	default:
+		return false, fmt.Errorf("emu: %s=%q: want 0 or 1", FMAEnv, v)
+	}
+	if runtime.GOARCH != "amd64" {
+		return false, fmt.Errorf("emu: %s=1 needs an x86-64 host with FMA (this one is %s); unset it", FMAEnv, runtime.GOARCH)
+	}
+	if !cpuHasFMA() {
+		return false, fmt.Errorf("emu: %s=1 needs a CPU with FMA (not in the flags of /proc/cpuinfo); unset it", FMAEnv)
+	}
+	return true, nil
+}
+
+// cpuHasFMA looks for the fma flag in /proc/cpuinfo.
+func cpuHasFMA() bool {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, val, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(name) == "flags" {
+			return slices.Contains(strings.Fields(val), "fma")
+		}
+	}
+	return false
 }
 
 // isHeader tells whether a source is only for #include.
@@ -185,9 +293,18 @@ func Build(dir string, sources map[string]string) error {
 	if err != nil {
 		return err
 	}
-	flags := append(append([]string{}, baseFlags...), strings.Fields(os.Getenv(FlagsEnv))...)
+	fma, err := FMA()
+	if err != nil {
+		return err
+	}
+	flags := append([]string{}, baseFlags...)
+	if fma {
+		flags = append(flags, FMAFlags...)
+	}
+	flags = append(flags, strings.Fields(os.Getenv(FlagsEnv))...)
+	// The key has every flag but the -I folders, which differ between builds.
+	keyPrefix := tool + "\x00" + strings.Join(flags, " ") + "\x00" + headerKey.String()
 	flags = append(flags, "-I", work, "-I", srcDir)
-	keyPrefix := tool + "\x00" + strings.Join(baseFlags, " ") + "\x00" + os.Getenv(FlagsEnv) + "\x00" + headerKey.String()
 
 	sem := make(chan struct{}, max(2, runtime.NumCPU()))
 	type result struct {

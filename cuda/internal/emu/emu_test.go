@@ -54,7 +54,7 @@ func testSources(t *testing.T) map[string]string {
 func built(t *testing.T) (string, string) {
 	t.Helper()
 	if !Available() {
-		t.Skip("g++ is not on PATH: the CUDA emulator cannot be built")
+		SkipUnavailable(t, "g++ is not on PATH: the CUDA emulator cannot be built")
 	}
 	srcs := testSources(t)
 	buildOnce.Do(func() {
@@ -69,7 +69,7 @@ func built(t *testing.T) (string, string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			args := []string{"-std=c++17", "-O1", "-pthread", "-o", driverExe, "testdata/driver.cc", "-ldl"}
+			args := []string{"-std=c++17", "-O1", "-ffp-contract=off", "-pthread", "-o", driverExe, "testdata/driver.cc", "-ldl"}
 			if runtime.GOARCH == "amd64" {
 				args = append(args, "-fcf-protection=none")
 			}
@@ -99,7 +99,8 @@ func runDriver(t *testing.T, name string, env ...string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, drv, lib, name)
 	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "GDROTRAIN_EMU_") {
+		// The build's FMA mode goes on: the driver's GEMM reference follows it.
+		if !strings.HasPrefix(e, "GDROTRAIN_EMU_") || strings.HasPrefix(e, FMAEnv+"=") {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
@@ -141,6 +142,8 @@ func TestEmulator(t *testing.T) {
 		{"missing_sync", nil},
 		{"launch_errors", nil},
 		{"gemm", nil},
+		{"fma", nil},
+		{"fault", nil},
 		{"nvrtc", nil},
 		{"threads", nil},
 	}
@@ -244,4 +247,25 @@ func TestExports(t *testing.T) {
 			t.Errorf("unexpected export %s", name)
 		}
 	}
+}
+
+// TestFMAEnv checks the values GDROTRAIN_EMU_FMA takes (the FMA build
+// itself is tested by running the whole suite with it, as make test does).
+func TestFMAEnv(t *testing.T) {
+	for _, v := range []string{"", "0"} {
+		t.Setenv(FMAEnv, v)
+		if on, err := FMA(); on || err != nil {
+			t.Errorf("%s=%q: %v, %v; want off", FMAEnv, v, on, err)
+		}
+	}
+	t.Setenv(FMAEnv, "yes")
+	if _, err := FMA(); err == nil || !strings.Contains(err.Error(), "want 0 or 1") {
+		t.Errorf("%s=yes: %v", FMAEnv, err)
+	}
+	t.Setenv(FMAEnv, "1")
+	on, err := FMA()
+	if can := runtime.GOARCH == "amd64" && cpuHasFMA(); on != can || (err == nil) != can {
+		t.Errorf("%s=1 on %s (FMA in /proc/cpuinfo: %v): %v, %v", FMAEnv, runtime.GOARCH, cpuHasFMA(), on, err)
+	}
+	t.Logf("%s=1 here: %v, %v", FMAEnv, on, err)
 }

@@ -1,8 +1,16 @@
 // emu_cublas.cc: cublasGemmEx and cublasGemmStridedBatchedEx for the CPU
-// emulator, column-major exactly as documented. Products accumulate in
-// double; CUBLAS_COMPUTE_32F_FAST_16BF and _FAST_TF32 first round every A
-// and B element to bf16 or tf32 (nearest even) so tests see the precision a
-// GPU would give. A bf16 C is written rounded to nearest even.
+// emulator, column-major exactly as documented. Each C element is one fp32
+// running sum over k in order, as a GPU thread of an fp32 GEMM keeps it
+// (tensor cores also accumulate in fp32): sum = sum + a·b, one fused step
+// each in a GDROTRAIN_EMU_FMA=1 build, a product and a sum rounded
+// separately otherwise. CUBLAS_COMPUTE_32F_FAST_TF32 first rounds every A
+// and B element to tf32, CUBLAS_COMPUTE_32F_FAST_16BF to bf16 (or to tf32
+// with GDROTRAIN_EMU_FAST16BF=tf32), nearest even, so tests see the
+// precision a GPU would give. A bf16 C is written rounded to nearest even.
+// GDROTRAIN_EMU_FAULT=gemm perturbs every result (see fault()).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -91,6 +99,20 @@ inline size_t extent(int rows, int cols, int ld, size_t es) {
 	return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * es;
 }
 
+// fast16bf_rounding is what CUBLAS_COMPUTE_32F_FAST_16BF rounds its inputs
+// to, from GDROTRAIN_EMU_FAST16BF (read at every call), or -1 for a bad value.
+int fast16bf_rounding() {
+	const char* v = getenv("GDROTRAIN_EMU_FAST16BF");
+	if (!v || !*v || strcmp(v, "bf16") == 0) return ROUND_BF16;
+	if (strcmp(v, "tf32") == 0) return ROUND_TF32;
+	static bool told = false;
+	if (!told) {
+		told = true;
+		fprintf(stderr, "gdrotrain CUDA emulator: GDROTRAIN_EMU_FAST16BF=%s: want bf16 or tf32\n", v);
+	}
+	return -1;
+}
+
 int validate(const Handle* h, int ta, int tb, int m, int n, int k, const void* alpha, int at, int lda, int bt,
              int ldb, const void* beta, int ct, int ldc, int compute, int algo, int* rounding) {
 	if (!h || !g_handles.count((Handle*)h)) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -115,7 +137,8 @@ int validate(const Handle* h, int ta, int tb, int m, int n, int k, const void* a
 	case CUBLAS_COMPUTE_32F_FAST_16BF:
 	case CUBLAS_COMPUTE_32F_FAST_TF32:
 		if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-		*rounding = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? ROUND_BF16 : ROUND_TF32;
+		*rounding = compute == CUBLAS_COMPUTE_32F_FAST_16BF ? fast16bf_rounding() : ROUND_TF32;
+		if (*rounding < 0) return CUBLAS_STATUS_INVALID_VALUE;
 		break;
 	default:
 		return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -138,11 +161,20 @@ bool ranges_ok(const Gemm& g) {
 	return dev_range_ok((uintptr_t)g.C, extent(g.m, g.n, g.ldc, elem_size(g.ct)));
 }
 
-inline double rounded(float v, int r) {
+inline float rounded(float v, int r) {
 	if (r == ROUND_BF16) v = round_mantissa(v, 16);
 	if (r == ROUND_TF32) v = round_mantissa(v, 13);
-	return (double)v;
+	return v;
 }
+
+// mad is a·b + c: fused in a GDROTRAIN_EMU_FMA=1 build (the build contracts
+// too, but an explicit fmaf leaves no choice of which product fuses), two
+// roundings otherwise (g++ -std=c++17 does not contract).
+#if GDROTRAIN_EMU_FMA
+inline float mad(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+#else
+inline float mad(float a, float b, float c) { return a * b + c; }
+#endif
 
 void run(const Gemm& g) {
 	const int m = g.m, n = g.n, k = g.k;
@@ -150,7 +182,7 @@ void run(const Gemm& g) {
 	const bool ab = reads_ab(g);
 	// op(A) row-major (m x k) and op(B) column-major (k x n), so every dot
 	// product walks contiguous memory.
-	std::vector<double> Ap, Bp;
+	std::vector<float> Ap, Bp;
 	if (ab) {
 		Ap.resize((size_t)m * k);
 		Bp.resize((size_t)k * n);
@@ -168,19 +200,19 @@ void run(const Gemm& g) {
 	auto columns = [&](int j0, int j1) {
 		for (int j = j0; j < j1; j++)
 			for (int i = 0; i < m; i++) {
-				double acc = 0;
+				float acc = 0;
 				if (ab) {
-					const double* a = &Ap[(size_t)i * k];
-					const double* b = &Bp[(size_t)j * k];
-					for (int p = 0; p < k; p++) acc += a[p] * b[p];
+					const float* a = &Ap[(size_t)i * k];
+					const float* b = &Bp[(size_t)j * k];
+					for (int p = 0; p < k; p++) acc = mad(a[p], b[p], acc);
 				}
 				size_t ci = (size_t)i + (size_t)j * g.ldc;
-				double r = (double)g.alpha * acc;
-				if (g.beta != 0.0f) r += (double)g.beta * (double)load(g.C, g.ct, ci);
+				// CUTLASS's epilogue: alpha·acc + (beta·C), the first product fused.
+				float r = g.beta != 0.0f ? mad(g.alpha, acc, g.beta * load(g.C, g.ct, ci)) : g.alpha * acc;
 				if (g.ct == CUDA_R_16BF)
-					((unsigned short*)g.C)[ci] = to_bf16((float)r);
+					((unsigned short*)g.C)[ci] = to_bf16(r);
 				else
-					((float*)g.C)[ci] = (float)r;
+					((float*)g.C)[ci] = r;
 			}
 	};
 	double work = (double)m * n * (k + 1);
@@ -197,6 +229,19 @@ void run(const Gemm& g) {
 	std::vector<std::thread> th;
 	for (unsigned t = 0; t < nt; t++) th.emplace_back(columns, (int)((long long)n * t / nt), (int)((long long)n * (t + 1) / nt));
 	for (auto& t : th) t.join();
+}
+
+// fault applies GDROTRAIN_EMU_FAULT=gemm to a computed C: C(0,0) += 1 + |C(0,0)|,
+// which any comparison with a tolerance below 1 (absolute) or 100%
+// (relative) catches.
+void fault(const Gemm& g) {
+	if (g.m == 0 || g.n == 0) return;
+	float c = load(g.C, g.ct, 0);
+	c += 1.0f + fabsf(c);
+	if (g.ct == CUDA_R_16BF)
+		((unsigned short*)g.C)[0] = to_bf16(c);
+	else
+		((float*)g.C)[0] = c;
 }
 
 }  // namespace
@@ -278,6 +323,7 @@ EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int
 	       ldb, C, Ctype, ldc, rounding};
 	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
 	run(g);
+	if (fault_listed("gemm")) fault(g);
 	return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -302,7 +348,11 @@ EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int
 		if (!ranges_ok(gb)) return CUBLAS_STATUS_EXECUTION_FAILED;
 		batch.push_back(gb);
 	}
-	for (const Gemm& gb : batch) run(gb);
+	const bool faulty = batchCount > 0 && fault_listed("gemm");
+	for (const Gemm& gb : batch) {
+		run(gb);
+		if (faulty) fault(gb);
+	}
 	return CUBLAS_STATUS_SUCCESS;
 }
 

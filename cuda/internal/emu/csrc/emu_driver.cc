@@ -584,6 +584,8 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		static void* none[1];
 		params = none;
 	}
+	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
+	if (fault_listed(f->k->name)) return CUDA_SUCCESS;
 	const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
 	return launch(f->k, grid, block, params, packed);
 }

@@ -59,6 +59,11 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 // Reads a non-negative integer from the environment (dflt when unset or bad).
 unsigned long long env_u64(const char* name, unsigned long long dflt);
 
+// True when name (a kernel, or "gemm") is listed in GDROTRAIN_EMU_FAULT,
+// read now. The first time a name is faulted a line goes to stderr. Call
+// with api_mutex held.
+bool fault_listed(const char* name);
+
 }  // namespace emu
 
 #pragma GCC visibility pop

@@ -483,6 +483,28 @@ unsigned long long env_u64(const char* name, unsigned long long dflt) {
 	return v;
 }
 
+bool fault_listed(const char* name) {
+	const char* s = getenv("GDROTRAIN_EMU_FAULT");
+	if (!s) return false;
+	const size_t n = strlen(name);
+	while (*s) {
+		while (*s == ',' || *s == ' ') s++;
+		const char* e = s;
+		while (*e && *e != ',' && *e != ' ') e++;
+		if ((size_t)(e - s) == n && n > 0 && strncmp(s, name, n) == 0) {
+			static auto* told = new std::unordered_map<std::string, bool>();
+			if (!(*told)[name]) {
+				(*told)[name] = true;
+				fprintf(stderr, "gdrotrain CUDA emulator: GDROTRAIN_EMU_FAULT: %s %s\n",
+				        strcmp(name, "gemm") == 0 ? "perturbing every cuBLAS GEMM" : "not running kernel", name);
+			}
+			return true;
+		}
+		s = e;
+	}
+	return false;
+}
+
 const emu_kernel_desc* find_kernel(const char* name) {
 	auto& r = registry();
 	auto it = r.find(name);
@@ -532,6 +554,21 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	g_kernel_name = "";
 	return CUDA_SUCCESS;
 }
+
+#if GDROTRAIN_EMU_FMA
+namespace {
+// Built with GDROTRAIN_EMU_FMA=1: code past this point may use FMA
+// instructions, which would be SIGILL on a CPU without them.
+__attribute__((constructor)) void check_fma() {
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("fma")) {
+		fprintf(stderr, "gdrotrain CUDA emulator: built with GDROTRAIN_EMU_FMA=1, but this CPU has no FMA; "
+		                "rebuild it without\n");
+		abort();
+	}
+}
+}  // namespace
+#endif
 
 }  // namespace emu
 

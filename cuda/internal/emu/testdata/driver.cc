@@ -266,6 +266,12 @@ static float round_bits(float f, int drop) {
 	u = (u + ((1u << (drop - 1)) - 1) + ((u >> drop) & 1u)) & ~((1u << drop) - 1);
 	return u2f(u);
 }
+// fma_build: the library was built with GDROTRAIN_EMU_FMA=1 (the Go test
+// passes the variable on), so its GEMM steps are fused.
+static const bool fma_build = getenv("GDROTRAIN_EMU_FMA") && strcmp(getenv("GDROTRAIN_EMU_FMA"), "1") == 0;
+// This file is compiled with -ffp-contract=off: a*b+c rounds twice here.
+static float mad(float a, float b, float c) { return fma_build ? fmaf(a, b, c) : a * b + c; }
+
 static unsigned short bf16(float f) { return (unsigned short)(f2u(round_bits(f, 16)) >> 16); }
 static float from_bf16(unsigned short h) { return u2f((unsigned)h << 16); }
 
@@ -819,6 +825,26 @@ static void test_misc_kernels(const char*) {
 	for (int i = 0; i < 96; i++) EXPECT(o[i] == 3211, "sync_count[%d] = %d", i, o[i]);
 }
 
+// fma: a*b+c in a kernel is fused exactly when the library was built with
+// GDROTRAIN_EMU_FMA=1; the _rn intrinsics never are; fmaf always is.
+static void test_fma(const char*) {
+	setup();
+	const float a = 1.0f + ldexpf(1, -12), b = a, c = -1.0f;
+	const float fused = ldexpf(1, -11) + ldexpf(1, -24), separate = ldexpf(1, -11);
+	EXPECT(fmaf(a, b, c) == fused && a * b + c == separate, "driver arithmetic");
+	devptr out = alloc<float>(5);
+	Args args;
+	args.add(out).add(a).add(b).add(c);
+	OK(launch("mad_plain", 1, 1, 1, 1, 1, 1, args));
+	OK(launch("mad_forms", 1, 1, 1, 1, 1, 1, args));
+	std::vector<float> got = download<float>(out, 5);
+	EXPECT(got[0] == (fma_build ? fused : separate), "a*b+c = %a (FMA build: %d)", got[0], fma_build);
+	EXPECT(got[1] == separate, "__fadd_rn(__fmul_rn(a, b), c) = %a", got[1]);
+	EXPECT(got[2] == separate, "c + __fmul_rn(a, b) = %a", got[2]);
+	EXPECT(got[3] == fused, "__fmaf_rn = %a", got[3]);
+	EXPECT(got[4] == fused, "fmaf = %a", got[4]);
+}
+
 static void test_launch_errors(const char*) {
 	setup();
 	handle f;
@@ -882,28 +908,34 @@ struct Mat {  // column-major rows x cols, leading dimension ld, fp32 or bf16
 	}
 };
 
+// fast16bf_tf32 mirrors GDROTRAIN_EMU_FAST16BF=tf32 in the tests that set it.
+static bool fast16bf_tf32 = false;
+
 // ref computes alpha*op(A)*op(B) + beta*C the way the emulator documents:
-// inputs rounded per compute type, products summed in double in order.
+// inputs rounded per compute type, products summed in float in order with
+// mad (fused in an FMA build), the epilogue mad(alpha, sum, beta*C).
+// exact=true gives instead the unrounded inputs' product summed in double.
 static std::vector<float> ref(int ta, int tb, int m, int n, int k, float alpha, const Mat& A, const Mat& B, float beta,
-                              const Mat& C, int compute, bool round_inputs = true) {
+                              const Mat& C, int compute, bool exact = false) {
 	std::vector<float> out = C.v;
 	auto rnd_in = [&](float x) {
-		if (!round_inputs) return x;
-		if (compute == C16BF) return round_bits(x, 16);
+		if (exact) return x;
+		if (compute == C16BF) return round_bits(x, fast16bf_tf32 ? 13 : 16);
 		if (compute == CTF32) return round_bits(x, 13);
 		return x;
 	};
 	for (int j = 0; j < n; j++)
 		for (int i = 0; i < m; i++) {
-			double acc = 0;
+			float acc = 0;
+			double dacc = 0;
 			for (int p = 0; p < k; p++) {
 				float a = ta == N ? A.at(i, p) : A.at(p, i);
 				float b = tb == N ? B.at(p, j) : B.at(j, p);
-				acc += (double)rnd_in(a) * (double)rnd_in(b);
+				acc = mad(rnd_in(a), rnd_in(b), acc);
+				dacc += (double)a * (double)b;
 			}
-			double r = (double)alpha * acc;
-			if (beta != 0) r += (double)beta * (double)C.at(i, j);
-			float f = (float)r;
+			float f = beta != 0 ? mad(alpha, acc, beta * C.at(i, j)) : alpha * acc;
+			if (exact) f = (float)((double)alpha * dacc + (double)beta * (double)C.at(i, j));
 			out[(size_t)i + (size_t)j * C.ld] = C.type == R16BF ? from_bf16(bf16(f)) : f;
 		}
 	return out;
@@ -920,7 +952,7 @@ static void gemm_case(handle h, int ta, int tb, int m, int n, int k, int at, int
 	                compute, -1));
 	std::vector<float> got = C.download(dC);
 	std::vector<float> want = ref(ta, tb, m, n, k, alpha, A, B, beta, C, compute);
-	std::vector<float> exact = ref(ta, tb, m, n, k, alpha, A, B, beta, C, compute, false);
+	std::vector<float> exact = ref(ta, tb, m, n, k, alpha, A, B, beta, C, compute, true);
 	int bad = 0;
 	for (int j = 0; j < n; j++)
 		for (int i = 0; i < m; i++) {
@@ -929,7 +961,9 @@ static void gemm_case(handle h, int ta, int tb, int m, int n, int k, int at, int
 				fail("%s ta=%d tb=%d %dx%dx%d: C(%d,%d) = %.9g, want %.9g", what, ta, tb, m, n, k, i, j, got[idx],
 				     want[idx]);
 			// Reduced precision stays within its tolerance of the exact product.
-			double tol = compute == C16BF || ct == R16BF ? 2e-2 : compute == CTF32 ? 4e-3 : 1e-6;
+			double tol = (compute == C16BF && !fast16bf_tf32) || ct == R16BF ? 2e-2
+			             : compute == CTF32 || compute == C16BF      ? 4e-3
+			                                                         : 1e-6;
 			if (fabs(got[idx] - exact[idx]) > tol * (1 + fabs(exact[idx])) * sqrt((double)k) && bad++ < 3)
 				fail("%s: C(%d,%d) = %g, exact %g", what, i, j, got[idx], exact[idx]);
 		}
@@ -967,6 +1001,43 @@ static void test_gemm(const char*) {
 	gemm_case(h, T, N, 70, 90, 400, R32F, R32F, C32F, 1.0f, "large (threaded)");
 	gemm_case(h, N, N, 1, 1, 1, R32F, R32F, C32F, 0.0f, "1x1x1");
 	gemm_case(h, N, T, 4, 3, 0, R32F, R32F, C32F, 0.5f, "k=0");
+
+	// The sum is a float: 1 + 2^-24 + 2^-24 stays 1 in order (a double sum
+	// would give 1 + 2^-23).
+	{
+		Mat A(1, 3, 1, R32F), B(3, 1, 3, R32F), C(1, 1, 1, R32F);
+		A.v = {1.0f, 1.0f, 1.0f};
+		B.v = {1.0f, ldexpf(1, -24), ldexpf(1, -24)};
+		devptr dA = A.upload(), dB = B.upload(), dC = C.upload();
+		float alpha = 1, beta = 0;
+		OK(cublasGemmEx(h, N, N, 1, 1, 3, &alpha, (void*)dA, R32F, 1, (void*)dB, R32F, 3, &beta, (void*)dC, R32F, 1,
+		                C32F, -1));
+		float got = C.download(dC)[0];
+		EXPECT(got == 1.0f, "float accumulation: got 1 + %g", got - 1.0f);
+	}
+
+	// GDROTRAIN_EMU_FAST16BF=tf32 (read at each call) makes FAST_16BF round
+	// to tf32; anything but bf16 or tf32 is refused.
+	setenv("GDROTRAIN_EMU_FAST16BF", "tf32", 1);
+	fast16bf_tf32 = true;
+	for (int ta : {N, T})
+		for (int tb : {N, T}) gemm_case(h, ta, tb, 7, 5, 33, R32F, R32F, C16BF, 0.25f, "fast-bf16 as tf32");
+	{
+		Mat A(4, 40, 4, R32F), B(40, 3, 40, R32F), C(4, 3, 4, R32F);
+		devptr dA = A.upload(), dB = B.upload(), dC = C.upload();
+		float alpha = 1, beta = 0;
+		OK(cublasGemmEx(h, N, N, 4, 3, 40, &alpha, (void*)dA, R32F, 4, (void*)dB, R32F, 40, &beta, (void*)dC, R32F, 4,
+		                C16BF, -1));
+		std::vector<float> got = C.download(dC), want = ref(N, N, 4, 3, 40, 1, A, B, 0, C, CTF32);
+		EXPECT(got == want, "FAST_16BF with GDROTRAIN_EMU_FAST16BF=tf32 is not FAST_TF32");
+		setenv("GDROTRAIN_EMU_FAST16BF", "fp16", 1);
+		EXPECT_RC(7, cublasGemmEx(h, N, N, 4, 3, 40, &alpha, (void*)dA, R32F, 4, (void*)dB, R32F, 40, &beta, (void*)dC,
+		                          R32F, 4, C16BF, -1));
+		setenv("GDROTRAIN_EMU_FAST16BF", "bf16", 1);
+		fast16bf_tf32 = false;
+		gemm_case(h, N, N, 7, 5, 33, R32F, R32F, C16BF, 0.25f, "fast-bf16 (explicit)");
+		unsetenv("GDROTRAIN_EMU_FAST16BF");
+	}
 
 	// Math mode TF32 makes plain fp32 GEMMs round to tf32.
 	OK(cublasSetMathMode(h, 3));
@@ -1041,6 +1112,92 @@ static void test_gemm(const char*) {
 	OK(cublasDestroy(h));
 	EXPECT_RC(1, cublasDestroy(h));
 	EXPECT_RC(1, g(N, N, 4, 4, 4, dA, R32F, 4, dB, 4, dC, R32F, 4, C32F));
+}
+
+// fault: GDROTRAIN_EMU_FAULT, set in the process after the device is open
+// and read at each launch, skips the kernels it names (their output keeps
+// what it held) and perturbs C(0,0) of every GEMM by 1 + |C(0,0)|.
+static void test_fault(const char*) {
+	setup();
+	const int n = 300;
+	std::vector<float> a(n), b(n);
+	for (int i = 0; i < n; i++) {
+		a[i] = rnd();
+		b[i] = rnd();
+	}
+	devptr da = upload(a), db = upload(b), dc = alloc<float>(n);
+	Args args;
+	args.add(da).add(db).add(dc).add(n);
+	auto sums_ok = [&] {
+		std::vector<float> c = download<float>(dc, n);
+		for (int i = 0; i < n; i++)
+			if (c[i] != a[i] + b[i]) return false;
+		return true;
+	};
+	OK(launch("vec_add", 3, 1, 1, 128, 1, 1, args));
+	EXPECT(sums_ok(), "vec_add before the fault");
+
+	OK(cuMemsetD32(dc, 0x40490fdb, n));  // pi
+	setenv("GDROTRAIN_EMU_FAULT", "nope, vec_add,gemmx", 1);
+	OK(launch("vec_add", 3, 1, 1, 128, 1, 1, args));
+	std::vector<float> c = download<float>(dc, n);
+	int kept = 0;
+	for (int i = 0; i < n; i++) kept += f2u(c[i]) == 0x40490fdbu;
+	EXPECT(kept == n, "faulted vec_add changed %d of %d outputs", n - kept, n);
+	// The launch is still checked.
+	EXPECT_RC(1, launch("vec_add", 3, 1, 1, 2048, 1, 1, args));
+	// Other kernels run; names match whole.
+	devptr sc = alloc<int>(96);
+	Args a4;
+	a4.add(sc);
+	OK(launch("sync_count", 1, 1, 1, 96, 1, 1, a4));
+	EXPECT(download<int>(sc, 96)[5] == 3211, "sync_count under an unrelated fault");
+	setenv("GDROTRAIN_EMU_FAULT", "vec_ad,vec_add_,ec_add", 1);
+	OK(launch("vec_add", 3, 1, 1, 128, 1, 1, args));
+	EXPECT(sums_ok(), "vec_add faulted by a partial name");
+	OK(cuMemsetD32(dc, 0, n));
+	unsetenv("GDROTRAIN_EMU_FAULT");
+	OK(launch("vec_add", 3, 1, 1, 128, 1, 1, args));
+	EXPECT(sums_ok(), "vec_add after the fault is lifted");
+
+	handle h;
+	OK(cublasCreate(&h));
+	for (int ct : {R32F, R16BF}) {
+		int at = ct;
+		Mat A(6, 9, 6, at), B(9, 5, 9, at), C(6, 5, 6, ct);
+		devptr dA = A.upload(), dB = B.upload(), dC = C.upload();
+		float alpha = 1, beta = 0.5f;
+		std::vector<float> want = ref(N, N, 6, 5, 9, alpha, A, B, beta, C, C32F);
+		setenv("GDROTRAIN_EMU_FAULT", "gemm", 1);
+		OK(cublasGemmEx(h, N, N, 6, 5, 9, &alpha, (void*)dA, at, 6, (void*)dB, at, 9, &beta, (void*)dC, ct, 6, C32F, -1));
+		std::vector<float> got = C.download(dC);
+		float w0 = want[0] + 1.0f + fabsf(want[0]);
+		if (ct == R16BF) w0 = from_bf16(bf16(w0));
+		EXPECT(got[0] == w0 && fabsf(got[0] - want[0]) >= 1.0f, "faulted C(0,0) = %g, correct %g", got[0], want[0]);
+		EXPECT(std::equal(got.begin() + 1, got.end(), want.begin() + 1), "faulted GEMM changed more than C(0,0)");
+		unsetenv("GDROTRAIN_EMU_FAULT");
+		dC = C.upload();
+		OK(cublasGemmEx(h, N, N, 6, 5, 9, &alpha, (void*)dA, at, 6, (void*)dB, at, 9, &beta, (void*)dC, ct, 6, C32F, -1));
+		EXPECT(C.download(dC) == want, "GEMM after the fault is lifted");
+	}
+	// Strided batches: every matrix of the batch.
+	{
+		const int m = 3, k = 4, batch = 3;
+		std::vector<float> ha(m * k * batch, 0.5f), hb(k * batch, 0.25f);
+		devptr dA = upload(ha), dB = upload(hb), dC = alloc<float>(m * batch);
+		float alpha = 1, beta = 0;
+		setenv("GDROTRAIN_EMU_FAULT", "gemm", 1);
+		OK(cublasGemmStridedBatchedEx(h, N, N, m, 1, k, &alpha, (void*)dA, R32F, m, m * k, (void*)dB, R32F, k, k, &beta,
+		                              (void*)dC, R32F, m, m, batch, C32F, -1));
+		unsetenv("GDROTRAIN_EMU_FAULT");
+		std::vector<float> got = download<float>(dC, m * batch);
+		for (int b2 = 0; b2 < batch; b2++)
+			for (int i = 0; i < m; i++) {
+				float want = i == 0 ? 0.5f + 1.0f + 0.5f : 0.5f;
+				EXPECT(got[b2 * m + i] == want, "batch %d C(%d) = %g, want %g", b2, i, got[b2 * m + i], want);
+			}
+	}
+	OK(cublasDestroy(h));
 }
 
 // ---- NVRTC ----
@@ -1218,6 +1375,8 @@ int main(int argc, char** argv) {
 	    {"missing_sync", test_missing_sync},
 	    {"launch_errors", test_launch_errors},
 	    {"gemm", test_gemm},
+	    {"fma", test_fma},
+	    {"fault", test_fault},
 	    {"nvrtc", test_nvrtc},
 	    {"threads", test_threads},
 	    {"deadlock", test_deadlock},

@@ -31,3 +31,16 @@ extern "C" __global__ void deadlock(float* x) {
 		v = __shfl_xor_sync(0xffffffffu, v, 1);
 	x[threadIdx.x] = v;
 }
+
+// mad_plain: a*b+c as written, contracted only in a GDROTRAIN_EMU_FMA=1
+// build. (Its own kernel: g++ fuses a product with one use only, and the
+// one in mad_forms would be shared.)
+extern "C" __global__ void mad_plain(float* out, float a, float b, float c) { out[0] = a * b + c; }
+
+// mad_forms: a*b+c through the _rn intrinsics (never contracted) and as fmaf.
+extern "C" __global__ void mad_forms(float* out, float a, float b, float c) {
+	out[1] = __fadd_rn(__fmul_rn(a, b), c);
+	out[2] = c + __fmul_rn(a, b);
+	out[3] = __fmaf_rn(a, b, c);
+	out[4] = fmaf(a, b, c);
+}
