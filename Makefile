@@ -71,6 +71,8 @@ test: fixtures vet
 	else echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped"; fi
 	GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -run '$(CUDA_BF16_TESTS)' ./cuda/
 	bash scripts/slurm/test_sbatch.sh
+	bash scripts/test_gpu_check.sh
+	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 
 test-short: fixtures
