@@ -146,6 +146,7 @@ func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 	t.Store = buf
 	// Whole 4-byte words: allocations are rounded up to 512 bytes, so an odd
 	// bf16 count clears one spare element.
+	b.kernelCost(0, n*width)
 	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64((n*width+3)/4)))
 	return t
 }
@@ -233,6 +234,32 @@ func (b *Backend) opt(op string, t *model.Tensor) (uint64, bool) {
 	return p[0], true
 }
 
+// kernelCost records a kernel's arithmetic (CUDA cores) and DRAM bytes
+// for the step profile.
+func (b *Backend) kernelCost(flops, bytes int) {
+	b.d.cost(EngineKernel, float64(flops), float64(bytes))
+}
+
+// gemmCost records a cuBLAS product: 2MNK on the engine its types select.
+func (b *Backend) gemmCost(M, N, K, inType, compute int, accumulate bool) {
+	e := EngineFP32GEMM
+	switch {
+	case inType == cudaR16BF || compute == blasCompute32FFast16BF:
+		e = EngineTensorBF16
+	case compute == blasCompute32FFastTF32:
+		e = EngineTensorTF32
+	}
+	in := 4.0
+	if inType == cudaR16BF {
+		in = 2
+	}
+	out := 4.0
+	if accumulate {
+		out = 8 // read and write C
+	}
+	b.d.cost(e, 2*float64(M)*float64(N)*float64(K), in*float64(M*K+K*N)+out*float64(M*N))
+}
+
 // launch runs a kernel and records a failure.
 func (b *Backend) launch(name string, grid [3]int, block int, args ...any) {
 	b.keep(b.d.launch(name, grid, block, args...))
@@ -293,6 +320,7 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 // Zero sets t to 0.
 func (b *Backend) Zero(t *model.Tensor) {
 	if p, ok := b.ptrs("zero", t); ok && t.Numel() > 0 {
+		b.kernelCost(0, 4*t.Numel())
 		b.keep(b.d.drv.MemsetD32(p[0], 0, int64(t.Numel())))
 	}
 }
@@ -316,6 +344,7 @@ func (b *Backend) Copy(dst, src *model.Tensor) {
 	if hd {
 		width = 2
 	}
+	b.kernelCost(0, 2*dst.Numel()*int(width))
 	b.keep(b.d.drv.DtoD(pd, ps, int64(dst.Numel())*width))
 }
 
@@ -323,6 +352,7 @@ func (b *Backend) Copy(dst, src *model.Tensor) {
 func (b *Backend) Add(dst, src *model.Tensor) {
 	p, ok := b.ptrs("add", dst, src)
 	if ok && b.keep(model.SizeCheck("add", dst, src)) {
+		b.kernelCost(dst.Numel(), 4*3*dst.Numel())
 		b.elementwise("add_f32", dst.Numel(), p[0], p[1], int64(dst.Numel()))
 	}
 }
@@ -330,6 +360,7 @@ func (b *Backend) Add(dst, src *model.Tensor) {
 // Scale multiplies t by s.
 func (b *Backend) Scale(t *model.Tensor, s float32) {
 	if p, ok := b.ptrs("scale", t); ok {
+		b.kernelCost(t.Numel(), 4*2*t.Numel())
 		b.elementwise("scale_f32", t.Numel(), p[0], s, int64(t.Numel()))
 	}
 }
@@ -346,6 +377,7 @@ func (b *Backend) SumSquares(t *model.Tensor) float64 {
 	if !b.keep(err) {
 		return 0
 	}
+	b.kernelCost(2*n, 4*n)
 	b.launch("sumsq_partial", [3]int{blocks}, 256, part.ptr, p[0], int64(n))
 	host := make([]float64, blocks)
 	if !b.keep(b.d.drv.DtoH(unsafe.Pointer(&host[0]), part.ptr, int64(blocks)*8)) {
@@ -407,6 +439,7 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	if accumulate {
 		beta = 1
 	}
+	b.gemmCost(M, N, K, inType, compute, accumulate)
 	b.keep(b.d.blas.Gemm(transB, transA, N, M, K, 1, pb, inType, ldb, pa, inType, lda,
 		beta, pc[0], cudaR32F, N, compute))
 }
@@ -421,6 +454,7 @@ func (b *Backend) narrow(p uint64, n int, frozen bool, keep *[]*buffer) (uint64,
 	if !b.keep(err) {
 		return 0, false
 	}
+	b.kernelCost(n, 6*n)
 	b.elementwise("f32_to_bf16", n, buf.ptr, p, int64(n))
 	*keep = append(*keep, buf)
 	return buf.ptr, true

@@ -141,6 +141,12 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if len(qRow) == 0 {
 		return
 	}
+	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
+	kvWidth := 4
+	if hk {
+		kvWidth = 2
+	}
+	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*k.Shape[0]*G*D))
 	if b.useTiles(D, segs, len(qRow)) {
 		t0, tn, ks, kf := queryTiles(segs)
 		tiles, ok := b.upload("attention query tiles", t0, tn, ks, kf)
@@ -191,6 +197,9 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	if !b.keep(err) {
 		return
 	}
+	// Recomputed scores, dP = dO·Vᵀ, dV += Pᵀ·dO, dQ += dS·K, dK += dSᵀ·Q:
+	// 10·D per pair and head; q, out, dout, dq, lse and k, v, dk, dv once.
+	b.d.cost(EngineAttention, 10*float64(D*H)*pairs(kCount), float64(4*(4*len(qRow)*H*D+2*len(qRow)*H+4*k.Shape[0]*G*D)))
 	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
 	if b.useTiles(D, segs, len(qRow)) {
 		t0, tn, ks, kf := queryTiles(segs)
@@ -225,4 +234,13 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 			keys[0], keys[1], keys[2], int32(H), int32(G), int32(D), scale)
 	}
 	runtime.KeepAlive(delta)
+}
+
+// pairs counts the (query, key) pairs attention visits: Σ kCount.
+func pairs(kCount []int32) float64 {
+	var n float64
+	for _, c := range kCount {
+		n += float64(c)
+	}
+	return n
 }

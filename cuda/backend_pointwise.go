@@ -27,6 +27,7 @@ func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
 	}
 	R, n, err := model.RMSNormDims(out, rstd, x, w)
 	if b.keep(err) && R > 0 {
+		b.kernelCost(4*R*n, 4*(2*R*n+n+R))
 		b.launch("rmsnorm_fwd", [3]int{R}, rowBlock, p[0], rs, p[1], p[2], int32(n), eps)
 	}
 }
@@ -43,6 +44,7 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	if !b.keep(err) || R == 0 || n == 0 {
 		return
 	}
+	b.kernelCost(8*R*n, 4*(4*R*n+2*n+R))
 	b.launch("rmsnorm_bwd_dx", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], int32(n))
 	perChunk := max(64, (R+65534)/65535)
 	chunks := (R + perChunk - 1) / perChunk
@@ -133,6 +135,7 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 	if inverse {
 		sign = -1
 	}
+	b.kernelCost(6*N*H*D/2, 4*(2*N*H*D+N*D))
 	b.elementwise("rope", N*H*D/2, p[0], addr[0], tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
 }
 
@@ -140,6 +143,7 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
 	p, ok := b.ptrs("swiglu", out, gate, up)
 	if ok && b.keep(model.SizeCheck("swiglu", out, gate, up)) {
+		b.kernelCost(6*out.Numel(), 4*3*out.Numel())
 		b.elementwise("swiglu_fwd", out.Numel(), p[0], p[1], p[2], int64(out.Numel()))
 	}
 }
@@ -148,6 +152,7 @@ func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
 	p, ok := b.ptrs("swiglu backward", dgate, dup, dout, gate, up)
 	if ok && b.keep(model.SizeCheck("swiglu backward", dgate, dup, dout, gate, up)) {
+		b.kernelCost(12*gate.Numel(), 4*5*gate.Numel())
 		b.elementwise("swiglu_bwd", gate.Numel(), p[0], p[1], p[2], p[3], p[4], int64(gate.Numel()))
 	}
 }
@@ -168,6 +173,7 @@ func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, tar
 	}
 	addr, ok := b.upload("targets", targets)
 	if ok {
+		b.kernelCost(6*M*V, 4*M*V)
 		b.launch("lsg_fwd", [3]int{M}, rowBlock, p[0], p[1], ep, p[2], addr[0], int32(V))
 	}
 }
@@ -184,6 +190,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *model.Te
 	}
 	addr, ok := b.upload("targets", targets)
 	if ok {
+		b.kernelCost(4*M*V, 4*2*M*V)
 		b.launch("lsg_bwd", [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
 	}
 }
@@ -196,6 +203,7 @@ func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
 	}
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	b.kernelCost(12*p.Numel(), 4*7*p.Numel()) // read p, g, m, v; write p, m, v
 	b.elementwise("adamw", p.Numel(), ps[0], ps[1], ps[2], ps[3], int64(p.Numel()),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
 }

@@ -95,6 +95,7 @@ func (b *Backend) copyRows(dst, src uint64, dstIdx, srcIdx []int32, n, C int) {
 	if srcIdx != nil {
 		sp = addr[0]
 	}
+	b.kernelCost(0, 8*n*C)
 	b.launch("copy_rows", [3]int{n, (C + 255) / 256}, 256, dst, src, dp, sp, int32(n), int32(C))
 }
 
@@ -124,6 +125,7 @@ func (b *Backend) accumulateRows(dst, src uint64, at []int32, C int) {
 	if !ok {
 		return
 	}
+	b.kernelCost(len(at)*C, 4*(len(at)+2*len(order))*C)
 	b.launch("accumulate_rows", [3]int{len(order), (C + 255) / 256}, 256, dst, src, addr[0], addr[1], addr[2],
 		int32(len(order)), int32(C))
 }

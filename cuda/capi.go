@@ -97,6 +97,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -181,6 +182,14 @@ type driver struct {
 	eventCreate, eventRecord, eventSync, eventElapsed, eventDestroy     unsafe.Pointer
 	moduleLoad, moduleGetFunc, funcSetAttr, launch                      unsafe.Pointer
 	errName, errString                                                  unsafe.Pointer
+	n                                                                   calls // what was asked of the device
+}
+
+// calls counts the driver calls a profile reports (profile.go).
+type calls struct {
+	launches, syncs, allocs, memsets       atomic.Int64
+	h2d, d2h, d2d                          atomic.Int64 // copies
+	h2dBytes, d2hBytes, d2dBytes, memBytes atomic.Int64
 }
 
 func loadDriver(lib *library) (*driver, error) {
@@ -272,9 +281,13 @@ func (d *driver) UsePrimaryContext(dev int) error {
 	return d.check("cuCtxSetCurrent", C.gd_bind())
 }
 
-func (d *driver) Synchronize() error { return d.check("cuCtxSynchronize", C.cu_sync(d.ctxSync)) }
+func (d *driver) Synchronize() error {
+	d.n.syncs.Add(1)
+	return d.check("cuCtxSynchronize", C.cu_sync(d.ctxSync))
+}
 
 func (d *driver) MemAlloc(bytes int64) (uint64, error) {
+	d.n.allocs.Add(1)
 	var p C.devptr
 	err := d.check(fmt.Sprintf("cuMemAlloc(%d bytes)", bytes), C.cu_alloc(d.memAlloc, &p, C.size_t(bytes)))
 	return uint64(p), err
@@ -292,18 +305,26 @@ func (d *driver) MemInfo() (free, total int64, err error) {
 
 // HtoD copies bytes from host memory src (no Go pointers inside) to dst.
 func (d *driver) HtoD(dst uint64, src unsafe.Pointer, bytes int64) error {
+	d.n.h2d.Add(1)
+	d.n.h2dBytes.Add(bytes)
 	return d.check("cuMemcpyHtoD", C.cu_htod(d.htod, C.devptr(dst), src, C.size_t(bytes)))
 }
 
 func (d *driver) DtoH(dst unsafe.Pointer, src uint64, bytes int64) error {
+	d.n.d2h.Add(1)
+	d.n.d2hBytes.Add(bytes)
 	return d.check("cuMemcpyDtoH", C.cu_dtoh(d.dtoh, dst, C.devptr(src), C.size_t(bytes)))
 }
 
 func (d *driver) DtoD(dst, src uint64, bytes int64) error {
+	d.n.d2d.Add(1)
+	d.n.d2dBytes.Add(bytes)
 	return d.check("cuMemcpyDtoD", C.cu_dtod(d.dtod, C.devptr(dst), C.devptr(src), C.size_t(bytes)))
 }
 
 func (d *driver) MemsetD32(dst uint64, v uint32, n int64) error {
+	d.n.memsets.Add(1)
+	d.n.memBytes.Add(4 * n)
 	return d.check("cuMemsetD32", C.cu_memset32(d.memsetD32, C.devptr(dst), C.unsigned(v), C.size_t(n)))
 }
 
@@ -357,6 +378,7 @@ func (d *driver) Function(m *module, name string) (*function, error) {
 // uint64 (device pointers), int32, uint32, int64, float32 or float64. Arguments are
 // copied into C memory, as cuLaunchKernel wants a void** of pointers to them.
 func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
+	d.n.launches.Add(1)
 	const slot = 8
 	buf := C.malloc(C.size_t(len(args) * slot * 2))
 	defer C.free(buf)

@@ -43,6 +43,7 @@ type Device struct {
 
 	countMu  sync.Mutex
 	launches map[string]int // per kernel, for tests and profiles
+	prof     profiler
 }
 
 var (

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 	var torchPython, script string
 	var only, gpuShape string
 	var dev deviceFlags
+	var profile, asJSON bool
 	var peakTFLOPs, bandwidthGBs float64
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -37,6 +38,9 @@ plain PyTorch in the same run, and prints the ratio.`,
 				b, err := openBackend(cmd, dev)
 				if err != nil {
 					return err
+				}
+				if cb, ok := b.(*cuda.Backend); ok && profile {
+					return cuda.WriteProfiles(cmd.OutOrStdout(), cb, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
@@ -59,6 +63,8 @@ plain PyTorch in the same run, and prints the ratio.`,
 	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
 	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
 	addDeviceFlags(cmd, &dev, "bf16")
+	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and estimate its H100 time and MFU from the counts")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "with --profile: one JSON object per shape")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
 	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")

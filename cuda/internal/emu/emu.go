@@ -23,6 +23,11 @@
 //     host thread with none current; releasing the primary context's last
 //     reference frees everything allocated in it.
 //   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
+//   - GDROTRAIN_EMU_COUNT_ONLY=1 (read at every call) checks launches and
+//     GEMMs but computes nothing, leaves fresh memory unfilled and makes
+//     memsets and device-to-device copies no-ops: the CUDA backend's step
+//     profile counts a full-size model's step this way (results are
+//     garbage; pages never written are never touched).
 //   - Kernels: every extern "C" __global__ function defined in the sources
 //     is launchable by name, from any module. Launches are synchronous.
 //     Blocks run in parallel on a few host threads (one per CPU, at most 8;

@@ -322,6 +322,7 @@ EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
 	       ldb, C, Ctype, ldc, rounding};
 	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
+	if (count_only()) return CUBLAS_STATUS_SUCCESS;
 	run(g);
 	if (fault_listed("gemm")) fault(g);
 	return CUBLAS_STATUS_SUCCESS;
@@ -348,6 +349,7 @@ EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int
 		if (!ranges_ok(gb)) return CUBLAS_STATUS_EXECUTION_FAILED;
 		batch.push_back(gb);
 	}
+	if (count_only()) return CUBLAS_STATUS_SUCCESS;
 	const bool faulty = batchCount > 0 && fault_listed("gemm");
 	for (const Gemm& gb : batch) {
 		run(gb);

@@ -64,6 +64,12 @@ unsigned long long env_u64(const char* name, unsigned long long dflt);
 // with api_mutex held.
 bool fault_listed(const char* name);
 
+// True when GDROTRAIN_EMU_COUNT_ONLY=1, read now: launches and GEMMs are
+// checked but not computed, fresh memory is not filled and memsets and
+// device-to-device copies move nothing, so a full-size model's step can be
+// counted (cuda's step profile) without its arithmetic. Results are garbage.
+bool count_only();
+
 }  // namespace emu
 
 #pragma GCC visibility pop

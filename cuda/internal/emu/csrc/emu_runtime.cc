@@ -483,6 +483,11 @@ unsigned long long env_u64(const char* name, unsigned long long dflt) {
 	return v;
 }
 
+bool count_only() {
+	const char* s = getenv("GDROTRAIN_EMU_COUNT_ONLY");
+	return s && s[0] == '1';
+}
+
 bool fault_listed(const char* name) {
 	const char* s = getenv("GDROTRAIN_EMU_FAULT");
 	if (!s) return false;

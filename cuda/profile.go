@@ -1,0 +1,179 @@
+package cuda
+
+// The step profile: what the backend asked of the GPU, counted as it runs
+// (on the emulator exactly as on a GPU), and a roofline estimate of the
+// time an H100 would take for it. Counts come from the driver calls
+// themselves (launches, host synchronisations, allocations, copies); each
+// op adds its arithmetic by engine and its DRAM traffic, from its shapes.
+//
+// The estimate is a model, not a measurement: per op, the larger of its
+// arithmetic at the engine's rate and its bytes at the memory bandwidth,
+// plus a fixed cost per launch and per host synchronisation. Its
+// assumptions are the fields of Roofline, printed with every estimate.
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+// Engine is where an op's arithmetic runs.
+type Engine int
+
+const (
+	EngineTensorBF16 Engine = iota // cuBLAS products on bf16 inputs (FAST_16BF, or bf16 operands)
+	EngineTensorTF32               // cuBLAS products on tf32 inputs
+	EngineFP32GEMM                 // cuBLAS fp32 products (CUDA cores)
+	EngineAttention                // the attention kernels (CUDA cores, shared-memory bound)
+	EngineKernel                   // every other kernel and memset: bandwidth-bound
+	numEngines
+)
+
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention", "kernel"}
+
+// Roofline are the throughputs an estimate assumes.
+type Roofline struct {
+	Name                         string
+	BF16TFLOPs, TF32TFLOPs       float64 // dense tensor-core peaks
+	FP32TFLOPs                   float64 // CUDA-core fp32 peak
+	AttentionTFLOPs              float64 // ceiling of the attention kernels
+	BandwidthGBs                 float64 // DRAM
+	GEMMEfficiency, BWEfficiency float64 // fractions of peak reached by large GEMMs / streaming kernels
+	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
+}
+
+// H100 is an H100 SXM5 from NVIDIA's data sheet (dense bf16 989.4 TFLOP/s,
+// tf32 494.7, fp32 66.9, HBM3 3.35 TB/s). The attention ceiling is today's
+// kernels' own: they issue one 4-byte shared-memory load per FMA, and 132
+// SMs × 128 B/clock × 1.98 GHz ≈ 33.4 TB/s of shared memory feed at most
+// 8.4 T loads/s, i.e. 16.7 TFLOP/s (optimistic: it ignores their 166–251
+// registers per thread and the occupancy those allow). cuBLAS reaches ≈ 75
+// % of peak on large bf16 GEMMs, streaming kernels ≈ 80 % of bandwidth; a
+// launch costs ≈ 2 µs of GPU time when kernels are short and a host
+// synchronisation ≈ 10 µs of idle GPU (drain, return, re-issue).
+var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
+	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, LaunchUs: 2, SyncUs: 10}
+
+// rate is the engine's arithmetic throughput in FLOP/s.
+func (r Roofline) rate(e Engine) float64 {
+	switch e {
+	case EngineTensorBF16:
+		return r.BF16TFLOPs * 1e12 * r.GEMMEfficiency
+	case EngineTensorTF32:
+		return r.TF32TFLOPs * 1e12 * r.GEMMEfficiency
+	case EngineFP32GEMM:
+		return r.FP32TFLOPs * 1e12 * r.GEMMEfficiency
+	case EngineAttention:
+		return r.AttentionTFLOPs * 1e12
+	}
+	return r.FP32TFLOPs * 1e12
+}
+
+func (r Roofline) String() string {
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync",
+		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, r.AttentionTFLOPs, r.BandwidthGBs,
+		100*r.BWEfficiency, r.LaunchUs, r.SyncUs)
+}
+
+// Profile is what the backend asked of the GPU over an interval.
+type Profile struct {
+	Launches     int64 // kernel launches (cuLaunchKernel)
+	GEMMs        int64 // cuBLAS calls
+	Memsets      int64
+	HostSyncs    int64 // cuCtxSynchronize and the synchronous copies that wait for the GPU
+	DeviceAllocs int64 // cuMemAlloc calls (allocator cache misses)
+	H2DBytes     int64
+	D2HBytes     int64
+	D2DBytes     int64
+	Flops        [numEngines]float64
+	Bytes        [numEngines]float64 // estimated DRAM traffic of the ops
+	opSeconds    float64             // Σ per op max(arithmetic, traffic) on the roofline
+}
+
+// FlopsTensorCore is the arithmetic done on tensor cores.
+func (p Profile) FlopsTensorCore() float64 {
+	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32]
+}
+
+// FlopsCUDACore is the arithmetic done on CUDA cores.
+func (p Profile) FlopsCUDACore() float64 {
+	return p.Flops[EngineFP32GEMM] + p.Flops[EngineAttention] + p.Flops[EngineKernel]
+}
+
+// TensorCoreFraction is the share of all arithmetic on tensor cores.
+func (p Profile) TensorCoreFraction() float64 {
+	t := p.FlopsTensorCore() + p.FlopsCUDACore()
+	if t == 0 {
+		return 0
+	}
+	return p.FlopsTensorCore() / t
+}
+
+// EstSeconds is the roofline estimate of the interval on r (which must be
+// the roofline the profile was counted against: the op terms are summed as
+// they happen, with H100).
+func (p Profile) EstSeconds(r Roofline) float64 {
+	return p.opSeconds + float64(p.Launches+p.GEMMs+p.Memsets)*r.LaunchUs*1e-6 + float64(p.HostSyncs)*r.SyncUs*1e-6
+}
+
+// Sub returns p − q, the counts of an interval between two snapshots.
+func (p Profile) Sub(q Profile) Profile {
+	return p.combine(q, -1)
+}
+
+// Extrapolate returns p + k·(per − 0), i.e. p with k more copies of per
+// (per-layer counts, from the difference of two depths).
+func (p Profile) Extrapolate(per Profile, k int) Profile {
+	return p.combine(per, float64(k))
+}
+
+func (p Profile) combine(q Profile, k float64) Profile {
+	i := func(a, b int64) int64 { return a + int64(math.Round(k*float64(b))) }
+	out := Profile{Launches: i(p.Launches, q.Launches), GEMMs: i(p.GEMMs, q.GEMMs), Memsets: i(p.Memsets, q.Memsets),
+		HostSyncs: i(p.HostSyncs, q.HostSyncs), DeviceAllocs: i(p.DeviceAllocs, q.DeviceAllocs),
+		H2DBytes: i(p.H2DBytes, q.H2DBytes), D2HBytes: i(p.D2HBytes, q.D2HBytes), D2DBytes: i(p.D2DBytes, q.D2DBytes),
+		opSeconds: p.opSeconds + k*q.opSeconds}
+	for e := range p.Flops {
+		out.Flops[e] = p.Flops[e] + k*q.Flops[e]
+		out.Bytes[e] = p.Bytes[e] + k*q.Bytes[e]
+	}
+	return out
+}
+
+// profiler accumulates the op costs of a device.
+type profiler struct {
+	mu        sync.Mutex
+	gemms     int64
+	flops     [numEngines]float64
+	bytes     [numEngines]float64
+	opSeconds float64
+}
+
+// cost records one op: flops of arithmetic on engine e and bytes of DRAM
+// traffic.
+func (d *Device) cost(e Engine, flops, bytes float64) {
+	r := H100
+	t := math.Max(flops/r.rate(e), bytes/(r.BandwidthGBs*1e9*r.BWEfficiency))
+	d.prof.mu.Lock()
+	d.prof.flops[e] += flops
+	d.prof.bytes[e] += bytes
+	d.prof.opSeconds += t
+	if e <= EngineFP32GEMM {
+		d.prof.gemms++
+	}
+	d.prof.mu.Unlock()
+}
+
+// Profile returns the counts since the device was opened.
+func (d *Device) Profile() Profile {
+	n := &d.drv.n
+	d.prof.mu.Lock()
+	defer d.prof.mu.Unlock()
+	return Profile{Launches: n.launches.Load(), GEMMs: d.prof.gemms, Memsets: n.memsets.Load(),
+		// A pageable host-to-device copy waits for the stream before it
+		// starts, and a device-to-host copy until it ends: both stall the
+		// host, as cuCtxSynchronize does.
+		HostSyncs:    n.syncs.Load() + n.h2d.Load() + n.d2h.Load(),
+		DeviceAllocs: n.allocs.Load(), H2DBytes: n.h2dBytes.Load(), D2HBytes: n.d2hBytes.Load(), D2DBytes: n.d2dBytes.Load(),
+		Flops: d.prof.flops, Bytes: d.prof.bytes, opSeconds: d.prof.opSeconds}
+}

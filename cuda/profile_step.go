@@ -1,0 +1,188 @@
+package cuda
+
+// Profiling one optimizer step of a model shape: forward, the per-token
+// gradient of a token-mean loss, backward, gradient clipping and AdamW, as
+// the trainer runs them. A full-size shape (Qwen3-1.7B, 8 rows × 2k
+// tokens) is too much arithmetic for the CPU emulator, so the step is
+// counted at one and at two decoder layers and extrapolated: every count
+// is linear in the depth (the per-layer ops repeat; embedding, head, loss
+// and optimizer bookkeeping do not), so counts(L) = counts(1) + (L−1) ×
+// (counts(2) − counts(1)). On the emulator, GDROTRAIN_EMU_COUNT_ONLY=1
+// skips the arithmetic itself.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// StepProfile is the profile of one optimizer step of a shape.
+type StepProfile struct {
+	Shape         string
+	Rows, Tokens  int
+	Layers        int     // the shape's depth, which Step is extrapolated to
+	CountedLayers [2]int  // the depths actually run
+	First         Profile // the first step at CountedLayers[1] (allocations, tables)
+	Step          Profile // a steady-state step, extrapolated to Layers
+	ModelFLOPs    float64 // the step's useful arithmetic (model.TrainFLOPs)
+}
+
+// ProfileTrainStep counts one optimizer step of s on b, at one and two
+// layers, extrapolated to s.Opts.Layers.
+func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
+	sp := StepProfile{Shape: s.Name, Rows: s.Batch, Tokens: s.Batch * s.SeqLen, Layers: s.Opts.Layers,
+		CountedLayers: [2]int{1, 2}, ModelFLOPs: model.TrainFLOPs(s)}
+	var at [2]Profile
+	for i, L := range sp.CountedLayers {
+		o := s.Opts
+		o.Layers = L
+		first, step, err := profileAt(b, o, s)
+		if err != nil {
+			return sp, fmt.Errorf("profile %s at %d layers: %w", s.Name, L, err)
+		}
+		at[i] = step
+		sp.First = first
+	}
+	perLayer := at[1].Sub(at[0])
+	sp.Step = at[0].Extrapolate(perLayer, s.Opts.Layers-sp.CountedLayers[0])
+	return sp, nil
+}
+
+// profileAt runs two optimizer steps of o and returns the first one's
+// counts and the second's.
+func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step Profile, err error) {
+	cfg, err := o.Config()
+	if err != nil {
+		return first, step, err
+	}
+	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	grads := model.NewParams(b, cfg)
+	opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	rng := rand.New(rand.NewPCG(3, 3))
+	seqs := make([]model.Sequence, s.Batch)
+	for i := range seqs {
+		toks := make([]int32, s.SeqLen)
+		for j := range toks {
+			toks[j] = int32(rng.IntN(cfg.VocabSize))
+		}
+		seqs[i] = model.Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens}
+	}
+	if err := b.Err(); err != nil {
+		return first, step, err
+	}
+	d := b.Device()
+	for i := 0; i < 2; i++ {
+		before := d.Profile()
+		if err := optimizerStep(m, seqs, grads, opt); err != nil {
+			return first, step, err
+		}
+		if i == 0 {
+			first = d.Profile().Sub(before)
+		} else {
+			step = d.Profile().Sub(before)
+		}
+	}
+	return first, step, nil
+}
+
+// optimizerStep is the trainer's update on one micro-batch: gradients
+// zeroed, forward, a token-mean loss's ∂/∂log π (host side, as the GRPO
+// loss is), backward, clipping, AdamW.
+func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, opt *model.Optimizer) error {
+	model.ZeroGrads(m.B, m.Cfg, grads)
+	pass, err := m.Forward(seqs)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for _, lp := range pass.LogProbs {
+		total += len(lp)
+	}
+	dl := make([][]float32, len(pass.LogProbs))
+	for i, lp := range pass.LogProbs {
+		dl[i] = make([]float32, len(lp))
+		for j := range dl[i] {
+			dl[i][j] = -1 / float32(total)
+		}
+	}
+	if err := m.Backward(pass, dl, grads); err != nil {
+		return err
+	}
+	if _, err := model.ClipGradNorm(m.B, m.Cfg, grads, 1); err != nil {
+		return err
+	}
+	if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-6); err != nil {
+		return err
+	}
+	return m.B.Err()
+}
+
+// JSON returns the profile as one flat object with the estimate on r.
+func (sp StepProfile) JSON(r Roofline) map[string]any {
+	p := sp.Step
+	est := p.EstSeconds(r)
+	return map[string]any{
+		"shape": sp.Shape, "rows": sp.Rows, "tokens": sp.Tokens, "layers": sp.Layers,
+		"counted_layers":           sp.CountedLayers,
+		"launches":                 p.Launches,
+		"gemm_calls":               p.GEMMs,
+		"memsets":                  p.Memsets,
+		"host_syncs":               p.HostSyncs,
+		"device_allocs":            p.DeviceAllocs,
+		"device_allocs_first_step": sp.First.DeviceAllocs,
+		"h2d_bytes":                p.H2DBytes,
+		"d2h_bytes":                p.D2HBytes,
+		"flops_tensor_core":        p.FlopsTensorCore(),
+		"flops_cuda_core":          p.FlopsCUDACore(),
+		"flops_attention":          p.Flops[EngineAttention],
+		"tensor_core_fraction":     p.TensorCoreFraction(),
+		"model_flops":              sp.ModelFLOPs,
+		"est_h100_ms":              1e3 * est,
+		"est_mfu":                  sp.ModelFLOPs / (est * r.BF16TFLOPs * 1e12),
+		"estimate":                 "roofline over the counts, not a measurement: " + r.String(),
+		"extrapolated":             fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
+	}
+}
+
+// ProfileShapes are the shapes `gdrotrain bench --profile` counts: a
+// Qwen3-1.7B training step of 8 rows × 2k tokens and of 2 rows × 8k
+// (16k tokens each, a 256-token prompt per row).
+func ProfileShapes() []model.BenchShape {
+	o := model.Qwen3_1_7B()
+	return []model.BenchShape{
+		{Name: "qwen3-1.7b-8x2k", Opts: o, Batch: 8, SeqLen: 2048, ResponseTokens: 2048 - 256},
+		{Name: "qwen3-1.7b-2x8k", Opts: o, Batch: 2, SeqLen: 8192, ResponseTokens: 8192 - 256},
+	}
+}
+
+// WriteProfiles counts every profile shape on b and writes one JSON object
+// per shape (asJSON) or a table to w.
+func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
+	if !asJSON {
+		fmt.Fprintf(w, "step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", H100)
+		fmt.Fprintf(w, "%-18s %9s %7s %6s %7s %8s %9s %9s %7s %9s %7s\n", "shape", "launches", "gemms", "syncs",
+			"allocs", "TC frac", "attn TF", "total TF", "est ms", "est MFU", "layers")
+	}
+	enc := json.NewEncoder(w)
+	for _, s := range ProfileShapes() {
+		sp, err := ProfileTrainStep(b, s)
+		if err != nil {
+			return err
+		}
+		j := sp.JSON(H100)
+		if asJSON {
+			if err := enc.Encode(j); err != nil {
+				return err
+			}
+			continue
+		}
+		p := sp.Step
+		fmt.Fprintf(w, "%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n", s.Name, p.Launches, p.GEMMs,
+			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), p.Flops[EngineAttention]/1e12,
+			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers)
+	}
+	return nil
+}
