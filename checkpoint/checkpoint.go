@@ -13,12 +13,17 @@
 // next save removes. Pruning keeps the newest Keep complete checkpoints plus
 // those marked permanent, and never runs before the new one is in place.
 //
-// Reading: Verify checks the format version, that every listed file exists
-// with its size and checksum; Latest returns the newest checkpoint that
-// verifies and reports (never silently skips) every newer one that did not.
+// Reading: Verify checks the format version, the manifest's own checksum
+// (so a hand-edited or bit-flipped manifest is refused, not trusted because
+// it is valid JSON), that the step matches the folder's name, and that every
+// listed file exists with its size and checksum; Latest returns the newest
+// checkpoint that verifies and reports (never silently skips) every newer
+// one that did not. A manifest written before manifests carried a checksum
+// is still read: Verify says so in Manifest.Notes, which the caller logs.
 package checkpoint
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -56,6 +61,37 @@ type Manifest struct {
 	Config    json.RawMessage `json:"config"` // the resolved run config
 	State     json.RawMessage `json:"state"`  // the trainer's state
 	Files     []File          `json:"files"`
+	// Checksum is the SHA-256 of the manifest itself, without this key, in
+	// canonical form (see manifestSum). Manifests written before it existed
+	// have none; Verify reads them with a note.
+	Checksum string `json:"manifest_sha256,omitempty"`
+	// Notes are what Verify had to accept on trust (an old manifest without
+	// a checksum); the caller logs them. Not stored.
+	Notes []string `json:"-"`
+}
+
+// checksumKey is Manifest.Checksum's JSON key.
+const checksumKey = "manifest_sha256"
+
+// manifestSum hashes a manifest's JSON without its checksum key, in a
+// canonical form: decoded generically (numbers kept as written) and
+// re-encoded compact with every object's keys sorted. So keys this build
+// does not know (a later build's additions) are covered too, and key order
+// or indentation in the file does not matter; any changed value does.
+func manifestSum(raw []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return "", err
+	}
+	delete(obj, checksumKey)
+	canon, err := json.Marshal(obj)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Identity names a model by path and content hash without copying it.
@@ -104,7 +140,7 @@ func (w *Writer) Commit(m Manifest) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	m.Format, m.Step, m.Files = FormatVersion, w.step, nil
+	m.Format, m.Step, m.Files, m.Checksum = FormatVersion, w.step, nil, ""
 	if m.Created == "" {
 		m.Created = time.Now().UTC().Format(time.RFC3339)
 	}
@@ -118,8 +154,14 @@ func (w *Writer) Commit(m Manifest) (string, error) {
 		}
 		m.Files = append(m.Files, f)
 	}
-	raw, err := json.MarshalIndent(m, "", "  ")
+	raw, err := json.Marshal(m)
 	if err != nil {
+		return "", fmt.Errorf("checkpoint manifest: %w", err)
+	}
+	if m.Checksum, err = manifestSum(raw); err != nil {
+		return "", fmt.Errorf("checkpoint manifest: %w", err)
+	}
+	if raw, err = json.MarshalIndent(m, "", "  "); err != nil {
 		return "", fmt.Errorf("checkpoint manifest: %w", err)
 	}
 	if err := writeSynced(filepath.Join(w.tmp, ManifestName), raw); err != nil {
@@ -189,8 +231,9 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Verify reads dir's manifest and checks its version and every file's size
-// and checksum.
+// Verify reads dir's manifest and checks its version, its own checksum, that
+// its step matches the folder's name (step_NNNNNNNN; other names are not
+// checked), and every file's size and checksum.
 func Verify(dir string) (*Manifest, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
@@ -202,6 +245,14 @@ func Verify(dir string) (*Manifest, error) {
 	}
 	if m.Format != FormatVersion {
 		return nil, fmt.Errorf("checkpoint %s: format version %d, this build reads version %d (HINT: resume with the gdrotrain release that wrote it)", dir, m.Format, FormatVersion)
+	}
+	if m.Checksum == "" {
+		m.Notes = append(m.Notes, fmt.Sprintf("checkpoint %s: the manifest has no checksum of its own (written by an older gdrotrain); its files are verified, its fields are taken on trust", dir))
+	} else if sum, err := manifestSum(raw); err != nil || sum != m.Checksum {
+		return nil, fmt.Errorf("checkpoint %s: %s fails its own checksum (edited by hand or corrupted; HINT: never edit a manifest — resume from another checkpoint with --resume DIR)", dir, ManifestName)
+	}
+	if step, ok := StepOfName(filepath.Base(dir)); ok && step != m.Step {
+		return nil, fmt.Errorf("checkpoint %s: the manifest says step %d but the folder is named for step %d (renamed or copied over?)", dir, m.Step, step)
 	}
 	if len(m.Files) == 0 {
 		return nil, fmt.Errorf("checkpoint %s: manifest lists no files", dir)
@@ -239,8 +290,8 @@ func List(root string) ([]string, error) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "step_") {
 			continue
 		}
-		step, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "step_"))
-		if err != nil {
+		step, ok := StepOfName(e.Name())
+		if !ok {
 			continue
 		}
 		items = append(items, item{step, filepath.Join(root, e.Name())})
@@ -251,6 +302,16 @@ func List(root string) ([]string, error) {
 		out[i] = it.path
 	}
 	return out, nil
+}
+
+// StepOfName parses a checkpoint folder name, step_NNNNNNNN.
+func StepOfName(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, "step_")
+	if !ok || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	step, err := strconv.Atoi(digits)
+	return step, err == nil
 }
 
 // Latest returns the newest checkpoint under root that verifies, and the

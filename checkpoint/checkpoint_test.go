@@ -47,6 +47,14 @@ func TestCorruptionFallsBackToPreviousGood(t *testing.T) {
 			os.WriteFile(p, []byte(strings.Replace(string(b), `"format": 1`, `"format": 2`, 1)), 0o644)
 		}, "format version 2"},
 		{"garbage manifest", func(d string) { os.WriteFile(filepath.Join(d, ManifestName), []byte("{"), 0o644) }, "corrupt manifest"},
+		// Valid JSON is not enough: a hand edit of the trainer's state (the
+		// issue's state.step 6 → 4) or of the step fails the manifest's own
+		// checksum.
+		{"edited state", func(d string) {
+			editManifest(t, d, func(m map[string]any) { m["state"] = map[string]any{"step": 0} })
+		}, "fails its own checksum"},
+		{"edited step", func(d string) { editManifest(t, d, func(m map[string]any) { m["step"] = 1.0 }) }, "fails its own checksum"},
+		{"edited date", func(d string) { editManifest(t, d, func(m map[string]any) { m["created"] = "yesterday" }) }, "fails its own checksum"},
 	}
 	for _, c := range cases {
 		root := t.TempDir()
@@ -60,6 +68,65 @@ func TestCorruptionFallsBackToPreviousGood(t *testing.T) {
 		if len(skipped) != 1 || !strings.Contains(skipped[0].Error(), c.want) || !strings.Contains(skipped[0].Error(), bad) {
 			t.Errorf("%s: skipped %v, want one error naming %s and %q", c.name, skipped, bad, c.want)
 		}
+	}
+}
+
+// editManifest rewrites dir's manifest through a generic JSON object.
+func editManifest(t *testing.T, dir string, edit func(map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, ManifestName)
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	raw, _ = json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(p, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestManifestChecksum: the manifest carries its own checksum, which holds
+// whatever the key order or indentation; a checkpoint folder renamed to
+// another step is refused; a manifest from before checksums (none) is read
+// with a note, and the step-vs-name check still applies to it.
+func TestManifestChecksum(t *testing.T) {
+	root := t.TempDir()
+	dir := save(t, root, 6, false)
+	m, err := Verify(dir)
+	if err != nil || m.Checksum == "" || len(m.Notes) != 0 {
+		t.Fatalf("fresh checkpoint: %v, checksum %q, notes %v", err, m.Checksum, m.Notes)
+	}
+	// Re-serialised with another layout (compact, keys sorted): still valid.
+	editManifest(t, dir, func(map[string]any) {})
+	if _, err := Verify(dir); err != nil {
+		t.Fatalf("re-indented manifest refused: %v", err)
+	}
+	// Copied to another step's name: refused, naming both steps.
+	other := filepath.Join(root, Name(9))
+	if err := os.CopyFS(other, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(other); err == nil || !strings.Contains(err.Error(), "says step 6") || !strings.Contains(err.Error(), "step 9") {
+		t.Fatalf("renamed checkpoint: %v", err)
+	}
+	if got, _, skipped := Latest(root); got != dir || len(skipped) != 1 {
+		t.Fatalf("Latest = %q (skipped %v), want %q", got, skipped, dir)
+	}
+	os.RemoveAll(other)
+	// An old manifest without a checksum: read, with a note.
+	editManifest(t, dir, func(m map[string]any) { delete(m, "manifest_sha256") })
+	m, err = Verify(dir)
+	if err != nil || len(m.Notes) != 1 || !strings.Contains(m.Notes[0], "no checksum") {
+		t.Fatalf("old manifest: %v, notes %v", err, m)
+	}
+	editManifest(t, dir, func(m map[string]any) { m["step"] = 4.0 })
+	if _, err := Verify(dir); err == nil || !strings.Contains(err.Error(), "says step 4") {
+		t.Fatalf("old manifest with an edited step: %v", err)
 	}
 }
 

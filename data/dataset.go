@@ -34,6 +34,10 @@ type Dataset struct {
 	Schema  string // the Parquet schema, or the JSONL columns and their JSON types
 	Prompts []Prompt
 	Skipped int // bad rows skipped (ReadOptions.SkipBadRows)
+	// InvalidUTF8 counts rows that held invalid UTF-8; each invalid byte
+	// was replaced by U+FFFD (ReadFile logs the count and the first row).
+	InvalidUTF8 int
+	utf8        utf8Tally
 }
 
 // ReadOptions configure ReadFile.
@@ -108,6 +112,9 @@ func ReadFile(path string, opts ReadOptions) (*Dataset, error) {
 	if ds.Skipped > 0 {
 		opts.logf("data: %s: skipped %d bad rows of %d", path, ds.Skipped, ds.Skipped+len(ds.Prompts))
 	}
+	if ds.InvalidUTF8 = ds.utf8.rows; ds.InvalidUTF8 > 0 {
+		opts.logf("data: %s: %d rows hold invalid UTF-8 (the first is row %d); each invalid byte is read as U+FFFD", path, ds.InvalidUTF8, ds.utf8.first)
+	}
 	if len(ds.Prompts) == 0 {
 		return nil, fmt.Errorf("data: %s: no usable rows", path)
 	}
@@ -130,6 +137,7 @@ func ReadFiles(paths []string, opts ReadOptions) (*Dataset, error) {
 		out.Files = append(out.Files, ds.Files...)
 		out.Prompts = append(out.Prompts, ds.Prompts...)
 		out.Skipped += ds.Skipped
+		out.InvalidUTF8 += ds.InvalidUTF8
 		schemas = append(schemas, p+":\n"+ds.Schema)
 		switch {
 		case out.Format == "":

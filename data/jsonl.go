@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 func readJSONL(path string, opts *ReadOptions) (*Dataset, error) {
@@ -31,6 +32,9 @@ func readJSONL(path string, opts *ReadOptions) (*Dataset, error) {
 			return nil, fmt.Errorf("data: %s:%d: %w", path, line, err)
 		}
 		if len(bytes.TrimSpace(b)) > 0 {
+			if !utf8.Valid(b) { // encoding/json reads each invalid byte as U+FFFD
+				ds.utf8.add(row)
+			}
 			p, rowErr := decodeJSONLRow(b, opts, base, schema, formats)
 			if rowErr != nil {
 				re := &RowError{File: path, Row: row, Line: line, Err: rowErr}

@@ -49,6 +49,10 @@ func readParquet(path string, opts *ReadOptions) (ds *Dataset, err error) {
 			}
 			return nil, &RowError{File: path, Row: row, Err: err}
 		}
+		v, bad := sanitizeUTF8(normalizeParquet(v))
+		if bad {
+			ds.utf8.add(row)
+		}
 		p, rowErr := parquetRow(v, opts, base)
 		if rowErr != nil {
 			re := &RowError{File: path, Row: row, Err: rowErr}

@@ -134,11 +134,18 @@ func replayStep(ctrl *Controller, ts *TraceStep, needLoss, needKL bool) (*Replay
 		return nil, fmt.Errorf("no prompts")
 	}
 	uids := make([]string, len(ts.Prompts))
+	first := make(map[string]int, len(ts.Prompts))
 	for i := range ts.Prompts {
 		tp := &ts.Prompts[i]
 		if tp.UID == "" {
 			return nil, fmt.Errorf("prompts[%d]: missing uid", i)
 		}
+		// A prompt appears once per step: a repeat would be classified and
+		// observed twice, which no training step does.
+		if j, dup := first[tp.UID]; dup {
+			return nil, fmt.Errorf("prompts[%d]: uid %s repeats prompts[%d] (a step lists each prompt once)", i, tp.UID, j)
+		}
+		first[tp.UID] = i
 		uids[i] = tp.UID
 		k := len(tp.Correct)
 		if k == 0 {

@@ -105,6 +105,7 @@ func TestReplayMalformed(t *testing.T) {
 		{"unknown field", cfg, `{"prompts": [{"uid": "a", "corect": [true]}]}`, `line 1: json: unknown field "corect"`},
 		{"no prompts", cfg, `{"step": 1, "prompts": []}`, "line 1: no prompts"},
 		{"missing uid", cfg, `{"prompts": [{"correct": [true]}]}`, "prompts[0]: missing uid"},
+		{"duplicate uid", cfg, `{"prompts": [` + good[13:len(good)-2] + `, ` + good[13:len(good)-2] + `]}`, "prompts[1]: uid a repeats prompts[0]"},
 		{"no outcomes", cfg, `{"prompts": [{"uid": "a"}]}`, "needs correct or reward"},
 		{"length mismatch", cfg, `{"prompts": [{"uid": "a", "correct": [true, false], "reward": [1]}]}`, "reward has 1 entries"},
 		{"too few rollouts", cfg, `{"prompts": [{"uid": "a", "correct": [true, false, true]}]}`, "3 recorded rollouts, the allocation needs 4"},

@@ -27,9 +27,10 @@ import (
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
-// ErrStopped is returned by Run when a signal stopped the run after it wrote
-// a checkpoint; the batch script requeues the job (exit status 3).
-var ErrStopped = errors.New("stopped by a signal after writing a checkpoint; resume with --resume auto")
+// ErrStopped is returned by Run when a signal stopped the run and its last
+// complete state is safe (in a checkpoint, or before the first step, the
+// run's start); the batch script requeues the job (exit status 3).
+var ErrStopped = errors.New("stopped by a signal; the last complete step is checkpointed: continue with --resume auto")
 
 // State is the trainer's resumable state (the manifest's "state").
 type State struct {
@@ -39,6 +40,9 @@ type State struct {
 	Controller gdro.State             `json:"controller"`
 	Cursor     data.Cursor            `json:"data_cursor"`
 	Reward     reward.MetricsSnapshot `json:"verifier_counts"`
+	// ValidationDue: the run stopped during this step's validation, which
+	// the resumed run does first. Absent (false) in older checkpoints.
+	ValidationDue bool `json:"validation_due,omitempty"`
 }
 
 const optimizerFile = "optimizer.safetensors"
@@ -49,6 +53,7 @@ func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpo
 // SaveCheckpoint writes a complete checkpoint of the current step and prunes
 // old ones.
 func (t *Trainer) SaveCheckpoint() error {
+	t.phase(PhaseCheckpoint)
 	w, err := checkpoint.Begin(t.checkpointRoot(), t.step)
 	if err != nil {
 		return err
@@ -58,7 +63,7 @@ func (t *Trainer) SaveCheckpoint() error {
 		return err
 	}
 	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Step,
-		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot()})
+		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue})
 	if err != nil {
 		w.Abort()
 		return fmt.Errorf("checkpoint state: %w", err)
@@ -75,6 +80,7 @@ func (t *Trainer) SaveCheckpoint() error {
 		w.Abort()
 		return err
 	}
+	t.savedStep = t.step
 	t.Log.Printf("checkpoint: %s", dir)
 	return checkpoint.Prune(t.checkpointRoot(), t.Cfg.Checkpoint.Keep)
 }
@@ -98,15 +104,15 @@ func (t *Trainer) writeCheckpointFiles(dir string) error {
 	return model.WriteSafetensors(filepath.Join(dir, optimizerFile), tensors, model.F32, map[string]string{"content": "adamw moments"})
 }
 
-// resume restores the state of checkpoint dir (already verified).
+// resume restores the state of checkpoint dir (verified, and its config and
+// reference model checked by findResume).
 func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
-	if m.Reference.Hash != t.refID.Hash {
-		return fmt.Errorf("resume %s: the reference model changed: the checkpoint was made from %s (hash %.12s…), model.path %s has hash %.12s…",
-			dir, m.Reference.Path, m.Reference.Hash, t.refID.Path, t.refID.Hash)
-	}
 	var st State
 	if err := json.Unmarshal(m.State, &st); err != nil {
 		return fmt.Errorf("resume %s: state: %w", dir, err)
+	}
+	if st.Step != m.Step {
+		return fmt.Errorf("resume %s: the trainer state is for step %d but the manifest says step %d (edited?)", dir, st.Step, m.Step)
 	}
 	p, err := model.LoadParams(t.Policy.B, t.Policy.Cfg, dir)
 	if err != nil {
@@ -124,6 +130,8 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	}
 	t.rmet.Restore(st.Reward)
 	t.step, t.updates, t.Opt.Step = st.Step, st.Updates, st.OptimStep
+	t.savedStep = st.Step
+	t.valDue = st.ValidationDue && t.val.ds != nil
 	t.Log.Printf("resumed from %s at step %d", dir, st.Step)
 	return nil
 }
@@ -144,29 +152,6 @@ func (t *Trainer) loadMoments(path string) error {
 		}
 	}
 	return t.Policy.B.Err()
-}
-
-// findResume resolves --resume: "" (fresh start), "auto" (newest verified
-// checkpoint of the run folder, fresh if none) or a checkpoint folder.
-func (t *Trainer) findResume(spec string) (string, *checkpoint.Manifest, error) {
-	switch spec {
-	case "":
-		return "", nil, nil
-	case "auto":
-		dir, m, skipped := checkpoint.Latest(t.checkpointRoot())
-		for _, err := range skipped {
-			t.Log.Printf("resume: skipping a damaged checkpoint: %v", err)
-		}
-		if dir == "" {
-			t.Log.Printf("resume auto: no complete checkpoint in %s, starting from step 0", t.checkpointRoot())
-		}
-		return dir, m, nil
-	}
-	m, err := checkpoint.Verify(spec)
-	if err != nil {
-		return "", nil, fmt.Errorf("--resume: %w", err)
-	}
-	return spec, m, nil
 }
 
 // openJSONL opens a per-step log for appending, first cutting it back to the

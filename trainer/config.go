@@ -10,7 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"reflect"
+	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -190,20 +193,40 @@ func Load(path string, sets []string) (Config, error) {
 // applies --set overrides ("section.key=value", value in YAML syntax) and
 // validates. source names the YAML in errors.
 func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
-	cfg := Default()
-	if source == "" {
-		source = "defaults"
+	cfg, err := Resolve(raw, source, sets)
+	if err != nil {
+		return cfg, err
 	}
+	if err := cfg.requireInputs(); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", orDefaults(source), err)
+	}
+	return cfg, nil
+}
+
+// Resolve is LoadBytes without requiring the inputs a run needs
+// (model.path, data.train): every value is still checked. It serves
+// --print-config and --dry-run, which must work on a shipped config before
+// those paths are filled in.
+func Resolve(raw []byte, source string, sets []string) (Config, error) {
+	cfg := Default()
+	source = orDefaults(source)
 	if err := decodeStrict(raw, &cfg); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
 	if err := ApplySets(&cfg, sets); err != nil {
 		return cfg, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validateValues(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
 	return cfg, nil
+}
+
+func orDefaults(source string) string {
+	if source == "" {
+		return "defaults"
+	}
+	return source
 }
 
 // ParseYAML decodes raw YAML over cfg (unknown keys are errors).
@@ -248,6 +271,33 @@ func orNull(v string) string {
 // Validate checks the whole configuration and aligns the GDRO switches
 // with train.method.
 func (c *Config) Validate() error {
+	return errors.Join(c.validateValues(), c.requireInputs())
+}
+
+// requireInputs checks that the inputs every run needs are named (whether
+// they exist is CheckInputs' job, at the start of a run).
+func (c *Config) requireInputs() error {
+	var errs []error
+	if c.Model.Path == "" {
+		errs = append(errs, errors.New("model.path is required (a Hugging Face model folder)"))
+	}
+	if len(c.Data.Train) == 0 {
+		errs = append(errs, errors.New("data.train must list at least one Parquet or JSONL file"))
+	}
+	return errors.Join(errs...)
+}
+
+// validateValues checks every value: finite numbers first (a NaN passes
+// every comparison, so "lr > 0" alone lets .nan through to the first
+// step), then each key's range, naming the key.
+func (c *Config) validateValues() error {
+	if bad := nonFinite(reflect.ValueOf(*c), ""); len(bad) > 0 {
+		var errs []error
+		for _, b := range bad {
+			errs = append(errs, fmt.Errorf("%s: must be a finite number", b))
+		}
+		return errors.Join(errs...)
+	}
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	switch c.Train.Method {
@@ -260,14 +310,8 @@ func (c *Config) Validate() error {
 	default:
 		bad("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
 	}
-	if c.Model.Path == "" {
-		bad("model.path is required (a Hugging Face model folder)")
-	}
 	if c.Model.Prompt != "chat" && c.Model.Prompt != "raw" {
 		bad("model.prompt %q: want chat or raw", c.Model.Prompt)
-	}
-	if len(c.Data.Train) == 0 {
-		bad("data.train must list at least one Parquet or JSONL file")
 	}
 	if _, _, err := cuda.ParseDevice(c.Run.Device); err != nil {
 		bad("run.%v", err)
@@ -281,21 +325,67 @@ func (c *Config) Validate() error {
 	if c.Run.KVCacheDType != "auto" && c.Run.KVCacheDType != "bf16" && c.Run.KVCacheDType != "fp32" {
 		bad("run.kv_cache_dtype %q: want auto, bf16 or fp32", c.Run.KVCacheDType)
 	}
-	if c.Run.Name == "" || strings.ContainsAny(c.Run.Name, `/\`) {
+	if c.Run.Name == "" || c.Run.Name == "." || c.Run.Name == ".." || strings.ContainsAny(c.Run.Name, `/\`) {
 		bad("run.name %q must be a plain folder name", c.Run.Name)
 	}
+	if c.Data.MaxPromptLength < 1 {
+		bad("data.max_prompt_length = %d must be ≥ 1", c.Data.MaxPromptLength)
+	}
+	badSampling := func(section string, s SamplingConfig) {
+		if s.Temperature < 0 {
+			bad("%s.temperature = %v must be ≥ 0 (0: greedy)", section, s.Temperature)
+		}
+		if !(s.TopP > 0 && s.TopP <= 1) {
+			bad("%s.top_p = %v must be in (0, 1]", section, s.TopP)
+		}
+		if s.TopK < 0 {
+			bad("%s.top_k = %d must be ≥ 0 (0: off)", section, s.TopK)
+		}
+		if s.MaxNewTokens < 1 {
+			bad("%s.max_new_tokens = %d must be ≥ 1", section, s.MaxNewTokens)
+		}
+	}
+	badSampling("rollout", c.Rollout)
+	if c.Rollout.MaxSlots < 1 {
+		bad("rollout.max_slots = %d must be ≥ 1", c.Rollout.MaxSlots)
+	}
 	t := c.Train
-	if t.Steps < 1 || t.PromptsPerStep < 1 || t.MiniBatchPrompts < 1 || t.MicroBatchRows < 1 || t.PPOEpochs < 1 {
-		bad("train.steps, prompts_per_step, mini_batch_prompts, micro_batch_rows and ppo_epochs must be ≥ 1")
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"steps", t.Steps}, {"prompts_per_step", t.PromptsPerStep}, {"mini_batch_prompts", t.MiniBatchPrompts},
+		{"micro_batch_rows", t.MicroBatchRows}, {"ppo_epochs", t.PPOEpochs}} {
+		if k.v < 1 {
+			bad("train.%s = %d must be ≥ 1", k.name, k.v)
+		}
 	}
 	if t.MiniBatchPrompts > t.PromptsPerStep {
 		bad("train.mini_batch_prompts (%d) exceeds train.prompts_per_step (%d)", t.MiniBatchPrompts, t.PromptsPerStep)
 	}
-	if c.Optim.LR <= 0 || c.Optim.Beta1 < 0 || c.Optim.Beta1 >= 1 || c.Optim.Beta2 < 0 || c.Optim.Beta2 >= 1 || c.Optim.Eps <= 0 || c.Optim.WeightDecay < 0 {
-		bad("optim: lr > 0, betas in [0, 1), eps > 0 and weight_decay ≥ 0 are required")
+	if t.LogEvery < 0 {
+		bad("train.log_every = %d must be ≥ 0", t.LogEvery)
 	}
-	if c.Optim.GradClip < 0 || c.Optim.WarmupSteps < 0 {
-		bad("optim.grad_clip and optim.warmup_steps must be ≥ 0")
+	o := c.Optim
+	if o.LR <= 0 {
+		bad("optim.lr = %v must be > 0", o.LR)
+	}
+	if o.Beta1 < 0 || o.Beta1 >= 1 {
+		bad("optim.beta1 = %v must be in [0, 1)", o.Beta1)
+	}
+	if o.Beta2 < 0 || o.Beta2 >= 1 {
+		bad("optim.beta2 = %v must be in [0, 1)", o.Beta2)
+	}
+	if o.Eps <= 0 {
+		bad("optim.eps = %v must be > 0", o.Eps)
+	}
+	if o.WeightDecay < 0 {
+		bad("optim.weight_decay = %v must be ≥ 0", o.WeightDecay)
+	}
+	if o.GradClip < 0 {
+		bad("optim.grad_clip = %v must be ≥ 0 (0: off)", o.GradClip)
+	}
+	if o.WarmupSteps < 0 {
+		bad("optim.warmup_steps = %d must be ≥ 0", o.WarmupSteps)
 	}
 	if err := c.Loss.Validate(); err != nil {
 		errs = append(errs, err)
@@ -309,13 +399,73 @@ func (c *Config) Validate() error {
 		}
 	}
 	v := c.Validation
-	if v.Every < 0 || v.N < 1 || v.MaxPrompts < 0 {
-		bad("validation.every ≥ 0, validation.n ≥ 1 and validation.max_prompts ≥ 0 are required")
+	if v.Every < 0 {
+		bad("validation.every = %d must be ≥ 0 (0: only at the end)", v.Every)
 	}
-	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 0 || c.Checkpoint.PermanentEvery < 0 {
-		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0")
+	if v.N < 1 {
+		bad("validation.n = %d must be ≥ 1", v.N)
+	}
+	if v.MaxPrompts < 0 {
+		bad("validation.max_prompts = %d must be ≥ 0 (0: all)", v.MaxPrompts)
+	}
+	badSampling("validation", SamplingConfig{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens})
+	ck := c.Checkpoint
+	if ck.Every < 0 || ck.Keep < 0 || ck.PermanentEvery < 0 {
+		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
 	}
 	return errors.Join(errs...)
+}
+
+// nonFinite returns the dotted YAML key (e.g. "optim.lr",
+// "gdro.classifier.edges[2]") of every float in v that is NaN or ±Inf.
+func nonFinite(v reflect.Value, path string) []string {
+	var out []string
+	join := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		if f := v.Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			out = append(out, fmt.Sprintf("%s = %v", path, f))
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			out = append(out, nonFinite(v.Elem(), path)...)
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			out = append(out, nonFinite(v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			out = append(out, nonFinite(iter.Value(), fmt.Sprintf("%s[%v]", path, iter.Key()))...)
+		}
+		sort.Strings(out)
+	case reflect.Struct:
+		typ := v.Type()
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case name == "-":
+				continue
+			case strings.Contains(opts, "inline"):
+				out = append(out, nonFinite(v.Field(i), path)...)
+				continue
+			case name == "":
+				name = strings.ToLower(f.Name)
+			}
+			out = append(out, nonFinite(v.Field(i), join(name))...)
+		}
+	}
+	return out
 }
 
 // YAML renders the resolved configuration.

@@ -35,12 +35,56 @@ func TestConfigStrictAndOverrides(t *testing.T) {
 		{base, []string{"loss.clip_low=1.5"}, "loss.clip_low"},
 		{base, []string{"train.mini_batch_prompts=1000"}, "exceeds train.prompts_per_step"},
 		{base, []string{"reward.mode=magic"}, `reward.mode "magic"`},
+		// Non-finite numbers are refused at load, naming the key (a NaN
+		// passes "lr > 0" and used to die after a step, or at the first
+		// checkpoint for grad_clip).
+		{base, []string{"optim.lr=.nan"}, "optim.lr = NaN: must be a finite number"},
+		{base, []string{"optim.grad_clip=.nan"}, "optim.grad_clip = NaN: must be a finite number"},
+		{base, []string{"optim.lr=.inf"}, "optim.lr = +Inf: must be a finite number"},
+		{base, []string{"loss.kl_coef=-.inf"}, "loss.kl_coef = -Inf"},
+		{base, []string{"rollout.temperature=.nan"}, "rollout.temperature = NaN"},
+		{base, []string{"validation.top_p=.nan"}, "validation.top_p = NaN"},
+		{base, []string{"gdro.classifier.edges=[0.5, .nan]"}, "gdro.classifier.edges[1] = NaN"},
+		{base, []string{"gdro.prompt.focus={targets: {2: .inf}}"}, "gdro.prompt.focus.targets[2] = +Inf"},
+		// Out-of-range values name their key.
+		{base, []string{"optim.beta2=1"}, "optim.beta2 = 1 must be in [0, 1)"},
+		{base, []string{"optim.grad_clip=-1"}, "optim.grad_clip = -1 must be ≥ 0"},
+		{base, []string{"rollout.top_p=0"}, "rollout.top_p = 0 must be in (0, 1]"},
+		{base, []string{"validation.max_new_tokens=0"}, "validation.max_new_tokens = 0 must be ≥ 1"},
+		{base, []string{"rollout.max_slots=0"}, "rollout.max_slots = 0 must be ≥ 1"},
+		{base, []string{"data.max_prompt_length=0"}, "data.max_prompt_length = 0 must be ≥ 1"},
+		{base, []string{"train.ppo_epochs=0"}, "train.ppo_epochs = 0 must be ≥ 1"},
+		{base, []string{"loss.adv_eps=0"}, "loss.adv_eps must be > 0"},
+		{base, []string{"run.name=.."}, `run.name ".." must be a plain folder name`},
 	}
 	for _, c := range cases {
 		_, err := LoadBytes([]byte(c.yaml), "x.yaml", c.sets)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q %v: error %v, want %q", c.yaml, c.sets, err, c.want)
 		}
+	}
+}
+
+// TestResolveWithoutInputs: Resolve (used by --print-config and
+// --dry-run) checks every value but does not require model.path and
+// data.train, which LoadBytes does.
+func TestResolveWithoutInputs(t *testing.T) {
+	raw, err := configs.Get("paper-grpo-1.7b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Resolve(raw, "paper-grpo-1.7b", nil)
+	if err != nil {
+		t.Fatalf("Resolve without model.path: %v", err)
+	}
+	if cfg.Model.Path != "" {
+		t.Fatalf("model.path %q", cfg.Model.Path)
+	}
+	if _, err := Resolve(raw, "x", []string{"optim.lr=.nan"}); err == nil || !strings.Contains(err.Error(), "optim.lr") {
+		t.Fatalf("Resolve let a NaN through: %v", err)
+	}
+	if _, err := LoadBytes(raw, "x", nil); err == nil || !strings.Contains(err.Error(), "model.path is required") {
+		t.Fatalf("LoadBytes without model.path: %v", err)
 	}
 }
 

@@ -53,8 +53,12 @@ func (c LossConfig) Validate() error {
 		return fmt.Errorf("loss.clip_high must be ≥ 0, got %v", c.ClipHigh)
 	case c.DualClip != 0 && c.DualClip <= 1:
 		return fmt.Errorf("loss.dual_clip must be 0 (off) or > 1, got %v", c.DualClip)
-	case c.KLCoef < 0 || c.AdvClip < 0 || c.AdvEps <= 0:
-		return fmt.Errorf("loss.kl_coef and loss.adv_clip must be ≥ 0 and loss.adv_eps > 0")
+	case c.KLCoef < 0:
+		return fmt.Errorf("loss.kl_coef must be ≥ 0, got %v", c.KLCoef)
+	case c.AdvClip < 0:
+		return fmt.Errorf("loss.adv_clip must be ≥ 0 (0: off), got %v", c.AdvClip)
+	case c.AdvEps <= 0:
+		return fmt.Errorf("loss.adv_eps must be > 0, got %v", c.AdvEps)
 	case c.Aggregation != "token-mean" && c.Aggregation != "seq-mean-token-mean" && c.Aggregation != "prompt-mean-token-mean":
 		return fmt.Errorf("loss.aggregation must be token-mean, seq-mean-token-mean or prompt-mean-token-mean, got %q", c.Aggregation)
 	}

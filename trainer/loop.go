@@ -2,44 +2,48 @@ package trainer
 
 // The training loop: steps, metrics lines, periodic validation and weight
 // snapshots, and a clean stop when the context is cancelled (SIGINT,
-// SIGTERM): the step in flight finishes, the weights are written, and Run
-// returns the context's error.
+// SIGTERM, SIGUSR1) at any moment:
+//   - during a step's generation, scoring or old/reference log-probs (before
+//     the weights change), the step is abandoned: its state (step counter,
+//     data cursor, controllers, verifier counts) is rolled back, so the
+//     checkpoint holds the last complete step and the resumed run redoes it
+//     exactly;
+//   - during the update, the step finishes;
+//   - during a validation, the validation is abandoned and marked due in the
+//     checkpoint; the resumed run validates first;
+//   - during a checkpoint write, the write finishes;
+// then the last complete step is checkpointed (unless that checkpoint
+// exists, or no step has run yet: the start needs none) and Run returns
+// ErrStopped, which the command turns into exit status 3.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/internal/progress"
 )
 
 // Run trains for train.steps steps.
 func (t *Trainer) Run(ctx context.Context) error {
 	cfg := t.Cfg
-	hasVal := t.val.ds != nil
-	if hasVal && cfg.Validation.BeforeTraining && t.step == 0 {
+	if t.valDue {
 		if err := t.validateAndLog(ctx); err != nil {
-			return err
+			return t.stopOr(ctx, err)
 		}
 	}
-	bar := progress.New(cfg.Train.Steps-t.step, "train steps")
+	bar := progress.New(max(cfg.Train.Steps-t.step, 0), "train steps")
 	defer bar.Finish()
-	lastVal := -1
 	for t.step < cfg.Train.Steps {
 		if err := ctx.Err(); err != nil {
-			t.Log.Printf("stopping at step %d: %v", t.step, err)
-			if serr := t.SaveCheckpoint(); serr != nil {
-				return fmt.Errorf("stopped at step %d, and writing the checkpoint failed: %w", t.step, serr)
-			}
-			return ErrStopped
+			return t.stop(err)
 		}
-		met, err := t.Step(context.WithoutCancel(ctx)) // a started step always finishes
+		met, err := t.Step(ctx)
 		if err != nil {
-			return err
+			return t.stopOr(ctx, err)
 		}
 		if err := t.writeMetrics(met); err != nil {
 			return err
@@ -48,11 +52,12 @@ func (t *Trainer) Run(ctx context.Context) error {
 		if cfg.Train.LogEvery > 0 && t.step%cfg.Train.LogEvery == 0 {
 			t.Log.Print(summary(met, cfg.Train.Steps))
 		}
-		if hasVal && cfg.Validation.Every > 0 && t.step%cfg.Validation.Every == 0 {
+		every := cfg.Validation.Every
+		t.valDue = t.val.ds != nil && ((every > 0 && t.step%every == 0) || t.step == cfg.Train.Steps)
+		if t.valDue {
 			if err := t.validateAndLog(ctx); err != nil {
-				return err
+				return t.stopOr(ctx, err)
 			}
-			lastVal = t.step
 		}
 		if cfg.Checkpoint.Every > 0 && t.step%cfg.Checkpoint.Every == 0 {
 			if err := t.SaveCheckpoint(); err != nil {
@@ -60,15 +65,34 @@ func (t *Trainer) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if hasVal && lastVal != t.step {
-		if err := t.validateAndLog(ctx); err != nil {
-			return err
-		}
-	}
-	if last, _, _ := checkpoint.Latest(t.checkpointRoot()); last == filepath.Join(t.checkpointRoot(), checkpoint.Name(t.step)) {
+	if t.savedStep == t.step {
 		return nil // the final step's checkpoint is already written
 	}
 	return t.SaveCheckpoint()
+}
+
+// stopOr stops cleanly when err is the context's cancellation (a step or a
+// validation abandoned on a signal), and returns err otherwise.
+func (t *Trainer) stopOr(ctx context.Context, err error) error {
+	if cause := ctx.Err(); cause != nil && errors.Is(err, cause) {
+		return t.stop(cause)
+	}
+	return err
+}
+
+// stop checkpoints the last complete step and returns ErrStopped.
+func (t *Trainer) stop(cause error) error {
+	if t.step == 0 {
+		t.Log.Printf("stopping before the first step (%v): nothing to checkpoint yet; --resume auto starts the run from step 0", cause)
+		return ErrStopped
+	}
+	t.Log.Printf("stopping at step %d: %v", t.step, cause)
+	if t.savedStep != t.step {
+		if err := t.SaveCheckpoint(); err != nil {
+			return fmt.Errorf("stopped at step %d, and writing the checkpoint failed: %w", t.step, err)
+		}
+	}
+	return ErrStopped
 }
 
 func (t *Trainer) writeMetrics(met *StepMetrics) error {
@@ -86,6 +110,10 @@ func (t *Trainer) validateAndLog(ctx context.Context) error {
 	res, err := t.Validate(ctx)
 	if err != nil {
 		return err
+	}
+	t.valDue = false
+	if t.savedStep == t.step {
+		t.savedStep = -1 // that checkpoint still owes this validation (and its verifier counts): rewrite it at the end
 	}
 	var parts []string
 	for name, b := range res.Benchmarks {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/data"
@@ -52,17 +53,62 @@ type Trainer struct {
 	step    int
 	updates int // optimizer steps taken
 	closers []io.Closer
+	// valDue: the validation of the current step is owed (before training,
+	// at a validation step, at the last step), also across a stop and resume.
+	valDue bool
+	// savedStep is the step of the newest checkpoint this run wrote or
+	// resumed from (-1: none), so a stop does not write it twice.
+	savedStep int
+	// onPhase, when set (tests), is called as each phase of the loop starts.
+	onPhase func(Phase)
+}
+
+// Phase names a unit of the loop's work, for tests that stop a run at each.
+type Phase string
+
+// The loop's phases.
+const (
+	PhaseGenerate   Phase = "generate"
+	PhaseScore      Phase = "score"
+	PhaseLogProbs   Phase = "logprobs"
+	PhaseUpdate     Phase = "update"
+	PhaseValidate   Phase = "validate"
+	PhaseCheckpoint Phase = "checkpoint"
+)
+
+func (t *Trainer) phase(p Phase) {
+	if t.onPhase != nil {
+		t.onPhase(p)
+	}
 }
 
 // New prepares a run: it validates cfg, creates the run folder, writes the
 // resolved config there and loads everything the loop needs. resume is ""
-// (start at step 0), "auto" (continue from the newest complete checkpoint
-// in the run folder, if any) or a checkpoint folder.
+// (a new run), "auto" (continue from the newest complete checkpoint in the
+// run folder, if any) or a checkpoint folder; see Open for the rest.
 func New(cfg Config, logw io.Writer, resume string) (*Trainer, error) {
+	return Open(cfg, logw, Options{Resume: resume})
+}
+
+// Open is New with every start option (see Options and runfolder.go): the
+// config, the input paths and the run folder are checked, and the
+// checkpoint to resume from is found and compared with the config, before
+// the model is loaded or anything in the run folder is changed.
+func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	dir := filepath.Join(cfg.Run.OutDir, cfg.Run.Name)
+	if err := Preflight(cfg, o); err != nil {
+		return nil, err
+	}
+	dir := cfg.RunDir()
+	var removed []string
+	if o.Overwrite {
+		var err error
+		if removed, err = clearRun(dir); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run folder: %w", err)
 	}
@@ -70,32 +116,43 @@ func New(cfg Config, logw io.Writer, resume string) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
-	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags)}
+	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags), savedStep: -1}
 	t.closers = append(t.closers, logFile)
+	if len(removed) > 0 {
+		t.Log.Printf("starting afresh (--overwrite): removed the earlier run's %s from %s", strings.Join(removed, ", "), dir)
+	}
+	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("model.path: %w", err)
+	}
+	resumeDir, m, err := t.findResume(o)
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
 	if err := t.setup(); err != nil {
 		t.Close()
 		return nil, err
 	}
-	if err := t.start(resume); err != nil {
+	if err := t.start(resumeDir, m); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
 }
 
-// start restores a checkpoint if asked and opens the per-step logs.
-func (t *Trainer) start(resume string) error {
-	dir, m, err := t.findResume(resume)
-	if err != nil {
-		return err
-	}
+// start restores the checkpoint found by findResume, if any, and opens the
+// per-step logs.
+func (t *Trainer) start(dir string, m *checkpoint.Manifest) error {
 	keep := -1
+	t.valDue = t.val.ds != nil && t.Cfg.Validation.BeforeTraining
 	if dir != "" {
 		if err := t.resume(dir, m); err != nil {
 			return err
 		}
 		keep = t.step
 	}
+	var err error
 	if t.metrics, err = openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep); err != nil {
 		return err
 	}
@@ -182,9 +239,6 @@ func (t *Trainer) setup() error {
 	}
 	t.Opt = model.NewOptimizer(b, t.Policy.Cfg, cfg.Optim.AdamWConfig)
 	t.grads = model.NewParams(b, t.Policy.Cfg)
-	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
-		return err
-	}
 	return nil
 }
 

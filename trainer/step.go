@@ -85,9 +85,40 @@ func (t *Trainer) lr(update int) float64 {
 	return t.Cfg.Optim.LR
 }
 
-// Step runs one training step and returns its metrics.
+// stepState is what a step changes before its update: restoring it undoes
+// an abandoned step exactly (the weights change only in the update).
+type stepState struct {
+	step   int
+	cursor data.Cursor
+	ctrl   gdro.State // a deep copy
+	reward reward.MetricsSnapshot
+}
+
+func (t *Trainer) saveStepState() stepState {
+	return stepState{step: t.step, cursor: t.loader.Cursor(), ctrl: t.Ctrl.State(), reward: t.rmet.Snapshot()}
+}
+
+// abandon rolls a step back to s after ctx was cancelled.
+func (t *Trainer) abandon(s stepState, cause error) error {
+	step := t.step
+	t.step = s.step
+	t.rmet.Restore(s.reward)
+	if err := t.loader.Restore(s.cursor); err != nil {
+		return fmt.Errorf("step %d: rolling back: %w", step, err)
+	}
+	if err := t.Ctrl.Restore(s.ctrl); err != nil {
+		return fmt.Errorf("step %d: rolling back: %w", step, err)
+	}
+	t.Log.Printf("step %d abandoned before its update (%v); step %d is the last complete one", step, cause, t.step)
+	return fmt.Errorf("step %d abandoned: %w", step, cause)
+}
+
+// Step runs one training step and returns its metrics. When ctx is
+// cancelled before the update starts, the step is rolled back and the
+// error wraps ctx's; once the update starts, the step finishes.
 func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	start := time.Now()
+	before := t.saveStepState()
 	t.step++
 	prompts, epoch := t.loader.Next()
 	uids := make([]string, len(prompts))
@@ -105,20 +136,32 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	}
 
 	// Generate and score.
+	t.phase(PhaseGenerate)
 	rows, genTokens, err := t.generate(ctx, prompts, plan.N, met)
 	if err != nil {
+		if cause := ctx.Err(); cause != nil {
+			return nil, t.abandon(before, cause)
+		}
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	met.GenSeconds = time.Since(start).Seconds()
 	met.GenTokensPerSec = float64(genTokens) / math.Max(met.GenSeconds, 1e-9)
+	t.phase(PhaseScore)
 	t0 := time.Now()
 	t.score(prompts, rows, met)
 	met.ScoreSeconds = time.Since(t0).Seconds()
+	if cause := ctx.Err(); cause != nil {
+		return nil, t.abandon(before, cause)
+	}
 
 	// Old and reference log-probs (no gradient), then advantages and weights.
+	t.phase(PhaseLogProbs)
 	t0 = time.Now()
 	if err := t.logProbs(rows); err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	if cause := ctx.Err(); cause != nil { // the last moment before the weights change
+		return nil, t.abandon(before, cause)
 	}
 	met.LogProbSeconds = time.Since(t0).Seconds()
 	rewards, groups := make([]float64, len(rows)), make([]int, len(rows))
@@ -134,7 +177,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		rows[i].adv, rows[i].weight = adv[i], w.Row[i]
 	}
 
-	// The actor update.
+	// The actor update: it always finishes.
+	t.phase(PhaseUpdate)
 	t0 = time.Now()
 	signal, kl, trained, err := t.update(plan.N, rows, met)
 	if err != nil {

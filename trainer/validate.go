@@ -65,6 +65,8 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 	if v.MaxPrompts > 0 && len(prompts) > v.MaxPrompts {
 		prompts = prompts[:v.MaxPrompts]
 	}
+	t.phase(PhaseValidate)
+	t.Log.Printf("validating at step %d: %d prompts × %d samples", t.step, len(prompts), v.N)
 	reqs := make([]rollout.Request, len(prompts))
 	for i, p := range prompts {
 		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.val.ids[p.UID], N: v.N}

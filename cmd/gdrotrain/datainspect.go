@@ -86,6 +86,9 @@ func printInspect(out io.Writer, ds *data.Dataset, toks []data.Tokenized, tokDir
 	if ds.Skipped > 0 {
 		fmt.Fprintf(out, " (%d bad rows skipped)", ds.Skipped)
 	}
+	if ds.InvalidUTF8 > 0 {
+		fmt.Fprintf(out, " (%d rows with invalid UTF-8, read as U+FFFD)", ds.InvalidUTF8)
+	}
 	fmt.Fprintf(out, "\nschema:\n%s", ds.Schema)
 	if !strings.HasSuffix(ds.Schema, "\n") {
 		fmt.Fprintln(out)

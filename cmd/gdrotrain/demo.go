@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +30,7 @@ type demoOptions struct {
 	warmEpochs    int
 	sets          []string
 	reuseWarm     bool
+	resume        bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -43,7 +46,11 @@ func newDemoCmd() *cobra.Command {
   3. warms the model up with a short supervised phase on part of the train set;
   4. runs GRPO with Prompt-GDRO (configs/demo.yaml) and reports held-out
      accuracy per group before and after, leaving a run folder with
-     metrics.jsonl, validation.jsonl, the config and the trained weights.`,
+     metrics.jsonl, validation.jsonl, the config and the trained weights.
+Without --resume the GRPO run folder is started afresh (an earlier demo run
+there is replaced). A signal (SIGINT, SIGTERM, SIGUSR1) exits with status 3:
+during the warm-up nothing is kept; during GRPO the last complete step is
+checkpointed, and --resume continues from it (reusing the warmed-up model).`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDemo(cmd, o)
@@ -57,6 +64,7 @@ func newDemoCmd() *cobra.Command {
 	f.IntVar(&o.warmPerGroup, "warmup-per-group", 400, "problems per group in the supervised warm-up")
 	f.IntVar(&o.warmEpochs, "warmup-epochs", 16, "supervised warm-up epochs")
 	f.BoolVar(&o.reuseWarm, "reuse-warmup", false, "reuse OUT/model-warm from an earlier demo with the same seed (skips steps 1 and 3)")
+	f.BoolVar(&o.resume, "resume", false, "continue an interrupted demo: reuse its finished warm-up (same seed and sizes) and resume the GRPO run from its newest checkpoint")
 	f.StringArrayVar(&o.sets, "set", nil, "override a key of configs/demo.yaml (section.key=value)")
 	return cmd
 }
@@ -72,10 +80,21 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.reuseWarm {
+	switch reuse, why := warmReusable(o, warmDir); {
+	case o.reuseWarm:
 		logf("reusing the warmed-up model in %s", warmDir)
-	} else if err := demoWarmModel(cmd, o, pool, warmDir, logf); err != nil {
-		return err
+	case o.resume && reuse:
+		logf("--resume: reusing the finished warm-up in %s", warmDir)
+	default:
+		if o.resume {
+			logf("--resume: warming up again (%s)", why)
+		}
+		if err := demoWarmModel(cmd, o, pool, warmDir, logf); err != nil {
+			if cmd.Context().Err() != nil {
+				return demoStopped{"demo: stopped by a signal during the warm-up (nothing is kept from it); run `gdrotrain demo --resume` with the same flags to start again"}
+			}
+			return err
+		}
 	}
 	// GRPO + Prompt-GDRO (or whatever --set says) from the warm model.
 	raw, err := configs.Get("demo")
@@ -91,15 +110,58 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	t, err := trainer.New(cfg, w, "")
+	start := trainer.Options{Overwrite: true}
+	if o.resume {
+		start = trainer.Options{Resume: "auto"}
+	}
+	t, err := trainer.Open(cfg, w, start)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
 	if err := t.Run(cmd.Context()); err != nil {
+		if errors.Is(err, trainer.ErrStopped) {
+			return demoStopped{"demo: stopped by a signal; the GRPO run's last complete step is checkpointed: continue with `gdrotrain demo --resume` and the same flags"}
+		}
 		return err
 	}
 	return printDemoReport(cmd.OutOrStdout(), filepath.Join(t.Dir, "validation.jsonl"), t.Dir)
+}
+
+// demoStopped is a demo stopped by a signal: main exits with status 3 (it
+// is trainer.ErrStopped) and prints the demo's own hint.
+type demoStopped struct{ msg string }
+
+func (e demoStopped) Error() string        { return e.msg }
+func (e demoStopped) Is(target error) bool { return target == trainer.ErrStopped }
+
+// warmStamp records what a warmed-up model was made from, so --resume
+// reuses it only for the same demo.
+type warmStamp struct {
+	Seed          uint64 `json:"seed"`
+	WarmPerGroup  int    `json:"warmup_per_group"`
+	WarmEpochs    int    `json:"warmup_epochs"`
+	TrainPerGroup int    `json:"train_per_group"`
+}
+
+const warmStampFile = "demo-warmup.json"
+
+func stampOf(o demoOptions) warmStamp {
+	return warmStamp{Seed: o.seed, WarmPerGroup: o.warmPerGroup, WarmEpochs: o.warmEpochs, TrainPerGroup: o.trainPerGroup}
+}
+
+// warmReusable reports whether warmDir holds a finished warm-up for o, and
+// why not otherwise.
+func warmReusable(o demoOptions, warmDir string) (bool, string) {
+	raw, err := os.ReadFile(filepath.Join(warmDir, warmStampFile))
+	if err != nil {
+		return false, "no finished warm-up in " + warmDir
+	}
+	var got warmStamp
+	if json.Unmarshal(raw, &got) != nil || got != stampOf(o) {
+		return false, "the warm-up in " + warmDir + " was made with other --seed or sizes"
+	}
+	return true, ""
 }
 
 // demoTask writes the synthetic task: the warm-up uses the first
@@ -164,10 +226,26 @@ func demoWarmModel(cmd *cobra.Command, o demoOptions, pool []synth.Problem, warm
 	if _, err := trainer.SFT(cmd.Context(), m, examples, sft, logf); err != nil {
 		return err
 	}
-	if err := model.WriteFolder(warmDir, m.Cfg, m.B, m.P, model.F32); err != nil {
+	// Written beside warmDir and renamed into place: warmDir holds a
+	// finished warm-up or none.
+	tmp := warmDir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	return tokenizer.CopyFiles(initDir, warmDir)
+	if err := model.WriteFolder(tmp, m.Cfg, m.B, m.P, model.F32); err != nil {
+		return err
+	}
+	if err := tokenizer.CopyFiles(initDir, tmp); err != nil {
+		return err
+	}
+	stamp, _ := json.Marshal(stampOf(o))
+	if err := os.WriteFile(filepath.Join(tmp, warmStampFile), stamp, 0o644); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(warmDir); err != nil {
+		return err
+	}
+	return os.Rename(tmp, warmDir)
 }
 
 // printDemoReport shows held-out accuracy per group before and after RL.

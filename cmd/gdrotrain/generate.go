@@ -32,6 +32,9 @@ Temperature 0 is greedy.`,
 			if dir == "" || prompt == "" {
 				return fmt.Errorf("--model and --prompt are required")
 			}
+			if n < 1 {
+				return fmt.Errorf("-n %d: want at least 1 completion", n)
+			}
 			if tokDir == "" {
 				tokDir = dir
 			}

@@ -20,11 +20,12 @@ import (
 const exitRequeue = 3
 
 func main() {
-	// The first SIGINT/SIGTERM cancels the context: commands finish the work
-	// in flight (the trainer its current step, then it writes the weights)
-	// and return. After that the default handlers are back, so a second
-	// signal ends the process at once; every file is written atomically, so
-	// that loses at most the write in progress.
+	// The first SIGINT/SIGTERM/SIGUSR1 cancels the context: commands finish
+	// or abandon the work in flight and return (the trainer checkpoints its
+	// last complete step and returns trainer.ErrStopped, whatever phase it
+	// was in). After that the default handlers are back, so a second signal
+	// ends the process at once; every file is written atomically, so that
+	// loses at most the write in progress.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	defer stop()
 	go func() { <-ctx.Done(); stop() }()

@@ -82,6 +82,16 @@ apply_chat_template(..., add_generation_prompt=True) does. --decode reads ids
 				if err != nil {
 					return err
 				}
+				// Decode skips unknown ids; a user asking to decode them is told.
+				var unknown []string
+				for _, id := range ids {
+					if _, ok := tok.Token(id); !ok {
+						unknown = append(unknown, strconv.Itoa(id))
+					}
+				}
+				if len(unknown) > 0 {
+					return fmt.Errorf("--decode: %d ids are not in the tokenizer's vocabulary (ids 0…%d): %s", len(unknown), tok.VocabSize()-1, strings.Join(unknown[:min(len(unknown), 10)], " "))
+				}
 				text := tok.Decode(ids, skipSpecial)
 				if asJSON {
 					return json.NewEncoder(out).Encode(map[string]any{"ids": ids, "text": text})

@@ -14,7 +14,8 @@ import (
 func init() { register(newTrainCmd) }
 
 func newTrainCmd() *cobra.Command {
-	var config, resume string
+	var config string
+	var o trainer.Options
 	var sets []string
 	var printConfig, dryRun, skipSelfTest bool
 	var device string
@@ -29,9 +30,14 @@ Unknown keys are errors; --set overrides any key, e.g.
 The run folder (run.out_dir/run.name) receives config.yaml (fully resolved),
 metrics.jsonl (one line per step), validation.jsonl, train.log and
 checkpoints/step_NNNNNNNN (complete, verified checkpoints; the newest
-checkpoint.keep are kept). SIGTERM, SIGUSR1 (Slurm's pre-emption warning) and
-SIGINT finish the current step, write a checkpoint and exit with status 3,
-which the Slurm scripts requeue; --resume auto continues exactly.`,
+checkpoint.keep are kept). A run folder that already holds a run is refused
+unless --resume auto continues it or --overwrite clears it; a resume refuses
+config changes that alter the training (seed, lr, method, data, …) unless
+--allow-config-change. SIGTERM, SIGUSR1 (Slurm's pre-emption warning) and
+SIGINT at any moment checkpoint the last complete step (a step still
+generating is abandoned, an update or checkpoint write finishes, a
+validation is redone on resume) and exit with status 3, which the Slurm
+scripts requeue; --resume auto continues exactly.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, source, err := readConfig(config)
@@ -41,14 +47,18 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 			if device != "" {
 				sets = append(sets, "run.device="+device)
 			}
-			cfg, err := trainer.LoadBytes(raw, source, sets)
-			if err != nil {
-				return err
-			}
-			if dryRun {
-				return dryRunPlan(cmd, cfg, assumeGiB)
-			}
-			if printConfig {
+			if printConfig || dryRun {
+				// Both work on a shipped config before its paths are set.
+				cfg, err := trainer.Resolve(raw, source, sets)
+				if err != nil {
+					return err
+				}
+				if dryRun {
+					if cfg.Model.Path == "" {
+						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
+					}
+					return dryRunPlan(cmd, cfg, assumeGiB)
+				}
 				out, err := cfg.YAML()
 				if err != nil {
 					return err
@@ -56,10 +66,19 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
+			cfg, err := trainer.LoadBytes(raw, source, sets)
+			if err != nil {
+				return err
+			}
+			// Input paths and the run folder first: a mistake costs no
+			// self-test and no model load.
+			if err := trainer.Preflight(cfg, o); err != nil {
+				return err
+			}
 			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Run.MatMul, skipSelfTest); err != nil {
 				return err
 			}
-			t, err := trainer.New(cfg, cmd.ErrOrStderr(), resume)
+			t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
 			if err != nil {
 				return err
 			}
@@ -74,7 +93,9 @@ which the Slurm scripts requeue; --resume auto continues exactly.`,
 	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
 	cmd.Flags().Float64Var(&assumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
 	addSelfTestFlag(cmd, &skipSelfTest)
-	cmd.Flags().StringVar(&resume, "resume", "", "auto (the newest complete checkpoint in the run folder, or a fresh start) or a checkpoint folder")
+	cmd.Flags().StringVar(&o.Resume, "resume", "", "auto (the newest complete checkpoint in the run folder; a fresh start when it has none) or a checkpoint folder")
+	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "start afresh in a run folder that holds an earlier run, deleting its checkpoints, logs, metrics and plots")
+	cmd.Flags().BoolVar(&o.AllowConfigChange, "allow-config-change", false, "resume even though config keys that alter the training (seed, lr, method, data, …) differ from the checkpoint's")
 	return cmd
 }
 

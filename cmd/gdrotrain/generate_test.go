@@ -1,0 +1,24 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
+)
+
+// TestGenerateCount: -n below 1 is an error naming the flag (-n 0 used to
+// print nothing, -n -3 an internal message about slots).
+func TestGenerateCount(t *testing.T) {
+	task := testfix.TinyTask(t)
+	for _, n := range []string{"0", "-3"} {
+		_, err := runCmd(t, "", "generate", "--model", task.Model, "--prompt", "1+1=", "--mode", "raw", "--device", "cpu", "-n", n)
+		if err == nil || !strings.Contains(err.Error(), "-n "+n+": want at least 1") {
+			t.Errorf("-n %s: %v", n, err)
+		}
+	}
+	out, err := runCmd(t, "", "generate", "--model", task.Model, "--prompt", "1+1=", "--mode", "raw", "--device", "cpu", "-n", "2", "--max-new-tokens", "3")
+	if err != nil || strings.Count(out, "--- completion") != 2 {
+		t.Errorf("-n 2: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+// A signal at any moment of `train` or `demo` ends in exit status 3 with the
+// last complete state saved, so the Slurm script requeues the job: before
+// the fix, a signal during validation (before training, or at a validation
+// step) or during the demo's warm-up exited 1 with "context canceled".
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/trainer"
+)
+
+// TestMain lets a test re-execute this binary as gdrotrain itself.
+func TestMain(m *testing.M) {
+	if os.Getenv("GDROTRAIN_TEST_MAIN") == "1" {
+		os.Args = append([]string{"gdrotrain"}, strings.Split(os.Getenv("GDROTRAIN_TEST_ARGS"), "\n")...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// cancelOn is a log writer that cancels a context (as the first signal does)
+// when a line containing marker is written.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.marker != "" && strings.Contains(w.buf.String(), w.marker) {
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// runCancelled runs the root command and cancels its context when marker is
+// logged; it returns the log and the command's error.
+func runCancelled(t *testing.T, marker string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOn{marker: marker, cancel: cancel}
+	root := newRootCmd()
+	root.SetOut(w)
+	root.SetErr(w)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	return w.buf.String(), err
+}
+
+func taskArgs(task testfix.Task, extra ...string) []string {
+	var args []string
+	for _, s := range append(task.Sets(), extra...) {
+		args = append(args, "--set", s)
+	}
+	return args
+}
+
+func TestTrainSignalDuringValidation(t *testing.T) {
+	task := testfix.TinyTask(t)
+	args := append([]string{"train", "--config", "demo"}, taskArgs(task, "validation.before_training=true", "checkpoint.every=1", "train.log_every=1")...)
+	// While the model loads (the validation before training then sees the
+	// signal): nothing to checkpoint; the requeued job starts afresh.
+	out, err := runCancelled(t, "policy ", args...)
+	if !errors.Is(err, trainer.ErrStopped) {
+		t.Fatalf("signal while loading: %v, want ErrStopped (exit 3)\n%s", err, out)
+	}
+	// During the validation before training: likewise.
+	out, err = runCancelled(t, "validating at step 0", append(args, "--resume", "auto")...)
+	if !errors.Is(err, trainer.ErrStopped) {
+		t.Fatalf("signal during the validation before training: %v, want ErrStopped (exit 3)\n%s", err, out)
+	}
+	if !strings.Contains(out, "nothing to checkpoint yet") {
+		t.Errorf("log does not say why no checkpoint was written:\n%s", out)
+	}
+	// After step 1, before its validation (a checkpoint step too).
+	out, err = runCancelled(t, "step 1/", append(args, "--resume", "auto")...)
+	if !errors.Is(err, trainer.ErrStopped) {
+		t.Fatalf("signal during the validation at step 1: %v, want ErrStopped\n%s", err, out)
+	}
+	if !strings.Contains(out, "checkpoints/step_00000001") {
+		t.Errorf("no checkpoint of step 1 written:\n%s", out)
+	}
+	// The requeued job validates step 1 first, then finishes.
+	out, err = runCancelled(t, "", append(args, "--resume", "auto")...)
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "resumed from") || !strings.Contains(out, "validation step 1:") {
+		t.Errorf("the resumed run did not redo step 1's validation:\n%s", out)
+	}
+}
+
+func TestDemoSignalDuringWarmup(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "demo")
+	args := []string{"demo", "--out", out, "--train-per-group", "2", "--val-per-group", "1", "--warmup-per-group", "2", "--warmup-epochs", "1",
+		"--set", "train.steps=1", "--set", "train.prompts_per_step=4", "--set", "train.mini_batch_prompts=4", "--set", "validation.n=1"}
+	log, err := runCancelled(t, "warm-up: ", args...)
+	if !errors.Is(err, trainer.ErrStopped) || !strings.Contains(err.Error(), "--resume") {
+		t.Fatalf("signal during the warm-up: %v, want ErrStopped (exit 3) with a --resume hint\n%s", err, log)
+	}
+	// --resume warms up again (nothing was kept) and finishes; a second
+	// --resume reuses the finished warm-up.
+	if log, err = runCancelled(t, "", append(args, "--resume")...); err != nil {
+		t.Fatalf("demo --resume: %v\n%s", err, log)
+	}
+	if !strings.Contains(log, "warming up again") {
+		t.Errorf("--resume after an interrupted warm-up:\n%s", log)
+	}
+	if log, err = runCancelled(t, "", append(args, "--resume")...); err != nil || !strings.Contains(log, "reusing the finished warm-up") {
+		t.Fatalf("second demo --resume: %v\n%s", err, log)
+	}
+}
+
+// TestSIGTERMExitsRequeue sends a real SIGTERM to gdrotrain (this test
+// binary re-executed as main) while it loads the model, before its
+// validation: it must exit with status 3 whatever it is doing when the
+// signal lands, and the next --resume auto must finish.
+func TestSIGTERMExitsRequeue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	task := testfix.TinyTask(t)
+	args := append([]string{"train", "--config", "demo", "--resume", "auto"}, taskArgs(task, "validation.before_training=true",
+		"validation.n=8", "validation.max_new_tokens=64", "validation.every=0", "train.steps=6", "checkpoint.every=3")...)
+	run := func(signal bool) (int, string) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var log strings.Builder
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if signal && !sent && strings.Contains(sc.Text(), "policy ") { // loading; validation next
+				cmd.Process.Signal(syscall.SIGTERM)
+				sent = true
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), log.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, log.String()
+	}
+	start := time.Now()
+	if code, log := run(true); code != exitRequeue {
+		t.Fatalf("SIGTERM: exit status %d, want %d\n%s", code, exitRequeue, log)
+	}
+	if code, log := run(false); code != 0 {
+		t.Fatalf("resumed run: exit status %d\n%s", code, log)
+	}
+	t.Logf("stopped and resumed in %v", time.Since(start))
+}
