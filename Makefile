@@ -19,7 +19,7 @@ ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
 export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
 endif
 
-.PHONY: build test test-short vet bench demo fixtures clean gpu-check-build cuda-tools kernel-report emulator
+.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build cuda-tools kernel-report emulator
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
@@ -84,6 +84,13 @@ bench: build
 	bash scripts/bench_tokenizer.sh
 	$(GO) test -run '^$$' -bench . ./gdro/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./reward/
+
+# profile: the step profile of a Qwen3-1.7B training step, counted on the
+# emulator with the arithmetic skipped; time and MFU are roofline ESTIMATES
+# for an H100 (on a GPU node: bin/gdrotrain bench --device cuda --profile).
+profile: build emulator
+	GDROTRAIN_EMU_COUNT_ONLY=1 GDROTRAIN_EMU_MEM_BYTES=200000000000 GDROTRAIN_CUDA_LIB_DIR=$(CURDIR)/.cache/cuda-emu \
+		GDROTRAIN_KERNEL_CACHE=$(CURDIR)/.cache/cuda-emu/kernels ./$(BIN) bench --device cuda --profile --skip-self-test
 
 demo: build
 	./$(BIN) demo
