@@ -82,16 +82,13 @@ func (b *Backend) Name() string { return "cuda/" + string(b.prec) }
 // Device returns the GPU the backend runs on.
 func (b *Backend) Device() *Device { return b.d }
 
-// Err returns the first recorded error, after waiting for issued work so
-// that faults inside kernels surface here.
+// Err returns the first recorded error. It does not wait for the GPU (the
+// model asks after every layer; a wait there would drain the stream each
+// time): a fault inside a kernel surfaces at the next download or
+// Synchronize, which records it.
 func (b *Backend) Err() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err == nil {
-		if err := b.d.Synchronize(); err != nil {
-			b.err = err
-		}
-	}
 	return b.err
 }
 
@@ -147,7 +144,7 @@ func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 	// Whole 4-byte words: allocations are rounded up to 512 bytes, so an odd
 	// bf16 count clears one spare element.
 	b.kernelCost(0, n*width)
-	b.keep(b.d.drv.MemsetD32(buf.ptr, 0, int64((n*width+3)/4)))
+	b.keep(b.d.memset32(buf.ptr, 0, int64((n*width+3)/4)))
 	return t
 }
 
@@ -285,7 +282,7 @@ func (b *Backend) Upload(t *model.Tensor, src []float32) {
 		return
 	}
 	if len(src) > 0 {
-		b.keep(b.d.drv.HtoD(p[0], unsafe.Pointer(&src[0]), int64(len(src))*4))
+		b.keep(b.d.copyIn(p[0], unsafe.Pointer(&src[0]), int64(len(src))*4))
 	}
 }
 
@@ -314,14 +311,14 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 		p = wide.ptr
 		defer runtime.KeepAlive(wide)
 	}
-	b.keep(b.d.drv.DtoH(unsafe.Pointer(&dst[0]), p, int64(len(dst))*4))
+	b.keep(b.d.copyOut(unsafe.Pointer(&dst[0]), p, int64(len(dst))*4))
 }
 
 // Zero sets t to 0.
 func (b *Backend) Zero(t *model.Tensor) {
 	if p, ok := b.ptrs("zero", t); ok && t.Numel() > 0 {
 		b.kernelCost(0, 4*t.Numel())
-		b.keep(b.d.drv.MemsetD32(p[0], 0, int64(t.Numel())))
+		b.keep(b.d.memset32(p[0], 0, int64(t.Numel())))
 	}
 }
 
@@ -345,7 +342,7 @@ func (b *Backend) Copy(dst, src *model.Tensor) {
 		width = 2
 	}
 	b.kernelCost(0, 2*dst.Numel()*int(width))
-	b.keep(b.d.drv.DtoD(pd, ps, int64(dst.Numel())*width))
+	b.keep(b.d.copyDevice(pd, ps, int64(dst.Numel())*width))
 }
 
 // Add accumulates dst += src.
@@ -366,30 +363,56 @@ func (b *Backend) Scale(t *model.Tensor, s float32) {
 }
 
 // SumSquares returns Σ t², accumulated in float64.
-func (b *Backend) SumSquares(t *model.Tensor) float64 {
-	p, ok := b.ptrs("sumsquares", t)
-	n := t.Numel()
-	if !ok || n == 0 {
+func (b *Backend) SumSquares(t *model.Tensor) float64 { return b.SumSquaresAll([]*model.Tensor{t}) }
+
+// SumSquaresAll returns Σ_t Σ t² with one download: every tensor's float64
+// block partials land in one buffer, and the host adds them tensor by
+// tensor in order (so the sum equals the per-tensor sums added in order).
+func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
+	ps, ok := b.ptrs("sumsquares", ts...)
+	if !ok {
 		return 0
 	}
-	blocks := min((n+255)/256, 1024)
-	part, err := b.alloc(2 * blocks) // float64 partials
+	blocks := make([]int, len(ts))
+	total := 0
+	for i, t := range ts {
+		blocks[i] = min((t.Numel()+255)/256, 1024)
+		total += blocks[i]
+	}
+	if total == 0 {
+		return 0
+	}
+	part, err := b.alloc(2 * total) // float64 partials
 	if !b.keep(err) {
 		return 0
 	}
-	b.kernelCost(2*n, 4*n)
-	b.launch("sumsq_partial", [3]int{blocks}, 256, part.ptr, p[0], int64(n))
-	host := make([]float64, blocks)
-	if !b.keep(b.d.drv.DtoH(unsafe.Pointer(&host[0]), part.ptr, int64(blocks)*8)) {
+	off := 0
+	for i, t := range ts {
+		if n := t.Numel(); n > 0 {
+			b.kernelCost(2*n, 4*n)
+			b.launch("sumsq_partial", [3]int{blocks[i]}, 256, part.ptr+uint64(8*off), ps[i], int64(n))
+		}
+		off += blocks[i]
+	}
+	host := make([]float64, total)
+	if !b.keep(b.d.copyOut(unsafe.Pointer(&host[0]), part.ptr, int64(total)*8)) {
 		return 0
 	}
 	runtime.KeepAlive(part)
 	var s float64
-	for _, v := range host {
-		s += v
+	off = 0
+	for i := range ts {
+		var st float64
+		for _, v := range host[off : off+blocks[i]] {
+			st += v
+		}
+		s += st
+		off += blocks[i]
 	}
 	return s
 }
+
+var _ model.SquareSummer = (*Backend)(nil)
 
 // MatMul computes c = op(a)·op(b) or c += op(a)·op(b) with cuBLAS. Row-major
 // c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ, so b goes first. A

@@ -97,8 +97,8 @@ func (b *Backend) ropeTables(theta float64, D, maxPos int) (*ropeTable, bool) {
 	if !b.keep(err) {
 		return nil, false
 	}
-	if !b.keep(b.d.drv.HtoD(c.ptr, unsafe.Pointer(&cosH[0]), int64(len(cosH))*4)) ||
-		!b.keep(b.d.drv.HtoD(s.ptr, unsafe.Pointer(&sinH[0]), int64(len(sinH))*4)) {
+	if !b.keep(b.d.copyIn(c.ptr, unsafe.Pointer(&cosH[0]), int64(len(cosH))*4)) ||
+		!b.keep(b.d.copyIn(s.ptr, unsafe.Pointer(&sinH[0]), int64(len(sinH))*4)) {
 		return nil, false
 	}
 	*t = ropeTable{theta: theta, D: D, maxPos: size, cos: c, sin: s}

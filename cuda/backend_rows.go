@@ -50,7 +50,7 @@ func (b *Backend) upload(kind string, tables ...[]int32) ([]uint64, bool) {
 		for _, t := range tables {
 			flat = append(flat, t...)
 		}
-		if total > 0 && !b.keep(b.d.drv.HtoD(buf.ptr, unsafe.Pointer(&flat[0]), int64(total)*4)) {
+		if total > 0 && !b.keep(b.d.copyIn(buf.ptr, unsafe.Pointer(&flat[0]), int64(total)*4)) {
 			return nil, false
 		}
 		b.cacheMu.Lock()

@@ -59,6 +59,14 @@ static int cu_htod(void* f, devptr d, const void* s, size_t n) { BIND; return ((
 static int cu_dtoh(void* f, void* d, devptr s, size_t n) { BIND; return ((pf_cuMemcpyDtoH_v2)f)(d, s, n); }
 static int cu_dtod(void* f, devptr d, devptr s, size_t n) { BIND; return ((pf_cuMemcpyDtoD_v2)f)(d, s, n); }
 static int cu_memset32(void* f, devptr d, unsigned v, size_t n) { BIND; return ((pf_cuMemsetD32_v2)f)(d, v, n); }
+static int cu_host_alloc(void* f, void** p, size_t n) { BIND; return ((pf_cuMemHostAlloc)f)(p, n, 0); }
+static int cu_host_free(void* f, void* p) { BIND; return ((pf_cuMemFreeHost)f)(p); }
+static int cu_stream_create(void* f, handle* s, unsigned flags) { BIND; return ((pf_cuStreamCreate)f)(s, flags); }
+static int cu_stream_sync(void* f, handle s) { BIND; return ((pf_cuStreamSynchronize)f)(s); }
+static int cu_htod_async(void* f, devptr d, const void* s, size_t n, handle st) { BIND; return ((pf_cuMemcpyHtoDAsync_v2)f)(d, s, n, st); }
+static int cu_dtoh_async(void* f, void* d, devptr s, size_t n, handle st) { BIND; return ((pf_cuMemcpyDtoHAsync_v2)f)(d, s, n, st); }
+static int cu_dtod_async(void* f, devptr d, devptr s, size_t n, handle st) { BIND; return ((pf_cuMemcpyDtoDAsync_v2)f)(d, s, n, st); }
+static int cu_memset32_async(void* f, devptr d, unsigned v, size_t n, handle st) { BIND; return ((pf_cuMemsetD32Async)f)(d, v, n, st); }
 static int cu_event_create(void* f, handle* h, unsigned flags) { BIND; return ((pf_cuEventCreate)f)(h, flags); }
 static int cu_record(void* f, handle ev, handle st) { BIND; return ((pf_cuEventRecord)f)(ev, st); }
 static int cu_elapsed(void* f, float* ms, handle a, handle b) { BIND; return ((pf_cuEventElapsedTime)f)(ms, a, b); }
@@ -85,6 +93,7 @@ static int nv_destroy(void* f, handle* p) { return ((pf_nvrtcDestroyProgram)f)(p
 // ---- cuBLAS ----
 static int cb_create(void* f, handle* h) { BIND; return ((pf_cublasCreate_v2)f)(h); }
 static int cb_version(void* f, handle h, int* v) { return ((pf_cublasGetVersion_v2)f)(h, v); }
+static int cb_set_stream(void* f, handle h, handle s) { BIND; return ((pf_cublasSetStream_v2)f)(h, s); }
 static int cb_gemm(void* f, handle h, int ta, int tb, int m, int n, int k, const float* alpha,
                    devptr A, int at, int lda, devptr B, int bt, int ldb, const float* beta,
                    devptr C, int ct, int ldc, int compute, int algo) {
@@ -182,13 +191,16 @@ type driver struct {
 	eventCreate, eventRecord, eventSync, eventElapsed, eventDestroy     unsafe.Pointer
 	moduleLoad, moduleGetFunc, funcSetAttr, launch                      unsafe.Pointer
 	errName, errString                                                  unsafe.Pointer
+	hostAlloc, hostFree, streamCreate, streamSync                       unsafe.Pointer
+	htodAsync, dtohAsync, dtodAsync, memsetD32Async                     unsafe.Pointer
 	n                                                                   calls // what was asked of the device
 }
 
 // calls counts the driver calls a profile reports (profile.go).
 type calls struct {
 	launches, syncs, allocs, memsets       atomic.Int64
-	h2d, d2h, d2d                          atomic.Int64 // copies
+	h2d, d2h, d2d                          atomic.Int64 // copies (h2d and d2h: synchronous ones)
+	h2dAsync, d2hAsync                     atomic.Int64
 	h2dBytes, d2hBytes, d2dBytes, memBytes atomic.Int64
 }
 
@@ -207,6 +219,9 @@ func loadDriver(lib *library) (*driver, error) {
 		"cuModuleLoadData":  &d.moduleLoad, "cuModuleGetFunction": &d.moduleGetFunc,
 		"cuFuncSetAttribute": &d.funcSetAttr, "cuLaunchKernel": &d.launch,
 		"cuGetErrorName": &d.errName, "cuGetErrorString": &d.errString,
+		"cuMemHostAlloc": &d.hostAlloc, "cuMemFreeHost": &d.hostFree, "cuStreamCreate": &d.streamCreate,
+		"cuStreamSynchronize": &d.streamSync, "cuMemcpyHtoDAsync_v2": &d.htodAsync,
+		"cuMemcpyDtoHAsync_v2": &d.dtohAsync, "cuMemcpyDtoDAsync_v2": &d.dtodAsync, "cuMemsetD32Async": &d.memsetD32Async,
 	})
 	if err != nil {
 		return d, err
@@ -328,6 +343,70 @@ func (d *driver) MemsetD32(dst uint64, v uint32, n int64) error {
 	return d.check("cuMemsetD32", C.cu_memset32(d.memsetD32, C.devptr(dst), C.unsigned(v), C.size_t(n)))
 }
 
+// Stream is a CUDA stream: work issued on it runs in order, and (created
+// non-blocking) without waiting for the legacy default stream.
+type Stream struct{ h C.handle }
+
+// handle is the stream's handle; nil is the legacy default stream.
+func (s *Stream) handle() C.handle {
+	if s == nil {
+		return nil
+	}
+	return s.h
+}
+
+// NewStream creates a non-blocking stream.
+func (d *driver) NewStream() (*Stream, error) {
+	var h C.handle
+	return &Stream{h}, d.check("cuStreamCreate", C.cu_stream_create(d.streamCreate, &h, C.GD_CU_STREAM_NON_BLOCKING))
+}
+
+// StreamSync waits until everything issued on s has run: a host sync.
+func (d *driver) StreamSync(s *Stream) error {
+	d.n.syncs.Add(1)
+	return d.check("cuStreamSynchronize", C.cu_stream_sync(d.streamSync, s.h))
+}
+
+// HostAlloc allocates page-locked host memory, which copies read and write
+// asynchronously.
+func (d *driver) HostAlloc(bytes int64) (unsafe.Pointer, error) {
+	var p unsafe.Pointer
+	return p, d.check(fmt.Sprintf("cuMemHostAlloc(%d bytes)", bytes), C.cu_host_alloc(d.hostAlloc, &p, C.size_t(bytes)))
+}
+
+// HostFree releases HostAlloc's memory.
+func (d *driver) HostFree(p unsafe.Pointer) error {
+	return d.check("cuMemFreeHost", C.cu_host_free(d.hostFree, p))
+}
+
+// HtoDAsync queues a copy from page-locked memory src to dst on s.
+func (d *driver) HtoDAsync(dst uint64, src unsafe.Pointer, bytes int64, s *Stream) error {
+	d.n.h2dAsync.Add(1)
+	d.n.h2dBytes.Add(bytes)
+	return d.check("cuMemcpyHtoDAsync", C.cu_htod_async(d.htodAsync, C.devptr(dst), src, C.size_t(bytes), s.h))
+}
+
+// DtoHAsync queues a copy from src to page-locked memory dst on s.
+func (d *driver) DtoHAsync(dst unsafe.Pointer, src uint64, bytes int64, s *Stream) error {
+	d.n.d2hAsync.Add(1)
+	d.n.d2hBytes.Add(bytes)
+	return d.check("cuMemcpyDtoHAsync", C.cu_dtoh_async(d.dtohAsync, dst, C.devptr(src), C.size_t(bytes), s.h))
+}
+
+// DtoDAsync queues a device-to-device copy on s.
+func (d *driver) DtoDAsync(dst, src uint64, bytes int64, s *Stream) error {
+	d.n.d2d.Add(1)
+	d.n.d2dBytes.Add(bytes)
+	return d.check("cuMemcpyDtoDAsync", C.cu_dtod_async(d.dtodAsync, C.devptr(dst), C.devptr(src), C.size_t(bytes), s.h))
+}
+
+// MemsetD32Async queues a fill of n 32-bit words on s.
+func (d *driver) MemsetD32Async(dst uint64, v uint32, n int64, s *Stream) error {
+	d.n.memsets.Add(1)
+	d.n.memBytes.Add(4 * n)
+	return d.check("cuMemsetD32Async", C.cu_memset32_async(d.memsetD32Async, C.devptr(dst), C.unsigned(v), C.size_t(n), s.h))
+}
+
 // Event is a CUDA event used for timing.
 type Event struct{ h C.handle }
 
@@ -336,8 +415,8 @@ func (d *driver) NewEvent() (*Event, error) {
 	return &Event{h}, d.check("cuEventCreate", C.cu_event_create(d.eventCreate, &h, 0))
 }
 
-func (d *driver) Record(e *Event) error {
-	return d.check("cuEventRecord", C.cu_record(d.eventRecord, e.h, nil))
+func (d *driver) Record(e *Event, s *Stream) error {
+	return d.check("cuEventRecord", C.cu_record(d.eventRecord, e.h, s.handle()))
 }
 
 // Elapsed waits for end and returns the milliseconds between the events.
@@ -377,7 +456,7 @@ func (d *driver) Function(m *module, name string) (*function, error) {
 // Launch runs f on grid × block with the given arguments, each one of
 // uint64 (device pointers), int32, uint32, int64, float32 or float64. Arguments are
 // copied into C memory, as cuLaunchKernel wants a void** of pointers to them.
-func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
+func (d *driver) Launch(f *function, grid, block [3]int, s *Stream, args ...any) error {
 	d.n.launches.Add(1)
 	const slot = 8
 	buf := C.malloc(C.size_t(len(args) * slot * 2))
@@ -409,7 +488,7 @@ func (d *driver) Launch(f *function, grid, block [3]int, args ...any) error {
 		params = unsafe.Pointer(&ptrs[0])
 	}
 	rc := C.cu_launch(d.launch, f.h, C.unsigned(grid[0]), C.unsigned(grid[1]), C.unsigned(grid[2]),
-		C.unsigned(block[0]), C.unsigned(block[1]), C.unsigned(block[2]), 0, nil, (*unsafe.Pointer)(params))
+		C.unsigned(block[0]), C.unsigned(block[1]), C.unsigned(block[2]), 0, s.handle(), (*unsafe.Pointer)(params))
 	return d.check("cuLaunchKernel("+f.name+")", rc)
 }
 
@@ -539,6 +618,11 @@ func cublasCheck(call string, rc C.int) error {
 		name = fmt.Sprintf("cublasStatus %d", int(rc))
 	}
 	return &Error{Call: call, Code: int(rc), Name: name}
+}
+
+// SetStream makes later products run on s.
+func (b *cublas) SetStream(s *Stream) error {
+	return cublasCheck("cublasSetStream", C.cb_set_stream(b.setStream, b.h, s.handle()))
 }
 
 func (b *cublas) Version() (int, error) {

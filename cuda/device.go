@@ -1,10 +1,10 @@
 package cuda
 
 // A Device is one GPU with its libraries, compiled kernels, cuBLAS handle
-// and a caching allocator with byte accounting. All work goes to the legacy
-// default stream, so every launch, copy and cuBLAS call runs in issue order
-// and a scratch buffer may be reused as soon as the host has issued the
-// last op that reads it.
+// and a caching allocator with byte accounting. All work goes to one
+// non-blocking stream (stream.go), so every launch, copy and cuBLAS call
+// runs in issue order and a scratch buffer may be reused as soon as the
+// host has issued the last op that reads it.
 
 import (
 	"fmt"
@@ -44,6 +44,8 @@ type Device struct {
 	countMu  sync.Mutex
 	launches map[string]int // per kernel, for tests and profiles
 	prof     profiler
+	stream   *Stream // every op of the device runs on it (stream.go)
+	stage    staging
 }
 
 var (
@@ -106,7 +108,13 @@ func open(ordinal int, logf func(string, ...any)) (*Device, error) {
 		return nil, err
 	}
 	d.alloc = &allocator{drv: drv, free: map[int64][]uint64{}}
+	if err := d.initStream(); err != nil {
+		return nil, err
+	}
 	if err := d.loadCublas(); err != nil {
+		return nil, err
+	}
+	if err := d.blas.SetStream(d.stream); err != nil {
 		return nil, err
 	}
 	if err := d.loadKernels(logf); err != nil {
@@ -201,7 +209,7 @@ func (d *Device) launch(name string, grid [3]int, block int, args ...any) error 
 			grid[i] = 1
 		}
 	}
-	return d.drv.Launch(f, grid, [3]int{block, 1, 1}, args...)
+	return d.drv.Launch(f, grid, [3]int{block, 1, 1}, d.stream, args...)
 }
 
 // Launches returns how many times each kernel has been launched.
@@ -214,9 +222,6 @@ func (d *Device) Launches() map[string]int {
 	}
 	return out
 }
-
-// Synchronize waits for all issued work.
-func (d *Device) Synchronize() error { return d.drv.Synchronize() }
 
 // MemStats reports the allocator's accounting.
 func (d *Device) MemStats() MemStats { return d.alloc.stats() }

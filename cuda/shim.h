@@ -56,6 +56,14 @@ typedef GD_RESULT (*pf_cuMemcpyHtoD_v2)(GD_DEVPTR dst, const void* src, size_t b
 typedef GD_RESULT (*pf_cuMemcpyDtoH_v2)(void* dst, GD_DEVPTR src, size_t bytes);
 typedef GD_RESULT (*pf_cuMemcpyDtoD_v2)(GD_DEVPTR dst, GD_DEVPTR src, size_t bytes);
 typedef GD_RESULT (*pf_cuMemsetD32_v2)(GD_DEVPTR dst, unsigned int value, size_t n);
+typedef GD_RESULT (*pf_cuMemHostAlloc)(void** pp, size_t bytes, unsigned int flags);
+typedef GD_RESULT (*pf_cuMemFreeHost)(void* p);
+typedef GD_RESULT (*pf_cuStreamCreate)(GD_STREAM* stream, unsigned int flags);
+typedef GD_RESULT (*pf_cuStreamSynchronize)(GD_STREAM stream);
+typedef GD_RESULT (*pf_cuMemcpyHtoDAsync_v2)(GD_DEVPTR dst, const void* src, size_t bytes, GD_STREAM stream);
+typedef GD_RESULT (*pf_cuMemcpyDtoHAsync_v2)(void* dst, GD_DEVPTR src, size_t bytes, GD_STREAM stream);
+typedef GD_RESULT (*pf_cuMemcpyDtoDAsync_v2)(GD_DEVPTR dst, GD_DEVPTR src, size_t bytes, GD_STREAM stream);
+typedef GD_RESULT (*pf_cuMemsetD32Async)(GD_DEVPTR dst, unsigned int value, size_t n, GD_STREAM stream);
 typedef GD_RESULT (*pf_cuEventCreate)(GD_EVENT* event, unsigned int flags);
 typedef GD_RESULT (*pf_cuEventRecord)(GD_EVENT event, GD_STREAM stream);
 typedef GD_RESULT (*pf_cuEventSynchronize)(GD_EVENT event);
@@ -100,6 +108,7 @@ typedef GD_BLAS_STATUS (*pf_cublasGemmEx)(GD_BLAS h, GD_T(cublasOperation_t, int
 enum {
 	GD_CUDA_ERROR_OUT_OF_MEMORY = 2,
 	GD_CUDA_ERROR_NO_DEVICE = 100,
+	GD_CU_STREAM_NON_BLOCKING = 1,
 	GD_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
 	GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
 	GD_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,

@@ -47,9 +47,22 @@ func (o *Optimizer) Update(b Backend, mc *Config, p, grads *Params, lr float64) 
 
 // GradNorm returns the global L2 norm of grads.
 func GradNorm(b Backend, mc *Config, grads *Params) float64 {
+	if ss, ok := b.(SquareSummer); ok {
+		var ts []*Tensor
+		grads.Each(mc, func(_ string, t *Tensor) { ts = append(ts, t) })
+		return math.Sqrt(ss.SumSquaresAll(ts))
+	}
 	var s float64
 	grads.Each(mc, func(_ string, t *Tensor) { s += b.SumSquares(t) })
 	return math.Sqrt(s)
+}
+
+// SquareSummer is implemented by backends that sum the squares of many
+// tensors with one transfer to the host (the CUDA backend: one host
+// synchronisation for the gradient norm instead of one per tensor). The
+// result must equal Σ_t SumSquares(t), added in order.
+type SquareSummer interface {
+	SumSquaresAll(ts []*Tensor) float64
 }
 
 // ClipGradNorm scales grads so their global norm is at most maxNorm (as

@@ -413,6 +413,26 @@ EMU_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, void* s
 	return memset_n(dst, v, n, 4, stream);
 }
 
+// Page-locked host memory is ordinary host memory here: copies are
+// synchronous, so nothing can tell the difference.
+EMU_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned flags) {
+	LOCK;
+	NEED_CTX;
+	(void)flags;
+	if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+	void* p = nullptr;
+	if (posix_memalign(&p, 4096, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+	*pp = p;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemFreeHost(void* p) {
+	LOCK;
+	NEED_CTX;
+	free(p);
+	return CUDA_SUCCESS;
+}
+
 // ---- streams and events ----
 
 EMU_API CUresult cuStreamCreate(void** s, unsigned flags) {
