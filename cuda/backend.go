@@ -58,6 +58,7 @@ type Backend struct {
 	// for training-sized segments), +1 forces the tiled kernels, −1 the
 	// one-row-per-block kernels (tests run both).
 	attnTiles int
+	attnGEMM  int // tensor-core attention: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
 }
 
 // buffer is one device allocation; tensors and views point at it, and its

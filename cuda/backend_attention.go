@@ -141,6 +141,10 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if len(qRow) == 0 {
 		return
 	}
+	if b.useGEMMAttention(hk, segs, len(qRow)) {
+		b.attentionGEMM(p[0], lp, p[1], p[2], p[3], segs, H, G, D, scale)
+		return
+	}
 	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
 	kvWidth := 4
 	if hk {
@@ -197,10 +201,16 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	if !b.keep(err) {
 		return
 	}
+	b.kernelCost(2*q.Shape[0]*H*D, 4*(2*q.Shape[0]*H*D+q.Shape[0]*H))
+	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
+	if b.useGEMMAttention(false, segs, len(qRow)) {
+		b.attentionGEMMBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
+		runtime.KeepAlive(delta)
+		return
+	}
 	// Recomputed scores, dP = dO·Vᵀ, dV += Pᵀ·dO, dQ += dS·K, dK += dSᵀ·Q:
 	// 10·D per pair and head; q, out, dout, dq, lse and k, v, dk, dv once.
 	b.d.cost(EngineAttention, 10*float64(D*H)*pairs(kCount), float64(4*(4*len(qRow)*H*D+2*len(qRow)*H+4*k.Shape[0]*G*D)))
-	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
 	if b.useTiles(D, segs, len(qRow)) {
 		t0, tn, ks, kf := queryTiles(segs)
 		qt, ok := b.upload("attention query tiles", t0, tn, ks, kf)

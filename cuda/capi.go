@@ -94,6 +94,13 @@ static int nv_destroy(void* f, handle* p) { return ((pf_nvrtcDestroyProgram)f)(p
 static int cb_create(void* f, handle* h) { BIND; return ((pf_cublasCreate_v2)f)(h); }
 static int cb_version(void* f, handle h, int* v) { return ((pf_cublasGetVersion_v2)f)(h, v); }
 static int cb_set_stream(void* f, handle h, handle s) { BIND; return ((pf_cublasSetStream_v2)f)(h, s); }
+static int cb_gemm_batched(void* f, handle h, int ta, int tb, int m, int n, int k, const float* alpha,
+                           devptr A, int at, int lda, long long sa, devptr B, int bt, int ldb, long long sb,
+                           const float* beta, devptr C, int ct, int ldc, long long sc, int batch, int compute, int algo) {
+	BIND;
+	return ((pf_cublasGemmStridedBatchedEx)f)(h, ta, tb, m, n, k, alpha, (const void*)A, at, lda, sa, (const void*)B, bt,
+	                                          ldb, sb, beta, (void*)C, ct, ldc, sc, batch, compute, algo);
+}
 static int cb_gemm(void* f, handle h, int ta, int tb, int m, int n, int k, const float* alpha,
                    devptr A, int at, int lda, devptr B, int bt, int ldb, const float* beta,
                    devptr C, int ct, int ldc, int compute, int algo) {
@@ -582,6 +589,7 @@ func (n *nvrtc) read(prog C.handle, sizeFn, getFn unsafe.Pointer) string {
 type cublas struct {
 	lib                                                *library
 	create, destroy, setStream, setMath, version, gemm unsafe.Pointer
+	gemmBatched                                        unsafe.Pointer
 	h                                                  C.handle
 }
 
@@ -590,6 +598,7 @@ func loadCublas(lib *library) (*cublas, error) {
 	err := lib.syms(map[string]*unsafe.Pointer{
 		"cublasCreate_v2": &b.create, "cublasDestroy_v2": &b.destroy, "cublasSetStream_v2": &b.setStream,
 		"cublasSetMathMode": &b.setMath, "cublasGetVersion_v2": &b.version, "cublasGemmEx": &b.gemm,
+		"cublasGemmStridedBatchedEx": &b.gemmBatched,
 	})
 	if err != nil {
 		return nil, err
@@ -646,4 +655,23 @@ func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64,
 	rc := C.cb_gemm(b.gemm, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ca, C.devptr(A), C.int(aType), C.int(lda),
 		C.devptr(B), C.int(bType), C.int(ldb), &cb, C.devptr(Cm), C.int(cType), C.int(ldc), C.int(compute), blasGemmDefault)
 	return cublasCheck("cublasGemmEx", rc)
+}
+
+// GemmBatched is cublasGemmStridedBatchedEx: batch products of column-major
+// operands, the i-th reading A + i·strideA, B + i·strideB and writing
+// C + i·strideC (strides in elements).
+func (b *cublas) GemmBatched(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int, strideA int64,
+	B uint64, bType, ldb int, strideB int64, beta float32, Cm uint64, cType, ldc int, strideC int64, batch, compute int) error {
+	ta, tb := C.int(blasOpN), C.int(blasOpN)
+	if transA {
+		ta = blasOpT
+	}
+	if transB {
+		tb = blasOpT
+	}
+	ca, cb := C.float(alpha), C.float(beta)
+	rc := C.cb_gemm_batched(b.gemmBatched, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ca, C.devptr(A), C.int(aType),
+		C.int(lda), C.longlong(strideA), C.devptr(B), C.int(bType), C.int(ldb), C.longlong(strideB), &cb, C.devptr(Cm),
+		C.int(cType), C.int(ldc), C.longlong(strideC), C.int(batch), C.int(compute), blasGemmDefault)
+	return cublasCheck("cublasGemmStridedBatchedEx", rc)
 }

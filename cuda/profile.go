@@ -87,7 +87,8 @@ type Profile struct {
 	D2DBytes     int64
 	Flops        [numEngines]float64
 	Bytes        [numEngines]float64 // estimated DRAM traffic of the ops
-	opSeconds    float64             // Σ per op max(arithmetic, traffic) on the roofline
+	Seconds      [numEngines]float64 // Σ per op max(arithmetic, traffic) on the H100 roofline
+	opSeconds    float64             // Σ over engines
 }
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
@@ -136,6 +137,7 @@ func (p Profile) combine(q Profile, k float64) Profile {
 	for e := range p.Flops {
 		out.Flops[e] = p.Flops[e] + k*q.Flops[e]
 		out.Bytes[e] = p.Bytes[e] + k*q.Bytes[e]
+		out.Seconds[e] = p.Seconds[e] + k*q.Seconds[e]
 	}
 	return out
 }
@@ -146,6 +148,7 @@ type profiler struct {
 	gemms     int64
 	flops     [numEngines]float64
 	bytes     [numEngines]float64
+	seconds   [numEngines]float64
 	opSeconds float64
 }
 
@@ -158,6 +161,7 @@ func (d *Device) cost(e Engine, flops, bytes float64) {
 	d.prof.flops[e] += flops
 	d.prof.bytes[e] += bytes
 	d.prof.opSeconds += t
+	d.prof.seconds[e] += t
 	if e <= EngineFP32GEMM {
 		d.prof.gemms++
 	}
@@ -175,5 +179,5 @@ func (d *Device) Profile() Profile {
 		// host, as cuCtxSynchronize does.
 		HostSyncs:    n.syncs.Load() + n.h2d.Load() + n.d2h.Load(),
 		DeviceAllocs: n.allocs.Load(), H2DBytes: n.h2dBytes.Load(), D2HBytes: n.d2hBytes.Load(), D2DBytes: n.d2dBytes.Load(),
-		Flops: d.prof.flops, Bytes: d.prof.bytes, opSeconds: d.prof.opSeconds}
+		Flops: d.prof.flops, Bytes: d.prof.bytes, Seconds: d.prof.seconds, opSeconds: d.prof.opSeconds}
 }

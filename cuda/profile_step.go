@@ -146,6 +146,7 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 		"tensor_core_fraction":     p.TensorCoreFraction(),
 		"model_flops":              sp.ModelFLOPs,
 		"est_h100_ms":              1e3 * est,
+		"est_h100_ms_by_engine":    msByEngine(p),
 		"est_mfu":                  sp.ModelFLOPs / (est * r.BF16TFLOPs * 1e12),
 		"estimate":                 "roofline over the counts, not a measurement: " + r.String(),
 		"extrapolated":             fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
@@ -190,4 +191,15 @@ func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers)
 	}
 	return nil
+}
+
+// msByEngine is the estimate's op time by engine, plus launches and syncs.
+func msByEngine(p Profile) map[string]float64 {
+	out := map[string]float64{}
+	for e, s := range p.Seconds {
+		out[engineNames[e]] = 1e3 * s
+	}
+	out["launch_overhead"] = 1e3 * float64(p.Launches+p.GEMMs+p.Memsets) * H100.LaunchUs * 1e-6
+	out["host_syncs"] = 1e3 * float64(p.HostSyncs) * H100.SyncUs * 1e-6
+	return out
 }

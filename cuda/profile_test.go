@@ -53,38 +53,49 @@ func TestProfileExtrapolation(t *testing.T) {
 
 // TestProfileCountsArithmetic: the GEMM arithmetic the profile counts is
 // the model's matrix arithmetic (model.TrainFLOPs less attention, plus the
-// head's recomputation), all on
-// tensor cores in bf16 and none in fp32; attention's is 14·D per causal
-// pair and head per layer (forward 4·D, backward 10·D).
+// head's recomputation), all on tensor cores in bf16 and none in fp32.
+// Attention through the kernels is 14·D per causal pair and head per layer
+// (forward 4·D, backward 10·D) on CUDA cores; through the tensor-core
+// products it is the same 14·D over the whole T×T rectangle, on the
+// product engine.
 func TestProfileCountsArithmetic(t *testing.T) {
 	s := profileShape(2)
 	o := s.Opts
-	causal := float64(s.Batch) * float64(s.SeqLen*(s.SeqLen+1)/2)
-	attn := 14 * float64(o.HeadDim*o.Heads) * causal * float64(o.Layers)
+	HD, L, B, T := float64(o.HeadDim*o.Heads), float64(o.Layers), float64(s.Batch), float64(s.SeqLen)
+	causal := B * T * (T + 1) / 2
+	kernelAttn := 14 * HD * causal * L
+	productAttn := 14 * HD * B * T * T * L
 	// TrainFLOPs counts attention as 3 × 2·T²·HD (T² over two for QKᵀ
 	// and PV each); the rest is the matrices.
-	matrices := model.TrainFLOPs(s) - 3*float64(o.Layers)*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*float64(o.Heads*o.HeadDim)
+	matrices := model.TrainFLOPs(s) - 3*L*B*2*T*T*HD
 	// The backward recomputes the LM head's logits chunk by chunk rather
 	// than keep them (a vocabulary row per response token): one more head
 	// forward.
 	matrices += 2 * float64(o.Hidden*o.Vocab) * float64(s.Batch*s.ResponseTokens)
 	for _, prec := range []Precision{BF16, FP32} {
-		sp, err := ProfileTrainStep(NewBackend(testDevice(t), prec), s)
-		if err != nil {
-			t.Fatal(err)
+		for _, route := range []int{-1, 1} {
+			b := NewBackend(testDevice(t), prec)
+			b.attnGEMM = route
+			sp, err := ProfileTrainStep(b, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := sp.Step
+			tc, fp := p.FlopsTensorCore(), p.Flops[EngineFP32GEMM]
+			wantGEMM, wantAttn := matrices, kernelAttn
+			if route > 0 {
+				wantGEMM, wantAttn = matrices+productAttn, 0
+			}
+			if gemm := tc + fp; math.Abs(gemm-wantGEMM) > 1e-9*wantGEMM {
+				t.Errorf("%s route %d: GEMM flops %g, want %g", prec, route, gemm, wantGEMM)
+			}
+			if prec == BF16 && fp != 0 || prec == FP32 && tc != 0 {
+				t.Errorf("%s route %d: tensor-core %g, fp32 GEMM %g flops", prec, route, tc, fp)
+			}
+			if got := p.Flops[EngineAttention]; math.Abs(got-wantAttn) > 1e-9*wantAttn {
+				t.Errorf("%s route %d: attention-kernel flops %g, want %g", prec, route, got, wantAttn)
+			}
+			t.Logf("%s route %d: tensor-core fraction %.3f, est %.3f ms on an H100", prec, route, p.TensorCoreFraction(), 1e3*p.EstSeconds(H100))
 		}
-		p := sp.Step
-		tc, fp := p.FlopsTensorCore(), p.Flops[EngineFP32GEMM]
-		gemm := tc + fp
-		if math.Abs(gemm-matrices) > 1e-9*matrices {
-			t.Errorf("%s: GEMM flops %g, model's matrices %g", prec, gemm, matrices)
-		}
-		if prec == BF16 && fp != 0 || prec == FP32 && tc != 0 {
-			t.Errorf("%s: tensor-core %g, fp32 GEMM %g flops", prec, tc, fp)
-		}
-		if got := p.Flops[EngineAttention]; math.Abs(got-attn) > 1e-9*attn {
-			t.Errorf("%s: attention flops %g, want %g", prec, got, attn)
-		}
-		t.Logf("%s: tensor-core fraction %.3f, est %.3f ms on an H100", prec, p.TensorCoreFraction(), 1e3*p.EstSeconds(H100))
 	}
 }

@@ -103,6 +103,12 @@ typedef GD_BLAS_STATUS (*pf_cublasGemmEx)(GD_BLAS h, GD_T(cublasOperation_t, int
                                           void* C, GD_T(cudaDataType, int) Ctype, int ldc,
                                           GD_T(cublasComputeType_t, int) computeType,
                                           GD_T(cublasGemmAlgo_t, int) algo);
+typedef GD_BLAS_STATUS (*pf_cublasGemmStridedBatchedEx)(
+    GD_BLAS h, GD_T(cublasOperation_t, int) transa, GD_T(cublasOperation_t, int) transb, int m, int n, int k,
+    const void* alpha, const void* A, GD_T(cudaDataType, int) Atype, int lda, long long strideA, const void* B,
+    GD_T(cudaDataType, int) Btype, int ldb, long long strideB, const void* beta, void* C, GD_T(cudaDataType, int) Ctype,
+    int ldc, long long strideC, int batchCount, GD_T(cublasComputeType_t, int) computeType,
+    GD_T(cublasGemmAlgo_t, int) algo);
 
 // ---- constants (checked against the headers by headers_test.go) ----
 enum {

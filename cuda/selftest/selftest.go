@@ -99,7 +99,11 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 			record(compareProducts(cpu, gpu, c, productRoundoff[string(prec)]))
 			continue
 		}
-		record(compareOn(cpu, gpu, c.Name, c.Kernels, opTol, c.Run))
+		tol := opTol
+		if c.Products {
+			tol = productTol[string(prec)]
+		}
+		record(compareOn(cpu, gpu, c.Name, c.Kernels, tol, c.Run))
 	}
 	for _, c := range trainingStep(cpu, gpu, prec) {
 		record(c)

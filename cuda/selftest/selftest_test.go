@@ -82,7 +82,8 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 	for _, c := range []struct{ fault, wantCheck string }{
 		{"rmsnorm_fwd", "rmsnorm fwd+bwd"},
 		{"gemm", "matmul NN"},
-		{"attn_bwd_dq_tiled,attn_bwd_dq", "attention packed training"},
+		{"attn_gemm_softmax", "attention packed training"},
+		{"attn_gemm_dscores", "attention packed training"},
 		{"adamw", "adamw"},
 		{"topk_rows", "device sampling reductions"},
 	} {

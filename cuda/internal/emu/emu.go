@@ -25,7 +25,8 @@
 //   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
 //   - GDROTRAIN_EMU_COUNT_ONLY=1 (read at every call) checks launches and
 //     GEMMs but computes nothing, leaves fresh memory unfilled and makes
-//     memsets and device-to-device copies no-ops: the CUDA backend's step
+//     memsets and device-to-device copies no-ops, and downloads zeros: the
+//     CUDA backend's step
 //     profile counts a full-size model's step this way (results are
 //     garbage; pages never written are never touched).
 //   - Kernels: every extern "C" __global__ function defined in the sources

@@ -338,7 +338,10 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t n, void* stream) {
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
 	if (!dst || !dev_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
-	memcpy(dst, (const void*)(uintptr_t)src, n);
+	if (count_only())
+		memset(dst, 0, n);  // nothing was computed: the host sees zeros, never garbage
+	else
+		memcpy(dst, (const void*)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }
 CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
