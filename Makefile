@@ -33,8 +33,15 @@ gpu-check-build: build
 fixtures:
 	bash scripts/fetch_tokenizer.sh
 
+# vet also fails when go.mod/go.sum are not tidy, and when a package that
+# must build without cgo (everything but cuda/, backend/ and cmd/: the
+# trainer reaches the GPU only through the opener cmd passes it) gains a
+# cgo dependency.
+NOCGO_PKGS := ./trainer/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) mod tidy -diff
+	CGO_ENABLED=0 $(GO) build $(NOCGO_PKGS)
 
 # cuda-tools: NVRTC 12.5, cuobjdump/nvdisasm/ptxas and the CUDA and NCCL headers
 # from Debian into .cache/cuda-tools (about 1.1 GB downloaded, about a minute;

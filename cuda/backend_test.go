@@ -99,11 +99,18 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, NewBackend(d, FP32), o)
 }
 
-// TestConformanceBF16 runs the suite with bf16 tensor-core products: inputs
-// rounded to 8 significant bits, so products carry ≈ 2⁻⁸ relative error.
+// TestConformanceBF16 runs the suite with bf16 tensor-core products. Only
+// MatMul rounds its inputs (to 8 significant bits, so an output summing K
+// unit-size products errs by ≈ 2⁻⁸·√K; the suite scales MatMul's atol by
+// √K); every other op is TestConformance's fp32 kernel and keeps its
+// tolerance. Observed on the emulator in its three modes (go test -v prints
+// each check's share of its tolerance): MatMul's worst element takes 43 % of
+// 2e-2·√K + 2e-2·|want| (31×33×127, |err| 0.065; 5 % with tf32 inputs); the
+// other ops at most 1 % of 2e-5 + 2e-4·|want|.
 func TestConformanceBF16(t *testing.T) {
 	d := testDevice(t)
-	o := backendtest.Options{Tol: numcheck.Tol{Atol: 3e-2, Rtol: 3e-2}, FDTol: backendtest.FP32.FDTol}
+	o := backendtest.Options{Tol: numcheck.Tol{Atol: 2e-5, Rtol: 2e-4}, FDTol: backendtest.FP32.FDTol,
+		Ops: map[string]numcheck.Tol{"MatMul": {Atol: 2e-2, Rtol: 2e-2}}}
 	backendtest.Run(t, NewBackend(d, BF16), o)
 }
 
@@ -173,22 +180,35 @@ func (p *pair) check(name string, tol numcheck.Tol, op func(b model.Backend) []f
 
 // TestAttentionMatchesCPU covers training segments (packed sequences, more
 // than one key tile), decode segments (one query over a cache slot) and the
-// head sizes of the tiny models and of Qwen3 (D = 128).
+// head sizes of the tiny models and of Qwen3 (D = 128), with each route:
+// the per-row kernels, the tiled kernels, the tensor-core products
+// (backend_attention_gemm.go) and the automatic choice.
 func TestAttentionMatchesCPU(t *testing.T) {
 	for _, mode := range []struct {
-		name  string
-		tiles int
-	}{{"row kernels", -1}, {"tiled kernels", 1}, {"auto", 0}} {
-		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles) })
+		name        string
+		tiles, gemm int
+	}{{"row kernels", -1, -1}, {"tiled kernels", 1, -1}, {"tensor-core products", 0, 1}, {"auto", 0, 0}} {
+		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles, mode.gemm) })
 	}
 }
 
-func attentionMatchesCPU(t *testing.T, tiles int) {
+func attentionMatchesCPU(t *testing.T, tiles, gemm int) {
 	p := newPair(t, FP32)
-	p.gpu.(*Backend).attnTiles = tiles
+	p.gpu.(*Backend).attnTiles, p.gpu.(*Backend).attnGEMM = tiles, gemm
 	before := p.gpu.(*Backend).Device().Launches()
 	defer func() {
 		after := p.gpu.(*Backend).Device().Launches()
+		if n := after["attn_gemm_softmax"] - before["attn_gemm_softmax"]; (gemm > 0) != (n > 0) && gemm != 0 {
+			t.Errorf("gemm mode %d: attn_gemm_softmax launched %d times", gemm, n)
+		}
+		if gemm > 0 {
+			for _, k := range []string{"attn_fwd", "attn_fwd_tiled", "attn_bwd_dq", "attn_bwd_dq_tiled", "attn_bwd_dkv", "attn_bwd_dkv_tiled"} {
+				if n := after[k] - before[k]; n > 0 {
+					t.Errorf("tensor-core mode: kernel %s launched %d times", k, n)
+				}
+			}
+			return
+		}
 		for _, k := range []string{"attn_fwd", "attn_fwd_tiled", "attn_bwd_dq", "attn_bwd_dq_tiled", "attn_bwd_dkv", "attn_bwd_dkv_tiled"} {
 			n := after[k] - before[k]
 			tiled := strings.HasSuffix(k, "_tiled")
@@ -244,7 +264,17 @@ func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *mode
 
 // TestTrainingStepMatchesCPU runs forward, backward, clipping and one AdamW
 // step of a tiny model on both backends and compares log-probabilities,
-// entropies, every gradient, the gradient norm and the updated weights.
+// entropies, every gradient, the gradient norm (relative error within the
+// gradient rtol) and the updated weights. The worst share of each tolerance
+// observed on the emulator, over its three modes (go test -v prints them):
+//
+//	         log-probs  entropy  gradients  grad norm     updated weights
+//	fp32     1 %        0 %      1 %        2e-7 rel      1 %
+//	bf16     37 %       12 %     32 %       1.6e-3 rel    23 %
+//
+// bf16's worst are the log-probs (|err| 0.076 on values near −5.7), the
+// embedding's gradient (|err| 0.0079) and its updated rows (|err| 2.8e-5);
+// with tf32 product inputs every bf16 figure is ≤ 4 %.
 func TestTrainingStepMatchesCPU(t *testing.T) {
 	for _, c := range []struct {
 		prec              Precision
@@ -252,8 +282,9 @@ func TestTrainingStepMatchesCPU(t *testing.T) {
 	}{
 		{FP32, numcheck.Tol{Atol: 1e-4, Rtol: 1e-4}, numcheck.Tol{Atol: 1e-4, Rtol: 2e-3}, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5}},
 		// bf16 products: ≈ 2⁻⁸ relative error per product, compounded
-		// over layers; AdamW's normalised step keeps weights close.
-		{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 1e-1}, numcheck.Tol{Atol: 2e-3, Rtol: 1e-2}},
+		// over layers; AdamW's normalised step (eps 0.1, below) keeps the
+		// updated weights within 1e-4 + 1e-3·|w|.
+		{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 1e-4, Rtol: 1e-3}},
 	} {
 		t.Run(string(c.prec), func(t *testing.T) {
 			o := model.DefaultTiny()
@@ -349,9 +380,12 @@ func compare(t *testing.T, what string, got, want []float32, tol numcheck.Tol) {
 	for i, v := range want {
 		w[i] = float64(v)
 	}
-	if _, err := numcheck.Compare(got, w, tol); err != nil {
+	st, err := numcheck.Compare(got, w, tol)
+	if err != nil {
 		t.Errorf("%s: %v", what, err)
+		return
 	}
+	t.Logf("%s: max abs err %.2g, nmse %.2g, %.0f%% of the tolerance %g + %g·|want|", what, st.MaxAbs, st.NMSE, 100*st.Used, tol.Atol, tol.Rtol)
 }
 
 // TestNoGPUMessage: a machine whose driver reports no device gives one clear

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/trainer"
@@ -34,7 +35,7 @@ func run(t *testing.T, sets []string, resume string, extra ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := trainer.New(cfg, io.Discard, resume)
+	tr, err := trainer.Open(cfg, io.Discard, trainer.Options{Resume: resume, Backend: backend.Open})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 func TestTemplatesVerbatim(t *testing.T) {
-	// The literals of spec §2.2 and §2.5, typed out again here on purpose.
+	// The literals of docs/algorithm.md §2.2 and §2.5, typed out again here on purpose.
 	wantDAPO := "Solve the following math problem step by step. The last line of your response should be of the form Answer: $Answer (without quotes) where $Answer is the answer to the problem.\n\nWhat is $1+1$?\n\nRemember to put your answer on its own line after \"Answer:\". Let's think step by step and output the final answer within \\boxed{}."
 	if got := DAPOPrompt("What is $1+1$?"); got != wantDAPO {
 		t.Errorf("DAPOPrompt:\n%q\nwant\n%q", got, wantDAPO)

@@ -18,7 +18,7 @@ type Prompt struct {
 	UID         string              `json:"uid"`
 	Messages    []tokenizer.Message `json:"messages"` // the chat the model is prompted with
 	GroundTruth string              `json:"ground_truth"`
-	DataSource  string              `json:"data_source"` // selects the scorer (spec §3.1)
+	DataSource  string              `json:"data_source"` // selects the scorer (docs/algorithm.md §3.1)
 	Split       string              `json:"split,omitempty"`
 	Index       int64               `json:"index"` // extra_info.index, or -1
 	Ability     string              `json:"ability,omitempty"`
@@ -125,7 +125,7 @@ func ReadFile(path string, opts ReadOptions) (*Dataset, error) {
 }
 
 // ReadFiles reads several files into one dataset (validation sets are the
-// benchmarks concatenated, spec §2.5) and checks UIDs across all of them.
+// benchmarks concatenated, docs/algorithm.md §2.5) and checks UIDs across all of them.
 func ReadFiles(paths []string, opts ReadOptions) (*Dataset, error) {
 	out := &Dataset{}
 	var schemas []string
@@ -160,7 +160,7 @@ func ReadFiles(paths []string, opts ReadOptions) (*Dataset, error) {
 }
 
 // dataSources maps the `source` names of the shared JSONL files to the
-// Hugging Face ids the reward dispatch keys on (spec §2.5, §3.1).
+// Hugging Face ids the reward dispatch keys on (docs/algorithm.md §2.5, §3.1).
 var dataSources = map[string]string{
 	"math500":        "HuggingFaceH4/MATH-500",
 	"aime24":         "HuggingFaceH4/aime_2024",

@@ -12,15 +12,15 @@
 //     of question/problem/input/prompt/instruction/query/stem and the answer
 //     the first of final_answer/answer/solution/output/response/label (a list
 //     gives its first element; numbers lose a trailing ".0"), as the
-//     reference's benchmark builder does (spec §2.5). GroundTruth (truth.go)
+//     reference's benchmark builder does (docs/algorithm.md §2.5). GroundTruth (truth.go)
 //     does this for both row kinds, and `gdrotrain verify` uses it too. The prompt template is
 //     chosen per row (Template): GPQA when it has choices, the DAPO training
 //     template when its source names DAPO, the math benchmark template
-//     otherwise (templates.go, verbatim from spec §2.2 and §2.5).
+//     otherwise (templates.go, verbatim from docs/algorithm.md §2.2 and §2.5).
 //
 // Every prompt gets a stable UID (uid.go): an explicit uid column; else
-// data_source:split:index from extra_info.index (the reference's form, spec
-// §2.4); else the row's id; else a hash of its content. A dataset whose UIDs
+// data_source:split:index from extra_info.index (the reference's form,
+// docs/algorithm.md §2.4); else the row's id; else a hash of its content. A dataset whose UIDs
 // collide is refused: GRPO groups rollouts and the difficulty classifier keeps
 // history by UID.
 //

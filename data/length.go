@@ -45,7 +45,7 @@ func (r LengthReport) String() string {
 
 // FilterByLength checks the tokenized prompts against maxTokens. With drop
 // false an over-long prompt is an error naming it (the reference's
-// truncation=error, spec §2.3); with drop true it is removed and counted.
+// truncation=error, docs/algorithm.md §2.3); with drop true it is removed and counted.
 // It returns the dataset and tokens of the kept prompts and the report.
 func FilterByLength(d *Dataset, toks []Tokenized, maxTokens int, drop bool) (*Dataset, []Tokenized, LengthReport, error) {
 	if len(toks) != len(d.Prompts) {

@@ -15,7 +15,7 @@ import (
 // by its specification and the bounded draw is done here (Lemire's
 // multiply-shift with rejection), so the order does not change with the Go
 // release. (The reference's torch.randperm order cannot be reproduced
-// outside torch; spec §2.6 asks only for a seeded per-epoch permutation.)
+// outside torch; docs/algorithm.md §2.6 asks only for a seeded per-epoch permutation.)
 func EpochOrder(n int, seed uint64, epoch int) []int {
 	perm := make([]int, n)
 	for i := range perm {
@@ -55,7 +55,7 @@ type Cursor struct {
 }
 
 // Loader serves batches of prompts: each epoch a fresh permutation, batches
-// of BatchSize, the incomplete last batch dropped (drop_last, spec §2.6).
+// of BatchSize, the incomplete last batch dropped (drop_last, docs/algorithm.md §2.6).
 type Loader struct {
 	ds     *Dataset
 	cur    Cursor

@@ -123,7 +123,7 @@ func normalizeParquet(v any) any {
 }
 
 // verl row layout for WriteVerlParquet (the columns the reference
-// preprocessor writes, spec §2.1).
+// preprocessor writes, docs/algorithm.md §2.1).
 type parquetMessage struct {
 	Content string `parquet:"content"`
 	Role    string `parquet:"role"`

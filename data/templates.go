@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The prompt literals of spec §2.2 and §2.5, verbatim: the model sees them.
+// The prompt literals of docs/algorithm.md §2.2 and §2.5, verbatim: the model sees them.
 const (
 	// DAPOPrefix and DAPOSuffix wrap a training problem; together they are
 	// the original DAPO user message that the dataset's prompt column holds.
@@ -29,13 +29,13 @@ const (
 	TemplateAuto Template = "auto"
 	// TemplateNone uses the problem text unchanged.
 	TemplateNone Template = "none"
-	// TemplateDAPO is the training prompt (spec §2.1–2.2):
+	// TemplateDAPO is the training prompt (docs/algorithm.md §2.1–2.2):
 	// strip(strip(DAPOPrefix + problem + DAPOSuffix) + " " + BoxedInstruction).
 	TemplateDAPO Template = "dapo"
-	// TemplateMath is the math benchmark prompt (spec §2.5):
+	// TemplateMath is the math benchmark prompt (docs/algorithm.md §2.5):
 	// problem + " " + BoxedInstruction.
 	TemplateMath Template = "math"
-	// TemplateGPQA is the multiple-choice prompt (spec §2.5).
+	// TemplateGPQA is the multiple-choice prompt (docs/algorithm.md §2.5).
 	TemplateGPQA Template = "gpqa"
 )
 
@@ -50,7 +50,7 @@ func ParseTemplate(s string) (Template, error) {
 
 // DAPOPrompt is the training user message for a bare problem: the DAPO
 // wrapper (which the training set's prompt column already holds, stripped),
-// one space and the boxed instruction, the whole stripped (spec §2.1).
+// one space and the boxed instruction, the whole stripped (docs/algorithm.md §2.1).
 func DAPOPrompt(problem string) string {
 	return strings.TrimSpace(strings.TrimSpace(DAPOPrefix+problem+DAPOSuffix) + " " + BoxedInstruction)
 }
@@ -61,11 +61,11 @@ func DAPOPromptFromWrapped(wrapped string) string {
 	return strings.TrimSpace(strings.TrimSpace(wrapped) + " " + BoxedInstruction)
 }
 
-// MathPrompt is a math benchmark's user message (spec §2.5).
+// MathPrompt is a math benchmark's user message (docs/algorithm.md §2.5).
 func MathPrompt(problem string) string { return problem + " " + BoxedInstruction }
 
 // GPQAPrompt is the GPQA user message: the stripped question, the four
-// choices unstripped, and GPQASuffix (spec §2.5).
+// choices unstripped, and GPQASuffix (docs/algorithm.md §2.5).
 func GPQAPrompt(question string, choices []string) (string, error) {
 	if len(choices) != 4 {
 		return "", fmt.Errorf("GPQA prompt needs 4 choices, got %d", len(choices))

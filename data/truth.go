@@ -19,11 +19,11 @@ var ErrNoGroundTruth = errors.New("no ground truth")
 
 // GroundTruth turns a ground truth as decoded from a JSONL row (with
 // json.Decoder.UseNumber) or a Parquet column into the string the verifier
-// compares with, as the reference's preprocessors do (spec §2.5): a string as
+// compares with, as the reference's preprocessors do (docs/algorithm.md §2.5): a string as
 // it is; a number without a trailing ".0" (the source's float answers such as
 // 27.0 are integers); a list as its first element; a bool as "true" or
 // "false". With multipleChoice, an integer 0–3 is an option index and becomes
-// its letter A–D, as gpqa_mc.py reads an int ground truth (spec §3.4); a
+// its letter A–D, as gpqa_mc.py reads an int ground truth (docs/algorithm.md §3.4); a
 // string "2" or a float 2.0 stays as it is. A nil truth is ErrNoGroundTruth.
 func GroundTruth(v any, multipleChoice bool) (string, error) {
 	if multipleChoice {

@@ -12,7 +12,7 @@ import (
 //
 //  1. an explicit string column "uid";
 //  2. data_source + ":" + split + ":" + extra_info.index, the form the
-//     reference's reward manager gives every row (spec §2.4);
+//     reference's reward manager gives every row (docs/algorithm.md §2.4);
 //  3. the row's own "id" (the shared JSONL files: "math500-17");
 //  4. "sha256:" + the first 16 hex digits of SHA-256 over the data source and
 //     the prompt messages. Identical prompts then share a UID and the

@@ -1,6 +1,6 @@
 package gdro
 
-// classifier.go: the online difficulty classifier (spec §4), as the reference
+// classifier.go: the online difficulty classifier (docs/algorithm.md §4), as the reference
 // computes it.
 //
 //   - Per UID: cumulative appearances and any-correct appearances, a FIFO
@@ -9,13 +9,13 @@ package gdro
 //   - acc(u) = mean(window) (or correct/seen), 0 for a never-seen UID.
 //   - rawBin(acc) = min{ j : acc < e_j }, else B−1; bin 0 is the hardest.
 //   - accbin_excl (ExcludeExtremes): acc ≤ 0 or acc ≥ 1, decided before
-//     hysteresis, which it neither reads nor writes (spec §4.4).
-//   - Hysteresis with margin δ exactly as spec §4.5 (multi-bin jumps are
+//     hysteresis, which it neither reads nor writes (docs/algorithm.md §4.4).
+//   - Hysteresis with margin δ exactly as docs/algorithm.md §4.5 (multi-bin jumps are
 //     all-or-nothing; upward needs acc ≥ e[prev] + δ, downward acc ≤ e[raw] − δ).
 //     Without edges the uniform edges j/B go through the same rule (this fixes
-//     the reference's uniform-mode bug, spec §11 item 10).
+//     the reference's uniform-mode bug, docs/algorithm.md §11 item 10).
 //
-// Timing (spec §4.6): Bins at step t sees only indicators of steps < t;
+// Timing (docs/algorithm.md §4.6): Bins at step t sees only indicators of steps < t;
 // Observe appends step t's indicators at the very end of step t. Bins may be
 // called again for the same UIDs within a step: the hysteresis update is
 // idempotent for an unchanged history.
@@ -24,7 +24,7 @@ package gdro
 // one label, so this classifies prompts. A UID that appears several times in
 // one step gets one indicator (any of all its rows), as the reference's
 // per-UID grouping does. An empty UID is an error (the reference's
-// accbin_unk, spec §11 item 21: reject data without stable UIDs).
+// accbin_unk, docs/algorithm.md §11 item 21: reject data without stable UIDs).
 
 import (
 	"fmt"
@@ -99,8 +99,8 @@ func classLabels(cfg ClassifierConfig) []string {
 	return l
 }
 
-// Acc is the accuracy estimate acc(u) from the history so far (spec §4.3);
-// it changes nothing (use it for evaluation-only lookups, spec §11 item 23).
+// Acc is the accuracy estimate acc(u) from the history so far (docs/algorithm.md §4.3);
+// it changes nothing (use it for evaluation-only lookups, docs/algorithm.md §11 item 23).
 func (c *Classifier) Acc(uid string) float64 {
 	h := c.hist[uid]
 	if h == nil {
@@ -129,7 +129,7 @@ func (c *Classifier) rawBin(acc float64) int {
 	return len(c.edges)
 }
 
-// Bins classifies each prompt (spec §4.3–4.5) and updates the hysteresis
+// Bins classifies each prompt (docs/algorithm.md §4.3–4.5) and updates the hysteresis
 // memory. The result (N) holds class indices: 0 … B−1 (0 = hardest), or B for
 // accbin_excl.
 func (c *Classifier) Bins(uids []string) ([]int, error) {
@@ -179,7 +179,7 @@ func (c *Classifier) classify(uid string) int {
 	return raw
 }
 
-// Observe appends this step's any-correct indicators (spec §4.2). uids and
+// Observe appends this step's any-correct indicators (docs/algorithm.md §4.2). uids and
 // anyCorrect are parallel (N); a UID listed several times gets one indicator,
 // the OR of its entries.
 func (c *Classifier) Observe(uids []string, anyCorrect []bool) error {

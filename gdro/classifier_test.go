@@ -21,7 +21,7 @@ func newTestClassifier(t *testing.T, cfg ClassifierConfig) *Classifier {
 	return c
 }
 
-// Spec §4.5 worked example: edges 0.1…0.9, δ = 0.03, remembered bin 2.
+// docs/algorithm.md §4.5 worked example: edges 0.1…0.9, δ = 0.03, remembered bin 2.
 func TestHysteresisSpecExample(t *testing.T) {
 	for _, c := range []struct {
 		ones int // of 100 → acc = ones/100
@@ -52,7 +52,7 @@ func TestHysteresisSpecExample(t *testing.T) {
 	}
 }
 
-// Multi-bin jumps are all-or-nothing and asymmetric (spec §4.5).
+// Multi-bin jumps are all-or-nothing and asymmetric (docs/algorithm.md §4.5).
 func TestHysteresisMultiBinJumps(t *testing.T) {
 	for _, c := range []struct {
 		last, ones, want int
@@ -138,7 +138,7 @@ func TestObserveDuplicateUID(t *testing.T) {
 }
 
 // Uniform-bin mode uses edges j/B through the same rule, so downward moves
-// work (the reference's uniform mode could not move down, spec §11 item 10).
+// work (the reference's uniform mode could not move down, docs/algorithm.md §11 item 10).
 func TestUniformModeMovesDown(t *testing.T) {
 	cl := newTestClassifier(t, ClassifierConfig{NumBins: 10, HistoryLen: 100, Hysteresis: 0.03})
 	_ = cl.Restore(ClassifierState{UIDs: map[string]UIDHistory{"u": {Seen: 100, Correct: 15, Window: windowWith(15, 100), Last: 5}}})

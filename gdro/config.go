@@ -21,11 +21,11 @@ const (
 	// ModePaper is the controller the paper describes, fixed (package doc).
 	ModePaper = "paper"
 	// ModeReferenceCompat reproduces the published code bug for bug
-	// (spec §7.4 stale positional labels, §7.6 arms and μ never updated).
+	// (docs/algorithm.md §7.4 stale positional labels, §7.6 arms and μ never updated).
 	ModeReferenceCompat = "reference_compat"
 )
 
-// Prompt-GDRO loss signals (spec §6.2, §11 item 6).
+// Prompt-GDRO loss signals (docs/algorithm.md §6.2, §11 item 6).
 const (
 	// SignalSurrogate is the reference signal: the per-row clipped
 	// surrogate ℓ_r computed with the unweighted advantage, no KL.
@@ -37,7 +37,7 @@ const (
 	SignalReward = "reward"
 )
 
-// Rollout-GDRO arm utilities (spec §11 item 4), used in paper mode.
+// Rollout-GDRO arm utilities (docs/algorithm.md §11 item 4), used in paper mode.
 const (
 	// UtilityVariance is the variance-reduction utility (package doc):
 	// u_b(n) = 4·σ̂²_b·(1 − n̄/n), σ̂²_b the within-prompt variance of
@@ -49,7 +49,7 @@ const (
 	UtilityLoss = "loss"
 )
 
-// Dual signals: what "the unconstrained per-bin choice" is (spec §11 item 3).
+// Dual signals: what "the unconstrained per-bin choice" is (docs/algorithm.md §11 item 3).
 const (
 	// DualArgmax uses each bin's best response argmax_n [û_b(n) − μ(n − n̄)];
 	// the violation is then a subgradient of the Lagrangian dual.
@@ -66,12 +66,12 @@ type Config struct {
 	Rollout    RolloutConfig    `yaml:"rollout" json:"rollout"`
 }
 
-// ClassifierConfig configures the online difficulty classifier (spec §4).
+// ClassifierConfig configures the online difficulty classifier (docs/algorithm.md §4).
 type ClassifierConfig struct {
 	// Edges are the bin edges, strictly increasing inside (0, 1); B =
 	// len(Edges)+1 bins, bin j covers [e_{j−1}, e_j), bin 0 is the hardest.
 	Edges []float64 `yaml:"edges" json:"edges"`
-	// NumBins gives uniform edges j/B when Edges is empty (spec §11 item 10:
+	// NumBins gives uniform edges j/B when Edges is empty (docs/algorithm.md §11 item 10:
 	// the same hysteresis rule as with edges, which fixes the reference's
 	// uniform-mode bug). Must be 0 or len(Edges)+1 when Edges is set.
 	NumBins int `yaml:"num_bins" json:"num_bins"`
@@ -82,11 +82,11 @@ type ClassifierConfig struct {
 	Hysteresis float64 `yaml:"hysteresis" json:"hysteresis"`
 	// ExcludeExtremes puts prompts with acc ≤ 0 or acc ≥ 1 (including
 	// never-seen ones) into the separate class accbin_excl, as the reference
-	// does (spec §4.4, §11 item 9). It is a real class, not an exclusion.
+	// does (docs/algorithm.md §4.4, §11 item 9). It is a real class, not an exclusion.
 	ExcludeExtremes bool `yaml:"exclude_extremes" json:"exclude_extremes"`
 }
 
-// PromptConfig configures Prompt-GDRO (spec §6).
+// PromptConfig configures Prompt-GDRO (docs/algorithm.md §6).
 type PromptConfig struct {
 	// Enabled turns the controller on (score updates, weights).
 	Enabled bool `yaml:"enabled" json:"enabled"`
@@ -102,7 +102,7 @@ type PromptConfig struct {
 	// MaxWeight caps row multipliers after the mean-1 renormalization.
 	MaxWeight float64 `yaml:"max_weight" json:"max_weight"`
 	// ShareNorm divides a bin's mean signal by its row share (the reference's
-	// loss_norm_by_class, spec §6.3). Unset (null) means: on for the
+	// loss_norm_by_class, docs/algorithm.md §6.3). Unset (null) means: on for the
 	// surrogate signals (the reference), off for the reward signal, whose
 	// per-bin value is already a mean in [0, 1] that 1/share would let any
 	// rare bin push to the cap. See ShareNormOn.
@@ -117,7 +117,7 @@ type PromptConfig struct {
 	Signal string `yaml:"signal" json:"signal"`
 	// KLCoef is β_KL in the surrogate_kl signal.
 	KLCoef float64 `yaml:"kl_coef" json:"kl_coef"`
-	// Focus is the optional focus schedule (spec §6.4); nil = off.
+	// Focus is the optional focus schedule (docs/algorithm.md §6.4); nil = off.
 	Focus *FocusConfig `yaml:"focus,omitempty" json:"focus,omitempty"`
 }
 
@@ -129,7 +129,7 @@ type FocusConfig struct {
 	Ramp    int             `yaml:"ramp" json:"ramp"`
 }
 
-// RolloutConfig configures Rollout-GDRO (spec §7) and, when it is disabled,
+// RolloutConfig configures Rollout-GDRO (docs/algorithm.md §7) and, when it is disabled,
 // the fixed rollout count.
 type RolloutConfig struct {
 	// Enabled turns variable rollout counts on; when false every prompt gets
@@ -163,7 +163,7 @@ type RolloutConfig struct {
 	DualSignal string `yaml:"dual_signal" json:"dual_signal"`
 }
 
-// Edge sets shipped with gdrotrain (spec §4.7).
+// Edge sets shipped with gdrotrain (docs/algorithm.md §4.7).
 var (
 	// Edges10 is the paper's 10-bin set 0.1, …, 0.9.
 	Edges10 = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}
@@ -214,9 +214,9 @@ func DefaultConfig() Config {
 
 // presets maps a preset name to a function of the defaults.
 var presets = map[string]func(*Config){
-	// The paper's 10-bin Prompt-GDRO (spec §11 item 11).
+	// The paper's 10-bin Prompt-GDRO (docs/algorithm.md §11 item 11).
 	"prompt-10bins": func(c *Config) { c.Prompt.Enabled = true },
-	// Reference Prompt-GDRO cases (spec §4.7, §10.2).
+	// Reference Prompt-GDRO cases (docs/algorithm.md §4.7, §10).
 	"prompt-3bins-ref": func(c *Config) {
 		c.Prompt.Enabled = true
 		c.Classifier = ClassifierConfig{Edges: Edges3, HistoryLen: 50, Hysteresis: 0.03, ExcludeExtremes: true}
@@ -240,7 +240,7 @@ var presets = map[string]func(*Config){
 		c.Rollout.Enabled = true
 		c.Classifier = ClassifierConfig{Edges: Edges10, HistoryLen: 50}
 	},
-	// Reference Rollout-GDRO cases, bug for bug (spec §4.7, §10.3): Prompt-GDRO
+	// Reference Rollout-GDRO cases, bug for bug (docs/algorithm.md §4.7, §10): Prompt-GDRO
 	// computed but not applied, classifier without hysteresis, H = 50.
 	"rollout-3bins-ref": func(c *Config) {
 		refRollout(c)

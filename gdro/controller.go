@@ -1,7 +1,7 @@
 package gdro
 
 // controller.go: the Controller that sequences the classifier, Prompt-GDRO
-// and Rollout-GDRO in the order of spec §1.2–1.3 (fixed as in §11 items 1–2),
+// and Rollout-GDRO in the order of docs/algorithm.md §1.2–1.3 (fixed as in §11 items 1–2),
 // the per-step metrics record (the JSONL schema shared by gdro-sim,
 // gdro-replay and the trainer's metrics.jsonl) and the checkpoint state.
 

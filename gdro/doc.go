@@ -1,5 +1,5 @@
 // Package gdro implements the curriculum controllers of gdrotrain: the online
-// difficulty classifier, Prompt-GDRO and Rollout-GDRO (spec/algorithm.md
+// difficulty classifier, Prompt-GDRO and Rollout-GDRO (docs/algorithm.md
 // §4, §6, §7), a model-free simulator (gdro-sim) and a trace replayer
 // (gdro-replay). Everything here is pure, deterministic Go: no model, no GPU,
 // no hidden randomness, and every piece of state is a JSON-marshalable struct
@@ -12,14 +12,15 @@
 //	prompt.go      Prompt: EMA bin scores → bin weights → advantage multipliers
 //	rollout.go     Rollout: per-bin arm bandits, shadow price μ (paper /
 //	               reference_compat)
-//	dp.go          MatchBudget: budget-exact arm selection (spec §7.3)
+//	dp.go          MatchBudget: budget-exact arm selection (docs/algorithm.md §7.3)
 //	controller.go  Controller (the trainer's entry point), StepRecord, State
-//	sim.go         Simulate (gdro-sim); rng.go its counter-based generator
+//	sim.go         Simulate (gdro-sim), drawing from internal/rng
 //	replay.go      Replay (gdro-replay) and the trace format
 //
 // # Contract with the trainer
 //
-// Build one Controller per run, then per step (DESIGN.md data flow):
+// Build one Controller per run, then per step (docs/architecture.md, one
+// training step):
 //
 //	ctrl, err := gdro.New(cfg)                 // cfg: gdro.Config from the run config
 //	plan, err := ctrl.Plan(uids)               // (N) stable prompt UIDs
@@ -30,7 +31,7 @@
 //	w, err := ctrl.Weights(plan)
 //	//   w.Row (R): multiply row r's advantage by w.Row[r] (ones when
 //	//   Prompt-GDRO is off or prompt.apply is false)
-//	//   actor update; record ℓ_r per row with the UNWEIGHTED advantage (§6.2)
+//	//   actor update; record ℓ_r per row with the UNWEIGHTED advantage (docs/algorithm.md §6.2)
 //	rec, err := ctrl.Observe(plan, gdro.Rows{Loss: ℓ, KL: kl, Correct: ok})
 //	//   updates Prompt-GDRO scores, Rollout-GDRO arms and μ, then the
 //	//   classifier history; rec is the step's metrics record (below)
@@ -38,7 +39,7 @@
 //	err = ctrl.Restore(state)                  // on resume, same config
 //
 // Rows are prompt-contiguous in plan order: prompt 0's N[0] rows, then prompt
-// 1's, …; R = plan.Rows(). Correct (reward > 0.5, spec §3.5) is always
+// 1's, …; R = plan.Rows(). Correct (reward > 0.5, docs/algorithm.md §3.5) is always
 // required; Loss when the configuration reads it (the surrogate signals, the
 // loss utilities); KL for the surrogate_kl signal. Plans are observed once, in
 // step order; Observe validates its input before changing anything. Weights
@@ -48,7 +49,7 @@
 // # Classes and per-bin arrays
 //
 // A class is an int: 0 … B−1 are the accuracy bins (0 = accbin_0 = lowest
-// estimated solve rate = hardest, spec §11 item 22), and B is accbin_excl when
+// estimated solve rate = hardest, docs/algorithm.md §11 item 22), and B is accbin_excl when
 // classifier.exclude_extremes is on. Every per-class array, in Go and in the
 // JSONL, has length C = B (+1 with accbin_excl) and this order; labels come
 // from Controller.Labels.
@@ -101,7 +102,7 @@
 // unbiased sample variance from the step's rows; the simulator uses the true
 // p_i(1 − p_i) and keeps the estimate in sim_wse_estimated.
 //
-// # Choices where the spec leaves room (spec §11)
+// # Choices where the reference leaves room (docs/algorithm.md §11)
 //
 //   - Rollout-GDRO mode paper (default) is the intended controller, fixed
 //     (items 1–5): current prompts classified before generation, each prompt
@@ -113,9 +114,9 @@
 //     applied as a price in the arm scores û_b(n) − μ·(n − n̄). The DP weighs
 //     each class by its prompt count in paper mode, so with an exact budget
 //     it maximizes Σ_b c_b·û_b(n_b); the reference_compat DP is unweighted.
-//   - reference_compat is bug for bug (§7.4, §7.7): stale positional labels
+//   - reference_compat is bug for bug (docs/algorithm.md §7.4, §7.7): stale positional labels
 //     with stride n̄, no arm or μ updates, lexicographic tie-break. Not
-//     reproduced: the §7.9 proportional fallback (unreachable with
+//     reproduced: the docs/algorithm.md §7.9 proportional fallback (unreachable with
 //     contiguous arms; an inexact DP result is used as is and reported), the
 //     doubled Prompt-GDRO EMA (item 20), the Prompt-GDRO object sharing (η, γ
 //     are the rollout section's; probabilities are uniform either way).

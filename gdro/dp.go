@@ -1,6 +1,6 @@
 package gdro
 
-// dp.go: budget-exact arm selection by dynamic programming (spec §7.3),
+// dp.go: budget-exact arm selection by dynamic programming (docs/algorithm.md §7.3),
 // reproducing the reference's tie-breaking exactly.
 //
 // Groups k = 1..m (bins in the caller's order) hold c_k prompts; each group
@@ -12,7 +12,7 @@ package gdro
 // strictly cheaper one. The answer is the state minimizing |s − T|, ties to
 // strictly smaller cost, remaining ties to the first in insertion order. With
 // equal costs this returns the lexicographically smallest arm vector that
-// hits T (spec §7.7); with costs −ln p it maximizes Σ ln p among exact-budget
+// hits T (docs/algorithm.md §7.7); with costs −ln p it maximizes Σ ln p among exact-budget
 // vectors. When no vector hits T exactly, the nearest total is returned with
 // Exact = false.
 //

@@ -19,7 +19,7 @@ func uniformCost(m int) [][]float64 {
 	return c
 }
 
-// Spec §7.7 table (N = 256, T = 1024, uniform probabilities).
+// docs/algorithm.md §7.7 table (N = 256, T = 1024, uniform probabilities).
 func TestDPClosedFormTable(t *testing.T) {
 	for _, c := range []struct {
 		counts, want []int

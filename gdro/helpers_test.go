@@ -7,7 +7,7 @@ import (
 
 // Tolerance policy: values computed by the same formulas in another order
 // (the hand traces, computed in Python with math.exp/math.log) agree to
-// atol 1e-12; values the spec prints to 6 or 7 significant digits are
+// atol 1e-12; values docs/algorithm.md prints to 6 or 7 significant digits are
 // compared with atol half a unit of the last printed digit.
 
 // approxEq reports |got − want| ≤ atol + rtol·|want|.

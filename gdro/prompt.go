@@ -1,8 +1,8 @@
 package gdro
 
-// prompt.go: Prompt-GDRO (spec §6), as the reference computes it.
+// prompt.go: Prompt-GDRO (docs/algorithm.md §6), as the reference computes it.
 //
-// Score update after step t (spec §6.3), for every class c present among the
+// Score update after step t (docs/algorithm.md §6.3), for every class c present among the
 // step's rows (absent classes keep their scores):
 //
 //	x_c = mean_{r ∈ c} sig_r                  sig_r per PromptConfig.Signal
@@ -10,15 +10,15 @@ package gdro
 //	S_c = x_c on the first observation, else S_c = (1 − β)·S_c + β·x_c
 //	U  += 1
 //
-// Bin distribution at step t over the set P of present classes (spec §6.4):
+// Bin distribution at step t over the set P of present classes (docs/algorithm.md §6.4):
 //
 //	s_c = clip(S_c, −C, C) (C = 0: no clip), 0 for a never-observed class
 //	p_c = (1 − γ)·softmax_P(η·s)_c + γ/|P|,  p_c ← min(p_c, cap) · focus_c(U)
 //
-// Row multipliers (spec §6.5): w_r = p_{label(r)}, rescaled to mean 1 over the
+// Row multipliers (docs/algorithm.md §6.5): w_r = p_{label(r)}, rescaled to mean 1 over the
 // step's R rows, then capped at MaxWeight (no renormalization after the cap).
 // If focus zeroes every present class the multipliers fall back to all ones
-// and Weights.FocusFallback reports it (spec §11 item 27).
+// and Weights.FocusFallback reports it (docs/algorithm.md §11 item 27).
 //
 // The softmax subtracts the largest exponent first; this is the reference's
 // value up to rounding and cannot overflow.
@@ -176,7 +176,7 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 	return w, nil
 }
 
-// focus is focus_c(U) (spec §6.4): 1 while U ≤ warmup, then linear from 1 to
+// focus is focus_c(U) (docs/algorithm.md §6.4): 1 while U ≤ warmup, then linear from 1 to
 // the target over ramp updates. accbin_excl and unlisted bins get 1.
 func (p *Prompt) focus(c int) float64 {
 	f := p.cfg.Focus
@@ -219,13 +219,13 @@ func entropyOver(v []float64, idx []int) float64 {
 // Rows carries one step's per-row outcomes, prompt-contiguous in plan order
 // (prompt 0's n_0 rows, then prompt 1's, …); every slice is (R) or nil.
 type Rows struct {
-	// Loss is ℓ_r (spec §6.2): the token-mean clipped surrogate computed with
+	// Loss is ℓ_r (docs/algorithm.md §6.2): the token-mean clipped surrogate computed with
 	// the unweighted advantage, no dual-clip, KL or entropy. Needed by the
 	// surrogate signals and the loss utilities.
 	Loss []float64 `json:"loss,omitempty"`
 	// KL is the row's token-mean KL to the reference policy (surrogate_kl).
 	KL []float64 `json:"kl,omitempty"`
-	// Correct is whether the row is correct (reward > 0.5, spec §3.5). Always
+	// Correct is whether the row is correct (reward > 0.5, docs/algorithm.md §3.5). Always
 	// required.
 	Correct []bool `json:"correct"`
 }
@@ -236,7 +236,7 @@ type Observation struct {
 	X      []float64 `json:"x"`      // the value fed to the EMA
 }
 
-// Observe updates the scores from one step (spec §6.3). classes and n are the
+// Observe updates the scores from one step (docs/algorithm.md §6.3). classes and n are the
 // step's (N) labels and rollout counts, rows its outcomes.
 func (p *Prompt) Observe(classes, n []int, rows Rows) (*Observation, error) {
 	R, err := checkBatch(classes, n, p.nClasses)

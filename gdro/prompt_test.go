@@ -38,7 +38,7 @@ func repeatF(v float64, n int) []float64 {
 	return s
 }
 
-// Spec §6.5 worked example: bins {0, 3, 9}, row shares {0.6, 0.3, 0.1},
+// docs/algorithm.md §6.5 worked example: bins {0, 3, 9}, row shares {0.6, 0.3, 0.1},
 // scores {0, 0.5, 2.0} → p = {0.166880, 0.229687, 0.603434}, Σq̂p = 0.229377,
 // multipliers {0.727534, 1.001349, 2.630748} (atol 5e−7: six printed decimals).
 func TestPromptWeightsSpecExample(t *testing.T) {
@@ -67,7 +67,7 @@ func TestPromptWeightsSpecExample(t *testing.T) {
 	}
 }
 
-// Spec §12: ℓ = −0.002 on 20 of 400 rows (share 0.05) ⇒ x = −0.04; S 0.1,
+// docs/algorithm.md §6.3: ℓ = −0.002 on 20 of 400 rows (share 0.05) ⇒ x = −0.04; S 0.1,
 // β 0.12 ⇒ S = 0.0832.
 func TestPromptEMASpecVector(t *testing.T) {
 	p := newTestPrompt(t, nil, 2, 2)
@@ -87,7 +87,7 @@ func TestPromptEMASpecVector(t *testing.T) {
 }
 
 // Hand-computed 3-bin, 4-step trace (η 0.65, γ 0.01, β 0.12, share norm on,
-// 4 rows per prompt). Reference values from the formulas of spec §6.3–6.5
+// 4 rows per prompt). Reference values from the formulas of docs/algorithm.md §6.3–6.5
 // evaluated in Python (testdata/hand_traces.md).
 func TestPromptHandTrace3Bins(t *testing.T) {
 	p := newTestPrompt(t, nil, 3, 3)
@@ -176,7 +176,7 @@ func TestPromptInvariants(t *testing.T) {
 }
 
 // With log πθ = log πold (ρ ≡ 1) the surrogate is ℓ_r = −A_r, whose per-bin
-// mean is 0 for every bin (spec §6.2, §12); the scores then stay at 0.
+// mean is 0 for every bin (docs/algorithm.md §6.2); the scores then stay at 0.
 func TestPromptSignalZeroAtRatioOne(t *testing.T) {
 	p := newTestPrompt(t, nil, 3, 3)
 	groups := [][]bool{{true, false, false, false}, {true, true, false, false}, {true, true, true, true}, {false, true, false, true}}
@@ -198,7 +198,7 @@ func TestPromptSignalZeroAtRatioOne(t *testing.T) {
 	}
 }
 
-// GRPO advantage vectors of spec §5.2 (the simulator's advantages).
+// GRPO advantage vectors of docs/algorithm.md §5.2 (the simulator's advantages).
 func TestGRPOAdvantagesSpecVectors(t *testing.T) {
 	b := func(k, n int) []bool {
 		s := make([]bool, n)
@@ -282,7 +282,7 @@ func TestPromptFocusSchedule(t *testing.T) {
 			t.Errorf("U=%d: focus %v %v %v %v, want %v %v 1 1", c.u, p.focus(0), p.focus(1), p.focus(2), p.focus(3), c.f0, c.f1)
 		}
 	}
-	// every present bin zeroed → all-ones fallback, flagged (spec §11 item 27)
+	// every present bin zeroed → all-ones fallback, flagged (docs/algorithm.md §11 item 27)
 	p.st.Updates = 100
 	w, _ := p.Weights([]int{0, 0}, []int{4, 4})
 	if !w.FocusFallback || w.Row[0] != 1 {

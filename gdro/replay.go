@@ -9,13 +9,13 @@ package gdro
 //	  {"uid": "open-r1/DAPO-Math-17k-Processed:train:17",
 //	   "correct": [true, false, false, true, …],   // per recorded rollout
 //	   "reward":  [1, -1, -1, 1, …],               // optional if correct given
-//	   "loss":    [0.013, -0.002, …],              // ℓ_r, spec §6.2 (optional)
+//	   "loss":    [0.013, -0.002, …],              // ℓ_r, docs/algorithm.md §6.2 (optional)
 //	   "kl":      [0.0004, …]},                    // optional, surrogate_kl
 //	  …]}
 //
 //   - step is optional; when present it must increase from line to line.
 //   - Every prompt needs a non-empty uid and correct or reward (correct wins;
-//     otherwise correct = reward > 0.5, spec §3.5). All arrays of a prompt
+//     otherwise correct = reward > 0.5, docs/algorithm.md §3.5). All arrays of a prompt
 //     have one entry per recorded rollout, in rollout order.
 //   - loss is required when the configuration reads it (prompt.signal
 //     surrogate or surrogate_kl with Prompt-GDRO on, rollout.utility neg_loss

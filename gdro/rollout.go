@@ -1,9 +1,9 @@
 package gdro
 
-// rollout.go: Rollout-GDRO (spec §7) in two modes.
+// rollout.go: Rollout-GDRO (docs/algorithm.md §7) in two modes.
 //
 // paper (default) — what the paper describes and the reference intended,
-// fixed (spec §11 items 1–5):
+// fixed (docs/algorithm.md §11 items 1–5):
 //
 //   - The current prompts are classified before generation and every prompt
 //     gets its own class's arm (no stale positional labels).
@@ -38,7 +38,7 @@ package gdro
 //     neg_loss: u = −mean ℓ_r (paper main text); loss: u = +mean ℓ_r (the
 //     reference's dead adversarial sign).
 //
-// reference_compat — bug for bug (spec §7.4, §7.6, §7.7):
+// reference_compat — bug for bug (docs/algorithm.md §7.4, §7.6, §7.7):
 //
 //   - Class counts come from the previous step's stored labels, in their
 //     first-appearance order, and prompt i of this step gets the arm of the
@@ -49,9 +49,9 @@ package gdro
 //   - Arm scores and μ are never updated: probabilities stay uniform, μ stays
 //     at mu_init, and the DP returns the lexicographically smallest
 //     exact-budget arm vector. The DP cost is unweighted, −ln max(p, 1e−12).
-//   - Not reproduced: the proportional fallback allocator of §7.9 (never
+//   - Not reproduced: the proportional fallback allocator of docs/algorithm.md §7.9 (never
 //     reached with contiguous arms; an inexact DP result is returned as is
-//     with Exact = false) and the double Prompt-GDRO EMA update (§11 item 20).
+//     with Exact = false) and the double Prompt-GDRO EMA update (docs/algorithm.md §11 item 20).
 
 import (
 	"fmt"
@@ -140,7 +140,7 @@ type Allocation struct {
 	UsingPrev bool `json:"using_prev"`
 }
 
-// armProbs returns p_b (K) for class b (spec §7.2 form, paper-mode scores).
+// armProbs returns p_b (K) for class b (docs/algorithm.md §7.2 form, paper-mode scores).
 func (r *Rollout) armProbs(b int, p []float64) {
 	K := len(r.arms)
 	zmax := math.Inf(-1)

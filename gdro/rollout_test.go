@@ -221,7 +221,7 @@ func TestRolloutVarianceUtilityPrefersUncertainClass(t *testing.T) {
 
 // reference_compat: step 1 gives n̄ to everyone; later steps use the previous
 // step's labels of rows 0, n̄, 2n̄, … positionally; arm probabilities stay
-// uniform and μ stays 0; the DP is the §7.7 closed form.
+// uniform and μ stays 0; the DP is the docs/algorithm.md §7.7 closed form.
 func TestRolloutReferenceCompat(t *testing.T) {
 	r := newTestRollout(t, func(c *RolloutConfig) { c.Mode = ModeReferenceCompat }, 4)
 	al, err := r.Allocate([]int{3, 3, 0, 1})
@@ -269,7 +269,7 @@ func TestRolloutReferenceCompat(t *testing.T) {
 	}
 }
 
-// reference_compat reproduces the §7.7 closed form at N = 256 through the
+// reference_compat reproduces the docs/algorithm.md §7.7 closed form at N = 256 through the
 // controller-level allocation.
 func TestRolloutReferenceCompatClosedForm(t *testing.T) {
 	r := newTestRollout(t, func(c *RolloutConfig) { c.Mode = ModeReferenceCompat }, 10)

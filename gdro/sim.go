@@ -18,11 +18,11 @@ package gdro
 //	θ_k += Transfer·mean_{i ∈ batch ∩ d}(Δθ_i)    for every prompt k of domain d
 //
 // so more rollouts on a prompt with mixed outcomes (token-mean weighting,
-// spec §11 item 14) and larger multipliers push harder, and learning spreads
+// docs/algorithm.md §11 item 14) and larger multipliers push harder, and learning spreads
 // within a sub-domain. The per-row loss signal fed to Prompt-GDRO is the
 // reference's surrogate with a synthetic ratio drift,
 // ℓ_ij = −A_ij·(1 + RatioNoise·ξ_ij), ξ ~ N(0, 1): near zero per bin, as in
-// the real reference signal (spec §6.2).
+// the real reference signal (docs/algorithm.md §6.2).
 //
 // The JSONL records are Controller.Observe's StepRecords with the WSE fields
 // recomputed from the true σ_i² = p_i(1 − p_i) at generation time (the
@@ -429,7 +429,7 @@ func fmtFloats(v []float64, f string) string {
 	return strings.Join(parts, " ")
 }
 
-// grpoAdvantages returns the GRPO advantages of one group (spec §5.2) for
+// grpoAdvantages returns the GRPO advantages of one group (docs/algorithm.md §5.2) for
 // math_dapo rewards ±1: (r − mean)/(std + 1e−6) with the unbiased std; a
 // single row gets 0.
 func grpoAdvantages(correct []bool) []float64 {

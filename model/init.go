@@ -11,8 +11,9 @@ import (
 	"path/filepath"
 )
 
-// TinyOptions size a random Qwen3 model.
-type TinyOptions struct {
+// RandomOptions size a random-initialised Qwen3 model, from the tiny test
+// models (DefaultTiny) to the real shapes the benchmarks use.
+type RandomOptions struct {
 	Layers, Hidden, Intermediate, Heads, KVHeads, HeadDim, Vocab int
 	Tied                                                         bool
 	RopeTheta                                                    float64
@@ -25,14 +26,20 @@ type TinyOptions struct {
 	NormJitter float64
 }
 
+// TinyOptions is the former name of RandomOptions, kept until model/bench.go
+// and the cuda package use the new one.
+//
+// Deprecated: use RandomOptions.
+type TinyOptions = RandomOptions
+
 // DefaultTiny is a 2-layer GQA model small enough for unit tests.
-func DefaultTiny() TinyOptions {
-	return TinyOptions{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16,
+func DefaultTiny() RandomOptions {
+	return RandomOptions{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 256, RopeTheta: 1e6, MaxPositions: 4096, InitStd: 0.02}
 }
 
 // Config returns the Hugging Face configuration for these options.
-func (o TinyOptions) Config() (*Config, error) {
+func (o RandomOptions) Config() (*Config, error) {
 	eos := o.EOS
 	if len(eos) == 0 {
 		eos = []int{o.Vocab - 1}

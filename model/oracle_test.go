@@ -4,7 +4,8 @@ package model
 // on the float32 CPU backend) against gorgonia's symbolic differentiation of
 // the same computation, built independently here in float64.
 //
-// What is checked (STYLE.md item 6 (b) and the whole-model level):
+// What is checked (the per-layer and whole-model levels of the gradient
+// checks in docs/architecture.md):
 //   - TestOracleLayer: each decoder layer of a tiny GQA model (4 query heads
 //     over 2 KV heads, D = 8, jittered norm weights) on a packed batch of
 //     three sequences. With J = Σ out ⊙ dout for a random dout, ∂J/∂out = dout

@@ -1,7 +1,7 @@
 package reward
 
 // The "boxed" mode: verl's math.py, the Hendrycks MATH scorer that the
-// reference uses for MATH-500 (spec §3.3). Its normalization is Hendrycks et
+// reference uses for MATH-500 (docs/algorithm.md §3.3). Its normalization is Hendrycks et
 // al.'s strip_string from the MATH release (via lm-evaluation-harness). The
 // Python code raises in a few places; where it raises inside strip_string,
 // is_equiv falls back to comparing the raw strings (errStrip below), and where

@@ -2,7 +2,7 @@ package reward
 
 import "testing"
 
-// Expected values were checked against verl's math.py (spec §3.3).
+// Expected values were checked against verl's math.py (docs/algorithm.md §3.3).
 func TestBoxedScore(t *testing.T) {
 	cases := []struct {
 		resp, truth string

@@ -1,7 +1,7 @@
 package reward
 
 // The "dapo" mode: verl's math_dapo scorer exactly as the reference runs it
-// for training and for AIME/AMC/Minerva/OlympiadBench validation (spec §3.2).
+// for training and for AIME/AMC/Minerva/OlympiadBench validation (docs/algorithm.md §3.2).
 // Its normalization is the Minerva one (normalize_final_answer, from
 // lm-evaluation-harness' hendrycks_math utils). Every Python regex is
 // re-implemented by hand so that Python semantics (Unicode `\s`, `.` not
@@ -121,7 +121,7 @@ var dapoRemoved = []string{
 	`^{\circ}`, `\;`, `,\!`, "{,}", `"`, `\dots`,
 }
 
-// NormalizeDAPO is math_dapo's normalize_final_answer (spec §3.2).
+// NormalizeDAPO is math_dapo's normalize_final_answer (docs/algorithm.md §3.2).
 func NormalizeDAPO(a string) string {
 	if i := strings.LastIndexByte(a, '='); i >= 0 {
 		a = a[i+1:]

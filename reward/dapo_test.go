@@ -12,7 +12,7 @@ func TestDAPOScore(t *testing.T) {
 		wantPred          string
 		wantScore         float64
 	}{
-		// The consequences listed in spec §3.2.
+		// The consequences listed in docs/algorithm.md §3.2.
 		{"plain", "work\nAnswer: 42", "42", "42", 1},
 		{"boxed on the line", "Answer: \\boxed{42}", "42", "42", 1},
 		{"markdown final answer", "**Final Answer:** \\boxed{42}", "42", "**42", -1},

@@ -1,12 +1,12 @@
 // Package reward is the math verifier: it turns a decoded model response and
 // a ground-truth answer into a reward. Every scorer returns the same Result
 // (score, correctness, extracted prediction, status), so validation never
-// mixes return types (spec §9.5 and §11 item 17).
+// mixes return types (docs/algorithm.md §9.5 and §11 item 17).
 //
 // # Modes
 //
 // Four modes. The first three reproduce the reference implementation
-// (spec/algorithm.md §3) exactly, including its mistakes; reference_test.go
+// (docs/algorithm.md §3) exactly, including its mistakes; reference_test.go
 // checks them against the Python originals on thousands of inputs. The
 // fourth is ours.
 //
@@ -31,7 +31,7 @@
 //     mathematical equivalence (below). Score +1 / −1 like the training reward.
 //
 // ForDataSource picks one of the reference modes from a dataset's
-// data_source exactly as verl's default_compute_score does (§3.1).
+// data_source exactly as verl's default_compute_score does (docs/algorithm.md §3.1).
 //
 // # The symbolic mode, and what it does beyond the reference
 //

@@ -1,6 +1,6 @@
 package reward
 
-// The "gpqa" mode: the authors' gpqa_mc.py (spec §3.4). The first
+// The "gpqa" mode: the authors' gpqa_mc.py (docs/algorithm.md §3.4). The first
 // `\boxed{X}` (case-insensitive, whitespace allowed inside the braces), else
 // the first `Answer: X` with optional spaces/tabs and an optional `$`, X a
 // letter A–D in either case; correct iff it upper-cases to the stripped,

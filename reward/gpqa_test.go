@@ -2,7 +2,7 @@ package reward
 
 import "testing"
 
-// Expected values were checked against the authors' gpqa_mc.py (spec §3.4).
+// Expected values were checked against the authors' gpqa_mc.py (docs/algorithm.md §3.4).
 func TestGPQAScore(t *testing.T) {
 	cases := []struct {
 		resp, truth string

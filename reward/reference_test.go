@@ -10,7 +10,7 @@ import (
 
 // TestReferenceGolden checks the three reference modes against outputs of
 // the reference Python scorers themselves (verl's math_dapo.py and math.py at
-// the spec's base commits, and the authors' gpqa_mc.py), recorded in
+// the base commits of docs/algorithm.md §0, and the authors' gpqa_mc.py), recorded in
 // testdata/reference_golden.jsonl.gz. Inputs: the 83 shared examples; every
 // benchmark ground truth inside a response template, against itself or
 // another truth; and random "token soup" built from the characters and
@@ -21,8 +21,12 @@ import (
 // and on more soup.
 //
 // The file was produced by running those Python functions, unmodified, on
-// the inputs above under CPython 3.11; the generator is not part of the
-// repository because it contains the reference code.
+// the inputs above under CPython 3.11. The generator is
+// scripts/reward_golden.py: it loads the scorers from a verl checkout and
+// the authors' gpqa_mc.py (it contains none of their code) and re-scores
+// the recorded inputs (or builds fresh ones, --inputs fresh):
+//
+//	python3 scripts/reward_golden.py --verl /tmp/verl --gpqa PATH/gpqa_mc.py [--check]
 func TestReferenceGolden(t *testing.T) {
 	f, err := os.Open("testdata/reference_golden.jsonl.gz")
 	if err != nil {

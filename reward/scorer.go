@@ -12,7 +12,7 @@ import (
 type Mode string
 
 // The scorer modes. ModeDAPO, ModeBoxed and ModeGPQA reproduce the reference
-// scorers of spec §3.2–3.4; ModeSymbolic is the parsing verifier.
+// scorers of docs/algorithm.md §3.2–3.4; ModeSymbolic is the parsing verifier.
 const (
 	ModeDAPO     Mode = "dapo"
 	ModeBoxed    Mode = "boxed"
@@ -92,7 +92,7 @@ func New(mode Mode) (Scorer, error) {
 }
 
 // ReferenceMode returns the reference scorer's mode for a data_source, in
-// verl's default_compute_score order (spec §3.1, first match wins).
+// verl's default_compute_score order (docs/algorithm.md §3.1, first match wins).
 func ReferenceMode(dataSource string) (Mode, error) {
 	switch dataSource {
 	case "openai/gsm8k":
@@ -118,7 +118,7 @@ func ReferenceMode(dataSource string) (Mode, error) {
 	return "", fmt.Errorf("%w %q", ErrUnsupportedSource, dataSource)
 }
 
-// ForDataSource returns the reference scorer for a data_source (spec §3.1).
+// ForDataSource returns the reference scorer for a data_source (docs/algorithm.md §3.1).
 func ForDataSource(dataSource string) (Scorer, error) {
 	m, err := ReferenceMode(dataSource)
 	if err != nil {

@@ -18,7 +18,7 @@ type Message struct {
 }
 
 // ChatOptions are apply_chat_template's arguments. The trainer uses
-// {AddGenerationPrompt: true} and nothing else (spec §2.3).
+// {AddGenerationPrompt: true} and nothing else (docs/algorithm.md §2.3).
 type ChatOptions struct {
 	AddGenerationPrompt bool
 	// EnableThinking is the template's enable_thinking variable; nil leaves it
@@ -31,7 +31,7 @@ type PromptMode string
 
 const (
 	// PromptChat renders the messages with the checkpoint's chat template and
-	// an open assistant turn, as verl does (spec §2.3).
+	// an open assistant turn, as verl does (docs/algorithm.md §2.3).
 	PromptChat PromptMode = "chat"
 	// PromptRaw uses the messages' contents as they are, joined by "\n\n"
 	// (a single user message is its content), with no template.

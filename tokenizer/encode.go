@@ -28,6 +28,15 @@ func (t *Tokenizer) Encode(text string) []int {
 // Encode32 is Encode appending int32 ids to dst.
 func (t *Tokenizer) Encode32(text string, dst []int32) []int32 { return t.encode32(text, dst) }
 
+// Int32s converts ids to the int32 ids the model and the sampler take.
+func Int32s(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
 func (t *Tokenizer) encode32(text string, out []int32) []int32 {
 	if !utf8.ValidString(text) {
 		text = string(appendLossy(nil, []byte(text)))

@@ -422,7 +422,7 @@ func (t *Tokenizer) PadID() (int, bool) {
 
 // StopIDs returns the ids generation should stop at: the configured EOS plus
 // <|im_end|> and <|endoftext|> when present (Qwen3-Base configs name
-// <|endoftext|>, chat configs <|im_end|>; spec §11 item 19).
+// <|endoftext|>, chat configs <|im_end|>; docs/algorithm.md §11 item 19).
 func (t *Tokenizer) StopIDs() []int {
 	var out []int
 	seen := map[int]bool{}

@@ -18,7 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -156,7 +156,7 @@ type CheckpointConfig struct {
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
-// the reference's values (spec §10) with [REC] choices (§11), on a model
+// the reference's values (docs/algorithm.md §10) with the decisions of §11, on a model
 // path the user must set.
 func Default() Config {
 	g := gdro.DefaultConfig()
@@ -216,6 +216,7 @@ func Resolve(raw []byte, source string, sets []string) (Config, error) {
 	if err := ApplySets(&cfg, sets); err != nil {
 		return cfg, err
 	}
+	cfg = cfg.Resolved()
 	if err := cfg.validateValues(); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
@@ -268,15 +269,36 @@ func orNull(v string) string {
 	return v
 }
 
-// Validate checks the whole configuration and aligns the GDRO switches
-// with train.method.
-func (c *Config) Validate() error {
+// Resolved returns c with the settings that follow from others filled in.
+// It is the one place a decoded config is changed (Resolve calls it, and so
+// does Open for a Config built in code); Validate only checks.
+//
+// train.method decides which GDRO controllers run: grpo turns both off,
+// prompt_gdro turns Prompt-GDRO on and Rollout-GDRO off, and rollout_gdro
+// turns Rollout-GDRO on and leaves gdro.prompt.enabled as configured (the
+// reference's Rollout-GDRO runs compute Prompt-GDRO weights without
+// applying them, gdro.prompt.apply: false). An unknown method changes
+// nothing; Validate names it.
+func (c Config) Resolved() Config {
+	switch c.Train.Method {
+	case MethodGRPO:
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = false, false
+	case MethodPromptGDRO:
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, false
+	case MethodRolloutGDRO:
+		c.GDRO.Rollout.Enabled = true
+	}
+	return c
+}
+
+// Validate checks the whole configuration without changing it.
+func (c Config) Validate() error {
 	return errors.Join(c.validateValues(), c.requireInputs())
 }
 
 // requireInputs checks that the inputs every run needs are named (whether
 // they exist is CheckInputs' job, at the start of a run).
-func (c *Config) requireInputs() error {
+func (c Config) requireInputs() error {
 	var errs []error
 	if c.Model.Path == "" {
 		errs = append(errs, errors.New("model.path is required (a Hugging Face model folder)"))
@@ -290,8 +312,8 @@ func (c *Config) requireInputs() error {
 // validateValues checks every value: finite numbers first (a NaN passes
 // every comparison, so "lr > 0" alone lets .nan through to the first
 // step), then each key's range, naming the key.
-func (c *Config) validateValues() error {
-	if bad := nonFinite(reflect.ValueOf(*c), ""); len(bad) > 0 {
+func (c Config) validateValues() error {
+	if bad := nonFinite(reflect.ValueOf(c), ""); len(bad) > 0 {
 		var errs []error
 		for _, b := range bad {
 			errs = append(errs, fmt.Errorf("%s: must be a finite number", b))
@@ -300,23 +322,22 @@ func (c *Config) validateValues() error {
 	}
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	switch c.Train.Method {
-	case MethodGRPO:
-		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = false, false
-	case MethodPromptGDRO:
-		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, false
-	case MethodRolloutGDRO:
-		c.GDRO.Rollout.Enabled = true
+	switch r := c.Resolved().GDRO; c.Train.Method {
+	case MethodGRPO, MethodPromptGDRO, MethodRolloutGDRO:
+		if r.Prompt.Enabled != c.GDRO.Prompt.Enabled || r.Rollout.Enabled != c.GDRO.Rollout.Enabled {
+			bad("gdro.prompt.enabled = %v and gdro.rollout.enabled = %v disagree with train.method %s (Config.Resolved sets them)",
+				c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled, c.Train.Method)
+		}
 	default:
 		bad("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
 	}
 	if c.Model.Prompt != "chat" && c.Model.Prompt != "raw" {
 		bad("model.prompt %q: want chat or raw", c.Model.Prompt)
 	}
-	if _, _, err := cuda.ParseDevice(c.Run.Device); err != nil {
+	if _, _, err := device.Parse(c.Run.Device); err != nil {
 		bad("run.%v", err)
 	}
-	if _, err := cuda.ParsePrecision(c.Run.MatMul); err != nil {
+	if _, err := device.ParsePrecision(c.Run.MatMul); err != nil {
 		bad("run.matmul_precision: %v", err)
 	}
 	if c.Run.ReferenceDType != "auto" && c.Run.ReferenceDType != "bf16" && c.Run.ReferenceDType != "fp32" {

@@ -152,3 +152,38 @@ func TestMemoryPlan(t *testing.T) {
 		t.Fatal("a plan that fits (or unknown memory) was refused")
 	}
 }
+
+// TestResolvedThenValidate: train.method switches the GDRO controllers in
+// Resolved, the one place a config is changed; Validate changes nothing and
+// refuses a config built in code whose switches disagree with its method.
+func TestResolvedThenValidate(t *testing.T) {
+	for _, c := range []struct {
+		method                string
+		promptIn, prompt, rol bool
+	}{
+		{MethodGRPO, true, false, false},
+		{MethodPromptGDRO, false, true, false},
+		{MethodRolloutGDRO, false, false, true}, // the prompt switch is left as set
+		{MethodRolloutGDRO, true, true, true},
+	} {
+		cfg := Default()
+		cfg.Model.Path, cfg.Data.Train = "m", []string{"a.jsonl"}
+		cfg.Train.Method, cfg.GDRO.Prompt.Enabled = c.method, c.promptIn
+		r := cfg.Resolved()
+		if r.GDRO.Prompt.Enabled != c.prompt || r.GDRO.Rollout.Enabled != c.rol {
+			t.Errorf("%s (prompt %v): resolved prompt %v rollout %v, want %v %v", c.method, c.promptIn, r.GDRO.Prompt.Enabled, r.GDRO.Rollout.Enabled, c.prompt, c.rol)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("%s: resolved config: %v", c.method, err)
+		}
+		snapshot := r
+		_ = r.Validate()
+		if r.GDRO.Prompt.Enabled != snapshot.GDRO.Prompt.Enabled || r.GDRO.Rollout.Enabled != snapshot.GDRO.Rollout.Enabled {
+			t.Errorf("%s: Validate changed the config", c.method)
+		}
+		// Every case's unresolved switches disagree with its method.
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "disagree with train.method") {
+			t.Errorf("%s: unresolved switches accepted: %v", c.method, err)
+		}
+	}
+}

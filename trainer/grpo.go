@@ -1,10 +1,10 @@
 // Package trainer runs GRPO with the Prompt-GDRO and Rollout-GDRO
-// curricula. This file holds the GRPO core of spec §5: group-normalised
+// curricula. This file holds the GRPO core of docs/algorithm.md §5: group-normalised
 // advantages, the dual-clip surrogate, the k3 KL penalty, token-mean
-// aggregation per micro-batch, and the per-row loss signal of §6.2.
+// aggregation per micro-batch, and the per-row loss signal of docs/algorithm.md §6.2.
 //
 // Departures from the GRPO paper, all following the verl reference the
-// published runs used (spec §5, §11 item 13):
+// published runs used (docs/algorithm.md §5, §11 item 13):
 //   - the group standard deviation is the unbiased one (n−1), ε = 1e−6,
 //     and a group of one has μ = 0, σ = 1;
 //   - the KL term is the k3 ("low_var_kl") estimator in the loss, not in
@@ -14,7 +14,7 @@
 //     longer responses and prompts with more rollouts weigh more. Two
 //     variants are options: seq-mean-token-mean (each row's token mean,
 //     averaged over rows) and prompt-mean-token-mean (each prompt weighs the
-//     same whatever its rollout count n_i, spec §11 item 14);
+//     same whatever its rollout count n_i, docs/algorithm.md §11 item 14);
 //   - advantage clipping is available but off by default (the reference
 //     sets ±5 and never reads it; it cannot bind for n ≤ 12).
 //
@@ -28,7 +28,7 @@ import (
 	"math"
 )
 
-// LossConfig holds the GRPO loss settings (spec §5, §10).
+// LossConfig holds the GRPO loss settings (docs/algorithm.md §5, §10).
 type LossConfig struct {
 	ClipLow     float64 `yaml:"clip_low" json:"clip_low"`       // ε_low, 0.2
 	ClipHigh    float64 `yaml:"clip_high" json:"clip_high"`     // ε_high, 0.28
@@ -104,12 +104,12 @@ type TokenTerms struct {
 	Clipped          bool    // L2 > L1 (the ratio clip is active)
 	LowerClipped     bool    // the dual clip is active (Ã < 0 and Lc > −c·Ã)
 	NegLogRatio      float64 // −Δ, averaged into ppo_kl
-	SignalTerm       float64 // max(−A·ρ, −A·clip(ρ)) with the unweighted A (§6.2)
+	SignalTerm       float64 // max(−A·ρ, −A·clip(ρ)) with the unweighted A (docs/algorithm.md §6.2)
 	RatioForLogging  float64
 	DeltaOutOfBounds bool
 }
 
-// Token computes the dual-clip surrogate and k3 KL of one token (§5.4–5.5).
+// Token computes the dual-clip surrogate and k3 KL of one token (docs/algorithm.md §5.4–5.5).
 // aw is the (GDRO-weighted) advantage, a the unweighted one.
 func (c LossConfig) Token(lp, lpOld, lpRef, aw, a float64) TokenTerms {
 	var t TokenTerms
@@ -164,13 +164,13 @@ type MicroStats struct {
 	PolicyLoss, KL, PPOKL         float64 // sums over tokens
 	ClipCount, LowerClipCount     int
 	Loss                          float64   // the micro-batch loss before the 1/GA scale
-	RowSignal, RowKL              []float64 // per row: ℓ_r (§6.2) and the token-mean KL
+	RowSignal, RowKL              []float64 // per row: ℓ_r (docs/algorithm.md §6.2) and the token-mean KL
 	DeltaOutOfBounds              int
 	RatioMin, RatioMax, RatioMean float64
 }
 
 // MicroBatch computes the loss of one micro-batch and, per row, ∂(loss/ga)/∂log π
-// for every response token, plus the per-row loss signal (§6.2).
+// for every response token, plus the per-row loss signal (docs/algorithm.md §6.2).
 func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 	st := MicroStats{RatioMin: math.Inf(1), RatioMax: math.Inf(-1)}
 	grads := make([][]float32, len(rows))
@@ -192,7 +192,7 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 		// seq-mean-token-mean by the row's count and the number of rows;
 		// prompt-mean-token-mean by the row's count, its prompt's rollout
 		// count and the number of prompts, so every prompt weighs the same
-		// whatever its n_i (spec §11 item 14).
+		// whatever its n_i (docs/algorithm.md §11 item 14).
 		var denom float64
 		switch c.Aggregation {
 		case "seq-mean-token-mean":

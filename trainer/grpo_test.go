@@ -140,7 +140,7 @@ func TestMicroBatchHandComputed(t *testing.T) {
 }
 
 // TestSignalZeroAtRatioOne: with log π = log π_old, the mean loss signal of
-// every prompt group (hence every bin) is exactly 0 (spec §12).
+// every prompt group (hence every bin) is exactly 0 (docs/algorithm.md §6.2).
 func TestSignalZeroAtRatioOne(t *testing.T) {
 	rewards := []float64{1, -1, -1, -1, 1, 1, -1, 1, -1, -1}
 	groups := []int{0, 0, 0, 0, 1, 1, 1, 1, 2, 2}

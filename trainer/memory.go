@@ -12,7 +12,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -131,8 +131,8 @@ func PlanBudget(cfg Config) (Budget, error) {
 	if err != nil {
 		return Budget{}, fmt.Errorf("policy: %w", err)
 	}
-	kind, _, _ := cuda.ParseDevice(cfg.Run.Device)
-	return planFor(mc, cfg, kind == "cuda", cfg.Run.Device), nil
+	kind, _, _ := device.Parse(cfg.Run.Device)
+	return planFor(mc, cfg, kind == device.CUDA, cfg.Run.Device), nil
 }
 
 // planFor plans for the CPU or a GPU (whose reference may be bf16).
@@ -150,27 +150,58 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	return bud
 }
 
-// OpenBackend opens the device run.device names and plans the run's memory
-// against it, reading only config.json (nothing large is allocated).
-func OpenBackend(cfg Config, logf func(string, ...any)) (model.Backend, Budget, error) {
+// BackendOpener opens the backend a device name asks for (cpu, cuda,
+// cuda:N, auto) with the GPU's matrix-product precision; logf receives the
+// choice. The binary passes backend.Open; the trainer itself links no GPU
+// code.
+type BackendOpener func(device, precision string, logf func(string, ...any)) (model.Backend, error)
+
+// CPUOnly is the opener used when none is given: cpu opens the CPU
+// backend, auto falls back to it (saying so), and cuda is an error.
+func CPUOnly(name, precision string, logf func(string, ...any)) (model.Backend, error) {
+	kind, _, err := device.Parse(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := device.ParsePrecision(precision); err != nil {
+		return nil, err
+	}
+	switch kind {
+	case device.CUDA:
+		return nil, fmt.Errorf("device %s: this program opens no GPU backend (trainer.Options.Backend is not set; the gdrotrain binary sets it to backend.Open)", name)
+	case device.Auto:
+		logf("device auto: this program opens no GPU backend; using the CPU backend")
+	}
+	return model.NewCPU(), nil
+}
+
+// OpenBackend opens the device run.device names with open (nil: CPUOnly)
+// and plans the run's memory against it, reading only config.json (nothing
+// large is allocated). A backend with its own device memory
+// (model.MemoryReporter) is planned against that memory, others against
+// the host's.
+func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (model.Backend, Budget, error) {
 	mc, err := model.LoadConfig(cfg.Model.Path)
 	if err != nil {
 		return nil, Budget{}, fmt.Errorf("policy: %w", err)
 	}
-	b, err := cuda.SelectBackend(cfg.Run.Device, cfg.Run.MatMul, logf)
-	if err != nil {
-		kind, _, _ := cuda.ParseDevice(cfg.Run.Device)
-		return nil, planFor(mc, cfg, kind != "cpu", cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
+	if open == nil {
+		open = CPUOnly
 	}
-	cb, gpu := b.(*cuda.Backend)
+	b, err := open(cfg.Run.Device, cfg.Run.MatMul, logf)
+	if err != nil {
+		kind, _, _ := device.Parse(cfg.Run.Device)
+		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
+	}
+	mr, gpu := b.(model.MemoryReporter)
 	bud := planFor(mc, cfg, gpu, b.Name())
 	bud.Available = availableMemory()
 	if gpu {
-		free, _, err := cb.Device().MemInfo()
+		free, _, err := mr.MemInfo()
 		if err != nil {
 			return nil, bud, err
 		}
-		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), cb.Device().Info.Name), free
+		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), mr.DeviceName()), free
 	}
 	return b, bud, nil
 }

@@ -4,7 +4,8 @@ package trainer
 // during checkpoint writes) and resumed with --resume auto each time ends
 // with bitwise-identical weights, optimizer moments, controller and
 // classifier state, data cursor and metrics lines as the uninterrupted run.
-// The killed runs are this test binary re-executed as a child process.
+// The killed runs are this test binary re-executed as a child process; the
+// kill delays are seeded (logged; GDROTRAIN_RESUME_SEED replays them).
 
 import (
 	"bytes"
@@ -67,7 +68,20 @@ func TestExactResumeAfterKills(t *testing.T) {
 	}
 	cfgPath := filepath.Join(dir, "killed.yaml")
 	os.WriteFile(cfgPath, raw, 0o644)
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	// The kill delays come from a seed drawn from the clock, logged, and
+	// taken from GDROTRAIN_RESUME_SEED when set, so a failure can be
+	// replayed (`GDROTRAIN_RESUME_SEED=N go test -run TestExactResumeAfterKills
+	// -v ./trainer/`). The same delays land the kills at about, not exactly,
+	// the same moments: the scheduler decides the rest.
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("GDROTRAIN_RESUME_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("GDROTRAIN_RESUME_SEED=%q: %v", s, err)
+		}
+	}
+	t.Logf("kill delays from seed %d (replay: GDROTRAIN_RESUME_SEED=%d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var delays []string
 	killed, finished := 0, false
 	for attempt := 0; attempt < 10*kills && !finished; attempt++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestResumeChild$", "-test.count=1")
@@ -80,16 +94,18 @@ func TestExactResumeAfterKills(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		if killed < kills {
+			delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
 			select {
 			case err := <-done:
 				finished = err == nil
 				if err != nil {
 					t.Fatalf("child failed before it was killed: %v\n%s", err, out.String())
 				}
-			case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
+			case <-time.After(delay):
 				cmd.Process.Kill()
 				<-done
 				killed++
+				delays = append(delays, delay.String())
 			}
 			continue
 		}
@@ -101,7 +117,7 @@ func TestExactResumeAfterKills(t *testing.T) {
 	if !finished || killed < kills {
 		t.Fatalf("finished %v after %d of %d kills", finished, killed, kills)
 	}
-	t.Logf("%d SIGKILLs before the run finished", killed)
+	t.Logf("%d SIGKILLs before the run finished, after %s (seed %d)", killed, strings.Join(delays, ", "), seed)
 	killedDir := filepath.Join(dir, "killed")
 
 	a, ma, _ := checkpoint.Latest(filepath.Join(refDir, "checkpoints"))

@@ -61,6 +61,8 @@ type Trainer struct {
 	savedStep int
 	// onPhase, when set (tests), is called as each phase of the loop starts.
 	onPhase func(Phase)
+	// backend opens run.device (Options.Backend).
+	backend BackendOpener
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -85,7 +87,8 @@ func (t *Trainer) phase(p Phase) {
 // New prepares a run: it validates cfg, creates the run folder, writes the
 // resolved config there and loads everything the loop needs. resume is ""
 // (a new run), "auto" (continue from the newest complete checkpoint in the
-// run folder, if any) or a checkpoint folder; see Open for the rest.
+// run folder, if any) or a checkpoint folder. It opens run.device with
+// CPUOnly; Open with Options.Backend set (backend.Open) reaches a GPU.
 func New(cfg Config, logw io.Writer, resume string) (*Trainer, error) {
 	return Open(cfg, logw, Options{Resume: resume})
 }
@@ -95,6 +98,7 @@ func New(cfg Config, logw io.Writer, resume string) (*Trainer, error) {
 // checkpoint to resume from is found and compared with the config, before
 // the model is loaded or anything in the run folder is changed.
 func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
+	cfg = cfg.Resolved()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -116,7 +120,7 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
-	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags), savedStep: -1}
+	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags), savedStep: -1, backend: o.Backend}
 	t.closers = append(t.closers, logFile)
 	if len(removed) > 0 {
 		t.Log.Printf("starting afresh (--overwrite): removed the earlier run's %s from %s", strings.Join(removed, ", "), dir)
@@ -182,7 +186,7 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	// Plan memory from config.json before loading anything large.
-	b, plan, err := OpenBackend(cfg, t.Log.Printf)
+	b, plan, err := OpenBackend(cfg, t.backend, t.Log.Printf)
 	if err != nil {
 		return err
 	}
@@ -272,11 +276,7 @@ func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
 	t.Log.Printf("%s data: %d prompts from %d files (%s)", split, len(ds.Prompts), len(files), rep)
 	set := promptSet{ds: ds, ids: map[string][]int32{}}
 	for i, p := range ds.Prompts {
-		ids := make([]int32, len(toks[i].IDs))
-		for k, id := range toks[i].IDs {
-			ids[k] = int32(id)
-		}
-		set.ids[p.UID] = ids
+		set.ids[p.UID] = tokenizer.Int32s(toks[i].IDs)
 	}
 	return set, nil
 }
@@ -317,7 +317,7 @@ func (t *Trainer) buildScorers() error {
 }
 
 // stopIDs gathers every end-of-sequence id: the tokenizer's, config.json's
-// and generation_config.json's (spec §11 item 19).
+// and generation_config.json's (docs/algorithm.md §11 item 19).
 func stopIDs(tok *tokenizer.Tokenizer, mc *model.Config, dir string) []int32 {
 	set := map[int]bool{}
 	for _, id := range tok.StopIDs() {

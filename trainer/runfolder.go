@@ -40,6 +40,9 @@ type Options struct {
 	// AllowConfigChange resumes even when keys that change the training
 	// trajectory differ from the checkpoint's config.
 	AllowConfigChange bool
+	// Backend opens run.device (nil: CPUOnly). The binary passes
+	// backend.Open, which links the CUDA backend.
+	Backend BackendOpener
 }
 
 // RunDir is the run folder, run.out_dir/run.name.

@@ -1,6 +1,6 @@
 package trainer
 
-// One training step (spec §1, with the [REC] fixes of §11):
+// One training step (docs/algorithm.md §1, with the decisions of §11):
 //
 //	prompts ─► gdro.Plan (classify, n_i) ─► rollout.Generate ─► reward
 //	  ─► old / reference log-probs ─► GRPO advantages ─► gdro.Weights
@@ -9,7 +9,7 @@ package trainer
 //
 // Rows are prompt-contiguous in plan order everywhere, so the per-row
 // signals handed to the controllers line up with their labels by
-// construction (§11 items 15, 26); with several PPO epochs a row's signal
+// construction (docs/algorithm.md §11 items 15, 26); with several PPO epochs a row's signal
 // is the mean over epochs.
 
 import (
@@ -18,7 +18,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -130,9 +129,9 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	met := &StepMetrics{Step: t.step, Epoch: epoch}
-	gpu, onGPU := t.Policy.B.(*cuda.Backend)
+	mem, onGPU := t.Policy.B.(model.MemoryReporter)
 	if onGPU {
-		gpu.Device().ResetPeak()
+		mem.ResetMemPeak()
 	}
 
 	// Generate and score.
@@ -201,7 +200,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
 	met.StepSeconds = time.Since(start).Seconds()
 	if onGPU {
-		met.GPUMemPeakGiB = float64(gpu.Device().MemStats().Peak) / (1 << 30)
+		met.GPUMemPeakGiB = float64(mem.MemPeak()) / (1 << 30)
 	}
 	return met, nil
 }
@@ -238,7 +237,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	return rows, tokens, nil
 }
 
-// score runs the verifier on each response (special tokens dropped, spec §2.3).
+// score runs the verifier on each response (special tokens dropped, docs/algorithm.md §2.3).
 func (t *Trainer) score(prompts []data.Prompt, rows []rowData, met *StepMetrics) {
 	var sum, acc, none float64
 	for i := range rows {

@@ -1,6 +1,6 @@
 package trainer
 
-// Validation (spec §9 with the [REC] of §11 item 24): n sampled responses
+// Validation (docs/algorithm.md §9 and §11 item 24): n sampled responses
 // per held-out prompt; per benchmark (data_source) the mean accuracy
 // (mean@n) and the unbiased pass@k for k = 1, 2, 4, … ≤ n; pooled pass@n
 // over all prompts as the paper reports it (a prompt counts once, correct

@@ -7,12 +7,11 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/cuda/selftest"
+	"github.com/gdrotrain/gdrotrain/device"
 )
 
-func init() { register(newCudaInfoCmd) }
-
 func newCudaInfoCmd() *cobra.Command {
-	var device, arch, matmul string
+	var deviceName, arch, matmul string
 	var selfTest bool
 	cmd := &cobra.Command{
 		Use:   "cuda-info [--device cuda:N] [--self-test] [--compile-for sm_90]",
@@ -43,9 +42,9 @@ naming the op and the tolerance, if any disagrees.`,
 				fmt.Fprintf(out, "compiled %d kernel files for %s with NVRTC %s into %s\n", files, arch, version, dir)
 				return nil
 			}
-			kind, gpu, err := cuda.ParseDevice(device)
-			if err != nil || kind != "cuda" {
-				return fmt.Errorf("--device %q: want cuda or cuda:N", device)
+			kind, gpu, err := device.Parse(deviceName)
+			if err != nil || kind != device.CUDA {
+				return fmt.Errorf("--device %q: want cuda or cuda:N", deviceName)
 			}
 			d, err := cuda.Open(gpu, logf)
 			if err != nil {
@@ -77,7 +76,7 @@ naming the op and the tolerance, if any disagrees.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&device, "device", "cuda", "cuda or cuda:N")
+	cmd.Flags().StringVar(&deviceName, "device", "cuda", "cuda or cuda:N")
 	cmd.Flags().BoolVar(&selfTest, "self-test", false, "run the GPU self-test against the CPU backend (exit 1 if any check fails)")
 	cmd.Flags().StringVar(&matmul, "matmul-precision", "bf16", "with --self-test: matrix-product precision to test (bf16, tf32, fp32)")
 	cmd.Flags().StringVar(&arch, "compile-for", "", "compile the kernels for this architecture (sm_80, sm_90, …) with NVRTC only, no GPU")

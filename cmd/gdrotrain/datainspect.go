@@ -11,9 +11,8 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
+	"github.com/gdrotrain/gdrotrain/trainer"
 )
-
-func init() { register(newDataCmd) }
 
 func newDataCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -71,11 +70,12 @@ Several files are inspected as one concatenated dataset (a validation set).`,
 		},
 	}
 	f := cmd.Flags()
+	defaults := trainer.Default() // the training defaults, so inspect sees what train would
 	f.StringVar(&dir, "tokenizer", "", "folder with tokenizer.json and tokenizer_config.json (default "+defaultTokenizerDir+" when present)")
-	f.StringVar(&template, "template", "auto", "prompt template for {problem, answer} rows: auto, none, dapo, math or gpqa")
-	f.StringVar(&mode, "mode", "chat", "prompt rendering: chat (chat template + open assistant turn) or raw")
+	f.StringVar(&template, "template", defaults.Data.Template, "prompt template for {problem, answer} rows: auto, none, dapo, math or gpqa")
+	f.StringVar(&mode, "mode", defaults.Model.Prompt, "prompt rendering: chat (chat template + open assistant turn) or raw")
 	f.BoolVar(&skipBad, "skip-bad-rows", false, "skip malformed rows (counted) instead of failing on the first")
-	f.IntVar(&maxLen, "max-prompt-length", 3200, "report prompts longer than this many tokens (0: no limit)")
+	f.IntVar(&maxLen, "max-prompt-length", defaults.Data.MaxPromptLength, "report prompts longer than this many tokens (0: no limit)")
 	f.IntVar(&sample, "sample", 0, "index of the prompt to print rendered")
 	return cmd
 }

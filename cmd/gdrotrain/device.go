@@ -5,8 +5,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/cuda/selftest"
+	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -44,7 +46,7 @@ func openBackend(cmd *cobra.Command, f deviceFlags) (model.Backend, error) {
 	if err := selfTestDevice(cmd, f.device, f.matmul, f.skipSelfTest); err != nil {
 		return nil, err
 	}
-	b, err := cuda.SelectBackend(f.device, f.matmul, stderrLog(cmd))
+	b, err := backend.Open(f.device, f.matmul, stderrLog(cmd))
 	if err != nil {
 		return nil, fmt.Errorf("--device: %w", err)
 	}
@@ -55,12 +57,12 @@ func stderrLog(cmd *cobra.Command) func(string, ...any) {
 	return func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 }
 
-// selfTestDevice runs the GPU self-test when device names a GPU (or is
+// selfTestDevice runs the GPU self-test when name names a GPU (or is
 // auto and a GPU is usable), once per process and precision. Without a GPU
 // it does nothing: opening the backend then says why.
-func selfTestDevice(cmd *cobra.Command, device, matmul string, skip bool) error {
-	kind, gpu, err := cuda.ParseDevice(device)
-	if err != nil || kind == "cpu" || skip {
+func selfTestDevice(cmd *cobra.Command, name, matmul string, skip bool) error {
+	kind, gpu, err := device.Parse(name)
+	if err != nil || kind == device.CPU || skip {
 		return nil // a bad name is reported by the backend's selection
 	}
 	prec, err := cuda.ParsePrecision(matmul)

@@ -10,8 +10,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
-func init() { register(newExportCmd) }
-
 func newExportCmd() *cobra.Command {
 	var ckpt, out, dtype string
 	var shardGB float64

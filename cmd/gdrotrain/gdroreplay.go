@@ -14,8 +14,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/gdro"
 )
 
-func init() { register(newGDROReplayCmd) }
-
 func newGDROReplayCmd() *cobra.Command {
 	var (
 		cf    gdroConfigFlags

@@ -15,8 +15,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/gdro"
 )
 
-func init() { register(newGDROSimCmd) }
-
 // gdroConfigFlags are the flags shared by gdro-sim and gdro-replay that
 // select the controller configuration.
 type gdroConfigFlags struct {

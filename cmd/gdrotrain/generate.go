@@ -11,8 +11,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
-func init() { register(newGenerateCmd) }
-
 func newGenerateCmd() *cobra.Command {
 	var dir, tokDir, prompt, mode string
 	var p rollout.Params
@@ -62,7 +60,7 @@ Temperature 0 is greedy.`,
 			}
 			p.MaxSlots = max(n, 1)
 			bar := progress.New(n, "sequences")
-			out, err := rollout.Generate(cmd.Context(), m, []rollout.Request{{UID: prompt, Prompt: toInt32(ids), N: n}}, p, bar)
+			out, err := rollout.Generate(cmd.Context(), m, []rollout.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
 			bar.Finish()
 			if err != nil {
 				return err

@@ -8,8 +8,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-func init() { register(newInitTinyCmd) }
-
 func newInitTinyCmd() *cobra.Command {
 	o := model.DefaultTiny()
 	var out, dtype string

@@ -11,8 +11,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-func init() { register(newLogitsCmd) }
-
 // logitsOutput is the JSON that `gdrotrain logits` writes.
 type logitsOutput struct {
 	Model     string      `json:"model"`

@@ -13,8 +13,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/report"
 )
 
-func init() { register(newPlotCmd) }
-
 func newPlotCmd() *cobra.Command {
 	var (
 		runDir  string

@@ -4,13 +4,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// subcommands holds the constructors of every subcommand. Each subcommand
-// lives in its own file and registers itself from an init function, so adding
-// a command never touches this file.
-var subcommands []func() *cobra.Command
-
-func register(newCmd func() *cobra.Command) { subcommands = append(subcommands, newCmd) }
-
+// newRootCmd builds the CLI: every subcommand is listed here, one
+// constructor per file of this folder (cobra prints them sorted by name).
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "gdrotrain",
@@ -21,8 +16,27 @@ update with the Prompt-GDRO or Rollout-GDRO curriculum controllers.`,
 		SilenceUsage:  true,
 		SilenceErrors: true, // main prints the error once via cobra.CheckErr
 	}
-	for _, newCmd := range subcommands {
-		root.AddCommand(newCmd())
-	}
+	root.AddCommand(
+		// Training and evaluation.
+		newTrainCmd(),      // train.go
+		newDemoCmd(),       // demo.go
+		newGenerateCmd(),   // generate.go
+		newVerifyCmd(),     // verify.go
+		newDataCmd(),       // datainspect.go: data inspect
+		newTokenizeCmd(),   // tokenize.go
+		newGDROSimCmd(),    // gdrosim.go
+		newGDROReplayCmd(), // gdroreplay.go
+		newPlotCmd(),       // plot.go
+		// Models and devices.
+		newExportCmd(),   // export.go
+		newInitTinyCmd(), // inittiny.go
+		newLogitsCmd(),   // logits.go
+		newBenchCmd(),    // bench.go
+		newCudaInfoCmd(), // cudainfo.go
+	)
 	return root
 }
+
+// register is a no-op left for bench.go's init (the subcommands are listed
+// in newRootCmd above); delete both when bench.go drops its init.
+func register(func() *cobra.Command) {}

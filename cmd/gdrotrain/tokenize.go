@@ -15,8 +15,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
-func init() { register(newTokenizeCmd) }
-
 // defaultTokenizerDir is where `make fixtures` puts Qwen3's tokenizer files.
 const defaultTokenizerDir = ".cache/qwen3-tokenizer"
 

@@ -7,11 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
-
-func init() { register(newTrainCmd) }
 
 func newTrainCmd() *cobra.Command {
 	var config string
@@ -78,6 +77,7 @@ scripts requeue; --resume auto continues exactly.`,
 			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Run.MatMul, skipSelfTest); err != nil {
 				return err
 			}
+			o.Backend = backend.Open
 			t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
 			if err != nil {
 				return err
@@ -113,7 +113,7 @@ func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64) error
 		bud.Device += fmt.Sprintf(", assumed %.0f GiB", assumeGiB)
 		bud.Available = int64(assumeGiB * (1 << 30))
 	} else {
-		_, bud, err = trainer.OpenBackend(cfg, logf)
+		_, bud, err = trainer.OpenBackend(cfg, backend.Open, logf)
 		if err != nil && bud.Plan.Total() == 0 {
 			return err
 		}

@@ -1,25 +1,21 @@
 package main
 
 // gdrotrain verify: score one response, or a JSONL file of them, with any
-// verifier mode, and report agreement with expected labels when present.
+// verifier mode, and report agreement with expected labels when present
+// (the scoring and the tally are package reward/verify's).
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 
-	"github.com/gdrotrain/gdrotrain/data"
-	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/spf13/cobra"
-)
 
-func init() { register(newVerifyCmd) }
+	"github.com/gdrotrain/gdrotrain/reward"
+	"github.com/gdrotrain/gdrotrain/reward/verify"
+)
 
 type verifyOptions struct {
 	response, truth, jsonl string
@@ -71,19 +67,6 @@ the note says which.`,
 	return cmd
 }
 
-// verdict is one scored row, as printed with --json.
-type verdict struct {
-	ID       string  `json:"id"`
-	Mode     string  `json:"mode"`
-	Score    float64 `json:"score"`
-	Correct  bool    `json:"correct"`
-	Pred     string  `json:"pred"`
-	Status   string  `json:"status"`
-	Expected *bool   `json:"expected,omitempty"`
-	Agree    *bool   `json:"agree,omitempty"`
-	Error    string  `json:"error,omitempty"`
-}
-
 func runVerify(cmd *cobra.Command, o verifyOptions) error {
 	single := cmd.Flags().Changed("response") || cmd.Flags().Changed("truth")
 	switch {
@@ -94,256 +77,53 @@ func runVerify(cmd *cobra.Command, o verifyOptions) error {
 	case single && (!cmd.Flags().Changed("response") || !cmd.Flags().Changed("truth")):
 		return errors.New("verify: --response and --truth go together")
 	}
-	if o.mode != "reference" {
-		if _, err := reward.New(reward.Mode(o.mode)); err != nil {
-			return fmt.Errorf("verify: unknown --mode %q: want symbolic, dapo, boxed, gpqa or reference", o.mode)
-		}
+	vo := verify.Options{Mode: o.mode, DataSource: o.dataSource}
+	if err := vo.Check(); err != nil {
+		return fmt.Errorf("verify: --mode: %w", err)
 	}
 	out := cmd.OutOrStdout()
 	if single {
-		mode, err := scoreMode(o, "")
+		v, err := verify.One(vo, o.response, o.truth)
 		if err != nil {
-			return err
+			return fmt.Errorf("verify: %w", err)
 		}
-		v, err := score(mode, o.response, o.truth)
-		if err != nil {
-			return err
-		}
-		v.ID = "response"
 		if o.asJSON {
 			return json.NewEncoder(out).Encode(v)
 		}
-		fmt.Fprintf(out, "mode:      %s\n", v.Mode)
-		fmt.Fprintf(out, "extracted: %s\n", display(v.Pred, 200))
-		fmt.Fprintf(out, "verdict:   %s (score %s, %s)\n", word(v.Correct), scoreText(v.Score), v.Status)
-		if v.Error != "" {
-			fmt.Fprintf(out, "note:      %s\n", v.Error)
-		}
-		return nil
+		_, err = io.WriteString(out, v.Text())
+		return err
 	}
-	return verifyFile(cmd, o, out)
-}
-
-// jsonlRow is one input line.
-type jsonlRow struct {
-	ID          json.RawMessage `json:"id"`
-	Response    *string         `json:"response"`
-	GroundTruth json.RawMessage `json:"ground_truth"`
-	Truth       json.RawMessage `json:"truth"`
-	Expected    *bool           `json:"expected"`
-	DataSource  string          `json:"data_source"`
-	Choices     []string        `json:"choices"`
-}
-
-func verifyFile(cmd *cobra.Command, o verifyOptions, out io.Writer) error {
-	var in io.Reader
-	name := o.jsonl
-	if name == "-" {
-		in, name = cmd.InOrStdin(), "stdin"
-	} else {
-		f, err := os.Open(name)
+	in, name := cmd.InOrStdin(), "stdin"
+	if o.jsonl != "-" {
+		f, err := os.Open(o.jsonl)
 		if err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
 		defer f.Close()
-		in = f
+		in, name = f, o.jsonl
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var (
-		m                     reward.Metrics
-		labelled, agreed      int
-		disagreements         []string
-		enc                   = json.NewEncoder(out)
-		ctx                   = cmd.Context()
-		lineNo, rows, skipped int
-	)
-	for sc.Scan() {
-		lineNo++
-		if ctx != nil && ctx.Err() != nil {
-			return fmt.Errorf("verify: interrupted at %s:%d: %w", name, lineNo, ctx.Err())
+	enc := json.NewEncoder(out)
+	s, err := verify.File(cmd.Context(), in, name, vo, func(v verify.Verdict) error {
+		switch {
+		case o.asJSON:
+			return enc.Encode(v)
+		case !o.quiet:
+			_, err := fmt.Fprintln(out, v.Line())
+			return err
 		}
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			skipped++
-			continue
-		}
-		var row jsonlRow
-		if err := json.Unmarshal([]byte(text), &row); err != nil {
-			return fmt.Errorf("verify: %s:%d: %w", name, lineNo, err)
-		}
-		if row.Response == nil {
-			return fmt.Errorf("verify: %s:%d: missing \"response\"", name, lineNo)
-		}
-		raw := row.GroundTruth
-		if len(raw) == 0 {
-			raw = row.Truth
-		}
-		ds := row.DataSource
-		if ds == "" {
-			ds = o.dataSource
-		}
-		mode, err := scoreMode(o, ds)
-		if err != nil {
-			return fmt.Errorf("verify: %s:%d: %w", name, lineNo, err)
-		}
-		truth, err := truthText(raw, mode == reward.ModeGPQA || data.MultipleChoice(ds, row.Choices))
-		if err != nil {
-			return fmt.Errorf("verify: %s:%d: ground_truth: %w", name, lineNo, err)
-		}
-		v, err := score(mode, *row.Response, truth)
-		if err != nil {
-			return fmt.Errorf("verify: %s:%d: %w", name, lineNo, err)
-		}
-		rows++
-		v.ID = idText(row.ID, lineNo)
-		m.Observe(reward.Result{Correct: v.Correct, Status: statusOf(v.Status)})
-		if row.Expected != nil {
-			labelled++
-			agree := v.Correct == *row.Expected
-			v.Expected, v.Agree = row.Expected, &agree
-			if agree {
-				agreed++
-			} else {
-				disagreements = append(disagreements, fmt.Sprintf("%s: got %s, expected %s; pred %s; truth %s",
-					v.ID, word(v.Correct), word(*row.Expected), display(v.Pred, 80), display(truth, 80)))
-			}
-		}
-		if o.asJSON {
-			if err := enc.Encode(v); err != nil {
-				return err
-			}
-			continue
-		}
-		if o.quiet {
-			continue
-		}
-		agreeText := ""
-		if v.Agree != nil {
-			agreeText = map[bool]string{true: "agree", false: "DISAGREE"}[*v.Agree]
-		}
-		fmt.Fprintf(out, "%-26s %-9s %2s  %-9s %-8s %s\n", v.ID, word(v.Correct), scoreText(v.Score), v.Status, agreeText, display(v.Pred, 60))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("verify: reading %s: %w", name, err)
-	}
-	if o.asJSON {
-		return strictErr(o, disagreements)
-	}
-	s := m.Snapshot()
-	if !o.quiet {
-		fmt.Fprintln(out)
-	}
-	fmt.Fprintf(out, "%d responses (%s mode): %d correct, %d incorrect; %d without an answer, %d over budget, %d panics\n",
-		rows, o.mode, s.Correct, s.Calls-s.Correct, s.NoAnswer, s.Budget, s.Panics)
-	if labelled > 0 {
-		fmt.Fprintf(out, "agreement with expected: %d/%d (%.1f%%)\n", agreed, labelled, 100*float64(agreed)/float64(labelled))
-		for _, d := range disagreements {
-			fmt.Fprintf(out, "  disagrees: %s\n", d)
+	if !o.asJSON {
+		if !o.quiet {
+			fmt.Fprintln(out)
 		}
+		fmt.Fprint(out, s.Text(o.mode))
 	}
-	return strictErr(o, disagreements)
-}
-
-func strictErr(o verifyOptions, disagreements []string) error {
-	if o.strict && len(disagreements) > 0 {
-		return fmt.Errorf("verify: %d verdicts disagree with expected", len(disagreements))
+	if o.strict && len(s.Disagreements) > 0 {
+		return fmt.Errorf("verify: %d verdicts disagree with expected", len(s.Disagreements))
 	}
 	return nil
-}
-
-// scoreMode resolves --mode for one row: "reference" picks the mode from
-// the data_source.
-func scoreMode(o verifyOptions, dataSource string) (reward.Mode, error) {
-	if o.mode != "reference" {
-		return reward.Mode(o.mode), nil
-	}
-	if dataSource == "" {
-		return "", errors.New("--mode reference needs a data_source (on the line or --data-source)")
-	}
-	return reward.ReferenceMode(dataSource)
-}
-
-// score runs the scorer of mode on one pair.
-func score(mode reward.Mode, response, truth string) (verdict, error) {
-	s, err := reward.New(mode)
-	if err != nil {
-		return verdict{}, err
-	}
-	r := s.Score(response, truth)
-	v := verdict{Mode: string(mode), Score: r.Score, Correct: r.Correct, Pred: r.Pred, Status: r.Status.String()}
-	if r.Err != nil {
-		v.Error = firstLine(r.Err.Error())
-	}
-	return v, nil
-}
-
-// truthText reads a line's ground truth as the trainer reads a dataset's:
-// decoded with UseNumber, as data.ReadFile decodes JSONL, then
-// data.GroundTruth.
-func truthText(raw json.RawMessage, multipleChoice bool) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", errors.New(`missing "ground_truth"`)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	return data.GroundTruth(v, multipleChoice)
-}
-
-func idText(raw json.RawMessage, line int) string {
-	var s string
-	if len(raw) > 0 && json.Unmarshal(raw, &s) == nil && s != "" {
-		return s
-	}
-	if len(raw) > 0 && string(raw) != "null" {
-		return string(raw)
-	}
-	return "line " + strconv.Itoa(line)
-}
-
-func statusOf(s string) reward.Status {
-	for _, st := range []reward.Status{reward.StatusOK, reward.StatusNoAnswer, reward.StatusBudget, reward.StatusPanic} {
-		if st.String() == s {
-			return st
-		}
-	}
-	return reward.StatusOK
-}
-
-// scoreText prints +1, -1, 1 or 0 as the modes define them.
-func scoreText(s float64) string {
-	if s > 0 && s == 1 {
-		return "+1"
-	}
-	return strconv.FormatFloat(s, 'g', -1, 64)
-}
-
-func word(correct bool) string {
-	if correct {
-		return "correct"
-	}
-	return "incorrect"
-}
-
-// display quotes a prediction on one line, shortened to n runes. LaTeX
-// backslashes are kept as they are; newlines and tabs are escaped.
-func display(s string, n int) string {
-	r := []rune(s)
-	if len(r) > n {
-		s = string(r[:n]) + "…"
-	}
-	return `"` + oneLine.Replace(s) + `"`
-}
-
-var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`)
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

@@ -31,6 +31,10 @@ type Stats struct {
 	Worst          int
 	NMSE           float64
 	Bad            int
+	// Used is the share of the tolerance the worst element takes: the
+	// largest |got − want| / (atol + rtol·|want|) over finite elements (≤ 1
+	// when all pass). Tests log it to say how much margin a tolerance has.
+	Used float64
 }
 
 // Compare checks got against want element by element.
@@ -46,6 +50,11 @@ func Compare[T, U float32 | float64](got []T, want []U, tol Tol) (Stats, error) 
 		g, w := float64(got[i]), float64(want[i])
 		ok, abs := match(g, w, tol)
 		if !math.IsNaN(abs) && !math.IsInf(abs, 0) {
+			if bound := tol.Atol + tol.Rtol*math.Abs(w); bound > 0 {
+				st.Used = math.Max(st.Used, abs/bound)
+			} else if abs > 0 {
+				st.Used = math.Inf(1)
+			}
 			sqErr += abs * abs
 			sqRef += w * w
 			if abs > st.MaxAbs {

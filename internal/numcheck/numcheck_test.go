@@ -41,3 +41,18 @@ func TestCompareStats(t *testing.T) {
 		t.Fatalf("stats %+v err %v", st, err)
 	}
 }
+
+// TestCompareUsed: Used is the worst element's share of its own tolerance.
+func TestCompareUsed(t *testing.T) {
+	st, err := Compare([]float32{1.5, 10.5, 0}, []float64{1, 10, 0}, Tol{Atol: 1, Rtol: 0.1})
+	// Shares: 0.5/1.1, 0.5/2, 0/1.
+	if err != nil || math.Abs(st.Used-0.5/1.1) > 1e-7 {
+		t.Errorf("used %v, err %v", st.Used, err)
+	}
+	if st, _ := Compare([]float32{1}, []float64{2}, Tol{}); !math.IsInf(st.Used, 1) {
+		t.Errorf("exact tolerance, wrong value: used %v", st.Used)
+	}
+	if st, _ := Compare([]float32{2}, []float64{2}, Tol{}); st.Used != 0 {
+		t.Errorf("exact tolerance, right value: used %v", st.Used)
+	}
+}

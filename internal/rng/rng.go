@@ -1,7 +1,7 @@
 // Package rng provides counter-based random numbers: every draw is a pure
 // function of a key (seed, step, prompt UID, rollout index…) and a counter,
 // never of call order or batch position, so a resumed or re-batched run
-// draws exactly the same numbers (DESIGN.md decision 3). The mixer is
+// draws exactly the same numbers (docs/architecture.md decision 3). The mixer is
 // SplitMix64's finaliser (Steele, Lea & Flood 2014); strings are keyed by
 // 64-bit FNV-1a.
 package rng
