@@ -87,6 +87,7 @@ test-short: fixtures
 
 # bench prints speed figures as ratios against a baseline measured in the same run.
 bench: build
+	bash scripts/install_bench_deps.sh
 	./$(BIN) bench
 	bash scripts/bench_tokenizer.sh
 	$(GO) test -run '^$$' -bench . ./gdro/

@@ -24,7 +24,7 @@ func BenchShapes() []BenchShape {
 	small := TinyOptions{Layers: 8, Hidden: 512, Intermediate: 1536, Heads: 8, KVHeads: 4, HeadDim: 64,
 		Vocab: 50000, Tied: true, RopeTheta: 1e6, MaxPositions: 4096, InitStd: 0.02}
 	return []BenchShape{
-		{Name: "tiny", Opts: tiny, Batch: 8, SeqLen: 128, Iters: 5, ResponseTokens: 96},
+		{Name: "tiny", Opts: tiny, Batch: 8, SeqLen: 128, Iters: 20, ResponseTokens: 96},
 		{Name: "small-50M", Opts: small, Batch: 2, SeqLen: 128, Iters: 1, ResponseTokens: 96},
 	}
 }
@@ -36,48 +36,86 @@ type BenchResult struct {
 	TrainTokPerS float64
 }
 
-// Measure times the training forward and forward+backward on backend b.
-func Measure(b Backend, s BenchShape) (BenchResult, error) {
+// Bencher holds a model and a batch of one shape, so a benchmark can time
+// the same work repeatedly (interleaved with a baseline) without rebuilding
+// the model.
+type Bencher struct {
+	s     BenchShape
+	m     *Model
+	seqs  []Sequence
+	w     [][]float32
+	grads *Params
+}
+
+// NewBencher builds a random model of the shape on backend b and its batch.
+func NewBencher(b Backend, s BenchShape) (*Bencher, error) {
 	cfg, err := s.Opts.Config()
 	if err != nil {
-		return BenchResult{}, err
+		return nil, err
 	}
-	m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	x := &Bencher{s: s, m: &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}}
 	rng := rand.New(rand.NewPCG(1, 1))
-	var seqs []Sequence
-	var w [][]float32
 	for i := 0; i < s.Batch; i++ {
 		toks := make([]int32, s.SeqLen)
 		for j := range toks {
 			toks[j] = int32(rng.IntN(cfg.VocabSize))
 		}
-		seqs = append(seqs, Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens})
-		w = append(w, make([]float32, s.ResponseTokens))
-		for j := range w[i] {
-			w[i][j] = 1 / float32(s.ResponseTokens)
+		x.seqs = append(x.seqs, Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens})
+		x.w = append(x.w, make([]float32, s.ResponseTokens))
+		for j := range x.w[i] {
+			x.w[i][j] = 1 / float32(s.ResponseTokens)
 		}
 	}
-	grads := NewParams(b, cfg)
+	x.grads = NewParams(b, cfg)
+	return x, nil
+}
+
+// Warm runs one untimed forward and forward+backward (first-touch page
+// faults, caches, lazily built tables), as the PyTorch baseline does.
+func (x *Bencher) Warm() error {
+	p, err := x.m.Forward(x.seqs)
+	if err != nil {
+		return fmt.Errorf("bench %s: %w", x.s.Name, err)
+	}
+	if err := x.m.Backward(p, x.w, x.grads); err != nil {
+		return fmt.Errorf("bench %s: %w", x.s.Name, err)
+	}
+	return nil
+}
+
+// Run times Iters training forwards, then Iters forward+backward passes.
+func (x *Bencher) Run() (BenchResult, error) {
+	s := x.s
 	tokens := float64(s.Batch * s.SeqLen * s.Iters)
 	start := time.Now()
 	for i := 0; i < s.Iters; i++ {
-		if _, err := m.Forward(seqs); err != nil {
+		if _, err := x.m.Forward(x.seqs); err != nil {
 			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 	}
 	fwd := time.Since(start).Seconds()
 	start = time.Now()
 	for i := 0; i < s.Iters; i++ {
-		p, err := m.Forward(seqs)
+		p, err := x.m.Forward(x.seqs)
 		if err != nil {
 			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
-		if err := m.Backward(p, w, grads); err != nil {
+		if err := x.m.Backward(p, x.w, x.grads); err != nil {
 			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 	}
 	train := time.Since(start).Seconds()
-	return BenchResult{Params: cfg.NumParams(), FwdTokPerS: tokens / fwd, TrainTokPerS: tokens / train}, nil
+	return BenchResult{Params: x.m.Cfg.NumParams(), FwdTokPerS: tokens / fwd, TrainTokPerS: tokens / train}, nil
+}
+
+// Measure times the training forward and forward+backward on backend b
+// once, without a warm-up pass.
+func Measure(b Backend, s BenchShape) (BenchResult, error) {
+	x, err := NewBencher(b, s)
+	if err != nil {
+		return BenchResult{}, err
+	}
+	return x.Run()
 }
 
 // Qwen3_1_7B are the Qwen/Qwen3-1.7B-Base shapes (random weights) used by

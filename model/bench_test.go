@@ -15,3 +15,26 @@ func BenchmarkTrainTiny(b *testing.B) {
 		b.ReportMetric(r.TrainTokPerS, "train-tok/s")
 	}
 }
+
+// BenchmarkCPUShapes times `gdrotrain bench`'s shapes on the CPU backend
+// (go test -run '^$' -bench CPUShapes/tiny -cpuprofile cpu.out ./model/).
+func BenchmarkCPUShapes(b *testing.B) {
+	for _, s := range BenchShapes() {
+		s.Iters = 1
+		b.Run(s.Name, func(b *testing.B) {
+			x, err := NewBencher(NewCPU(), s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := x.Warm(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := x.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,9 +1,16 @@
 package model
 
-// The CPU backend: the float32 reference every other backend is tested
-// against. Plain loops, float64 accumulators, no cleverness beyond splitting
-// independent rows across cores. Shapes are checked on every call; a bad call
-// records an error (see Backend) and leaves its outputs untouched.
+// The reference CPU backend: the float32 specification every other backend
+// is tested against (STYLE.md practice 3). Plain loops, float64
+// accumulators, no cleverness beyond splitting independent rows across cores.
+// Shapes are checked on every call; a bad call records an error (see
+// Backend) and leaves its outputs untouched.
+//
+// Users run the fast CPU backend (cpu_fast.go, NewCPU), which embeds this
+// one for its argument checks, error recording and the ops that are plain
+// copies, and replaces the hot ops with BLAS products and row-parallel
+// float32 loops. The model tests that need an independent oracle, and the
+// fast backend's own tests, compare against this one.
 
 import (
 	"fmt"
@@ -12,27 +19,27 @@ import (
 	"sync"
 )
 
-// CPU is the reference backend. Its tensors are backed by []float32.
-type CPU struct {
+// ReferenceCPU is the reference backend. Its tensors are backed by []float32.
+type ReferenceCPU struct {
 	mu      sync.Mutex
 	err     error
 	workers int
 }
 
-// NewCPU returns a CPU backend using every available core.
-func NewCPU() *CPU { return &CPU{workers: runtime.GOMAXPROCS(0)} }
+// NewReferenceCPU returns the reference backend using every available core.
+func NewReferenceCPU() *ReferenceCPU { return &ReferenceCPU{workers: runtime.GOMAXPROCS(0)} }
 
 // Name identifies the backend in logs.
-func (b *CPU) Name() string { return "cpu" }
+func (b *ReferenceCPU) Name() string { return "cpu-reference" }
 
 // Err returns the first recorded error.
-func (b *CPU) Err() error { b.mu.Lock(); defer b.mu.Unlock(); return b.err }
+func (b *ReferenceCPU) Err() error { b.mu.Lock(); defer b.mu.Unlock(); return b.err }
 
 // ResetErr clears the recorded error.
-func (b *CPU) ResetErr() { b.mu.Lock(); b.err = nil; b.mu.Unlock() }
+func (b *ReferenceCPU) ResetErr() { b.mu.Lock(); b.err = nil; b.mu.Unlock() }
 
 // failf records the first error and reports whether work must be skipped.
-func (b *CPU) failf(format string, a ...any) {
+func (b *ReferenceCPU) failf(format string, a ...any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err == nil {
@@ -41,15 +48,15 @@ func (b *CPU) failf(format string, a ...any) {
 }
 
 // ok reports whether no error has been recorded, so ops can skip work.
-func (b *CPU) ok() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.err == nil }
+func (b *ReferenceCPU) ok() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.err == nil }
 
 // data returns t's elements as a slice of the backing array.
-func (b *CPU) data(t *Tensor) []float32 {
+func (b *ReferenceCPU) data(t *Tensor) []float32 {
 	return t.Store.([]float32)[t.Off : t.Off+t.Numel()]
 }
 
 // check validates that every tensor is a CPU tensor (not nil).
-func (b *CPU) check(op string, ts ...*Tensor) bool {
+func (b *ReferenceCPU) check(op string, ts ...*Tensor) bool {
 	if !b.ok() {
 		return false
 	}
@@ -72,10 +79,10 @@ func (b *CPU) check(op string, ts ...*Tensor) bool {
 }
 
 // sameSize records an error unless the tensors have equal element counts.
-func (b *CPU) sameSize(op string, ts ...*Tensor) bool { return b.keep(SizeCheck(op, ts...)) }
+func (b *ReferenceCPU) sameSize(op string, ts ...*Tensor) bool { return b.keep(SizeCheck(op, ts...)) }
 
 // keep records err, if any, and reports whether the op may go on.
-func (b *CPU) keep(err error) bool {
+func (b *ReferenceCPU) keep(err error) bool {
 	if err != nil {
 		b.failf("%w", err)
 		return false
@@ -85,7 +92,7 @@ func (b *CPU) keep(err error) bool {
 
 // parallelFor runs body over [0, n) split into contiguous chunks, one per
 // worker, when the work is large enough to be worth a goroutine.
-func (b *CPU) parallelFor(n, costPerItem int, body func(lo, hi int)) {
+func (b *ReferenceCPU) parallelFor(n, costPerItem int, body func(lo, hi int)) {
 	w := b.workers
 	if w > n {
 		w = n
@@ -104,7 +111,7 @@ func (b *CPU) parallelFor(n, costPerItem int, body func(lo, hi int)) {
 }
 
 // New allocates a zero-filled tensor.
-func (b *CPU) New(shape ...int) *Tensor {
+func (b *ReferenceCPU) New(shape ...int) *Tensor {
 	for _, d := range shape {
 		if d < 0 {
 			b.failf("new: negative dimension in %v", shape)
@@ -115,7 +122,7 @@ func (b *CPU) New(shape ...int) *Tensor {
 }
 
 // Upload copies host values into t.
-func (b *CPU) Upload(t *Tensor, src []float32) {
+func (b *ReferenceCPU) Upload(t *Tensor, src []float32) {
 	if !b.check("upload", t) {
 		return
 	}
@@ -127,7 +134,7 @@ func (b *CPU) Upload(t *Tensor, src []float32) {
 }
 
 // Download copies t into host memory.
-func (b *CPU) Download(t *Tensor, dst []float32) {
+func (b *ReferenceCPU) Download(t *Tensor, dst []float32) {
 	if !b.check("download", t) {
 		return
 	}
@@ -139,21 +146,21 @@ func (b *CPU) Download(t *Tensor, dst []float32) {
 }
 
 // Zero sets t to 0.
-func (b *CPU) Zero(t *Tensor) {
+func (b *ReferenceCPU) Zero(t *Tensor) {
 	if b.check("zero", t) {
 		clear(b.data(t))
 	}
 }
 
 // Copy overwrites dst with src.
-func (b *CPU) Copy(dst, src *Tensor) {
+func (b *ReferenceCPU) Copy(dst, src *Tensor) {
 	if b.check("copy", dst, src) && b.sameSize("copy", dst, src) {
 		copy(b.data(dst), b.data(src))
 	}
 }
 
 // Add accumulates dst += src.
-func (b *CPU) Add(dst, src *Tensor) {
+func (b *ReferenceCPU) Add(dst, src *Tensor) {
 	if !b.check("add", dst, src) || !b.sameSize("add", dst, src) {
 		return
 	}
@@ -164,7 +171,7 @@ func (b *CPU) Add(dst, src *Tensor) {
 }
 
 // Scale multiplies t by s.
-func (b *CPU) Scale(t *Tensor, s float32) {
+func (b *ReferenceCPU) Scale(t *Tensor, s float32) {
 	if !b.check("scale", t) {
 		return
 	}
@@ -175,7 +182,7 @@ func (b *CPU) Scale(t *Tensor, s float32) {
 }
 
 // SumSquares returns Σ t² in float64.
-func (b *CPU) SumSquares(t *Tensor) float64 {
+func (b *ReferenceCPU) SumSquares(t *Tensor) float64 {
 	if !b.check("sumsquares", t) {
 		return 0
 	}
@@ -215,7 +222,7 @@ func dot(a, b []float32) float64 {
 }
 
 // MatMul computes c = op(a)·op(b) or c += op(a)·op(b).
-func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
+func (b *ReferenceCPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
 	if !b.check("matmul", c, a, bm) {
 		return
 	}
@@ -256,7 +263,7 @@ func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
 }
 
 // checkEmbedding validates a lookup of ids in table (V, C) against rows (N, C).
-func (b *CPU) checkEmbedding(op string, rows, table *Tensor, ids []int32) (int, bool) {
+func (b *ReferenceCPU) checkEmbedding(op string, rows, table *Tensor, ids []int32) (int, bool) {
 	if !b.check(op, rows, table) {
 		return 0, false
 	}
@@ -265,7 +272,7 @@ func (b *CPU) checkEmbedding(op string, rows, table *Tensor, ids []int32) (int, 
 }
 
 // Embedding overwrites out rows with table rows ids.
-func (b *CPU) Embedding(out, table *Tensor, ids []int32) {
+func (b *ReferenceCPU) Embedding(out, table *Tensor, ids []int32) {
 	C, ok := b.checkEmbedding("embedding", out, table, ids)
 	if !ok {
 		return
@@ -277,7 +284,7 @@ func (b *CPU) Embedding(out, table *Tensor, ids []int32) {
 }
 
 // EmbeddingBackward accumulates dtable[ids[i]] += dout[i].
-func (b *CPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
+func (b *ReferenceCPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
 	C, ok := b.checkEmbedding("embedding backward", dout, dtable, ids)
 	if !ok {
 		return
@@ -292,7 +299,7 @@ func (b *CPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
 }
 
 // RMSNorm normalizes rows of x over the last dimension.
-func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
+func (b *ReferenceCPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
 	ts := []*Tensor{out, x, w}
 	if rstd != nil {
 		ts = append(ts, rstd)
@@ -327,7 +334,7 @@ func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
 //
 // With xhat = x·r, out = xhat ⊙ w and r = (mean x² + eps)^(−1/2):
 // dx = r·(g − xhat·mean(g ⊙ xhat)) where g = dout ⊙ w, and dw += Σ dout ⊙ xhat.
-func (b *CPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
+func (b *ReferenceCPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
 	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
 		return
 	}
@@ -353,7 +360,7 @@ func (b *CPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
 }
 
 // RoPE rotates pairs (i, i+D/2) of every head by pos·theta^(−2i/D).
-func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
+func (b *ReferenceCPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
 	if !b.check("rope", x) {
 		return
 	}
@@ -386,13 +393,13 @@ func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
 }
 
 // checkAttention validates attention shapes and segments.
-func (b *CPU) checkAttention(op string, out, q, k, v *Tensor, segs []Segment) (H, G, D int, ok bool) {
+func (b *ReferenceCPU) checkAttention(op string, out, q, k, v *Tensor, segs []Segment) (H, G, D int, ok bool) {
 	H, G, D, err := AttentionDims(op, out, q, k, v, segs)
 	return H, G, D, b.keep(err)
 }
 
 // Attention computes causal GQA attention per segment.
-func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
+func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
 	ts := []*Tensor{out, q, k, v}
 	if lse != nil {
 		ts = append(ts, lse)
@@ -455,7 +462,7 @@ func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32
 
 // AttentionBackward recomputes the probabilities from the saved log-sum-exp
 // (as flash attention does) and overwrites dq, dk, dv.
-func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
+func (b *ReferenceCPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
 	if !b.check("attention backward", dq, dk, dv, dout, q, k, v, out, lse) {
 		return
 	}
@@ -507,7 +514,7 @@ func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, seg
 }
 
 // SwiGLU computes silu(gate) ⊙ up.
-func (b *CPU) SwiGLU(out, gate, up *Tensor) {
+func (b *ReferenceCPU) SwiGLU(out, gate, up *Tensor) {
 	if !b.check("swiglu", out, gate, up) || !b.sameSize("swiglu", out, gate, up) {
 		return
 	}
@@ -519,7 +526,7 @@ func (b *CPU) SwiGLU(out, gate, up *Tensor) {
 }
 
 // SwiGLUBackward: d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
-func (b *CPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
+func (b *ReferenceCPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
 	if !b.check("swiglu backward", dgate, dup, dout, gate, up) || !b.sameSize("swiglu backward", dgate, dup, dout, gate, up) {
 		return
 	}
@@ -534,13 +541,13 @@ func (b *CPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
 }
 
 // checkLSG validates log-softmax-gather shapes.
-func (b *CPU) checkLSG(op string, logits *Tensor, targets []int32, perRow ...*Tensor) (M, V int, ok bool) {
+func (b *ReferenceCPU) checkLSG(op string, logits *Tensor, targets []int32, perRow ...*Tensor) (M, V int, ok bool) {
 	M, V, err := LSGDims(op, logits, targets, perRow...)
 	return M, V, b.keep(err)
 }
 
 // LogSoftmaxGather computes target log-probabilities, log-sum-exp and entropy.
-func (b *CPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int32) {
+func (b *ReferenceCPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int32) {
 	ts := []*Tensor{logp, lse, logits}
 	if entropy != nil {
 		ts = append(ts, entropy)
@@ -581,7 +588,7 @@ func (b *CPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int
 }
 
 // LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
-func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targets []int32) {
+func (b *ReferenceCPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targets []int32) {
 	if !b.check("logsoftmax gather backward", dlogits, dlogp, logits, lse) || !b.sameSize("logsoftmax gather backward", dlogits, logits) {
 		return
 	}
@@ -602,13 +609,13 @@ func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targ
 }
 
 // rowsCheck validates row-index ops (see RowsDims).
-func (b *CPU) rowsCheck(op string, indexed, counted *Tensor, idx []int32) (int, bool) {
+func (b *ReferenceCPU) rowsCheck(op string, indexed, counted *Tensor, idx []int32) (int, bool) {
 	w, err := RowsDims(op, indexed, counted, idx)
 	return w, b.keep(err)
 }
 
 // GatherRows overwrites dst[i] = src[idx[i]].
-func (b *CPU) GatherRows(dst, src *Tensor, idx []int32) {
+func (b *ReferenceCPU) GatherRows(dst, src *Tensor, idx []int32) {
 	if !b.check("gather rows", dst, src) {
 		return
 	}
@@ -623,7 +630,7 @@ func (b *CPU) GatherRows(dst, src *Tensor, idx []int32) {
 }
 
 // ScatterRows writes (or accumulates) dst[idx[i]] = src[i].
-func (b *CPU) ScatterRows(dst, src *Tensor, idx []int32, accumulate bool) {
+func (b *ReferenceCPU) ScatterRows(dst, src *Tensor, idx []int32, accumulate bool) {
 	if !b.check("scatter rows", dst, src) {
 		return
 	}
@@ -646,7 +653,7 @@ func (b *CPU) ScatterRows(dst, src *Tensor, idx []int32, accumulate bool) {
 
 // AdamW applies one decoupled-weight-decay Adam step (Loshchilov & Hutter),
 // in the same order as torch.optim.AdamW: decay, then the bias-corrected step.
-func (b *CPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
+func (b *ReferenceCPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
 	if !b.check("adamw", p, g, m, v) || !b.keep(AdamWCheck(p, g, m, v, h)) {
 		return
 	}

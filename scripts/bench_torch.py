@@ -1,14 +1,33 @@
 #!/usr/bin/python3
 """PyTorch (CPU, float32) baseline for `gdrotrain bench`.
 
-Reads a JSON list of shapes on stdin (the fields of model.BenchShape) and
-prints one JSON object per shape: forward and forward+backward tokens/s of a
-plain-PyTorch Qwen3 with the same sizes, batch and sequence length, using as
-many threads as the machine has cores. Needs Debian's python3-torch.
+Reads a JSON list of shapes (the fields of model.BenchShape) as the first
+line of stdin and prints one JSON line describing this PyTorch first:
+
+  {"info": {"torch": version, "threads": torch threads, "blas": the BLAS
+            library mapped into the process after a matrix product, "blas_kind":
+            OpenBLAS / MKL / reference / ..., "blas_config": what OpenBLAS says of
+            itself, "blas_threads": OpenBLAS's thread count, "parallel": ATen's
+            parallel backend, "build_blas": BLAS_INFO of the build}}
+
+Then, for each further stdin line holding a shape name, it times that shape
+(one untimed warm-up pass on first use, as gdrotrain does) and prints
+{"name", "fwd_tok_s", "train_tok_s"}; so gdrotrain can interleave its own
+measurements with these in one run. With no further lines (stdin closed
+after the list) it measures every shape once, as earlier versions did.
+
+--threads N sets torch's intra-op threads and OpenBLAS's thread count (the
+caller also exports OMP_NUM_THREADS and OPENBLAS_NUM_THREADS=N, which
+OpenBLAS reads when it loads). Needs Debian's python3-torch; with Debian's
+reference BLAS (libblas3) its matrix products run ≈ 15× slower than with
+libopenblas0-pthread, which `info` makes visible.
 """
+import argparse
+import ctypes
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -70,29 +89,99 @@ class Qwen3(torch.nn.Module):
         return lp.gather(-1, ids[:, start:, None]).squeeze(-1)
 
 
-def measure(s):
-    torch.manual_seed(0)
-    m = Qwen3(s["Opts"])
-    B, T, R, iters = s["Batch"], s["SeqLen"], s["ResponseTokens"], s["Iters"]
-    ids = torch.randint(0, s["Opts"]["Vocab"], (B, T))
-    start = T - R
-    with torch.no_grad():
-        m(ids, start)  # warm-up
+class Bench:
+    """A model and batch of one shape, warmed up once, timed on request."""
+
+    def __init__(self, s):
+        torch.manual_seed(0)
+        self.s = s
+        self.m = Qwen3(s["Opts"])
+        self.ids = torch.randint(0, s["Opts"]["Vocab"], (s["Batch"], s["SeqLen"]))
+        self.start = s["SeqLen"] - s["ResponseTokens"]
+        with torch.no_grad():
+            self.m(self.ids, self.start)
+        self.m.zero_grad()
+        self.m(self.ids, self.start).mean().backward()
+
+    def run(self):
+        s, m = self.s, self.m
+        iters = s["Iters"]
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                m(self.ids, self.start)
+            fwd = time.perf_counter() - t0
         t0 = time.perf_counter()
         for _ in range(iters):
-            m(ids, start)
-        fwd = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        m.zero_grad()
-        (m(ids, start).mean()).backward()
-    train = time.perf_counter() - t0
-    tokens = B * T * iters
-    return {"name": s["Name"], "fwd_tok_s": tokens / fwd, "train_tok_s": tokens / train,
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+            m.zero_grad()
+            m(self.ids, self.start).mean().backward()
+        train = time.perf_counter() - t0
+        tokens = s["Batch"] * s["SeqLen"] * iters
+        return {"name": s["Name"], "fwd_tok_s": tokens / fwd, "train_tok_s": tokens / train,
+                "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def blas_info(threads):
+    """Which BLAS this process really calls, and its thread count."""
+    a = torch.randn(64, 64)
+    a @ a  # make sure the BLAS is loaded
+    mapped = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if "/" in line else ""
+            name = os.path.basename(path).lower()
+            if re.search(r"blas|mkl|lapack", name) and path not in mapped:
+                mapped.append(path)
+    info = {"torch": torch.__version__, "threads": torch.get_num_threads(),
+            "parallel": next((l.split(":", 1)[1].strip() for l in torch.__config__.parallel_info().splitlines()
+                              if l.startswith("ATen parallel backend")), ""),
+            "build_blas": (re.search(r"BLAS_INFO=([^,]*)", torch.__config__.show()) or [None, ""])[1],
+            "blas": "", "blas_kind": "", "blas_config": "", "blas_threads": 0}
+    real = [os.path.realpath(p) for p in mapped if "lapack" not in os.path.basename(p).lower()]
+    info["blas"] = ", ".join(real)
+    for p in real:
+        if "openblas" in p.lower():
+            info["blas_kind"] = "OpenBLAS"
+            try:
+                lib = ctypes.CDLL(p)
+                lib.openblas_get_config.restype = ctypes.c_char_p
+                if threads:
+                    lib.openblas_set_num_threads(threads)
+                info["blas_config"] = lib.openblas_get_config().decode()
+                info["blas_threads"] = lib.openblas_get_num_threads()
+            except (OSError, AttributeError):
+                pass
+            break
+        if "mkl" in p.lower():
+            info["blas_kind"] = "MKL"
+            break
+    else:
+        if any("/blas/" in p or os.path.basename(p).startswith("libblas") for p in real):
+            info["blas_kind"] = "reference BLAS (netlib)"
+    return info
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    shapes = {s["Name"]: s for s in json.loads(sys.stdin.readline())}
+    print(json.dumps({"info": blas_info(args.threads)}), flush=True)
+    benches = {}
+    asked = False
+    for line in sys.stdin:
+        name = line.strip()
+        if not name:
+            continue
+        asked = True
+        if name not in benches:
+            benches[name] = Bench(shapes[name])
+        print(json.dumps(benches[name].run()), flush=True)
+    if not asked:
+        for name, s in shapes.items():
+            print(json.dumps(Bench(s).run()), flush=True)
 
 
 if __name__ == "__main__":
-    torch.set_num_threads(os.cpu_count() or 1)
-    for shape in json.load(sys.stdin):
-        print(json.dumps(measure(shape)), flush=True)
+    main()

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,15 +27,21 @@ func newBenchCmd() *cobra.Command {
 	var dev deviceFlags
 	var profile, asJSON bool
 	var peakTFLOPs, bandwidthGBs float64
+	var cpuBench cpuBenchOptions
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure model forward and forward+backward throughput (beside PyTorch when available)",
 		Long: `bench times the training forward and forward+backward of a tiny and a
 ≈50M-parameter Qwen3 on the CPU backend and, when a Python with torch is
 found (--torch-python, default Debian's /usr/bin/python3), the same shapes in
-plain PyTorch in the same run, and prints the ratio.`,
+plain PyTorch in the same run, and prints the ratio. Both sides run the same
+number of threads (--threads), and their measurements alternate shape by
+shape for --rounds rounds, so the machine's load weighs on both alike; each
+side's best round is compared, and every round's ratios are printed. It prints which BLAS PyTorch calls and its thread
+count, and warns when that is not an optimized BLAS.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			cpuBench.python, cpuBench.script = torchPython, script
 			if dev.device != "cpu" {
 				b, err := openBackend(cmd, dev)
 				if err != nil {
@@ -56,12 +64,14 @@ plain PyTorch in the same run, and prints the ratio.`,
 			if len(shapes) == 0 {
 				return fmt.Errorf("--only %q matches no shape", only)
 			}
-			return runBench(cmd.OutOrStdout(), shapes, torchPython, script)
+			return runBench(cmd.OutOrStdout(), shapes, cpuBench)
 		},
 	}
 	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip)")
 	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
 	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
+	cmd.Flags().IntVar(&cpuBench.rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
+	cmd.Flags().IntVar(&cpuBench.threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
 	addDeviceFlags(cmd, &dev, "bf16")
 	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and estimate its H100 time and MFU from the counts")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --profile: one JSON object per shape")
@@ -71,77 +81,221 @@ plain PyTorch in the same run, and prints the ratio.`,
 	return cmd
 }
 
-type torchResult struct {
-	Name       string  `json:"name"`
-	FwdTokS    float64 `json:"fwd_tok_s"`
-	TrainTokS  float64 `json:"train_tok_s"`
-	Torch      string  `json:"torch"`
-	NumThreads int     `json:"threads"`
+// cpuBenchOptions are the flags of the CPU benchmark.
+type cpuBenchOptions struct {
+	python, script string
+	rounds         int // interleaved rounds; medians are reported
+	threads        int // on both sides (0: every core)
 }
 
-func runBench(w io.Writer, shapes []model.BenchShape, py, script string) error {
-	fmt.Fprintf(w, "CPU backend, %d cores, float32\n", runtime.GOMAXPROCS(0))
-	ours := map[string]model.BenchResult{}
-	for _, s := range shapes {
-		r, err := model.Measure(model.NewCPU(), s)
+// torchInfo is the first line the PyTorch script prints: which BLAS its
+// process really calls and with how many threads.
+type torchInfo struct {
+	Torch       string `json:"torch"`
+	Threads     int    `json:"threads"`
+	Parallel    string `json:"parallel"`
+	BuildBLAS   string `json:"build_blas"`
+	BLAS        string `json:"blas"`
+	BLASKind    string `json:"blas_kind"`
+	BLASConfig  string `json:"blas_config"`
+	BLASThreads int    `json:"blas_threads"`
+}
+
+type torchResult struct {
+	Name      string  `json:"name"`
+	FwdTokS   float64 `json:"fwd_tok_s"`
+	TrainTokS float64 `json:"train_tok_s"`
+}
+
+// runBench times every shape on the CPU backend and, when PyTorch is found,
+// in PyTorch on the same number of threads, interleaved shape by shape for
+// o.rounds rounds (the machine's load then weighs on both sides alike), and
+// prints each side's best round and their ratio, then every round's ratios.
+func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
+	threads := o.threads
+	if threads <= 0 {
+		threads = runtime.NumCPU()
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
+	rounds := max(o.rounds, 1)
+	b := model.NewCPUWith(model.CPUOptions{Workers: threads})
+	fmt.Fprintf(w, "gdrotrain: CPU backend, %d threads, float32; matrix products: %s\n", b.Workers(), b.MatMulLibrary())
+	torch, note := startTorch(shapes, o.python, o.script, threads)
+	if torch != nil {
+		defer torch.close()
+		i := torch.info
+		fmt.Fprintf(w, "PyTorch %s: %d threads (%s); BLAS: %s", i.Torch, i.Threads, i.Parallel, orUnknown(i.BLASKind))
+		if i.BLASConfig != "" {
+			fmt.Fprintf(w, " (%s)", i.BLASConfig)
+		}
+		if i.BLASThreads > 0 {
+			fmt.Fprintf(w, " with %d threads", i.BLASThreads)
+		}
+		fmt.Fprintf(w, "; %s\n", orUnknown(i.BLAS))
+		if i.BLASKind != "OpenBLAS" && i.BLASKind != "MKL" {
+			fmt.Fprintln(w, "WARNING: PyTorch's matrix products do not use an optimized BLAS, so the ratios flatter gdrotrain; "+
+				"install OpenBLAS for the baseline (apt-get install libopenblas0-pthread; `make bench` does)")
+		}
+	}
+	benchers := make([]*model.Bencher, len(shapes))
+	for i, s := range shapes {
+		x, err := model.NewBencher(b, s)
 		if err != nil {
 			return err
 		}
-		ours[s.Name] = r
-	}
-	theirs, note := torchBaseline(shapes, py, script)
-	fmt.Fprintf(w, "%-10s %8s %7s %12s %12s %12s %12s %8s %8s\n", "shape", "params", "tokens", "fwd tok/s", "torch fwd", "train tok/s", "torch train", "fwd ×", "train ×")
-	for _, s := range shapes {
-		r := ours[s.Name]
-		t, ok := theirs[s.Name]
-		tf, tt, rf, rt := "-", "-", "-", "-"
-		if ok {
-			tf, tt = fmt.Sprintf("%.1f", t.FwdTokS), fmt.Sprintf("%.1f", t.TrainTokS)
-			rf, rt = fmt.Sprintf("%.2f", r.FwdTokPerS/t.FwdTokS), fmt.Sprintf("%.2f", r.TrainTokPerS/t.TrainTokS)
+		if err := x.Warm(); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "%-10s %7.1fM %7d %12.1f %12s %12.1f %12s %8s %8s\n", s.Name, float64(r.Params)/1e6, s.Batch*s.SeqLen,
-			r.FwdTokPerS, tf, r.TrainTokPerS, tt, rf, rt)
+		benchers[i] = x
 	}
-	fmt.Fprintln(w, "ratio × = gdrotrain / PyTorch (higher is better); train = forward + backward")
+	ours := make([][]model.BenchResult, len(shapes))
+	theirs := make([][]torchResult, len(shapes))
+	for r := 0; r < rounds; r++ {
+		for i, s := range shapes {
+			res, err := benchers[i].Run()
+			if err != nil {
+				return err
+			}
+			ours[i] = append(ours[i], res)
+			if torch == nil {
+				continue
+			}
+			t, err := torch.measure(s.Name)
+			if err != nil {
+				note = fmt.Sprintf("PyTorch baseline failed: %v", err)
+				torch.close()
+				torch = nil
+				continue
+			}
+			theirs[i] = append(theirs[i], t)
+		}
+	}
+	fmt.Fprintf(w, "%-10s %8s %7s %12s %12s %12s %12s %8s %8s\n", "shape", "params", "tokens", "fwd tok/s", "torch fwd", "train tok/s", "torch train", "fwd ×", "train ×")
+	var spread []string
+	for i, s := range shapes {
+		of := best(ours[i], func(r model.BenchResult) float64 { return r.FwdTokPerS })
+		ot := best(ours[i], func(r model.BenchResult) float64 { return r.TrainTokPerS })
+		tf, tt, rf, rt := "-", "-", "-", "-"
+		if len(theirs[i]) == rounds {
+			f := best(theirs[i], func(r torchResult) float64 { return r.FwdTokS })
+			t := best(theirs[i], func(r torchResult) float64 { return r.TrainTokS })
+			tf, tt = fmt.Sprintf("%.1f", f), fmt.Sprintf("%.1f", t)
+			rf, rt = fmt.Sprintf("%.2f", of/f), fmt.Sprintf("%.2f", ot/t)
+			line := fmt.Sprintf("%s per round: fwd ×", s.Name)
+			for r := range theirs[i] {
+				line += fmt.Sprintf(" %.2f", ours[i][r].FwdTokPerS/theirs[i][r].FwdTokS)
+			}
+			line += ", train ×"
+			for r := range theirs[i] {
+				line += fmt.Sprintf(" %.2f", ours[i][r].TrainTokPerS/theirs[i][r].TrainTokS)
+			}
+			spread = append(spread, line)
+		}
+		fmt.Fprintf(w, "%-10s %7.1fM %7d %12.1f %12s %12.1f %12s %8s %8s\n", s.Name, float64(ours[i][0].Params)/1e6, s.Batch*s.SeqLen,
+			of, tf, ot, tt, rf, rt)
+	}
+	fmt.Fprintf(w, "best of %d interleaved rounds for each side; ratio × = gdrotrain / PyTorch (higher is better); train = forward + backward\n", rounds)
+	for _, l := range spread {
+		fmt.Fprintln(w, l)
+	}
 	if note != "" {
 		fmt.Fprintln(w, note)
 	}
 	return nil
 }
 
-// torchBaseline runs the PyTorch script on the same shapes; a missing torch
-// is a note, not an error, so `make bench` works everywhere.
-func torchBaseline(shapes []model.BenchShape, py, script string) (map[string]torchResult, string) {
-	out := map[string]torchResult{}
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// best is the largest f over rs: the round least slowed by other work on
+// the machine, for each side alike.
+func best[T any](rs []T, f func(T) float64) float64 {
+	v := 0.0
+	for _, r := range rs {
+		v = max(v, f(r))
+	}
+	return v
+}
+
+// torchProc is the PyTorch baseline script, kept running so its
+// measurements interleave with ours.
+type torchProc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr *bytes.Buffer
+	info   torchInfo
+}
+
+// startTorch starts the PyTorch script on the shapes with threads threads
+// for torch and its BLAS; a missing torch is a note, not an error, so `make
+// bench` works everywhere.
+func startTorch(shapes []model.BenchShape, py, script string, threads int) (*torchProc, string) {
 	if py == "" {
-		return out, "PyTorch baseline skipped (--torch-python empty)"
+		return nil, "PyTorch baseline skipped (--torch-python empty)"
 	}
 	if _, err := os.Stat(script); err != nil {
-		return out, fmt.Sprintf("PyTorch baseline skipped: %v", err)
+		return nil, fmt.Sprintf("PyTorch baseline skipped: %v", err)
 	}
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		return out, fmt.Sprintf("PyTorch baseline skipped: %s cannot import torch (apt-get install python3-torch)", py)
+		return nil, fmt.Sprintf("PyTorch baseline skipped: %s cannot import torch (apt-get install python3-torch libopenblas0-pthread)", py)
 	}
 	in, err := json.Marshal(shapes)
 	if err != nil {
-		return out, err.Error()
+		return nil, err.Error()
 	}
-	c := exec.Command(py, script)
-	c.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	raw, err := c.Output()
+	t := &torchProc{cmd: exec.Command(py, script, "--threads", strconv.Itoa(threads)), stderr: &bytes.Buffer{}}
+	n := strconv.Itoa(threads)
+	t.cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+n, "OPENBLAS_NUM_THREADS="+n, "MKL_NUM_THREADS="+n)
+	t.cmd.Stderr = t.stderr
+	if t.in, err = t.cmd.StdinPipe(); err != nil {
+		return nil, err.Error()
+	}
+	stdout, err := t.cmd.StdoutPipe()
 	if err != nil {
-		return out, fmt.Sprintf("PyTorch baseline failed: %v: %s", err, stderr.String())
+		return nil, err.Error()
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	var version string
-	for sc.Scan() {
-		var r torchResult
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
-			out[r.Name] = r
-			version = fmt.Sprintf("PyTorch %s, %d threads", r.Torch, r.NumThreads)
-		}
+	if err := t.cmd.Start(); err != nil {
+		return nil, fmt.Sprintf("PyTorch baseline: %v", err)
 	}
-	return out, version
+	t.out = bufio.NewScanner(stdout)
+	t.out.Buffer(make([]byte, 1<<16), 1<<20)
+	var first struct {
+		Info *torchInfo `json:"info"`
+	}
+	if _, err := t.in.Write(append(in, '\n')); err != nil || !t.out.Scan() || json.Unmarshal(t.out.Bytes(), &first) != nil || first.Info == nil {
+		t.close()
+		return nil, fmt.Sprintf("PyTorch baseline failed to start: %s", t.stderr.String())
+	}
+	t.info = *first.Info
+	return t, ""
+}
+
+// measure asks the script to time one shape. The pause before it lets this
+// process's goroutines settle; the one after lets PyTorch's BLAS threads,
+// which busy-wait for a while after their last call, go to sleep before
+// gdrotrain measures again.
+func (t *torchProc) measure(name string) (torchResult, error) {
+	time.Sleep(300 * time.Millisecond)
+	defer time.Sleep(300 * time.Millisecond)
+	if _, err := fmt.Fprintln(t.in, name); err != nil {
+		return torchResult{}, err
+	}
+	if !t.out.Scan() {
+		return torchResult{}, fmt.Errorf("no result for %s: %s", name, t.stderr.String())
+	}
+	var r torchResult
+	if err := json.Unmarshal(t.out.Bytes(), &r); err != nil || r.Name != name {
+		return torchResult{}, fmt.Errorf("bad result for %s: %q", name, t.out.Text())
+	}
+	return r, nil
+}
+
+func (t *torchProc) close() {
+	t.in.Close()
+	_ = t.cmd.Wait()
 }

@@ -134,11 +134,15 @@ func readConfig(name string) ([]byte, string, error) {
 	if name == "" {
 		return nil, "", fmt.Errorf("--config is required (a YAML file or one of %v)", configs.Names())
 	}
-	raw, err := os.ReadFile(name)
-	if err == nil {
+	// A file of that name wins over a built-in config; a folder does not
+	// (run from the repository root, `--config demo` must not read demo/).
+	if st, err := os.Stat(name); err == nil && !st.IsDir() {
+		raw, err := os.ReadFile(name)
+		if err != nil {
+			return nil, "", fmt.Errorf("config: %w", err)
+		}
 		return raw, name, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
 	raw, berr := configs.Get(name)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -66,5 +67,25 @@ func TestTrainRefusesAnEarlierRun(t *testing.T) {
 	}
 	if out, err := runCmd(t, "", append(args, "--resume", "auto", "--set", "run.seed=9", "--allow-config-change")...); err != nil {
 		t.Fatalf("--allow-config-change: %v\n%s", err, out)
+	}
+}
+
+// TestConfigNameNotAFolder: run from the repository root, whose demo/ is a
+// Go package, `--config demo` still means the built-in config; a file of
+// the name still wins.
+func TestConfigNameNotAFolder(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.Mkdir("demo", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, source, err := readConfig("demo"); err != nil || source != "built-in demo" {
+		t.Fatalf("readConfig(demo) beside a demo/ folder: %q, %v", source, err)
+	}
+	if err := os.WriteFile("mine.yaml", []byte("run:\n  seed: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if raw, source, err := readConfig("mine.yaml"); err != nil || source != "mine.yaml" || !strings.Contains(string(raw), "seed: 3") {
+		t.Fatalf("readConfig(mine.yaml): %q, %v", source, err)
 	}
 }
