@@ -642,13 +642,7 @@ func (b *cublas) Version() (int, error) {
 // Gemm is cublasGemmEx on column-major operands of the given data types.
 func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int,
 	B uint64, bType, ldb int, beta float32, Cm uint64, cType, ldc, compute int) error {
-	ta, tb := C.int(blasOpN), C.int(blasOpN)
-	if transA {
-		ta = blasOpT
-	}
-	if transB {
-		tb = blasOpT
-	}
+	ta, tb := blasOp(transA), blasOp(transB)
 	// alpha and beta are read during the call only (host pointer mode), so
 	// pointers to Go memory without Go pointers inside are allowed.
 	ca, cb := C.float(alpha), C.float(beta)
@@ -662,16 +656,18 @@ func (b *cublas) Gemm(transA, transB bool, m, n, k int, alpha float32, A uint64,
 // C + i·strideC (strides in elements).
 func (b *cublas) GemmBatched(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int, strideA int64,
 	B uint64, bType, ldb int, strideB int64, beta float32, Cm uint64, cType, ldc int, strideC int64, batch, compute int) error {
-	ta, tb := C.int(blasOpN), C.int(blasOpN)
-	if transA {
-		ta = blasOpT
-	}
-	if transB {
-		tb = blasOpT
-	}
+	ta, tb := blasOp(transA), blasOp(transB)
 	ca, cb := C.float(alpha), C.float(beta)
 	rc := C.cb_gemm_batched(b.gemmBatched, b.h, ta, tb, C.int(m), C.int(n), C.int(k), &ca, C.devptr(A), C.int(aType),
 		C.int(lda), C.longlong(strideA), C.devptr(B), C.int(bType), C.int(ldb), C.longlong(strideB), &cb, C.devptr(Cm),
 		C.int(cType), C.int(ldc), C.longlong(strideC), C.int(batch), C.int(compute), blasGemmDefault)
 	return cublasCheck("cublasGemmStridedBatchedEx", rc)
+}
+
+// blasOp is cuBLAS's operation for a transpose flag.
+func blasOp(trans bool) C.int {
+	if trans {
+		return blasOpT
+	}
+	return blasOpN
 }

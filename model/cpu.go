@@ -398,8 +398,9 @@ func (b *ReferenceCPU) checkAttention(op string, out, q, k, v *Tensor, segs []Se
 	return H, G, D, b.keep(err)
 }
 
-// Attention computes causal GQA attention per segment.
-func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
+// attentionArgs validates Attention's arguments (lse may be nil) and
+// returns the dimensions and the tensors' data (L nil without lse).
+func (b *ReferenceCPU) attentionArgs(out, lse, q, k, v *Tensor, segs []Segment) (H, G, D int, Q, K, V, O, L []float32, ok bool) {
 	ts := []*Tensor{out, q, k, v}
 	if lse != nil {
 		ts = append(ts, lse)
@@ -407,18 +408,24 @@ func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scal
 	if !b.check("attention", ts...) {
 		return
 	}
-	H, G, D, ok := b.checkAttention("attention", out, q, k, v, segs)
-	if !ok {
+	if H, G, D, ok = b.checkAttention("attention", out, q, k, v, segs); !ok {
 		return
 	}
 	if lse != nil && lse.Numel() != q.Shape[0]*H {
 		b.failf("attention: lse %v must hold (%d, %d)", lse.Shape, q.Shape[0], H)
-		return
+		return H, G, D, nil, nil, nil, nil, nil, false
 	}
-	Q, K, Vv, O := b.data(q), b.data(k), b.data(v), b.data(out)
-	var L []float32
 	if lse != nil {
 		L = b.data(lse)
+	}
+	return H, G, D, b.data(q), b.data(k), b.data(v), b.data(out), L, true
+}
+
+// Attention computes causal GQA attention per segment.
+func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
+	H, G, D, Q, K, Vv, O, L, ok := b.attentionArgs(out, lse, q, k, v, segs)
+	if !ok {
+		return
 	}
 	groups := H / G
 	// One work item per (segment, head); outputs are disjoint.

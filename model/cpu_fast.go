@@ -384,25 +384,9 @@ func attnItems(segs []Segment, H int) []attnItem {
 // head, block of query rows), S = q·kᵀ·scale by sgemm, a causal softmax over
 // each row in float32, and out = P·v by sgemm.
 func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
-	ts := []*Tensor{out, q, k, v}
-	if lse != nil {
-		ts = append(ts, lse)
-	}
-	if !b.check("attention", ts...) {
-		return
-	}
-	H, G, D, ok := b.checkAttention("attention", out, q, k, v, segs)
+	H, G, D, Q, K, Vv, O, L, ok := b.attentionArgs(out, lse, q, k, v, segs)
 	if !ok {
 		return
-	}
-	if lse != nil && lse.Numel() != q.Shape[0]*H {
-		b.failf("attention: lse %v must hold (%d, %d)", lse.Shape, q.Shape[0], H)
-		return
-	}
-	Q, K, Vv, O := b.data(q), b.data(k), b.data(v), b.data(out)
-	var L []float32
-	if lse != nil {
-		L = b.data(lse)
 	}
 	groups := H / G
 	items := attnItems(segs, H)
