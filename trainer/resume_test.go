@@ -59,7 +59,12 @@ func TestExactResumeAfterKills(t *testing.T) {
 	cfg.Train.Steps = 4 * kills
 	cfg.Checkpoint.Every, cfg.Checkpoint.Keep = 1, 2
 	cfg.Run.Name = "uninterrupted"
+	start := time.Now()
 	refDir := runFixture(t, cfg)
+	// Kills land within the first half of the run's own duration, spread
+	// over the kills, so the run cannot finish before the last one however
+	// fast the machine (each attempt makes at most span of progress).
+	span := max(time.Since(start)/time.Duration(2*kills), 5*time.Millisecond)
 
 	cfg.Run.Name = "killed"
 	raw, err := cfg.YAML()
@@ -94,7 +99,7 @@ func TestExactResumeAfterKills(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		if killed < kills {
-			delay := time.Duration(20+rng.IntN(200)) * time.Millisecond
+			delay := 20*time.Millisecond + time.Duration(rng.Int64N(int64(span)))
 			select {
 			case err := <-done:
 				finished = err == nil
