@@ -298,8 +298,9 @@ func (b *ReferenceCPU) EmbeddingBackward(dtable, dout *Tensor, ids []int32) {
 	}
 }
 
-// RMSNorm normalizes rows of x over the last dimension.
-func (b *ReferenceCPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
+// rmsNormArgs validates RMSNorm's arguments (rstd may be nil) and returns
+// the rows, the row width and the tensors' data (RS nil without rstd).
+func (b *ReferenceCPU) rmsNormArgs(out, rstd, x, w *Tensor) (R, n int, X, O, W, RS []float32, ok bool) {
 	ts := []*Tensor{out, x, w}
 	if rstd != nil {
 		ts = append(ts, rstd)
@@ -311,10 +312,17 @@ func (b *ReferenceCPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
 	if !b.keep(err) {
 		return
 	}
-	X, O, W := b.data(x), b.data(out), b.data(w)
-	var RS []float32
 	if rstd != nil {
 		RS = b.data(rstd)
+	}
+	return R, n, b.data(x), b.data(out), b.data(w), RS, true
+}
+
+// RMSNorm normalizes rows of x over the last dimension.
+func (b *ReferenceCPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
+	R, n, X, O, W, RS, ok := b.rmsNormArgs(out, rstd, x, w)
+	if !ok {
+		return
 	}
 	b.parallelFor(R, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {

@@ -182,21 +182,9 @@ func dot32(a, b []float32) float32 {
 
 // RMSNorm normalizes rows of x over the last dimension, rows in parallel.
 func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
-	ts := []*Tensor{out, x, w}
-	if rstd != nil {
-		ts = append(ts, rstd)
-	}
-	if !b.check("rmsnorm", ts...) {
+	R, n, X, O, W, RS, ok := b.rmsNormArgs(out, rstd, x, w)
+	if !ok {
 		return
-	}
-	R, n, err := RMSNormDims(out, rstd, x, w)
-	if !b.keep(err) {
-		return
-	}
-	X, O, W := b.data(x), b.data(out), b.data(w)
-	var RS []float32
-	if rstd != nil {
-		RS = b.data(rstd)
 	}
 	b.parallelFor(R, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
