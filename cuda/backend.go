@@ -51,7 +51,7 @@ type Backend struct {
 	err error
 
 	cacheMu sync.Mutex
-	ints    map[uint64]*buffer // uploaded index tables by content hash
+	ints    intArena // uploaded index tables (backend_rows.go)
 	rope    ropeTable
 
 	// attnTiles chooses the attention kernels: 0 picks per call (tiles
@@ -61,20 +61,24 @@ type Backend struct {
 	attnGEMM  int // tensor-core attention: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
 }
 
-// buffer is one device allocation; tensors and views point at it, and its
-// finalizer returns the block to the allocator's cache.
+// buffer is one device allocation; tensors and views point at it. It goes
+// back to the allocator's pool when released (Release for tensors, free for
+// the backend's own scratch), never by the garbage collector in the normal
+// course: a finalizer is only a safety net for a buffer someone forgot,
+// counted as a leak (MemStats.Leaked) so tests and profiles show it.
 type buffer struct {
-	ptr    uint64
-	size   int64 // bytes reserved
-	elems  int   // elements usable
-	bf16   bool  // 2-byte bf16 elements: frozen weights or a KV cache
-	frozen bool  // read-only (Freeze); otherwise writable by ScatterRows and Copy
-	a      *allocator
+	ptr      uint64
+	size     int64 // bytes reserved
+	elems    int   // elements usable
+	bf16     bool  // 2-byte bf16 elements: frozen weights or a KV cache
+	frozen   bool  // read-only (Freeze); otherwise writable by ScatterRows and Copy
+	released bool
+	a        *allocator
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
 func NewBackend(d *Device, prec Precision) *Backend {
-	return &Backend{d: d, compute: computeTypes[prec], prec: prec, ints: map[uint64]*buffer{}}
+	return &Backend{d: d, compute: computeTypes[prec], prec: prec}
 }
 
 // Name identifies the backend and its matmul precision in logs.
@@ -118,9 +122,45 @@ func (b *Backend) allocBytes(n, width int) (*buffer, error) {
 		return nil, err
 	}
 	buf := &buffer{ptr: p, size: size, elems: n, bf16: width == 2, a: b.d.alloc}
-	runtime.SetFinalizer(buf, func(x *buffer) { x.a.put(x.ptr, x.size) })
+	runtime.SetFinalizer(buf, func(x *buffer) { x.a.leak(x.ptr, x.size) })
 	return buf, nil
 }
+
+// free returns buffers to the pool (nil ones skipped). The stream runs
+// every op already issued on a buffer before any op issued later, so its
+// block may serve the very next allocation.
+func (b *Backend) free(bufs ...*buffer) {
+	for _, buf := range bufs {
+		if buf == nil || buf.a == nil || buf.released {
+			continue
+		}
+		buf.released = true
+		runtime.SetFinalizer(buf, nil)
+		buf.a.put(buf.ptr, buf.size)
+	}
+}
+
+// Release gives tensors' storage back to the pool (model.Releaser). A view
+// releases the whole buffer it belongs to; any later use of the buffer, or
+// a second release, is an error.
+func (b *Backend) Release(ts ...*model.Tensor) {
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		buf, ok := t.Store.(*buffer)
+		switch {
+		case !ok:
+			b.keep(fmt.Errorf("release: tensor %v is not a CUDA tensor", t.Shape))
+		case buf.released:
+			b.keep(fmt.Errorf("release: tensor %v was already released", t.Shape))
+		default:
+			b.free(buf)
+		}
+	}
+}
+
+var _ model.Releaser = (*Backend)(nil)
 
 // New allocates a zero-filled tensor.
 func (b *Backend) New(shape ...int) *model.Tensor { return b.newTensor("new", 4, shape) }
@@ -183,6 +223,10 @@ func (b *Backend) operand(op string, i int, t *model.Tensor) (uint64, bool, bool
 		b.keep(fmt.Errorf("%s: tensor argument %d is not a CUDA tensor", op, i))
 		return 0, false, false
 	}
+	if buf.released {
+		b.keep(fmt.Errorf("%s: tensor argument %d %v was released", op, i, t.Shape))
+		return 0, false, false
+	}
 	if t.Off < 0 || t.Off+t.Numel() > buf.elems {
 		b.keep(fmt.Errorf("%s: tensor argument %d (shape %v, offset %d) exceeds its storage", op, i, t.Shape, t.Off))
 		return 0, false, false
@@ -209,6 +253,7 @@ func (b *Backend) Freeze(t *model.Tensor) error {
 	}
 	b.elementwise("f32_to_bf16", n, buf.ptr, p[0], int64(n))
 	buf.frozen = true
+	b.Release(t)
 	t.Store, t.Off = buf, 0
 	return b.Err()
 }
@@ -310,7 +355,7 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 		}
 		b.elementwise("bf16_to_f32", len(dst), wide.ptr, p, int64(len(dst)))
 		p = wide.ptr
-		defer runtime.KeepAlive(wide)
+		defer b.free(wide)
 	}
 	b.keep(b.d.copyOut(unsafe.Pointer(&dst[0]), p, int64(len(dst))*4))
 }
@@ -387,6 +432,7 @@ func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
 	if !b.keep(err) {
 		return 0
 	}
+	defer b.free(part)
 	off := 0
 	for i, t := range ts {
 		if n := t.Numel(); n > 0 {
@@ -399,7 +445,6 @@ func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
 	if !b.keep(b.d.copyOut(unsafe.Pointer(&host[0]), part.ptr, int64(total)*8)) {
 		return 0
 	}
-	runtime.KeepAlive(part)
 	var s float64
 	off = 0
 	for i := range ts {
@@ -443,13 +488,13 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	if frozenA || frozenB {
 		inType, compute = cudaR16BF, computeTypes[FP32]
 		var keep []*buffer
+		defer func() { b.free(keep...) }()
 		if pa, ok = b.narrow(pa, a.Numel(), frozenA, &keep); !ok {
 			return
 		}
 		if pb, ok = b.narrow(pb, bm.Numel(), frozenB, &keep); !ok {
 			return
 		}
-		defer runtime.KeepAlive(keep)
 	}
 	ldb := N // b stored (K, N)
 	if transB {

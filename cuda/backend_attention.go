@@ -5,7 +5,6 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -201,11 +200,11 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	if !b.keep(err) {
 		return
 	}
+	defer b.free(delta)
 	b.kernelCost(2*q.Shape[0]*H*D, 4*(2*q.Shape[0]*H*D+q.Shape[0]*H))
 	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
 	if b.useGEMMAttention(false, segs, len(qRow)) {
 		b.attentionGEMMBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
-		runtime.KeepAlive(delta)
 		return
 	}
 	// Recomputed scores, dP = dO·Vᵀ, dV += Pᵀ·dO, dQ += dS·K, dK += dSᵀ·Q:
@@ -226,7 +225,6 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 		}
 		b.launch("attn_bwd_dkv_tiled", [3]int{len(k0), G}, attThreads, p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr,
 			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), scale)
-		runtime.KeepAlive(delta)
 		return
 	}
 	rows, ok := b.upload("attention rows", qRow, kStart, kCount)
@@ -243,7 +241,6 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 		b.launch("attn_bwd_dkv", [3]int{len(kRow), G}, attThreads, p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr,
 			keys[0], keys[1], keys[2], int32(H), int32(G), int32(D), scale)
 	}
-	runtime.KeepAlive(delta)
 }
 
 // pairs counts the (query, key) pairs attention visits: Σ kCount.

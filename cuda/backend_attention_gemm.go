@@ -26,8 +26,6 @@ package cuda
 // (C, R) transpose with leading dimension ld.
 
 import (
-	"runtime"
-
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -85,7 +83,7 @@ func (b *Backend) attentionGEMM(out, lse, q, k, v uint64, segs []model.Segment, 
 	if !ok {
 		return
 	}
-	defer runtime.KeepAlive(ws)
+	defer b.free(ws)
 	for _, s := range segs {
 		if s.QLen == 0 {
 			continue
@@ -116,10 +114,10 @@ func (b *Backend) attentionGEMMBackward(dq, dk, dv, dout, q, k, v, lse, delta ui
 	P, ok1 := b.attnWorkspace(segs, per)
 	dP, ok2 := b.attnWorkspace(segs, per)
 	if !ok1 || !ok2 {
+		b.free(P, dP)
 		return
 	}
-	defer runtime.KeepAlive(P)
-	defer runtime.KeepAlive(dP)
+	defer b.free(P, dP)
 	for _, s := range segs {
 		if s.QLen == 0 {
 			continue

@@ -6,7 +6,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"unsafe"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -52,10 +51,10 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	if !b.keep(err) {
 		return
 	}
+	defer b.free(part)
 	cols := (n + 255) / 256
 	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, p[2], p[3], p[5], int32(R), int32(n), int32(perChunk))
 	b.launch("sum_chunks", [3]int{cols}, 256, p[1], part.ptr, int32(chunks), int32(n))
-	runtime.KeepAlive(part)
 }
 
 // ropeTable holds cos/sin of pos·theta^(−2i/D) for positions [0, maxPos),
@@ -101,6 +100,7 @@ func (b *Backend) ropeTables(theta float64, D, maxPos int) (*ropeTable, bool) {
 		!b.keep(b.d.copyIn(s.ptr, unsafe.Pointer(&sinH[0]), int64(len(sinH))*4)) {
 		return nil, false
 	}
+	b.free(t.cos, t.sin) // tables of a shorter range; every op reading them is issued
 	*t = ropeTable{theta: theta, D: D, maxPos: size, cos: c, sin: s}
 	return t, true
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"runtime"
 	"sort"
 	"unsafe"
 
@@ -29,9 +28,27 @@ func intKey(kind string, vals ...[]int32) uint64 {
 	return h.Sum64()
 }
 
+// intArena holds the index tables ops upload (row ids, positions,
+// attention segments) in one device buffer, by content: every layer of a
+// pass indexes with the same tables, so each is copied once per pass. When
+// a table does not fit in what is left, the arena starts over from its
+// beginning (forgetting every table), and grows only for a table larger
+// than all of it, so after a first step its size is fixed and uploads
+// allocate nothing. Starting over is safe because each op launches its
+// kernels right after its upload: every kernel reading an old table is
+// issued, hence runs, before the copy that overwrites it.
+type intArena struct {
+	buf     *buffer
+	used    int            // elements handed out since the last start-over
+	offsets map[uint64]int // table set (content hash) → element offset
+}
+
+// arenaMinElems is the arena's first size (4 MiB).
+const arenaMinElems = 1 << 20
+
 // upload copies int32 tables to the device, reusing an earlier upload of
-// the same content (every layer of a pass indexes with the same tables).
-// It returns one address per table (0 for empty tables).
+// the same content. It returns one address per table (0 for empty tables),
+// valid until the next upload.
 func (b *Backend) upload(kind string, tables ...[]int32) ([]uint64, bool) {
 	key := intKey(kind, tables...)
 	total := 0
@@ -39,32 +56,44 @@ func (b *Backend) upload(kind string, tables ...[]int32) ([]uint64, bool) {
 		total += len(t)
 	}
 	b.cacheMu.Lock()
-	buf := b.ints[key]
-	b.cacheMu.Unlock()
-	if buf == nil {
-		var err error
-		if buf, err = b.alloc(max(total, 1)); !b.keep(err) {
-			return nil, false
+	defer b.cacheMu.Unlock()
+	a := &b.ints
+	off, hit := a.offsets[key]
+	if !hit {
+		need := (max(total, 1) + 63) / 64 * 64 // 256-byte aligned slices
+		if a.buf == nil || need > a.buf.elems {
+			b.free(a.buf)
+			grown := arenaMinElems
+			if a.buf != nil {
+				grown = 2 * a.buf.elems
+			}
+			buf, err := b.alloc(max(need, grown))
+			if !b.keep(err) {
+				a.buf = nil
+				return nil, false
+			}
+			a.buf, a.used, a.offsets = buf, 0, map[uint64]int{}
 		}
-		flat := make([]int32, 0, total)
-		for _, t := range tables {
-			flat = append(flat, t...)
+		if a.used+need > a.buf.elems {
+			a.used, a.offsets = 0, map[uint64]int{}
 		}
-		if total > 0 && !b.keep(b.d.copyIn(buf.ptr, unsafe.Pointer(&flat[0]), int64(total)*4)) {
-			return nil, false
+		off = a.used
+		a.used += need
+		if total > 0 {
+			flat := make([]int32, 0, total)
+			for _, t := range tables {
+				flat = append(flat, t...)
+			}
+			if !b.keep(b.d.copyIn(a.buf.ptr+uint64(off)*4, unsafe.Pointer(&flat[0]), int64(total)*4)) {
+				return nil, false
+			}
 		}
-		b.cacheMu.Lock()
-		if len(b.ints) >= 64 {
-			clear(b.ints) // the buffers return to the allocator when unreachable
-		}
-		b.ints[key] = buf
-		b.cacheMu.Unlock()
+		a.offsets[key] = off
 	}
 	out := make([]uint64, len(tables))
-	off := 0
 	for i, t := range tables {
 		if len(t) > 0 {
-			out[i] = buf.ptr + uint64(off)*4
+			out[i] = a.buf.ptr + uint64(off)*4
 		}
 		off += len(t)
 	}
@@ -232,10 +261,10 @@ func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bo
 	if !b.keep(err) {
 		return
 	}
+	defer b.free(picked)
 	b.copyRows(picked.ptr, p[1], nil, from, len(rows), w)
 	addr, ok := b.upload("scatter rows", rows)
 	if ok {
 		b.launch("scatter_rows_bf16", [3]int{len(rows), (w + 255) / 256}, 256, p[0], picked.ptr, addr[0], int32(len(rows)), int32(w))
 	}
-	runtime.KeepAlive(picked)
 }

@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -26,18 +25,18 @@ func (b *Backend) TopK(logits *model.Tensor, k int) ([][]int32, [][]float32) {
 	if !b.keep(err) {
 		return nil, nil
 	}
+	defer b.free(ids)
 	vals, err := b.alloc(R * k)
 	if !b.keep(err) {
 		return nil, nil
 	}
+	defer b.free(vals)
 	b.launch("topk_rows", [3]int{R}, 256, ids.ptr, vals.ptr, p[0], int32(V), int32(k))
 	hostIDs, hostVals := make([]int32, R*k), make([]float32, R*k)
 	if R*k > 0 {
 		b.keep(b.d.copyOut(unsafe.Pointer(&hostIDs[0]), ids.ptr, int64(R*k)*4))
 		b.keep(b.d.copyOut(unsafe.Pointer(&hostVals[0]), vals.ptr, int64(R*k)*4))
 	}
-	runtime.KeepAlive(ids)
-	runtime.KeepAlive(vals)
 	outIDs, outVals := make([][]int32, R), make([][]float32, R)
 	for r := range outIDs {
 		outIDs[r], outVals[r] = hostIDs[r*k:(r+1)*k], hostVals[r*k:(r+1)*k]
@@ -62,18 +61,18 @@ func (b *Backend) ChunkSums(logits *model.Tensor, temperature float64, chunk int
 	if !b.keep(err) {
 		return nil, nil
 	}
+	defer b.free(mx)
 	sums, err := b.allocBytes(R*chunks, 8)
 	if !b.keep(err) {
 		return nil, nil
 	}
+	defer b.free(sums)
 	b.launch("chunk_sums", [3]int{R}, 256, mx.ptr, sums.ptr, p[0], int32(V), temperature, int32(chunk))
 	hostMx, hostSums := make([]float64, R), make([]float64, R*chunks)
 	if R > 0 {
 		b.keep(b.d.copyOut(unsafe.Pointer(&hostMx[0]), mx.ptr, int64(R)*8))
 		b.keep(b.d.copyOut(unsafe.Pointer(&hostSums[0]), sums.ptr, int64(R*chunks)*8))
 	}
-	runtime.KeepAlive(mx)
-	runtime.KeepAlive(sums)
 	out := make([][]float64, R)
 	for r := range out {
 		out[r] = hostSums[r*chunks : (r+1)*chunks]

@@ -8,7 +8,6 @@ package cuda
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 )
@@ -236,21 +235,29 @@ func (d *Device) ResetPeak() {
 // MemInfo reports the driver's free and total device memory.
 func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
 
-// MemStats is the allocator's accounting, in bytes.
+// MemStats is the allocator's accounting: bytes held by live buffers, their
+// peak and the pool's idle bytes; Live counts live buffers and Leaked the
+// buffers the garbage collector returned because nobody released them.
 type MemStats struct {
 	InUse, Peak, Cached int64
+	Live, Leaked        int64
 }
 
-// allocator caches freed blocks by (rounded) size: a training step frees
-// and re-allocates the same shapes every step, so after the first step
-// nothing reaches cuMemAlloc. Blocks come back through the finalizers of
-// the Go objects holding them; when the device is full the allocator
-// empties its cache and runs the garbage collector before giving up.
+// allocator is a stream-ordered pool: released blocks wait in free lists by
+// (rounded) size and serve the next request of that size. A training step
+// allocates and releases the same shapes in the same order every time, so
+// after the first step nothing reaches cuMemAlloc (the step profile checks
+// it). With one stream, a block released once the host has issued the last
+// op that reads it can be handed out at once: the ops of its next owner run
+// after those. When cuMemAlloc reports the device full, the pool's idle
+// blocks are freed and the request is tried once more; then the error names
+// the config keys that bound memory.
 type allocator struct {
 	mu                  sync.Mutex
 	drv                 *driver
 	free                map[int64][]uint64
 	inUse, peak, cached int64
+	live, leaked        int64
 }
 
 // roundSize rounds a request up so nearby sizes share cache entries.
@@ -277,9 +284,8 @@ func (a *allocator) get(bytes int64) (uint64, int64, error) {
 	a.mu.Unlock()
 	p, err := a.drv.MemAlloc(size)
 	if isOOM(err) {
-		// Give back everything cached and unreachable, then try once more.
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond) // let finalizers return blocks
+		// Blocks of other sizes may be idle in the pool: free them, and
+		// try once more.
 		a.release()
 		p, err = a.drv.MemAlloc(size)
 	}
@@ -300,6 +306,7 @@ func (a *allocator) get(bytes int64) (uint64, int64, error) {
 
 func (a *allocator) used(size int64) {
 	a.inUse += size
+	a.live++
 	a.peak = max(a.peak, a.inUse)
 }
 
@@ -307,7 +314,16 @@ func (a *allocator) put(p uint64, size int64) {
 	a.mu.Lock()
 	a.free[size] = append(a.free[size], p)
 	a.inUse -= size
+	a.live--
 	a.cached += size
+	a.mu.Unlock()
+}
+
+// leak is put for a buffer the garbage collector found unreleased.
+func (a *allocator) leak(p uint64, size int64) {
+	a.put(p, size)
+	a.mu.Lock()
+	a.leaked++
 	a.mu.Unlock()
 }
 
@@ -328,7 +344,7 @@ func (a *allocator) release() {
 func (a *allocator) stats() MemStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return MemStats{InUse: a.inUse, Peak: a.peak, Cached: a.cached}
+	return MemStats{InUse: a.inUse, Peak: a.peak, Cached: a.cached, Live: a.live, Leaked: a.leaked}
 }
 
 func isOOM(err error) bool {

@@ -48,10 +48,10 @@ func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
 	}
 	perLayer := at[1].Sub(at[0])
 	sp.Step = at[0].Extrapolate(perLayer, s.Opts.Layers-sp.CountedLayers[0])
-	// Allocations are not linear in depth: with blocks returned by the
-	// garbage collector, how many a step finds cached depends on when it
-	// last ran. They are reported as counted at the deeper depth.
-	sp.Step.DeviceAllocs = at[1].DeviceAllocs
+	// Allocations, buffers left live and leaks are not per-layer counts
+	// (a steady-state step's are all 0): they are reported as counted at
+	// the deeper depth.
+	sp.Step.DeviceAllocs, sp.Step.LiveBuffers, sp.Step.Leaked = at[1].DeviceAllocs, at[1].LiveBuffers, at[1].Leaked
 	return sp, nil
 }
 
@@ -138,6 +138,8 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 		"host_syncs":               p.HostSyncs,
 		"device_allocs":            p.DeviceAllocs, // counted at CountedLayers[1], not extrapolated
 		"device_allocs_first_step": sp.First.DeviceAllocs,
+		"live_buffers_added":       p.LiveBuffers, // buffers a step leaves allocated: 0 when every temporary is released
+		"leaked_buffers":           p.Leaked,
 		"h2d_bytes":                p.H2DBytes,
 		"d2h_bytes":                p.D2HBytes,
 		"flops_tensor_core":        p.FlopsTensorCore(),

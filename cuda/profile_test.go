@@ -2,9 +2,11 @@ package cuda
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/rollout"
 )
 
 // profileShape is a small model whose step the emulator computes quickly.
@@ -98,4 +100,83 @@ func TestProfileCountsArithmetic(t *testing.T) {
 			t.Logf("%s route %d: tensor-core fraction %.3f, est %.3f ms on an H100", prec, route, p.TensorCoreFraction(), 1e3*p.EstSeconds(H100))
 		}
 	}
+}
+
+// TestSteadyStateMemory: after a first optimizer step has filled the pool,
+// a step asks cuMemAlloc for nothing and leaves no buffer behind; so do a
+// forward-only pass (old and reference log-probs) and a sampled
+// generation, on both attention routes and with recomputation. Any
+// temporary the model or backend forgets to release shows up as a live
+// buffer added (and a use after release as an error).
+func TestSteadyStateMemory(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		route     int
+		recompute bool
+	}{{"kernels", -1, false}, {"tensor-core attention", 1, false}, {"recompute", 1, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := NewBackend(testDevice(t), BF16)
+			b.attnGEMM = c.route
+			s := profileShape(2)
+			cfg, err := s.Opts.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), Recompute: c.recompute}
+			grads := model.NewParams(b, cfg)
+			opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+			seqs := []model.Sequence{{Tokens: make([]int32, 40), Start: 10}, {Tokens: make([]int32, 33), Start: 5}}
+			for i := range seqs {
+				for j := range seqs[i].Tokens {
+					seqs[i].Tokens[j] = int32((7*i + 13*j) % cfg.VocabSize)
+				}
+			}
+			work := func() error {
+				if err := optimizerStep(m, seqs, grads, opt); err != nil {
+					return err
+				}
+				p, err := m.Forward(seqs)
+				if err != nil {
+					return err
+				}
+				p.Release()
+				reqs := []rollout.Request{{UID: "a", Prompt: []int32{1, 2, 3}, N: 2}, {UID: "b", Prompt: []int32{4, 5}, N: 1}}
+				_, err = rollout.Generate(t.Context(), m, reqs, rollout.Params{Temperature: 1, TopP: 1, MaxNewTokens: 6, MaxSlots: 4}, nil)
+				return err
+			}
+			if err := work(); err != nil {
+				t.Fatal(err)
+			}
+			before := b.Device().Profile()
+			if err := work(); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Err(); err != nil {
+				t.Fatal(err)
+			}
+			d := b.Device().Profile().Sub(before)
+			if d.DeviceAllocs != 0 || d.LiveBuffers != 0 || d.Leaked != 0 {
+				t.Errorf("second step: %d device allocations, %d buffers left live, %d leaked; want 0, 0, 0",
+					d.DeviceAllocs, d.LiveBuffers, d.Leaked)
+			}
+		})
+	}
+}
+
+// TestReleaseErrors: a released tensor cannot be used or released again,
+// and the error names the op.
+func TestReleaseErrors(t *testing.T) {
+	b := NewBackend(testDevice(t), BF16)
+	x := b.New(4)
+	b.Release(x)
+	b.Scale(x, 2)
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "scale: tensor argument 0 [4] was released") {
+		t.Errorf("use after release: got %v", err)
+	}
+	b.ResetErr()
+	b.Release(x)
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "already released") {
+		t.Errorf("double release: got %v", err)
+	}
+	b.ResetErr()
 }

@@ -174,3 +174,23 @@ type RowSampler interface {
 type HalfStore interface {
 	NewHalf(shape ...int) *Tensor
 }
+
+// Releaser is implemented by backends whose memory is given back
+// explicitly (the CUDA backend, whose device memory is a stream-ordered
+// pool: a released block serves the next allocation of its size, which the
+// stream runs after every op already issued on the old tensor). The model
+// releases every temporary it allocates; a Pass is released by Backward or
+// by Pass.Release, a KV cache by KVCache.Release. Backends without it (the
+// CPU ones) leave tensors to the garbage collector.
+type Releaser interface {
+	// Release gives t's storage back; t and its views must not be used
+	// afterwards. Releasing a tensor twice is an error the backend records.
+	Release(ts ...*Tensor)
+}
+
+// Release gives ts back to b when b is a Releaser (nil tensors skipped).
+func Release(b Backend, ts ...*Tensor) {
+	if r, ok := b.(Releaser); ok {
+		r.Release(ts...)
+	}
+}

@@ -9,7 +9,13 @@ package model
 import "fmt"
 
 // Backward accumulates dJ/dθ into grads, where dLogp[i][t] = ∂J/∂LogProbs[i][t].
+// It consumes the pass: each layer's activations are released as soon as
+// the layer's backward has run, and the rest at the end.
 func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
+	if p.m == nil || (len(p.layers) == 0 && len(m.P.Layers) > 0) {
+		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")
+	}
+	defer p.Release()
 	if len(dLogp) != len(p.spans) {
 		return fmt.Errorf("backward: %d gradient rows for %d sequences", len(dLogp), len(p.spans))
 	}
@@ -43,8 +49,12 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 		b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
 	})
 
+	Release(b, dl, dlogits, dh, hc)
+
 	dx := b.New(n, C)
 	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
+	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
+	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
 	s := m.newLayerGrads(n)
 	var scratchOut *Tensor
 	if p.recompute != nil {
@@ -59,8 +69,11 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 			m.layerForward(l, a, p.layers[l].x, scratchOut, p.pos, kvPlan{segs: p.segs})
 		}
 		m.layerBackward(l, a, s, dx, p, &grads.Layers[l])
+		p.releaseLayer(l)
 	}
 	b.EmbeddingBackward(grads.Embed, dx, p.ids)
+	Release(b, s.tensors()...)
+	Release(b, dx, scratchOut)
 	return m.checkErr("backward")
 }
 
@@ -70,6 +83,10 @@ type layerGrads struct {
 	dh, dgate, dup  *Tensor // (N, F)
 	datt, dqn, dq   *Tensor // (N, H, D)
 	dkn, dk, dv     *Tensor // (N, G, D)
+}
+
+func (s *layerGrads) tensors() []*Tensor {
+	return []*Tensor{s.dxMid, s.dxn, s.tmp, s.dh, s.dgate, s.dup, s.datt, s.dqn, s.dq, s.dkn, s.dk, s.dv}
 }
 
 func (m *Model) newLayerGrads(n int) *layerGrads {

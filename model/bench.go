@@ -168,6 +168,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 	}
 	m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
 	kv := m.NewKVCache(batch, context+steps+1)
+	defer kv.Release()
 	rng := rand.New(rand.NewPCG(2, 2))
 	prompt := make([]int32, context)
 	for i := range prompt {
@@ -203,6 +204,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 			for r := range in {
 				b.Download(flat.Rows(r*cfg.VocabSize, r*cfg.VocabSize+len(chunk)), chunk)
 			}
+			Release(b, t)
 			return m.checkErr("decode bench")
 		}
 	}

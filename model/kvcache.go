@@ -13,12 +13,23 @@ type KVCache struct {
 	Slots, MaxLen int
 	K, V          []*Tensor // per layer (Slots·MaxLen, G, D), keys after k_norm and RoPE
 	Len           []int     // tokens held per slot
+	b             Backend
+}
+
+// Release gives the cache's memory back (see Releaser); the cache must not
+// be used afterwards.
+func (kv *KVCache) Release() {
+	if kv.b != nil {
+		Release(kv.b, kv.K...)
+		Release(kv.b, kv.V...)
+		kv.K, kv.V, kv.b = nil, nil, nil
+	}
 }
 
 // NewKVCache allocates a cache for slots sequences of up to maxLen tokens.
 func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	c := m.Cfg
-	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots)}
+	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
 	alloc := m.B.New
 	if h, ok := m.B.(HalfStore); ok && m.KVCacheBF16 {
 		alloc = h.NewHalf
@@ -61,7 +72,8 @@ func (m *Model) Step(kv *KVCache, in []StepInput) ([][]float32, error) {
 }
 
 // StepLogits is Step with the logits (len(in), V) left on the backend, for
-// samplers that reduce them there (see RowSampler).
+// samplers that reduce them there (see RowSampler); the caller releases
+// them (model.Release).
 func (m *Model) StepLogits(kv *KVCache, in []StepInput) (*Tensor, error) {
 	return m.stepTensor(kv, in, false)
 }
@@ -73,6 +85,7 @@ func (m *Model) Backend() Backend { return m.B }
 // through the KV-cache path in a single prefill.
 func (m *Model) Logits(tokens []int32) ([][]float32, error) {
 	kv := m.NewKVCache(1, len(tokens))
+	defer kv.Release()
 	return m.step(kv, []StepInput{{Slot: 0, Tokens: tokens}}, true)
 }
 
@@ -84,6 +97,7 @@ func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error)
 	V := m.Cfg.VocabSize
 	host := make([]float32, logits.Numel())
 	m.B.Download(logits, host)
+	Release(m.B, logits)
 	if err := m.checkErr("step"); err != nil {
 		return nil, err
 	}
@@ -139,7 +153,10 @@ func (m *Model) stepTensor(kv *KVCache, in []StepInput, all bool) (*Tensor, erro
 	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
 	logits := b.New(len(heads), c.VocabSize)
 	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
+	Release(b, a.tensors()...)
+	Release(b, x, h, hn)
 	if err := m.checkErr("step"); err != nil {
+		Release(b, logits)
 		return nil, err
 	}
 	for _, s := range in {

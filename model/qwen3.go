@@ -75,11 +75,18 @@ func (m *Model) Freeze() (bool, error) {
 	return true, nil
 }
 
-// headChunkElems bounds the logits materialised at once: rows per LM-head
-// chunk = headChunkElems / V (at least 1).
-const headChunkElems = 8 << 20
+// HeadChunkElems bounds the logits materialised at once: rows per LM-head
+// chunk = HeadChunkElems / V (at least 1). Each chunk reads the whole head
+// matrix (V × C: 1.2 GB in fp32 for Qwen3's 151,936 × 2048), so chunks
+// must be tall for the product to be bound by arithmetic, not by that
+// read: 883 rows at Qwen3's vocabulary (2·883·C FLOPs per head element
+// read, about the H100's ratio of bf16 FLOPs to bytes), for 512 MiB of
+// fp32 logits (the backward holds a second chunk, of their gradient).
+// At 8M elements (55 rows) the head was 70 % of a 1.7B training step's
+// estimated time.
+const HeadChunkElems = 128 << 20
 
-func (m *Model) headChunkRows() int { return max(1, headChunkElems/m.Cfg.VocabSize) }
+func (m *Model) headChunkRows() int { return max(1, HeadChunkElems/m.Cfg.VocabSize) }
 
 func (m *Model) attnScale() float32 { return float32(1 / math.Sqrt(float64(m.Cfg.HeadDim))) }
 
@@ -104,6 +111,13 @@ type layerActs struct {
 	gate  *Tensor // (N, F)
 	up    *Tensor // (N, F)
 	h     *Tensor // (N, F) silu(gate) ⊙ up
+}
+
+// tensors lists the activations a layer owns: all but x, which is the
+// previous layer's output (or the embedding) and released with it.
+func (a *layerActs) tensors() []*Tensor {
+	return []*Tensor{a.xn1, a.rstd1, a.q, a.k, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
+		a.xMid, a.xn2, a.rstd2, a.gate, a.up, a.h}
 }
 
 func (m *Model) newLayerActs(n int) *layerActs {
@@ -186,6 +200,7 @@ type Pass struct {
 	// recompute, when not nil, is the scratch set the backward refills
 	// from each layer's saved input (Model.Recompute).
 	recompute *layerActs
+	m         *Model   // the model that made the pass, for Release
 	xL        *Tensor  // (N, C) last layer output
 	xf        *Tensor  // (N, C) final-normed
 	rstdF     *Tensor  // (N)
@@ -223,12 +238,15 @@ func (m *Model) pack(seqs []Sequence) (*Pass, error) {
 }
 
 // Forward runs a training forward over packed sequences and returns the
-// per-token log-probabilities (and entropies) of Tokens[Start:].
+// per-token log-probabilities (and entropies) of Tokens[Start:]. The pass
+// holds the activations the backward needs: hand it to Backward, which
+// releases them, or call its Release when only the log-probs are wanted.
 func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	p, err := m.pack(seqs)
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
+	p.m = m
 	b, c := m.B, m.Cfg
 	n, C := len(p.ids), c.HiddenSize
 	x := b.New(n, C)
@@ -265,7 +283,9 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	hostLP, hostEnt := make([]float32, M), make([]float32, M)
 	b.Download(logp, hostLP)
 	b.Download(ent, hostEnt)
+	Release(b, logp, ent)
 	if err := m.checkErr("forward"); err != nil {
+		p.Release()
 		return nil, err
 	}
 	for _, sp := range p.spans {
@@ -289,4 +309,38 @@ func (m *Model) eachHeadChunk(p *Pass, f func(lo, hi int, logits *Tensor)) {
 		b.MatMul(lc, hc, m.P.LMHead, false, true, false)
 		f(lo, hi, lc)
 	}
+	Release(b, h, logits)
+}
+
+// Release gives back every tensor the pass still holds (Backward does it
+// itself; a forward-only pass is released by its caller). It may be called
+// more than once.
+func (p *Pass) Release() {
+	if p.m == nil {
+		return
+	}
+	b := p.m.B
+	for l := range p.layers {
+		p.releaseLayer(l)
+	}
+	if p.recompute != nil {
+		Release(b, p.recompute.tensors()...)
+	}
+	Release(b, p.xL, p.xf, p.rstdF, p.headLSE)
+	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil, nil, nil
+}
+
+// releaseLayer gives back layer l's saved activations and its input (the
+// previous layer's output, which nothing needs once layer l's backward has
+// run: layer l−1's backward reads its own saved tensors).
+func (p *Pass) releaseLayer(l int) {
+	a := p.layers[l]
+	if a == nil {
+		return
+	}
+	if a != p.recompute && a.xn1 != nil {
+		Release(p.m.B, a.tensors()...)
+	}
+	Release(p.m.B, a.x)
+	p.layers[l] = nil
 }

@@ -116,6 +116,7 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		maxPrompt = max(maxPrompt, len(r.Prompt))
 	}
 	kv := lm.NewKVCache(slots, maxPrompt+p.MaxNewTokens)
+	defer kv.Release()
 	out := make([][]Completion, len(reqs))
 	stops := map[int32]bool{}
 	for _, id := range p.StopIDs {
@@ -210,6 +211,7 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 		return err
 	}
 	b := dev.Backend()
+	defer model.Release(b, t)
 	_, V := model.Matrix(t)
 	switch {
 	case p.Temperature == 0:

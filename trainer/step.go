@@ -268,6 +268,7 @@ func (t *Trainer) logProbs(rows []rowData) error {
 		if err != nil {
 			return fmt.Errorf("old log-probs: %w", err)
 		}
+		p.Release() // only the log-probs are wanted
 		for i := range rows[lo:hi] {
 			rows[lo+i].old, rows[lo+i].entropy = p.LogProbs[i], p.Entropy[i]
 		}
@@ -281,6 +282,7 @@ func (t *Trainer) logProbs(rows []rowData) error {
 		if err != nil {
 			return fmt.Errorf("reference log-probs: %w", err)
 		}
+		rp.Release()
 		for i := range rows[lo:hi] {
 			rows[lo+i].ref = rp.LogProbs[i]
 		}
@@ -381,6 +383,7 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 	}
 	grads, st := t.Cfg.Loss.MicroBatch(lr, ga)
 	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		p.Release()
 		return st, fmt.Errorf("loss is %v (stopping; the last checkpoint is kept)", st.Loss)
 	}
 	if err := t.Policy.Backward(p, grads, t.grads); err != nil {

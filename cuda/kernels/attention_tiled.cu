@@ -41,6 +41,10 @@ __device__ __forceinline__ void attn_fwd_tiled_impl(float* out, float* lse, cons
                                                     const int* kFirst, int H, int G, int D, float scale) {
 	__shared__ float ks[TK * 128];
 	__shared__ float vs[TK * 128];
+	// A row's scores for the current key tile. In registers (float s[TK])
+	// they went to local memory: the loop that fills them, with a shuffle
+	// per key, is too long for the compiler to unroll.
+	__shared__ float ss[TQ * TK];
 	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
 	int r = threadIdx.x >> 2, part = threadIdx.x & 3, dq = D >> 2, d0 = part * dq;
 	int n = qCount[t], k0 = kStart[t];
@@ -60,16 +64,18 @@ __device__ __forceinline__ void attn_fwd_tiled_impl(float* out, float* lse, cons
 		load_tile(ks, k, k0 + j0, cnt, G, g, D);
 		load_tile(vs, v, k0 + j0, cnt, G, g, D);
 		__syncthreads();
-		float s[TK];
+		float* s = ss + r * TK;
 		float mx = NEG_INF;
 		for (int j = 0; j < TK; j++) {
 			float part_dot = 0.f;
 			for (int i = 0; i < DQ; i++)
 				if (i < dq) part_dot += qv[i] * ks[j * D + d0 + i];
 			float sj = row_dot4(part_dot) * scale;
-			s[j] = (live && j < cnt && j0 + j < nk) ? sj : NEG_INF;
-			mx = fmaxf(mx, s[j]);
+			sj = (live && j < cnt && j0 + j < nk) ? sj : NEG_INF;
+			if (part == 0) s[j] = sj; // the row's 4 threads hold the same sj
+			mx = fmaxf(mx, sj);
 		}
+		__syncwarp(); // s[] written by lane 4r is read by lanes 4r … 4r+3
 		float mNew = fmaxf(m, mx);
 		if (mNew == NEG_INF) continue; // nothing visible yet (dead row)
 		float corr = expf(m - mNew), sum = 0.f;
@@ -86,7 +92,10 @@ __device__ __forceinline__ void attn_fwd_tiled_impl(float* out, float* lse, cons
 		m = mNew;
 	}
 	if (!live) return;
-	for (int i = 0; i < dq; i++) out[qh * D + d0 + i] = ov[i] / l;
+	// A constant trip count again: an index bounded by dq alone would put
+	// ov[] in local memory.
+	for (int i = 0; i < DQ; i++)
+		if (i < dq) out[qh * D + d0 + i] = ov[i] / l;
 	if (lse && part == 0) lse[qh] = m + logf(l);
 }
 
