@@ -58,7 +58,8 @@ type Backend struct {
 	// for training-sized segments), +1 forces the tiled kernels, −1 the
 	// one-row-per-block kernels (tests run both).
 	attnTiles int
-	attnGEMM  int // tensor-core attention: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
+	attnGEMM  int // attention products in cuBLAS: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
+	attnFlash int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes
@@ -165,9 +166,16 @@ var _ model.Releaser = (*Backend)(nil)
 // New allocates a zero-filled tensor.
 func (b *Backend) New(shape ...int) *model.Tensor { return b.newTensor("new", 4, shape) }
 
+// Scratch allocates a tensor left as the pool hands it out (model.Scratcher).
+func (b *Backend) Scratch(shape ...int) *model.Tensor { return b.newTensor("scratch", -4, shape) }
+
+var _ model.Scratcher = (*Backend)(nil)
+
 // newTensor allocates a zero-filled tensor of 4-byte (float32) or 2-byte
-// (bf16) elements.
+// (bf16) elements; a negative width leaves it uncleared.
 func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
+	clear := width > 0
+	width = max(width, -width)
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
@@ -182,6 +190,9 @@ func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 		return t
 	}
 	t.Store = buf
+	if !clear {
+		return t
+	}
 	// Whole 4-byte words: allocations are rounded up to 512 bytes, so an odd
 	// bf16 count clears one spare element.
 	b.kernelCost(0, n*width)

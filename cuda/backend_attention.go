@@ -61,12 +61,12 @@ func (b *Backend) useTiles(D int, segs []model.Segment, rows int) bool {
 	return b.attnTiles > 0 || rows >= 16*len(segs)
 }
 
-// queryTiles splits each segment's query rows into tiles of attTile rows.
-func queryTiles(segs []model.Segment) (qRow0, qCount, kStart, kFirst []int32) {
+// queryTiles splits each segment's query rows into tiles of size rows.
+func queryTiles(segs []model.Segment, size int) (qRow0, qCount, kStart, kFirst []int32) {
 	for _, s := range segs {
-		for i0 := 0; i0 < s.QLen; i0 += attTile {
+		for i0 := 0; i0 < s.QLen; i0 += size {
 			qRow0 = append(qRow0, int32(s.Q0+i0))
-			qCount = append(qCount, int32(min(attTile, s.QLen-i0)))
+			qCount = append(qCount, int32(min(size, s.QLen-i0)))
 			kStart = append(kStart, int32(s.K0))
 			kFirst = append(kFirst, int32(s.KLen-s.QLen+i0+1))
 		}
@@ -74,12 +74,12 @@ func queryTiles(segs []model.Segment) (qRow0, qCount, kStart, kFirst []int32) {
 	return
 }
 
-// keyTiles splits each segment's key rows into tiles of attTile rows.
-func keyTiles(segs []model.Segment) (kRow0, kCount, j0, segQ0, segQLen, segOff []int32) {
+// keyTiles splits each segment's key rows into tiles of size rows.
+func keyTiles(segs []model.Segment, size int) (kRow0, kCount, j0, segQ0, segQLen, segOff []int32) {
 	for _, s := range segs {
-		for j := 0; j < s.KLen; j += attTile {
+		for j := 0; j < s.KLen; j += size {
 			kRow0 = append(kRow0, int32(s.K0+j))
-			kCount = append(kCount, int32(min(attTile, s.KLen-j)))
+			kCount = append(kCount, int32(min(size, s.KLen-j)))
 			j0 = append(j0, int32(j))
 			segQ0 = append(segQ0, int32(s.Q0))
 			segQLen = append(segQLen, int32(s.QLen))
@@ -140,6 +140,10 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if len(qRow) == 0 {
 		return
 	}
+	if b.useFlash(D, segs, len(qRow)) {
+		b.attentionFlash(suffix, p[0], lp, p[1], p[2], p[3], segs, H, G, D, kWidth(hk), scale)
+		return
+	}
 	if b.useGEMMAttention(hk, segs, len(qRow)) {
 		b.attentionGEMM(p[0], lp, p[1], p[2], p[3], segs, H, G, D, scale)
 		return
@@ -151,7 +155,7 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	}
 	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*k.Shape[0]*G*D))
 	if b.useTiles(D, segs, len(qRow)) {
-		t0, tn, ks, kf := queryTiles(segs)
+		t0, tn, ks, kf := queryTiles(segs, attTile)
 		tiles, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if ok {
 			b.launch("attn_fwd_tiled"+suffix, [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
@@ -203,6 +207,10 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	defer b.free(delta)
 	b.kernelCost(2*q.Shape[0]*H*D, 4*(2*q.Shape[0]*H*D+q.Shape[0]*H))
 	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
+	if b.useFlash(D, segs, len(qRow)) {
+		b.attentionFlashBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
+		return
+	}
 	if b.useGEMMAttention(false, segs, len(qRow)) {
 		b.attentionGEMMBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
 		return
@@ -211,14 +219,14 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	// 10·D per pair and head; q, out, dout, dq, lse and k, v, dk, dv once.
 	b.d.cost(EngineAttention, 10*float64(D*H)*pairs(kCount), float64(4*(4*len(qRow)*H*D+2*len(qRow)*H+4*k.Shape[0]*G*D)))
 	if b.useTiles(D, segs, len(qRow)) {
-		t0, tn, ks, kf := queryTiles(segs)
+		t0, tn, ks, kf := queryTiles(segs, attTile)
 		qt, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if !ok {
 			return
 		}
 		b.launch("attn_bwd_dq_tiled", [3]int{len(t0), H}, attThreads, p[0], p[3], p[4], p[5], p[6], p[8], delta.ptr,
 			qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), scale)
-		k0, kn, j0, sq, sl, so := keyTiles(segs)
+		k0, kn, j0, sq, sl, so := keyTiles(segs, attTile)
 		kt, ok := b.upload("attention key tiles", k0, kn, j0, sq, sl, so)
 		if !ok {
 			return

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -182,22 +183,38 @@ func (p *pair) check(name string, tol numcheck.Tol, op func(b model.Backend) []f
 // than one key tile), decode segments (one query over a cache slot) and the
 // head sizes of the tiny models and of Qwen3 (D = 128), with each route:
 // the per-row kernels, the tiled kernels, the tensor-core products
-// (backend_attention_gemm.go) and the automatic choice.
+// (backend_attention_gemm.go), the fused tensor-core kernels
+// (backend_attention_flash.go, bf16 operands) and the automatic choice.
 func TestAttentionMatchesCPU(t *testing.T) {
+	fp32 := numcheck.Tol{Atol: 3e-5, Rtol: 3e-4}
+	// bf16 operands: q, k, v, the probabilities and dout rounded to 2⁻⁹
+	// relative; the worst errors observed are 4.4e-3 (outputs, values
+	// ≈ 1) and 2.2e-2 (gradients of up to ≈ 4).
+	bf16 := numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}
 	for _, mode := range []struct {
-		name        string
-		tiles, gemm int
-	}{{"row kernels", -1, -1}, {"tiled kernels", 1, -1}, {"tensor-core products", 0, 1}, {"auto", 0, 0}} {
-		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles, mode.gemm) })
+		name               string
+		tiles, gemm, flash int
+		tol                numcheck.Tol
+	}{{"row kernels", -1, -1, -1, fp32}, {"tiled kernels", 1, -1, -1, fp32}, {"tensor-core products", 0, 1, -1, fp32},
+		{"fused tensor-core kernels", 0, -1, 1, bf16}, {"auto", 0, 0, 0, fp32}} {
+		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles, mode.gemm, mode.flash, mode.tol) })
 	}
 }
 
-func attentionMatchesCPU(t *testing.T, tiles, gemm int) {
+func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol) {
 	p := newPair(t, FP32)
-	p.gpu.(*Backend).attnTiles, p.gpu.(*Backend).attnGEMM = tiles, gemm
+	p.gpu.(*Backend).attnTiles, p.gpu.(*Backend).attnGEMM, p.gpu.(*Backend).attnFlash = tiles, gemm, flash
 	before := p.gpu.(*Backend).Device().Launches()
 	defer func() {
 		after := p.gpu.(*Backend).Device().Launches()
+		if flash > 0 {
+			for _, k := range []string{"attn_flash_fwd", "attn_flash_fwd_kvh", "attn_flash_bwd_dq", "attn_flash_bwd_dkv"} {
+				if k != "attn_flash_fwd_kvh" && after[k]-before[k] == 0 {
+					t.Errorf("fused mode: kernel %s never launched", k)
+				}
+			}
+			return
+		}
 		if n := after["attn_gemm_softmax"] - before["attn_gemm_softmax"]; (gemm > 0) != (n > 0) && gemm != 0 {
 			t.Errorf("gemm mode %d: attn_gemm_softmax launched %d times", gemm, n)
 		}
@@ -217,7 +234,6 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm int) {
 			}
 		}
 	}()
-	tol := numcheck.Tol{Atol: 3e-5, Rtol: 3e-4}
 	cases := []struct {
 		name     string
 		H, G, D  int
@@ -780,5 +796,158 @@ func TestOutOfMemory(t *testing.T) {
 	x := upload(b, []float32{1, 2}, 2)
 	if got := download(b, x); got[1] != 2 || b.Err() != nil {
 		t.Fatalf("backend unusable after the error: %v, %v", got, b.Err())
+	}
+}
+
+// TestMMAFragments: one mma.m16n8k16 through the kernels' helper
+// (common.cuh) against a plain product of the same bf16 values. On the
+// emulator this checks its reading of the PTX ISA's fragment layouts; on a
+// GPU (scripts/gpu_check.sh runs the CUDA tests) the hardware's.
+func TestMMAFragments(t *testing.T) {
+	b := NewBackend(testDevice(t), BF16)
+	rng := rand.New(rand.NewPCG(5, 8))
+	a, bm := make([]float32, 16*16), make([]float32, 16*8)
+	for i := range a {
+		a[i] = bf16Round(float32(rng.NormFloat64()))
+	}
+	for i := range bm {
+		bm[i] = bf16Round(float32(rng.NormFloat64()))
+	}
+	A, B, C := b.New(16, 16), b.New(16, 8), b.New(16, 8)
+	b.Upload(A, a)
+	b.Upload(B, bm)
+	pc, _ := b.ptrs("mma", C, A, B)
+	b.launch("mma_check", [3]int{1}, 32, pc[0], pc[1], pc[2])
+	got := make([]float32, 16*8)
+	b.Download(C, got)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 16; i++ {
+		for j := 0; j < 8; j++ {
+			var want float64
+			for k := 0; k < 16; k++ {
+				want += float64(a[i*16+k]) * float64(bm[k*8+j])
+			}
+			// 16 exact products summed in fp32: within 16 roundings.
+			if d := math.Abs(float64(got[i*8+j]) - want); d > 16*math.Abs(want)*0x1p-24+1e-6 {
+				t.Errorf("C[%d][%d] = %g, want %g", i, j, got[i*8+j], want)
+			}
+		}
+	}
+}
+
+// bf16Round rounds to the nearest bf16 (ties to even).
+func bf16Round(f float32) float32 {
+	u := math.Float32bits(f)
+	u += 0x7fff + (u >> 16 & 1)
+	return math.Float32frombits(u &^ 0xffff)
+}
+
+// TestFlashAttentionCausal holds the fused kernels to causality exactly,
+// which a comparison within bf16 tolerances cannot: a key one place past a
+// query's window would move its output by about 1/T of a value, inside
+// the tolerance at T in the hundreds. Changing one value row must leave
+// every output before it (and every other segment) bitwise unchanged and
+// change the output at it; changing one row of dout must leave every other
+// row of dq, and dv of every later key, bitwise unchanged and change dv at
+// the diagonal. Cases: packed sequences crossing tile boundaries, and a
+// chunked prefill (queries the last 70 of 150 keys).
+func TestFlashAttentionCausal(t *testing.T) {
+	b := NewBackend(testDevice(t), BF16)
+	b.attnFlash = 1
+	rng := rand.New(rand.NewPCG(7, 7))
+	randn := func(n int) []float32 {
+		out := make([]float32, n)
+		for i := range out {
+			out[i] = float32(rng.NormFloat64())
+		}
+		return out
+	}
+	const H, G, D = 4, 2, 32
+	for _, c := range []struct {
+		name   string
+		nq, nk int
+		segs   []model.Segment
+		seg    int // the segment perturbed
+		j, i   int // its local key (value row) and local query (dout row) perturbed
+	}{
+		// Each pair of cases puts the rows next to the perturbed one in
+		// both row halves of a warp's mma fragments (g and g+8).
+		{"packed", 200, 200, []model.Segment{{Q0: 0, QLen: 70, K0: 0, KLen: 70}, {Q0: 70, QLen: 130, K0: 70, KLen: 130}}, 1, 65, 64},
+		{"packed", 200, 200, []model.Segment{{Q0: 0, QLen: 70, K0: 0, KLen: 70}, {Q0: 70, QLen: 130, K0: 70, KLen: 130}}, 1, 75, 74},
+		{"prefill", 70, 150, []model.Segment{{Q0: 0, QLen: 70, K0: 0, KLen: 150}}, 0, 100, 33},
+		{"prefill", 70, 150, []model.Segment{{Q0: 0, QLen: 70, K0: 0, KLen: 150}}, 0, 108, 27},
+	} {
+		t.Run(fmt.Sprintf("%s key %d query %d", c.name, c.j, c.i), func(t *testing.T) {
+			s := c.segs[c.seg]
+			off := s.KLen - s.QLen
+			q, k, v, dout := randn(c.nq*H*D), randn(c.nk*G*D), randn(c.nk*G*D), randn(c.nq*H*D)
+			Q, K := upload(b, q, c.nq, H, D), upload(b, k, c.nk, G, D)
+			forward := func(v []float32) (out, lse *model.Tensor, host []float32) {
+				out, lse = b.New(c.nq, H, D), b.New(c.nq, H)
+				b.Attention(out, lse, Q, K, upload(b, v, c.nk, G, D), c.segs, 0.2)
+				return out, lse, download(b, out)
+			}
+			out, lse, o1 := forward(v)
+			v2 := append([]float32(nil), v...)
+			for e := 0; e < G*D; e++ {
+				v2[(s.K0+c.j)*G*D+e] += 1
+			}
+			_, _, o2 := forward(v2)
+			for row := 0; row < c.nq; row++ {
+				inSeg := row >= s.Q0 && row < s.Q0+s.QLen
+				sees := inSeg && row-s.Q0+off >= c.j
+				same := slices.Equal(o1[row*H*D:(row+1)*H*D], o2[row*H*D:(row+1)*H*D])
+				if same == sees {
+					t.Errorf("forward: query row %d (sees key %d: %v) changed: %v", row, c.j, sees, !same)
+				}
+			}
+			V := upload(b, v, c.nk, G, D)
+			backward := func(dout []float32) (dq, dv []float32) {
+				dQ, dK, dV := b.New(c.nq, H, D), b.New(c.nk, G, D), b.New(c.nk, G, D)
+				b.AttentionBackward(dQ, dK, dV, upload(b, dout, c.nq, H, D), Q, K, V, out, lse, c.segs, 0.2)
+				return download(b, dQ), download(b, dV)
+			}
+			dq1, dv1 := backward(dout)
+			d2 := append([]float32(nil), dout...)
+			for e := 0; e < H*D; e++ {
+				d2[(s.Q0+c.i)*H*D+e] += 1
+			}
+			dq2, dv2 := backward(d2)
+			for row := 0; row < c.nq; row++ {
+				if row != s.Q0+c.i && !slices.Equal(dq1[row*H*D:(row+1)*H*D], dq2[row*H*D:(row+1)*H*D]) {
+					t.Errorf("backward: dq row %d changed with dout row %d", row, s.Q0+c.i)
+				}
+			}
+			// dq of a query that does not see key j ignores k_j.
+			k2 := append([]float32(nil), k...)
+			for e := 0; e < G*D; e++ {
+				k2[(s.K0+c.j)*G*D+e] += 1
+			}
+			K2 := upload(b, k2, c.nk, G, D)
+			out2, lse2 := b.New(c.nq, H, D), b.New(c.nq, H)
+			b.Attention(out2, lse2, Q, K2, V, c.segs, 0.2)
+			dQ, dK, dV := b.New(c.nq, H, D), b.New(c.nk, G, D), b.New(c.nk, G, D)
+			b.AttentionBackward(dQ, dK, dV, upload(b, dout, c.nq, H, D), Q, K2, V, out2, lse2, c.segs, 0.2)
+			dq3 := download(b, dQ)
+			for row := s.Q0; row < s.Q0+s.QLen; row++ {
+				sees := row-s.Q0+off >= c.j
+				if slices.Equal(dq1[row*H*D:(row+1)*H*D], dq3[row*H*D:(row+1)*H*D]) == sees {
+					t.Errorf("backward: dq row %d (sees key %d: %v) changed with it: %v", row, c.j, sees, !sees)
+				}
+			}
+			for key := 0; key < c.nk; key++ {
+				inSeg := key >= s.K0 && key < s.K0+s.KLen
+				seen := inSeg && key-s.K0 <= c.i+off
+				same := slices.Equal(dv1[key*G*D:(key+1)*G*D], dv2[key*G*D:(key+1)*G*D])
+				if !seen && !same || key == s.K0+c.i+off && same {
+					t.Errorf("backward: dv row %d (seen by query %d: %v) changed: %v", key, c.i, seen, !same)
+				}
+			}
+			if err := b.Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

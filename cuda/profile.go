@@ -24,12 +24,13 @@ const (
 	EngineTensorBF16 Engine = iota // cuBLAS products on bf16 inputs (FAST_16BF, or bf16 operands)
 	EngineTensorTF32               // cuBLAS products on tf32 inputs
 	EngineFP32GEMM                 // cuBLAS fp32 products (CUDA cores)
+	EngineFlash                    // the fused attention kernels on tensor cores (mma.sync bf16)
 	EngineAttention                // the attention kernels (CUDA cores, shared-memory bound)
 	EngineKernel                   // every other kernel and memset: bandwidth-bound
 	numEngines
 )
 
-var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention", "kernel"}
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention", "kernel"}
 
 // Roofline are the throughputs an estimate assumes.
 type Roofline struct {
@@ -39,6 +40,7 @@ type Roofline struct {
 	AttentionTFLOPs              float64 // ceiling of the attention kernels
 	BandwidthGBs                 float64 // DRAM
 	GEMMEfficiency, BWEfficiency float64 // fractions of peak reached by large GEMMs / streaming kernels
+	FlashEfficiency              float64 // fraction of the bf16 peak the fused attention kernels reach
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
 }
 
@@ -50,9 +52,13 @@ type Roofline struct {
 // registers per thread and the occupancy those allow). cuBLAS reaches ≈ 75
 // % of peak on large bf16 GEMMs, streaming kernels ≈ 80 % of bandwidth; a
 // launch costs ≈ 2 µs of GPU time when kernels are short and a host
-// synchronisation ≈ 10 µs of idle GPU (drain, return, re-issue).
+// synchronisation ≈ 10 µs of idle GPU (drain, return, re-issue). The fused
+// attention kernels are assumed to reach 35 % of the bf16 peak, what
+// FlashAttention-2 (whose structure they follow, without its
+// asynchronous-copy pipelining) is reported to reach on an H100.
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
-	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, LaunchUs: 2, SyncUs: 10}
+	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
+	LaunchUs: 2, SyncUs: 10}
 
 // rate is the engine's arithmetic throughput in FLOP/s.
 func (r Roofline) rate(e Engine) float64 {
@@ -63,6 +69,8 @@ func (r Roofline) rate(e Engine) float64 {
 		return r.TF32TFLOPs * 1e12 * r.GEMMEfficiency
 	case EngineFP32GEMM:
 		return r.FP32TFLOPs * 1e12 * r.GEMMEfficiency
+	case EngineFlash:
+		return r.BF16TFLOPs * 1e12 * r.FlashEfficiency
 	case EngineAttention:
 		return r.AttentionTFLOPs * 1e12
 	}
@@ -70,8 +78,8 @@ func (r Roofline) rate(e Engine) float64 {
 }
 
 func (r Roofline) String() string {
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync",
-		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, r.AttentionTFLOPs, r.BandwidthGBs,
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %.0f %% of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync",
+		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.FlashEfficiency, r.AttentionTFLOPs, r.BandwidthGBs,
 		100*r.BWEfficiency, r.LaunchUs, r.SyncUs)
 }
 
@@ -95,7 +103,7 @@ type Profile struct {
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
 func (p Profile) FlopsTensorCore() float64 {
-	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32]
+	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.Flops[EngineFlash]
 }
 
 // FlopsCUDACore is the arithmetic done on CUDA cores.

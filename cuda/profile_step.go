@@ -144,7 +144,8 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 		"d2h_bytes":                p.D2HBytes,
 		"flops_tensor_core":        p.FlopsTensorCore(),
 		"flops_cuda_core":          p.FlopsCUDACore(),
-		"flops_attention":          p.Flops[EngineAttention],
+		"flops_attention_tc":       p.Flops[EngineFlash],     // fused attention on tensor cores (in flops_tensor_core)
+		"flops_attention_cuda":     p.Flops[EngineAttention], // attention kernels on CUDA cores (in flops_cuda_core)
 		"tensor_core_fraction":     p.TensorCoreFraction(),
 		"model_flops":              sp.ModelFLOPs,
 		"est_h100_ms":              1e3 * est,
@@ -189,7 +190,7 @@ func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
 		}
 		p := sp.Step
 		fmt.Fprintf(w, "%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n", s.Name, p.Launches, p.GEMMs,
-			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), p.Flops[EngineAttention]/1e12,
+			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[EngineFlash]+p.Flops[EngineAttention])/1e12,
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers)
 	}
 	return nil

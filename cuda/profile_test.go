@@ -113,10 +113,13 @@ func TestSteadyStateMemory(t *testing.T) {
 		name      string
 		route     int
 		recompute bool
-	}{{"kernels", -1, false}, {"tensor-core attention", 1, false}, {"recompute", 1, true}} {
+	}{{"kernels", -1, false}, {"cuBLAS attention", 1, false}, {"fused attention", 0, false}, {"recompute", 0, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			b := NewBackend(testDevice(t), BF16)
 			b.attnGEMM = c.route
+			if c.route != 0 {
+				b.attnFlash = -1
+			}
 			s := profileShape(2)
 			cfg, err := s.Opts.Config()
 			if err != nil {
@@ -179,4 +182,37 @@ func TestReleaseErrors(t *testing.T) {
 		t.Errorf("double release: got %v", err)
 	}
 	b.ResetErr()
+}
+
+// TestProfileFlashRoute: under bf16 products the automatic route is the
+// fused tensor-core attention: its arithmetic is counted on the tensor
+// cores (18·D per visited pair and head: 4·D forward, 6·D for dq, 8·D for
+// dk and dv), none on CUDA cores or in cuBLAS, and the products left in
+// cuBLAS are the model's matrices alone.
+func TestProfileFlashRoute(t *testing.T) {
+	s := profileShape(2)
+	o := s.Opts
+	b := NewBackend(testDevice(t), BF16)
+	sp, err := ProfileTrainStep(b, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := sp.Step
+	L, HD := float64(o.Layers), float64(o.Heads*o.HeadDim)
+	// One segment of 48 tokens: one query tile of 64 rows visiting one
+	// key tile (forward, 64 keys) or two (dq, 32 keys each: 64 keys);
+	// the dk/dv kernel visits the same pairs.
+	pairs := float64(s.Batch) * 64 * 64
+	want := 18 * HD * pairs * L
+	if got := p.Flops[EngineFlash]; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("fused attention flops %g, want %g", got, want)
+	}
+	if p.Flops[EngineAttention] != 0 || p.Flops[EngineFP32GEMM] != 0 {
+		t.Errorf("CUDA-core attention %g, fp32 GEMM %g flops; want 0", p.Flops[EngineAttention], p.Flops[EngineFP32GEMM])
+	}
+	matrices := model.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD +
+		2*float64(o.Hidden*o.Vocab)*float64(s.Batch*s.ResponseTokens)
+	if got := p.Flops[EngineTensorBF16]; math.Abs(got-matrices) > 1e-9*matrices {
+		t.Errorf("cuBLAS flops %g, want the matrices' %g", got, matrices)
+	}
 }

@@ -29,16 +29,16 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 	}
 	b, c := m.B, m.Cfg
 	n, C := len(p.ids), c.HiddenSize
-	dl := b.New(M)
+	dl := Scratch(b, M)
 	b.Upload(dl, host)
 
 	// LM head, chunk by chunk: recompute logits, then
 	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
 	dxf := b.New(n, C)
 	chunk := min(m.headChunkRows(), max(M, 1))
-	dlogits := b.New(chunk, c.VocabSize)
-	dh := b.New(chunk, C)
-	hc := b.New(chunk, C)
+	dlogits := Scratch(b, chunk, c.VocabSize)
+	dh := Scratch(b, chunk, C)
+	hc := Scratch(b, chunk, C)
 	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
 		k := hi - lo
 		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
@@ -51,14 +51,14 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 
 	Release(b, dl, dlogits, dh, hc)
 
-	dx := b.New(n, C)
+	dx := Scratch(b, n, C)
 	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
 	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
 	s := m.newLayerGrads(n)
 	var scratchOut *Tensor
 	if p.recompute != nil {
-		scratchOut = b.New(n, C)
+		scratchOut = Scratch(b, n, C)
 	}
 	for l := len(p.layers) - 1; l >= 0; l-- {
 		a := p.layers[l]
@@ -92,11 +92,13 @@ func (s *layerGrads) tensors() []*Tensor {
 func (m *Model) newLayerGrads(n int) *layerGrads {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	// Each is overwritten by the first op that writes it in layerBackward.
+	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	return &layerGrads{
-		dxMid: b.New(n, C), dxn: b.New(n, C), tmp: b.New(n, C),
-		dh: b.New(n, F), dgate: b.New(n, F), dup: b.New(n, F),
-		datt: b.New(n, H, D), dqn: b.New(n, H, D), dq: b.New(n, H, D),
-		dkn: b.New(n, G, D), dk: b.New(n, G, D), dv: b.New(n, G, D),
+		dxMid: s(n, C), dxn: s(n, C), tmp: s(n, C),
+		dh: s(n, F), dgate: s(n, F), dup: s(n, F),
+		datt: s(n, H, D), dqn: s(n, H, D), dq: s(n, H, D),
+		dkn: s(n, G, D), dk: s(n, G, D), dv: s(n, G, D),
 	}
 }
 

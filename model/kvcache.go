@@ -141,17 +141,17 @@ func (m *Model) stepTensor(kv *KVCache, in []StepInput, all bool) (*Tensor, erro
 		segs = append(segs, Segment{Q0: q0, QLen: len(s.Tokens), K0: s.Slot * kv.MaxLen, KLen: past + len(s.Tokens)})
 	}
 	n, C := len(ids), c.HiddenSize
-	x := b.New(n, C)
+	x := Scratch(b, n, C)
 	b.Embedding(x, m.P.Embed, ids)
 	a := m.newLayerActs(n)
 	plan := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: rows, segs: segs}
 	for l := range m.P.Layers {
 		m.layerForward(l, a, x, x, pos, plan)
 	}
-	h, hn := b.New(len(heads), C), b.New(len(heads), C)
+	h, hn := Scratch(b, len(heads), C), Scratch(b, len(heads), C)
 	b.GatherRows(h, x, heads)
 	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
-	logits := b.New(len(heads), c.VocabSize)
+	logits := Scratch(b, len(heads), c.VocabSize)
 	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
 	Release(b, a.tensors()...)
 	Release(b, x, h, hn)

@@ -123,13 +123,15 @@ func (a *layerActs) tensors() []*Tensor {
 func (m *Model) newLayerActs(n int) *layerActs {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	// Every activation is overwritten by the op that produces it.
+	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	return &layerActs{
-		xn1: b.New(n, C), rstd1: b.New(n),
-		q: b.New(n, H, D), k: b.New(n, G, D), v: b.New(n, G, D),
-		qn: b.New(n, H, D), kn: b.New(n, G, D), rstdQ: b.New(n * H), rstdK: b.New(n * G),
-		att: b.New(n, H, D), lse: b.New(n, H),
-		xMid: b.New(n, C), xn2: b.New(n, C), rstd2: b.New(n),
-		gate: b.New(n, F), up: b.New(n, F), h: b.New(n, F),
+		xn1: s(n, C), rstd1: s(n),
+		q: s(n, H, D), k: s(n, G, D), v: s(n, G, D),
+		qn: s(n, H, D), kn: s(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
+		att: s(n, H, D), lse: s(n, H),
+		xMid: s(n, C), xn2: s(n, C), rstd2: s(n),
+		gate: s(n, F), up: s(n, F), h: s(n, F),
 	}
 }
 
@@ -249,7 +251,7 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	p.m = m
 	b, c := m.B, m.Cfg
 	n, C := len(p.ids), c.HiddenSize
-	x := b.New(n, C)
+	x := Scratch(b, n, C)
 	b.Embedding(x, m.P.Embed, p.ids)
 	kv := kvPlan{segs: p.segs}
 	var shared *layerActs // with Recompute, one set serves every layer
@@ -261,7 +263,7 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 		if a == nil {
 			a = m.newLayerActs(n)
 		}
-		out := b.New(n, C)
+		out := Scratch(b, n, C)
 		m.layerForward(l, a, x, out, p.pos, kv)
 		if m.Recompute {
 			p.layers = append(p.layers, &layerActs{x: x})
@@ -271,12 +273,12 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 		x = out
 	}
 	p.recompute = shared
-	p.xL, p.xf, p.rstdF = x, b.New(n, C), b.New(n)
+	p.xL, p.xf, p.rstdF = x, Scratch(b, n, C), Scratch(b, n)
 	b.RMSNorm(p.xf, p.rstdF, x, m.P.FinalNorm, float32(c.RMSNormEps))
 
 	M := len(p.rows)
-	logp, ent := b.New(M), b.New(M)
-	p.headLSE = b.New(M)
+	logp, ent := Scratch(b, M), Scratch(b, M)
+	p.headLSE = Scratch(b, M)
 	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
 		b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
 	})
@@ -300,8 +302,8 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 func (m *Model) eachHeadChunk(p *Pass, f func(lo, hi int, logits *Tensor)) {
 	b := m.B
 	M, chunk := len(p.rows), m.headChunkRows()
-	h := b.New(min(chunk, M), m.Cfg.HiddenSize)
-	logits := b.New(min(chunk, M), m.Cfg.VocabSize)
+	h := Scratch(b, min(chunk, M), m.Cfg.HiddenSize)
+	logits := Scratch(b, min(chunk, M), m.Cfg.VocabSize)
 	for lo := 0; lo < M; lo += chunk {
 		hi := min(lo+chunk, M)
 		hc, lc := h.Rows(0, hi-lo), logits.Rows(0, hi-lo)

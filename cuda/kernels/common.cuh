@@ -69,3 +69,31 @@ __device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
 	u += 0x7fffu + ((u >> 16) & 1u);
 	return (unsigned short)(u >> 16);
 }
+
+// mma_bf16_16816: one warp's c (16 × 8, fp32) += A (16 × 16, bf16, row
+// major) · B (16 × 8, bf16, column major) on the tensor cores, every lane
+// calling it with its fragments as the PTX ISA lays them out for
+// mma.m16n8k16 (g = lane/4, t = lane%4): a[0] = A[g][2t, 2t+1],
+// a[1] = A[g+8][2t, 2t+1], a[2] = A[g][2t+8, 2t+9], a[3] = A[g+8][2t+8, 2t+9];
+// b[0] = B[2t, 2t+1][g], b[1] = B[2t+8, 2t+9][g] (the lower index in the
+// lower 16 bits); c[0], c[1] = C[g][2t, 2t+1], c[2], c[3] = C[g+8][2t, 2t+1].
+// sm_80 and later; the CPU emulator computes the same product.
+__device__ __forceinline__ void mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
+#if defined(GDROTRAIN_CUDA_EMULATOR)
+	emu_mma_bf16_16816(c, a, b);
+#elif __CUDA_ARCH__ >= 800
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	    "{%0, %1, %2, %3};"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+	__trap(); // the backend never launches tensor-core kernels before sm_80
+#endif
+}
+
+// bf16x2 packs two floats, rounded to bf16, into one register (lo in the
+// lower half), as mma fragments hold them.
+__device__ __forceinline__ unsigned bf16x2(float lo, float hi) {
+	return (unsigned)f32_to_bf16_bits(lo) | ((unsigned)f32_to_bf16_bits(hi) << 16);
+}

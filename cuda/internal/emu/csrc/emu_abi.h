@@ -46,6 +46,10 @@ void emu_syncwarp(unsigned mask);
 // mode: 0 idx, 1 up, 2 down, 3 xor (bfly); b and width as in CUDA.
 unsigned long long emu_shfl(unsigned long long v, int mode, int b, int width, unsigned mask);
 unsigned emu_ballot(int pred, unsigned mask);
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 for the whole warp
+// (every lane must call it): c (4 floats) += A·B with each lane's a (4
+// registers of bf16 pairs) and b (2) laid out as the PTX ISA documents.
+void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b);
 unsigned emu_activemask(void);
 }
 

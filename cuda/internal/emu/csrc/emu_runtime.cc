@@ -130,7 +130,14 @@ void wait_change(int* word, int old) {
 }
 
 enum { F_RUN, F_WARP, F_BLOCK, F_DONE };
-enum { OP_SHFL, OP_BALLOT, OP_SYNC };
+enum { OP_SHFL, OP_BALLOT, OP_SYNC, OP_MMA };
+
+// What a lane posts for emu_mma_bf16_16816.
+struct MmaFrags {
+	float* c;
+	const unsigned* a;
+	const unsigned* b;
+};
 
 struct Worker;
 
@@ -292,6 +299,46 @@ int shfl_src(int lane, int mode, int b, int width) {
 	die(msg.c_str());
 }
 
+static float bf16_at(unsigned reg, int hi) { return __builtin_bit_cast(float, (hi ? reg >> 16 : reg & 0xffffu) << 16); }
+
+// mma_warp computes the m16n8k16 bf16 product of a full warp from the
+// fragments its 32 lanes posted. With g = lane / 4 and t = lane % 4 (the
+// PTX ISA's groupID and threadID_in_group), lane holds A (16 × 16, row
+// major) rows g and g+8 at columns 2t, 2t+1 (registers 0 and 1) and 2t+8,
+// 2t+9 (registers 2 and 3), the lower index in the lower half; B (16 × 8)
+// column g at rows 2t, 2t+1 (register 0) and 2t+8, 2t+9 (register 1); and C
+// rows g (c0, c1) and g+8 (c2, c3) at columns 2t, 2t+1. Products of bf16
+// are exact in float; each output adds them to C one k at a time, in
+// float (the hardware's order is unspecified).
+static void mma_warp(Fiber* wf) {
+	float A[16][16], B[16][8];
+	for (int l = 0; l < 32; l++) {
+		const MmaFrags* m = (const MmaFrags*)(uintptr_t)wf[l].val;
+		int g = l >> 2, t = l & 3;
+		for (int h = 0; h < 2; h++) {
+			A[g][2 * t + h] = bf16_at(m->a[0], h);
+			A[g + 8][2 * t + h] = bf16_at(m->a[1], h);
+			A[g][2 * t + 8 + h] = bf16_at(m->a[2], h);
+			A[g + 8][2 * t + 8 + h] = bf16_at(m->a[3], h);
+			B[2 * t + h][g] = bf16_at(m->b[0], h);
+			B[2 * t + 8 + h][g] = bf16_at(m->b[1], h);
+		}
+	}
+	for (int l = 0; l < 32; l++) {
+		const MmaFrags* m = (const MmaFrags*)(uintptr_t)wf[l].val;
+		int g = l >> 2, t = l & 3;
+		for (int i = 0; i < 4; i++) {
+			int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+			float acc = m->c[i];
+			for (int k = 0; k < 16; k++) {
+				volatile float p = A[row][k] * B[k][col];  // exact; no contraction with the add
+				acc = acc + p;
+			}
+			m->c[i] = acc;
+		}
+	}
+}
+
 // complete_warp finishes the warp operations of a warp whose lanes have
 // all arrived, and returns the lanes it let go (0 if none).
 unsigned complete_warp(Fiber* wf, unsigned lanes, unsigned waiting, unsigned live_mask) {
@@ -301,10 +348,16 @@ unsigned complete_warp(Fiber* wf, unsigned lanes, unsigned waiting, unsigned liv
 		unsigned need = (wf[l].mask & live_mask) | (1u << l);
 		if ((need & ~waiting) == 0) group |= 1u << l;
 	}
+	bool mma = false;
 	for (unsigned l = 0; l < lanes; l++) {
 		if (!(group >> l & 1)) continue;
 		Fiber* f = &wf[l];
-		if (f->op == OP_SHFL) {
+		if (f->op == OP_MMA) {
+			if (group != 0xffffffffu || lanes != 32) {
+				die("mma.sync needs all 32 lanes of the warp, each calling it");
+			}
+			mma = true;
+		} else if (f->op == OP_SHFL) {
 			int j = shfl_src((int)l, f->mode, f->b, f->width);
 			f->result = (j >= 0 && (unsigned)j < lanes && (group >> j & 1)) ? wf[j].val : f->val;
 		} else if (f->op == OP_BALLOT) {
@@ -313,6 +366,12 @@ unsigned complete_warp(Fiber* wf, unsigned lanes, unsigned waiting, unsigned liv
 				if ((from >> m & 1) && wf[m].pred) r |= 1u << m;
 			f->result = r;
 		}
+	}
+	if (mma) {
+		for (unsigned l = 0; l < lanes; l++) {
+			if (wf[l].op != OP_MMA) die("mma.sync: lanes of the warp are at different warp operations");
+		}
+		mma_warp(wf);
 	}
 	return group;
 }
@@ -617,6 +676,16 @@ unsigned long long emu_shfl(unsigned long long v, int mode, int b, int width, un
 	f->state = F_WARP;
 	suspend(f);
 	return f->result;
+}
+
+void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
+	Fiber* f = t_fiber;
+	MmaFrags m{c, a, b};
+	f->op = OP_MMA;
+	f->val = (unsigned long long)(uintptr_t)&m;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
 }
 
 unsigned emu_ballot(int pred, unsigned mask) {

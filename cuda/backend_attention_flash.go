@@ -1,0 +1,114 @@
+package cuda
+
+// Causal GQA attention in fused tensor-core kernels (kernels/attention_flash.cu),
+// the FlashAttention-2 route: scores and probabilities never leave the
+// registers, so attention reads q, k, v (and dout) and writes out (and the
+// gradients) once per tile pass, instead of writing and re-reading a
+// T × T score matrix per head as the cuBLAS route does. Operands are bf16
+// with fp32 accumulation, so the backend takes this route under bf16
+// products only (fp32 and tf32 keep the cuBLAS route); head dims up to 128
+// in steps of 16, sm_80 and later.
+//
+// Work: the forward visits, per query tile of 64 rows, the key tiles of 64
+// up to the tile's last visible key (4·D FLOPs per visited pair); the
+// backward visits them twice, once per output it owns (dq: 6·D per pair
+// over 32-key tiles; dk, dv: 8·D per pair over 16-query tiles), so that no
+// two blocks add into one row and the result is deterministic.
+
+import "github.com/gdrotrain/gdrotrain/model"
+
+// Tile sizes of kernels/attention_flash.cu.
+const (
+	flashThreads = 128 // FA_THREADS
+	flashBQ      = 64  // FA_BQ: query rows per forward and dq block
+	flashBK      = 64  // FA_BK: keys per forward tile
+	flashBKQ     = 32  // FA_BKQ: keys per dq tile
+	flashBKV     = 64  // FA_BKV: keys per dk/dv block
+	flashBQV     = 16  // FA_BQV: query rows per dk/dv tile
+	flashDMax    = 128 // FA_DMAX
+)
+
+// useFlash reports whether the fused tensor-core kernels serve a call: by
+// default under bf16 products on sm_80 or later, for head dims they take,
+// with segments long enough to fill query tiles (training, prefill), and no
+// other route forced (tests force each).
+func (b *Backend) useFlash(D int, segs []model.Segment, rows int) bool {
+	if b.attnFlash < 0 || D%16 != 0 || D > flashDMax || b.d.Info.Major < 8 {
+		return false
+	}
+	if b.attnFlash > 0 {
+		return true
+	}
+	return b.prec == BF16 && b.attnGEMM == 0 && b.attnTiles == 0 && rows >= 16*len(segs)
+}
+
+// kWidth is the bytes per key/value element.
+func kWidth(half bool) int {
+	if half {
+		return 2
+	}
+	return 4
+}
+
+// flashPairs counts the (query, key) pairs the tiles of a pass visit: per
+// query tile, its rows times its keys rounded up to whole key tiles.
+func flashPairs(qCount, kFirst []int32, rows, keys int) float64 {
+	var n float64
+	for t := range qCount {
+		visible := int(kFirst[t] + qCount[t] - 1)
+		n += float64(rows) * float64((visible+keys-1)/keys*keys)
+	}
+	return n
+}
+
+// attentionFlash is the forward: out (and lse when lse ≠ 0).
+func (b *Backend) attentionFlash(suffix string, out, lse, q, k, v uint64, segs []model.Segment, H, G, D, kvWidth int, scale float32) {
+	t0, tn, ks, kf := queryTiles(segs, flashBQ)
+	if len(t0) == 0 {
+		return
+	}
+	pairs := flashPairs(tn, kf, flashBQ, flashBK) * float64(H)
+	// q and out once; each query tile's keys and values once per head.
+	bytes := 4*2*float64(sumInt32(tn)*H*D) + float64(kvWidth*2*D)*pairs/flashBQ
+	b.d.cost(EngineFlash, 4*float64(D)*pairs, bytes)
+	tiles, ok := b.upload("flash query tiles", t0, tn, ks, kf)
+	if ok {
+		b.launch("attn_flash_fwd"+suffix, [3]int{len(t0), H}, flashThreads, out, lse, q, k, v,
+			tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), scale)
+	}
+}
+
+// attentionFlashBackward overwrites dq, dk and dv for every row of segs,
+// given delta = Σ dO ⊙ O per (row, head).
+func (b *Backend) attentionFlashBackward(dq, dk, dv, dout, q, k, v, lse, delta uint64, segs []model.Segment, H, G, D int, scale float32) {
+	t0, tn, ks, kf := queryTiles(segs, flashBQ)
+	if len(t0) == 0 {
+		return
+	}
+	pairs := flashPairs(tn, kf, flashBQ, flashBKQ) * float64(H)
+	rows := float64(sumInt32(tn) * H * D)
+	b.d.cost(EngineFlash, 6*float64(D)*pairs, 4*(3*rows+2*float64(D)*pairs/flashBQ))
+	qt, ok := b.upload("flash query tiles", t0, tn, ks, kf)
+	if !ok {
+		return
+	}
+	b.launch("attn_flash_bwd_dq", [3]int{len(t0), H}, flashThreads, dq, dout, q, k, v, lse, delta,
+		qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), scale)
+	k0, kn, j0, sq, sl, so := keyTiles(segs, flashBKV)
+	// The same visited pairs, seen from the keys: dk, dv and every group
+	// head's q, dout once per key tile.
+	b.d.cost(EngineFlash, 8*float64(D)*pairs, 4*(2*float64(sumInt32(kn)*G*D)+2*float64(D)*pairs/flashBKV))
+	kt, ok := b.upload("flash key tiles", k0, kn, j0, sq, sl, so)
+	if ok {
+		b.launch("attn_flash_bwd_dkv", [3]int{len(k0), G}, flashThreads, dk, dv, dout, q, k, v, lse, delta,
+			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), scale)
+	}
+}
+
+func sumInt32(xs []int32) int {
+	s := 0
+	for _, x := range xs {
+		s += int(x)
+	}
+	return s
+}

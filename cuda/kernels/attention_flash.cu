@@ -1,0 +1,417 @@
+// Causal GQA attention on tensor cores, FlashAttention-2 style: scores and
+// probabilities live in registers, never in DRAM; every product is an
+// mma.m16n8k16 with bf16 operands and fp32 accumulation (common.cuh).
+// Inputs are the model's fp32 q, k, v (or a bf16 KV cache), rounded to
+// bf16 as they are staged; softmax statistics, outputs and gradients stay
+// fp32. Head dim D: a multiple of 16, at most FA_DMAX (loops run to the
+// constant FA_DMAX with a guard, so every register array has compile-time
+// indices and none lands in local memory).
+//
+// A block has 4 warps; a warp owns 16 rows of the block's tile (query rows
+// in attn_flash_fwd and attn_flash_bwd_dq, key rows in attn_flash_bwd_dkv)
+// and with them the rows g and g+8 (g = lane/4) of every mma C fragment.
+// The backward is deterministic: dq and dk/dv come from two kernels that
+// each own their output rows (no atomics), the dq kernel recomputing the
+// probabilities the dk/dv kernel also computes.
+//
+// Tile tables come from the host (backend_attention_flash.go): query tile
+// t covers rows qRow0[t] … +qCount[t]−1 whose keys start at kStart[t]; its
+// row r sees the first kFirst[t]+r keys. Key tile t covers key rows
+// kRow0[t] … +kCount[t]−1, local index j0s[t] … in a segment whose query
+// rows are segQ0[t] … +segQLen[t]−1; local query i sees key j when
+// i ≥ j − segOff[t].
+
+#define FA_THREADS 128
+#define FA_DMAX 128
+#define FA_S (FA_DMAX + 8) // shared row stride in bf16: rows 16 bytes apart mod 128, no bank conflicts
+#define FA_BQ 64           // query rows per forward / dq block
+#define FA_BK 64           // keys per forward tile
+#define FA_BKQ 32          // keys per dq-kernel tile
+#define FA_BKV 64          // keys per dk/dv block
+#define FA_BQV 16          // query rows per dk/dv tile
+
+// fa_stage rounds rows [row0, row0+cnt) of head `head` of a (rows, heads, D)
+// tensor into sh (rows × FA_S bf16), zero-filling rows cnt … rows−1.
+template <typename T>
+__device__ __forceinline__ void fa_stage(unsigned short* sh, const T* src, long long row0, int rows, int cnt, int heads,
+                                         int head, int D) {
+	for (int idx = threadIdx.x; idx < rows * D; idx += FA_THREADS) {
+		int j = idx / D, d = idx - j * D;
+		sh[j * FA_S + d] = j < cnt ? f32_to_bf16_bits(ld(src, ((row0 + j) * heads + head) * D + d)) : 0;
+	}
+}
+
+// Two bf16 of a staged row (d even), as one register.
+__device__ __forceinline__ unsigned fa_pair(const unsigned short* sh, int row, int d) {
+	return *(const unsigned*)(sh + row * FA_S + d);
+}
+
+// Two bf16 of a staged column: rows row and row+1 at column d.
+__device__ __forceinline__ unsigned fa_colpair(const unsigned short* sh, int row, int d) {
+	return (unsigned)sh[row * FA_S + d] | ((unsigned)sh[(row + 1) * FA_S + d] << 16);
+}
+
+// fa_rowfrag loads the A fragments of 16 rows (row0 = this lane's row g,
+// row0+8 its row g+8) of a global fp32 (rows, heads, D) tensor for every
+// k-step of 16 along D; dead rows are zero.
+__device__ __forceinline__ void fa_rowfrag(unsigned a[FA_DMAX / 16][4], const float* src, long long rowA, bool liveA,
+                                           long long rowB, bool liveB, int heads, int head, int D) {
+	int tig = threadIdx.x & 3;
+	const float* pa = src + (rowA * heads + head) * D;
+	const float* pb = src + (rowB * heads + head) * D;
+#pragma unroll
+	for (int s = 0; s < FA_DMAX / 16; s++) {
+		int d = 16 * s + 2 * tig;
+		bool on = 16 * s < D;
+		a[s][0] = on && liveA ? bf16x2(pa[d], pa[d + 1]) : 0u;
+		a[s][1] = on && liveB ? bf16x2(pb[d], pb[d + 1]) : 0u;
+		a[s][2] = on && liveA ? bf16x2(pa[d + 8], pa[d + 9]) : 0u;
+		a[s][3] = on && liveB ? bf16x2(pb[d + 8], pb[d + 9]) : 0u;
+	}
+}
+
+// fa_quad_max / fa_quad_sum reduce over the 4 lanes that share a row.
+__device__ __forceinline__ float fa_quad_max(float v) {
+	v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 1));
+	return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
+}
+__device__ __forceinline__ float fa_quad_sum(float v) {
+	v += __shfl_xor_sync(FULL_MASK, v, 1);
+	return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+
+// fa_ptile packs the C fragments of two adjacent 8-column tiles (16 × 16)
+// into the A fragment of the next product: the C layout of columns 0–7 and
+// 8–15 is the A layout of k 0–7 and 8–15.
+__device__ __forceinline__ void fa_ptile(unsigned a[4], const float* c0, const float* c1) {
+	a[0] = bf16x2(c0[0], c0[1]);
+	a[1] = bf16x2(c0[2], c0[3]);
+	a[2] = bf16x2(c1[0], c1[1]);
+	a[3] = bf16x2(c1[2], c1[3]);
+}
+
+template <typename KV>
+__device__ __forceinline__ void attn_flash_fwd_impl(float* out, float* lse, const float* q, const KV* k, const KV* v,
+                                                    const int* qRow0, const int* qCount, const int* kStart,
+                                                    const int* kFirst, int H, int G, int D, float scale) {
+	__shared__ __align__(16) unsigned short ks[FA_BK * FA_S];
+	__shared__ __align__(16) unsigned short vs[FA_BK * FA_S];
+	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	int n = qCount[t], k0 = kStart[t], kf = kFirst[t];
+	int r0 = (threadIdx.x >> 5) * 16 + gid, r1 = r0 + 8; // this lane's two rows of the tile
+	bool live0 = r0 < n, live1 = r1 < n;
+	long long row0 = (long long)qRow0[t] + r0, row1 = (long long)qRow0[t] + r1;
+	unsigned qa[FA_DMAX / 16][4];
+	fa_rowfrag(qa, q, row0, live0, row1, live1, H, h, D);
+	float o[FA_DMAX / 8][4];
+#pragma unroll
+	for (int i = 0; i < FA_DMAX / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+	float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	for (int j0 = 0; j0 < nkTile; j0 += FA_BK) {
+		__syncthreads(); // the previous tile is no longer read
+		fa_stage(ks, k, (long long)k0 + j0, FA_BK, min(FA_BK, nkTile - j0), G, g, D);
+		fa_stage(vs, v, (long long)k0 + j0, FA_BK, min(FA_BK, nkTile - j0), G, g, D);
+		__syncthreads();
+		// S = Q·Kᵀ: B (k = d, n = key) is a staged key row.
+		float s[FA_BK / 8][4];
+#pragma unroll
+		for (int nt = 0; nt < FA_BK / 8; nt++) {
+			s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+			for (int st = 0; st < FA_DMAX / 16; st++) {
+				if (16 * st >= D) continue;
+				unsigned b[2] = {fa_pair(ks, 8 * nt + gid, 16 * st + 2 * tig), fa_pair(ks, 8 * nt + gid, 16 * st + 2 * tig + 8)};
+				mma_bf16_16816(s[nt], qa[st], b);
+			}
+		}
+		float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+		for (int nt = 0; nt < FA_BK / 8; nt++) {
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				int j = j0 + 8 * nt + 2 * tig + c;
+				s[nt][c] = live0 && j < nk0 ? s[nt][c] * scale : NEG_INF;
+				s[nt][2 + c] = live1 && j < nk1 ? s[nt][2 + c] * scale : NEG_INF;
+				mx0 = fmaxf(mx0, s[nt][c]);
+				mx1 = fmaxf(mx1, s[nt][2 + c]);
+			}
+		}
+		float mn0 = fmaxf(m0, fa_quad_max(mx0)), mn1 = fmaxf(m1, fa_quad_max(mx1));
+		// A row with nothing visible yet keeps max −inf: subtract 0 so its
+		// probabilities are exp(−inf) = 0, not NaN.
+		float b0 = mn0 == NEG_INF ? 0.f : mn0, b1 = mn1 == NEG_INF ? 0.f : mn1;
+		float c0 = __expf(m0 - b0), c1 = __expf(m1 - b1);
+		l0 *= c0;
+		l1 *= c1;
+#pragma unroll
+		for (int i = 0; i < FA_DMAX / 8; i++) {
+			o[i][0] *= c0;
+			o[i][1] *= c0;
+			o[i][2] *= c1;
+			o[i][3] *= c1;
+		}
+#pragma unroll
+		for (int nt = 0; nt < FA_BK / 8; nt++) {
+			s[nt][0] = __expf(s[nt][0] - b0);
+			s[nt][1] = __expf(s[nt][1] - b0);
+			s[nt][2] = __expf(s[nt][2] - b1);
+			s[nt][3] = __expf(s[nt][3] - b1);
+			l0 += s[nt][0] + s[nt][1];
+			l1 += s[nt][2] + s[nt][3];
+		}
+		m0 = mn0;
+		m1 = mn1;
+		// O += P·V: B (k = key, n = d) is a staged value column.
+#pragma unroll
+		for (int kk = 0; kk < FA_BK / 16; kk++) {
+			unsigned pa[4];
+			fa_ptile(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+			for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+				if (8 * nd >= D) continue;
+				unsigned b[2] = {fa_colpair(vs, 16 * kk + 2 * tig, 8 * nd + gid), fa_colpair(vs, 16 * kk + 2 * tig + 8, 8 * nd + gid)};
+				mma_bf16_16816(o[nd], pa, b);
+			}
+		}
+	}
+	l0 = fa_quad_sum(l0);
+	l1 = fa_quad_sum(l1);
+#pragma unroll
+	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+		if (8 * nd >= D) continue;
+		int d = 8 * nd + 2 * tig;
+		if (live0) {
+			out[(row0 * H + h) * D + d] = o[nd][0] / l0;
+			out[(row0 * H + h) * D + d + 1] = o[nd][1] / l0;
+		}
+		if (live1) {
+			out[(row1 * H + h) * D + d] = o[nd][2] / l1;
+			out[(row1 * H + h) * D + d + 1] = o[nd][3] / l1;
+		}
+	}
+	if (lse && tig == 0) {
+		if (live0) lse[row0 * H + h] = m0 + logf(l0);
+		if (live1) lse[row1 * H + h] = m1 + logf(l1);
+	}
+}
+
+// attn_flash_fwd: out (and lse when not null) for fp32 keys and values.
+// Grid (query tiles, H), FA_THREADS threads.
+extern "C" __global__ void attn_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
+                                          const int* qRow0, const int* qCount, const int* kStart, const int* kFirst,
+                                          int H, int G, int D, float scale) {
+	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
+// attn_flash_fwd_kvh reads a bf16 KV cache (prefill).
+extern "C" __global__ void attn_flash_fwd_kvh(float* out, float* lse, const float* q, const unsigned short* k,
+                                              const unsigned short* v, const int* qRow0, const int* qCount,
+                                              const int* kStart, const int* kFirst, int H, int G, int D, float scale) {
+	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
+// attn_flash_bwd_dq overwrites dq = scale·Σ_j P_j (dP_j − δ) k_j for the rows
+// of a query tile, P recomputed from the saved log-sum-exp and dP = dO·vᵀ.
+// Grid (query tiles, H), FA_THREADS threads.
+extern "C" __global__ void attn_flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k,
+                                             const float* v, const float* lse, const float* delta, const int* qRow0,
+                                             const int* qCount, const int* kStart, const int* kFirst, int H, int G,
+                                             int D, float scale) {
+	__shared__ __align__(16) unsigned short ks[FA_BKQ * FA_S];
+	__shared__ __align__(16) unsigned short vs[FA_BKQ * FA_S];
+	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	int n = qCount[t], k0 = kStart[t], kf = kFirst[t];
+	int r0 = (threadIdx.x >> 5) * 16 + gid, r1 = r0 + 8;
+	bool live0 = r0 < n, live1 = r1 < n;
+	long long row0 = (long long)qRow0[t] + r0, row1 = (long long)qRow0[t] + r1;
+	unsigned qa[FA_DMAX / 16][4], da[FA_DMAX / 16][4];
+	fa_rowfrag(qa, q, row0, live0, row1, live1, H, h, D);
+	fa_rowfrag(da, dout, row0, live0, row1, live1, H, h, D);
+	float L0 = live0 ? lse[row0 * H + h] : 0.f, L1 = live1 ? lse[row1 * H + h] : 0.f;
+	float dl0 = live0 ? delta[row0 * H + h] : 0.f, dl1 = live1 ? delta[row1 * H + h] : 0.f;
+	float acc[FA_DMAX / 8][4];
+#pragma unroll
+	for (int i = 0; i < FA_DMAX / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	for (int j0 = 0; j0 < nkTile; j0 += FA_BKQ) {
+		__syncthreads();
+		fa_stage(ks, k, (long long)k0 + j0, FA_BKQ, min(FA_BKQ, nkTile - j0), G, g, D);
+		fa_stage(vs, v, (long long)k0 + j0, FA_BKQ, min(FA_BKQ, nkTile - j0), G, g, D);
+		__syncthreads();
+		float s[FA_BKQ / 8][4], dp[FA_BKQ / 8][4];
+#pragma unroll
+		for (int nt = 0; nt < FA_BKQ / 8; nt++) {
+			s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+			dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.f;
+#pragma unroll
+			for (int st = 0; st < FA_DMAX / 16; st++) {
+				if (16 * st >= D) continue;
+				int key = 8 * nt + gid, d = 16 * st + 2 * tig;
+				unsigned bk[2] = {fa_pair(ks, key, d), fa_pair(ks, key, d + 8)};
+				unsigned bv[2] = {fa_pair(vs, key, d), fa_pair(vs, key, d + 8)};
+				mma_bf16_16816(s[nt], qa[st], bk);
+				mma_bf16_16816(dp[nt], da[st], bv);
+			}
+		}
+		// dS = P ⊙ (dP − δ)·scale, overwriting s.
+#pragma unroll
+		for (int nt = 0; nt < FA_BKQ / 8; nt++) {
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				int j = j0 + 8 * nt + 2 * tig + c;
+				float p0 = live0 && j < nk0 ? __expf(s[nt][c] * scale - L0) : 0.f;
+				float p1 = live1 && j < nk1 ? __expf(s[nt][2 + c] * scale - L1) : 0.f;
+				s[nt][c] = p0 * (dp[nt][c] - dl0) * scale;
+				s[nt][2 + c] = p1 * (dp[nt][2 + c] - dl1) * scale;
+			}
+		}
+		// dQ += dS·K: B (k = key, n = d) is a staged key column.
+#pragma unroll
+		for (int kk = 0; kk < FA_BKQ / 16; kk++) {
+			unsigned pa[4];
+			fa_ptile(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+			for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+				if (8 * nd >= D) continue;
+				unsigned b[2] = {fa_colpair(ks, 16 * kk + 2 * tig, 8 * nd + gid), fa_colpair(ks, 16 * kk + 2 * tig + 8, 8 * nd + gid)};
+				mma_bf16_16816(acc[nd], pa, b);
+			}
+		}
+	}
+#pragma unroll
+	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+		if (8 * nd >= D) continue;
+		int d = 8 * nd + 2 * tig;
+		if (live0) {
+			dq[(row0 * H + h) * D + d] = acc[nd][0];
+			dq[(row0 * H + h) * D + d + 1] = acc[nd][1];
+		}
+		if (live1) {
+			dq[(row1 * H + h) * D + d] = acc[nd][2];
+			dq[(row1 * H + h) * D + d + 1] = acc[nd][3];
+		}
+	}
+}
+
+// attn_flash_bwd_dkv overwrites dk and dv for the rows of a key tile and
+// key/value head g, over every query head of the group and every query
+// tile that sees the keys: with Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (rows = keys),
+// dV += Pᵀ·dO and dK += dSᵀ·Q. Grid (key tiles, G), FA_THREADS threads.
+extern "C" __global__ void attn_flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                              const float* v, const float* lse, const float* delta, const int* kRow0,
+                                              const int* kCount, const int* j0s, const int* segQ0, const int* segQLen,
+                                              const int* segOff, int H, int G, int D, float scale) {
+	__shared__ __align__(16) unsigned short ks[FA_BKV * FA_S];
+	__shared__ __align__(16) unsigned short vs[FA_BKV * FA_S];
+	__shared__ __align__(16) unsigned short qs[FA_BQV * FA_S];
+	__shared__ __align__(16) unsigned short dos[FA_BQV * FA_S];
+	int t = blockIdx.x, g = blockIdx.y, groups = H / G;
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wr = (threadIdx.x >> 5) * 16;
+	int n = kCount[t], off = segOff[t], nq = segQLen[t];
+	long long kr0 = kRow0[t], q0 = segQ0[t];
+	int r0 = wr + gid, r1 = r0 + 8; // this lane's two key rows of the tile
+	bool live0 = r0 < n, live1 = r1 < n;
+	int j0 = j0s[t] + r0, j1 = j0s[t] + r1; // their local key indices
+	fa_stage(ks, k, kr0, FA_BKV, n, G, g, D);
+	fa_stage(vs, v, kr0, FA_BKV, n, G, g, D);
+	float dka[FA_DMAX / 8][4], dva[FA_DMAX / 8][4];
+#pragma unroll
+	for (int i = 0; i < FA_DMAX / 8; i++) {
+		dka[i][0] = dka[i][1] = dka[i][2] = dka[i][3] = 0.f;
+		dva[i][0] = dva[i][1] = dva[i][2] = dva[i][3] = 0.f;
+	}
+	int iFirst = max(0, j0s[t] - off); // the first local query that sees the tile's first key
+	for (int h = g * groups; h < (g + 1) * groups; h++) {
+		for (int i0 = iFirst; i0 < nq; i0 += FA_BQV) {
+			int cnt = min(FA_BQV, nq - i0);
+			__syncthreads(); // qs, dos no longer read (and ks, vs staged, the first time)
+			fa_stage(qs, q, q0 + i0, FA_BQV, cnt, H, h, D);
+			fa_stage(dos, dout, q0 + i0, FA_BQV, cnt, H, h, D);
+			__syncthreads();
+			float s[FA_BQV / 8][4], dp[FA_BQV / 8][4];
+#pragma unroll
+			for (int nt = 0; nt < FA_BQV / 8; nt++) {
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+				dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.f;
+#pragma unroll
+				for (int st = 0; st < FA_DMAX / 16; st++) {
+					if (16 * st >= D) continue;
+					int d = 16 * st + 2 * tig, qi = 8 * nt + gid;
+					unsigned ak[4] = {fa_pair(ks, r0, d), fa_pair(ks, r1, d), fa_pair(ks, r0, d + 8), fa_pair(ks, r1, d + 8)};
+					unsigned av[4] = {fa_pair(vs, r0, d), fa_pair(vs, r1, d), fa_pair(vs, r0, d + 8), fa_pair(vs, r1, d + 8)};
+					unsigned bq[2] = {fa_pair(qs, qi, d), fa_pair(qs, qi, d + 8)};
+					unsigned bo[2] = {fa_pair(dos, qi, d), fa_pair(dos, qi, d + 8)};
+					mma_bf16_16816(s[nt], ak, bq);
+					mma_bf16_16816(dp[nt], av, bo);
+				}
+			}
+			// Pᵀ and dSᵀ = Pᵀ ⊙ (dPᵀ − δ)·scale; columns are queries.
+#pragma unroll
+			for (int nt = 0; nt < FA_BQV / 8; nt++) {
+#pragma unroll
+				for (int c = 0; c < 2; c++) {
+					int qi = 8 * nt + 2 * tig + c, i = i0 + qi;
+					bool on = qi < cnt;
+					float L = on ? lse[(q0 + i) * H + h] : 0.f, dl = on ? delta[(q0 + i) * H + h] : 0.f;
+					float p0 = on && live0 && i >= j0 - off ? __expf(s[nt][c] * scale - L) : 0.f;
+					float p1 = on && live1 && i >= j1 - off ? __expf(s[nt][2 + c] * scale - L) : 0.f;
+					s[nt][c] = p0;
+					s[nt][2 + c] = p1;
+					dp[nt][c] = p0 * (dp[nt][c] - dl) * scale;
+					dp[nt][2 + c] = p1 * (dp[nt][2 + c] - dl) * scale;
+				}
+			}
+			// dV += Pᵀ·dO and dK += dSᵀ·Q: B (k = query, n = d) is a staged column.
+			unsigned pa[4], sa[4];
+			fa_ptile(pa, s[0], s[1]);
+			fa_ptile(sa, dp[0], dp[1]);
+#pragma unroll
+			for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+				if (8 * nd >= D) continue;
+				int d = 8 * nd + gid;
+				unsigned bo[2] = {fa_colpair(dos, 2 * tig, d), fa_colpair(dos, 2 * tig + 8, d)};
+				unsigned bq[2] = {fa_colpair(qs, 2 * tig, d), fa_colpair(qs, 2 * tig + 8, d)};
+				mma_bf16_16816(dva[nd], pa, bo);
+				mma_bf16_16816(dka[nd], sa, bq);
+			}
+		}
+	}
+	long long row0 = kr0 + r0, row1 = kr0 + r1;
+#pragma unroll
+	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+		if (8 * nd >= D) continue;
+		int d = 8 * nd + 2 * tig;
+		if (live0) {
+			dk[(row0 * G + g) * D + d] = dka[nd][0];
+			dk[(row0 * G + g) * D + d + 1] = dka[nd][1];
+			dv[(row0 * G + g) * D + d] = dva[nd][0];
+			dv[(row0 * G + g) * D + d + 1] = dva[nd][1];
+		}
+		if (live1) {
+			dk[(row1 * G + g) * D + d] = dka[nd][2];
+			dk[(row1 * G + g) * D + d + 1] = dka[nd][3];
+			dv[(row1 * G + g) * D + d] = dva[nd][2];
+			dv[(row1 * G + g) * D + d + 1] = dva[nd][3];
+		}
+	}
+}
+
+// mma_check: one warp computes c = a·b (16 × 16 by 16 × 8, bf16 values
+// given as fp32, rounded) with a single mma, so a test can hold the
+// fragment layout against a plain matrix product. One block of 32 threads.
+extern "C" __global__ void mma_check(float* c, const float* a, const float* b) {
+	int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	unsigned af[4] = {bf16x2(a[g * 16 + 2 * t], a[g * 16 + 2 * t + 1]), bf16x2(a[(g + 8) * 16 + 2 * t], a[(g + 8) * 16 + 2 * t + 1]),
+	                  bf16x2(a[g * 16 + 2 * t + 8], a[g * 16 + 2 * t + 9]),
+	                  bf16x2(a[(g + 8) * 16 + 2 * t + 8], a[(g + 8) * 16 + 2 * t + 9])};
+	unsigned bf[2] = {bf16x2(b[(2 * t) * 8 + g], b[(2 * t + 1) * 8 + g]), bf16x2(b[(2 * t + 8) * 8 + g], b[(2 * t + 9) * 8 + g])};
+	float acc[4] = {0.f, 0.f, 0.f, 0.f};
+	mma_bf16_16816(acc, af, bf);
+	c[g * 8 + 2 * t] = acc[0];
+	c[g * 8 + 2 * t + 1] = acc[1];
+	c[(g + 8) * 8 + 2 * t] = acc[2];
+	c[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
