@@ -75,6 +75,10 @@ type buffer struct {
 	frozen   bool  // read-only (Freeze); otherwise writable by ScatterRows and Copy
 	released bool
 	a        *allocator
+	// shadow is a bf16 copy of this fp32 buffer for products (Shadow);
+	// stale says a write since it was last made.
+	shadow *buffer
+	stale  bool
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
@@ -138,7 +142,51 @@ func (b *Backend) free(bufs ...*buffer) {
 		buf.released = true
 		runtime.SetFinalizer(buf, nil)
 		buf.a.put(buf.ptr, buf.size)
+		b.free(buf.shadow)
 	}
+}
+
+// Shadow gives t a bf16 copy that products read (model.Shadower), under
+// bf16 products only: the copy rounds what tf32 or fp32 products keep.
+func (b *Backend) Shadow(t *model.Tensor) (bool, error) {
+	if b.prec != BF16 {
+		return false, nil
+	}
+	if _, ok := b.ptrs("shadow", t); !ok {
+		return false, b.Err()
+	}
+	buf := t.Store.(*buffer)
+	if buf.shadow != nil {
+		return true, nil
+	}
+	sh, err := b.allocBytes(buf.elems, 2)
+	if err != nil {
+		return false, fmt.Errorf("bf16 copy of %v: %w", t.Shape, err)
+	}
+	sh.frozen = true
+	runtime.SetFinalizer(sh, nil) // released with its master
+	buf.shadow, buf.stale = sh, true
+	return true, nil
+}
+
+var _ model.Shadower = (*Backend)(nil)
+
+// hasHalf reports whether an fp32 operand has a bf16 copy.
+func (b *Backend) hasHalf(t *model.Tensor) bool {
+	buf, ok := t.Store.(*buffer)
+	return ok && buf.shadow != nil
+}
+
+// halfOf returns the address of t's bf16 copy (hasHalf), refreshed first if
+// a write has made it stale.
+func (b *Backend) halfOf(t *model.Tensor) uint64 {
+	buf := t.Store.(*buffer)
+	if buf.stale {
+		b.kernelCost(buf.elems, 6*buf.elems)
+		b.elementwise("f32_to_bf16", buf.elems, buf.shadow.ptr, buf.ptr, int64(buf.elems))
+		buf.stale = false
+	}
+	return buf.shadow.ptr + 2*uint64(t.Off)
 }
 
 // Release gives tensors' storage back to the pool (model.Releaser). A view
@@ -216,6 +264,10 @@ func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
 		p, frozen, ok := b.operand(op, i, t)
 		if !ok {
 			return nil, false
+		}
+		if buf := t.Store.(*buffer); i == 0 && buf.shadow != nil {
+			// Every op writes through its first tensor argument, if any.
+			buf.stale = true
 		}
 		if frozen {
 			b.keep(fmt.Errorf("%s: tensor argument %d %v is bf16 storage (a frozen weight or the KV cache); only matmul, embedding, attention, copy, scatter and download take it", op, i, t.Shape))
@@ -390,6 +442,9 @@ func (b *Backend) Copy(dst, src *model.Tensor) {
 	if !ok1 || !ok2 || !b.keep(model.SizeCheck("copy", dst, src)) || dst.Numel() == 0 {
 		return
 	}
+	if buf := dst.Store.(*buffer); buf.shadow != nil {
+		buf.stale = true
+	}
 	if hd != hs || (hd && dst.Store.(*buffer).frozen) {
 		b.keep(fmt.Errorf("copy: storages differ (bf16 %v → %v) or the destination is frozen", hs, hd))
 		return
@@ -496,14 +551,38 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 		return
 	}
 	inType, compute := cudaR32F, b.compute
-	if frozenA || frozenB {
+	ha, hb := b.hasHalf(a), b.hasHalf(bm)
+	if !frozenA && !frozenB && ha != hb {
+		// A weight's copy saves 2 bytes an element, and rounding the
+		// other operand for it costs 6 (read 4, write 2): worth it for the
+		// few rows of decoding and the LM head's chunks, not for a
+		// training batch's activations, which go to the products as fp32
+		// (cuBLAS rounds them in its tile loads under FAST_16BF).
+		w, x := bm.Numel(), a.Numel()
+		if ha {
+			w, x = a.Numel(), bm.Numel()
+		}
+		if 3*x > w {
+			ha, hb = false, false
+		}
+	}
+	if frozenA || frozenB || ha || hb {
+		// bf16 operands (a frozen weight, or a weight's bf16 copy): the
+		// other operand is rounded to bf16 as well (cuBLAS wants equal
+		// input types), accumulating in fp32.
 		inType, compute = cudaR16BF, computeTypes[FP32]
 		var keep []*buffer
 		defer func() { b.free(keep...) }()
-		if pa, ok = b.narrow(pa, a.Numel(), frozenA, &keep); !ok {
+		if ha {
+			pa = b.halfOf(a)
+		}
+		if hb {
+			pb = b.halfOf(bm)
+		}
+		if pa, ok = b.narrow(pa, ha, a.Numel(), frozenA, &keep); !ok {
 			return
 		}
-		if pb, ok = b.narrow(pb, bm.Numel(), frozenB, &keep); !ok {
+		if pb, ok = b.narrow(pb, hb, bm.Numel(), frozenB, &keep); !ok {
 			return
 		}
 	}
@@ -524,10 +603,11 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 		beta, pc[0], cudaR32F, N, compute))
 }
 
-// narrow returns a bf16 copy of an fp32 operand (or the frozen operand
-// itself); the copy is appended to keep so it outlives the product.
-func (b *Backend) narrow(p uint64, n int, frozen bool, keep *[]*buffer) (uint64, bool) {
-	if frozen {
+// narrow returns a bf16 form of an operand: itself when frozen or already
+// its bf16 copy (half), else a rounded copy appended to keep, to be
+// released once the product is issued.
+func (b *Backend) narrow(p uint64, half bool, n int, frozen bool, keep *[]*buffer) (uint64, bool) {
+	if frozen || half {
 		return p, true
 	}
 	buf, err := b.allocBytes(n, 2)

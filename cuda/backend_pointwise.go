@@ -203,8 +203,14 @@ func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
 	}
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	// A weight with a bf16 copy (Shadow) gets it written in the same pass.
+	var p16 uint64
+	if buf := p.Store.(*buffer); buf.shadow != nil && p.Off == 0 && p.Numel() == buf.elems {
+		p16, buf.stale = buf.shadow.ptr, false
+		b.kernelCost(0, 2*p.Numel())
+	}
 	b.kernelCost(12*p.Numel(), 4*7*p.Numel()) // read p, g, m, v; write p, m, v
-	b.elementwise("adamw", p.Numel(), ps[0], ps[1], ps[2], ps[3], int64(p.Numel()),
+	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
 }
 

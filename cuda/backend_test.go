@@ -708,9 +708,9 @@ func TestHalfKVCache(t *testing.T) {
 	gpu.B.ResetErr()
 }
 
-// TestGoldenPyTorchOnCUDA loads the PyTorch-checked fixtures of the model
-// package (scripts/golden_qwen3.py: an independent PyTorch Qwen3 in
-// float64) onto the CUDA backend and compares the KV-cached logits at every
+// TestGoldenPyTorchOnCUDA loads the fixtures of the model package
+// (scripts/golden_hf.py: transformers' own Qwen3ForCausalLM in float64)
+// onto the CUDA backend and compares the KV-cached logits at every
 // position and the training forward's log-probs with PyTorch's numbers, not
 // only with the CPU backend's.
 func TestGoldenPyTorchOnCUDA(t *testing.T) {
@@ -949,5 +949,64 @@ func TestFlashAttentionCausal(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestWeightCopies: a policy whose matrices have bf16 copies for products
+// (model.ShadowWeights) computes exactly what the same policy computes
+// from its fp32 weights under bf16 products (the emulator's products round
+// their inputs to bf16 either way), before and after an AdamW step (which
+// writes the copies) and after a weight is overwritten from the host
+// (which marks its copy stale) — so a copy is never out of date.
+func TestWeightCopies(t *testing.T) {
+	if v := os.Getenv("GDROTRAIN_EMU_FAST16BF"); v != "" && v != "bf16" {
+		t.Skipf("GDROTRAIN_EMU_FAST16BF=%s: fp32-input products no longer round to bf16", v)
+	}
+	o := model.DefaultTiny()
+	o.Vocab = 300
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBackend(testDevice(t), BF16)
+	plain := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 3, 0.2, 0.3)}
+	copies := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 3, 0.2, 0.3)}
+	if made, err := copies.ShadowWeights(); err != nil || !made {
+		t.Fatalf("ShadowWeights: %v, %v", made, err)
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	seqs := []model.Sequence{{Tokens: randTokens(rng, 30, o.Vocab), Start: 4}, {Tokens: randTokens(rng, 21, o.Vocab), Start: 9}}
+	opts := model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	optP, optC := model.NewOptimizer(b, cfg, opts), model.NewOptimizer(b, cfg, opts)
+	gradsP, gradsC := model.NewParams(b, cfg), model.NewParams(b, cfg)
+	compare := func(stage string) {
+		t.Helper()
+		lp := func(m *model.Model, grads *model.Params, opt *model.Optimizer) []float32 {
+			if err := optimizerStep(m, seqs, grads, opt); err != nil {
+				t.Fatal(err)
+			}
+			p, err := m.Forward(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Release()
+			return slices.Concat(p.LogProbs...)
+		}
+		want, got := lp(plain, gradsP, optP), lp(copies, gradsC, optC)
+		if !slices.Equal(want, got) {
+			t.Errorf("%s: log-probs with bf16 weight copies differ from the fp32 weights' bf16 products", stage)
+		}
+	}
+	compare("after a step")
+	compare("after two steps")
+	w := make([]float32, copies.P.Layers[0].Q.Numel())
+	for i := range w {
+		w[i] = float32(rng.NormFloat64()) / 10
+	}
+	b.Upload(plain.P.Layers[0].Q, w)
+	b.Upload(copies.P.Layers[0].Q, w)
+	compare("after an upload")
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

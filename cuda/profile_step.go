@@ -63,6 +63,9 @@ func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step
 		return first, step, err
 	}
 	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	if _, err := m.ShadowWeights(); err != nil { // as the trainer does
+		return first, step, err
+	}
 	grads := model.NewParams(b, cfg)
 	opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -150,6 +153,7 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 		"model_flops":              sp.ModelFLOPs,
 		"est_h100_ms":              1e3 * est,
 		"est_h100_ms_by_engine":    msByEngine(p),
+		"dram_gb_by_engine":        gbByEngine(p), // the ops' estimated DRAM traffic
 		"est_mfu":                  sp.ModelFLOPs / (est * r.BF16TFLOPs * 1e12),
 		"estimate":                 "roofline over the counts, not a measurement: " + r.String(),
 		"extrapolated":             fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
@@ -194,6 +198,15 @@ func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers)
 	}
 	return nil
+}
+
+// gbByEngine is the ops' DRAM traffic by engine, in GB.
+func gbByEngine(p Profile) map[string]float64 {
+	out := map[string]float64{}
+	for e, b := range p.Bytes {
+		out[engineNames[e]] = b / 1e9
+	}
+	return out
 }
 
 // msByEngine is the estimate's op time by engine, plus launches and syncs.

@@ -126,6 +126,11 @@ func TestSteadyStateMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), Recompute: c.recompute}
+			if c.route == 0 { // as the trainer does: the products read bf16 weight copies
+				if _, err := m.ShadowWeights(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			grads := model.NewParams(b, cfg)
 			opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 			seqs := []model.Sequence{{Tokens: make([]int32, 40), Start: 10}, {Tokens: make([]int32, 33), Start: 5}}
@@ -157,9 +162,13 @@ func TestSteadyStateMemory(t *testing.T) {
 			if err := b.Err(); err != nil {
 				t.Fatal(err)
 			}
+			// Tensors other tests dropped (they share the device) may come
+			// back through the garbage collector meanwhile: each lowers
+			// the live count by one and raises the leak count by one, so
+			// live + leaked counts what this step left behind either way.
 			d := b.Device().Profile().Sub(before)
-			if d.DeviceAllocs != 0 || d.LiveBuffers != 0 || d.Leaked != 0 {
-				t.Errorf("second step: %d device allocations, %d buffers left live, %d leaked; want 0, 0, 0",
+			if d.DeviceAllocs != 0 || d.LiveBuffers+d.Leaked != 0 {
+				t.Errorf("second step: %d device allocations, %d buffers left live, %d returned by the garbage collector; want 0 and 0 in all",
 					d.DeviceAllocs, d.LiveBuffers, d.Leaked)
 			}
 		})

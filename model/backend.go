@@ -168,6 +168,17 @@ type RowSampler interface {
 	ChunkSums(logits *Tensor, temperature float64, chunk int) (mx []float64, sums [][]float64)
 }
 
+// Shadower is implemented by backends that can keep a bf16 copy of a
+// writable float32 tensor for matrix products (the CUDA backend under bf16
+// products): products then read the copy, half the bytes of the float32
+// master, which stays what every other op and the optimizer see. The copy
+// follows the master on the device (AdamW writes both; any other write
+// marks it for refreshing at the next product). Shadow reports whether a
+// copy was made: false where the backend's products are not bf16.
+type Shadower interface {
+	Shadow(t *Tensor) (bool, error)
+}
+
 // HalfStore is implemented by backends that can hold a writable tensor in
 // bf16 (the CUDA backend): the KV cache, written by ScatterRows (rounding)
 // and read by Attention, Copy and Download.

@@ -75,6 +75,30 @@ func (m *Model) Freeze() (bool, error) {
 	return true, nil
 }
 
+// ShadowWeights gives every weight matrix (embedding and LM head
+// included; not the norms) a bf16 copy for matrix products where the
+// backend keeps them (Shadower): the policy under bf16 products, whose
+// fp32 weights stay the optimizer's master copy. It reports whether
+// copies were made.
+func (m *Model) ShadowWeights() (bool, error) {
+	s, ok := m.B.(Shadower)
+	if !ok {
+		return false, nil
+	}
+	made := false
+	for _, np := range m.P.Named(m.Cfg) {
+		if len(np.Shape) < 2 {
+			continue
+		}
+		ok, err := s.Shadow(*np.Ptr)
+		if err != nil {
+			return false, fmt.Errorf("bf16 copy of %s: %w", np.Name, err)
+		}
+		made = made || ok
+	}
+	return made, nil
+}
+
 // HeadChunkElems bounds the logits materialised at once: rows per LM-head
 // chunk = HeadChunkElems / V (at least 1). Each chunk reads the whole head
 // matrix (V × C: 1.2 GB in fp32 for Qwen3's 151,936 × 2048), so chunks

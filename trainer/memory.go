@@ -20,18 +20,19 @@ import (
 // MemoryPlan is the estimated peak memory of a run, in bytes.
 type MemoryPlan struct {
 	Weights, Reference, Gradients, Moments int64
+	WeightCopies                           int64 // bf16 copies of the policy's matrices for products (GPU, bf16 products)
 	Activations, KVCache, Logits           int64
 }
 
 // Total is the sum of every part.
 func (p MemoryPlan) Total() int64 {
-	return p.Weights + p.Reference + p.Gradients + p.Moments + p.Activations + p.KVCache + p.Logits
+	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies + p.Activations + p.KVCache + p.Logits
 }
 
 func (p MemoryPlan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
-	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, activations %s, KV cache %s, logits %s; total %s",
-		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.Total()))
+	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s; total %s",
+		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.Total()))
 }
 
 // PlanMemory estimates a run's peak memory from the model and run configs.
@@ -97,7 +98,8 @@ func (b Budget) Report() string {
 		v    int64
 	}{
 		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
-		{"gradients (fp32)", p.Gradients}, {"AdamW moments (fp32)", p.Moments}, {"activations (fp32)", p.Activations},
+		{"gradients (fp32)", p.Gradients}, {"AdamW moments (fp32)", p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
+		{"activations (fp32)", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
@@ -146,6 +148,9 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	if gpu && cfg.Run.KVBF16() {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = true
+	}
+	if gpu && cfg.Run.MatMul == "bf16" {
+		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
 	}
 	return bud
 }

@@ -198,6 +198,11 @@ func (t *Trainer) setup() error {
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	if copies, err := t.Policy.ShadowWeights(); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	} else if copies {
+		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
+	}
 	t.Policy.Recompute = cfg.Train.Recompute
 	t.Policy.KVCacheBF16 = cfg.Run.KVBF16()
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)

@@ -37,7 +37,16 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags) (*model.Model, err
 	if err != nil {
 		return nil, err
 	}
-	return model.Load(b, dir)
+	m, err := model.Load(b, dir)
+	if err != nil {
+		return nil, err
+	}
+	// Under bf16 products, the matrices' bf16 copies halve what a decode
+	// step reads.
+	if _, err := m.ShadowWeights(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // openBackend opens the backend the flags name, after the GPU self-test,

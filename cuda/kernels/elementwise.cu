@@ -63,8 +63,9 @@ extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dou
 
 // AdamW in torch.optim.AdamW's order (decay, then the bias-corrected step),
 // computed in float64 like the CPU reference; bc1, bc2 are 1−β^step.
-extern "C" __global__ void adamw(float* p, const float* g, float* m, float* v, long long n, double beta1, double beta2,
-                                 double lr, double wd, double eps, double bc1, double bc2) {
+// adamw also writes p16, the weight's bf16 copy, when not null.
+extern "C" __global__ void adamw(float* p, unsigned short* p16, const float* g, float* m, float* v, long long n,
+                                 double beta1, double beta2, double lr, double wd, double eps, double bc1, double bc2) {
 	for (long long i = gtid(); i < n; i += gstride()) {
 		double gi = g[i];
 		double mi = beta1 * (double)m[i] + (1 - beta1) * gi;
@@ -74,5 +75,6 @@ extern "C" __global__ void adamw(float* p, const float* g, float* m, float* v, l
 		double pi = (double)p[i] * (1 - lr * wd);
 		pi -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
 		p[i] = (float)pi;
+		if (p16) p16[i] = f32_to_bf16_bits((float)pi);
 	}
 }
