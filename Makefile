@@ -103,5 +103,22 @@ profile: build emulator
 demo: build
 	./$(BIN) demo
 
+# golden: regenerate the model/testdata/ fixtures from transformers' own
+# Qwen3ForCausalLM and PyTorch autograd (scripts/golden_hf.py), in the Debian sid
+# chroot of scripts/sid_chroot.sh (made first if missing: about 2 minutes and
+# 2 GB under .cache/sid), then run the golden test on them. `make test` only
+# reads the committed fixtures.
+.PHONY: golden check-references
+golden:
+	bash scripts/sid_chroot.sh
+	bash scripts/sid_chroot.sh run python3 scripts/golden_hf.py model/testdata
+	$(GO) test -count=1 -run Golden -v ./model/
+
+# check-references: our model folders (init-tiny, export fp32/bf16/sharded),
+# logits and tokenizer against transformers and llama.cpp from the sid chroot
+# (scripts/check_references.sh; about 3 minutes with the chroot in place).
+check-references:
+	bash scripts/check_references.sh
+
 clean:
 	rm -rf bin .cache

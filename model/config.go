@@ -35,6 +35,10 @@ type Config struct {
 	AttentionBias    bool            `json:"attention_bias"`
 	UseSlidingWindow bool            `json:"use_sliding_window"`
 	RopeScaling      json.RawMessage `json:"rope_scaling,omitempty"`
+	// transformers ≥ 5 writes RoPE settings here ({"rope_type", "rope_theta"})
+	// and no top-level rope_theta; read so that such a checkpoint does not
+	// silently run with the default base.
+	RopeParameters   json.RawMessage `json:"rope_parameters,omitempty"`
 	NewDtype         string          `json:"dtype,omitempty"` // transformers ≥ 4.56 writes "dtype"
 	InitializerRange float64         `json:"initializer_range,omitempty"`
 }
@@ -104,6 +108,9 @@ func ParseConfig(raw []byte) (*Config, error) {
 	var cfg Config
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
+	}
+	if err := cfg.readRopeParameters(); err != nil {
+		return nil, err
 	}
 	cfg.fillDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -214,6 +221,37 @@ func checkRopeScaling(raw json.RawMessage) error {
 		return nil
 	}
 	return fmt.Errorf("rope_scaling type %q is not implemented; only unscaled RoPE is supported (remove rope_scaling or set it to null)", typ)
+}
+
+// ropeParameters is transformers 5's rope_parameters object.
+type ropeParameters struct {
+	RopeType  string   `json:"rope_type"`
+	RopeTheta *float64 `json:"rope_theta"`
+}
+
+// readRopeParameters takes rope_theta from rope_parameters (transformers ≥ 5)
+// and refuses a scaled RoPE there as checkRopeScaling does for rope_scaling,
+// and a base that contradicts a top-level rope_theta.
+func (c *Config) readRopeParameters() error {
+	raw := bytes.TrimSpace(c.RopeParameters)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	var rp ropeParameters
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		return fmt.Errorf("rope_parameters: %w (want {\"rope_type\": \"default\", \"rope_theta\": …})", err)
+	}
+	if rp.RopeType != "default" && rp.RopeType != "" {
+		return fmt.Errorf("rope_parameters rope_type %q is not implemented; only unscaled RoPE is supported", rp.RopeType)
+	}
+	if rp.RopeTheta == nil {
+		return nil
+	}
+	if c.RopeTheta != 0 && c.RopeTheta != *rp.RopeTheta {
+		return fmt.Errorf("rope_theta %g and rope_parameters.rope_theta %g disagree", c.RopeTheta, *rp.RopeTheta)
+	}
+	c.RopeTheta = *rp.RopeTheta
+	return nil
 }
 
 // KVGroups is the number of query heads that share one key/value head.

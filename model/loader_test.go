@@ -322,10 +322,26 @@ func TestConfigDefaultsAndEOS(t *testing.T) {
 		{`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"eos_token_id":100}`, "outside the vocabulary"},
 		{`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"torch_dtype":"int8"}`, `dtype "int8"`},
 		{`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"hidden_act":"gelu"}`, `hidden_act "gelu"`},
+		{`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"rope_parameters":{"rope_type":"yarn","rope_theta":1e6,"factor":4}}`, `rope_type "yarn"`},
+		{`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"rope_theta":1e4,"rope_parameters":{"rope_type":"default","rope_theta":1e6}}`, "disagree"},
 	} {
 		if _, err := ParseConfig([]byte(bad.json)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("config %s: error %v, want %q", bad.json, err, bad.want)
 		}
+	}
+}
+
+// TestConfigRopeParameters: transformers ≥ 5 writes the RoPE base only in
+// rope_parameters (no top-level rope_theta); it must not fall back to the
+// default base.
+func TestConfigRopeParameters(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,
+		"num_attention_heads":4,"vocab_size":100,"rope_parameters":{"rope_theta":1000000.0,"rope_type":"default"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RopeTheta != 1e6 {
+		t.Fatalf("rope_theta %g, want 1e6 from rope_parameters", cfg.RopeTheta)
 	}
 }
 

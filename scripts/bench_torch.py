@@ -20,7 +20,9 @@ after the list) it measures every shape once, as earlier versions did.
 caller also exports OMP_NUM_THREADS and OPENBLAS_NUM_THREADS=N, which
 OpenBLAS reads when it loads). Needs Debian's python3-torch; with Debian's
 reference BLAS (libblas3) its matrix products run ≈ 15× slower than with
-libopenblas0-pthread, which `info` makes visible.
+libopenblas0-pthread, which `info` makes visible. Runs unchanged on PyTorch 2.x:
+`gdrotrain bench --torch-python scripts/sid_python.sh` runs it on the PyTorch 2.14
+(OpenBLAS) of the Debian sid chroot (scripts/sid_chroot.sh).
 """
 import argparse
 import ctypes

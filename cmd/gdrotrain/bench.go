@@ -33,8 +33,9 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure model forward and forward+backward throughput (beside PyTorch when available)",
 		Long: `bench times the training forward and forward+backward of a tiny and a
 ≈50M-parameter Qwen3 on the CPU backend and, when a Python with torch is
-found (--torch-python, default Debian's /usr/bin/python3), the same shapes in
-plain PyTorch in the same run, and prints the ratio. Both sides run the same
+found (--torch-python, default Debian's /usr/bin/python3; scripts/sid_python.sh
+runs the PyTorch 2.14 of the Debian sid chroot that scripts/sid_chroot.sh makes),
+the same shapes in plain PyTorch in the same run, and prints the ratio. Both sides run the same
 number of threads (--threads), and their measurements alternate shape by
 shape for --rounds rounds, so the machine's load weighs on both alike; each
 side's best round is compared, and every round's ratios are printed. It prints which BLAS PyTorch calls and its thread
@@ -67,7 +68,7 @@ count, and warns when that is not an optimized BLAS.`,
 			return runBench(cmd.OutOrStdout(), shapes, cpuBench)
 		},
 	}
-	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip)")
+	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip; scripts/sid_python.sh: the sid chroot's PyTorch 2.14)")
 	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
 	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
 	cmd.Flags().IntVar(&cpuBench.rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
@@ -124,7 +125,7 @@ func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
 	if torch != nil {
 		defer torch.close()
 		i := torch.info
-		fmt.Fprintf(w, "PyTorch %s: %d threads (%s); BLAS: %s", i.Torch, i.Threads, i.Parallel, orUnknown(i.BLASKind))
+		fmt.Fprintf(w, "PyTorch %s (%s): %d threads (%s); BLAS: %s", i.Torch, o.python, i.Threads, i.Parallel, orUnknown(i.BLASKind))
 		if i.BLASConfig != "" {
 			fmt.Fprintf(w, " (%s)", i.BLASConfig)
 		}
@@ -242,7 +243,8 @@ func startTorch(shapes []model.BenchShape, py, script string, threads int) (*tor
 		return nil, fmt.Sprintf("PyTorch baseline skipped: %v", err)
 	}
 	if err := exec.Command(py, "-c", "import torch").Run(); err != nil {
-		return nil, fmt.Sprintf("PyTorch baseline skipped: %s cannot import torch (apt-get install python3-torch libopenblas0-pthread)", py)
+		return nil, fmt.Sprintf("PyTorch baseline skipped: %s cannot import torch (apt-get install python3-torch libopenblas0-pthread, "+
+			"or PyTorch 2.14 from a Debian sid chroot: bash scripts/sid_chroot.sh, then --torch-python scripts/sid_python.sh)", py)
 	}
 	in, err := json.Marshal(shapes)
 	if err != nil {
