@@ -2,26 +2,39 @@
 // nothing to download. It writes a small Qwen3-style tokenizer and a random
 // tiny Qwen3 model in the Hugging Face layout and loads them back through
 // the normal loaders; generates the synthetic arithmetic task (package
-// synth) with disjoint warm-up/GRPO and held-out sets; warms the model up
-// with a short supervised phase; runs GRPO with Prompt-GDRO
-// (configs/demo.yaml) and reports held-out accuracy per group before and
-// after.
+// synth) with three disjoint sets — warm-up, GRPO and held-out problems;
+// warms the model up with a short supervised phase; runs GRPO with
+// Prompt-GDRO; and reports held-out accuracy per group before and after,
+// with paired standard errors.
 //
-// Folder layout under Options.Out: train.jsonl and heldout.jsonl (the
-// task), model-init/ (the random model and tokenizer), model-warm/ (the
-// warmed-up model, with demo-warmup.json recording what made it) and the
-// GRPO run folder (run.name of the config, grpo-prompt-gdro).
+// Every hyperparameter is in configs/demo.yaml, in two YAML documents: the
+// GRPO run's ordinary trainer config, then the demo: section with the
+// model's size, the task's sizes and the warm-up (Settings). --set
+// overrides either (demo.* keys go to Settings).
+//
+// Folder layout under Options.Out: warmup.jsonl, train.jsonl and
+// heldout.jsonl (the task), model-init/ (the random model and tokenizer),
+// model-warm/ (the warmed-up model, with demo-warmup.json recording what
+// made it) and the GRPO run folder (run.name of the config,
+// grpo-prompt-gdro).
 package demo
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -30,27 +43,101 @@ import (
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
-// Options size the demo; Default's finish in minutes on 2 cores.
+// Options say where and how to run the demo; the hyperparameters are in
+// configs/demo.yaml.
 type Options struct {
-	Out           string   // output folder
-	Seed          uint64   // seeds the model, the data and the run
-	TrainPerGroup int      // GRPO training problems per group
-	ValPerGroup   int      // held-out problems per group
-	WarmPerGroup  int      // problems per group in the supervised warm-up
-	WarmEpochs    int      // supervised warm-up epochs
-	Sets          []string // overrides of configs/demo.yaml (section.key=value)
+	Out  string   // output folder
+	Seed uint64   // seeds the model, the data and the run
+	Sets []string // overrides of configs/demo.yaml (section.key=value; demo.* for Settings)
 	// ReuseWarm reuses Out/model-warm without checking what made it.
 	ReuseWarm bool
-	// Resume reuses a finished warm-up of the same seed and sizes and
+	// Resume reuses a finished warm-up of the same seed and settings and
 	// resumes the GRPO run from its newest checkpoint.
 	Resume bool
 	// Backend opens run.device (nil: trainer.CPUOnly; demo.yaml says cpu).
 	Backend trainer.BackendOpener
 }
 
-// Default returns the demo's default sizes.
-func Default() Options {
-	return Options{Out: filepath.Join("runs", "demo"), Seed: 1, TrainPerGroup: 100, ValPerGroup: 40, WarmPerGroup: 400, WarmEpochs: 16}
+// Default returns the demo's default options.
+func Default() Options { return Options{Out: filepath.Join("runs", "demo"), Seed: 1} }
+
+// Settings are the demo's own hyperparameters: the demo: section, the
+// second YAML document of configs/demo.yaml.
+type Settings struct {
+	Model  ModelSettings  `yaml:"model" json:"model"`
+	Task   TaskSettings   `yaml:"task" json:"task"`
+	Warmup WarmupSettings `yaml:"warmup" json:"warmup"`
+}
+
+// ModelSettings size the random tiny Qwen3 and its tokenizer.
+type ModelSettings struct {
+	Layers       int     `yaml:"layers" json:"layers"`
+	Hidden       int     `yaml:"hidden" json:"hidden"`
+	Intermediate int     `yaml:"intermediate" json:"intermediate"`
+	Heads        int     `yaml:"heads" json:"heads"`
+	KVHeads      int     `yaml:"kv_heads" json:"kv_heads"`
+	HeadDim      int     `yaml:"head_dim" json:"head_dim"`
+	Vocab        int     `yaml:"vocab" json:"vocab"` // the byte-level BPE tokenizer's size
+	Tied         bool    `yaml:"tied_embeddings" json:"tied_embeddings"`
+	RopeTheta    float64 `yaml:"rope_theta" json:"rope_theta"`
+	MaxPositions int     `yaml:"max_positions" json:"max_positions"`
+	InitStd      float64 `yaml:"init_std" json:"init_std"`
+}
+
+// TaskSettings size the three disjoint problem sets, per group.
+type TaskSettings struct {
+	WarmupPerGroup  int `yaml:"warmup_per_group" json:"warmup_per_group"`   // supervised warm-up
+	RLPerGroup      int `yaml:"rl_per_group" json:"rl_per_group"`           // GRPO training prompts
+	HeldoutPerGroup int `yaml:"heldout_per_group" json:"heldout_per_group"` // evaluation only
+}
+
+// WarmupSettings configure the supervised warm-up (trainer.SFT, AdamW).
+type WarmupSettings struct {
+	Epochs      int     `yaml:"epochs" json:"epochs"`
+	BatchRows   int     `yaml:"batch_rows" json:"batch_rows"`
+	LR          float64 `yaml:"lr" json:"lr"`
+	Beta1       float64 `yaml:"beta1" json:"beta1"`
+	Beta2       float64 `yaml:"beta2" json:"beta2"`
+	Eps         float64 `yaml:"eps" json:"eps"`
+	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"`
+	GradClip    float64 `yaml:"grad_clip" json:"grad_clip"`
+}
+
+// Validate checks the settings, naming the key.
+func (s Settings) Validate() error {
+	var errs []error
+	positive := func(key string, v int) {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("demo.%s = %d must be ≥ 1", key, v))
+		}
+	}
+	positive("task.warmup_per_group", s.Task.WarmupPerGroup)
+	positive("task.rl_per_group", s.Task.RLPerGroup)
+	positive("task.heldout_per_group", s.Task.HeldoutPerGroup)
+	positive("warmup.epochs", s.Warmup.Epochs)
+	positive("warmup.batch_rows", s.Warmup.BatchRows)
+	// mul-3x10 has 900 distinct problems and every set must be disjoint
+	if n := s.Task.WarmupPerGroup + s.Task.RLPerGroup + s.Task.HeldoutPerGroup; n > 900 {
+		errs = append(errs, fmt.Errorf("demo.task: %d problems per group in all; the smallest group has 900", n))
+	}
+	if w := s.Warmup; !(w.LR > 0) || !(w.Beta1 >= 0 && w.Beta1 < 1) || !(w.Beta2 >= 0 && w.Beta2 < 1) || !(w.Eps > 0) || !(w.WeightDecay >= 0) || !(w.GradClip >= 0) {
+		errs = append(errs, fmt.Errorf("demo.warmup: lr %v and eps %v must be > 0, betas %v %v in [0, 1), weight_decay %v and grad_clip %v ≥ 0",
+			w.LR, w.Eps, w.Beta1, w.Beta2, w.WeightDecay, w.GradClip))
+	}
+	if s.Model.Vocab < 300 {
+		errs = append(errs, fmt.Errorf("demo.model.vocab = %d must be ≥ 300 (the tiny tokenizer's bytes and special tokens)", s.Model.Vocab))
+	}
+	if _, err := s.modelOptions(nil).Config(); err != nil {
+		errs = append(errs, fmt.Errorf("demo.model: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (s Settings) modelOptions(eos []int) model.RandomOptions {
+	m := s.Model
+	return model.RandomOptions{Layers: m.Layers, Hidden: m.Hidden, Intermediate: m.Intermediate, Heads: m.Heads,
+		KVHeads: m.KVHeads, HeadDim: m.HeadDim, Vocab: m.Vocab, Tied: m.Tied, RopeTheta: m.RopeTheta,
+		MaxPositions: m.MaxPositions, EOS: eos, InitStd: m.InitStd}
 }
 
 // Stopped is a demo stopped by a signal (ctx cancelled). It is
@@ -63,16 +150,21 @@ func (e Stopped) Is(target error) bool { return target == trainer.ErrStopped }
 
 // Run runs the demo: progress goes to logw, the final report to out.
 func Run(ctx context.Context, o Options, out, logw io.Writer) error {
+	start := time.Now()
 	logf := func(format string, a ...any) { fmt.Fprintf(logw, format+"\n", a...) }
+	s, err := LoadSettings(o.Sets)
+	if err != nil {
+		return err
+	}
 	warmDir := filepath.Join(o.Out, "model-warm")
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return err
 	}
-	pool, trainPath, valPath, err := Task(o, logf)
+	warm, trainPath, valPath, err := Task(o, s, logf)
 	if err != nil {
 		return err
 	}
-	switch reuse, why := warmReusable(o, warmDir); {
+	switch reuse, why := warmReusable(o, s, warmDir); {
 	case o.ReuseWarm:
 		logf("reusing the warmed-up model in %s", warmDir)
 	case o.Resume && reuse:
@@ -81,22 +173,23 @@ func Run(ctx context.Context, o Options, out, logw io.Writer) error {
 		if o.Resume {
 			logf("--resume: warming up again (%s)", why)
 		}
-		if err := WarmUp(ctx, o, pool, warmDir, logf); err != nil {
+		if err := WarmUp(ctx, o, s, warm, warmDir, logf); err != nil {
 			if ctx.Err() != nil {
 				return Stopped{"demo: stopped by a signal during the warm-up (nothing is kept from it); run `gdrotrain demo --resume` with the same flags to start again"}
 			}
 			return err
 		}
 	}
+	warmTime := time.Since(start)
 	cfg, err := Config(o, warmDir, trainPath, valPath)
 	if err != nil {
 		return err
 	}
-	start := trainer.Options{Overwrite: true, Backend: o.Backend}
+	opts := trainer.Options{Overwrite: true, Backend: o.Backend}
 	if o.Resume {
-		start = trainer.Options{Resume: "auto", Backend: o.Backend}
+		opts = trainer.Options{Resume: "auto", Backend: o.Backend}
 	}
-	t, err := trainer.Open(cfg, logw, start)
+	t, err := trainer.Open(cfg, logw, opts)
 	if err != nil {
 		return err
 	}
@@ -107,96 +200,200 @@ func Run(ctx context.Context, o Options, out, logw io.Writer) error {
 		}
 		return err
 	}
-	return Report(out, filepath.Join(t.Dir, "validation.jsonl"), t.Dir)
+	total := time.Since(start)
+	if err := Report(out, filepath.Join(t.Dir, "validation.jsonl"), valPath, t.Dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "time: %s (warm-up %s, GRPO with validation %s)\n", round(total), round(warmTime), round(total-warmTime))
+	return nil
 }
 
-// Config is configs/demo.yaml with the demo's files and seed filled in,
-// then o.Sets.
+func round(d time.Duration) time.Duration { return d.Round(time.Second) }
+
+// split returns the two YAML documents of configs/demo.yaml (or raw): the
+// GRPO run's trainer config, which trainer.LoadBytes reads (it decodes only
+// a file's first document), and the demo's own demo: section.
+func split(raw []byte) (run, demoSection []byte, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	var docs [][]byte
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("configs/demo.yaml: %w", err)
+		}
+		b, err := yaml.Marshal(&n)
+		if err != nil {
+			return nil, nil, err
+		}
+		docs = append(docs, b)
+	}
+	if len(docs) != 2 {
+		return nil, nil, fmt.Errorf("configs/demo.yaml: want 2 YAML documents (the trainer config, then demo:), got %d", len(docs))
+	}
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(docs[1], &top); err != nil {
+		return nil, nil, fmt.Errorf("configs/demo.yaml, second document: %w", err)
+	}
+	sec, ok := top["demo"]
+	if !ok || len(top) != 1 {
+		return nil, nil, errors.New("configs/demo.yaml: the second document must hold the demo: section alone")
+	}
+	if demoSection, err = yaml.Marshal(&sec); err != nil {
+		return nil, nil, err
+	}
+	return docs[0], demoSection, nil
+}
+
+// decodeStrict decodes YAML into v, rejecting unknown keys.
+func decodeStrict(raw []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// demoSets separates the demo.* overrides (prefix removed) from the rest.
+func demoSets(sets []string) (demo, rest []string) {
+	for _, s := range sets {
+		if k, v, ok := strings.Cut(s, "="); ok && strings.HasPrefix(strings.TrimSpace(k), "demo.") {
+			demo = append(demo, strings.TrimPrefix(strings.TrimSpace(k), "demo.")+"="+v)
+			continue
+		}
+		rest = append(rest, s)
+	}
+	return demo, rest
+}
+
+// LoadSettings reads the demo: section of configs/demo.yaml and applies the
+// demo.* entries of sets (e.g. demo.task.rl_per_group=50).
+func LoadSettings(sets []string) (Settings, error) {
+	raw, err := configs.Get("demo")
+	if err != nil {
+		return Settings{}, err
+	}
+	_, sec, err := split(raw)
+	if err != nil {
+		return Settings{}, err
+	}
+	var s Settings
+	if err := decodeStrict(sec, &s); err != nil {
+		return Settings{}, fmt.Errorf("configs/demo.yaml demo: %w", err)
+	}
+	ds, _ := demoSets(sets)
+	for _, kv := range ds {
+		key, value, _ := strings.Cut(kv, "=")
+		doc := value
+		if strings.TrimSpace(doc) == "" {
+			doc = "null"
+		}
+		parts := strings.Split(key, ".")
+		for i := len(parts) - 1; i >= 0; i-- {
+			doc = fmt.Sprintf("{%q: %s}", parts[i], doc)
+		}
+		if err := decodeStrict([]byte(doc), &s); err != nil {
+			return Settings{}, fmt.Errorf("--set demo.%s: %w", kv, err)
+		}
+	}
+	return s, s.Validate()
+}
+
+// Config is the GRPO run's part of configs/demo.yaml with the demo's files
+// and seed filled in, then the non-demo entries of o.Sets.
 func Config(o Options, warmDir, trainPath, valPath string) (trainer.Config, error) {
 	raw, err := configs.Get("demo")
 	if err != nil {
 		return trainer.Config{}, err
 	}
+	run, _, err := split(raw)
+	if err != nil {
+		return trainer.Config{}, err
+	}
+	_, runSets := demoSets(o.Sets)
 	sets := append([]string{
 		"model.path=" + quoteYAML(warmDir), "data.train=[" + quoteYAML(trainPath) + "]",
 		"validation.files=[" + quoteYAML(valPath) + "]", "run.out_dir=" + quoteYAML(o.Out),
 		fmt.Sprintf("run.seed=%d", o.Seed),
-	}, o.Sets...)
-	return trainer.LoadBytes(raw, "built-in demo", sets)
+	}, runSets...)
+	return trainer.LoadBytes(run, "built-in demo", sets)
 }
 
 // warmStamp records what a warmed-up model was made from, so Resume reuses
 // it only for the same demo.
 type warmStamp struct {
-	Seed          uint64 `json:"seed"`
-	WarmPerGroup  int    `json:"warmup_per_group"`
-	WarmEpochs    int    `json:"warmup_epochs"`
-	TrainPerGroup int    `json:"train_per_group"`
+	Seed     uint64         `json:"seed"`
+	Model    ModelSettings  `json:"model"`
+	Task     TaskSettings   `json:"task"`
+	Warmup   WarmupSettings `json:"warmup"`
+	Problems int            `json:"warmup_problems"`
 }
 
 const warmStampFile = "demo-warmup.json"
 
-func stampOf(o Options) warmStamp {
-	return warmStamp{Seed: o.Seed, WarmPerGroup: o.WarmPerGroup, WarmEpochs: o.WarmEpochs, TrainPerGroup: o.TrainPerGroup}
+func stampOf(o Options, s Settings) warmStamp {
+	return warmStamp{Seed: o.Seed, Model: s.Model, Task: s.Task, Warmup: s.Warmup,
+		Problems: s.Task.WarmupPerGroup * len(synth.Groups)}
 }
 
-// warmReusable reports whether warmDir holds a finished warm-up for o, and
-// why not otherwise.
-func warmReusable(o Options, warmDir string) (bool, string) {
+// warmReusable reports whether warmDir holds a finished warm-up for o and
+// s, and why not otherwise.
+func warmReusable(o Options, s Settings, warmDir string) (bool, string) {
 	raw, err := os.ReadFile(filepath.Join(warmDir, warmStampFile))
 	if err != nil {
 		return false, "no finished warm-up in " + warmDir
 	}
 	var got warmStamp
-	if json.Unmarshal(raw, &got) != nil || got != stampOf(o) {
-		return false, "the warm-up in " + warmDir + " was made with other --seed or sizes"
+	if json.Unmarshal(raw, &got) != nil || got != stampOf(o, s) {
+		return false, "the warm-up in " + warmDir + " was made with another --seed or other demo settings"
 	}
 	return true, ""
 }
 
-// Task writes the synthetic task into o.Out and returns the problem pool
-// and the two files: the warm-up uses the first WarmPerGroup problems of
-// each group, GRPO the first TrainPerGroup (a small set, so prompts recur
-// and the difficulty classifier builds a history); held-out problems are
-// disjoint from both.
-func Task(o Options, logf func(string, ...any)) (pool []synth.Problem, trainPath, valPath string, err error) {
-	pool = synth.Generate(max(o.TrainPerGroup, o.WarmPerGroup), o.Seed, nil)
-	train := synth.FirstPerGroup(pool, o.TrainPerGroup)
-	val := synth.Generate(o.ValPerGroup, o.Seed+1000, synth.Texts(pool))
+// Task writes the synthetic task into o.Out and returns the warm-up
+// problems and the GRPO and held-out files. Per group, the warm-up takes
+// the first warmup_per_group problems of one draw and GRPO the next
+// rl_per_group (a small set, so prompts recur and the difficulty classifier
+// builds a history); the held-out problems are drawn apart and exclude
+// both. The three sets are disjoint.
+func Task(o Options, s Settings, logf func(string, ...any)) (warm []synth.Problem, trainPath, valPath string, err error) {
+	t := s.Task
+	pool := synth.Generate(t.WarmupPerGroup+t.RLPerGroup, o.Seed, nil)
+	warm = synth.PerGroup(pool, 0, t.WarmupPerGroup)
+	train := synth.PerGroup(pool, t.WarmupPerGroup, t.WarmupPerGroup+t.RLPerGroup)
+	val := synth.Generate(t.HeldoutPerGroup, o.Seed+1000, synth.Texts(pool))
 	trainPath, valPath = filepath.Join(o.Out, "train.jsonl"), filepath.Join(o.Out, "heldout.jsonl")
-	if err := synth.WriteJSONL(trainPath, train); err != nil {
-		return nil, "", "", err
+	for _, f := range []struct {
+		path string
+		ps   []synth.Problem
+	}{{filepath.Join(o.Out, "warmup.jsonl"), warm}, {trainPath, train}, {valPath, val}} {
+		if err := synth.WriteJSONL(f.path, f.ps); err != nil {
+			return nil, "", "", err
+		}
 	}
-	if err := synth.WriteJSONL(valPath, val); err != nil {
-		return nil, "", "", err
-	}
-	logf("task: %d warm-up, %d GRPO and %d held-out problems in %d groups",
-		len(synth.FirstPerGroup(pool, o.WarmPerGroup)), len(train), len(val), len(synth.Groups))
-	return pool, trainPath, valPath, nil
-}
-
-// tinyModel is the demo's model: 2 layers, hidden 128 (0.36M parameters
-// with the 512-token tokenizer).
-func tinyModel(vocab int, eos []int) model.RandomOptions {
-	return model.RandomOptions{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 32,
-		Vocab: vocab, Tied: true, RopeTheta: 1e4, MaxPositions: 512, EOS: eos, InitStd: 0.02}
+	logf("task: %d warm-up, %d GRPO and %d held-out problems in %d groups (disjoint sets)",
+		len(warm), len(train), len(val), len(synth.Groups))
+	return warm, trainPath, valPath, nil
 }
 
 // WarmUp writes a tokenizer and a random tiny model in the Hugging Face
 // layout (Out/model-init), loads them back like a real checkpoint, runs the
-// supervised warm-up on the pool's first WarmPerGroup problems per group
-// and writes the result to warmDir: beside it first, then renamed, so
-// warmDir holds a finished warm-up or none.
-func WarmUp(ctx context.Context, o Options, pool []synth.Problem, warmDir string, logf func(string, ...any)) error {
+// supervised warm-up on the warm-up problems and writes the result to
+// warmDir: beside it first, then renamed, so warmDir holds a finished
+// warm-up or none.
+func WarmUp(ctx context.Context, o Options, s Settings, warm []synth.Problem, warmDir string, logf func(string, ...any)) error {
 	initDir := filepath.Join(o.Out, "model-init")
-	if err := tokenizer.WriteTiny(initDir, 512); err != nil {
+	if err := tokenizer.WriteTiny(initDir, s.Model.Vocab); err != nil {
 		return err
 	}
 	tok, err := tokenizer.Load(initDir)
 	if err != nil {
 		return err
 	}
-	opts := tinyModel(tok.VocabSize(), tok.StopIDs())
+	opts := s.modelOptions(tok.StopIDs())
+	opts.Vocab = tok.VocabSize()
 	mcfg, err := opts.Config()
 	if err != nil {
 		return err
@@ -211,7 +408,7 @@ func WarmUp(ctx context.Context, o Options, pool []synth.Problem, warmDir string
 	}
 	logf("model: %s (%.2fM parameters, vocab %d)", initDir, float64(mcfg.NumParams())/1e6, mcfg.VocabSize)
 	var examples []trainer.SFTExample
-	for _, p := range synth.FirstPerGroup(pool, o.WarmPerGroup) {
+	for _, p := range warm {
 		ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: p.Problem}}, tokenizer.PromptRaw)
 		if err != nil {
 			return err
@@ -219,9 +416,10 @@ func WarmUp(ctx context.Context, o Options, pool []synth.Problem, warmDir string
 		resp := tok.Encode32(synth.Response(p)+"<|im_end|>", nil)
 		examples = append(examples, trainer.SFTExample{Prompt: tokenizer.Int32s(ids), Response: resp})
 	}
-	logf("warm-up: %d examples × %d epochs", len(examples), o.WarmEpochs)
-	sft := trainer.SFTConfig{Epochs: o.WarmEpochs, BatchRows: 16, GradClip: 1, Seed: o.Seed,
-		Optim: model.AdamWConfig{LR: 3e-3, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8}}
+	w := s.Warmup
+	logf("warm-up: %d examples × %d epochs", len(examples), w.Epochs)
+	sft := trainer.SFTConfig{Epochs: w.Epochs, BatchRows: w.BatchRows, GradClip: w.GradClip, Seed: o.Seed,
+		Optim: model.AdamWConfig{LR: w.LR, Beta1: w.Beta1, Beta2: w.Beta2, Eps: w.Eps, WeightDecay: w.WeightDecay}}
 	if _, err := trainer.SFT(ctx, m, examples, sft, logf); err != nil {
 		return err
 	}
@@ -235,7 +433,7 @@ func WarmUp(ctx context.Context, o Options, pool []synth.Problem, warmDir string
 	if err := tokenizer.CopyFiles(initDir, tmp); err != nil {
 		return err
 	}
-	stamp, _ := json.Marshal(stampOf(o))
+	stamp, _ := json.Marshal(stampOf(o, s))
 	if err := os.WriteFile(filepath.Join(tmp, warmStampFile), stamp, 0o644); err != nil {
 		return err
 	}
@@ -245,9 +443,54 @@ func WarmUp(ctx context.Context, o Options, pool []synth.Problem, warmDir string
 	return os.Rename(tmp, warmDir)
 }
 
+// Change is an improvement measured on the same problems twice: the mean
+// per-problem change of mean@n and its paired standard error, the sample
+// standard deviation of the per-problem changes over √problems.
+type Change struct {
+	Before, After, Delta, SE float64
+	Problems                 int
+}
+
+// Z is the change in standard errors (0 when SE is 0).
+func (c Change) Z() float64 {
+	if c.SE == 0 {
+		return 0
+	}
+	return c.Delta / c.SE
+}
+
+// PairedChange compares per-problem correct counts of n samples each.
+func PairedChange(before, after []int, n int) (Change, error) {
+	if len(before) != len(after) || len(before) == 0 || n < 1 {
+		return Change{}, fmt.Errorf("demo: cannot pair %d and %d per-problem results of %d samples", len(before), len(after), n)
+	}
+	var c Change
+	c.Problems = len(before)
+	d := make([]float64, len(before))
+	for i := range before {
+		b, a := float64(before[i])/float64(n), float64(after[i])/float64(n)
+		c.Before += b
+		c.After += a
+		d[i] = a - b
+		c.Delta += d[i]
+	}
+	P := float64(len(d))
+	c.Before, c.After, c.Delta = c.Before/P, c.After/P, c.Delta/P
+	if len(d) > 1 {
+		var ss float64
+		for _, x := range d {
+			ss += (x - c.Delta) * (x - c.Delta)
+		}
+		c.SE = math.Sqrt(ss/(P-1)) / math.Sqrt(P)
+	}
+	return c, nil
+}
+
 // Report writes held-out accuracy per group at the first and the last
-// validation of valPath.
-func Report(w io.Writer, valPath, runDir string) error {
+// validation of valPath, with paired standard errors over the held-out
+// problems of heldoutPath (the file validated, whose rows give each
+// problem's group).
+func Report(w io.Writer, valPath, heldoutPath, runDir string) error {
 	results, err := trainer.ReadValidation(valPath)
 	if err != nil {
 		return err
@@ -256,24 +499,69 @@ func Report(w io.Writer, valPath, runDir string) error {
 		return fmt.Errorf("demo: expected validation before and after training in %s", valPath)
 	}
 	first, last := results[0], results[len(results)-1]
-	fmt.Fprintf(w, "\nheld-out accuracy (mean@%d over %d problems never trained on)\n", first.N, first.Prompts)
-	fmt.Fprintf(w, "%-16s %10s %10s\n", "group", "step "+fmt.Sprint(first.Step), "step "+fmt.Sprint(last.Step))
-	var names []string
-	for n := range first.Benchmarks {
-		names = append(names, n)
+	groups, err := readGroups(heldoutPath)
+	if err != nil {
+		return err
+	}
+	if len(first.PromptCorrect) != len(groups) || len(last.PromptCorrect) != len(groups) || first.N != last.N {
+		return fmt.Errorf("demo: %s has %d and %d per-problem results (n = %d, %d) for the %d problems of %s",
+			valPath, len(first.PromptCorrect), len(last.PromptCorrect), first.N, last.N, len(groups), heldoutPath)
+	}
+	byGroup := map[string][2][]int{}
+	for i, g := range groups {
+		e := byGroup[g]
+		e[0], e[1] = append(e[0], first.PromptCorrect[i]), append(e[1], last.PromptCorrect[i])
+		byGroup[g] = e
+	}
+	names := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		names = append(names, g)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		var after float64
-		if b, ok := last.Benchmarks[n]; ok {
-			after = b.MeanAcc
-		}
-		fmt.Fprintf(w, "%-16s %10.3f %10.3f\n", n, first.Benchmarks[n].MeanAcc, after)
+	fmt.Fprintf(w, "\nheld-out accuracy (mean@%d over %d problems never trained on)\n", first.N, len(groups))
+	fmt.Fprintf(w, "%-16s %10s %10s %18s\n", "group", "step "+fmt.Sprint(first.Step), "step "+fmt.Sprint(last.Step), "change ± SE")
+	row := func(name string, c Change) {
+		fmt.Fprintf(w, "%-16s %10.3f %10.3f %+9.3f ± %.3f\n", name, c.Before, c.After, c.Delta, c.SE)
 	}
-	fmt.Fprintf(w, "%-16s %10.3f %10.3f\n", "all", first.MeanAcc, last.MeanAcc)
+	for _, g := range names {
+		c, err := PairedChange(byGroup[g][0], byGroup[g][1], first.N)
+		if err != nil {
+			return err
+		}
+		row(g, c)
+	}
+	all, err := PairedChange(first.PromptCorrect, last.PromptCorrect, first.N)
+	if err != nil {
+		return err
+	}
+	row("all", all)
 	fmt.Fprintf(w, "%-16s %10.3f %10.3f\n", "worst group", first.WorstAcc, last.WorstAcc)
+	fmt.Fprintf(w, "improvement: %+.3f = %.1f standard errors (paired over the %d problems: SE = sd of the per-problem change / √%d)\n",
+		all.Delta, all.Z(), all.Problems, all.Problems)
 	fmt.Fprintf(w, "run folder: %s\n", runDir)
 	return nil
+}
+
+// readGroups returns the data_source of each row of a task file, in order.
+func readGroups(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var p synth.Problem
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			return nil, fmt.Errorf("%s row %d: %w", path, len(out)+1, err)
+		}
+		out = append(out, p.DataSource)
+	}
+	return out, sc.Err()
 }
 
 // quoteYAML makes a path safe inside a --set value.

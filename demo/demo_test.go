@@ -5,98 +5,231 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/synth"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
-// tiny is a demo that finishes in seconds: 2 problems per group, one
-// warm-up epoch, one GRPO step of 4 prompts, one validation sample.
+// tiny is a demo that finishes in seconds: 2 problems per group in the
+// warm-up and GRPO sets, 1 held out, one warm-up epoch, one GRPO step of 4
+// prompts, one validation sample.
 func tiny(t *testing.T) Options {
 	o := Default()
 	o.Out = filepath.Join(t.TempDir(), "demo")
-	o.TrainPerGroup, o.ValPerGroup, o.WarmPerGroup, o.WarmEpochs = 2, 1, 2, 1
-	o.Sets = []string{"train.steps=1", "train.prompts_per_step=4", "train.mini_batch_prompts=4", "validation.n=1"}
+	o.Sets = []string{"demo.task.rl_per_group=2", "demo.task.heldout_per_group=1", "demo.task.warmup_per_group=2",
+		"demo.warmup.epochs=1", "train.steps=1", "train.prompts_per_step=4", "train.mini_batch_prompts=4", "validation.n=1"}
 	return o
 }
 
 func nolog(string, ...any) {}
 
-// TestTask: the task files hold the asked sizes, and no held-out problem is
-// one the model trains on (warm-up or GRPO).
-func TestTask(t *testing.T) {
-	o := tiny(t)
-	o.TrainPerGroup, o.WarmPerGroup, o.ValPerGroup = 3, 5, 4
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	pool, trainPath, valPath, err := Task(o, nolog)
+func settings(t *testing.T, o Options) Settings {
+	t.Helper()
+	s, err := LoadSettings(o.Sets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	groups := len(synth.Groups)
-	if len(pool) != 5*groups {
-		t.Errorf("pool has %d problems, want %d", len(pool), 5*groups)
+	return s
+}
+
+// TestSettingsInDemoYAML: configs/demo.yaml's demo: section names every
+// setting (nothing falls back to a value in Go), validates, and demo.*
+// overrides reach it while unknown or invalid keys are named.
+func TestSettingsInDemoYAML(t *testing.T) {
+	raw, err := configs.Get("demo")
+	if err != nil {
+		t.Fatal(err)
 	}
-	lines := func(p string) []string {
+	run, sec, err := split(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inFile map[string]map[string]any
+	if err := yaml.Unmarshal(sec, &inFile); err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]map[string]any
+	all, _ := yaml.Marshal(Settings{})
+	if err := yaml.Unmarshal(all, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for section, keys := range fields {
+		for k := range keys {
+			if _, ok := inFile[section][k]; !ok {
+				t.Errorf("configs/demo.yaml does not set demo.%s.%s", section, k)
+			}
+		}
+	}
+	// the trainer reads the first document alone, whole: `train --config demo` works
+	if _, err := trainer.LoadBytes(raw, "demo", []string{"model.path=m", "data.train=[t]"}); err != nil {
+		t.Errorf("trainer.LoadBytes(configs/demo.yaml): %v", err)
+	}
+	var runKeys map[string]any
+	if err := yaml.Unmarshal(run, &runKeys); err != nil || runKeys["demo"] != nil || runKeys["train"] == nil {
+		t.Errorf("the trainer's document: keys %v, %v", runKeys, err)
+	}
+	for _, bad := range []string{"run: {seed: 1}\n", "run: {seed: 1}\n---\ndemo: {}\nextra: 1\n"} {
+		if _, _, err := split([]byte(bad)); err == nil {
+			t.Errorf("split(%q) accepted", bad)
+		}
+	}
+	if _, err := LoadSettings(nil); err != nil {
+		t.Errorf("configs/demo.yaml: %v", err)
+	}
+	s, err := LoadSettings([]string{"demo.model.layers=3", "demo.warmup.lr=0.01", "optim.lr=1"})
+	if err != nil || s.Model.Layers != 3 || s.Warmup.LR != 0.01 {
+		t.Errorf("overrides: %+v, %v", s, err)
+	}
+	for _, c := range []struct{ set, want string }{
+		{"demo.model.layer=3", "field layer not found"},
+		{"demo.task.rl_per_group=0", "demo.task.rl_per_group = 0"},
+		{"demo.task.heldout_per_group=600", "900"},
+		{"demo.model.heads=3", "demo.model"},
+		{"demo.warmup.lr=0", "demo.warmup"},
+	} {
+		if _, err := LoadSettings([]string{c.set}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %s: error %v, want it to contain %q", c.set, err, c.want)
+		}
+	}
+}
+
+// TestTask: the task files hold the asked sizes, and the warm-up, GRPO and
+// held-out sets are disjoint.
+func TestTask(t *testing.T) {
+	o := tiny(t)
+	o.Sets = append(o.Sets, "demo.task.rl_per_group=3", "demo.task.warmup_per_group=5", "demo.task.heldout_per_group=4")
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	warm, trainPath, valPath, err := Task(o, settings(t, o), nolog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) []synth.Problem {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return strings.Split(strings.TrimSpace(string(raw)), "\n")
-	}
-	if n := len(lines(trainPath)); n != 3*groups {
-		t.Errorf("train.jsonl has %d rows, want %d", n, 3*groups)
-	}
-	seen := synth.Texts(pool)
-	for _, l := range lines(valPath) {
-		var p synth.Problem
-		if err := json.Unmarshal([]byte(l), &p); err != nil {
-			t.Fatal(err)
+		var out []synth.Problem
+		for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+			var p synth.Problem
+			if err := json.Unmarshal([]byte(l), &p); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p)
 		}
-		if seen[p.Problem] {
-			t.Errorf("held-out problem %q is also a training problem", p.Problem)
+		return out
+	}
+	groups := len(synth.Groups)
+	sets := map[string][]synth.Problem{"warm-up": warm, "GRPO": read(trainPath), "held-out": read(valPath)}
+	for name, want := range map[string]int{"warm-up": 5, "GRPO": 3, "held-out": 4} {
+		if len(sets[name]) != want*groups {
+			t.Errorf("%s set has %d problems, want %d", name, len(sets[name]), want*groups)
+		}
+	}
+	if got := read(filepath.Join(o.Out, "warmup.jsonl")); !reflect.DeepEqual(got, warm) {
+		t.Error("warmup.jsonl differs from the warm-up problems")
+	}
+	seen := map[string]string{}
+	for name, ps := range sets {
+		for _, p := range ps {
+			if other, ok := seen[p.Problem]; ok {
+				t.Errorf("problem %q is in the %s and the %s sets", p.Problem, other, name)
+			}
+			seen[p.Problem] = name
 		}
 	}
 }
 
 // TestWarmReusable: a finished warm-up is reused only for the same seed and
-// sizes.
+// settings.
 func TestWarmReusable(t *testing.T) {
 	o := tiny(t)
+	s := settings(t, o)
 	dir := filepath.Join(o.Out, "model-warm")
-	if ok, why := warmReusable(o, dir); ok || !strings.Contains(why, "no finished warm-up") {
+	if ok, why := warmReusable(o, s, dir); ok || !strings.Contains(why, "no finished warm-up") {
 		t.Errorf("empty folder: %v %q", ok, why)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stamp, _ := json.Marshal(stampOf(o))
+	stamp, _ := json.Marshal(stampOf(o, s))
 	if err := os.WriteFile(filepath.Join(dir, warmStampFile), stamp, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := warmReusable(o, dir); !ok {
+	if ok, _ := warmReusable(o, s, dir); !ok {
 		t.Error("the same demo's warm-up is not reused")
 	}
+	s2 := s
+	s2.Model.Hidden *= 2
+	if ok, why := warmReusable(o, s2, dir); ok || !strings.Contains(why, "other demo settings") {
+		t.Errorf("another model size: %v %q", ok, why)
+	}
 	o.Seed++
-	if ok, why := warmReusable(o, dir); ok || !strings.Contains(why, "other --seed or sizes") {
+	if ok, why := warmReusable(o, s, dir); ok || !strings.Contains(why, "another --seed") {
 		t.Errorf("another seed: %v %q", ok, why)
 	}
 }
 
-// TestReport prints the first and the last validation per group.
+// TestPairedChange: the change of mean@n and its paired standard error on a
+// hand-computed case, and the errors.
+func TestPairedChange(t *testing.T) {
+	// n = 4: per-problem mean@4 before 0, .25, .5, 1; after .5, .25, 1, 1 →
+	// changes .5, 0, .5, 0: mean .25, sample sd √(4·.0625/3) = .288675,
+	// SE = .288675/2 = .144338
+	c, err := PairedChange([]int{0, 1, 2, 4}, []int{2, 1, 4, 4}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"before", c.Before, 0.4375}, {"after", c.After, 0.6875}, {"delta", c.Delta, 0.25},
+		{"se", c.SE, math.Sqrt(0.25/3) / 2}, {"z", c.Z(), 0.25 / (math.Sqrt(0.25/3) / 2)},
+	} {
+		if math.Abs(x.got-x.want) > 1e-12 {
+			t.Errorf("%s = %v, want %v", x.name, x.got, x.want)
+		}
+	}
+	if c.Problems != 4 {
+		t.Errorf("problems %d", c.Problems)
+	}
+	if c, _ := PairedChange([]int{1, 2}, []int{1, 2}, 4); c.SE != 0 || c.Z() != 0 {
+		t.Errorf("no change: %+v", c)
+	}
+	for _, bad := range [][2][]int{{{1}, {1, 2}}, {nil, nil}} {
+		if _, err := PairedChange(bad[0], bad[1], 4); err == nil {
+			t.Errorf("PairedChange(%v, %v) accepted", bad[0], bad[1])
+		}
+	}
+}
+
+// TestReport prints the first and the last validation per group with the
+// paired standard errors, and refuses results it cannot pair.
 func TestReport(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, "validation.jsonl")
+	path, held := filepath.Join(dir, "validation.jsonl"), filepath.Join(dir, "heldout.jsonl")
+	if err := synth.WriteJSONL(held, []synth.Problem{
+		{Problem: "1", DataSource: "synth/b"}, {Problem: "2", DataSource: "synth/a"},
+		{Problem: "3", DataSource: "synth/b"}, {Problem: "4", DataSource: "synth/a"},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	var buf bytes.Buffer
 	for _, r := range []trainer.ValResult{
-		{Step: 0, N: 4, Prompts: 12, MeanAcc: 0.25, WorstAcc: 0.1, Benchmarks: map[string]*trainer.BenchResult{"synth/b": {MeanAcc: 0.4}, "synth/a": {MeanAcc: 0.1}}},
-		{Step: 5, N: 4, Prompts: 12, MeanAcc: 0.5},
-		{Step: 10, N: 4, Prompts: 12, MeanAcc: 0.75, WorstAcc: 0.5, Benchmarks: map[string]*trainer.BenchResult{"synth/b": {MeanAcc: 1}, "synth/a": {MeanAcc: 0.5}}},
+		{Step: 0, N: 4, Prompts: 4, WorstAcc: 0.125, PromptCorrect: []int{2, 0, 4, 1}},
+		{Step: 5, N: 4, Prompts: 4, PromptCorrect: []int{0, 0, 0, 0}},
+		{Step: 10, N: 4, Prompts: 4, WorstAcc: 0.5, PromptCorrect: []int{4, 2, 4, 2}},
 	} {
 		line, _ := json.Marshal(r)
 		buf.Write(append(line, '\n'))
@@ -105,16 +238,19 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := Report(&out, path, dir); err != nil {
+	if err := Report(&out, path, held, dir); err != nil {
 		t.Fatal(err)
 	}
+	// a: 0→.5, .25→.5: changes .5, .25 (mean .375, SE .125); b: .5→1, 1→1:
+	// .5, 0 (mean .25, SE .25); all: .5, .5, 0, .25 → mean .3125, SE .119682
 	want := `
-held-out accuracy (mean@4 over 12 problems never trained on)
-group                step 0    step 10
-synth/a               0.100      0.500
-synth/b               0.400      1.000
-all                   0.250      0.750
-worst group           0.100      0.500
+held-out accuracy (mean@4 over 4 problems never trained on)
+group                step 0    step 10        change ± SE
+synth/a               0.125      0.500    +0.375 ± 0.125
+synth/b               0.750      1.000    +0.250 ± 0.250
+all                   0.438      0.750    +0.312 ± 0.120
+worst group           0.125      0.500
+improvement: +0.312 = 2.6 standard errors (paired over the 4 problems: SE = sd of the per-problem change / √4)
 run folder: ` + dir + "\n"
 	if out.String() != want {
 		t.Errorf("report:\n%s\nwant:\n%s", out.String(), want)
@@ -122,13 +258,24 @@ run folder: ` + dir + "\n"
 	if err := os.WriteFile(path, buf.Bytes()[:bytes.IndexByte(buf.Bytes(), '\n')+1], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Report(&out, path, dir); err == nil || !strings.Contains(err.Error(), "before and after") {
+	if err := Report(&out, path, held, dir); err == nil || !strings.Contains(err.Error(), "before and after") {
 		t.Errorf("one validation: %v", err)
+	}
+	short := filepath.Join(dir, "short.jsonl")
+	if err := synth.WriteJSONL(short, []synth.Problem{{Problem: "1", DataSource: "synth/b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Report(&out, path, short, dir); err == nil || !strings.Contains(err.Error(), "per-problem results") {
+		t.Errorf("unpaired results: %v", err)
 	}
 }
 
-// TestConfig: the demo's files and seed fill configs/demo.yaml, and Sets
-// override it.
+// TestConfig: the demo's files and seed fill the trainer's part of
+// configs/demo.yaml, and Sets override it (demo.* keys are not the
+// trainer's).
 func TestConfig(t *testing.T) {
 	o := tiny(t)
 	o.Seed = 7
@@ -139,6 +286,10 @@ func TestConfig(t *testing.T) {
 	if cfg.Model.Path != "w" || cfg.Data.Train[0] != "a b.jsonl" || cfg.Validation.Files[0] != "v.jsonl" || cfg.Run.OutDir != o.Out ||
 		cfg.Run.Seed != 7 || cfg.Train.Steps != 1 || cfg.Train.Method != trainer.MethodPromptGDRO || cfg.Run.Device != "cpu" {
 		t.Errorf("config: %+v", cfg)
+	}
+	o.Sets = append(o.Sets, "train.nope=1")
+	if _, err := Config(o, "w", "a", "v"); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("unknown trainer key: %v", err)
 	}
 }
 
@@ -153,10 +304,12 @@ func TestRun(t *testing.T) {
 	if err := Run(context.Background(), o, &out, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if !strings.Contains(out.String(), "held-out accuracy (mean@1 over 6 problems never trained on)") || !strings.Contains(out.String(), "worst group") {
-		t.Errorf("report:\n%s", out.String())
+	for _, want := range []string{"held-out accuracy (mean@1 over 6 problems never trained on)", "worst group", "standard errors", "time: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
-	for _, f := range []string{"train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl"} {
+	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl"} {
 		if _, err := os.Stat(filepath.Join(o.Out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}

@@ -58,6 +58,20 @@ const (
 	DualExpected = "expected"
 )
 
+// DP objectives of paper mode: how the budget-exact DP weighs each class's
+// arm log-probability (docs/algorithm.md §7.3, §11 item 3).
+const (
+	// DPWeightBin is the paper's: the configuration of highest joint
+	// probability Π_b p_b(n_b), one factor per class present. The shadow
+	// price μ shapes the allocation (its terms μ·Σ_b n_b do not cancel).
+	DPWeightBin = "bin"
+	// DPWeightPrompt weighs class b's log-probability by its prompt count
+	// c_b: under the exact budget μ's terms sum to μ·(T − N·n̄) = 0 and
+	// cancel, and the DP maximizes Σ_b c_b·û_b(n_b), the exact primal
+	// solution for the current utility estimates.
+	DPWeightPrompt = "prompt"
+)
+
 // Config configures the classifier and both controllers. The zero value is
 // not useful: start from DefaultConfig or a Preset and override fields.
 type Config struct {
@@ -161,6 +175,10 @@ type RolloutConfig struct {
 	// DualSignal is the unconstrained choice driving μ: argmax (default) or
 	// expected.
 	DualSignal string `yaml:"dual_signal" json:"dual_signal"`
+	// DPWeight is paper mode's DP objective: bin (default, the paper's joint
+	// probability) or prompt (log-probabilities weighted by prompt counts).
+	// reference_compat always uses the reference's unweighted DP (= bin).
+	DPWeight string `yaml:"dp_weight" json:"dp_weight"`
 }
 
 // Edge sets shipped with gdrotrain (docs/algorithm.md §4.7).
@@ -208,6 +226,7 @@ func DefaultConfig() Config {
 			MuMax:      10,
 			Utility:    UtilityVariance,
 			DualSignal: DualArgmax,
+			DPWeight:   DPWeightBin,
 		},
 	}
 }
@@ -240,28 +259,39 @@ var presets = map[string]func(*Config){
 		c.Rollout.Enabled = true
 		c.Classifier = ClassifierConfig{Edges: Edges10, HistoryLen: 50}
 	},
-	// Reference Rollout-GDRO cases, bug for bug (docs/algorithm.md §4.7, §10): Prompt-GDRO
-	// computed but not applied, classifier without hysteresis, H = 50.
+	// Reference Rollout-GDRO cases, bug for bug (docs/algorithm.md §4.7, §10.3,
+	// §11 item 20): Prompt-GDRO computed but not applied, classifier without
+	// hysteresis, H = 50, and Prompt-GDRO's keys as run_rollout_groupdro.sh
+	// sets them — loss_norm_by_class is never set there, so no share
+	// normalisation, and gdro_ema_beta 0.4 (3 and 10 bins) or 0.12 (6 bins).
+	// The reference updates that shared Prompt-GDRO EMA twice per step
+	// (§11 item 20); gdrotrain updates it once. Its scores are never
+	// applied, so the allocation — what these presets replicate — is
+	// unaffected; only the logged bin_score differs.
 	"rollout-3bins-ref": func(c *Config) {
-		refRollout(c)
+		refRollout(c, 0.4)
 		c.Classifier = ClassifierConfig{Edges: Edges3, HistoryLen: 50, ExcludeExtremes: true}
 	},
 	"rollout-6bins-ref": func(c *Config) {
-		refRollout(c)
+		refRollout(c, 0.12)
 		c.Classifier = ClassifierConfig{Edges: Edges6, HistoryLen: 50}
 	},
 	"rollout-10bins-ref": func(c *Config) {
-		refRollout(c)
+		refRollout(c, 0.4)
 		c.Classifier = ClassifierConfig{Edges: Edges10, HistoryLen: 50}
 	},
 }
 
-func refRollout(c *Config) {
+// refRollout sets what every reference Rollout-GDRO case shares, with the
+// script's gdro_ema_beta.
+func refRollout(c *Config, emaBeta float64) {
 	c.Rollout.Enabled = true
 	c.Rollout.Mode = ModeReferenceCompat
 	c.Prompt.Enabled = true
 	c.Prompt.Apply = false
-	c.Prompt.EMABeta = 0.4
+	c.Prompt.EMABeta = emaBeta
+	off := false
+	c.Prompt.ShareNorm = &off
 }
 
 // PresetNames lists the preset names in sorted order.
@@ -506,6 +536,12 @@ func (c RolloutConfig) Validate() error {
 	case DualArgmax, DualExpected:
 	default:
 		return fmt.Errorf("gdro config: rollout.dual_signal = %q must be %s or %s", c.DualSignal, DualArgmax, DualExpected)
+	}
+	switch {
+	case c.DPWeight != DPWeightBin && c.DPWeight != DPWeightPrompt:
+		return fmt.Errorf("gdro config: rollout.dp_weight = %q must be %s or %s", c.DPWeight, DPWeightBin, DPWeightPrompt)
+	case c.Mode == ModeReferenceCompat && c.DPWeight != DPWeightBin:
+		return fmt.Errorf("gdro config: rollout.dp_weight = %s needs mode %s (%s runs the reference's unweighted DP, dp_weight %s)", c.DPWeight, ModePaper, ModeReferenceCompat, DPWeightBin)
 	}
 	return nil
 }

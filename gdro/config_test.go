@@ -55,6 +55,38 @@ func TestPresetClassCounts(t *testing.T) {
 	}
 }
 
+// The reference Rollout-GDRO presets carry what run_rollout_groupdro.sh sets
+// for the (unapplied) Prompt-GDRO object: no share normalisation
+// (loss_norm_by_class is never set there) and gdro_ema_beta 0.4, or 0.12 in
+// the 6-bin case (docs/algorithm.md §10.3); the Prompt-GDRO presets keep
+// share normalisation and β 0.12 (run_groupdro.sh).
+func TestReferencePresetsMatchScripts(t *testing.T) {
+	for _, c := range []struct {
+		preset    string
+		shareNorm bool
+		beta      float64
+		apply     bool
+	}{
+		{"rollout-3bins-ref", false, 0.4, false},
+		{"rollout-6bins-ref", false, 0.12, false},
+		{"rollout-10bins-ref", false, 0.4, false},
+		{"prompt-3bins-ref", true, 0.12, true},
+		{"prompt-6bins-ref", true, 0.12, true},
+		{"prompt-hardf-6bins-ref", true, 0.12, true},
+		{"prompt-softf-6bins-ref", true, 0.12, true},
+	} {
+		cfg, err := Preset(c.preset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := cfg.Prompt
+		if !p.Enabled || p.ShareNormOn() != c.shareNorm || p.EMABeta != c.beta || p.Apply != c.apply {
+			t.Errorf("%s: prompt enabled %v, share norm %v, β %v, apply %v; want true, %v, %v, %v",
+				c.preset, p.Enabled, p.ShareNormOn(), p.EMABeta, p.Apply, c.shareNorm, c.beta, c.apply)
+		}
+	}
+}
+
 func TestValidateNamesField(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -89,6 +121,8 @@ func TestValidateNamesField(t *testing.T) {
 		{"mu init", func(c *Config) { c.Rollout.MuInit = 11 }, "rollout.mu_init"},
 		{"utility", func(c *Config) { c.Rollout.Utility = "reward" }, "rollout.utility"},
 		{"dual signal", func(c *Config) { c.Rollout.DualSignal = "mean" }, "rollout.dual_signal"},
+		{"dp weight", func(c *Config) { c.Rollout.DPWeight = "rows" }, "rollout.dp_weight"},
+		{"dp weight in reference_compat", func(c *Config) { c.Rollout.Mode, c.Rollout.DPWeight = ModeReferenceCompat, DPWeightPrompt }, "rollout.dp_weight"},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()

@@ -106,19 +106,25 @@
 //
 //   - Rollout-GDRO mode paper (default) is the intended controller, fixed
 //     (items 1–5): current prompts classified before generation, each prompt
-//     gets its own class's arm; per-arm EMA (β = 0.4, first observation
-//     initializes) credited only to the rows that used the arm; the default
-//     utility is the variance reduction 4·σ̂²·(1 − n̄/n) (see rollout.go);
-//     never-observed arms read a variance-model prior; μ moves by projected
-//     dual ascent on the argmax best responses (μ ∈ [0, mu_max]), and is
-//     applied as a price in the arm scores û_b(n) − μ·(n − n̄). The DP weighs
-//     each class by its prompt count in paper mode, so with an exact budget
-//     it maximizes Σ_b c_b·û_b(n_b); the reference_compat DP is unweighted.
+//     gets its own class's arm; utilities credited only to the rows that
+//     used the arm and pooled per class (EMA β = 0.4, first observation
+//     initializes), so one stale draw cannot pin an arm; the default utility
+//     is the variance reduction 4·σ̂²·(1 − n̄/n) from the class's pooled
+//     within-prompt variance, neg_loss the paper's −mean loss (see
+//     rollout.go); μ moves by projected dual ascent on the argmax best
+//     responses (μ ∈ [0, mu_max]) and is a price in the arm scores
+//     û_b(n) − μ·(n − n̄), i.e. the paper's arm loss −Ĵ_b(n) + μ·n. The DP
+//     picks the exact-budget configuration of highest joint probability
+//     Π_b p_b(n_b) (dp_weight bin, the paper's), which μ shapes; dp_weight
+//     prompt weighs each class by its prompt count, so μ cancels and the DP
+//     maximizes Σ_b c_b·û_b(n_b). The reference_compat DP is unweighted.
 //   - reference_compat is bug for bug (docs/algorithm.md §7.4, §7.7): stale positional labels
 //     with stride n̄, no arm or μ updates, lexicographic tie-break. Not
 //     reproduced: the docs/algorithm.md §7.9 proportional fallback (unreachable with
 //     contiguous arms; an inexact DP result is used as is and reported), the
-//     doubled Prompt-GDRO EMA (item 20), the Prompt-GDRO object sharing (η, γ
+//     doubled Prompt-GDRO EMA of the reference's Rollout-GDRO runs (item 20;
+//     those scores are never applied, so no allocation changes), the
+//     Prompt-GDRO object sharing (η, γ
 //     are the rollout section's; probabilities are uniform either way).
 //   - Prompt-GDRO follows the reference (item 7): softmax + γ over present
 //     classes, mean-1 over rows, cap after the renormalization; the signal is

@@ -198,7 +198,8 @@ func TestPromptSignalZeroAtRatioOne(t *testing.T) {
 	}
 }
 
-// GRPO advantage vectors of docs/algorithm.md §5.2 (the simulator's advantages).
+// GRPO advantage vectors of docs/algorithm.md §5.2 (the simulator's
+// advantages, internal/grpo's, the same function as the trainer's).
 func TestGRPOAdvantagesSpecVectors(t *testing.T) {
 	b := func(k, n int) []bool {
 		s := make([]bool, n)
@@ -214,7 +215,9 @@ func TestGRPOAdvantagesSpecVectors(t *testing.T) {
 	checkClose(t, "1 of 12 correct", a[0], 3.1754210, 5e-8)
 	checkClose(t, "1 of 12 wrong", a[1], -0.2886746, 5e-8)
 	checkSlice(t, "all equal", grpoAdvantages(b(3, 3)), []float64{0, 0, 0}, 0)
-	checkSlice(t, "single row", grpoAdvantages(b(1, 1)), []float64{0}, 0)
+	// a single rollout keeps its raw reward (μ = 0, σ = 1), as in the trainer
+	checkSlice(t, "single correct row", grpoAdvantages(b(1, 1)), []float64{1 / (1 + 1e-6)}, 1e-15)
+	checkSlice(t, "single wrong row", grpoAdvantages(b(0, 1)), []float64{-1 / (1 + 1e-6)}, 1e-15)
 }
 
 // Frequency debiasing: a rare bin (present one step in five, 2 of 40

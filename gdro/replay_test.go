@@ -30,14 +30,16 @@ func loadTestConfig(t *testing.T, path string) Config {
 // S_0 = 1 − 3/8 = 0.625; class 0's variance v̄_0 = (0.25 + 0)/2 = 0.125.
 //
 // step 2: a (acc 1) → bin 1, b, c → bin 0. Class 1 is unobserved (flat),
-// class 0 reads the prior 0.5·(1 − 4/a) except the observed arm 4 (0), so the
-// DP (weights 1 and 2, budget 12) gives n_0 = 5, n_1 = 2. Best responses 4
-// and 6 → v = 4/3 + 4 − 4 = 4/3, μ → 0.05·4/3. Prompt-GDRO: p_0 =
+// class 0 reads its pooled 4·0.125·(1 − 4/a) = 0.5·(1 − 4/a) for every arm,
+// so the joint-probability DP (2·n_0 + n_1 = 12, n_1 ∈ [2, 6]) gives
+// n_0 = 5, n_1 = 2. Best responses 4 and 6 → v = 4/3 + 4 − 4 = 4/3,
+// μ → 0.05·4/3. Prompt-GDRO: p_0 =
 // 0.99·e^{0.40625}/(e^{0.40625} + 1) + 0.005, p_1 the rest, multipliers p·12/(10p_0 + 2p_1).
 // Then S_0 = 0.88·0.625 + 0.12·0.8 = 0.646, S_1 = 1 − 1/2 = 0.5.
 //
-// step 3: c and a both have acc 1 → bin 1 → n = 4, 4. Class 1's best
-// response is 6 (2·(1 − 4/6) − 2μ beats the observed arm 2 and 5) → v = 2.
+// step 3: c and a both have acc 1 → bin 1 → n = 4, 4. Class 1 reads its
+// pooled 4·0.5·(1 − 4/a) (a's two rollouts split): its best response is 6
+// (2·(1 − 4/6) − 2μ beats 5 and every smaller arm) → v = 2.
 func TestReplaySmallTrace(t *testing.T) {
 	cfg := loadTestConfig(t, "testdata/replay_small.yaml")
 	f, err := os.Open("testdata/trace_small.jsonl")

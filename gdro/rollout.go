@@ -7,36 +7,51 @@ package gdro
 //
 //   - The current prompts are classified before generation and every prompt
 //     gets its own class's arm (no stale positional labels).
-//   - Per class b and arm a, û_b(a) is an EMA (weight β on the new value,
-//     the first observation initializes) of the utility observed on exactly
-//     the rows that used arm a in class b. A never-observed arm reads a prior:
-//     with the variance utility 4·v̄_b·(1 − n̄/a), v̄_b an EMA of the class's
-//     within-prompt variance over all its rows (0 before any), so the bandit
-//     can move to arms it has not tried yet; with the loss utilities 0.
+//   - Each class b keeps an estimate û_b(a) of every arm's utility, pooled
+//     over the class so that one stale draw cannot pin an arm:
+//     variance (default): û_b(a) = 4·v̄_b·(1 − n̄/a) for every arm, v̄_b an
+//     EMA (weight β, first observation initializes) of the unbiased
+//     within-prompt variance of correctness over all the class's prompts,
+//     whatever arm they used (the estimate of σ² does not depend on the
+//     arm that measured it); neg_loss / loss: û_b(a) = L_b + δ_b(a), with
+//     L_b an EMA of the class's pooled utility (∓ its mean row loss over
+//     all its rows) and δ_b(a) an EMA, over the steps arm a was used, of
+//     its utility minus the class's level before that step. An arm that has
+//     not been used for a while follows its class's level instead of
+//     keeping a stale value, and an arm never used reads the level. A
+//     class never observed reads 0 for every arm. (Each step a class uses
+//     one arm, so a per-arm EMA alone would freeze every other arm.)
 //   - Arm probabilities use the Lagrangian score
 //     s_b(a) = û_b(a) − μ·(a − n̄):  p_b = (1 − γ)·softmax(η·s_b) + γ/K.
-//   - The step's arms come from the DP of dp.go with cost
-//     c_b·(−ln max(p_b(a), 1e−12)) — each class weighted by its prompt count
-//     c_b, so under the exact budget the μ terms cancel and the DP maximizes
-//     Σ_b c_b·û_b(n_b) (up to the γ floor): the exact primal solution for
-//     the current utility estimates. η and γ therefore shape the logged arm
-//     probabilities (and μ under dual_signal: expected) but move the DP's
-//     choice only through the γ floor.
+//     This is the paper's arm loss L_b(a) = −Ĵ_b(a) + μ·a up to the
+//     per-class constant μ·n̄, which the softmax ignores.
+//   - The step's arms come from the DP of dp.go. dp_weight bin (default,
+//     the paper's): the configuration of highest joint probability
+//     Π_b p_b(n_b) under the exact budget, cost −ln max(p_b(a), 1e−12) per
+//     class. Its μ terms add up to −η·μ·Σ_b n_b, which the budget does not
+//     fix, so μ shapes the allocation: at the dual equilibrium (the
+//     unconstrained choices spend n̄ on average) the DP returns them, while
+//     a μ held at 0 leaves every class at its largest useful arm and the DP
+//     cuts the classes with the most prompts hardest. dp_weight prompt:
+//     cost c_b·(−ln p), each class weighted by its prompt count; the μ terms
+//     then sum to μ·(T − N·n̄) = 0 and cancel, and the DP maximizes
+//     Σ_b c_b·û_b(n_b) (up to the γ floor), the exact primal solution for
+//     the current estimates, whatever μ.
 //   - μ moves by projected dual ascent on the violation of the unconstrained
 //     per-class choices n_b^u (argmax_a s_b(a), ties to the arm nearest n̄,
 //     or E_{p_b}[n] with dual_signal: expected):
 //     v = Σ_b q̂_b·n_b^u − n̄,  μ ← clip(μ + α_μ·v, 0, μ_max).
 //     μ rises when the unconstrained choices overspend and falls when they
 //     underspend; the DP keeps every step exactly on budget.
-//   - Utility (RolloutConfig.Utility). variance (default): for the prompts of
-//     class b that used arm a, σ̂² is the mean over prompts of the unbiased
-//     within-prompt variance of correctness, and u = 4·σ̂²·(1 − n̄/a), the
+//   - Utility (RolloutConfig.Utility). variance: u = 4·σ̂²·(1 − n̄/a) is the
 //     reduction of the variance proxy σ²/n relative to n̄ rollouts, scaled so
-//     a prompt with solve rate ½ gives u ∈ [1 − n̄/n_min, 1 − n̄/n_max]. With
-//     û exact, the best response is a* = 2σ·√(n̄/μ) ∝ σ (the square-root law)
-//     and the DP minimizes Σ_b c_b σ_b²/n_b, i.e. the WSE proxy.
-//     neg_loss: u = −mean ℓ_r (paper main text); loss: u = +mean ℓ_r (the
-//     reference's dead adversarial sign).
+//     a prompt with solve rate ½ gives u ∈ [1 − n̄/n_min, 1 − n̄/n_max]. Its
+//     best response is a* = 2σ·√(n̄/μ) ∝ σ (the square-root law), which gives
+//     classes that are never or always solved (σ = 0) the smallest arm.
+//     neg_loss: u = −mean ℓ_r, the paper's main-text utility Ĵ_b = −mean
+//     loss (with the reference's surrogate ℓ it is near 0 at ρ = 1, so its
+//     allocation follows μ and the within-step drift); loss: u = +mean ℓ_r
+//     (the reference's dead adversarial sign).
 //
 // reference_compat — bug for bug (docs/algorithm.md §7.4, §7.6, §7.7):
 //
@@ -60,10 +75,18 @@ import (
 
 // RolloutState is the serializable state of Rollout-GDRO.
 type RolloutState struct {
-	Mu    float64     `json:"mu"`    // shadow price μ
-	Score [][]float64 `json:"score"` // (C, K) EMA arm utilities û_b(a)
-	Count [][]int     `json:"count"` // (C, K) observations per arm
-	Var   []float64   `json:"var"`   // (C) EMA v̄_b of the class's within-prompt variance of correctness
+	Mu float64 `json:"mu"` // shadow price μ
+	// Score (C, K): paper mode with a loss utility, the EMA offset δ_b(a) of
+	// arm a's utility from its class's level (û_b(a) = Level_b + δ_b(a));
+	// unused (0) with the variance utility; reference_compat, the
+	// reference's arm sums, which it never updates (0).
+	Score [][]float64 `json:"score"`
+	Count [][]int     `json:"count"` // (C, K) steps each arm was used in each class
+	Var   []float64   `json:"var"`   // (C) EMA v̄_b of the class's within-prompt variance of correctness (variance utility)
+	// Level (C) is the EMA of the class's pooled utility, ∓ its mean row
+	// loss (loss utilities). Absent in checkpoints written before it
+	// existed; Restore reads those as 0.
+	Level []float64 `json:"level,omitempty"`
 	// PrevLabels (reference_compat) are the labels stored by the last step
 	// for the next allocation (N); nil before the first step.
 	PrevLabels []int `json:"prev_labels,omitempty"`
@@ -87,7 +110,8 @@ func NewRollout(cfg RolloutConfig, nClasses int) (*Rollout, error) {
 		return nil, fmt.Errorf("gdro rollout: need ≥ 1 class, got %d", nClasses)
 	}
 	r := &Rollout{cfg: cfg, arms: cfg.ArmList(), nClasses: nClasses}
-	r.st = RolloutState{Mu: cfg.MuInit, Score: zeros2(nClasses, len(r.arms)), Count: izeros2(nClasses, len(r.arms)), Var: make([]float64, nClasses)}
+	r.st = RolloutState{Mu: cfg.MuInit, Score: zeros2(nClasses, len(r.arms)), Count: izeros2(nClasses, len(r.arms)),
+		Var: make([]float64, nClasses), Level: make([]float64, nClasses)}
 	return r, nil
 }
 
@@ -186,15 +210,14 @@ func (r *Rollout) unconstrained(b int, p []float64) float64 {
 	return float64(r.arms[best])
 }
 
-// utility is û_b(a) for arm index j, or the prior of a never-observed arm.
+// utility is û_b(a) for arm index j, pooled over class b (see the file
+// doc): 4·v̄_b·(1 − n̄/a) for the variance utility, the class's level plus
+// the arm's offset for the loss utilities; 0 for a class never observed.
 func (r *Rollout) utility(b, j int) float64 {
-	if r.st.Count[b][j] > 0 {
-		return r.st.Score[b][j]
-	}
 	if r.cfg.Utility == UtilityVariance {
 		return 4 * r.st.Var[b] * (1 - float64(r.cfg.NMean)/float64(r.arms[j]))
 	}
-	return 0
+	return r.st.Level[b] + r.st.Score[b][j]
 }
 
 func absInt(x int) int {
@@ -254,8 +277,8 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 	for k, b := range al.Order {
 		counts[k] = al.BinCount[b]
 		cost[k] = make([]float64, K)
-		w := 1.0
-		if r.cfg.Mode == ModePaper {
+		w := 1.0 // the paper's joint probability: one factor per class
+		if r.cfg.Mode == ModePaper && r.cfg.DPWeight == DPWeightPrompt {
 			w = float64(counts[k])
 		}
 		for j := range r.arms {
@@ -340,9 +363,13 @@ func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*Rollout
 	for j, a := range r.arms {
 		armIdx[a] = j
 	}
-	// accumulate per (class, arm): Σ utility terms and the number of terms
+	// Per (class, arm): Σ of the utility's raw terms and their number — the
+	// unbiased within-prompt variance per prompt (variance), the row loss
+	// per row (neg_loss, loss) — and the same pooled per class over its arms.
 	acc := zeros2(r.nClasses, K)
 	cnt := izeros2(r.nClasses, K)
+	pooled := make([]float64, r.nClasses) // (C)
+	pooledN := make([]int, r.nClasses)    // (C)
 	row := 0
 	for i, c := range classes {
 		j, ok := armIdx[n[i]]
@@ -358,8 +385,11 @@ func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*Rollout
 				}
 			}
 			m := float64(n[i])
-			acc[c][j] += float64(k) * (m - float64(k)) / (m * (m - 1)) // unbiased variance
+			v := float64(k) * (m - float64(k)) / (m * (m - 1)) // unbiased variance
+			acc[c][j] += v
 			cnt[c][j]++
+			pooled[c] += v
+			pooledN[c]++
 		default:
 			for _, l := range rows.Loss[row : row+n[i]] {
 				if !finite(l) {
@@ -367,47 +397,57 @@ func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*Rollout
 				}
 				acc[c][j] += l
 				cnt[c][j]++
+				pooled[c] += l
+				pooledN[c]++
 			}
 		}
 		row += n[i]
 	}
 	beta := r.cfg.EMABeta
+	ema := func(old, x float64, first bool) float64 {
+		if first {
+			return x
+		}
+		return (1-beta)*old + beta*x
+	}
+	sign := 1.0 // loss utilities: u = sign · mean ℓ
+	if r.cfg.Utility == UtilityNegLoss {
+		sign = -1
+	}
 	for b := 0; b < r.nClasses; b++ {
-		if r.cfg.Utility == UtilityVariance {
-			vs, vn, seen := 0.0, 0, 0
-			for j := range r.arms {
-				vs += acc[b][j]
-				vn += cnt[b][j]
-				seen += r.st.Count[b][j]
-			}
-			if vn > 0 {
-				if v := vs / float64(vn); seen == 0 {
-					r.st.Var[b] = v
-				} else {
-					r.st.Var[b] = (1-beta)*r.st.Var[b] + beta*v
-				}
-			}
+		if pooledN[b] == 0 {
+			continue // absent classes keep their estimates
+		}
+		first := true
+		for _, k := range r.st.Count[b] {
+			first = first && k == 0
+		}
+		pm := pooled[b] / float64(pooledN[b])
+		prevLevel := r.st.Level[b]
+		switch r.cfg.Utility {
+		case UtilityVariance:
+			r.st.Var[b] = ema(r.st.Var[b], pm, first)
+		default:
+			r.st.Level[b] = ema(prevLevel, sign*pm, first)
 		}
 		for j, a := range r.arms {
 			if cnt[b][j] == 0 {
 				continue
 			}
 			mean := acc[b][j] / float64(cnt[b][j])
-			var u float64
-			switch r.cfg.Utility {
-			case UtilityVariance:
+			u := sign * mean
+			if r.cfg.Utility == UtilityVariance {
 				u = 4 * mean * (1 - float64(r.cfg.NMean)/float64(a))
-			case UtilityNegLoss:
-				u = -mean
-			case UtilityLoss:
-				u = mean
+			} else {
+				// the arm's offset from the class's level before this step
+				// (from this step's pooled value on the class's first step)
+				ref := prevLevel
+				if first {
+					ref = r.st.Level[b]
+				}
+				r.st.Score[b][j] = ema(r.st.Score[b][j], u-ref, r.st.Count[b][j] == 0)
 			}
 			up.Utility[b][j], up.Observed[b][j] = u, true
-			if r.st.Count[b][j] == 0 {
-				r.st.Score[b][j] = u
-			} else {
-				r.st.Score[b][j] = (1-beta)*r.st.Score[b][j] + beta*u
-			}
 			r.st.Count[b][j]++
 		}
 	}
@@ -428,7 +468,8 @@ func (r *Rollout) ArmProbs() [][]float64 {
 
 // State returns a deep copy of the state.
 func (r *Rollout) State() RolloutState {
-	s := RolloutState{Mu: r.st.Mu, Score: make([][]float64, r.nClasses), Count: make([][]int, r.nClasses), Var: append([]float64(nil), r.st.Var...)}
+	s := RolloutState{Mu: r.st.Mu, Score: make([][]float64, r.nClasses), Count: make([][]int, r.nClasses),
+		Var: append([]float64(nil), r.st.Var...), Level: append([]float64(nil), r.st.Level...)}
 	for b := range s.Score {
 		s.Score[b] = append([]float64(nil), r.st.Score[b]...)
 		s.Count[b] = append([]int(nil), r.st.Count[b]...)
@@ -450,6 +491,18 @@ func (r *Rollout) Restore(s RolloutState) error {
 			return fmt.Errorf("gdro rollout state: class %d has variance %v", b, v)
 		}
 	}
+	level := s.Level
+	if level == nil { // a checkpoint written before Level existed
+		level = make([]float64, r.nClasses)
+	}
+	if len(level) != r.nClasses {
+		return fmt.Errorf("gdro rollout state: want %d classes, got level %d", r.nClasses, len(level))
+	}
+	for b, v := range level {
+		if !finite(v) {
+			return fmt.Errorf("gdro rollout state: class %d has level %v", b, v)
+		}
+	}
 	if !(s.Mu >= 0 && s.Mu <= r.cfg.MuMax) {
 		return fmt.Errorf("gdro rollout state: mu = %v outside [0, %v]", s.Mu, r.cfg.MuMax)
 	}
@@ -468,7 +521,8 @@ func (r *Rollout) Restore(s RolloutState) error {
 			return fmt.Errorf("gdro rollout state: prev_labels[%d] = %d outside [0, %d)", i, c, r.nClasses)
 		}
 	}
-	r.st = RolloutState{Mu: s.Mu, Score: zeros2(r.nClasses, K), Count: izeros2(r.nClasses, K), Var: append([]float64(nil), s.Var...)}
+	r.st = RolloutState{Mu: s.Mu, Score: zeros2(r.nClasses, K), Count: izeros2(r.nClasses, K),
+		Var: append([]float64(nil), s.Var...), Level: append([]float64(nil), level...)}
 	for b := range s.Score {
 		copy(r.st.Score[b], s.Score[b])
 		copy(r.st.Count[b], s.Count[b])

@@ -32,11 +32,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 )
 
 // SimConfig configures the simulator; DefaultSimConfig has the defaults.
@@ -429,34 +431,19 @@ func fmtFloats(v []float64, f string) string {
 	return strings.Join(parts, " ")
 }
 
-// grpoAdvantages returns the GRPO advantages of one group (docs/algorithm.md §5.2) for
-// math_dapo rewards ±1: (r − mean)/(std + 1e−6) with the unbiased std; a
-// single row gets 0.
+// grpoAdvantages returns the GRPO advantages of one group for math_dapo
+// rewards ±1 (ε = 1e−6, no clip), computed by internal/grpo — the function
+// the trainer uses (docs/algorithm.md §5.2), so a single-rollout group keeps
+// its raw reward here too.
 func grpoAdvantages(correct []bool) []float64 {
-	n := len(correct)
-	a := make([]float64, n)
-	if n < 2 {
-		return a
-	}
-	r := make([]float64, n)
-	m := 0.0
+	r := make([]float64, len(correct))
 	for j, ok := range correct {
 		r[j] = -1
 		if ok {
 			r[j] = 1
 		}
-		m += r[j]
 	}
-	m /= float64(n)
-	v := 0.0
-	for _, x := range r {
-		v += (x - m) * (x - m)
-	}
-	sd := math.Sqrt(v / float64(n-1))
-	for j, x := range r {
-		a[j] = (x - m) / (sd + 1e-6)
-	}
-	return a
+	return grpo.Group(r, 1e-6, 0)
 }
 
 // surrogate is the simulated loss signal −A·(1 + noise·ξ), ξ keyed by

@@ -3,9 +3,12 @@ package gdro
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"math"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 )
 
 func smallSim() SimConfig {
@@ -164,5 +167,95 @@ func TestRNG(t *testing.T) {
 	}
 	if rng.UniformAt(1, 2) != rng.UniformAt(1, 2) || rng.UniformAt(1, 2) == rng.UniformAt(1, 3) {
 		t.Error("uniformAt is not a keyed function")
+	}
+}
+
+// The dual step changes the paper-mode allocation (docs/algorithm.md §7.3):
+// the default gdro-sim run with α_μ = 0.05 and with α_μ = 0 chooses
+// different arms on most steps, whatever γ (before the joint-probability DP
+// the two runs were identical step for step at γ = 0), and only the run
+// whose μ moves beats the uniform allocation's WSE. With dp_weight prompt
+// μ cancels and the dual step changes little.
+func TestSimulateDualStepShapesAllocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size simulations")
+	}
+	run := func(gamma, dualLR float64, weight string) (*SimSummary, []StepRecord) {
+		cfg, _ := Preset("rollout-10bins")
+		cfg.Rollout.Gamma, cfg.Rollout.DualLR, cfg.Rollout.DPWeight = gamma, dualLR, weight
+		var out bytes.Buffer
+		sum, err := Simulate(cfg, DefaultSimConfig(), &out, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []StepRecord
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var r StepRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			recs = append(recs, r)
+		}
+		return sum, recs
+	}
+	differing := func(a, b []StepRecord) int {
+		n := 0
+		for i := range a {
+			if !slices.Equal(a[i].BinN, b[i].BinN) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, gamma := range []float64{0.01, 0} {
+		with, a := run(gamma, 0.05, DPWeightBin)
+		without, b := run(gamma, 0, DPWeightBin)
+		d := differing(a, b)
+		t.Logf("γ %v: arms differ on %d of %d steps; WSE reduction %.4f with the dual step, %.4f without; μ late %.4f",
+			gamma, d, len(a), with.WSEReduction, without.WSEReduction, with.MuMeanLate)
+		if d < len(a)/2 {
+			t.Errorf("γ %v: the dual step changed the arms on %d of %d steps, want at least half", gamma, d, len(a))
+		}
+		if !(with.WSEReduction > 0.02 && without.WSEReduction < with.WSEReduction-0.03) {
+			t.Errorf("γ %v: WSE reduction %.4f with the dual step, %.4f without: want > 2%% and ≥ 3 points better", gamma, with.WSEReduction, without.WSEReduction)
+		}
+		if without.MuFinal != 0 || !(with.MuMeanLate > 0) {
+			t.Errorf("γ %v: μ %v without the dual step, %v with", gamma, without.MuFinal, with.MuMeanLate)
+		}
+	}
+	// the exact primal (dp_weight prompt) needs no μ: at γ = 0 its arms do not depend on it
+	_, a := run(0, 0.05, DPWeightPrompt)
+	_, b := run(0, 0, DPWeightPrompt)
+	if d := differing(a, b); d != 0 {
+		t.Errorf("dp_weight prompt, γ 0: the dual step changed the arms on %d steps, want 0", d)
+	}
+}
+
+// μ is the budget's shadow price in the simulator too: over the second half
+// of the default run its mean falls as the budget n̄ grows (0.134, 0.085,
+// 0.053 for n̄ = 3, 4, 6). The dual step is 0.01 here: at the default 0.05
+// the argmax best responses of classes with no measured variance jump
+// between n̄ (μ = 0, a tie) and n_min (μ > 0), and μ chatters near 0 once
+// the budget is loose (n̄ = 6: 0.093).
+func TestSimulateMuTracksBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("full-size simulations")
+	}
+	prev := math.Inf(1)
+	for _, nbar := range []int{3, 4, 6} {
+		cfg, _ := Preset("rollout-10bins")
+		cfg.Rollout.NMean, cfg.Rollout.DualLR = nbar, 0.01
+		sum, err := Simulate(cfg, DefaultSimConfig(), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("n̄ %d: μ over the second half %.4f, WSE reduction %.4f", nbar, sum.MuMeanLate, sum.WSEReduction)
+		if !(sum.MuMeanLate < 0.9*prev) {
+			t.Errorf("n̄ %d: mean μ %.4f, want below 0.9 × %.4f (the tighter budget's)", nbar, sum.MuMeanLate, prev)
+		}
+		if !(sum.WSEReduction > 0.02) {
+			t.Errorf("n̄ %d: WSE reduction %.4f, want > 2%%", nbar, sum.WSEReduction)
+		}
+		prev = sum.MuMeanLate
 	}
 }

@@ -149,6 +149,31 @@ func TrainFLOPs(s BenchShape) float64 {
 	return 3 * fwd
 }
 
+// DecodeStep runs one decode step of in and brings back what the sampler
+// needs for unfiltered sampling: whole logit rows, or on a RowSampler
+// backend (as the sampler does there) each row's chunk sums and one chunk
+// of 1024 logits, the logits staying on the device.
+func DecodeStep(m *Model, kv *KVCache, in []StepInput) error {
+	b, V := m.B, m.Cfg.VocabSize
+	rs, ok := b.(RowSampler)
+	if !ok {
+		_, err := m.Step(kv, in)
+		return err
+	}
+	t, err := m.StepLogits(kv, in)
+	if err != nil {
+		return err
+	}
+	defer Release(b, t)
+	rs.ChunkSums(t, 1, 1024)
+	chunk := make([]float32, min(1024, V))
+	flat := t.View(t.Numel())
+	for r := range in {
+		b.Download(flat.Rows(r*V, r*V+len(chunk)), chunk)
+	}
+	return m.checkErr("decode step")
+}
+
 // DecodeResult is the throughput of cached decoding.
 type DecodeResult struct {
 	Batch, Context int
@@ -167,6 +192,17 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 		return DecodeResult{}, err
 	}
 	m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	// As generation runs: bf16 weight copies and a bf16 KV cache where the
+	// backend keeps them.
+	wBytes, kvBytes := 4.0, 4.0
+	if made, err := m.ShadowWeights(); err != nil {
+		return DecodeResult{}, err
+	} else if made {
+		wBytes = 2
+	}
+	if _, ok := b.(HalfStore); ok {
+		m.KVCacheBF16, kvBytes = true, 2
+	}
 	kv := m.NewKVCache(batch, context+steps+1)
 	defer kv.Release()
 	rng := rand.New(rand.NewPCG(2, 2))
@@ -189,25 +225,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 	for s := range in {
 		in[s] = StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
 	}
-	step := func() error { _, err := m.Step(kv, in); return err }
-	if rs, ok := b.(RowSampler); ok {
-		// As the sampler does on such a backend (unfiltered sampling): the
-		// logits stay on the device; per row, chunk sums and one chunk come back.
-		step = func() error {
-			t, err := m.StepLogits(kv, in)
-			if err != nil {
-				return err
-			}
-			rs.ChunkSums(t, 1, 1024)
-			chunk := make([]float32, min(1024, cfg.VocabSize))
-			flat := t.View(t.Numel())
-			for r := range in {
-				b.Download(flat.Rows(r*cfg.VocabSize, r*cfg.VocabSize+len(chunk)), chunk)
-			}
-			Release(b, t)
-			return m.checkErr("decode bench")
-		}
-	}
+	step := func() error { return DecodeStep(m, kv, in) }
 	if err := step(); err != nil { // warm-up
 		return DecodeResult{}, err
 	}
@@ -218,7 +236,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 		}
 	}
 	secs := time.Since(start).Seconds()
-	kvBytes := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * 4
+	kvRead := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * kvBytes
 	return DecodeResult{Batch: batch, Context: context, TokPerS: float64(batch*steps) / secs,
-		StepBytes: float64(cfg.NumParams())*4 + kvBytes}, nil
+		StepBytes: float64(cfg.NumParams())*wBytes + kvRead}, nil
 }

@@ -92,14 +92,18 @@ func Generate(perGroup int, seed uint64, exclude map[string]bool) []Problem {
 }
 
 // FirstPerGroup keeps the first n problems of each group, in order.
-func FirstPerGroup(ps []Problem, n int) []Problem {
+func FirstPerGroup(ps []Problem, n int) []Problem { return PerGroup(ps, 0, n) }
+
+// PerGroup keeps the problems ranked lo, …, hi−1 within their group, in
+// order: PerGroup(ps, 0, a) and PerGroup(ps, a, b) are disjoint.
+func PerGroup(ps []Problem, lo, hi int) []Problem {
 	count := map[string]int{}
 	var out []Problem
 	for _, p := range ps {
-		if count[p.DataSource] < n {
-			count[p.DataSource]++
+		if k := count[p.DataSource]; k >= lo && k < hi {
 			out = append(out, p)
 		}
+		count[p.DataSource]++
 	}
 	return out
 }

@@ -26,6 +26,8 @@ package trainer
 import (
 	"fmt"
 	"math"
+
+	"github.com/gdrotrain/gdrotrain/internal/grpo"
 )
 
 // LossConfig holds the GRPO loss settings (docs/algorithm.md §5, §10).
@@ -66,35 +68,11 @@ func (c LossConfig) Validate() error {
 }
 
 // Advantages returns GRPO advantages for rewards grouped by group[i] (any
-// group ids; groups may have different sizes).
+// group ids; groups may have different sizes). It is internal/grpo's
+// function, the one gdro-sim uses too: a group of one row keeps its raw
+// reward (μ = 0, σ = 1), as in the reference (docs/algorithm.md §5.2).
 func Advantages(rewards []float64, group []int, eps, clip float64) []float64 {
-	sum, sq, count := map[int]float64{}, map[int]float64{}, map[int]int{}
-	for i, r := range rewards {
-		sum[group[i]] += r
-		count[group[i]]++
-	}
-	mean := map[int]float64{}
-	for g, s := range sum {
-		mean[g] = s / float64(count[g])
-	}
-	for i, r := range rewards {
-		d := r - mean[group[i]]
-		sq[group[i]] += d * d
-	}
-	out := make([]float64, len(rewards))
-	for i, r := range rewards {
-		g := group[i]
-		mu, sigma := mean[g], math.Sqrt(sq[g]/float64(count[g]-1))
-		if count[g] == 1 {
-			mu, sigma = 0, 1
-		}
-		a := (r - mu) / (sigma + eps)
-		if clip > 0 {
-			a = math.Max(-clip, math.Min(clip, a))
-		}
-		out[i] = a
-	}
-	return out
+	return grpo.Advantages(rewards, group, eps, clip)
 }
 
 // TokenTerms are one token's loss pieces and derivatives.

@@ -36,9 +36,13 @@ type ValResult struct {
 	WorstGroup string                  `json:"worst_group"`
 	WorstAcc   float64                 `json:"worst_group_acc"`
 	Benchmarks map[string]*BenchResult `json:"benchmarks"`
-	MeanLength float64                 `json:"response_len_mean"`
-	Truncation float64                 `json:"truncation_rate"`
-	GenTokens  int                     `json:"gen_tokens"`
+	// PromptCorrect is each prompt's number of correct samples (of N), in
+	// the order of the validation files, so two validations of one run can
+	// be compared prompt by prompt (paired standard errors, the demo).
+	PromptCorrect []int   `json:"prompt_correct"`
+	MeanLength    float64 `json:"response_len_mean"`
+	Truncation    float64 `json:"truncation_rate"`
+	GenTokens     int     `json:"gen_tokens"`
 }
 
 // PassAtK is the unbiased estimator 1 − C(n−c, k)/C(n, k) (Chen et al.
@@ -97,6 +101,7 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 			rows++
 		}
 		correct[p.DataSource] = append(correct[p.DataSource], c)
+		res.PromptCorrect = append(res.PromptCorrect, c)
 		accSum += float64(c) / float64(v.N)
 		if c > 0 {
 			anyCorrect++

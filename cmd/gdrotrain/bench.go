@@ -49,7 +49,10 @@ count, and warns when that is not an optimized BLAS.`,
 					return err
 				}
 				if cb, ok := b.(*cuda.Backend); ok && profile {
-					return cuda.WriteProfiles(cmd.OutOrStdout(), cb, asJSON)
+					if err := cuda.WriteProfiles(cmd.OutOrStdout(), cb, asJSON); err != nil {
+						return err
+					}
+					return cuda.WriteDecodeProfiles(cmd.OutOrStdout(), cb, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
@@ -74,7 +77,7 @@ count, and warns when that is not an optimized BLAS.`,
 	cmd.Flags().IntVar(&cpuBench.rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
 	cmd.Flags().IntVar(&cpuBench.threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
 	addDeviceFlags(cmd, &dev, "bf16")
-	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and estimate its H100 time and MFU from the counts")
+	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --profile: one JSON object per shape")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
