@@ -57,9 +57,10 @@ type Backend struct {
 	// attnTiles chooses the attention kernels: 0 picks per call (tiles
 	// for training-sized segments), +1 forces the tiled kernels, −1 the
 	// one-row-per-block kernels (tests run both).
-	attnTiles int
-	attnGEMM  int // attention products in cuBLAS: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
-	attnFlash int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
+	attnTiles  int
+	attnGEMM   int // attention products in cuBLAS: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
+	attnFlash  int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
+	attnDecode int // split-K decode kernels for per-row segments: −1 never, 1 always, 0 auto (same file)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes

@@ -148,11 +148,12 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 		b.attentionGEMM(p[0], lp, p[1], p[2], p[3], segs, H, G, D, scale)
 		return
 	}
-	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
-	kvWidth := 4
-	if hk {
-		kvWidth = 2
+	kvWidth := kWidth(hk)
+	if !b.useTiles(D, segs, len(qRow)) && b.useDecodeSplit(D, H, G) {
+		b.attentionDecode(suffix, p[0], lp, p[1], p[2], p[3], qRow, kStart, kCount, H, G, D, kvWidth, scale)
+		return
 	}
+	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
 	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*k.Shape[0]*G*D))
 	if b.useTiles(D, segs, len(qRow)) {
 		t0, tn, ks, kf := queryTiles(segs, attTile)

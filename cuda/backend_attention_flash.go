@@ -130,3 +130,55 @@ func sumInt32(xs []int32) int {
 	}
 	return s
 }
+
+// Split-K decode attention (kernels/attention_decode.cu).
+const (
+	decThreads = 128 // DEC_THREADS
+	decDMax    = 256 // DEC_DMAX
+	decPer     = 8   // DEC_PER
+	decMinKeys = 256 // keys a split takes at least
+)
+
+// useDecodeSplit reports whether the split-K decode kernels serve a call
+// the per-row kernels would otherwise take (decoding: a few query rows per
+// segment): head dims in whole 16-byte pieces, at most decPer query heads
+// per key/value head, and no kernel choice forced.
+func (b *Backend) useDecodeSplit(D, H, G int) bool {
+	if b.attnDecode < 0 || D%8 != 0 || D > decDMax || H/G > decPer {
+		return false
+	}
+	return b.attnDecode > 0 || b.attnTiles == 0
+}
+
+// decodeSplits picks how many key ranges each (row, key/value head) is cut
+// into: enough blocks for two per SM, each range at least decMinKeys long.
+func decodeSplits(blocks, sms, maxKeys int) int {
+	want := (2*sms + blocks - 1) / max(blocks, 1)
+	return max(1, min(want, (maxKeys+decMinKeys-1)/decMinKeys))
+}
+
+// attentionDecode computes out (and lse) for per-row segments.
+func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow, kStart, kCount []int32, H, G, D, kvWidth int, scale float32) {
+	maxKeys := 0
+	for _, n := range kCount {
+		maxKeys = max(maxKeys, int(n))
+	}
+	splits := decodeSplits(len(qRow)*G, b.d.Info.SMs, maxKeys)
+	part, err := b.alloc(len(qRow) * H * splits * (D + 2))
+	if !b.keep(err) {
+		return
+	}
+	defer b.free(part)
+	keys := float64(sumInt32(kCount))
+	rows := float64(len(qRow) * H)
+	// Keys and values once per key/value head; q once; the splits' partial
+	// sums written and read back; out and lse once.
+	b.kernelCost(int(4*float64(D*H)*keys), int(float64(kvWidth*2*D*G)*keys+4*rows*float64(D)+8*rows*float64(splits*(D+2))+4*rows*float64(D+1)))
+	addr, ok := b.upload("decode rows", qRow, kStart, kCount)
+	if !ok {
+		return
+	}
+	b.launch("attn_decode_split"+suffix, [3]int{len(qRow), G, splits}, decThreads, part.ptr, q, k, v,
+		addr[0], addr[1], addr[2], int32(H), int32(G), int32(D), scale, int32(splits))
+	b.launch("attn_decode_combine", [3]int{len(qRow), H}, decThreads, out, lse, part.ptr, addr[0], int32(H), int32(D), int32(splits))
+}

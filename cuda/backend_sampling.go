@@ -57,27 +57,67 @@ func (b *Backend) ChunkSums(logits *model.Tensor, temperature float64, chunk int
 		return nil, nil
 	}
 	chunks := (V + chunk - 1) / chunk
-	mx, err := b.allocBytes(R, 8)
+	// The maxima, then the sums, in one buffer and one download.
+	buf, err := b.allocBytes(R*(1+chunks), 8)
 	if !b.keep(err) {
 		return nil, nil
 	}
-	defer b.free(mx)
-	sums, err := b.allocBytes(R*chunks, 8)
-	if !b.keep(err) {
-		return nil, nil
-	}
-	defer b.free(sums)
-	b.launch("chunk_sums", [3]int{R}, 256, mx.ptr, sums.ptr, p[0], int32(V), temperature, int32(chunk))
-	hostMx, hostSums := make([]float64, R), make([]float64, R*chunks)
+	defer b.free(buf)
+	b.launch("chunk_sums", [3]int{R}, 256, buf.ptr, buf.ptr+uint64(8*R), p[0], int32(V), temperature, int32(chunk))
+	host := make([]float64, R*(1+chunks))
 	if R > 0 {
-		b.keep(b.d.copyOut(unsafe.Pointer(&hostMx[0]), mx.ptr, int64(R)*8))
-		b.keep(b.d.copyOut(unsafe.Pointer(&hostSums[0]), sums.ptr, int64(R*chunks)*8))
+		b.keep(b.d.copyOut(unsafe.Pointer(&host[0]), buf.ptr, int64(len(host))*8))
 	}
 	out := make([][]float64, R)
 	for r := range out {
-		out[r] = hostSums[r*chunks : (r+1)*chunks]
+		out[r] = host[R+r*chunks : R+(r+1)*chunks]
 	}
-	return hostMx, out
+	return host[:R], out
+}
+
+// Chunks gathers each requested chunk of logits on the device and brings
+// them all back in one download.
+func (b *Backend) Chunks(logits *model.Tensor, rows, chunks []int32, chunk int) [][]float32 {
+	p, ok := b.ptrs("chunks", logits)
+	if !ok {
+		return nil
+	}
+	R, V := model.Matrix(logits)
+	if len(rows) != len(chunks) || chunk < 1 {
+		b.keep(fmt.Errorf("chunks: %d rows, %d chunks of %d", len(rows), len(chunks), chunk))
+		return nil
+	}
+	for k := range rows {
+		if rows[k] < 0 || int(rows[k]) >= R || chunks[k] < 0 || int(chunks[k])*chunk >= V {
+			b.keep(fmt.Errorf("chunks: request %d (row %d, chunk %d) outside logits (%d, %d)", k, rows[k], chunks[k], R, V))
+			return nil
+		}
+	}
+	K := len(rows)
+	if K == 0 {
+		return nil
+	}
+	dst, err := b.alloc(K * chunk)
+	if !b.keep(err) {
+		return nil
+	}
+	defer b.free(dst)
+	addr, ok := b.upload("chunks", rows, chunks)
+	if !ok {
+		return nil
+	}
+	b.kernelCost(0, 8*K*chunk)
+	b.launch("gather_chunks", [3]int{K}, 256, dst.ptr, p[0], addr[0], addr[1], int32(V), int32(chunk))
+	host := make([]float32, K*chunk)
+	if !b.keep(b.d.copyOut(unsafe.Pointer(&host[0]), dst.ptr, int64(len(host))*4)) {
+		return nil
+	}
+	out := make([][]float32, K)
+	for k := range out {
+		lo := int(chunks[k]) * chunk
+		out[k] = host[k*chunk : k*chunk+min(chunk, V-lo)]
+	}
+	return out
 }
 
 var _ model.RowSampler = (*Backend)(nil)

@@ -196,17 +196,29 @@ func TestAttentionMatchesCPU(t *testing.T) {
 		tiles, gemm, flash int
 		tol                numcheck.Tol
 	}{{"row kernels", -1, -1, -1, fp32}, {"tiled kernels", 1, -1, -1, fp32}, {"tensor-core products", 0, 1, -1, fp32},
-		{"fused tensor-core kernels", 0, -1, 1, bf16}, {"auto", 0, 0, 0, fp32}} {
+		{"fused tensor-core kernels", 0, -1, 1, bf16}, {"split-K decode kernels", 0, -1, -2, fp32}, {"auto", 0, 0, 0, fp32}} {
 		t.Run(mode.name, func(t *testing.T) { attentionMatchesCPU(t, mode.tiles, mode.gemm, mode.flash, mode.tol) })
 	}
 }
 
+// attentionMatchesCPU runs the cases with a route forced; flash −2 forces
+// the split-K decode kernels for every call (the fused ones off).
 func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol) {
 	p := newPair(t, FP32)
-	p.gpu.(*Backend).attnTiles, p.gpu.(*Backend).attnGEMM, p.gpu.(*Backend).attnFlash = tiles, gemm, flash
+	gb := p.gpu.(*Backend)
+	gb.attnTiles, gb.attnGEMM, gb.attnFlash, gb.attnDecode = tiles, gemm, flash, -1
+	if flash == -2 {
+		gb.attnFlash, gb.attnDecode = -1, 1
+	}
 	before := p.gpu.(*Backend).Device().Launches()
 	defer func() {
 		after := p.gpu.(*Backend).Device().Launches()
+		if flash == -2 {
+			if n := after["attn_decode_split"] - before["attn_decode_split"]; n == 0 {
+				t.Errorf("split-K mode: attn_decode_split never launched")
+			}
+			return
+		}
 		if flash > 0 {
 			for _, k := range []string{"attn_flash_fwd", "attn_flash_fwd_kvh", "attn_flash_bwd_dq", "attn_flash_bwd_dkv"} {
 				if k != "attn_flash_fwd_kvh" && after[k]-before[k] == 0 {
@@ -571,6 +583,24 @@ func TestRowSampler(t *testing.T) {
 			}
 		}
 	}
+	// Chunks, the last one short (2500 = 2·1024 + 452), repeated and out of order.
+	rows, chunks := []int32{2, 0, 1, 2, 0}, []int32{2, 0, 1, 2, 2}
+	got := b.Chunks(lg, rows, chunks, 1024)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range rows {
+		lo := int(rows[k])*V + int(chunks[k])*1024
+		want := host[lo : lo+min(1024, V-int(chunks[k])*1024)]
+		if !slices.Equal(got[k], want) {
+			t.Errorf("chunk request %d (row %d, chunk %d): %d values, want %d, or values differ", k, rows[k], chunks[k], len(got[k]), len(want))
+		}
+	}
+	b.Chunks(lg, []int32{0}, []int32{3}, 1024)
+	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "outside logits") {
+		t.Errorf("chunk past the vocabulary: want a refusal, got %v", err)
+	}
+	b.ResetErr()
 }
 
 // TestGenerateMatchesCPU samples with the rollout package on both backends:

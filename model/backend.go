@@ -166,6 +166,10 @@ type RowSampler interface {
 	// for consecutive chunks of chunk ids, Σ exp(logit/temperature − mx)
 	// accumulated in float64.
 	ChunkSums(logits *Tensor, temperature float64, chunk int) (mx []float64, sums [][]float64)
+	// Chunks returns, for each k, the logits of row rows[k] at ids
+	// chunks[k]·chunk … (chunks[k]+1)·chunk − 1 (fewer at the end of the
+	// vocabulary), brought back in one download.
+	Chunks(logits *Tensor, rows, chunks []int32, chunk int) [][]float32
 }
 
 // Shadower is implemented by backends that can keep a bf16 copy of a

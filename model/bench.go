@@ -151,10 +151,11 @@ func TrainFLOPs(s BenchShape) float64 {
 
 // DecodeStep runs one decode step of in and brings back what the sampler
 // needs for unfiltered sampling: whole logit rows, or on a RowSampler
-// backend (as the sampler does there) each row's chunk sums and one chunk
-// of 1024 logits, the logits staying on the device.
+// backend (as the sampler does there) each row's chunk sums, then one
+// chunk of 1024 logits per row in one download, the logits staying on the
+// device.
 func DecodeStep(m *Model, kv *KVCache, in []StepInput) error {
-	b, V := m.B, m.Cfg.VocabSize
+	b := m.B
 	rs, ok := b.(RowSampler)
 	if !ok {
 		_, err := m.Step(kv, in)
@@ -166,11 +167,11 @@ func DecodeStep(m *Model, kv *KVCache, in []StepInput) error {
 	}
 	defer Release(b, t)
 	rs.ChunkSums(t, 1, 1024)
-	chunk := make([]float32, min(1024, V))
-	flat := t.View(t.Numel())
-	for r := range in {
-		b.Download(flat.Rows(r*V, r*V+len(chunk)), chunk)
+	rows, chunks := make([]int32, len(in)), make([]int32, len(in))
+	for r := range rows {
+		rows[r] = int32(r)
 	}
+	rs.Chunks(t, rows, chunks, 1024)
 	return m.checkErr("decode step")
 }
 

@@ -240,13 +240,30 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 		if err := backendErr(b); err != nil {
 			return err
 		}
+		// Every draw's chunk is located from the sums first, then all the
+		// chunks come back in one download (not one per draw).
+		var walks []chunkWalk
+		var rows, chunks []int32
 		for i, row := range readers {
 			for _, s := range row {
-				tok, lp, err := sampleChunked(b, t, i, V, mx[i], sums[i], p.Temperature, s.draw())
+				w := locate(i, sums[i], s.draw())
+				walks = append(walks, w)
+				rows, chunks = append(rows, int32(i)), append(chunks, int32(w.c))
+			}
+		}
+		got := rs.Chunks(t, rows, chunks, sampleChunk)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+		k := 0
+		for i, row := range readers {
+			for _, s := range row {
+				tok, lp, err := walks[k].walk(b, t, V, mx[i], sums[i], p.Temperature, got[k])
 				if err != nil {
 					return err
 				}
 				s.push(tok, lp)
+				k++
 			}
 		}
 	default: // top-p over the whole vocabulary needs the whole row
@@ -264,39 +281,56 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	return nil
 }
 
-// sampleChunked draws from softmax(row/temperature) given the row's max
-// and per-chunk sums: the chunk holding u·Σ is located from the sums, and
-// only that chunk's logits are downloaded and walked in id order.
-func sampleChunked(b model.Backend, t *model.Tensor, r, V int, mx float64, sums []float64, temperature, u float64) (int32, float32, error) {
-	var total float64
+// chunkWalk is one draw from softmax(row/temperature) by the row's max and
+// per-chunk sums: the chunk c holding u·Σ is located from the sums (cum is
+// the sum of the chunks before it), then its logits are walked in id order.
+type chunkWalk struct {
+	r, c               int
+	total, target, cum float64
+}
+
+// locate finds the chunk of row r that holds draw u.
+func locate(r int, sums []float64, u float64) chunkWalk {
+	w := chunkWalk{r: r}
 	for _, x := range sums {
-		total += x
+		w.total += x
 	}
-	target := u * total
+	w.target = u * w.total
+	for w.c = 0; w.c < len(sums)-1 && w.cum+sums[w.c] <= w.target; w.c++ {
+		w.cum += sums[w.c]
+	}
+	return w
+}
+
+// walk walks chunk w.c (its logits in first) and, should the walk end a
+// hair short of the target (the chunk sums came from the device's exp),
+// goes on as locate does from there: chunks skipped by their sums, the one
+// holding the target downloaded and walked.
+func (w chunkWalk) walk(b model.Backend, t *model.Tensor, V int, mx float64, sums []float64, temperature float64, first []float32) (int32, float32, error) {
 	flat := t.View(t.Numel())
-	var cum float64
-	for c := range sums {
-		if c < len(sums)-1 && cum+sums[c] <= target {
-			cum += sums[c]
-			continue
-		}
-		lo, hi := c*sampleChunk, min(V, (c+1)*sampleChunk)
-		chunk := make([]float32, hi-lo)
-		b.Download(flat.Rows(r*V+lo, r*V+hi), chunk)
-		if err := backendErr(b); err != nil {
-			return 0, 0, err
+	chunk, cum, nChunks := first, w.cum, len(sums)
+	for c := w.c; c < nChunks; c++ {
+		lo := c * sampleChunk
+		if c > w.c {
+			if c < nChunks-1 && cum+sums[c] <= w.target {
+				cum += sums[c]
+				continue
+			}
+			chunk = make([]float32, min(V, lo+sampleChunk)-lo)
+			b.Download(flat.Rows(w.r*V+lo, w.r*V+lo+len(chunk)), chunk)
+			if err := backendErr(b); err != nil {
+				return 0, 0, err
+			}
 		}
 		for j, v := range chunk {
 			q := math.Exp(float64(v)/temperature - mx)
 			cum += q
-			// The chunk sums came from the device's exp: if this walk ends
-			// a hair short of the target, the next chunk takes over.
-			if target < cum || (c == len(sums)-1 && j == len(chunk)-1) {
-				return int32(lo + j), float32(math.Log(q / total)), nil
+			if w.target < cum || (c == nChunks-1 && j == len(chunk)-1) {
+				return int32(lo + j), float32(math.Log(q / w.total)), nil
 			}
 		}
 	}
-	return 0, 0, fmt.Errorf("sampler: row %d: the chunk walk ended without a token (%d chunks)", r, len(sums))
+	return 0, 0, fmt.Errorf("sampler: row %d: the chunk walk ended without a token (%d chunks)", w.r, nChunks)
 }
 
 // backendErr returns and clears the backend's recorded error.

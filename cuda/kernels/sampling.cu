@@ -82,3 +82,16 @@ extern "C" __global__ void chunk_sums(double* mx, double* sums, const float* log
 		if (threadIdx.x == 0) sums[r * chunks + c] = s;
 	}
 }
+
+// gather_chunks copies, for each request k, the logits of row rows[k] at
+// ids chunks[k]·chunk … (up to V) into dst[k] (rows of chunk floats), so
+// every chunk a sampling step walks comes back in one download.
+// Grid: K blocks.
+extern "C" __global__ void gather_chunks(float* dst, const float* logits, const int* rows, const int* chunks, int V,
+                                         int chunk) {
+	int k = blockIdx.x;
+	long long lo = (long long)chunks[k] * chunk;
+	const float* src = logits + (long long)rows[k] * V + lo;
+	int n = (int)min((long long)chunk, V - lo);
+	for (int e = threadIdx.x; e < n; e += blockDim.x) dst[(long long)k * chunk + e] = src[e];
+}

@@ -81,6 +81,7 @@ type Code struct {
 	LoadBytes    int            // bytes those LDL load
 	TensorCore   int            // matrix instructions: HMMA, IMMA, DMMA, BMMA, HGMMA (wgmma)...
 	TensorOps    map[string]int // TensorCore by opcode
+	GlobalLoads  map[int]int    // LDG instructions by width in bytes (16: 128-bit vector loads)
 }
 
 // A SASS line: /*0070*/  @!P0 HMMA.16816.F32.BF16 R8, R8, R12, RZ ;  /* 0x... */
@@ -102,7 +103,7 @@ func ParseSASS(out string) (map[string]Code, error) {
 		line := sc.Text()
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "Function : "); ok {
 			flush()
-			fn, c = strings.TrimSpace(name), Code{TensorOps: map[string]int{}}
+			fn, c = strings.TrimSpace(name), Code{TensorOps: map[string]int{}, GlobalLoads: map[int]int{}}
 			continue
 		}
 		m := sassLine.FindStringSubmatch(line)
@@ -118,6 +119,8 @@ func ParseSASS(out string) (map[string]Code, error) {
 		case op == "LDL":
 			c.LocalLoads++
 			c.LoadBytes += accessBytes(mods)
+		case op == "LDG":
+			c.GlobalLoads[accessBytes(mods)]++
 		case isTensorCore(op):
 			c.TensorCore++
 			c.TensorOps[op]++

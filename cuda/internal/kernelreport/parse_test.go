@@ -103,7 +103,10 @@ func TestParseSASSPredicatesAndWidths(t *testing.T) {
         /*0050*/             @!P1 HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ ; /* 0x... */
         /*0060*/                   IMMA.16832.S8.S8 R8, R12, R16, R8 ; /* 0x... */
         /*0070*/                   HFMA2.MMA R5, -RZ, RZ, 0, 0 ; /* 0x... */
-        /*0080*/                   EXIT ;                        /* 0x... */
+        /*0080*/                   LDG.E.128.CONSTANT R8, desc[UR4][R2.64] ; /* 0x... */
+        /*0090*/               @P2 LDG.E.U16 R9, desc[UR4][R2.64] ; /* 0x... */
+        /*00a0*/                   LDG.E R10, desc[UR4][R2.64] ; /* 0x... */
+        /*00b0*/                   EXIT ;                        /* 0x... */
 		Function : empty
         /*0000*/                   EXIT ;                        /* 0x... */
 `
@@ -111,8 +114,8 @@ func TestParseSASSPredicatesAndWidths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Code{Instructions: 9, LocalStores: 2, LocalLoads: 2, StoreBytes: 1 + 4, LoadBytes: 2 + 16,
-		TensorCore: 2, TensorOps: map[string]int{"HGMMA": 1, "IMMA": 1}}
+	want := Code{Instructions: 12, LocalStores: 2, LocalLoads: 2, StoreBytes: 1 + 4, LoadBytes: 2 + 16,
+		TensorCore: 2, TensorOps: map[string]int{"HGMMA": 1, "IMMA": 1}, GlobalLoads: map[int]int{16: 1, 2: 1, 4: 1}}
 	if !reflect.DeepEqual(got["k"], want) {
 		t.Errorf("k:\n got %+v\nwant %+v", got["k"], want)
 	}

@@ -66,3 +66,24 @@ func describe(k Kernel) string {
 	return fmt.Sprintf("stack %d B, local %d B, %d STL (%d B), %d LDL (%d B), %d registers",
 		k.Stack, k.Local, k.LocalStores, k.StoreBytes, k.LocalLoads, k.LoadBytes, k.Registers)
 }
+
+// TestDecodeKernelsVectorLoads: the split-K decode kernels read keys and
+// values with 16-byte loads (LDG.128), on sm_80 and sm_90.
+func TestDecodeKernelsVectorLoads(t *testing.T) {
+	_, ks := collectOrSkip(t)
+	seen := 0
+	for _, k := range ks {
+		if k.Name != "attn_decode_split" && k.Name != "attn_decode_split_kvh" {
+			continue
+		}
+		seen++
+		t.Logf("%s %s: global loads by width in bytes %v", k.Arch, k.Name, k.GlobalLoads)
+		if k.GlobalLoads[16] < 2 {
+			t.Errorf("%s %s: %d 16-byte global loads (want the key and value loads at least); loads by width %v",
+				k.Arch, k.Name, k.GlobalLoads[16], k.GlobalLoads)
+		}
+	}
+	if seen != 4 {
+		t.Errorf("found %d of the 4 decode kernels (2 per architecture)", seen)
+	}
+}
