@@ -8,7 +8,8 @@
 #
 #   mirror=$(bash scripts/debian_mirror.sh "${SID_MIRROR:-}")
 #
-# The same rule as scripts/install_cuda_tools.sh.
+# Used by scripts/sid_chroot.sh (SID_MIRROR) and scripts/install_cuda_tools.sh
+# (CUDA_TOOLS_MIRROR).
 set -euo pipefail
 
 if [ -n "${1:-}" ]; then

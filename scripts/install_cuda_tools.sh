@@ -13,7 +13,8 @@
 # amd64 only. No GPU, driver or root is needed. apt runs on a private configuration under
 # .cache/apt/ (its own sources list, lists, archives and an empty dpkg status);
 # the mirror is the one this machine's own apt sources use for its Debian
-# release (no mirror is written in the repository), with suites experimental
+# release (scripts/debian_mirror.sh; no mirror is written in the repository;
+# CUDA_TOOLS_MIRROR overrides it), with suites experimental
 # and sid, verified with the system's Debian archive keyring.
 #
 # Sizes: about 1.1 GB is downloaded. nvidia-cuda-dev alone is 917 MB (2.5 GB
@@ -72,42 +73,12 @@ command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || die "needs ap
 [ -r "$KEYRING" ] || die "$KEYRING missing: install debian-archive-keyring"
 [ "$(dpkg --print-architecture)" = amd64 ] || die "only amd64 (x86_64) is supported, this is $(dpkg --print-architecture)"
 
-# The mirror: the first URI this machine's apt uses for a Debian release's main
-# component (a suite without "-security"/"-updates"), deb822 files first.
-mirror=${CUDA_TOOLS_MIRROR:-} from="CUDA_TOOLS_MIRROR"
-if [ -z "$mirror" ]; then
-	from="this machine's apt sources"
-	eval "$(apt-config shell SL Dir::Etc::sourcelist/f SP Dir::Etc::sourceparts/d)"
-	for f in "$SP"/*.sources; do
-		[ -r "$f" ] || continue
-		mirror=$(awk 'BEGIN { RS = ""; FS = "\n" }
-			{
-				t = ""; u = ""; s = ""; c = ""; on = 1
-				for (i = 1; i <= NF; i++) {
-					line = $i
-					if (line ~ /^[ \t]*#/) continue
-					k = tolower(line); sub(/:.*/, "", k); v = line; sub(/^[^:]*:[ \t]*/, "", v)
-					if (k == "types") t = v; else if (k == "uris") u = v
-					else if (k == "suites") s = v; else if (k == "components") c = v
-					else if (k == "enabled" && tolower(v) == "no") on = 0
-				}
-				if (!on || (" " t " ") !~ / deb / || (" " c " ") !~ / main /) next
-				n = split(s, ss, /[ \t]+/)
-				for (j = 1; j <= n; j++) if (ss[j] != "" && ss[j] !~ /[-\/]/) { split(u, uu, /[ \t]+/); print uu[1]; exit }
-			}' "$f")
-		[ -n "$mirror" ] && break
-	done
-	if [ -z "$mirror" ]; then
-		for f in "$SL" "$SP"/*.list; do
-			[ -r "$f" ] || continue
-			# deb [options] URI suite component...
-			mirror=$(sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk '$1 == "deb" && $3 !~ /[-\/]/ { for (i = 4; i <= NF; i++) if ($i == "main") { print $2; exit } }')
-			[ -n "$mirror" ] && break
-		done
-	fi
-	[ -n "$mirror" ] || die "no Debian mirror found in this machine's apt sources ($SL, $SP); set CUDA_TOOLS_MIRROR to one"
-fi
-mirror=${mirror%/}
+# The mirror: the one this machine's apt uses for a Debian release's main
+# component (scripts/debian_mirror.sh); CUDA_TOOLS_MIRROR overrides it.
+from="this machine's apt sources"
+[ -n "${CUDA_TOOLS_MIRROR:-}" ] && from=CUDA_TOOLS_MIRROR
+mirror=$(bash scripts/debian_mirror.sh "${CUDA_TOOLS_MIRROR:-}") ||
+	die "no Debian mirror found in this machine's apt sources; set CUDA_TOOLS_MIRROR to one"
 log "mirror $mirror (from $from), suites experimental and sid"
 
 # A private apt: its own sources, lists, cache, archives and an empty dpkg

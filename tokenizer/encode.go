@@ -1,10 +1,6 @@
 package tokenizer
 
-import (
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
-)
+import "unicode/utf8"
 
 // cacheMaxEntries bounds the piece → ids cache; it is cleared when full.
 const cacheMaxEntries = 1 << 17
@@ -50,7 +46,7 @@ func (t *Tokenizer) encode32(text string, out []int32) []int32 {
 // encodeSection normalizes, pre-tokenizes and BPE-encodes text that holds no
 // added token.
 func (t *Tokenizer) encodeSection(s string, out []int32) []int32 {
-	s = norm.NFC.String(s)
+	s = nfc(s)
 	pretokenize(s, func(piece string) {
 		if len(piece) > cacheMaxPiece {
 			out = t.bpe.encode(piece, out)
@@ -77,14 +73,14 @@ func (t *Tokenizer) encodeSection(s string, out []int32) []int32 {
 }
 
 // Pieces returns the pre-tokenizer's pieces of text (after added-token
-// splitting and NFC), for inspection and tests.
+// splitting and NFC, see nfc), for inspection and tests.
 func (t *Tokenizer) Pieces(text string) []string {
 	var out []string
 	if !utf8.ValidString(text) {
 		text = string(appendLossy(nil, []byte(text)))
 	}
 	t.addedM.split(text,
-		func(section string) { pretokenize(norm.NFC.String(section), func(p string) { out = append(out, p) }) },
+		func(section string) { pretokenize(nfc(section), func(p string) { out = append(out, p) }) },
 		func(id int32) { out = append(out, t.idToken[id]) })
 	return out
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -21,17 +22,19 @@ func init() {
 	}
 }
 
-// isSpace is ECMAScript's \s (WhiteSpace and LineTerminator), the \s of the
-// reference's `u`-flag RegExp: TAB, LF, VT, FF, CR, SPACE, NBSP, U+1680,
-// U+2000–U+200A, LS, PS, U+202F, U+205F, U+3000 and U+FEFF.
+// isSpace is the \s of the Hugging Face tokenizers library (Oniguruma with
+// Unicode, i.e. the White_Space property): TAB, LF, VT, FF, CR, SPACE, NEL
+// (U+0085), NBSP, U+1680, U+2000–U+200A, LS, PS, U+202F, U+205F and U+3000.
+// Not U+FEFF, which ECMAScript's \s (the JS port's) includes and which lacks
+// NEL.
 func isSpace(r rune) bool {
 	switch {
 	case r == ' ' || (r >= '\t' && r <= '\r'):
 		return true
 	case r < 0x80:
 		return false
-	case r == 0xa0 || r == 0x1680 || (r >= 0x2000 && r <= 0x200a) || r == 0x2028 || r == 0x2029 ||
-		r == 0x202f || r == 0x205f || r == 0x3000 || r == 0xfeff:
+	case r == 0x85 || r == 0xa0 || r == 0x1680 || (r >= 0x2000 && r <= 0x200a) || r == 0x2028 || r == 0x2029 ||
+		r == 0x202f || r == 0x205f || r == 0x3000:
 		return true
 	}
 	return false
@@ -59,8 +62,12 @@ func runeAt(s string, i int) (rune, int, uint8) {
 	return r, w, classOfSlow(r)
 }
 
-// contraction returns the length of a contraction suffix ('s 't 're 've 'm
-// 'll 'd, ASCII case-insensitive) at the start of s, or 0.
+// contraction returns the length in bytes of a contraction suffix ('s 't 're
+// 've 'm 'll 'd) at the start of s, or 0. The group is case-insensitive with
+// Unicode case folding, as Oniguruma matches it: besides ASCII's two cases,
+// U+017F LATIN SMALL LETTER LONG S folds to s, so 'ſ is a contraction too
+// (U+212A KELVIN SIGN folds to k, which no contraction holds; no other
+// character folds to one of these letters).
 func contraction(s string) int {
 	if len(s) == 0 {
 		return 0
@@ -78,6 +85,9 @@ func contraction(s string) int {
 			return 2
 		}
 	}
+	if strings.HasPrefix(s, "\u017f") {
+		return len("\u017f")
+	}
 	return 0
 }
 
@@ -92,7 +102,7 @@ func pretokenize(s string, emit func(piece string)) {
 	for i := 0; i < len(s); {
 		r, w, c := runeAt(s, i)
 
-		// 1. '(?:s|t|re|ve|m|ll|d) — case-insensitive.
+		// 1. '(?:s|t|re|ve|m|ll|d) — case-insensitive (see contraction).
 		if r == '\'' {
 			if k := contraction(s[i+1:]); k > 0 {
 				emit(s[i : i+1+k])

@@ -9,17 +9,19 @@ import (
 	"github.com/dlclark/regexp2"
 )
 
-// jsWhite is ECMAScript's \s written out, so that the regexp2 oracle uses
-// the same whitespace set as the reference (see isSpace).
-const jsWhite = `\t\n\v\f\r \x{00a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}`
+// hfWhite is the \s of the Hugging Face tokenizers library (Oniguruma's,
+// Unicode White_Space) written out, so that the regexp2 oracle uses the same
+// whitespace set as the reference (see isSpace).
+const hfWhite = `\t\n\v\f\r \x{0085}\x{00a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}`
 
-// oraclePattern is QwenSplitRegex as the JS reference runs it: the (?i:…)
-// group spelled out with ASCII classes and \s / \S replaced by jsWhite.
+// oraclePattern is QwenSplitRegex as the reference runs it: the (?i:…) group
+// spelled out with the case folding of Oniguruma (U+017F ſ folds to s, see
+// contraction) and \s / \S replaced by hfWhite.
 var oraclePattern = strings.NewReplacer(
-	`(?i:'s|'t|'re|'ve|'m|'ll|'d)`, `'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])`,
-	`[^\s\p{L}\p{N}]`, `[^`+jsWhite+`\p{L}\p{N}]`,
-	`(?!\S)`, `(?![^`+jsWhite+`])`,
-	`\s`, `[`+jsWhite+`]`,
+	`(?i:'s|'t|'re|'ve|'m|'ll|'d)`, `'(?:[sS\x{017f}]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])`,
+	`[^\s\p{L}\p{N}]`, `[^`+hfWhite+`\p{L}\p{N}]`,
+	`(?!\S)`, `(?![^`+hfWhite+`])`,
+	`\s`, `[`+hfWhite+`]`,
 ).Replace(QwenSplitRegex)
 
 // oracleSplit splits s with the regex compiled by regexp2 (a backtracking
@@ -88,6 +90,16 @@ func TestPretokenizeExamples(t *testing.T) {
 		{"\r\nx", []string{"\r\n", "x"}},
 		{"\n x", []string{"\n", " x"}},
 		{" \n \n  x", []string{" \n \n", " ", " x"}},
+		// U+0085 is whitespace, U+FEFF is not (Oniguruma's \s, not ECMAScript's).
+		{"a\u0085\u0085b", []string{"a", "\u0085", "\u0085b"}},
+		{"a \u0085", []string{"a", " \u0085"}},
+		{"\u0085\n", []string{"\u0085\n"}},
+		{"a\ufeff\ufeffb", []string{"a", "\ufeff\ufeff", "b"}},
+		{"a \ufeff", []string{"a", " \ufeff"}},
+		{"  \ufeffx", []string{" ", " \ufeff", "x"}},
+		// 'ſ (U+017F) is a contraction: ſ folds to s.
+		{"it'ſt", []string{"it", "'\u017f", "t"}},
+		{"'\u017f'S", []string{"'\u017f", "'S"}},
 	}
 	re := compileOracle(t)
 	for _, tc := range tests {
@@ -103,7 +115,7 @@ func TestPretokenizeExamples(t *testing.T) {
 
 // TestPretokenizeMatchesRegexp2 compares the scanner with the regex on the
 // golden corpus and on random strings over an alphabet chosen to exercise
-// every branch (letters, digits, quotes, CR/LF, several kinds of space,
+// every branch (letters, digits, quotes, ſ, CR/LF, several kinds of space,
 // punctuation, combining marks, CJK, emoji).
 func TestPretokenizeMatchesRegexp2(t *testing.T) {
 	re := compileOracle(t)
@@ -118,7 +130,7 @@ func TestPretokenizeMatchesRegexp2(t *testing.T) {
 			check(c.Text)
 		}
 	}
-	alphabet := []rune("aZé中'sStTrReEvVmMlLdD09٣½ \t\n\r\v\f\u00a0\u2000\u2028\u3000\ufeff\u0085!?.,-_$\\{}()\u0301😀")
+	alphabet := []rune("aZé中'sStTrReEvVmMlLdDſ09٣½ \t\n\r\v\f\u00a0\u2000\u2028\u3000\ufeff\u0085!?.,-_$\\{}()\u0301😀")
 	rng := rand.New(rand.NewPCG(1, 2))
 	n := 20000
 	if testing.Short() {

@@ -22,8 +22,9 @@ func loadTiny(t testing.TB) *Tokenizer {
 	return tok
 }
 
-// TestTinyGolden: the tiny tokenizer encoded by the JS reference
-// (testdata/tiny512_golden.jsonl.gz, from scripts/tokenizer_golden.mjs).
+// TestTinyGolden: the tiny tokenizer encoded by the JS port
+// (testdata/tiny512_golden.jsonl.gz, from scripts/tokenizer_golden.mjs;
+// transformers gives the same ids on all 3,228 cases).
 // Needs no fetched files.
 func TestTinyGolden(t *testing.T) {
 	tok := loadTiny(t)
