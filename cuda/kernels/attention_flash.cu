@@ -90,6 +90,28 @@ __device__ __forceinline__ void fa_ptile(unsigned a[4], const float* c0, const f
 	a[3] = bf16x2(c1[2], c1[3]);
 }
 
+// fa_store writes this lane's part of a 16 × D fp32 result held as C
+// fragments (acc[nd]: columns 8nd … 8nd+7) to rows rowA and rowB of head
+// `head` of a (rows, heads, D) tensor, each row scaled and written only
+// if live.
+__device__ __forceinline__ void fa_store(float* dst, const float acc[FA_DMAX / 8][4], long long rowA, bool liveA,
+                                         float sA, long long rowB, bool liveB, float sB, int heads, int head, int D) {
+	int tig = threadIdx.x & 3;
+#pragma unroll
+	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
+		if (8 * nd >= D) continue;
+		int d = 8 * nd + 2 * tig;
+		if (liveA) {
+			dst[(rowA * heads + head) * D + d] = acc[nd][0] * sA;
+			dst[(rowA * heads + head) * D + d + 1] = acc[nd][1] * sA;
+		}
+		if (liveB) {
+			dst[(rowB * heads + head) * D + d] = acc[nd][2] * sB;
+			dst[(rowB * heads + head) * D + d + 1] = acc[nd][3] * sB;
+		}
+	}
+}
+
 template <typename KV>
 __device__ __forceinline__ void attn_flash_fwd_impl(float* out, float* lse, const float* q, const KV* k, const KV* v,
                                                     const int* qRow0, const int* qCount, const int* kStart,
@@ -178,19 +200,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(float* out, float* lse, cons
 	}
 	l0 = fa_quad_sum(l0);
 	l1 = fa_quad_sum(l1);
-#pragma unroll
-	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
-		if (8 * nd >= D) continue;
-		int d = 8 * nd + 2 * tig;
-		if (live0) {
-			out[(row0 * H + h) * D + d] = o[nd][0] / l0;
-			out[(row0 * H + h) * D + d + 1] = o[nd][1] / l0;
-		}
-		if (live1) {
-			out[(row1 * H + h) * D + d] = o[nd][2] / l1;
-			out[(row1 * H + h) * D + d + 1] = o[nd][3] / l1;
-		}
-	}
+	fa_store(out, o, row0, live0, 1.f / l0, row1, live1, 1.f / l1, H, h, D);
 	if (lse && tig == 0) {
 		if (live0) lse[row0 * H + h] = m0 + logf(l0);
 		if (live1) lse[row1 * H + h] = m1 + logf(l1);
@@ -281,19 +291,7 @@ extern "C" __global__ void attn_flash_bwd_dq(float* dq, const float* dout, const
 			}
 		}
 	}
-#pragma unroll
-	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
-		if (8 * nd >= D) continue;
-		int d = 8 * nd + 2 * tig;
-		if (live0) {
-			dq[(row0 * H + h) * D + d] = acc[nd][0];
-			dq[(row0 * H + h) * D + d + 1] = acc[nd][1];
-		}
-		if (live1) {
-			dq[(row1 * H + h) * D + d] = acc[nd][2];
-			dq[(row1 * H + h) * D + d + 1] = acc[nd][3];
-		}
-	}
+	fa_store(dq, acc, row0, live0, 1.f, row1, live1, 1.f, H, h, D);
 }
 
 // attn_flash_bwd_dkv overwrites dk and dv for the rows of a key tile and
@@ -379,24 +377,8 @@ extern "C" __global__ void attn_flash_bwd_dkv(float* dk, float* dv, const float*
 			}
 		}
 	}
-	long long row0 = kr0 + r0, row1 = kr0 + r1;
-#pragma unroll
-	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
-		if (8 * nd >= D) continue;
-		int d = 8 * nd + 2 * tig;
-		if (live0) {
-			dk[(row0 * G + g) * D + d] = dka[nd][0];
-			dk[(row0 * G + g) * D + d + 1] = dka[nd][1];
-			dv[(row0 * G + g) * D + d] = dva[nd][0];
-			dv[(row0 * G + g) * D + d + 1] = dva[nd][1];
-		}
-		if (live1) {
-			dk[(row1 * G + g) * D + d] = dka[nd][2];
-			dk[(row1 * G + g) * D + d + 1] = dka[nd][3];
-			dv[(row1 * G + g) * D + d] = dva[nd][2];
-			dv[(row1 * G + g) * D + d + 1] = dva[nd][3];
-		}
-	}
+	fa_store(dk, dka, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, D);
+	fa_store(dv, dva, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, D);
 }
 
 // mma_check: one warp computes c = a·b (16 × 16 by 16 × 8, bf16 values
