@@ -80,6 +80,8 @@ type buffer struct {
 	// stale says a write since it was last made.
 	shadow *buffer
 	stale  bool
+	// frozenAs is the bf16 buffer that replaced this one (Freeze).
+	frozenAs *buffer
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
@@ -305,20 +307,28 @@ func (b *Backend) operand(op string, i int, t *model.Tensor) (uint64, bool, bool
 // Freeze moves t to read-only bf16 storage (half the memory), rounding to
 // nearest even; the reference model's matrices use it. Afterwards only
 // MatMul, Embedding and Download may read t.
+//
+// Views freeze with their storage: the first view frozen rounds the whole
+// buffer, and every other tensor on it (views, or the whole) is pointed at
+// the same bf16 copy, at the same offset, when it is frozen in turn.
 func (b *Backend) Freeze(t *model.Tensor) error {
-	p, ok := b.ptrs("freeze", t)
-	if !ok {
+	if old, ok := t.Store.(*buffer); ok && old.frozenAs != nil {
+		t.Store = old.frozenAs
 		return b.Err()
 	}
-	n := t.Numel()
+	if _, ok := b.ptrs("freeze", t); !ok {
+		return b.Err()
+	}
+	old := t.Store.(*buffer)
+	n := old.elems
 	buf, err := b.allocBytes(n, 2)
 	if err != nil {
 		return fmt.Errorf("freeze %v: %w", t.Shape, err)
 	}
-	b.elementwise("f32_to_bf16", n, buf.ptr, p[0], int64(n))
+	b.elementwise("f32_to_bf16", n, buf.ptr, old.ptr, int64(n))
 	buf.frozen = true
-	b.Release(t)
-	t.Store, t.Off = buf, 0
+	b.free(old)
+	old.frozenAs, t.Store = buf, buf
 	return b.Err()
 }
 
@@ -328,6 +338,19 @@ func (b *Backend) Freeze(t *model.Tensor) error {
 func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new half", 2, shape) }
 
 var _ model.HalfStore = (*Backend)(nil)
+
+// ActivationHalf hands out an uncleared activation the MLP keeps in bf16
+// under bf16 products (model.ActivationStore): gate and up are products
+// written in bf16, SwiGLU reads and writes bf16, and the down projection
+// rounds its input to bf16 anyway. Under tf32 or fp32 products it is fp32.
+func (b *Backend) ActivationHalf(shape ...int) *model.Tensor {
+	if b.prec != BF16 {
+		return b.Scratch(shape...)
+	}
+	return b.newTensor("activation", -2, shape)
+}
+
+var _ model.ActivationStore = (*Backend)(nil)
 
 // opt returns the address of an optional tensor (0 when nil).
 func (b *Backend) opt(op string, t *model.Tensor) (uint64, bool) {
@@ -348,7 +371,7 @@ func (b *Backend) kernelCost(flops, bytes int) {
 }
 
 // gemmCost records a cuBLAS product: 2MNK on the engine its types select.
-func (b *Backend) gemmCost(M, N, K, inType, compute int, accumulate bool) {
+func (b *Backend) gemmCost(M, N, K, inType, compute int, accumulate bool, outType int) {
 	e := EngineFP32GEMM
 	switch {
 	case inType == cudaR16BF || compute == blasCompute32FFast16BF:
@@ -361,8 +384,11 @@ func (b *Backend) gemmCost(M, N, K, inType, compute int, accumulate bool) {
 		in = 2
 	}
 	out := 4.0
+	if outType == cudaR16BF {
+		out = 2
+	}
 	if accumulate {
-		out = 8 // read and write C
+		out *= 2 // read and write C
 	}
 	b.d.cost(e, 2*float64(M)*float64(N)*float64(K), in*float64(M*K+K*N)+out*float64(M*N))
 }
@@ -532,9 +558,21 @@ var _ model.SquareSummer = (*Backend)(nil)
 // frozen (bf16) operand is multiplied in bf16 with the other operand
 // rounded to bf16 too (cuBLAS wants equal input types), accumulating in fp32.
 func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool) {
-	pc, ok := b.ptrs("matmul", c)
+	if !b.ok() {
+		return
+	}
+	// c may be a writable bf16 activation (ActivationHalf), overwritten.
+	pcc, halfC, ok := b.operand("matmul", 0, c)
 	if !ok {
 		return
+	}
+	if halfC && (c.Store.(*buffer).frozen || accumulate) {
+		b.keep(fmt.Errorf("matmul: a bf16 product %v must be writable and overwritten, not accumulated", c.Shape))
+		return
+	}
+	pc := []uint64{pcc}
+	if buf := c.Store.(*buffer); buf.shadow != nil {
+		buf.stale = true
 	}
 	pa, frozenA, okA := b.operand("matmul", 1, a)
 	pb, frozenB, okB := b.operand("matmul", 2, bm)
@@ -567,10 +605,14 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 			ha, hb = false, false
 		}
 	}
-	if frozenA || frozenB || ha || hb {
-		// bf16 operands (a frozen weight, or a weight's bf16 copy): the
-		// other operand is rounded to bf16 as well (cuBLAS wants equal
-		// input types), accumulating in fp32.
+	if frozenA || frozenB || ha || hb || halfC {
+		// bf16 operands (a frozen weight or a bf16 activation, or a
+		// weight's bf16 copy), or a bf16 product: the other operand is
+		// rounded to bf16 as well (cuBLAS wants equal input types, and bf16
+		// ones for a bf16 product), accumulating in fp32.
+		if halfC && !frozenA && !frozenB && !ha && !hb {
+			ha, hb = b.hasHalf(a), b.hasHalf(bm) // a weight's copy, whatever the sizes
+		}
 		inType, compute = cudaR16BF, computeTypes[FP32]
 		var keep []*buffer
 		defer func() { b.free(keep...) }()
@@ -599,9 +641,13 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	if accumulate {
 		beta = 1
 	}
-	b.gemmCost(M, N, K, inType, compute, accumulate)
+	outType := cudaR32F
+	if halfC {
+		outType = cudaR16BF
+	}
+	b.gemmCost(M, N, K, inType, compute, accumulate, outType)
 	b.keep(b.d.blas.Gemm(transB, transA, N, M, K, 1, pb, inType, ldb, pa, inType, lda,
-		beta, pc[0], cudaR32F, N, compute))
+		beta, pc[0], outType, N, compute))
 }
 
 // narrow returns a bf16 form of an operand: itself when frozen or already

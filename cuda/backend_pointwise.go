@@ -140,21 +140,68 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 }
 
 // SwiGLU computes silu(gate) ⊙ up.
+// SwiGLU is on fp32 tensors, or on bf16 ones (ActivationHalf) throughout.
 func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
-	p, ok := b.ptrs("swiglu", out, gate, up)
-	if ok && b.keep(model.SizeCheck("swiglu", out, gate, up)) {
-		b.kernelCost(6*out.Numel(), 4*3*out.Numel())
-		b.elementwise("swiglu_fwd", out.Numel(), p[0], p[1], p[2], int64(out.Numel()))
+	if !b.keep(model.SizeCheck("swiglu", out, gate, up)) {
+		return
 	}
+	p, half, ok := b.uniform("swiglu", out, gate, up)
+	if !ok {
+		return
+	}
+	n := out.Numel()
+	if half {
+		b.kernelCost(6*n, 2*3*n)
+		b.elementwise("swiglu_fwd_h", n, p[0], p[1], p[2], int64(n))
+		return
+	}
+	b.kernelCost(6*n, 4*3*n)
+	b.elementwise("swiglu_fwd", n, p[0], p[1], p[2], int64(n))
 }
 
-// SwiGLUBackward overwrites dgate and dup.
+// SwiGLUBackward overwrites dgate and dup (fp32), reading gate and up in
+// fp32 or bf16.
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
-	p, ok := b.ptrs("swiglu backward", dgate, dup, dout, gate, up)
-	if ok && b.keep(model.SizeCheck("swiglu backward", dgate, dup, dout, gate, up)) {
-		b.kernelCost(12*gate.Numel(), 4*5*gate.Numel())
-		b.elementwise("swiglu_bwd", gate.Numel(), p[0], p[1], p[2], p[3], p[4], int64(gate.Numel()))
+	if !b.keep(model.SizeCheck("swiglu backward", dgate, dup, dout, gate, up)) {
+		return
 	}
+	p, ok := b.ptrs("swiglu backward", dgate, dup, dout)
+	if !ok {
+		return
+	}
+	in, half, ok := b.uniform("swiglu backward", gate, up)
+	if !ok {
+		return
+	}
+	n := gate.Numel()
+	name, width := "swiglu_bwd", 4
+	if half {
+		name, width = "swiglu_bwd_h", 2
+	}
+	b.kernelCost(12*n, (4*3+2*width)*n)
+	b.elementwise(name, n, p[0], p[1], p[2], in[0], in[1], int64(n))
+}
+
+// uniform returns the addresses of tensors that are all fp32 or all
+// writable bf16 (half), refusing a mix and frozen weights.
+func (b *Backend) uniform(op string, ts ...*model.Tensor) ([]uint64, bool, bool) {
+	if !b.ok() {
+		return nil, false, false
+	}
+	out := make([]uint64, len(ts))
+	half := false
+	for i, t := range ts {
+		p, h, ok := b.operand(op, i, t)
+		if !ok {
+			return nil, false, false
+		}
+		if buf := t.Store.(*buffer); buf.frozen || (i > 0 && h != half) {
+			b.keep(fmt.Errorf("%s: tensor arguments must all be fp32 or all writable bf16 (argument %d %v is not)", op, i, t.Shape))
+			return nil, false, false
+		}
+		half, out[i] = h, p
+	}
+	return out, half, true
 }
 
 // LogSoftmaxGather computes target log-probabilities, log-sum-exp and entropy.

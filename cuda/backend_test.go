@@ -1040,3 +1040,75 @@ func TestWeightCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestActivationHalf: the MLP's bf16 activations (ActivationHalf under bf16
+// products). A product written in bf16 is the fp32 product rounded; SwiGLU
+// on bf16 gate and up gives the CPU's SwiGLU of the same (rounded) values,
+// rounded; its backward reads them and matches the CPU's in fp32; mixing
+// storages is refused, as is accumulating into bf16. Under fp32 products
+// the same call gives fp32 tensors.
+func TestActivationHalf(t *testing.T) {
+	p := newPair(t, BF16)
+	gb := p.gpu.(*Backend)
+	const R, C, F = 7, 24, 40
+	x, w := p.randn(R*C, 1), p.randn(F*C, 0.3)
+	gate, up, dout := p.randn(R*F, 2), p.randn(R*F, 1), p.randn(R*F, 1)
+	for _, v := range [][]float32{x, w, gate, up} {
+		for i := range v {
+			v[i] = bf16Round(v[i])
+		}
+	}
+	bf := numcheck.Tol{Atol: 1e-6, Rtol: 1.0 / 128} // one bf16 rounding of the result (2⁻⁸ relative), plus fp32 noise
+	// Products into bf16: inputs already bf16, so only the output rounds.
+	p.check("matmul into bf16", bf, func(b model.Backend) []float32 {
+		out := b.New(R, F)
+		if as, ok := b.(model.ActivationStore); ok {
+			out = as.ActivationHalf(R, F)
+		}
+		b.MatMul(out, upload(b, x, R, C), upload(b, w, F, C), false, true, false)
+		return download(b, out)
+	})
+	p.check("swiglu on bf16", bf, func(b model.Backend) []float32 {
+		mk := func(v []float32) *model.Tensor {
+			if as, ok := b.(model.ActivationStore); ok {
+				t := as.ActivationHalf(R, F)
+				tmp := upload(b, v, R, F)
+				b.MatMul(t, tmp, upload(b, identity(F), F, F), false, false, false) // exact: v is bf16
+				return t
+			}
+			return upload(b, v, R, F)
+		}
+		g, u := mk(gate), mk(up)
+		h := b.New(R, F)
+		if as, ok := b.(model.ActivationStore); ok {
+			h = as.ActivationHalf(R, F)
+		}
+		b.SwiGLU(h, g, u)
+		dg, du := b.New(R, F), b.New(R, F)
+		b.SwiGLUBackward(dg, du, upload(b, dout, R, F), g, u)
+		return append(download(b, h), download(b, dg, du)...)
+	})
+	h, f := gb.ActivationHalf(R, F), gb.New(R, F)
+	gb.SwiGLU(h, f, f)
+	if err := gb.Err(); err == nil || !strings.Contains(err.Error(), "all be fp32 or all writable bf16") {
+		t.Errorf("swiglu on mixed storages: want a refusal, got %v", err)
+	}
+	gb.ResetErr()
+	gb.MatMul(h, upload(gb, x, R, C), upload(gb, w, F, C), false, true, true)
+	if err := gb.Err(); err == nil || !strings.Contains(err.Error(), "not accumulated") {
+		t.Errorf("accumulating into bf16: want a refusal, got %v", err)
+	}
+	gb.ResetErr()
+	fp := NewBackend(testDevice(t), FP32).ActivationHalf(3)
+	if fp.Store.(*buffer).bf16 {
+		t.Error("ActivationHalf under fp32 products gave bf16 storage")
+	}
+}
+
+func identity(n int) []float32 {
+	out := make([]float32, n*n)
+	for i := 0; i < n; i++ {
+		out[i*n+i] = 1
+	}
+	return out
+}

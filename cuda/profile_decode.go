@@ -10,7 +10,6 @@ package cuda
 // the live keys and values, read once at the full data-sheet bandwidth.
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -140,27 +139,19 @@ func DecodeShapes() []DecodeShape {
 // WriteDecodeProfiles counts every decode shape on b and writes one JSON
 // object per shape (asJSON) or a table to w.
 func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
-	if !asJSON {
-		fmt.Fprintf(w, "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV)\n")
-		fmt.Fprintf(w, "%-26s %9s %6s %9s %9s %9s %11s %11s %7s\n", "shape", "launches", "syncs", "GB read", "bound GB",
+	shapes := DecodeShapes()
+	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV)\n" +
+		fmt.Sprintf("%-26s %9s %6s %9s %9s %9s %11s %11s %7s", "shape", "launches", "syncs", "GB read", "bound GB",
 			"est ms", "est tok/s", "bound tok/s", "of bound")
-	}
-	enc := json.NewEncoder(w)
-	for _, s := range DecodeShapes() {
+	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
+		s := shapes[i]
 		dp, err := ProfileDecodeStep(b, s)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		j := dp.JSON(H100)
-		if asJSON {
-			if err := enc.Encode(j); err != nil {
-				return err
-			}
-			continue
-		}
-		fmt.Fprintf(w, "%-26s %9d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %6.1f%%\n", s.Name, j["launches_per_step"], j["host_syncs_per_step"],
+		return j, fmt.Sprintf("%-26s %9d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %6.1f%%", s.Name, j["launches_per_step"], j["host_syncs_per_step"],
 			j["bytes_per_step"].(float64)/1e9, dp.BoundBytes/1e9, j["est_ms_per_step"], j["est_tok_s"], j["bound_tok_s"],
-			100*j["est_fraction_of_bound"].(float64))
-	}
-	return nil
+			100*j["est_fraction_of_bound"].(float64)), nil
+	})
 }

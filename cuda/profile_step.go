@@ -174,28 +174,43 @@ func ProfileShapes() []model.BenchShape {
 // WriteProfiles counts every profile shape on b and writes one JSON object
 // per shape (asJSON) or a table to w.
 func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
-	if !asJSON {
-		fmt.Fprintf(w, "step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", H100)
-		fmt.Fprintf(w, "%-18s %9s %7s %6s %7s %8s %9s %9s %7s %9s %7s\n", "shape", "launches", "gemms", "syncs",
+	shapes := ProfileShapes()
+	header := fmt.Sprintf("step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", H100) +
+		fmt.Sprintf("%-18s %9s %7s %6s %7s %8s %9s %9s %7s %9s %7s", "shape", "launches", "gemms", "syncs",
 			"allocs", "TC frac", "attn TF", "total TF", "est ms", "est MFU", "layers")
+	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
+		s := shapes[i]
+		sp, err := ProfileTrainStep(b, s)
+		if err != nil {
+			return nil, "", err
+		}
+		j, p := sp.JSON(H100), sp.Step
+		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d", s.Name, p.Launches, p.GEMMs,
+			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[EngineFlash]+p.Flops[EngineAttention])/1e12,
+			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers), nil
+	})
+}
+
+// writeProfiles writes n profiles, each one JSON object (asJSON) or one
+// line of a table under header.
+func writeProfiles(w io.Writer, asJSON bool, header string, n int, row func(i int) (map[string]any, string, error)) error {
+	if !asJSON {
+		fmt.Fprintln(w, header)
 	}
 	enc := json.NewEncoder(w)
-	for _, s := range ProfileShapes() {
-		sp, err := ProfileTrainStep(b, s)
+	for i := 0; i < n; i++ {
+		j, line, err := row(i)
 		if err != nil {
 			return err
 		}
-		j := sp.JSON(H100)
 		if asJSON {
-			if err := enc.Encode(j); err != nil {
-				return err
-			}
-			continue
+			err = enc.Encode(j)
+		} else {
+			_, err = fmt.Fprintln(w, line)
 		}
-		p := sp.Step
-		fmt.Fprintf(w, "%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n", s.Name, p.Launches, p.GEMMs,
-			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[EngineFlash]+p.Flops[EngineAttention])/1e12,
-			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

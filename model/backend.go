@@ -183,6 +183,16 @@ type Shadower interface {
 	Shadow(t *Tensor) (bool, error)
 }
 
+// ActivationStore is implemented by backends that keep some activations
+// in bf16 (the CUDA backend under bf16 products): the model asks it for the
+// MLP's gate, up and SwiGLU output, half the largest share of a training
+// pass's saved activations. Such a tensor is written by MatMul (overwrite)
+// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, Copy and Download;
+// its contents are undefined until written.
+type ActivationStore interface {
+	ActivationHalf(shape ...int) *Tensor
+}
+
 // HalfStore is implemented by backends that can hold a writable tensor in
 // bf16 (the CUDA backend): the KV cache, written by ScatterRows (rounding)
 // and read by Attention, Copy and Download.

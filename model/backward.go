@@ -80,13 +80,14 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 // layerGrads are scratch activation gradients reused across layers.
 type layerGrads struct {
 	dxMid, dxn, tmp *Tensor // (N, C)
-	dh, dgate, dup  *Tensor // (N, F)
+	dh              *Tensor // (F, N) transposed, as the MLP's activations
+	dgu             *Tensor // (2F, N) dgateᵀ over dupᵀ
 	datt, dqn, dq   *Tensor // (N, H, D)
 	dkn, dk, dv     *Tensor // (N, G, D)
 }
 
 func (s *layerGrads) tensors() []*Tensor {
-	return []*Tensor{s.dxMid, s.dxn, s.tmp, s.dh, s.dgate, s.dup, s.datt, s.dqn, s.dq, s.dkn, s.dk, s.dv}
+	return []*Tensor{s.dxMid, s.dxn, s.tmp, s.dh, s.dgu, s.datt, s.dqn, s.dq, s.dkn, s.dk, s.dv}
 }
 
 func (m *Model) newLayerGrads(n int) *layerGrads {
@@ -96,7 +97,7 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	return &layerGrads{
 		dxMid: s(n, C), dxn: s(n, C), tmp: s(n, C),
-		dh: s(n, F), dgate: s(n, F), dup: s(n, F),
+		dh: s(F, n), dgu: s(2*F, n),
 		datt: s(n, H, D), dqn: s(n, H, D), dq: s(n, H, D),
 		dkn: s(n, G, D), dk: s(n, G, D), dv: s(n, G, D),
 	}
@@ -109,14 +110,14 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	n := dx.Shape[0]
 	H, G, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 
-	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid).
-	b.MatMul(g.Down, dx, a.h, true, false, true)
-	b.MatMul(s.dh, dx, w.Down, false, false, false)
-	b.SwiGLUBackward(s.dgate, s.dup, s.dh, a.gate, a.up)
-	b.MatMul(g.Gate, s.dgate, a.xn2, true, false, true)
-	b.MatMul(g.Up, s.dup, a.xn2, true, false, true)
-	b.MatMul(s.dxn, s.dgate, w.Gate, false, false, false)
-	b.MatMul(s.dxn, s.dup, w.Up, false, false, true)
+	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid);
+	// h, gate, up and their gradients are held transposed (layerActs).
+	F := a.h.Shape[0]
+	b.MatMul(g.Down, dx, a.h, true, true, true)  // dWd += dxᵀ·hᵀᵀ
+	b.MatMul(s.dh, w.Down, dx, true, true, false) // dhᵀ = Wdᵀ·dxᵀ
+	b.SwiGLUBackward(s.dgu.Rows(0, F), s.dgu.Rows(F, 2*F), s.dh, a.gate(), a.up())
+	b.MatMul(g.GateUp, s.dgu, a.xn2, false, false, true) // dWgu += dguᵀ·xn2
+	b.MatMul(s.dxn, s.dgu, w.GateUp, true, false, false) // dxn = dgu·Wgu
 	b.RMSNormBackward(s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2)
 	b.Add(s.dxMid, dx) // residual
 

@@ -8,7 +8,7 @@ package model
 //	  q, k = rope(rmsnorm_per_head(q)), rope(rmsnorm_per_head(k))
 //	  x    = x + attention(q, k, v)·Woᵀ            (causal, GQA)
 //	  h    = rmsnorm(x)
-//	  x    = x + (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ
+//	  x    = x + (silu(h·Wgᵀ) ⊙ h·Wuᵀ)·Wdᵀ        (gate and up: one product)
 //	logits = rmsnorm(x)·Wlmᵀ                      (Wlm = Wembed when tied)
 //
 // Batching: sequences of different lengths are packed end to end into one
@@ -72,6 +72,11 @@ func (m *Model) Freeze() (bool, error) {
 			return false, fmt.Errorf("freeze %s: %w", np.Name, err)
 		}
 	}
+	for i := range m.P.Layers { // the fused gate/up storage its views now share
+		if err := f.Freeze(m.P.Layers[i].GateUp); err != nil {
+			return false, fmt.Errorf("freeze layer %d gate_up: %w", i, err)
+		}
+	}
 	return true, nil
 }
 
@@ -132,30 +137,41 @@ type layerActs struct {
 	xMid  *Tensor // (N, C) x + attention branch
 	xn2   *Tensor // (N, C) post_attention_layernorm(xMid)
 	rstd2 *Tensor // (N)
-	gate  *Tensor // (N, F)
-	up    *Tensor // (N, F)
-	h     *Tensor // (N, F) silu(gate) ⊙ up
+	// The MLP's activations are kept transposed, one row per channel:
+	// Wgu·xn2ᵀ puts gateᵀ over upᵀ, so one product computes both and each
+	// is a row view.
+	gu *Tensor // (2F, N) gateᵀ over upᵀ
+	h  *Tensor // (F, N) (silu(gate) ⊙ up)ᵀ
 }
+
+// gate and up are the row views of gu.
+func (a *layerActs) gate() *Tensor { return a.gu.Rows(0, a.h.Shape[0]) }
+func (a *layerActs) up() *Tensor   { return a.gu.Rows(a.h.Shape[0], 2*a.h.Shape[0]) }
 
 // tensors lists the activations a layer owns: all but x, which is the
 // previous layer's output (or the embedding) and released with it.
 func (a *layerActs) tensors() []*Tensor {
 	return []*Tensor{a.xn1, a.rstd1, a.q, a.k, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
-		a.xMid, a.xn2, a.rstd2, a.gate, a.up, a.h}
+		a.xMid, a.xn2, a.rstd2, a.gu, a.h}
 }
 
 func (m *Model) newLayerActs(n int) *layerActs {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	// Every activation is overwritten by the op that produces it.
+	// Every activation is overwritten by the op that produces it; the
+	// MLP's, the largest, are bf16 where the backend keeps them so.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
+	mlp := s
+	if as, ok := b.(ActivationStore); ok {
+		mlp = as.ActivationHalf
+	}
 	return &layerActs{
 		xn1: s(n, C), rstd1: s(n),
 		q: s(n, H, D), k: s(n, G, D), v: s(n, G, D),
 		qn: s(n, H, D), kn: s(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
 		att: s(n, H, D), lse: s(n, H),
 		xMid: s(n, C), xn2: s(n, C), rstd2: s(n),
-		gate: s(n, F), up: s(n, F), h: s(n, F),
+		gu: mlp(2*F, n), h: mlp(F, n),
 	}
 }
 
@@ -197,11 +213,10 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 	b.MatMul(a.xMid, a.att.View(n, H*D), w.O, false, true, true)
 
 	b.RMSNorm(a.xn2, a.rstd2, a.xMid, w.PostNorm, eps)
-	b.MatMul(a.gate, a.xn2, w.Gate, false, true, false)
-	b.MatMul(a.up, a.xn2, w.Up, false, true, false)
-	b.SwiGLU(a.h, a.gate, a.up)
+	b.MatMul(a.gu, w.GateUp, a.xn2, false, true, false) // (2F, N) = Wgu·xn2ᵀ
+	b.SwiGLU(a.h, a.gate(), a.up())
 	b.Copy(out, a.xMid)
-	b.MatMul(out, a.h, w.Down, false, true, true)
+	b.MatMul(out, a.h, w.Down, true, true, true) // out += hᵀ·Wdᵀ
 }
 
 // Sequence is one training row: the tokens (prompt and response) and the

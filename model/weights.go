@@ -30,9 +30,13 @@ type Layer struct {
 	QNorm     *Tensor // (D)   per-head RMSNorm on queries
 	KNorm     *Tensor // (D)   per-head RMSNorm on keys
 	PostNorm  *Tensor // (C)   post_attention_layernorm
-	Gate      *Tensor // (F, C)
-	Up        *Tensor // (F, C)
+	Gate      *Tensor // (F, C), rows 0…F−1 of GateUp
+	Up        *Tensor // (F, C), rows F…2F−1 of GateUp
 	Down      *Tensor // (C, F)
+	// GateUp holds gate_proj over up_proj, so one product computes both
+	// (and, for gradients, one product accumulates both); Gate and Up are
+	// its row views, which is what checkpoints and the optimizer see.
+	GateUp *Tensor // (2F, C)
 }
 
 // Params is a full set of model parameters (or of their gradients or
@@ -85,8 +89,16 @@ func (p *Params) Named(cfg *Config) []NamedParam {
 // NewParams allocates zero-filled parameters for cfg on backend b.
 func NewParams(b Backend, cfg *Config) *Params {
 	p := &Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}
+	F := cfg.IntermediateSize
+	for i := range p.Layers {
+		l := &p.Layers[i]
+		l.GateUp = b.New(2*F, cfg.HiddenSize)
+		l.Gate, l.Up = l.GateUp.Rows(0, F), l.GateUp.Rows(F, 2*F)
+	}
 	for _, np := range p.Named(cfg) {
-		*np.Ptr = b.New(np.Shape...)
+		if *np.Ptr == nil {
+			*np.Ptr = b.New(np.Shape...)
+		}
 	}
 	if p.Tied {
 		p.LMHead = p.Embed
@@ -191,7 +203,7 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 		return nil, err
 	}
 	defer ws.Close()
-	p := &Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}
+	p := NewParams(b, cfg)
 	named := p.Named(cfg)
 	var problems []error
 	used := map[string]bool{}
@@ -216,9 +228,7 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 			problems = append(problems, fmt.Errorf("%s: tensor %q has a non-finite value (%v) at flat index %d", f.Path, np.Name, host[i], i))
 			continue
 		}
-		t := b.New(np.Shape...)
-		b.Upload(t, host)
-		*np.Ptr = t
+		b.Upload(*np.Ptr, host)
 	}
 	// A tied checkpoint may still carry lm_head.weight (transformers ignores it).
 	if p.Tied {

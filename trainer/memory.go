@@ -35,6 +35,12 @@ func (p MemoryPlan) String() string {
 		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.Total()))
 }
 
+// planTokens is a micro-batch's tokens at the longest sequence.
+func planTokens(cfg Config) int64 {
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	return int64(cfg.Train.MicroBatchRows) * seq
+}
+
 // PlanMemory estimates a run's peak memory from the model and run configs.
 func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	const f32 = 4
@@ -42,7 +48,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
 	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
 	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
-	tokens := int64(cfg.Train.MicroBatchRows) * seq
+	tokens := planTokens(cfg)
 	// Saved per token per layer by the training forward (see layerActs), plus
 	// the backward's scratch gradients for one layer.
 	perLayer := (4*C + 3*HD + 3*GD + 3*F + 3 + int64(mc.NumAttentionHeads) + 2*HD) * f32
@@ -73,8 +79,9 @@ type Budget struct {
 	NeedRef   bool
 	Device    string // backend name
 	Available int64  // bytes; 0 when unknown
-	// RefBF16, KVBF16: the reference model and KV cache are held in bf16.
-	RefBF16, KVBF16 bool
+	// RefBF16, KVBF16: the reference model and KV cache are held in bf16;
+	// ActBF16: the MLP's activations too.
+	RefBF16, KVBF16, ActBF16 bool
 }
 
 // Check refuses a plan that will not fit, saying what to change.
@@ -99,7 +106,7 @@ func (b Budget) Report() string {
 	}{
 		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
 		{"gradients (fp32)", p.Gradients}, {"AdamW moments (fp32)", p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
-		{"activations (fp32)", p.Activations},
+		{"activations (" + map[bool]string{false: "fp32", true: "fp32, MLP bf16"}[b.ActBF16] + ")", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
@@ -151,6 +158,14 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	}
 	if gpu && cfg.Run.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
+		// The MLP's gate, up and SwiGLU output are bf16 (model.ActivationStore):
+		// every layer's set, or the one recomputed set.
+		layers := int64(mc.NumHiddenLayers)
+		if cfg.Train.Recompute {
+			layers = 1
+		}
+		bud.Plan.Activations -= planTokens(cfg) * layers * 3 * int64(mc.IntermediateSize) * 2
+		bud.ActBF16 = true
 	}
 	return bud
 }

@@ -50,6 +50,27 @@ extern "C" __global__ void swiglu_fwd(float* out, const float* gate, const float
 	}
 }
 
+// swiglu_fwd_h: the same on bf16 gate, up and out (activations kept in
+// bf16 under bf16 products: ActivationHalf).
+extern "C" __global__ void swiglu_fwd_h(unsigned short* out, const unsigned short* gate, const unsigned short* up,
+                                        long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) {
+		float g = ld(gate, i);
+		out[i] = f32_to_bf16_bits(g / (1.f + expf(-g)) * ld(up, i));
+	}
+}
+
+// swiglu_bwd_h: swiglu_bwd reading bf16 gate and up.
+extern "C" __global__ void swiglu_bwd_h(float* dgate, float* dup, const float* dout, const unsigned short* gate,
+                                        const unsigned short* up, long long n) {
+	for (long long i = gtid(); i < n; i += gstride()) {
+		float g = ld(gate, i), d = dout[i];
+		float sig = 1.f / (1.f + expf(-g));
+		dup[i] = d * g * sig;
+		dgate[i] = d * ld(up, i) * sig * (1.f + g * (1.f - sig));
+	}
+}
+
 // d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
 extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                       long long n) {
