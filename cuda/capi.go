@@ -14,6 +14,7 @@ package cuda
 #include <dlfcn.h>
 #include <link.h>
 #include <stdlib.h>
+#include <string.h>
 #include "shim.h"
 
 static void* gd_dlopen(const char* path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
@@ -107,6 +108,54 @@ static int cb_gemm(void* f, handle h, int ta, int tb, int m, int n, int k, const
 	BIND;
 	return ((pf_cublasGemmEx)f)(h, ta, tb, m, n, k, alpha, (const void*)A, at, lda, (const void*)B, bt, ldb, beta,
 	                            (void*)C, ct, ldc, compute, algo);
+}
+
+// ---- NCCL ----
+// A failing call copies ncclGetLastError into last on the thread that made
+// it (NCCL may keep the message per thread).
+#define NC_LAST(rc, comm) do { if ((rc) != 0 && last) gd_nc_last(lastf, (comm), last, lastn); } while (0)
+static void gd_nc_last(void* f, handle comm, char* buf, int n) {
+	const char* s = f ? ((pf_ncclGetLastError)f)(comm) : NULL;
+	buf[0] = 0;
+	if (s) { strncpy(buf, s, n - 1); buf[n - 1] = 0; }
+}
+static int cu_stream_query(void* f, handle s) { BIND; return ((pf_cuStreamQuery)f)(s); }
+static int nc_version(void* f, int* v) { return ((pf_ncclGetVersion)f)(v); }
+static const char* nc_errstr(void* f, int rc) { return ((pf_ncclGetErrorString)f)(rc); }
+static int nc_unique_id(void* f, gd_nccl_id* id, void* lastf, char* last, int lastn) {
+	int rc = ((pf_ncclGetUniqueId)f)(id);
+	NC_LAST(rc, NULL);
+	return rc;
+}
+static int nc_init(void* f, handle* comm, int n, const gd_nccl_id* id, int rank, void* lastf, char* last, int lastn) {
+	BIND;
+	int rc = ((pf_ncclCommInitRank)f)(comm, n, *id, rank);
+	NC_LAST(rc, NULL);
+	return rc;
+}
+static int nc_comm(void* f, handle comm, void* lastf, char* last, int lastn) { // ncclCommDestroy, ncclCommAbort
+	BIND;
+	int rc = ((pf_ncclCommDestroy)f)(comm);
+	NC_LAST(rc, NULL);
+	return rc;
+}
+static int nc_async(void* f, handle comm, int* err) { return ((pf_ncclCommGetAsyncError)f)(comm, err); }
+// nc_coll runs one collective: kind 0 all-reduce (sum), 1 reduce-scatter
+// (sum), 2 all-gather, 3 broadcast; count is per rank for 1 and 2.
+static int nc_coll(void* f, int kind, devptr send, devptr recv, size_t count, int type, int root, handle comm,
+                   handle stream, void* lastf, char* last, int lastn) {
+	BIND;
+	const void* s = (const void*)send;
+	void* r = (void*)recv;
+	int rc;
+	switch (kind) {
+	case 0: rc = ((pf_ncclAllReduce)f)(s, r, count, type, GD_ncclSum, comm, stream); break;
+	case 1: rc = ((pf_ncclReduceScatter)f)(s, r, count, type, GD_ncclSum, comm, stream); break;
+	case 2: rc = ((pf_ncclAllGather)f)(s, r, count, type, comm, stream); break;
+	default: rc = ((pf_ncclBroadcast)f)(s, r, count, type, root, comm, stream); break;
+	}
+	NC_LAST(rc, comm);
+	return rc;
 }
 */
 import "C"
@@ -671,3 +720,139 @@ func blasOp(trans bool) C.int {
 	}
 	return blasOpN
 }
+
+// ---- NCCL ----
+
+// ncclLib holds libnccl's entry points, and the driver's cuStreamQuery,
+// which the communicator's watchdog polls (nccl.go).
+type ncclLib struct {
+	lib                                                         *library
+	version, uniqueID, initRank, destroy, abort, asyncErr       unsafe.Pointer
+	errString, lastErr                                          unsafe.Pointer
+	allReduce, reduceScatter, allGather, broadcast, streamQuery unsafe.Pointer
+}
+
+// ncclComm is an ncclComm_t.
+type ncclComm struct{ h C.handle }
+
+// collective kinds, as nc_coll numbers them.
+const (
+	collAllReduce = iota
+	collReduceScatter
+	collAllGather
+	collBroadcast
+)
+
+// Status codes the Go side tells apart (checked against nccl.h).
+const (
+	ncclInProgress = C.GD_ncclInProgress
+	ncclIDBytes    = C.GD_NCCL_UNIQUE_ID_BYTES
+	ncclFloat32    = C.GD_ncclFloat32
+	cuNotReady     = C.GD_CUDA_ERROR_NOT_READY
+)
+
+func loadNCCL(lib *library) (*ncclLib, error) {
+	n := &ncclLib{lib: lib}
+	err := lib.syms(map[string]*unsafe.Pointer{
+		"ncclGetVersion": &n.version, "ncclGetUniqueId": &n.uniqueID, "ncclCommInitRank": &n.initRank,
+		"ncclCommDestroy": &n.destroy, "ncclCommAbort": &n.abort, "ncclCommGetAsyncError": &n.asyncErr,
+		"ncclGetErrorString": &n.errString, "ncclGetLastError": &n.lastErr, "ncclAllReduce": &n.allReduce,
+		"ncclReduceScatter": &n.reduceScatter, "ncclAllGather": &n.allGather, "ncclBroadcast": &n.broadcast,
+	})
+	return n, err
+}
+
+// ncclStatusNames are the documented ncclResult_t values.
+var ncclStatusNames = map[int]string{
+	C.GD_ncclUnhandledCudaError: "ncclUnhandledCudaError", C.GD_ncclSystemError: "ncclSystemError",
+	C.GD_ncclInternalError: "ncclInternalError", C.GD_ncclInvalidArgument: "ncclInvalidArgument",
+	C.GD_ncclInvalidUsage: "ncclInvalidUsage", C.GD_ncclRemoteError: "ncclRemoteError",
+	C.GD_ncclInProgress: "ncclInProgress",
+}
+
+// lastBuf receives ncclGetLastError on a failed call.
+type lastBuf [512]C.char
+
+// check turns an ncclResult_t into an error naming the call, with NCCL's
+// description and its last error message.
+func (n *ncclLib) check(call string, rc C.int, last *lastBuf) error {
+	if rc == 0 {
+		return nil
+	}
+	name, ok := ncclStatusNames[int(rc)]
+	if !ok {
+		name = fmt.Sprintf("ncclResult %d", int(rc))
+	}
+	msg := C.GoString(C.nc_errstr(n.errString, rc))
+	if last != nil && last[0] != 0 {
+		msg += "; " + C.GoString(&last[0])
+	}
+	return &Error{Call: call, Code: int(rc), Name: name, Msg: msg}
+}
+
+func (n *ncclLib) Version() (int, error) {
+	var v C.int
+	return int(v), n.check("ncclGetVersion", C.nc_version(n.version, &v), nil)
+}
+
+func (n *ncclLib) UniqueID() ([ncclIDBytes]byte, error) {
+	var id C.gd_nccl_id
+	var last lastBuf
+	err := n.check("ncclGetUniqueId", C.nc_unique_id(n.uniqueID, &id, n.lastErr, &last[0], C.int(len(last))), &last)
+	return *(*[ncclIDBytes]byte)(unsafe.Pointer(&id)), err
+}
+
+// InitRank is ncclCommInitRank: it returns once all world ranks have joined.
+func (n *ncclLib) InitRank(world int, id [ncclIDBytes]byte, rank int) (ncclComm, error) {
+	cid := (*C.gd_nccl_id)(unsafe.Pointer(&id))
+	var h C.handle
+	var last lastBuf
+	rc := C.nc_init(n.initRank, &h, C.int(world), cid, C.int(rank), n.lastErr, &last[0], C.int(len(last)))
+	return ncclComm{h}, n.check("ncclCommInitRank", rc, &last)
+}
+
+// Destroy frees a communicator whose work has finished; Abort one that may
+// have work in flight, ending any call another thread is blocked in.
+func (n *ncclLib) Destroy(c ncclComm) error { return n.free("ncclCommDestroy", n.destroy, c) }
+func (n *ncclLib) Abort(c ncclComm) error   { return n.free("ncclCommAbort", n.abort, c) }
+
+func (n *ncclLib) free(call string, f unsafe.Pointer, c ncclComm) error {
+	var last lastBuf
+	return n.check(call, C.nc_comm(f, c.h, n.lastErr, &last[0], C.int(len(last))), &last)
+}
+
+// AsyncError is ncclCommGetAsyncError: nil while the communicator is
+// healthy (or still working: ncclInProgress), the error once it has failed.
+func (n *ncclLib) AsyncError(c ncclComm) error {
+	var e C.int
+	if err := n.check("ncclCommGetAsyncError", C.nc_async(n.asyncErr, c.h, &e), nil); err != nil {
+		return err
+	}
+	if e == ncclInProgress {
+		return nil
+	}
+	return n.check("NCCL asynchronous error", e, nil)
+}
+
+// Collective queues one float32 collective on s (see nc_coll for kind and
+// count).
+func (n *ncclLib) Collective(call string, kind int, c ncclComm, send, recv uint64, count, root int, s *Stream) error {
+	f := map[int]unsafe.Pointer{collAllReduce: n.allReduce, collReduceScatter: n.reduceScatter,
+		collAllGather: n.allGather, collBroadcast: n.broadcast}[kind]
+	var last lastBuf
+	rc := C.nc_coll(f, C.int(kind), C.devptr(send), C.devptr(recv), C.size_t(count), ncclFloat32, C.int(root),
+		c.h, s.handle(), n.lastErr, &last[0], C.int(len(last)))
+	return n.check(call, rc, &last)
+}
+
+// StreamQuery reports whether everything queued on s has run.
+func (n *ncclLib) StreamQuery(d *driver, s *Stream) (bool, error) {
+	rc := C.cu_stream_query(n.streamQuery, s.handle())
+	if rc == cuNotReady {
+		return false, nil
+	}
+	return rc == 0, d.check("cuStreamQuery", rc)
+}
+
+// valid reports whether c holds a communicator.
+func (c ncclComm) valid() bool { return c.h != nil }

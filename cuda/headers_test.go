@@ -48,7 +48,7 @@ func shimChecks(t *testing.T) string {
 	}
 	shim := string(raw)
 	var b strings.Builder
-	b.WriteString("#include <cuda.h>\n#include <nvrtc.h>\n#include <cublas_v2.h>\n")
+	b.WriteString("#include <cuda.h>\n#include <nvrtc.h>\n#include <cublas_v2.h>\n#include <nccl.h>\n")
 	b.WriteString("#define GD_CHECK_HEADERS 1\n#include \"shim.h\"\n\n")
 	// Prototypes shared by several entry points.
 	shared := map[string][]string{
@@ -57,6 +57,7 @@ func shimChecks(t *testing.T) string {
 		"cuEventSynchronize": {"cuEventSynchronize", "cuEventDestroy_v2"},
 		"cuGetErrorName":     {"cuGetErrorName", "cuGetErrorString"},
 		"cuDriverGetVersion": {"cuDriverGetVersion", "cuDeviceGetCount"},
+		"ncclCommDestroy":    {"ncclCommDestroy", "ncclCommAbort"},
 	}
 	protos := regexp.MustCompile(`\(\*pf_(\w+)\)`).FindAllStringSubmatch(shim, -1)
 	if len(protos) < 40 {
@@ -116,6 +117,9 @@ func compileC(t *testing.T, include, src string) ([]byte, error) {
 // NVIDIA's real CUDA 12.5 headers, so a signature or enum drift fails CI.
 func TestShimMatchesHeaders(t *testing.T) {
 	inc := cudaHeaders(t)
+	if _, err := os.Stat(filepath.Join(inc, "nccl.h")); err != nil {
+		t.Fatalf("no nccl.h beside cuda.h in %s: re-run scripts/install_cuda_tools.sh", inc)
+	}
 	src := shimChecks(t)
 	if out, err := compileC(t, inc, src); err != nil {
 		t.Fatalf("shim.h disagrees with the headers in %s: %v\n%s", inc, err, out)
@@ -125,6 +129,8 @@ func TestShimMatchesHeaders(t *testing.T) {
 	for name, bad := range map[string]string{
 		"drifted prototype": "typedef GD_RESULT (*pf_bad)(GD_DEVPTR* p, int bytes);\nstatic pf_bad bad __attribute__((unused)) = cuMemAlloc_v2;\n",
 		"drifted constant":  "_Static_assert(GD_CUBLAS_COMPUTE_32F_FAST_16BF == CUBLAS_COMPUTE_32F_FAST_TF32, \"x\");\n",
+		"drifted NCCL prototype": "typedef GD_NCCL_RESULT (*pf_bad2)(const void* s, void* r, int count, GD_NCCL_TYPE t, GD_NCCL_OP op, GD_NCCL_COMM c, GD_CUDART_STREAM st);\n" +
+			"static pf_bad2 bad2 __attribute__((unused)) = ncclAllReduce;\n",
 	} {
 		if out, err := compileC(t, inc, src+bad); err == nil {
 			t.Errorf("%s compiled; the header check cannot fail (%s)", name, out)

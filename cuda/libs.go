@@ -40,6 +40,9 @@ var libNames = map[string][]libCandidate{
 	"cuda":   {{"libcuda.so.1", 0}, {"libcuda.so", 0}},
 	"nvrtc":  {{"libnvrtc.so.13", 13}, {"libnvrtc.so.12", 12}, {"libnvrtc.so.11.2", 11}, {"libnvrtc.so", 0}},
 	"cublas": {{"libcublas.so.13", 13}, {"libcublas.so.12", 12}, {"libcublas.so", 0}},
+	// NCCL 2 serves every CUDA major; its own major is not CUDA's, so it is
+	// loaded with no CUDA major limit (openLibrary("nccl", 0)).
+	"nccl": {{"libnccl.so.2", 0}, {"libnccl.so", 0}},
 }
 
 // toolkitDirs are searched after the dynamic linker's paths.
@@ -178,8 +181,12 @@ type LibraryError struct {
 }
 
 func (e *LibraryError) Error() string {
-	what := map[string]string{"cuda": "NVIDIA driver library", "nvrtc": "NVRTC library", "cublas": "cuBLAS library"}[e.Kind]
+	what := map[string]string{"cuda": "NVIDIA driver library", "nvrtc": "NVRTC library", "cublas": "cuBLAS library",
+		"nccl": "NCCL library"}[e.Kind]
 	hint := "set " + LibDirEnv + " to the folder holding it"
+	if e.Kind == "nccl" {
+		hint = "training on several GPUs needs NCCL 2 (the nvidia-nccl-cu12/cu13 wheel or the libnccl2 package); " + hint
+	}
 	if e.Kind == "cuda" {
 		hint = "this machine has no NVIDIA GPU driver; run on a GPU node, or " + hint
 	}

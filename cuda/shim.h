@@ -5,7 +5,7 @@
 // Every type is written GD_T(real, abi): a normal build sees the ABI type
 // (an opaque pointer, an int for enums and status codes), and the header
 // test (headers_test.go) compiles this file with GD_CHECK_HEADERS against
-// NVIDIA's real cuda.h, nvrtc.h and cublas_v2.h, where each prototype takes
+// NVIDIA's real cuda.h, nvrtc.h, cublas_v2.h and nccl.h, where each prototype takes
 // the real types; assigning the real function to a pointer of our type then
 // fails to compile if a signature drifts. The same test checks every
 // constant below against the header's value and that each (real, abi) pair
@@ -36,6 +36,17 @@ typedef void* handle;
 #define GD_PROGRAM GD_T(nvrtcProgram, handle)
 #define GD_BLAS_STATUS GD_T(cublasStatus_t, int)
 #define GD_BLAS GD_T(cublasHandle_t, handle)
+
+// ncclUniqueId is passed by value: our copy has the same 128 bytes.
+typedef struct {
+	char internal[128];
+} gd_nccl_id;
+#define GD_NCCL_RESULT GD_T(ncclResult_t, int)
+#define GD_NCCL_COMM GD_T(ncclComm_t, handle)
+#define GD_NCCL_ID GD_T(ncclUniqueId, gd_nccl_id)
+#define GD_NCCL_TYPE GD_T(ncclDataType_t, int)
+#define GD_NCCL_OP GD_T(ncclRedOp_t, int)
+#define GD_CUDART_STREAM GD_T(cudaStream_t, handle)
 
 // ---- driver API (libcuda) ----
 typedef GD_RESULT (*pf_cuInit)(unsigned int flags);
@@ -110,6 +121,25 @@ typedef GD_BLAS_STATUS (*pf_cublasGemmStridedBatchedEx)(
     int ldc, long long strideC, int batchCount, GD_T(cublasComputeType_t, int) computeType,
     GD_T(cublasGemmAlgo_t, int) algo);
 
+// ---- NCCL (libnccl), and the driver's stream query its watchdog polls ----
+typedef GD_RESULT (*pf_cuStreamQuery)(GD_STREAM stream);
+typedef GD_NCCL_RESULT (*pf_ncclGetVersion)(int* version);
+typedef GD_NCCL_RESULT (*pf_ncclGetUniqueId)(GD_NCCL_ID* uniqueId);
+typedef GD_NCCL_RESULT (*pf_ncclCommInitRank)(GD_NCCL_COMM* comm, int nranks, GD_NCCL_ID commId, int rank);
+typedef GD_NCCL_RESULT (*pf_ncclCommDestroy)(GD_NCCL_COMM comm); // also ncclCommAbort
+typedef GD_NCCL_RESULT (*pf_ncclCommGetAsyncError)(GD_NCCL_COMM comm, GD_NCCL_RESULT* asyncError);
+typedef const char* (*pf_ncclGetErrorString)(GD_NCCL_RESULT result);
+typedef const char* (*pf_ncclGetLastError)(GD_NCCL_COMM comm);
+typedef GD_NCCL_RESULT (*pf_ncclAllReduce)(const void* sendbuff, void* recvbuff, size_t count, GD_NCCL_TYPE datatype,
+                                           GD_NCCL_OP op, GD_NCCL_COMM comm, GD_CUDART_STREAM stream);
+typedef GD_NCCL_RESULT (*pf_ncclReduceScatter)(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                               GD_NCCL_TYPE datatype, GD_NCCL_OP op, GD_NCCL_COMM comm,
+                                               GD_CUDART_STREAM stream);
+typedef GD_NCCL_RESULT (*pf_ncclAllGather)(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                           GD_NCCL_TYPE datatype, GD_NCCL_COMM comm, GD_CUDART_STREAM stream);
+typedef GD_NCCL_RESULT (*pf_ncclBroadcast)(const void* sendbuff, void* recvbuff, size_t count, GD_NCCL_TYPE datatype,
+                                           int root, GD_NCCL_COMM comm, GD_CUDART_STREAM stream);
+
 // ---- constants (checked against the headers by headers_test.go) ----
 enum {
 	GD_CUDA_ERROR_OUT_OF_MEMORY = 2,
@@ -135,6 +165,18 @@ enum {
 	GD_CUBLAS_STATUS_INTERNAL_ERROR = 14,
 	GD_CUBLAS_STATUS_NOT_SUPPORTED = 15,
 	GD_CUBLAS_STATUS_LICENSE_ERROR = 16,
+	GD_CUDA_ERROR_NOT_READY = 600,
+	GD_NCCL_UNIQUE_ID_BYTES = 128,
+	GD_ncclSuccess = 0,
+	GD_ncclUnhandledCudaError = 1,
+	GD_ncclSystemError = 2,
+	GD_ncclInternalError = 3,
+	GD_ncclInvalidArgument = 4,
+	GD_ncclInvalidUsage = 5,
+	GD_ncclRemoteError = 6,
+	GD_ncclInProgress = 7,
+	GD_ncclSum = 0,
+	GD_ncclFloat32 = 7,
 };
 
 #endif

@@ -5,9 +5,9 @@
 //
 // Build compiles, with g++, one shared library from the emulator's C++
 // sources (csrc/) and the kernel sources, and installs it in a folder under
-// the file names the backend looks for: libcuda.so.1, with libcublas.so.13
-// and libnvrtc.so.13 symlinked to it, so that the dynamic loader maps one
-// copy and the three share state. Point the backend at the folder with
+// the file names the backend looks for: libcuda.so.1, with libcublas.so.13,
+// libnvrtc.so.13 and libnccl.so.2 symlinked to it, so that the dynamic loader
+// maps one copy and the four share state. Point the backend at the folder with
 // GDROTRAIN_CUDA_LIB_DIR. The folder also gets emu-build/, the generated
 // sources and objects, which the fake NVRTC uses to check programs.
 //
@@ -60,6 +60,18 @@
 //     variable is read at every call, and values other than bf16 and tf32
 //     make the call fail with CUBLAS_STATUS_INVALID_VALUE). A bf16 C is
 //     rounded to nearest even from the fp32 result.
+//   - NCCL (csrc/emu_nccl.cc) runs between the processes of one machine, one
+//     rank each, through a POSIX shared-memory segment named in the unique
+//     id. Collectives (all-reduce, reduce-scatter, all-gather, broadcast)
+//     run synchronously in the call, in chunks of one slot per rank
+//     (GDROTRAIN_EMU_NCCL_SLOT_BYTES, default 4 MiB); reductions add rank 0 +
+//     rank 1 + … in order, so results are bitwise reproducible. A rank that
+//     does not arrive within GDROTRAIN_EMU_NCCL_TIMEOUT_MS (default 60000)
+//     fails the others' call with ncclSystemError, a rank whose process has
+//     exited with ncclRemoteError, and ncclCommAbort from another thread
+//     ends a waiting call at once; ncclGetLastError names the missing ranks.
+//     Ranks whose calls differ (collective, count, type, op, root) fail with
+//     ncclInvalidUsage. fp16/bf16/fp8 reductions and ncclAvg are refused.
 //   - Fused multiply-add: nvcc and NVRTC contract a*b+c into one FMA by
 //     default (--fmad=true), g++ at -O1 on x86-64 never does. With
 //     GDROTRAIN_EMU_FMA=1, Build adds FMAFlags (-mfma -ffp-contract=fast
@@ -123,6 +135,7 @@ const (
 	LibCUDA   = "libcuda.so.1"
 	LibCUBLAS = "libcublas.so.13"
 	LibNVRTC  = "libnvrtc.so.13"
+	LibNCCL   = "libnccl.so.2"
 )
 
 // CacheEnv, when set, names a folder where compiled objects are kept across
@@ -154,11 +167,11 @@ const FaultEnv = "GDROTRAIN_EMU_FAULT"
 // into failures.
 const RequireEnv = "GDROTRAIN_REQUIRE_EMULATOR"
 
-//go:embed csrc/emu.h csrc/emu_abi.h csrc/emu_internal.h csrc/emu_runtime.cc csrc/emu_driver.cc csrc/emu_cublas.cc csrc/emu_nvrtc.cc
+//go:embed csrc/emu.h csrc/emu_abi.h csrc/emu_internal.h csrc/emu_runtime.cc csrc/emu_driver.cc csrc/emu_cublas.cc csrc/emu_nvrtc.cc csrc/emu_nccl.cc
 var csrc embed.FS
 
 // runtimeUnits are the emulator's own translation units.
-var runtimeUnits = []string{"emu_runtime.cc", "emu_driver.cc", "emu_cublas.cc", "emu_nvrtc.cc"}
+var runtimeUnits = []string{"emu_runtime.cc", "emu_driver.cc", "emu_cublas.cc", "emu_nvrtc.cc", "emu_nccl.cc"}
 
 var baseFlags = func() []string {
 	f := []string{"-std=c++17", "-O1", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-strict-aliasing"}
@@ -233,8 +246,8 @@ func isHeader(name string) bool {
 }
 
 // Build compiles the emulator with the kernels of sources (file name →
-// CUDA C++ text) into dir: dir/libcuda.so.1, and dir/libcublas.so.13 and
-// dir/libnvrtc.so.13 as symlinks to it. A compile error is returned with
+// CUDA C++ text) into dir: dir/libcuda.so.1, and dir/libcublas.so.13,
+// dir/libnvrtc.so.13 and dir/libnccl.so.2 as symlinks to it. A compile error is returned with
 // g++'s output.
 func Build(dir string, sources map[string]string) error {
 	if !Available() {
@@ -377,7 +390,7 @@ func Build(dir string, sources map[string]string) error {
 	// Link into a temporary name and rename, so that a library already
 	// loaded from dir is never overwritten in place.
 	script := filepath.Join(work, "exports.map")
-	if err := os.WriteFile(script, []byte("{\n  global: cu*; cublas*; nvrtc*;\n  local: *;\n};\n"), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte("{\n  global: cu*; cublas*; nvrtc*; nccl*;\n  local: *;\n};\n"), 0o644); err != nil {
 		return err
 	}
 	tmp := filepath.Join(abs, "."+LibCUDA+".tmp")
@@ -391,7 +404,7 @@ func Build(dir string, sources map[string]string) error {
 	if err := os.Rename(tmp, filepath.Join(abs, LibCUDA)); err != nil {
 		return err
 	}
-	for _, l := range []string{LibCUBLAS, LibNVRTC} {
+	for _, l := range []string{LibCUBLAS, LibNVRTC, LibNCCL} {
 		p := filepath.Join(abs, l)
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err

@@ -201,13 +201,15 @@ func TestBuildErrors(t *testing.T) {
 	if err := Build(dir, map[string]string{"sub/ok.cu": k, "empty.cu": "// nothing\n"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{LibCUDA, LibCUBLAS, LibNVRTC} {
+	for _, f := range []string{LibCUDA, LibCUBLAS, LibNVRTC, LibNCCL} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
 	}
-	if target, err := os.Readlink(filepath.Join(dir, LibCUBLAS)); err != nil || target != LibCUDA {
-		t.Errorf("%s -> %q, %v", LibCUBLAS, target, err)
+	for _, l := range []string{LibCUBLAS, LibNCCL} {
+		if target, err := os.Readlink(filepath.Join(dir, l)); err != nil || target != LibCUDA {
+			t.Errorf("%s -> %q, %v", l, target, err)
+		}
 	}
 }
 
@@ -237,13 +239,16 @@ func TestExports(t *testing.T) {
 		cublasCreate_v2 cublasDestroy_v2 cublasSetStream_v2 cublasSetMathMode cublasGetVersion_v2
 		cublasGemmEx cublasGemmStridedBatchedEx
 		nvrtcVersion nvrtcGetErrorString nvrtcCreateProgram nvrtcCompileProgram nvrtcGetProgramLogSize
-		nvrtcGetProgramLog nvrtcGetPTXSize nvrtcGetPTX nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcDestroyProgram`) {
+		nvrtcGetProgramLog nvrtcGetPTXSize nvrtcGetPTX nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcDestroyProgram
+		cuStreamQuery ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommDestroy ncclCommAbort
+		ncclCommGetAsyncError ncclGetErrorString ncclGetLastError ncclAllReduce ncclReduceScatter
+		ncclAllGather ncclBroadcast`) {
 		if !got[want] {
 			t.Errorf("%s is not exported", want)
 		}
 	}
 	for name := range got {
-		if !strings.HasPrefix(name, "cu") && !strings.HasPrefix(name, "nvrtc") {
+		if !strings.HasPrefix(name, "cu") && !strings.HasPrefix(name, "nvrtc") && !strings.HasPrefix(name, "nccl") {
 			t.Errorf("unexpected export %s", name)
 		}
 	}

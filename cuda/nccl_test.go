@@ -1,0 +1,310 @@
+package cuda
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// The NCCL tests run each rank as a process of its own (this test binary
+// re-executed with TestNCCLWorker and the rank in the environment), on the
+// emulator's NCCL, wired as training will be: rank 0 makes the id, dist
+// carries it over TCP, every rank opens a Comm on its device's stream.
+
+const (
+	workerEnv = "GDROTRAIN_TEST_NCCL_WORKER" // role,rank,world,port,timeout
+	slotEnv   = "GDROTRAIN_EMU_NCCL_SLOT_BYTES"
+	emuWait   = "GDROTRAIN_EMU_NCCL_TIMEOUT_MS"
+)
+
+// ncclSizes are per-rank element counts: odd, and with 4 KiB slots (1024
+// floats; 1024/world for reduce-scatter) crossing chunk boundaries.
+var ncclSizes = []int{1, 31, 33, 1025, 3001}
+
+// ncclInput is rank r's element i: magnitudes spread over six decades so
+// that float32 sums depend on their order.
+func ncclInput(r, i, salt int) float32 {
+	return float32(math.Sin(float64(i*31+r*17+salt))) * float32(math.Pow(10, float64((i+r)%7-3)))
+}
+
+// ncclSum is Σ_r in(r, i) added in rank order in float32, the emulator's
+// (and the test's) definition of the reduction.
+func ncclSum(world, i, salt int) float32 {
+	acc := ncclInput(0, i, salt)
+	for r := 1; r < world; r++ {
+		acc += ncclInput(r, i, salt)
+	}
+	return acc
+}
+
+// TestNCCLCollectives: 2 and 4 processes all-reduce, reduce-scatter,
+// all-gather and broadcast odd sizes and get bitwise the expected values.
+func TestNCCLCollectives(t *testing.T) {
+	needEmulatorNCCL(t)
+	for _, world := range []int{2, 4} {
+		t.Run(fmt.Sprintf("world%d", world), func(t *testing.T) {
+			roles := make([]string, world)
+			for r := range roles {
+				roles[r] = "collectives"
+			}
+			runRanks(t, roles, 60*time.Second, slotEnv+"=4096")
+		})
+	}
+}
+
+// TestNCCLMissingRank: a rank that never joins, or joins and never calls
+// the collective, makes the others fail within the limit, naming ranks.
+func TestNCCLMissingRank(t *testing.T) {
+	needEmulatorNCCL(t)
+	t.Run("init", func(t *testing.T) {
+		// The emulator's own wait (1.5 s) ends the join; its message names rank 2.
+		runRanks(t, []string{"init-fails", "init-fails", "sleep-before-init"}, 30*time.Second, emuWait+"=1500")
+	})
+	t.Run("collective", func(t *testing.T) {
+		// The Comm's watchdog (1.5 s) aborts the all-reduce rank 1 never joins.
+		runRanks(t, []string{"collective-times-out", "sleep-before-collective"}, 1500*time.Millisecond)
+	})
+}
+
+func needEmulatorNCCL(t *testing.T) {
+	t.Helper()
+	testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("skipped: the multi-process NCCL tests run on the emulator (one GPU here); scripts/ checks NCCL on GPUs")
+	}
+}
+
+// runRanks starts one worker per role and waits for those that do not
+// sleep; sleepers are killed at the end.
+func runRanks(t *testing.T, roles []string, timeout time.Duration, env ...string) {
+	t.Helper()
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	type worker struct {
+		cmd *exec.Cmd
+		out bytes.Buffer
+	}
+	ws := make([]*worker, len(roles))
+	for r, role := range roles {
+		w := &worker{}
+		w.cmd = exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNCCLWorker$", "-test.v", "-test.count=1")
+		w.cmd.Env = append(append(os.Environ(), env...),
+			fmt.Sprintf("%s=%s,%d,%d,%d,%d", workerEnv, role, r, len(roles), port, timeout.Milliseconds()))
+		w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.out
+		if err := w.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ws[r] = w
+	}
+	var wg sync.WaitGroup
+	for r, w := range ws {
+		if strings.HasPrefix(roles[r], "sleep") {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := w.cmd.Wait(); err != nil {
+				t.Errorf("rank %d (%s): %v\n%s", r, roles[r], err, w.out.String())
+			} else if !strings.Contains(w.out.String(), "PASS: TestNCCLWorker") {
+				t.Errorf("rank %d (%s) did not run:\n%s", r, roles[r], w.out.String())
+			} else {
+				t.Logf("rank %d (%s): %s", r, roles[r], tailLines(w.out.String(), 3))
+			}
+		}()
+	}
+	wg.Wait()
+	for r, w := range ws {
+		if strings.HasPrefix(roles[r], "sleep") {
+			w.cmd.Process.Kill()
+			w.cmd.Wait()
+		}
+	}
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
+
+// TestNCCLWorker is one rank; it runs only when a test above starts it.
+func TestNCCLWorker(t *testing.T) {
+	spec := os.Getenv(workerEnv)
+	if spec == "" {
+		t.Skip("skipped: runs as a worker process of the NCCL tests")
+	}
+	f := strings.Split(spec, ",")
+	role := f[0]
+	num := func(i int) int {
+		v, err := strconv.Atoi(f[i])
+		if err != nil {
+			t.Fatalf("%s=%q: %v", workerEnv, spec, err)
+		}
+		return v
+	}
+	rank, world, port, timeout := num(1), num(2), num(3), time.Duration(num(4))*time.Millisecond
+	b := NewBackend(testDevice(t), FP32)
+
+	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id UniqueID
+	if rank == 0 {
+		if id, err = NewUniqueID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := dist.ExchangeID(w, dist.ID(id), 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if role == "sleep-before-init" {
+		time.Sleep(time.Minute)
+		return
+	}
+	start := time.Now()
+	c, err := OpenComm(b, UniqueID(got), rank, world, timeout)
+	if role == "init-fails" {
+		want := []string{fmt.Sprintf("nccl init (rank %d of %d)", rank, world), "ncclSystemError", "rank(s) 2 did not arrive"}
+		if err == nil {
+			t.Fatal("init succeeded without rank 2")
+		}
+		checkErr(t, err, start, 10*time.Second, want...)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	switch role {
+	case "sleep-before-collective":
+		time.Sleep(time.Minute)
+	case "collective-times-out":
+		tt := b.New(1001)
+		start := time.Now()
+		err := c.AllReduce(tt)
+		if !errors.Is(err, ErrCommTimeout) {
+			t.Fatalf("all-reduce without rank 1: %v; want a timeout", err)
+		}
+		checkErr(t, err, start, timeout+10*time.Second, "all-reduce of 1001 floats (rank 0 of 2)", "aborted", "rank(s) 1")
+		if err2 := c.AllReduce(tt); err2 == nil || !strings.Contains(err2.Error(), "rank 0 of 2") {
+			t.Errorf("a second call on the failed Comm: %v", err2)
+		}
+	case "collectives":
+		ncclCollectives(t, b, c, rank, world)
+	default:
+		t.Fatalf("unknown role %q", role)
+	}
+}
+
+func checkErr(t *testing.T, err error, start time.Time, limit time.Duration, want ...string) {
+	t.Helper()
+	if d := time.Since(start); d > limit {
+		t.Errorf("failed after %s; limit %s", d, limit)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	t.Logf("got, as expected: %v", err)
+}
+
+// ncclCollectives runs the four collectives on every size and compares
+// each element's bits with the host's.
+func ncclCollectives(t *testing.T, b *Backend, c *Comm, rank, world int) {
+	check := func(what string, got []float32, want func(i int) float32) {
+		t.Helper()
+		bad := 0
+		for i, g := range got {
+			if w := want(i); math.Float32bits(g) != math.Float32bits(w) {
+				if bad < 5 {
+					t.Errorf("rank %d %s: [%d] = %g (%#x), want %g (%#x)", rank, what, i, g, math.Float32bits(g), w, math.Float32bits(w))
+				}
+				bad++
+			}
+		}
+		if bad > 0 {
+			t.Errorf("rank %d %s: %d of %d elements differ", rank, what, bad, len(got))
+		}
+	}
+	upload := func(n, salt int, val func(i int) float32) *model.Tensor {
+		tt := b.New(n)
+		host := make([]float32, n)
+		for i := range host {
+			host[i] = val(i)
+		}
+		b.Upload(tt, host)
+		return tt
+	}
+	download := func(tt *model.Tensor) []float32 {
+		out := make([]float32, tt.Numel())
+		b.Download(tt, out)
+		if err := b.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, n := range ncclSizes {
+		// All-reduce, in place.
+		ar := upload(n, 1, func(i int) float32 { return ncclInput(rank, i, 1) })
+		if err := c.AllReduce(ar); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("all-reduce(%d)", n), download(ar), func(i int) float32 { return ncclSum(world, i, 1) })
+
+		// Reduce-scatter: world blocks of n; this rank keeps block rank.
+		src := upload(world*n, 2, func(i int) float32 { return ncclInput(rank, i, 2) })
+		dst := b.New(n)
+		if err := c.ReduceScatter(dst, src); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("reduce-scatter(%d)", n), download(dst), func(i int) float32 { return ncclSum(world, rank*n+i, 2) })
+
+		// All-gather: rank r's n values land at [r·n, (r+1)·n).
+		part := upload(n, 3, func(i int) float32 { return ncclInput(rank, i, 3) })
+		all := b.New(world * n)
+		if err := c.AllGather(all, part); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("all-gather(%d)", n), download(all), func(i int) float32 { return ncclInput(i/n, i%n, 3) })
+
+		// Broadcast from the last rank (not 0), in place.
+		root := world - 1
+		bc := upload(n, 4, func(i int) float32 { return ncclInput(rank, i, 4) })
+		if err := c.Broadcast(bc, root); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("broadcast(%d)", n), download(bc), func(i int) float32 { return ncclInput(root, i, 4) })
+		b.Release(ar, src, dst, part, all, bc)
+	}
+	// Wrong shapes are refused before any rank waits.
+	if err := c.AllGather(b.New(3), b.New(2)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("rank %d of %d", rank, world)) {
+		t.Errorf("all-gather into a wrong size: %v", err)
+	}
+	t.Logf("rank %d of %d: collectives on sizes %v match bitwise", rank, world, ncclSizes)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	s, err := dist.Listen(dist.World{Rank: 0, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	return s.Port()
+}
