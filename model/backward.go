@@ -113,7 +113,7 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid);
 	// h, gate, up and their gradients are held transposed (layerActs).
 	F := a.h.Shape[0]
-	b.MatMul(g.Down, dx, a.h, true, true, true)  // dWd += dxᵀ·hᵀᵀ
+	b.MatMul(g.Down, dx, a.h, true, true, true)   // dWd += dxᵀ·hᵀᵀ
 	b.MatMul(s.dh, w.Down, dx, true, true, false) // dhᵀ = Wdᵀ·dxᵀ
 	b.SwiGLUBackward(s.dgu.Rows(0, F), s.dgu.Rows(F, 2*F), s.dh, a.gate(), a.up())
 	b.MatMul(g.GateUp, s.dgu, a.xn2, false, false, true) // dWgu += dguᵀ·xn2
