@@ -82,26 +82,31 @@ func (d *Device) Synchronize() error {
 // copyIn queues a copy of bytes of host memory src (Go memory, read before
 // copyIn returns) to dst, through the staging buffer.
 func (d *Device) copyIn(dst uint64, src unsafe.Pointer, bytes int64) error {
-	d.stage.mu.Lock()
-	defer d.stage.mu.Unlock()
-	for done := int64(0); done < bytes; {
-		n := min(bytes-done, d.stage.size)
-		p, err := d.region(n)
-		if err != nil {
-			return err
-		}
-		copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(unsafe.Add(src, done)), n))
-		if err := d.drv.HtoDAsync(dst+uint64(done), p, n, d.stream); err != nil {
-			return err
-		}
-		done += n
-	}
-	return nil
+	return d.staged(bytes, func(p unsafe.Pointer, off, n int64) error {
+		copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(unsafe.Add(src, off)), n))
+		return d.drv.HtoDAsync(dst+uint64(off), p, n, d.stream)
+	})
 }
 
 // copyOut copies bytes from src to host memory dst, waiting for the stream
 // (every queued op that writes src) first: the one place the host waits.
 func (d *Device) copyOut(dst unsafe.Pointer, src uint64, bytes int64) error {
+	return d.staged(bytes, func(p unsafe.Pointer, off, n int64) error {
+		if err := d.drv.DtoHAsync(p, src+uint64(off), n, d.stream); err != nil {
+			return err
+		}
+		if err := d.syncLocked(); err != nil {
+			return err
+		}
+		copy(unsafe.Slice((*byte)(unsafe.Add(dst, off)), n), unsafe.Slice((*byte)(p), n))
+		return nil
+	})
+}
+
+// staged runs f over bytes in pieces of at most the staging buffer's size,
+// each with its region of the buffer (p) and its offset, the buffer's lock
+// held throughout.
+func (d *Device) staged(bytes int64, f func(p unsafe.Pointer, off, n int64) error) error {
 	d.stage.mu.Lock()
 	defer d.stage.mu.Unlock()
 	for done := int64(0); done < bytes; {
@@ -110,13 +115,9 @@ func (d *Device) copyOut(dst unsafe.Pointer, src uint64, bytes int64) error {
 		if err != nil {
 			return err
 		}
-		if err := d.drv.DtoHAsync(p, src+uint64(done), n, d.stream); err != nil {
+		if err := f(p, done, n); err != nil {
 			return err
 		}
-		if err := d.syncLocked(); err != nil {
-			return err
-		}
-		copy(unsafe.Slice((*byte)(unsafe.Add(dst, done)), n), unsafe.Slice((*byte)(p), n))
 		done += n
 	}
 	return nil

@@ -429,6 +429,31 @@ func (b *ReferenceCPU) attentionArgs(out, lse, q, k, v *Tensor, segs []Segment) 
 	return H, G, D, b.data(q), b.data(k), b.data(v), b.data(out), L, true
 }
 
+// attnBackwardData are AttentionBackward's tensors' data.
+type attnBackwardData struct{ Q, K, V, O, DO, L, DQ, DK, DV []float32 }
+
+// attentionBackwardArgs validates AttentionBackward's arguments and returns
+// the dimensions and the data, dq, dk and dv cleared (rows outside every
+// segment stay 0).
+func (b *ReferenceCPU) attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment) (H, G, D int, t attnBackwardData, ok bool) {
+	const op = "attention backward"
+	if !b.check(op, dq, dk, dv, dout, q, k, v, out, lse) {
+		return
+	}
+	if H, G, D, ok = b.checkAttention(op, out, q, k, v, segs); !ok {
+		return
+	}
+	if !b.sameSize(op, dq, q, dout) || !b.sameSize(op, dk, k, dv) || lse.Numel() != q.Shape[0]*H {
+		return H, G, D, t, false
+	}
+	t = attnBackwardData{Q: b.data(q), K: b.data(k), V: b.data(v), O: b.data(out), DO: b.data(dout), L: b.data(lse),
+		DQ: b.data(dq), DK: b.data(dk), DV: b.data(dv)}
+	clear(t.DQ)
+	clear(t.DK)
+	clear(t.DV)
+	return H, G, D, t, true
+}
+
 // Attention computes causal GQA attention per segment.
 func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
 	H, G, D, Q, K, Vv, O, L, ok := b.attentionArgs(out, lse, q, k, v, segs)
@@ -478,21 +503,11 @@ func (b *ReferenceCPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scal
 // AttentionBackward recomputes the probabilities from the saved log-sum-exp
 // (as flash attention does) and overwrites dq, dk, dv.
 func (b *ReferenceCPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
-	if !b.check("attention backward", dq, dk, dv, dout, q, k, v, out, lse) {
-		return
-	}
-	H, G, D, ok := b.checkAttention("attention backward", out, q, k, v, segs)
+	H, G, D, t, ok := b.attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse, segs)
 	if !ok {
 		return
 	}
-	if !b.sameSize("attention backward", dq, q, dout) || !b.sameSize("attention backward", dk, k, dv) || lse.Numel() != q.Shape[0]*H {
-		return
-	}
-	Q, K, Vv, O, DO, L := b.data(q), b.data(k), b.data(v), b.data(out), b.data(dout), b.data(lse)
-	DQ, DK, DV := b.data(dq), b.data(dk), b.data(dv)
-	clear(DQ)
-	clear(DK)
-	clear(DV)
+	Q, K, Vv, O, DO, L, DQ, DK, DV := t.Q, t.K, t.V, t.O, t.DO, t.L, t.DQ, t.DK, t.DV
 	groups := H / G
 	// Parallel over key/value heads: each owns disjoint columns of dk and dv,
 	// and its query heads own disjoint columns of dq.

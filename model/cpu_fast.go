@@ -431,22 +431,11 @@ func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32
 //	P = exp(q·kᵀ·scale − lse) (causal),  dP = dout·vᵀ,  dS = P ⊙ (dP − Σ dout⊙out)·scale,
 //	dv += Pᵀ·dout,  dk += dSᵀ·q,  dq = dS·k.
 func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
-	if !b.check("attention backward", dq, dk, dv, dout, q, k, v, out, lse) {
-		return
-	}
-	H, G, D, ok := b.checkAttention("attention backward", out, q, k, v, segs)
+	H, G, D, t, ok := b.attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse, segs)
 	if !ok {
 		return
 	}
-	if !b.sameSize("attention backward", dq, q, dout) || !b.sameSize("attention backward", dk, k, dv) || lse.Numel() != q.Shape[0]*H {
-		return
-	}
-	Q, K, Vv, O, DO, L := b.data(q), b.data(k), b.data(v), b.data(out), b.data(dout), b.data(lse)
-	DQ, DK, DV := b.data(dq), b.data(dk), b.data(dv)
-	// Rows outside every segment stay 0, as in the reference.
-	clear(DQ)
-	clear(DK)
-	clear(DV)
+	Q, K, Vv, O, DO, L, DQ, DK, DV := t.Q, t.K, t.V, t.O, t.DO, t.L, t.DQ, t.DK, t.DV
 	groups := H / G
 	// Segments whose key rows overlap (never in training, where each packed
 	// sequence attends to itself) would write the same dk rows: then one
