@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Tests scripts/slurm/gdrotrain.sbatch without Slurm: syntax (bash -n), and
-# a run under a fake SLURM_* environment with a fake gdrotrain that waits
-# for SIGUSR1 and exits 3, and a fake scontrol that records the requeue.
+# Tests the batch scripts without Slurm: syntax (bash -n), and runs under a
+# fake SLURM_* environment with a fake gdrotrain that waits for SIGUSR1 and
+# exits 3, and a fake scontrol that records the requeue. The multi-GPU
+# scripts run under a fake srun that starts SLURM_NTASKS copies of the task
+# with their SLURM_PROCID/SLURM_LOCALID, forwards SIGUSR1 to them and exits
+# with the highest task status, as srun does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 script="$here/gdrotrain.sbatch"
@@ -36,3 +39,60 @@ expect "scontrol requeue 4242"
 # Without CONFIG the script refuses to start.
 if CONFIG= bash "$script" > /dev/null 2>&1; then echo "ran without CONFIG"; exit 1; fi
 echo "slurm script: ok"
+
+# The multi-GPU scripts.
+cat > "$tmp/gdrotrain" <<'FAKE'
+#!/usr/bin/env bash
+echo "rank $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS: gdrotrain $*" >> "$FAKE_LOG"
+trap 'echo "rank $SLURM_PROCID: got USR1" >> "$FAKE_LOG"; exit 3' USR1
+for _ in $(seq 100); do sleep 0.1; done
+exit 0
+FAKE
+cat > "$tmp/srun" <<'FAKE'
+#!/usr/bin/env bash
+# A fake srun: SLURM_NTASKS tasks over SLURM_JOB_NUM_NODES nodes, signals
+# forwarded, the highest task status returned.
+echo "srun $*" >> "$FAKE_LOG"
+while [ "${1#--}" != "$1" ]; do shift; done
+per=$(( SLURM_NTASKS / SLURM_JOB_NUM_NODES )); pids=()
+for ((r = 0; r < SLURM_NTASKS; r++)); do
+  SLURM_PROCID=$r SLURM_LOCALID=$(( r % per )) "$@" &
+  pids+=($!)
+done
+trap 'kill -USR1 "${pids[@]}" 2>/dev/null' USR1
+status=0
+for p in "${pids[@]}"; do
+  while :; do wait "$p"; s=$?; kill -0 "$p" 2>/dev/null || break; done
+  [ "$s" -gt "$status" ] && status=$s
+done
+exit "$status"
+FAKE
+chmod +x "$tmp/gdrotrain" "$tmp/srun"
+for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
+  set -- $case
+  multi="$here/$1"
+  bash -n "$multi"
+  bash -n "$here/srun_train.sh"
+  # The #SBATCH lines ask for one task per GPU, and the tasks we fake.
+  grep -q "^#SBATCH --ntasks-per-node=8" "$multi" || { echo "$1: not 8 tasks per node"; exit 1; }
+  grep -q "^#SBATCH --gpus-per-node=8" "$multi" || { echo "$1: not 8 GPUs per node"; exit 1; }
+  grep -q "^#SBATCH --nodes=$3\$" "$multi" || { echo "$1: not $3 node(s)"; exit 1; }
+  : > "$tmp/log"
+  mkdir -p "$tmp/submit/scripts"
+  ln -sfn "$here" "$tmp/submit/scripts/slurm"
+  ( cd "$tmp/submit" && exec env SLURM_SUBMIT_DIR="$tmp/submit" SLURM_JOB_ID=77 SLURM_JOB_NAME=gt \
+      SLURM_NTASKS=$2 SLURM_JOB_NUM_NODES=$3 CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" \
+      bash "$multi" --set optim.lr=1e-6 ) > "$tmp/out" 2>&1 &
+  job=$!
+  for _ in $(seq 50); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge "$2" ] && break; sleep 0.1; done
+  kill -USR1 "$job"
+  wait "$job" || { echo "$1: batch script failed"; cat "$tmp/out" "$tmp/log"; exit 1; }
+  expect "srun --ntasks=$2 --kill-on-bad-exit=0 --open-mode=append --output=logs/gt-77-rank%t.out"
+  for ((r = 0; r < $2; r++)); do
+    expect "rank $r local $(( r % 8 )) of $2: gdrotrain train --config my.yaml --device cuda --resume auto --set optim.lr=1e-6"
+    expect "rank $r: got USR1"
+  done
+  expect "scontrol requeue 77"
+  [ -d "$tmp/submit/logs" ] || { echo "$1: no logs folder"; exit 1; }
+done
+echo "multi-GPU slurm scripts: ok"
