@@ -17,11 +17,16 @@ type AdamWConfig struct {
 }
 
 // Optimizer is AdamW with first and second moments laid out like the
-// parameters. Step counts completed updates.
+// parameters (M, V), or sharded over data-parallel ranks (Sharded, with
+// M and V nil; see zero.go). Step counts completed updates.
 type Optimizer struct {
 	Cfg  AdamWConfig
 	M, V *Params
 	Step int
+	// Sharded holds this rank's moments under ZeRO-1, and Gather joins
+	// the ranks' updated parts after each step.
+	Sharded *ShardMoments
+	Gather  ShardGatherer
 }
 
 // NewOptimizer allocates zero moments for cfg's parameters on b.
@@ -34,6 +39,9 @@ func NewOptimizer(b Backend, mc *Config, cfg AdamWConfig) *Optimizer {
 func (o *Optimizer) Update(b Backend, mc *Config, p, grads *Params, lr float64) error {
 	o.Step++
 	h := AdamWParams{LR: lr, Beta1: o.Cfg.Beta1, Beta2: o.Cfg.Beta2, Eps: o.Cfg.Eps, WeightDecay: o.Cfg.WeightDecay, Step: o.Step}
+	if o.Sharded != nil {
+		return o.updateSharded(b, mc, p, grads, h, o.Gather)
+	}
 	pn, gn, mn, vn := p.Named(mc), grads.Named(mc), o.M.Named(mc), o.V.Named(mc)
 	for i := range pn {
 		b.AdamW(*pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr, h)

@@ -1,0 +1,57 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
+// each tensor's owned range, per model.Shard.Range, goes from its rank to
+// every rank. NCCL's all-gather needs equal blocks, and the last ranks'
+// ranges can be shorter or empty, so each tensor travels through a
+// scratch buffer of World·⌈n/World⌉ elements: the rank's range is copied
+// into its block, the blocks are gathered in place (NCCL allows the send
+// buffer to be the rank's block of the receive buffer), and the first n
+// elements are copied back. Copies and collectives run in order on the
+// compute stream; the scratch block is reused across tensors of one size.
+func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
+	if s.World != c.world || s.Rank != c.rank {
+		return fmt.Errorf("gather shards: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
+	}
+	scratch := map[int]*model.Tensor{}
+	defer func() {
+		for _, t := range scratch {
+			c.b.Release(t)
+		}
+	}()
+	for i, t := range ts {
+		n := t.Numel()
+		chunk := (n + c.world - 1) / c.world
+		if chunk == 0 {
+			continue
+		}
+		tmp := scratch[chunk]
+		if tmp == nil {
+			tmp = c.b.Scratch(c.world * chunk)
+			scratch[chunk] = tmp
+		}
+		flat := t.View(n)
+		lo, hi := s.Range(n)
+		block := tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
+		if hi > lo {
+			c.b.Copy(block.Rows(0, hi-lo), flat.Rows(lo, hi))
+		}
+		if err := c.AllGather(tmp, block); err != nil {
+			return fmt.Errorf("parameter %d of %d (%d elements): %w", i, len(ts), n, err)
+		}
+		c.b.Copy(flat, tmp.Rows(0, n))
+	}
+	if err := c.b.Err(); err != nil {
+		c.b.ResetErr()
+		return fmt.Errorf("gather shards (rank %d of %d): %w", c.rank, c.world, err)
+	}
+	return nil
+}
+
+var _ model.ShardGatherer = (*Comm)(nil)

@@ -1,0 +1,249 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+)
+
+// TestShardRange: the ranks' ranges tile every size exactly, in order,
+// including sizes smaller than the world (some ranks own nothing).
+func TestShardRange(t *testing.T) {
+	for _, tc := range []struct{ n, world int }{{10, 1}, {10, 2}, {10, 3}, {10, 4}, {2, 4}, {0, 3}, {7, 8}, {4096, 8}, {4097, 8}} {
+		next := 0
+		for r := 0; r < max(tc.world, 1); r++ {
+			lo, hi := Shard{Rank: r, World: tc.world}.Range(tc.n)
+			if lo != next || hi < lo || hi-lo > (tc.n+max(tc.world, 1)-1)/max(tc.world, 1) {
+				t.Fatalf("n=%d world=%d rank %d: range [%d, %d), want it to start at %d", tc.n, tc.world, r, lo, hi, next)
+			}
+			next = hi
+		}
+		if next != tc.n {
+			t.Fatalf("n=%d world=%d: ranges end at %d", tc.n, tc.world, next)
+		}
+	}
+	if err := (Shard{Rank: 3, World: 3}).Validate(); err == nil {
+		t.Fatal("rank 3 of 3 accepted")
+	}
+}
+
+// memGather is an in-process all-gather between goroutine ranks, each with
+// its own CPU backend: every rank copies the other ranks' ranges out of
+// their tensors, between two barriers.
+type memGather struct {
+	world   int
+	mu      sync.Mutex
+	arrived int
+	round   int
+	cond    *sync.Cond
+	ranks   []rankTensors
+	calls   int
+}
+
+type rankTensors struct {
+	b  Backend
+	ts []*Tensor
+}
+
+func newMemGather(world int) *memGather {
+	g := &memGather{world: world, ranks: make([]rankTensors, world)}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+func (g *memGather) barrier() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	round := g.round
+	g.arrived++
+	if g.arrived == g.world {
+		g.arrived, g.round = 0, g.round+1
+		g.cond.Broadcast()
+		return
+	}
+	for round == g.round {
+		g.cond.Wait()
+	}
+}
+
+// rankGather is one rank's view of the in-process all-gather.
+type rankGather struct {
+	g *memGather
+	b Backend
+}
+
+func (r rankGather) GatherShards(ts []*Tensor, s Shard) error {
+	g := r.g
+	g.mu.Lock()
+	g.ranks[s.Rank] = rankTensors{b: r.b, ts: ts}
+	if s.Rank == 0 {
+		g.calls++
+	}
+	g.mu.Unlock()
+	g.barrier()
+	for q := 0; q < g.world; q++ {
+		if q == s.Rank {
+			continue
+		}
+		for i, t := range ts {
+			lo, hi := Shard{Rank: q, World: g.world}.Range(t.Numel())
+			if hi == lo {
+				continue
+			}
+			host := make([]float32, t.Numel())
+			g.ranks[q].b.Download(g.ranks[q].ts[i], host)
+			whole := make([]float32, t.Numel())
+			r.b.Download(t, whole)
+			copy(whole[lo:hi], host[lo:hi])
+			r.b.Upload(t, whole)
+		}
+	}
+	g.barrier()
+	return nil
+}
+
+// TestShardedAdamWMatchesUnsharded: W ranks with ZeRO-1 moments, fed the
+// same gradients, end with weights bitwise equal to one unsharded
+// optimizer's after several steps, and their moment slices assemble into
+// the unsharded moments bitwise; moments written at one world size and
+// loaded at another continue bitwise too (resharding).
+func TestShardedAdamWMatchesUnsharded(t *testing.T) {
+	cfg := AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	o := DefaultTiny()
+	mc, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const steps = 3
+	grads := func(b Backend, step int) *Params { return RandomParams(b, mc, uint64(100+step), 0.5, 0.5) }
+	// The reference: one unsharded optimizer.
+	rb := NewCPU()
+	rp := RandomParams(rb, mc, 3, 0.2, 0.3)
+	ro := NewOptimizer(rb, mc, cfg)
+	refAt := []map[string][]float32{hostParams(rb, mc, rp)} // weights after s steps
+	for s := 0; s < steps; s++ {
+		if err := ro.Update(rb, mc, rp, grads(rb, s), 1e-2); err != nil {
+			t.Fatal(err)
+		}
+		refAt = append(refAt, hostParams(rb, mc, rp))
+	}
+	want := refAt[steps]
+
+	run := func(world int, from []MomentSlice, first, last int) ([]map[string][]float32, [][]MomentSlice) {
+		g := newMemGather(world)
+		out, slices := make([]map[string][]float32, world), make([][]MomentSlice, world)
+		var wg sync.WaitGroup
+		errs := make([]error, world)
+		for r := 0; r < world; r++ {
+			wg.Add(1)
+			go func(r int) {
+				defer wg.Done()
+				b := NewCPU()
+				p := RandomParams(b, mc, 3, 0.2, 0.3)
+				opt, err := NewShardedOptimizer(b, mc, p, cfg, Shard{Rank: r, World: world})
+				if err != nil {
+					errs[r] = err
+					return
+				}
+				opt.Gather = rankGather{g: g, b: b}
+				if from != nil { // resume: weights after `first` steps, moments resharded
+					p.Each(mc, func(name string, t *Tensor) { b.Upload(t, refAt[first][name]) })
+					opt.Step = first
+					if err := opt.LoadMoments(b, mc, fullFrom(from)); err != nil {
+						errs[r] = err
+						return
+					}
+				}
+				for s := first; s < last; s++ {
+					if err := opt.Update(b, mc, p, grads(b, s), 1e-2); err != nil {
+						errs[r] = err
+						return
+					}
+				}
+				out[r], slices[r] = hostParams(b, mc, p), opt.MomentSlices(b, mc)
+			}(r)
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("world %d rank %d: %v", world, r, err)
+			}
+		}
+		return out, slices
+	}
+	refSlices := ro.MomentSlices(rb, mc)
+	for _, world := range []int{2, 3, 4} {
+		got, slices := run(world, nil, 0, steps)
+		for r := range got {
+			equalParams(t, fmt.Sprintf("world %d rank %d", world, r), got[r], want)
+		}
+		var all []MomentSlice
+		for _, s := range slices {
+			all = append(all, s...)
+		}
+		equalMoments(t, fmt.Sprintf("world %d", world), all, refSlices)
+	}
+	// Resharding: 4 ranks' moments after 2 steps, continued by 2 and 3 ranks
+	// for the last step.
+	_, four := run(4, nil, 0, 2)
+	var all []MomentSlice
+	for _, s := range four {
+		all = append(all, s...)
+	}
+	for _, world := range []int{1, 2, 3} {
+		got, _ := run(world, all, 2, steps)
+		for r := range got {
+			equalParams(t, fmt.Sprintf("resharded 4→%d rank %d", world, r), got[r], want)
+		}
+	}
+}
+
+func fullFrom(slices []MomentSlice) func(string, int) ([]float32, []float32, error) {
+	return func(name string, numel int) ([]float32, []float32, error) {
+		var mine []MomentSlice
+		for _, s := range slices {
+			if s.Name == name {
+				mine = append(mine, s)
+			}
+		}
+		return AssembleMoments(name, numel, mine)
+	}
+}
+
+func hostParams(b Backend, mc *Config, p *Params) map[string][]float32 {
+	out := map[string][]float32{}
+	p.Each(mc, func(name string, t *Tensor) {
+		h := make([]float32, t.Numel())
+		b.Download(t, h)
+		out[name] = h
+	})
+	return out
+}
+
+func equalParams(t *testing.T, what string, got, want map[string][]float32) {
+	t.Helper()
+	for name, w := range want {
+		g := got[name]
+		for i := range w {
+			if math.Float32bits(g[i]) != math.Float32bits(w[i]) {
+				t.Fatalf("%s: %s[%d] = %v, unsharded %v", what, name, i, g[i], w[i])
+			}
+		}
+	}
+}
+
+func equalMoments(t *testing.T, what string, got, want []MomentSlice) {
+	t.Helper()
+	for _, w := range want {
+		m, v, err := fullFrom(got)(w.Name, w.Numel)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		for i := range w.M {
+			if math.Float32bits(m[i]) != math.Float32bits(w.M[i]) || math.Float32bits(v[i]) != math.Float32bits(w.V[i]) {
+				t.Fatalf("%s: moments of %s[%d] = %v, %v; unsharded %v, %v", what, w.Name, i, m[i], v[i], w.M[i], w.V[i])
+			}
+		}
+	}
+}
