@@ -199,3 +199,9 @@ func AssembleMoments(name string, numel int, slices []MomentSlice) (m, v []float
 	}
 	return m, v, nil
 }
+
+// ParamShapes lists cfg's parameters (names and shapes, Params.Named
+// order) without allocating them, for plans.
+func ParamShapes(cfg *Config) []NamedParam {
+	return (&Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}).Named(cfg)
+}

@@ -22,17 +22,20 @@ type MemoryPlan struct {
 	Weights, Reference, Gradients, Moments int64
 	WeightCopies                           int64 // bf16 copies of the policy's matrices for products (GPU, bf16 products)
 	Activations, KVCache, Logits           int64
+	// GatherBuffer is ZeRO-1's all-gather buffer after AdamW: one padded
+	// copy of the largest parameter (cuda.Comm.GatherShards).
+	GatherBuffer int64
 }
 
 // Total is the sum of every part.
 func (p MemoryPlan) Total() int64 {
-	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies + p.Activations + p.KVCache + p.Logits
+	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies + p.Activations + p.KVCache + p.Logits + p.GatherBuffer
 }
 
 func (p MemoryPlan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
-	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s; total %s",
-		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.Total()))
+	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s, ZeRO-1 gather buffer %s; total %s",
+		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.GatherBuffer), g(p.Total()))
 }
 
 // planTokens is a micro-batch's tokens at the longest sequence.
@@ -82,6 +85,34 @@ type Budget struct {
 	// RefBF16, KVBF16: the reference model and KV cache are held in bf16;
 	// ActBF16: the MLP's activations too.
 	RefBF16, KVBF16, ActBF16 bool
+	// World is the number of data-parallel ranks the plan is per rank of
+	// (0 or 1: one process); ZeRO the optimizer sharding stage (1: the
+	// AdamW moments split over the ranks).
+	World, ZeRO int
+}
+
+// ForWorld makes b the plan of one of world data-parallel ranks: every
+// rank holds the whole policy, gradients, reference, activations and KV
+// cache of its own micro-batches and slots; with ZeRO-1 it holds 1/world
+// of the AdamW moments (each parameter's ⌈n/world⌉ elements at most) plus
+// the all-gather buffer of the largest parameter.
+func (b *Budget) ForWorld(mc *model.Config, world, zero int) {
+	b.World, b.ZeRO = world, zero
+	if world <= 1 || zero < 1 {
+		return
+	}
+	const f32 = 4
+	var moments, largest int64
+	for _, np := range model.ParamShapes(mc) {
+		n := int64(1)
+		for _, d := range np.Shape {
+			n *= int64(d)
+		}
+		chunk := (n + int64(world) - 1) / int64(world)
+		moments += 2 * chunk * f32
+		largest = max(largest, chunk*int64(world)*f32)
+	}
+	b.Plan.Moments, b.Plan.GatherBuffer = moments, largest
 }
 
 // Check refuses a plan that will not fit, saying what to change.
@@ -93,7 +124,11 @@ func (b Budget) Report() string {
 	g := func(x int64) string { return fmt.Sprintf("%8.2f GiB", float64(x)/(1<<30)) }
 	p := b.Plan
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "memory plan on %s:\n", b.Device)
+	if b.World > 1 {
+		fmt.Fprintf(&sb, "memory plan per rank of %d (data parallel, ZeRO-%d) on %s:\n", b.World, b.ZeRO, b.Device)
+	} else {
+		fmt.Fprintf(&sb, "memory plan on %s:\n", b.Device)
+	}
 	dt := func(bf bool) string {
 		if bf {
 			return "bf16"
@@ -105,11 +140,14 @@ func (b Budget) Report() string {
 		v    int64
 	}{
 		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
-		{"gradients (fp32)", p.Gradients}, {"AdamW moments (fp32)", p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
+		{"gradients (fp32)", p.Gradients}, {momentsRow(b), p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "fp32, MLP bf16"}[b.ActBF16] + ")", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
+	}
+	if p.GatherBuffer > 0 {
+		fmt.Fprintf(&sb, "  %-38s %s\n", "ZeRO-1 all-gather buffer (fp32)", g(p.GatherBuffer))
 	}
 	fmt.Fprintf(&sb, "  %-38s %s\n", "total", g(p.Total()))
 	if b.Available > 0 {
@@ -126,6 +164,13 @@ func (b Budget) Report() string {
 		fmt.Fprintf(&sb, "verdict: fits, %.2f GiB to spare\n", float64(b.Available-p.Total())/(1<<30))
 	}
 	return sb.String()
+}
+
+func momentsRow(b Budget) string {
+	if b.World > 1 && b.ZeRO >= 1 {
+		return fmt.Sprintf("AdamW moments (fp32, 1/%d)", b.World)
+	}
+	return "AdamW moments (fp32)"
 }
 
 // NeedsReference reports whether the run keeps a frozen reference model.
