@@ -117,8 +117,8 @@ func (o *Optimizer) updateSharded(b Backend, mc *Config, p, grads *Params, h Ada
 // MomentSlices returns this rank's moments on the host, per parameter
 // name: m and v of the owned range, and the range. For an unsharded
 // optimizer the range is the whole parameter.
-func (o *Optimizer) MomentSlices(b Backend, mc *Config) []MomentSlice {
-	var out []MomentSlice
+func (o *Optimizer) MomentSlices(b Backend, mc *Config) MomentSlices {
+	var out MomentSlices
 	if sm := o.Sharded; sm != nil {
 		for i, name := range sm.Names {
 			lo, hi := sm.Shard.Range(sm.Numel[i])
@@ -150,28 +150,36 @@ type MomentSlice struct {
 	M, V   []float32
 }
 
-// LoadMoments sets this rank's moments from whole-parameter moments
-// (full(name) returns m and v of all Numel elements, assembled from any
-// number of slices): resharding a checkpoint written at another world size
-// is taking this rank's range of each.
-func (o *Optimizer) LoadMoments(b Backend, mc *Config, full func(name string, numel int) (m, v []float32, err error)) error {
+// MomentSource gives parts of whole-parameter moments: m and v of
+// elements [lo, hi) of the parameter name of numel elements, from however
+// many slices they were saved in.
+type MomentSource interface {
+	Moments(name string, numel, lo, hi int) (m, v []float32, err error)
+}
+
+// LoadMoments sets this rank's moments from src: resharding a checkpoint
+// written at another world size is reading this rank's range of each
+// parameter, whatever ranges the checkpoint's shards hold.
+func (o *Optimizer) LoadMoments(b Backend, mc *Config, src MomentSource) error {
 	if sm := o.Sharded; sm != nil {
 		for i, name := range sm.Names {
-			m, v, err := full(name, sm.Numel[i])
+			lo, hi := sm.Shard.Range(sm.Numel[i])
+			if hi == lo {
+				continue
+			}
+			m, v, err := src.Moments(name, sm.Numel[i], lo, hi)
 			if err != nil {
 				return err
 			}
-			lo, hi := sm.Shard.Range(sm.Numel[i])
-			if hi > lo {
-				b.Upload(sm.M[i], m[lo:hi])
-				b.Upload(sm.V[i], v[lo:hi])
-			}
+			b.Upload(sm.M[i], m)
+			b.Upload(sm.V[i], v)
 		}
 		return b.Err()
 	}
 	mn, vn := o.M.Named(mc), o.V.Named(mc)
 	for i := range mn {
-		m, v, err := full(mn[i].Name, (*mn[i].Ptr).Numel())
+		n := (*mn[i].Ptr).Numel()
+		m, v, err := src.Moments(mn[i].Name, n, 0, n)
 		if err != nil {
 			return err
 		}
@@ -181,21 +189,30 @@ func (o *Optimizer) LoadMoments(b Backend, mc *Config, full func(name string, nu
 	return b.Err()
 }
 
-// AssembleMoments joins slices of one parameter's moments (from the
-// shards of a checkpoint) into the whole, checking they cover it exactly.
-func AssembleMoments(name string, numel int, slices []MomentSlice) (m, v []float32, err error) {
-	m, v = make([]float32, numel), make([]float32, numel)
+// MomentSlices, as a MomentSource: the requested range is assembled from
+// the slices of that name, which must cover it.
+type MomentSlices []MomentSlice
+
+// Moments implements MomentSource.
+func (ss MomentSlices) Moments(name string, numel, lo, hi int) (m, v []float32, err error) {
+	m, v = make([]float32, hi-lo), make([]float32, hi-lo)
 	covered := 0
-	for _, s := range slices {
+	for _, s := range ss {
+		if s.Name != name {
+			continue
+		}
 		if s.Numel != numel || s.Lo < 0 || s.Hi > numel || s.Lo > s.Hi || len(s.M) != s.Hi-s.Lo || len(s.V) != s.Hi-s.Lo {
 			return nil, nil, fmt.Errorf("moments of %s: slice [%d, %d) of %d elements does not fit a parameter of %d", name, s.Lo, s.Hi, s.Numel, numel)
 		}
-		copy(m[s.Lo:s.Hi], s.M)
-		copy(v[s.Lo:s.Hi], s.V)
-		covered += s.Hi - s.Lo
+		a, z := max(lo, s.Lo), min(hi, s.Hi)
+		if a < z {
+			copy(m[a-lo:z-lo], s.M[a-s.Lo:z-s.Lo])
+			copy(v[a-lo:z-lo], s.V[a-s.Lo:z-s.Lo])
+			covered += z - a
+		}
 	}
-	if covered != numel {
-		return nil, nil, fmt.Errorf("moments of %s: the shards cover %d of %d elements", name, covered, numel)
+	if covered != hi-lo {
+		return nil, nil, fmt.Errorf("moments of %s: the saved slices cover %d of elements [%d, %d)", name, covered, lo, hi)
 	}
 	return m, v, nil
 }

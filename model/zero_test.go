@@ -3,6 +3,10 @@ package model
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -130,9 +134,9 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 	}
 	want := refAt[steps]
 
-	run := func(world int, from []MomentSlice, first, last int) ([]map[string][]float32, [][]MomentSlice) {
+	run := func(world int, from MomentSource, first, last int) ([]map[string][]float32, []MomentSlices) {
 		g := newMemGather(world)
-		out, slices := make([]map[string][]float32, world), make([][]MomentSlice, world)
+		out, slices := make([]map[string][]float32, world), make([]MomentSlices, world)
 		var wg sync.WaitGroup
 		errs := make([]error, world)
 		for r := 0; r < world; r++ {
@@ -150,7 +154,7 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 				if from != nil { // resume: weights after `first` steps, moments resharded
 					p.Each(mc, func(name string, t *Tensor) { b.Upload(t, refAt[first][name]) })
 					opt.Step = first
-					if err := opt.LoadMoments(b, mc, fullFrom(from)); err != nil {
+					if err := opt.LoadMoments(b, mc, from); err != nil {
 						errs[r] = err
 						return
 					}
@@ -178,7 +182,7 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 		for r := range got {
 			equalParams(t, fmt.Sprintf("world %d rank %d", world, r), got[r], want)
 		}
-		var all []MomentSlice
+		var all MomentSlices
 		for _, s := range slices {
 			all = append(all, s...)
 		}
@@ -187,28 +191,61 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 	// Resharding: 4 ranks' moments after 2 steps, continued by 2 and 3 ranks
 	// for the last step.
 	_, four := run(4, nil, 0, 2)
-	var all []MomentSlice
+	var all MomentSlices
 	for _, s := range four {
 		all = append(all, s...)
 	}
-	for _, world := range []int{1, 2, 3} {
-		got, _ := run(world, all, 2, steps)
-		for r := range got {
-			equalParams(t, fmt.Sprintf("resharded 4→%d rank %d", world, r), got[r], want)
+	// The same through files: each of the 4 ranks writes its shard file; a
+	// one-process file (optimizer.safetensors) is read as well.
+	sharded, single := t.TempDir(), t.TempDir()
+	for r, sl := range four {
+		if err := WriteMomentShard(sharded, sl, Shard{Rank: r, World: 4}); err != nil {
+			t.Fatal(err)
 		}
+	}
+	var ts []NamedTensor
+	for _, sl := range all.sorted() {
+		if sl.Lo == 0 {
+			m, v, err := all.Moments(sl.Name, sl.Numel, 0, sl.Numel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts = append(ts, NamedTensor{Name: "m/" + sl.Name, Shape: []int{sl.Numel}, Data: m}, NamedTensor{Name: "v/" + sl.Name, Shape: []int{sl.Numel}, Data: v})
+		}
+	}
+	if err := WriteSafetensors(filepath.Join(single, MomentsFile), ts, F32, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{sharded, single} {
+		files, err := OpenMoments(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, world := range []int{1, 2, 3} {
+			got, _ := run(world, files, 2, steps)
+			for r := range got {
+				equalParams(t, fmt.Sprintf("resharded 4→%d rank %d (%s)", world, r, filepath.Base(dir)), got[r], want)
+			}
+		}
+		files.Close()
+	}
+	// A missing shard file is named.
+	os.Remove(filepath.Join(sharded, MomentShardFile(2, 4)))
+	if _, err := OpenMoments(sharded); err == nil || !strings.Contains(err.Error(), "rank 2 of 4") {
+		t.Errorf("a checkpoint without rank 2's moments: %v", err)
 	}
 }
 
-func fullFrom(slices []MomentSlice) func(string, int) ([]float32, []float32, error) {
-	return func(name string, numel int) ([]float32, []float32, error) {
-		var mine []MomentSlice
-		for _, s := range slices {
-			if s.Name == name {
-				mine = append(mine, s)
-			}
+// sorted returns the slices ordered by name and start.
+func (ss MomentSlices) sorted() MomentSlices {
+	out := append(MomentSlices(nil), ss...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
 		}
-		return AssembleMoments(name, numel, mine)
-	}
+		return out[i].Lo < out[j].Lo
+	})
+	return out
 }
 
 func hostParams(b Backend, mc *Config, p *Params) map[string][]float32 {
@@ -233,10 +270,10 @@ func equalParams(t *testing.T, what string, got, want map[string][]float32) {
 	}
 }
 
-func equalMoments(t *testing.T, what string, got, want []MomentSlice) {
+func equalMoments(t *testing.T, what string, got, want MomentSlices) {
 	t.Helper()
 	for _, w := range want {
-		m, v, err := fullFrom(got)(w.Name, w.Numel)
+		m, v, err := got.Moments(w.Name, w.Numel, 0, w.Numel)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
