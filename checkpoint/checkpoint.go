@@ -124,6 +124,19 @@ func Begin(root string, step int) (*Writer, error) {
 	return w, nil
 }
 
+// Join returns a Writer for the temporary folder another process of a
+// data-parallel run began with Begin, so that each rank writes its own
+// files (its optimizer shard) before the first rank commits; only the
+// committing rank may Commit or Abort. It removes nothing, and fails when
+// that folder does not exist (Begin has not run, or the step was aborted).
+func Join(root string, step int) (*Writer, error) {
+	w := &Writer{dir: filepath.Join(root, Name(step)), tmp: filepath.Join(root, ".tmp-"+Name(step)), step: step}
+	if st, err := os.Stat(w.tmp); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("checkpoint: join step %d: no folder %s begun by rank 0", step, w.tmp)
+	}
+	return w, nil
+}
+
 // Name is the folder name of step's checkpoint.
 func Name(step int) string { return fmt.Sprintf("step_%08d", step) }
 
