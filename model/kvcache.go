@@ -47,10 +47,21 @@ func (kv *KVCache) Reset(s int) { kv.Len[s] = 0 }
 // CopySlot makes slot dst hold the same prefix as slot src, so rollouts of
 // one prompt share a prefill instead of each recomputing it.
 func (m *Model) CopySlot(kv *KVCache, dst, src int) error {
-	if dst < 0 || dst >= kv.Slots || src < 0 || src >= kv.Slots {
+	if src < 0 || src >= kv.Slots {
 		return fmt.Errorf("copy slot %d to %d: cache has %d slots", src, dst, kv.Slots)
 	}
-	n := kv.Len[src]
+	return m.CopyPrefix(kv, dst, src, kv.Len[src])
+}
+
+// CopyPrefix makes slot dst hold the first n tokens of slot src (a prompt
+// prefix under a rollout that has gone on decoding in src).
+func (m *Model) CopyPrefix(kv *KVCache, dst, src, n int) error {
+	if dst < 0 || dst >= kv.Slots || src < 0 || src >= kv.Slots || dst == src {
+		return fmt.Errorf("copy slot %d to %d: cache has %d slots", src, dst, kv.Slots)
+	}
+	if n < 0 || n > kv.Len[src] {
+		return fmt.Errorf("copy %d tokens of slot %d to %d: it holds %d", n, src, dst, kv.Len[src])
+	}
 	for l := range kv.K {
 		m.B.Copy(kv.K[l].Rows(dst*kv.MaxLen, dst*kv.MaxLen+n), kv.K[l].Rows(src*kv.MaxLen, src*kv.MaxLen+n))
 		m.B.Copy(kv.V[l].Rows(dst*kv.MaxLen, dst*kv.MaxLen+n), kv.V[l].Rows(src*kv.MaxLen, src*kv.MaxLen+n))

@@ -11,8 +11,10 @@
 // independently of the others).
 //
 // Prefix sharing: a prompt is prefilled once into one cache slot; its n
-// rollouts copy that slot and all sample their first token from the same
-// prefill logits.
+// rollouts copy that prompt prefix (when a slot frees for them) and all
+// sample their first token from the same prefill logits.
+//
+// Continuous batching: see Generate.
 //
 // Device-side reductions: when the model's backend implements
 // model.RowSampler (the CUDA backend), a decode step downloads per row only
@@ -38,7 +40,8 @@ import (
 // tests use scripted models).
 type LM interface {
 	NewKVCache(slots, maxLen int) *model.KVCache
-	CopySlot(kv *model.KVCache, dst, src int) error
+	// CopyPrefix makes slot dst hold the first n tokens of slot src.
+	CopyPrefix(kv *model.KVCache, dst, src, n int) error
 	Step(kv *model.KVCache, in []model.StepInput) ([][]float32, error)
 }
 
@@ -88,15 +91,36 @@ type Completion struct {
 	Truncated bool // hit MaxNewTokens without a stop token
 }
 
-// seqState is one in-flight rollout.
+// seqState is one rollout: waiting for a slot (slot < 0) with its first
+// token drawn from its prompt's prefill, or decoding in a slot.
 type seqState struct {
-	slot int
-	key  uint64
-	out  *Completion
+	slot   int
+	key    uint64
+	out    *Completion
+	prompt *promptState
+}
+
+// promptState is an admitted prompt whose prefill lives in its home slot
+// (the slot of the rollout decoding there now): rollouts that have not
+// started copy their prompt prefix from it, so the home slot is reused
+// (cut back to the prompt) rather than freed while any still wait.
+type promptState struct {
+	home    int
+	length  int         // prompt tokens
+	waiting []*seqState // rollouts not started, in index order
 }
 
 // Generate samples every request's completions and returns them grouped by
 // request in order, rollouts in index order. bar may be nil.
+//
+// Continuous batching: every model step decodes one token for each running
+// rollout and, in the same step, prefills the prompts admitted into slots
+// freed by rollouts that ended; a freed slot goes first to a waiting
+// rollout of an admitted prompt (a copy of its prompt's prefix, no
+// prefill), then to the next prompt. So the batch stays full while long
+// responses run, a prompt may have more rollouts than there are slots, and
+// a prompt's rollouts need not start together. Which rollouts share a step
+// never changes a token (see the package comment).
 func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progress.Bar) ([][]Completion, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -110,8 +134,8 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		if len(r.Prompt) == 0 {
 			return nil, fmt.Errorf("request %d (uid %q): empty prompt", i, r.UID)
 		}
-		if r.N < 0 || r.N > slots {
-			return nil, fmt.Errorf("request %d (uid %q): %d rollouts, must be in [0, %d] (the slot count)", i, r.UID, r.N, slots)
+		if r.N < 0 {
+			return nil, fmt.Errorf("request %d (uid %q): %d rollouts, must be ≥ 0", i, r.UID, r.N)
 		}
 		maxPrompt = max(maxPrompt, len(r.Prompt))
 	}
@@ -126,53 +150,105 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 	for s := slots - 1; s >= 0; s-- {
 		free = append(free, s)
 	}
-	var active []*seqState
+	var active []*seqState     // decoding, one token per step
+	var waiting []*promptState // admitted prompts with rollouts not started, in admission order
 	next := 0
-	for next < len(reqs) || len(active) > 0 {
+	for next < len(reqs) || len(active) > 0 || len(waiting) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		// Admit whole prompts while their rollouts fit in free slots.
-		for next < len(reqs) && reqs[next].N <= len(free) {
-			r := reqs[next]
-			out[next] = make([]Completion, r.N)
-			if r.N == 0 {
-				next++
-				continue
-			}
-			admitted, err := admit(lm, kv, r, out[next], &free, p)
-			if err != nil {
-				return nil, err
-			}
-			active = append(active, admitted...)
-			next++
-		}
-		// Sample one token for every active rollout, retire finished ones,
-		// and feed the rest back through the model in one decode step.
-		var in []model.StepInput
+		// Retire finished rollouts: a home slot passes to its prompt's next
+		// waiting rollout, cut back to the prompt; other slots are freed.
 		var kept []*seqState
 		for _, s := range active {
-			if done := s.finished(stops, p.MaxNewTokens); done {
-				free = append(free, s.slot)
-				bar.Add(1, len(s.out.Tokens))
+			if !s.finished(stops, p.MaxNewTokens) {
+				kept = append(kept, s)
 				continue
 			}
-			kept = append(kept, s)
-			in = append(in, model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]})
+			bar.Add(1, len(s.out.Tokens))
+			if ps := s.prompt; ps.home == s.slot && len(ps.waiting) > 0 {
+				w := ps.waiting[0]
+				ps.waiting = ps.waiting[1:]
+				w.slot, kv.Len[s.slot] = s.slot, ps.length
+				kept = append(kept, w)
+				continue
+			}
+			free = append(free, s.slot)
 		}
 		active = kept
+		// Free slots go to waiting rollouts first (a prefix copy), then to
+		// new prompts (a prefill in this step).
+		waiting = dropStarted(waiting)
+		for len(free) > 0 && len(waiting) > 0 {
+			ps := waiting[0]
+			w := ps.waiting[0]
+			ps.waiting = ps.waiting[1:]
+			w.slot = take(kv, &free)
+			if err := lm.CopyPrefix(kv, w.slot, ps.home, ps.length); err != nil {
+				return nil, err
+			}
+			active = append(active, w)
+			waiting = dropStarted(waiting)
+		}
+		var in []model.StepInput
+		var readers [][]*seqState
+		for _, s := range active {
+			in = append(in, model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]})
+			readers = append(readers, []*seqState{s})
+		}
+		for len(free) > 0 && next < len(reqs) {
+			r := reqs[next]
+			out[next] = make([]Completion, r.N)
+			next++
+			if r.N == 0 {
+				continue
+			}
+			ps, seqs := newPrompt(r, out[next-1], take(kv, &free), p)
+			in = append(in, model.StepInput{Slot: ps.home, Tokens: r.Prompt})
+			readers = append(readers, seqs)
+			active = append(active, seqs[0])
+			if ps.waiting = seqs[1:]; len(ps.waiting) > 0 {
+				waiting = append(waiting, ps)
+			}
+		}
 		if len(in) == 0 {
 			continue
-		}
-		readers := make([][]*seqState, len(active))
-		for i, s := range active {
-			readers[i] = []*seqState{s}
 		}
 		if err := stepAndSample(lm, kv, in, readers, p); err != nil {
 			return nil, fmt.Errorf("decode: %w", err)
 		}
 	}
 	return out, nil
+}
+
+// take hands out a free slot, emptied.
+func take(kv *model.KVCache, free *[]int) int {
+	s := (*free)[len(*free)-1]
+	*free = (*free)[:len(*free)-1]
+	kv.Reset(s)
+	return s
+}
+
+// dropStarted removes prompts whose rollouts have all started.
+func dropStarted(ps []*promptState) []*promptState {
+	for len(ps) > 0 && len(ps[0].waiting) == 0 {
+		ps = ps[1:]
+	}
+	return ps
+}
+
+// newPrompt admits request r into slot home: its rollouts' states (the
+// first decodes in home; all draw their first token from the prefill).
+func newPrompt(r Request, dst []Completion, home int, p Params) (*promptState, []*seqState) {
+	ps := &promptState{home: home, length: len(r.Prompt)}
+	uidKey := rng.HashString(r.UID)
+	seqs := make([]*seqState, r.N)
+	for i := range seqs {
+		dst[i] = Completion{UID: r.UID, Index: i}
+		seqs[i] = &seqState{slot: -1, key: rng.Key(p.Seed, uint64(p.Step), uidKey, uint64(i)), out: &dst[i], prompt: ps}
+	}
+	seqs[0].slot = home
+	return ps, seqs
 }
 
 // DeviceLM is implemented by models whose logits can stay on their backend
@@ -340,39 +416,6 @@ func backendErr(b model.Backend) error {
 		return err
 	}
 	return nil
-}
-
-// admit prefills request r into one slot, copies it to the other rollouts'
-// slots and samples each rollout's first token into dst.
-func admit(lm LM, kv *model.KVCache, r Request, dst []Completion, free *[]int, p Params) ([]*seqState, error) {
-	take := func() int {
-		s := (*free)[len(*free)-1]
-		*free = (*free)[:len(*free)-1]
-		kv.Reset(s)
-		return s
-	}
-	first := take()
-	uidKey := rng.HashString(r.UID)
-	var seqs []*seqState
-	for i := 0; i < r.N; i++ {
-		slot := first
-		if i > 0 {
-			slot = take()
-		}
-		dst[i] = Completion{UID: r.UID, Index: i}
-		seqs = append(seqs, &seqState{slot: slot, key: rng.Key(p.Seed, uint64(p.Step), uidKey, uint64(i)), out: &dst[i]})
-	}
-	// Prefill once, every rollout draws its first token from that row, then
-	// the other rollouts' slots receive copies of the prefilled cache.
-	if err := stepAndSample(lm, kv, []model.StepInput{{Slot: first, Tokens: r.Prompt}}, [][]*seqState{seqs}, p); err != nil {
-		return nil, fmt.Errorf("prefill uid %q: %w", r.UID, err)
-	}
-	for _, s := range seqs[1:] {
-		if err := lm.CopySlot(kv, s.slot, first); err != nil {
-			return nil, err
-		}
-	}
-	return seqs, nil
 }
 
 // finished marks stop / truncation and reports whether the rollout is done.

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -16,6 +17,7 @@ type scripted struct {
 	vocab int
 	hist  map[int][]int32
 	calls int
+	rows  []int // inputs per Step call
 	f     func(hist []int32) []float32
 }
 
@@ -27,14 +29,18 @@ func (m *scripted) NewKVCache(slots, maxLen int) *model.KVCache {
 	return &model.KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots)}
 }
 
-func (m *scripted) CopySlot(kv *model.KVCache, dst, src int) error {
-	m.hist[dst] = append([]int32(nil), m.hist[src][:kv.Len[src]]...)
-	kv.Len[dst] = kv.Len[src]
+func (m *scripted) CopyPrefix(kv *model.KVCache, dst, src, n int) error {
+	if n > kv.Len[src] {
+		return fmt.Errorf("copy %d tokens of slot %d holding %d", n, src, kv.Len[src])
+	}
+	m.hist[dst] = append([]int32(nil), m.hist[src][:n]...)
+	kv.Len[dst] = n
 	return nil
 }
 
 func (m *scripted) Step(kv *model.KVCache, in []model.StepInput) ([][]float32, error) {
 	m.calls++
+	m.rows = append(m.rows, len(in))
 	var out [][]float32
 	for _, s := range in {
 		h := append(m.hist[s.Slot][:kv.Len[s.Slot]], s.Tokens...)
@@ -160,6 +166,66 @@ func TestBatchCompositionIndependence(t *testing.T) {
 	}
 }
 
+// TestContinuousBatching: with fewer slots than a prompt has rollouts, and
+// rollouts of very different lengths, every rollout's tokens equal those
+// drawn with a slot for every rollout at once; every step but the tail
+// runs a full batch (a finished rollout's slot is refilled in the same
+// step), and a single slot serves a prompt of several rollouts (its home
+// slot passes from rollout to rollout).
+func TestContinuousBatching(t *testing.T) {
+	// Stop id 0; the logits make a rollout's length depend on its history.
+	f := func(h []int32) []float32 {
+		l := make([]float32, 16)
+		for i := range l {
+			l[i] = float32(math.Sin(float64(int(h[len(h)-1])*13+i*5+len(h)))) * 1.5
+		}
+		l[0] = float32(len(h)%5) - 2.5 // stop more likely at some lengths
+		return l
+	}
+	reqs := []Request{{UID: "a", Prompt: []int32{3, 1}, N: 5}, {UID: "b", Prompt: []int32{4}, N: 1},
+		{UID: "c", Prompt: []int32{1, 5, 9}, N: 7}, {UID: "d", Prompt: []int32{2, 6}, N: 3}}
+	p := base()
+	p.StopIDs, p.MaxNewTokens = []int32{0}, 24
+	p.MaxSlots = 64
+	want := gen(t, newScripted(16, f), reqs, p)
+	lengths := map[int]bool{}
+	for _, comps := range want {
+		for _, c := range comps {
+			lengths[len(c.Tokens)] = true
+		}
+	}
+	if len(lengths) < 4 {
+		t.Fatalf("rollout lengths %v: want varied lengths for this test", lengths)
+	}
+	for _, slots := range []int{1, 2, 3, 5} {
+		p.MaxSlots = slots
+		lm := newScripted(16, f)
+		got := gen(t, lm, reqs, p)
+		for i := range want {
+			for j := range want[i] {
+				if !equalTokens(want[i][j].Tokens, got[i][j].Tokens) || got[i][j].Stopped != want[i][j].Stopped {
+					t.Fatalf("%d slots: request %d rollout %d: %v, with a slot each %v", slots, i, j, got[i][j].Tokens, want[i][j].Tokens)
+				}
+			}
+		}
+		// Full batches after the first step (prefills only: the prompts'
+		// other rollouts start once their prefix exists) until the last
+		// rollouts drain: a short step happens only when nothing is left
+		// to start.
+		short := false
+		for _, rows := range lm.rows[1:] {
+			if rows < slots {
+				short = true
+			} else if short {
+				t.Fatalf("%d slots: steps %v: a full step after a short one", slots, lm.rows)
+			}
+		}
+		if lm.rows[0] != min(slots, len(reqs)) {
+			t.Fatalf("%d slots: first step ran %d rows, want %d prefills", slots, lm.rows[0], min(slots, len(reqs)))
+		}
+	}
+}
+
 // TestSampleDistribution: frequencies follow softmax(logits/T) after top-k
 // and top-p filtering (within 5 standard errors).
 func TestSampleDistribution(t *testing.T) {
@@ -253,7 +319,7 @@ func TestGenerateRejectsBadInput(t *testing.T) {
 		p    Params
 	}{
 		{[]Request{{UID: "e", N: 1}}, base()},
-		{[]Request{{UID: "n", Prompt: []int32{1}, N: 100}}, Params{Temperature: 1, TopP: 1, MaxNewTokens: 3, MaxSlots: 4}},
+		{[]Request{{UID: "n", Prompt: []int32{1}, N: -1}}, Params{Temperature: 1, TopP: 1, MaxNewTokens: 3, MaxSlots: 4}},
 		{nil, Params{Temperature: -1, TopP: 1, MaxNewTokens: 3}},
 		{nil, Params{Temperature: 1, TopP: 0, MaxNewTokens: 3}},
 		{nil, Params{Temperature: 1, TopP: 1, MaxNewTokens: 0}},
