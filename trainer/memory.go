@@ -61,7 +61,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		Gradients:   params,
 		Moments:     2 * params,
 		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
-		KVCache:     int64(max(cfg.Rollout.MaxSlots, cfg.Validation.N)) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
+		KVCache:     int64(cfg.Rollout.MaxSlots) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
 		Logits:      2 * min(model.HeadChunkElems, tokens*int64(mc.VocabSize)) * f32, // logits and their gradient, one LM-head chunk each
 	}
 	if cfg.Train.Recompute {
