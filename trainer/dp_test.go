@@ -75,8 +75,8 @@ func groups(t *testing.T, size int) []*dist.Group {
 // runRanks runs cfg on size ranks (size 1: one process, no group) and
 // returns each rank's Run error. Every rank scores with parityScorer (so
 // advantages are not all zero); ctxOf gives rank r's context (nil:
-// background); hook, when set, is installed as rank r's onPhase.
-func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r int) context.Context, hook func(r int) func(Phase)) []error {
+// background); prep, when set, prepares rank r's trainer before Run.
+func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r int) context.Context, prep func(r int, tr *Trainer)) []error {
 	t.Helper()
 	if size == 1 {
 		tr, err := Open(cfg, io.Discard, Options{Resume: resume})
@@ -89,8 +89,8 @@ func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r in
 		if ctxOf != nil {
 			ctx = ctxOf(0)
 		}
-		if hook != nil {
-			tr.onPhase = hook(0)
+		if prep != nil {
+			prep(0, tr)
 		}
 		return []error{tr.Run(ctx)}
 	}
@@ -113,8 +113,8 @@ func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r in
 			if ctxOf != nil {
 				ctx = ctxOf(r)
 			}
-			if hook != nil {
-				tr.onPhase = hook(r)
+			if prep != nil {
+				prep(r, tr)
 			}
 			errs[r] = tr.Run(ctx)
 		}()
@@ -152,21 +152,49 @@ func dpConfigs(t *testing.T) map[string]Config {
 	return map[string]Config{"prompt_gdro": prompt, "rollout_gdro": roll}
 }
 
+// primeClasses gives the classifier one earlier appearance per prompt,
+// solved for every other prompt, so that Rollout-GDRO's first step already
+// sees two classes and gives them different rollout counts (the ranks'
+// slices then hold different numbers of rows per prompt).
+func primeClasses(r int, tr *Trainer) {
+	var uids []string
+	var solved []bool
+	for i, p := range tr.train.ds.Prompts {
+		uids, solved = append(uids, p.UID), append(solved, i%2 == 0)
+	}
+	if err := tr.Ctrl.Classifier().Observe(uids, solved); err != nil {
+		panic(err)
+	}
+}
+
 func TestDataParallelMatchesOneRank(t *testing.T) {
 	cfgs := dpConfigs(t)
 	names := []string{"prompt_gdro", "rollout_gdro"}
 	for _, name := range names {
 		cfg := cfgs[name]
 		cfg.Run.Name = name + "-1"
-		if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+		var prep func(int, *Trainer)
+		if name == "rollout_gdro" {
+			prep = primeClasses
+		}
+		if errs := runRanks(t, cfg, 1, "", nil, prep); errs[0] != nil {
 			t.Fatal(errs[0])
 		}
 		oneDir := cfg.RunDir()
+		if name == "rollout_gdro" {
+			arms := map[float64]bool{}
+			for _, n := range readLines(t, filepath.Join(oneDir, "metrics.jsonl"))[0]["bin_n"].([]any) {
+				arms[n.(float64)] = true
+			}
+			if len(arms) < 2 {
+				t.Fatalf("step 1 gave every class the same rollout count (%v): the test needs unequal n_i", arms)
+			}
+		}
 		for _, size := range []int{2, 4} {
 			t.Run(fmt.Sprintf("%s/%d ranks", name, size), func(t *testing.T) {
 				c := cfg
 				c.Run.Name = fmt.Sprintf("%s-%d", name, size)
-				for r, err := range runRanks(t, c, size, "", nil, nil) {
+				for r, err := range runRanks(t, c, size, "", nil, prep) {
 					if err != nil {
 						t.Fatalf("rank %d: %v", r, err)
 					}
@@ -351,11 +379,11 @@ func TestDataParallelStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	updates := 0
-	hook := func(r int) func(Phase) {
+	hook := func(r int, tr *Trainer) {
 		if r != 1 {
-			return nil
+			return
 		}
-		return func(p Phase) {
+		tr.onPhase = func(p Phase) {
 			if p == PhaseUpdate {
 				if updates++; updates == 2 {
 					cancel() // rank 1's signal handler
@@ -399,5 +427,62 @@ func TestDataParallelStop(t *testing.T) {
 			}
 			sameWithin(t, c.Model.Path, refDir, c.RunDir(), 3, 2)
 		})
+	}
+}
+
+// TestDataParallelDivergence: a rank whose weights differ (a bug, or a
+// non-deterministic rank) stops the run at the next state check, naming
+// the rank and the step, on every rank.
+func TestDataParallelDivergence(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Run.Name = "diverged"
+	errs := runRanks(t, cfg, 2, "", nil, func(r int, tr *Trainer) {
+		if r != 1 {
+			return
+		}
+		tr.onPhase = func(p Phase) {
+			if p != PhaseUpdate || tr.step != 1 {
+				return
+			}
+			norm := tr.Policy.P.FinalNorm
+			host := make([]float32, norm.Numel())
+			tr.Policy.B.Download(norm, host)
+			host[0] += 1e-3
+			tr.Policy.B.Upload(norm, host)
+		}
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "state check every 1 steps at step 1") ||
+			!strings.Contains(err.Error(), "weights (fingerprint") || !strings.Contains(err.Error(), "rank(s) [1] differ") {
+			t.Errorf("rank %d: %v, want the state check to name rank 1 and step 1", r, err)
+		}
+	}
+}
+
+// TestDataParallelRankFails: a rank that drops out mid-step (here: closes
+// its connections during step 2's generation) makes the other ranks fail
+// at their next collective, naming it, instead of hanging.
+func TestDataParallelRankFails(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Run.Name = "failed"
+	var g1 *dist.Group
+	errs := runRanks(t, cfg, 3, "", nil, func(r int, tr *Trainer) {
+		if r != 1 {
+			return
+		}
+		g1 = tr.dp.g
+		tr.onPhase = func(p Phase) {
+			if p == PhaseGenerate && tr.step == 2 {
+				g1.Close()
+			}
+		}
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), `dist: rank 0: all-gather "rows" of step 2: rank 1 closed the connection`) {
+		t.Errorf("rank 0: %v", errs[0])
+	}
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d finished although rank 1 dropped out", r)
+		}
 	}
 }
