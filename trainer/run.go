@@ -429,6 +429,12 @@ func stopIDs(tok *tokenizer.Tokenizer, mc *model.Config, dir string) []int32 {
 // Close flushes and closes the run's files.
 func (t *Trainer) Close() error {
 	var errs []error
+	if t.dp != nil {
+		if c, ok := t.dp.red.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+		t.dp.red = nil
+	}
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		errs = append(errs, t.closers[i].Close())
 	}
