@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/dist"
@@ -88,6 +90,75 @@ func TestRankDevice(t *testing.T) {
 	}
 }
 
+// syncBuffer is a process's output, which a test may watch for a marker.
+type syncBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	seen   chan struct{}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if b.marker != "" && strings.Contains(b.buf.String(), b.marker) {
+		b.marker = ""
+		close(b.seen)
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startRanks starts size processes of the binary as the ranks of a CPU
+// data-parallel run of the tiny task (run folder task.Dir/dp) and returns
+// them with their outputs; rank r's output closes seen when it logs marker.
+func startRanks(t *testing.T, task testfix.Task, size int, marker string, sets ...string) ([]*exec.Cmd, []*syncBuffer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for rank 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmds := make([]*exec.Cmd, size)
+	outs := make([]*syncBuffer, size)
+	for r := range size {
+		args := append([]string{"train", "--config", "demo", "--device", "cpu", "--rank", fmt.Sprint(r), "--world-size", fmt.Sprint(size),
+			"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port)},
+			taskArgs(task, append([]string{"run.name=dp", "validation.every=0", "train.log_every=1", "dist.timeout_s=60"}, sets...)...)...)
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
+		outs[r] = &syncBuffer{marker: marker, seen: make(chan struct{})}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	return cmds, outs
+}
+
+// waitAll waits for every process and returns their errors by rank.
+func waitAll(cmds []*exec.Cmd) []error {
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for r, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = c.Wait()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
 // TestTrainTwoProcesses starts two processes of the binary as ranks 0 and 1
 // of a CPU data-parallel run on the tiny task: both exit 0, rank 0 writes
 // the metrics and the final checkpoint, rank 1 logs with its prefix.
@@ -96,33 +167,8 @@ func TestTrainTwoProcesses(t *testing.T) {
 		t.Skip("starts two processes")
 	}
 	task := testfix.TinyTask(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for rank 0
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	outs := make([]bytes.Buffer, 2)
-	errs := make([]error, 2)
-	var wg sync.WaitGroup
-	for r := range 2 {
-		args := append([]string{"train", "--config", "demo", "--device", "cpu", "--rank", fmt.Sprint(r), "--world-size", "2",
-			"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port)},
-			taskArgs(task, "run.name=dp", "validation.every=0", "train.log_every=1", "dist.timeout_s=60")...)
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
-		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = cmd.Wait()
-		}()
-	}
-	wg.Wait()
-	for r, err := range errs {
+	cmds, outs := startRanks(t, task, 2, "")
+	for r, err := range waitAll(cmds) {
 		if err != nil {
 			t.Fatalf("rank %d: %v\n%s", r, err, outs[r].String())
 		}
@@ -140,5 +186,41 @@ func TestTrainTwoProcesses(t *testing.T) {
 	}
 	if !strings.Contains(outs[1].String(), "[rank 1] ") || strings.Contains(outs[1].String(), "checkpoint: ") {
 		t.Errorf("rank 1's log should carry its prefix and write no checkpoint:\n%s", outs[1].String())
+	}
+}
+
+// TestTrainTwoProcessesSIGTERM: SIGTERM to rank 1 alone (a pre-emption
+// warning reaching one task) makes both processes checkpoint the same step
+// and exit with status 3, the requeue status.
+func TestTrainTwoProcessesSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	task := testfix.TinyTask(t)
+	cmds, outs := startRanks(t, task, 2, "step 2/", "train.steps=200")
+	<-outs[1].seen
+	if err := cmds[1].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for r, err := range waitAll(cmds) {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitRequeue {
+			t.Fatalf("rank %d: %v, want exit status %d\n%s", r, err, exitRequeue, outs[r].String())
+		}
+	}
+	run := filepath.Join(task.Dir, "dp")
+	raw, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := strings.Count(string(raw), "\n")
+	if steps < 2 || steps >= 200 {
+		t.Fatalf("%d metrics lines: the stop did not land mid-run", steps)
+	}
+	if _, err := os.Stat(filepath.Join(run, "checkpoints", fmt.Sprintf("step_%08d", steps), "model.safetensors")); err != nil {
+		t.Errorf("no checkpoint of the last step %d: %v\n%s", steps, err, outs[0].String())
+	}
+	if !strings.Contains(outs[0].String(), "stop requested on rank(s) [1]") {
+		t.Errorf("rank 0 does not say which rank asked to stop:\n%s", outs[0].String())
 	}
 }
