@@ -486,3 +486,48 @@ func TestDataParallelRankFails(t *testing.T) {
 		}
 	}
 }
+
+// TestSlicePrompts: the ranks' slices are contiguous, cover every prompt
+// once in order, and split the rows about equally; ranks beyond the
+// prompts get empty slices.
+func TestSlicePrompts(t *testing.T) {
+	for _, c := range []struct {
+		n    []int
+		size int
+		want [][2]int // [lo, hi) by rank
+	}{
+		{[]int{2, 2, 2, 2}, 1, [][2]int{{0, 4}}},
+		{[]int{2, 2, 2, 2}, 2, [][2]int{{0, 2}, {2, 4}}},
+		{[]int{2, 2, 2, 2}, 4, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+		{[]int{6, 2, 2, 2}, 2, [][2]int{{0, 1}, {1, 4}}},               // rows 6 | 6
+		{[]int{2, 6, 3, 5, 2, 4}, 3, [][2]int{{0, 2}, {2, 4}, {4, 6}}}, // rows 8 | 8 | 6
+		{[]int{3, 3}, 4, [][2]int{{0, 1}, {1, 1}, {1, 2}, {2, 2}}},
+		{[]int{12}, 3, [][2]int{{0, 1}, {1, 1}, {1, 1}}},
+	} {
+		var got [][2]int
+		next := 0
+		for r := range c.size {
+			lo, hi := slicePrompts(c.n, r, c.size)
+			got = append(got, [2]int{lo, hi})
+			if lo != next || hi < lo {
+				t.Errorf("n %v, %d ranks: rank %d gets [%d, %d), want it to start at %d", c.n, c.size, r, lo, hi, next)
+			}
+			next = hi
+		}
+		if next != len(c.n) || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("n %v, %d ranks: slices %v, want %v", c.n, c.size, got, c.want)
+		}
+	}
+}
+
+// TestMicroBatches: the update's layout is the one-process layout:
+// mini-batches of whole prompts, micro-batches of mb rows within each, ga
+// counted per mini-batch.
+func TestMicroBatches(t *testing.T) {
+	got := microBatches([]int{2, 6, 3, 5, 2, 4, 6, 2}, 5, 7)
+	// mini-batch 0: rows 0…18 (18 rows: 7, 7, 4); mini-batch 1: rows 18…30 (12 rows: 7, 5)
+	want := []microSpan{{0, 7, 0, 3}, {7, 14, 0, 3}, {14, 18, 0, 3}, {18, 25, 1, 2}, {25, 30, 1, 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("microBatches = %v, want %v", got, want)
+	}
+}

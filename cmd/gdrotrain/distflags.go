@@ -88,7 +88,10 @@ func rankDevice(name string, w dist.World, getenv func(string) string) (string, 
 	}
 	if name == device.Auto {
 		if _, err := cuda.Open(gpu, func(string, ...any) {}); err != nil {
-			return device.CPU, nil // as backend.Open's auto would choose
+			if cuda.IsNoGPU(err) {
+				return device.CPU, nil // as backend.Open's auto chooses
+			}
+			return "", fmt.Errorf("device auto, local rank %d: %w", w.LocalRank, err)
 		}
 	}
 	return fmt.Sprintf("cuda:%d", gpu), nil
