@@ -139,21 +139,6 @@ func reducerFor(g *dist.Group, timeout time.Duration) func(model.Backend) (train
 		if err != nil {
 			return nil, err
 		}
-		return ncclReducer{comm}, nil
+		return comm, nil // its AllReduceSum and Close make it the trainer's reducer
 	}
-}
-
-// ncclReducer sums gradients on the GPUs with NCCL's all-reduce.
-type ncclReducer struct{ c *cuda.Comm }
-
-// Close frees the communicator (the trainer closes its reducer).
-func (r ncclReducer) Close() error { return r.c.Close() }
-
-func (r ncclReducer) AllReduceSum(ts []*model.Tensor) error {
-	for _, t := range ts {
-		if err := r.c.AllReduce(t); err != nil {
-			return err
-		}
-	}
-	return nil
 }
