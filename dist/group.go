@@ -670,8 +670,9 @@ func unpackBlobs(b []byte, n int) ([][]byte, error) {
 	return out, nil
 }
 
-// Ranks lists the ranks whose value differs from rank 0's, for errors.
-func Ranks(values []string) []int {
+// DifferingRanks lists the ranks whose value (one per rank, from an
+// all-gather) differs from rank 0's, for errors.
+func DifferingRanks(values []string) []int {
 	var out []int
 	for r, v := range values {
 		if v != values[0] {

@@ -481,10 +481,10 @@ func (t *Trainer) checkState(when string) error {
 		cs, ws = append(cs, c), append(ws, w)
 	}
 	var errs []error
-	if bad := dist.Ranks(cs); len(bad) > 0 {
+	if bad := dist.DifferingRanks(cs); len(bad) > 0 {
 		errs = append(errs, fmt.Errorf("controller state (hash %v by rank) of rank(s) %v differs from rank 0's", cs, bad))
 	}
-	if bad := dist.Ranks(ws); len(bad) > 0 {
+	if bad := dist.DifferingRanks(ws); len(bad) > 0 {
 		errs = append(errs, fmt.Errorf("weights (fingerprint %v by rank) of rank(s) %v differ from rank 0's", ws, bad))
 	}
 	if len(errs) > 0 {
