@@ -31,7 +31,6 @@ import (
 	"math"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -679,6 +678,5 @@ func DifferingRanks(values []string) []int {
 			out = append(out, r)
 		}
 	}
-	sort.Ints(out)
 	return out
 }
