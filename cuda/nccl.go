@@ -167,6 +167,18 @@ func (c *Comm) AllReduce(t *model.Tensor) error {
 	})
 }
 
+// AllReduceSum replaces every tensor of ts, on every rank, by the sum of the
+// ranks' copies (one all-reduce each, in order): the gradient reducer of a
+// data-parallel run (trainer.Reducer).
+func (c *Comm) AllReduceSum(ts []*model.Tensor) error {
+	for _, t := range ts {
+		if err := c.AllReduce(t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ReduceScatter sums the ranks' src, of World·n elements, and leaves block
 // Rank of the sum (elements [Rank·n, (Rank+1)·n)) in dst, of n elements.
 func (c *Comm) ReduceScatter(dst, src *model.Tensor) error {

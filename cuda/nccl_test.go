@@ -82,6 +82,14 @@ func TestNCCLShardedAdamW(t *testing.T) {
 	}
 }
 
+// TestNCCLGradientReducer: the data-parallel gradient reducer (Comm as a
+// trainer.Reducer, its id carried by dist.Group) sums a set of tensors of
+// odd sizes over 2 processes bitwise as the host does.
+func TestNCCLGradientReducer(t *testing.T) {
+	needEmulatorNCCL(t)
+	runRanks(t, []string{"group-reducer", "group-reducer"}, 60*time.Second, slotEnv+"=4096")
+}
+
 // TestNCCLMissingRank: a rank that never joins, or joins and never calls
 // the collective, makes the others fail within the limit, naming ranks.
 func TestNCCLMissingRank(t *testing.T) {
@@ -186,8 +194,21 @@ func TestNCCLWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := dist.ExchangeID(w, dist.ID(id), 60*time.Second)
-	if err != nil {
+	var got dist.ID
+	if role == "group-reducer" {
+		// As a data-parallel run does: the id is the control plane's first
+		// broadcast.
+		g, err := dist.NewGroup(w, 60*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		b, err := g.Broadcast("nccl id", id[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(got[:], b)
+	} else if got, err = dist.ExchangeID(w, dist.ID(id), 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if role == "sleep-before-init" {
@@ -226,6 +247,8 @@ func TestNCCLWorker(t *testing.T) {
 		ncclCollectives(t, b, c, rank, world)
 	case "zero":
 		ncclZeRO(t, b, c, rank, world)
+	case "group-reducer":
+		ncclReducer(t, b, c, rank, world)
 	default:
 		t.Fatalf("unknown role %q", role)
 	}
@@ -317,6 +340,38 @@ func ncclCollectives(t *testing.T, b *Backend, c *Comm, rank, world int) {
 		t.Errorf("all-gather into a wrong size: %v", err)
 	}
 	t.Logf("rank %d of %d: collectives on sizes %v match bitwise", rank, world, ncclSizes)
+}
+
+// ncclReducer all-reduces one tensor of each size in a single
+// AllReduceSum and compares every element's bits with the host's sum.
+func ncclReducer(t *testing.T, b *Backend, c *Comm, rank, world int) {
+	var ts []*model.Tensor
+	for k, n := range ncclSizes {
+		tt := b.New(n)
+		host := make([]float32, n)
+		for i := range host {
+			host[i] = ncclInput(rank, i, 10+k)
+		}
+		b.Upload(tt, host)
+		ts = append(ts, tt)
+	}
+	if err := c.AllReduceSum(ts); err != nil {
+		t.Fatal(err)
+	}
+	for k, tt := range ts {
+		got := make([]float32, tt.Numel())
+		b.Download(tt, got)
+		for i, g := range got {
+			if w := ncclSum(world, i, 10+k); math.Float32bits(g) != math.Float32bits(w) {
+				t.Fatalf("rank %d: tensor %d [%d] = %g, want %g", rank, k, i, g, w)
+			}
+		}
+	}
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(ts...)
+	t.Logf("rank %d of %d: AllReduceSum of sizes %v matches bitwise", rank, world, ncclSizes)
 }
 
 func freePort(t *testing.T) int {

@@ -51,9 +51,27 @@ const optimizerFile = "optimizer.safetensors"
 func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpoints") }
 
 // SaveCheckpoint writes a complete checkpoint of the current step and prunes
-// old ones.
+// old ones. In a data-parallel run every rank calls it: the ranks first
+// compare their state hashes, rank 0 writes, and the others wait for its
+// outcome (their state is the same, so there is nothing else to write).
 func (t *Trainer) SaveCheckpoint() error {
 	t.phase(PhaseCheckpoint)
+	if err := t.checkState("at the checkpoint"); err != nil {
+		return err
+	}
+	var err error
+	if t.rank() == 0 {
+		err = t.writeCheckpoint()
+	}
+	if err := t.agree(fmt.Sprintf("checkpoint of step %d", t.step), err); err != nil {
+		return err
+	}
+	t.savedStep = t.step
+	return nil
+}
+
+// writeCheckpoint writes the checkpoint folder and prunes old ones.
+func (t *Trainer) writeCheckpoint() error {
 	w, err := checkpoint.Begin(t.checkpointRoot(), t.step)
 	if err != nil {
 		return err
@@ -80,7 +98,6 @@ func (t *Trainer) SaveCheckpoint() error {
 		w.Abort()
 		return err
 	}
-	t.savedStep = t.step
 	t.Log.Printf("checkpoint: %s", dir)
 	return checkpoint.Prune(t.checkpointRoot(), t.Cfg.Checkpoint.Keep)
 }

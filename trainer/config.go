@@ -44,6 +44,7 @@ type Config struct {
 	Reward     RewardConfig     `yaml:"reward" json:"reward"`
 	Validation ValidationConfig `yaml:"validation" json:"validation"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
+	Dist       DistConfig       `yaml:"dist" json:"dist"`
 }
 
 // RefBF16 reports whether the reference policy is held in bf16 on the GPU.
@@ -155,6 +156,19 @@ type CheckpointConfig struct {
 	PermanentEvery int `yaml:"permanent_every" json:"permanent_every"`
 }
 
+// DistConfig tunes data-parallel runs (several ranks; dp.go). It does not
+// change the training trajectory, so a resumed run may change it.
+type DistConfig struct {
+	// StateCheckEvery compares a hash of the controller state and a weight
+	// fingerprint across ranks every k steps (and at every checkpoint);
+	// 0: only at checkpoints.
+	StateCheckEvery int `yaml:"state_check_every" json:"state_check_every"`
+	// TimeoutS is the time limit of each collective on the host control
+	// plane, in seconds: it must exceed the longest wait of one rank for
+	// another (the slowest rank's generation, rank 0's checkpoint write).
+	TimeoutS float64 `yaml:"timeout_s" json:"timeout_s"`
+}
+
 // Default returns every default in one place: the paper's GRPO settings at
 // the reference's values (docs/algorithm.md §10) with the decisions of §11, on a model
 // path the user must set.
@@ -174,6 +188,7 @@ func Default() Config {
 		Reward:     RewardConfig{Mode: "auto"},
 		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
 		Checkpoint: CheckpointConfig{Every: 50, Keep: 3},
+		Dist:       DistConfig{StateCheckEvery: 10, TimeoutS: 1800},
 	}
 }
 
@@ -433,6 +448,9 @@ func (c Config) validateValues() error {
 	ck := c.Checkpoint
 	if ck.Every < 0 || ck.Keep < 0 || ck.PermanentEvery < 0 {
 		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
+	}
+	if c.Dist.StateCheckEvery < 0 || c.Dist.TimeoutS <= 0 {
+		bad("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", c.Dist.StateCheckEvery, c.Dist.TimeoutS)
 	}
 	return errors.Join(errs...)
 }

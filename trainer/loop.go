@@ -27,21 +27,35 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/progress"
 )
 
-// Run trains for train.steps steps.
-func (t *Trainer) Run(ctx context.Context) error {
+// Run trains for train.steps steps. In a data-parallel run every rank
+// calls Run; a rank that fails closes its connections, so the others fail
+// at their next collective instead of waiting for the time limit.
+func (t *Trainer) Run(ctx context.Context) (err error) {
+	if t.dp != nil {
+		defer func() {
+			if err != nil && !errors.Is(err, ErrStopped) {
+				t.dp.g.Close()
+			}
+		}()
+	}
 	cfg := t.Cfg
+	sctx := t.stepContext(ctx)
 	if t.valDue {
-		if err := t.validateAndLog(ctx); err != nil {
+		if err := t.validateAndLog(sctx); err != nil {
 			return t.stopOr(ctx, err)
 		}
 	}
 	bar := progress.New(max(cfg.Train.Steps-t.step, 0), "train steps")
 	defer bar.Finish()
 	for t.step < cfg.Train.Steps {
-		if err := ctx.Err(); err != nil {
-			return t.stop(err)
+		stop, cause, err := t.stopRequested(ctx)
+		if err != nil {
+			return err
 		}
-		met, err := t.Step(ctx)
+		if stop {
+			return t.stop(cause)
+		}
+		met, err := t.Step(sctx)
 		if err != nil {
 			return t.stopOr(ctx, err)
 		}
@@ -55,8 +69,13 @@ func (t *Trainer) Run(ctx context.Context) error {
 		every := cfg.Validation.Every
 		t.valDue = t.val.ds != nil && ((every > 0 && t.step%every == 0) || t.step == cfg.Train.Steps)
 		if t.valDue {
-			if err := t.validateAndLog(ctx); err != nil {
+			if err := t.validateAndLog(sctx); err != nil {
 				return t.stopOr(ctx, err)
+			}
+		}
+		if n := cfg.Dist.StateCheckEvery; n > 0 && t.step%n == 0 {
+			if err := t.checkState("every " + fmt.Sprint(n) + " steps"); err != nil {
+				return err
 			}
 		}
 		if cfg.Checkpoint.Every > 0 && t.step%cfg.Checkpoint.Every == 0 {

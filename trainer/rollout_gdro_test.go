@@ -152,11 +152,11 @@ func TestUpdateRowAlignment(t *testing.T) {
 	n := []int{2, 6, 3, 5, 2, 4, 6, 2} // prompts' rollout counts (arms 2…6)
 	prompts := tr.train.ds.Prompts[:len(n)]
 	met := &StepMetrics{}
-	rows, _, err := tr.generate(context.Background(), prompts, n, met)
+	rows, err := tr.generate(context.Background(), prompts, n, 0, len(n))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.score(prompts, rows, met)
+	tr.score(prompts, rows)
 	var want []int // prompt index of each row: prompt-contiguous, in plan order
 	for i, k := range n {
 		want = append(want, slices.Repeat([]int{i}, k)...)
@@ -169,7 +169,8 @@ func TestUpdateRowAlignment(t *testing.T) {
 			t.Fatalf("row %d: prompt %d group %d, want prompt %d group %d", r, rows[r].prompt, rows[r].group, want[r], n[want[r]])
 		}
 	}
-	if err := tr.logProbs(rows); err != nil {
+	spans := microBatches(n, tr.Cfg.Train.MiniBatchPrompts, tr.Cfg.Train.MicroBatchRows)
+	if err := tr.logProbs(rows, spans); err != nil {
 		t.Fatal(err)
 	}
 	for r := range rows {
@@ -177,7 +178,7 @@ func TestUpdateRowAlignment(t *testing.T) {
 		rows[r].weight = 1
 	}
 	before := tr.updates
-	signal, _, _, err := tr.update(n, rows, met)
+	signal, _, _, err := tr.update(spans, rows, met)
 	if err != nil {
 		t.Fatal(err)
 	}

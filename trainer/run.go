@@ -48,8 +48,8 @@ type Trainer struct {
 	stops   []int32
 	scorers map[string]reward.Scorer // by data_source
 	rmet    reward.Metrics
-	metrics *os.File
-	valLog  *os.File
+	metrics io.Writer // metrics.jsonl on rank 0; discarded on the others
+	valLog  io.Writer // validation.jsonl likewise
 	step    int
 	updates int // optimizer steps taken
 	closers []io.Closer
@@ -63,6 +63,10 @@ type Trainer struct {
 	onPhase func(Phase)
 	// backend opens run.device (Options.Backend).
 	backend BackendOpener
+	// dp links a data-parallel run's ranks (dp.go); nil in one process.
+	dp *dpState
+	// newReducer makes dp's gradient reducer once the backend is open.
+	newReducer func(model.Backend) (Reducer, error)
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -105,31 +109,22 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err := Preflight(cfg, o); err != nil {
 		return nil, err
 	}
-	dir := cfg.RunDir()
-	var removed []string
-	if o.Overwrite {
-		var err error
-		if removed, err = clearRun(dir); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create run folder: %w", err)
-	}
-	logFile, err := os.OpenFile(filepath.Join(dir, "train.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	t, err := openFolder(cfg, logw, o)
 	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	t := &Trainer{Cfg: cfg, Dir: dir, Log: log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags), savedStep: -1, backend: o.Backend}
-	t.closers = append(t.closers, logFile)
-	if len(removed) > 0 {
-		t.Log.Printf("starting afresh (--overwrite): removed the earlier run's %s from %s", strings.Join(removed, ", "), dir)
+		return nil, err
 	}
 	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("model.path: %w", err)
 	}
-	resumeDir, m, err := t.findResume(o)
+	var resumeDir string
+	var m *checkpoint.Manifest
+	if t.rank() == 0 {
+		resumeDir, m, err = t.findResume(o)
+	}
+	if t.dp != nil {
+		resumeDir, m, err = t.shareResume(resumeDir, m, err)
+	}
 	if err != nil {
 		t.Close()
 		return nil, err
@@ -145,6 +140,72 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	return t, nil
 }
 
+// openFolder makes the Trainer with its log: on rank 0 (and in one
+// process) it clears the run folder if asked, creates it and opens
+// train.log there; the other ranks write nothing in the run folder and log
+// to logw with their rank as prefix.
+func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
+	dir := cfg.RunDir()
+	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend}
+	if d := o.Dist; d != nil && d.Group != nil && d.Group.Size() > 1 {
+		t.dp = &dpState{g: d.Group, rank: d.Group.Rank(), size: d.Group.Size()}
+		t.newReducer = d.NewReducer
+	}
+	if t.rank() != 0 {
+		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.rank()), log.LstdFlags)
+		return t, nil
+	}
+	var removed []string
+	if o.Overwrite {
+		var err error
+		if removed, err = clearRun(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create run folder: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "train.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	t.Log = log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags)
+	t.closers = append(t.closers, logFile)
+	if len(removed) > 0 {
+		t.Log.Printf("starting afresh (--overwrite): removed the earlier run's %s from %s", strings.Join(removed, ", "), dir)
+	}
+	if t.dp != nil {
+		t.Log.Printf("data parallel: %d ranks; rank 0 writes the run folder", t.dp.size)
+	}
+	return t, nil
+}
+
+// shareResume gives every rank rank 0's decision of where to resume from
+// (or its error); the other ranks verify that checkpoint themselves.
+func (t *Trainer) shareResume(dir string, m *checkpoint.Manifest, err error) (string, *checkpoint.Manifest, error) {
+	msg := "ok " + dir
+	if err != nil {
+		msg = "error " + err.Error()
+	}
+	got, berr := t.dp.g.Broadcast("resume decision", []byte(msg))
+	switch {
+	case berr != nil:
+		return "", nil, errors.Join(err, berr)
+	case err != nil:
+		return "", nil, err
+	case strings.HasPrefix(string(got), "error "):
+		return "", nil, fmt.Errorf("rank 0 could not start: %s", strings.TrimPrefix(string(got), "error "))
+	}
+	dir = strings.TrimPrefix(string(got), "ok ")
+	if t.rank() == 0 || dir == "" {
+		return dir, m, nil
+	}
+	if m, err = checkpoint.Verify(dir); err != nil {
+		return "", nil, fmt.Errorf("resume (rank 0 chose %s): %w", dir, err)
+	}
+	return dir, m, nil
+}
+
 // start restores the checkpoint found by findResume, if any, and opens the
 // per-step logs.
 func (t *Trainer) start(dir string, m *checkpoint.Manifest) error {
@@ -156,15 +217,22 @@ func (t *Trainer) start(dir string, m *checkpoint.Manifest) error {
 		}
 		keep = t.step
 	}
-	var err error
-	if t.metrics, err = openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep); err != nil {
+	if t.rank() != 0 {
+		t.metrics, t.valLog = io.Discard, io.Discard
+		return nil
+	}
+	metrics, err := openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep)
+	if err != nil {
 		return err
 	}
-	t.closers = append(t.closers, t.metrics)
-	if t.valLog, err = openJSONL(filepath.Join(t.Dir, "validation.jsonl"), keep); err != nil {
+	t.metrics = metrics
+	t.closers = append(t.closers, metrics)
+	valLog, err := openJSONL(filepath.Join(t.Dir, "validation.jsonl"), keep)
+	if err != nil {
 		return err
 	}
-	t.closers = append(t.closers, t.valLog)
+	t.valLog = valLog
+	t.closers = append(t.closers, valLog)
 	return nil
 }
 
@@ -178,17 +246,24 @@ func (t *Trainer) tokDir() string {
 
 func (t *Trainer) setup() error {
 	cfg := t.Cfg
-	raw, err := cfg.YAML()
-	if err != nil {
-		return err
-	}
-	if err := model.WriteFileAtomic(filepath.Join(t.Dir, "config.yaml"), raw); err != nil {
-		return err
+	if t.rank() == 0 {
+		raw, err := cfg.YAML()
+		if err != nil {
+			return err
+		}
+		if err := model.WriteFileAtomic(filepath.Join(t.Dir, "config.yaml"), raw); err != nil {
+			return err
+		}
 	}
 	// Plan memory from config.json before loading anything large.
 	b, plan, err := OpenBackend(cfg, t.backend, t.Log.Printf)
 	if err != nil {
 		return err
+	}
+	if t.dp != nil {
+		if t.dp.red, err = t.openReducer(b); err != nil {
+			return err
+		}
 	}
 	t.Memory = plan.Plan
 	t.Log.Printf("backend %s; memory plan: %s", b.Name(), t.Memory)
@@ -354,6 +429,12 @@ func stopIDs(tok *tokenizer.Tokenizer, mc *model.Config, dir string) []int32 {
 // Close flushes and closes the run's files.
 func (t *Trainer) Close() error {
 	var errs []error
+	if t.dp != nil {
+		if c, ok := t.dp.red.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+		t.dp.red = nil
+	}
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		errs = append(errs, t.closers[i].Close())
 	}

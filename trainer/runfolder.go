@@ -43,6 +43,9 @@ type Options struct {
 	// Backend opens run.device (nil: CPUOnly). The binary passes
 	// backend.Open, which links the CUDA backend.
 	Backend BackendOpener
+	// Dist places the run in a data-parallel job (nil: one process). Only
+	// rank 0 checks and writes the run folder.
+	Dist *Dist
 }
 
 // RunDir is the run folder, run.out_dir/run.name.
@@ -59,6 +62,9 @@ var runFiles = []string{"config.yaml", "metrics.jsonl", "validation.jsonl", "tra
 func Preflight(cfg Config, o Options) error {
 	if err := CheckInputs(cfg); err != nil {
 		return err
+	}
+	if d := o.Dist; d != nil && d.Group != nil && d.Group.Rank() != 0 {
+		return nil // rank 0 decides about the run folder (shareResume)
 	}
 	dir := cfg.RunDir()
 	root := filepath.Join(dir, "checkpoints")
@@ -256,7 +262,7 @@ func sameDir(a, b string) bool {
 // training trajectory (where the run writes, on which device it runs, how
 // long it goes on, what it logs, validates and keeps). model.path is
 // checked by content (the reference model's hash), not by path.
-var freeKeys = []string{"run.name", "run.out_dir", "run.device", "model.path", "train.steps", "train.log_every", "validation.", "checkpoint."}
+var freeKeys = []string{"run.name", "run.out_dir", "run.device", "model.path", "train.steps", "train.log_every", "validation.", "checkpoint.", "dist."}
 
 func freeKey(k string) bool {
 	for _, f := range freeKeys {

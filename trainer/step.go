@@ -36,6 +36,8 @@ type rowData struct {
 	adv      float64
 	weight   float64
 	group    int // rollouts of this row's prompt
+	// truncated: the response hit max_new_tokens.
+	truncated bool
 }
 
 // StepMetrics is one line of metrics.jsonl. The embedded controller record
@@ -114,11 +116,15 @@ func (t *Trainer) abandon(s stepState, cause error) error {
 
 // Step runs one training step and returns its metrics. When ctx is
 // cancelled before the update starts, the step is rolled back and the
-// error wraps ctx's; once the update starts, the step finishes.
+// error wraps ctx's; once the update starts, the step finishes. In a
+// data-parallel run (dp.go) every rank calls Step together.
 func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	start := time.Now()
 	before := t.saveStepState()
 	t.step++
+	if t.dp != nil {
+		t.dp.g.SetStep(t.step)
+	}
 	prompts, epoch := t.loader.Next()
 	uids := make([]string, len(prompts))
 	for i, p := range prompts {
@@ -134,9 +140,14 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		mem.ResetMemPeak()
 	}
 
-	// Generate and score.
+	// Generate and score (this rank's slice of the prompts), then share
+	// the rows.
 	t.phase(PhaseGenerate)
-	rows, genTokens, err := t.generate(ctx, prompts, plan.N, met)
+	lo, hi := 0, len(prompts)
+	if t.dp != nil {
+		lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
+	}
+	rows, err := t.generate(ctx, prompts, plan.N, lo, hi)
 	if err != nil {
 		if cause := ctx.Err(); cause != nil {
 			return nil, t.abandon(before, cause)
@@ -144,10 +155,16 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	met.GenSeconds = time.Since(start).Seconds()
-	met.GenTokensPerSec = float64(genTokens) / math.Max(met.GenSeconds, 1e-9)
 	t.phase(PhaseScore)
 	t0 := time.Now()
-	t.score(prompts, rows, met)
+	t.score(prompts, rows)
+	if t.dp != nil {
+		if rows, err = t.gatherRows(rows, before.reward); err != nil {
+			return nil, fmt.Errorf("step %d: %w", t.step, err)
+		}
+	}
+	genTokens := rolloutMetrics(rows, met)
+	met.GenTokensPerSec = float64(genTokens) / math.Max(met.GenSeconds, 1e-9)
 	met.ScoreSeconds = time.Since(t0).Seconds()
 	if cause := ctx.Err(); cause != nil {
 		return nil, t.abandon(before, cause)
@@ -156,7 +173,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	// Old and reference log-probs (no gradient), then advantages and weights.
 	t.phase(PhaseLogProbs)
 	t0 = time.Now()
-	if err := t.logProbs(rows); err != nil {
+	spans := microBatches(plan.N, t.Cfg.Train.MiniBatchPrompts, t.Cfg.Train.MicroBatchRows)
+	if err := t.logProbs(rows, spans); err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 	if cause := ctx.Err(); cause != nil { // the last moment before the weights change
@@ -179,7 +197,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	// The actor update: it always finishes.
 	t.phase(PhaseUpdate)
 	t0 = time.Now()
-	signal, kl, trained, err := t.update(plan.N, rows, met)
+	signal, kl, trained, err := t.update(spans, rows, met)
 	if err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
@@ -205,46 +223,45 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	return met, nil
 }
 
-// generate samples plan.N[i] rollouts of each prompt.
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, met *StepMetrics) ([]rowData, int, error) {
-	reqs := make([]rollout.Request, len(prompts))
-	for i, p := range prompts {
-		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[i]}
+// generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
+// prompt in one process).
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, error) {
+	if lo == hi {
+		return nil, nil
+	}
+	reqs := make([]rollout.Request, hi-lo)
+	for i, p := range prompts[lo:hi] {
+		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
 	s := t.Cfg.Rollout
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: max(s.MaxSlots, maxInt(n))}
 	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
-		return nil, 0, fmt.Errorf("generate: %w", err)
+		return nil, fmt.Errorf("generate: %w", err)
 	}
 	var rows []rowData
-	tokens, truncated := 0, 0
 	for i, comps := range out {
 		prompt := reqs[i].Prompt
 		for _, c := range comps {
 			seq := append(append([]int32(nil), prompt...), c.Tokens...)
-			rows = append(rows, rowData{prompt: i, tokens: seq, start: len(prompt), group: len(comps)})
-			tokens += len(c.Tokens)
-			met.ResponseLenMax = max(met.ResponseLenMax, len(c.Tokens))
-			if c.Truncated {
-				truncated++
-			}
+			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps), truncated: c.Truncated})
 		}
 	}
-	met.ResponseLenMean = float64(tokens) / float64(max(len(rows), 1))
-	met.TruncationRate = float64(truncated) / float64(max(len(rows), 1))
-	return rows, tokens, nil
+	return rows, nil
 }
 
-// score runs the verifier on each response (special tokens dropped, docs/algorithm.md §2.3).
-func (t *Trainer) score(prompts []data.Prompt, rows []rowData, met *StepMetrics) {
+// rolloutMetrics fills the response-length and reward metrics of the
+// step's rows and returns the number of generated tokens.
+func rolloutMetrics(rows []rowData, met *StepMetrics) int {
+	tokens, truncated := 0, 0
 	var sum, acc, none float64
-	for i := range rows {
-		r := &rows[i]
-		p := prompts[r.prompt]
-		text := t.Tok.Decode32(r.tokens[r.start:], true)
-		r.result = t.scorers[p.DataSource].Score(text, p.GroundTruth)
+	for _, r := range rows {
+		tokens += len(r.tokens) - r.start
+		met.ResponseLenMax = max(met.ResponseLenMax, len(r.tokens)-r.start)
+		if r.truncated {
+			truncated++
+		}
 		sum += r.result.Score
 		if r.result.Correct {
 			acc++
@@ -254,38 +271,69 @@ func (t *Trainer) score(prompts []data.Prompt, rows []rowData, met *StepMetrics)
 		}
 	}
 	n := float64(max(len(rows), 1))
+	met.ResponseLenMean = float64(tokens) / n
+	met.TruncationRate = float64(truncated) / n
 	met.RewardMean, met.AccMean, met.NoAnswerRate = sum/n, acc/n, none/n
+	return tokens
+}
+
+// score runs the verifier on each response (special tokens dropped, docs/algorithm.md §2.3).
+func (t *Trainer) score(prompts []data.Prompt, rows []rowData) {
+	for i := range rows {
+		r := &rows[i]
+		p := prompts[r.prompt]
+		text := t.Tok.Decode32(r.tokens[r.start:], true)
+		r.result = t.scorers[p.DataSource].Score(text, p.GroundTruth)
+	}
 }
 
 // logProbs fills old (current policy) and reference log-probs of every
-// response token, micro-batch by micro-batch.
-func (t *Trainer) logProbs(rows []rowData) error {
-	mb := t.Cfg.Train.MicroBatchRows
-	for lo := 0; lo < len(rows); lo += mb {
-		hi := min(lo+mb, len(rows))
-		seqs := sequences(rows[lo:hi])
-		p, err := t.Policy.Forward(seqs)
-		if err != nil {
-			return fmt.Errorf("old log-probs: %w", err)
-		}
-		p.Release() // only the log-probs are wanted
-		for i := range rows[lo:hi] {
-			rows[lo+i].old, rows[lo+i].entropy = p.LogProbs[i], p.Entropy[i]
-		}
-		if t.Ref == nil {
-			for i := range rows[lo:hi] {
-				rows[lo+i].ref = rows[lo+i].old
+// response token, micro-batch by micro-batch; in a data-parallel run only
+// of the rows of this rank's micro-batches (spans).
+func (t *Trainer) logProbs(rows []rowData, spans []microSpan) error {
+	if t.dp == nil {
+		mb := t.Cfg.Train.MicroBatchRows
+		for lo := 0; lo < len(rows); lo += mb {
+			if err := t.logProbsOf(rows[lo:min(lo+mb, len(rows))]); err != nil {
+				return err
 			}
-			continue
 		}
-		rp, err := t.Ref.Forward(seqs)
-		if err != nil {
-			return fmt.Errorf("reference log-probs: %w", err)
+		return nil
+	}
+	for k, s := range spans {
+		if t.owns(k) {
+			if err := t.logProbsOf(rows[s.lo:s.hi]); err != nil {
+				return err
+			}
 		}
-		rp.Release()
-		for i := range rows[lo:hi] {
-			rows[lo+i].ref = rp.LogProbs[i]
+	}
+	return nil
+}
+
+// logProbsOf fills the log-probs of one micro-batch.
+func (t *Trainer) logProbsOf(rows []rowData) error {
+	seqs := sequences(rows)
+	p, err := t.Policy.Forward(seqs)
+	if err != nil {
+		return fmt.Errorf("old log-probs: %w", err)
+	}
+	p.Release() // only the log-probs are wanted
+	for i := range rows {
+		rows[i].old, rows[i].entropy = p.LogProbs[i], p.Entropy[i]
+	}
+	if t.Ref == nil {
+		for i := range rows {
+			rows[i].ref = rows[i].old
 		}
+		return nil
+	}
+	rp, err := t.Ref.Forward(seqs)
+	if err != nil {
+		return fmt.Errorf("reference log-probs: %w", err)
+	}
+	rp.Release()
+	for i := range rows {
+		rows[i].ref = rp.LogProbs[i]
 	}
 	return nil
 }
@@ -299,58 +347,47 @@ func sequences(rows []rowData) []model.Sequence {
 }
 
 // update runs the PPO epochs over mini-batches (consecutive slices of
-// mini_batch_prompts prompts) of micro-batches, and returns the per-row loss
-// signal ℓ_r and KL (means over epochs) and the number of tokens trained on.
-func (t *Trainer) update(n []int, rows []rowData, met *StepMetrics) ([]float64, []float64, int, error) {
+// mini_batch_prompts prompts) of micro-batches (spans), and returns the
+// per-row loss signal ℓ_r and KL (means over epochs) and the number of
+// tokens trained on. In a data-parallel run this rank runs its
+// micro-batches, the gradients are summed over the ranks before the clip,
+// and the rows' signals and the logging sums are gathered afterwards.
+func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([]float64, []float64, int, error) {
 	signal, kl := make([]float64, len(rows)), make([]float64, len(rows))
-	var tokens, clip, lower int
-	var klSum, ppoKL, pol, normSum, entSum float64
-	var entTokens, norms int
-	for _, r := range rows {
-		for _, e := range r.entropy {
-			entSum += float64(e)
-			entTokens++
-		}
-	}
-	// Row ranges of each mini-batch.
-	var bounds []int
-	row := 0
-	for i, ni := range n {
-		if i%t.Cfg.Train.MiniBatchPrompts == 0 {
-			bounds = append(bounds, row)
-		}
-		row += ni
-	}
-	bounds = append(bounds, row)
-	for epoch := 0; epoch < t.Cfg.Train.PPOEpochs; epoch++ {
-		for b := 0; b+1 < len(bounds); b++ {
-			lo, hi := bounds[b], bounds[b+1]
-			if lo == hi {
-				continue
+	var recs []microRec
+	var normSum float64
+	var norms int
+	epochs := t.Cfg.Train.PPOEpochs
+	for epoch := 0; epoch < epochs; epoch++ {
+		for k := 0; k < len(spans); {
+			// Micro-batches k … end−1 form one mini-batch.
+			end := k
+			for end < len(spans) && spans[end].mini == spans[k].mini {
+				end++
 			}
 			model.ZeroGrads(t.Policy.B, t.Policy.Cfg, t.grads)
-			mb := t.Cfg.Train.MicroBatchRows
-			ga := (hi - lo + mb - 1) / mb
-			for m := lo; m < hi; m += mb {
-				me := min(m+mb, hi)
-				st, err := t.microStep(rows[m:me], ga)
+			for ; k < end; k++ {
+				if !t.owns(k) {
+					continue
+				}
+				s := spans[k]
+				st, err := t.microStep(rows[s.lo:s.hi], s.ga)
 				if err != nil {
 					return nil, nil, 0, err
 				}
 				for i := range st.RowSignal {
-					signal[m+i] += st.RowSignal[i] / float64(t.Cfg.Train.PPOEpochs)
-					kl[m+i] += st.RowKL[i] / float64(t.Cfg.Train.PPOEpochs)
+					signal[s.lo+i] += st.RowSignal[i] / float64(epochs)
+					kl[s.lo+i] += st.RowKL[i] / float64(epochs)
 				}
-				tokens += st.Tokens
-				clip += st.ClipCount
-				lower += st.LowerClipCount
-				klSum += st.KL
-				ppoKL += st.PPOKL
-				pol += st.PolicyLoss
+				recs = append(recs, microRec{Epoch: epoch, Index: k, Tokens: st.Tokens, Clip: st.ClipCount,
+					Lower: st.LowerClipCount, KL: st.KL, PPOKL: st.PPOKL, Policy: st.PolicyLoss})
+			}
+			if err := t.reduceGrads(); err != nil {
+				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w", spans[end-1].mini, err)
 			}
 			norm, err := model.ClipGradNorm(t.Policy.B, t.Policy.Cfg, t.grads, t.Cfg.Optim.GradClip)
 			if err != nil {
-				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w (stopping; the last checkpoint is kept)", b, err)
+				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w (stopping; the last checkpoint is kept)", spans[end-1].mini, err)
 			}
 			lr := t.lr(t.updates)
 			if err := t.Opt.Update(t.Policy.B, t.Policy.Cfg, t.Policy.P, t.grads, lr); err != nil {
@@ -360,6 +397,31 @@ func (t *Trainer) update(n []int, rows []rowData, met *StepMetrics) ([]float64, 
 			met.LR = lr
 			normSum += norm
 			norms++
+		}
+	}
+	if t.dp != nil {
+		var err error
+		if recs, err = t.gatherUpdate(spans, rows, signal, kl, recs); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	// The sums in the one-process order (epoch, micro-batch).
+	var tokens, clip, lower int
+	var klSum, ppoKL, pol float64
+	for _, r := range recs {
+		tokens += r.Tokens
+		clip += r.Clip
+		lower += r.Lower
+		klSum += r.KL
+		ppoKL += r.PPOKL
+		pol += r.Policy
+	}
+	var entSum float64
+	var entTokens int
+	for _, r := range rows {
+		for _, e := range r.entropy {
+			entSum += float64(e)
+			entTokens++
 		}
 	}
 	tk := float64(max(tokens, 1))

@@ -19,6 +19,7 @@ func newTrainCmd() *cobra.Command {
 	var printConfig, dryRun, skipSelfTest bool
 	var device string
 	var assumeGiB float64
+	var df distFlags
 	cmd := &cobra.Command{
 		Use:   "train --config FILE|NAME [--set section.key=value]...",
 		Short: "Train with GRPO, Prompt-GDRO or Rollout-GDRO from a YAML config",
@@ -36,7 +37,15 @@ config changes that alter the training (seed, lr, method, data, …) unless
 SIGINT at any moment checkpoint the last complete step (a step still
 generating is abandoned, an update or checkpoint write finishes, a
 validation is redone on resume) and exit with status 3, which the Slurm
-scripts requeue; --resume auto continues exactly.`,
+scripts requeue; --resume auto continues exactly.
+
+Several GPUs (data parallel, one process per GPU): under srun the rank,
+world size and GPU come from Slurm's variables; elsewhere start one process
+per rank with --rank R --world-size W (and --local-rank, --master-addr,
+--master-port across nodes; or MASTER_ADDR/MASTER_PORT). Every rank holds
+the whole state and only rank 0 writes the run folder; a signal on any rank
+stops all at the next step boundary with one checkpoint (exit status 3),
+which resumes at any world size.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, source, err := readConfig(config)
@@ -69,6 +78,21 @@ scripts requeue; --resume auto continues exactly.`,
 			if err != nil {
 				return err
 			}
+			w, err := df.world(os.Getenv)
+			if err != nil {
+				return err
+			}
+			if cfg.Run.Device, err = rankDevice(cfg.Run.Device, w, os.Getenv); err != nil {
+				return err
+			}
+			g, err := joinGroup(cmd, w, cfg.DistTimeout())
+			if err != nil {
+				return err
+			}
+			if g != nil {
+				defer g.Close()
+				o.Dist = &trainer.Dist{Group: g, NewReducer: reducerFor(g, cfg.DistTimeout())}
+			}
 			// Input paths and the run folder first: a mistake costs no
 			// self-test and no model load.
 			if err := trainer.Preflight(cfg, o); err != nil {
@@ -93,6 +117,7 @@ scripts requeue; --resume auto continues exactly.`,
 	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
 	cmd.Flags().Float64Var(&assumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
 	addSelfTestFlag(cmd, &skipSelfTest)
+	addDistFlags(cmd, &df)
 	cmd.Flags().StringVar(&o.Resume, "resume", "", "auto (the newest complete checkpoint in the run folder; a fresh start when it has none) or a checkpoint folder")
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "start afresh in a run folder that holds an earlier run, deleting its checkpoints, logs, metrics and plots")
 	cmd.Flags().BoolVar(&o.AllowConfigChange, "allow-config-change", false, "resume even though config keys that alter the training (seed, lr, method, data, …) differ from the checkpoint's")

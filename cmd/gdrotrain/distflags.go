@@ -1,0 +1,144 @@
+package main
+
+// Data-parallel training from the command line: where this process stands
+// in the job (flags, else Slurm's variables, else alone), the control plane
+// to the other ranks, the GPU of this rank, and the gradient reducer (NCCL
+// on CUDA, the control plane's fixed-order sum on the CPU).
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/device"
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/trainer"
+)
+
+// distFlags are --rank, --world-size, --local-rank, --master-addr and
+// --master-port.
+type distFlags struct {
+	rank, size, localRank int
+	addr                  string
+	port                  int
+}
+
+func addDistFlags(cmd *cobra.Command, f *distFlags) {
+	cmd.Flags().IntVar(&f.size, "world-size", 0, "number of data-parallel ranks (processes); unset: Slurm's SLURM_NTASKS under srun, else 1")
+	cmd.Flags().IntVar(&f.rank, "rank", 0, "this process's rank, 0 … world-size−1 (with --world-size)")
+	cmd.Flags().IntVar(&f.localRank, "local-rank", -1, "this process's rank on its node, which picks its GPU (default: --rank, one node)")
+	cmd.Flags().StringVar(&f.addr, "master-addr", "", "host of rank 0 (default: MASTER_ADDR, else 127.0.0.1)")
+	cmd.Flags().IntVar(&f.port, "master-port", 0, fmt.Sprintf("TCP port of rank 0 (default: MASTER_PORT, else %d)", dist.DefaultPort))
+}
+
+// world resolves this process's place: the flags when --world-size is
+// given, else Slurm's variables when SLURM_NTASKS > 1, else one process.
+func (f distFlags) world(getenv func(string) string) (dist.World, error) {
+	if f.size == 0 {
+		if n := strings.TrimSpace(getenv("SLURM_NTASKS")); n != "" && n != "1" && n != "0" {
+			return dist.FromSlurm(getenv)
+		}
+		return dist.World{Size: 1}, nil
+	}
+	addr, port := f.addr, f.port
+	if addr == "" {
+		if addr = getenv("MASTER_ADDR"); addr == "" {
+			addr = "127.0.0.1"
+		}
+	}
+	if port == 0 {
+		port = dist.DefaultPort
+		if v := getenv("MASTER_PORT"); v != "" {
+			if _, err := fmt.Sscan(v, &port); err != nil {
+				return dist.World{}, fmt.Errorf("MASTER_PORT=%q is not a port", v)
+			}
+		}
+	}
+	local := f.localRank
+	if local < 0 {
+		local = f.rank
+	}
+	w, err := dist.Explicit(f.rank, f.size, local, addr, port)
+	if err != nil {
+		return w, fmt.Errorf("--rank/--world-size/--local-rank/--master-addr/--master-port: %w", err)
+	}
+	return w, nil
+}
+
+// rankDevice is the device of a rank: run.device "cuda" or "auto" becomes
+// cuda:LOCAL_RANK, or cuda:0 when CUDA_VISIBLE_DEVICES leaves one GPU (as
+// srun --gpus-per-task does); cpu and an explicit cuda:N stay.
+func rankDevice(name string, w dist.World, getenv func(string) string) (string, error) {
+	if w.Size == 1 || (name != device.CUDA && name != device.Auto) {
+		return name, nil
+	}
+	gpu := w.LocalRank
+	if v := strings.TrimSpace(getenv("CUDA_VISIBLE_DEVICES")); v != "" {
+		visible := strings.Split(v, ",")
+		switch {
+		case len(visible) == 1:
+			gpu = 0
+		case gpu >= len(visible):
+			return "", fmt.Errorf("local rank %d has no GPU: CUDA_VISIBLE_DEVICES=%s shows %d", w.LocalRank, v, len(visible))
+		}
+	}
+	if name == device.Auto {
+		if _, err := cuda.Open(gpu, func(string, ...any) {}); err != nil {
+			if cuda.IsNoGPU(err) {
+				return device.CPU, nil // as backend.Open's auto chooses
+			}
+			return "", fmt.Errorf("device auto, local rank %d: %w", w.LocalRank, err)
+		}
+	}
+	return fmt.Sprintf("cuda:%d", gpu), nil
+}
+
+// joinGroup forms the control plane of a world of several ranks (nil for
+// one process).
+func joinGroup(cmd *cobra.Command, w dist.World, timeout time.Duration) (*dist.Group, error) {
+	if w.Size == 1 {
+		return nil, nil
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "data parallel: %s: joining the group\n", w)
+	g, err := dist.NewGroup(w, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// reducerFor makes the gradient reducer of backend b: NCCL on CUDA (the id
+// travels over the control plane), the control plane's fixed-order sum on
+// the CPU.
+func reducerFor(g *dist.Group, timeout time.Duration) func(model.Backend) (trainer.Reducer, error) {
+	return func(b model.Backend) (trainer.Reducer, error) {
+		cb, ok := b.(*cuda.Backend)
+		if !ok {
+			return trainer.HostReducer{B: b, G: g}, nil
+		}
+		var id cuda.UniqueID
+		if g.Rank() == 0 {
+			var err error
+			if id, err = cuda.NewUniqueID(); err != nil {
+				return nil, fmt.Errorf("nccl id: %w", err)
+			}
+		}
+		got, err := g.Broadcast("nccl id", id[:])
+		if err != nil {
+			return nil, err
+		}
+		if len(got) != len(id) {
+			return nil, fmt.Errorf("nccl id from rank 0: %d bytes, want %d", len(got), len(id))
+		}
+		copy(id[:], got)
+		comm, err := cuda.OpenComm(cb, id, g.Rank(), g.Size(), timeout)
+		if err != nil {
+			return nil, err
+		}
+		return comm, nil // its AllReduceSum and Close make it the trainer's reducer
+	}
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
+)
+
+func TestDistWorld(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, c := range []struct {
+		name string
+		f    distFlags
+		env  func(string) string
+		want dist.World
+		err  string
+	}{
+		{"alone", distFlags{localRank: -1}, env(), dist.World{Size: 1}, ""},
+		{"one Slurm task", distFlags{localRank: -1}, env("SLURM_NTASKS", "1", "SLURM_PROCID", "0"), dist.World{Size: 1}, ""},
+		{"flags", distFlags{rank: 1, size: 2, localRank: -1}, env(), dist.World{Rank: 1, Size: 2, LocalRank: 1, Addr: "127.0.0.1", Port: dist.DefaultPort}, ""},
+		{"flags and MASTER_*", distFlags{rank: 3, size: 4, localRank: 1}, env("MASTER_ADDR", "n1", "MASTER_PORT", "4242"),
+			dist.World{Rank: 3, Size: 4, LocalRank: 1, Addr: "n1", Port: 4242}, ""},
+		{"flags win", distFlags{rank: 0, size: 2, localRank: -1, addr: "h", port: 7}, env("MASTER_ADDR", "n1", "MASTER_PORT", "4242"),
+			dist.World{Size: 2, Addr: "h", Port: 7}, ""},
+		{"Slurm", distFlags{localRank: -1}, env("SLURM_NTASKS", "8", "SLURM_PROCID", "5", "SLURM_LOCALID", "1", "SLURM_JOB_NODELIST", "gpu[07-08]", "SLURM_JOB_ID", "7"),
+			dist.World{Rank: 5, Size: 8, LocalRank: 1, Addr: "gpu07", Port: 20007}, ""},
+		{"rank out of range", distFlags{rank: 2, size: 2, localRank: -1}, env(), dist.World{}, "--rank/--world-size"},
+		{"bad MASTER_PORT", distFlags{rank: 0, size: 2, localRank: -1}, env("MASTER_PORT", "x"), dist.World{}, "MASTER_PORT"},
+	} {
+		got, err := c.f.world(c.env)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %v, want an error with %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: %+v, %v; want %+v", c.name, got, err, c.want)
+		}
+	}
+}
+
+func TestRankDevice(t *testing.T) {
+	w := dist.World{Rank: 5, Size: 8, LocalRank: 1}
+	for _, c := range []struct {
+		name, dev, visible, want, err string
+		world                         dist.World
+	}{
+		{"one process keeps cuda", "cuda", "", "cuda", "", dist.World{Size: 1}},
+		{"local rank picks the GPU", "cuda", "", "cuda:1", "", w},
+		{"one visible GPU", "cuda", "3", "cuda:0", "", w},
+		{"several visible", "cuda", "4,5", "cuda:1", "", w},
+		{"too few visible", "cuda", "4", "cuda:0", "", w},
+		{"explicit ordinal kept", "cuda:2", "", "cuda:2", "", w},
+		{"cpu kept", "cpu", "", "cpu", "", w},
+		{"local rank beyond the visible GPUs", "cuda", "0,1", "", "local rank 3 has no GPU", dist.World{Rank: 3, Size: 4, LocalRank: 3}},
+	} {
+		got, err := rankDevice(c.dev, c.world, func(k string) string {
+			if k == "CUDA_VISIBLE_DEVICES" {
+				return c.visible
+			}
+			return ""
+		})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %q, %v; want an error with %q", c.name, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+// syncBuffer is a process's output, which a test may watch for a marker.
+type syncBuffer struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	seen   chan struct{}
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if b.marker != "" && strings.Contains(b.buf.String(), b.marker) {
+		b.marker = ""
+		close(b.seen)
+	}
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startRanks starts size processes of the binary as the ranks of a CPU
+// data-parallel run of the tiny task (run folder task.Dir/dp) and returns
+// them with their outputs; rank r's output closes seen when it logs marker.
+func startRanks(t *testing.T, task testfix.Task, size int, marker string, sets ...string) ([]*exec.Cmd, []*syncBuffer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port for rank 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmds := make([]*exec.Cmd, size)
+	outs := make([]*syncBuffer, size)
+	for r := range size {
+		args := append([]string{"train", "--config", "demo", "--device", "cpu", "--rank", fmt.Sprint(r), "--world-size", fmt.Sprint(size),
+			"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port)},
+			taskArgs(task, append([]string{"run.name=dp", "validation.every=0", "train.log_every=1", "dist.timeout_s=60"}, sets...)...)...)
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
+		outs[r] = &syncBuffer{marker: marker, seen: make(chan struct{})}
+		cmd.Stdout, cmd.Stderr = outs[r], outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	return cmds, outs
+}
+
+// waitAll waits for every process and returns their errors by rank.
+func waitAll(cmds []*exec.Cmd) []error {
+	errs := make([]error, len(cmds))
+	var wg sync.WaitGroup
+	for r, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = c.Wait()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestTrainTwoProcesses starts two processes of the binary as ranks 0 and 1
+// of a CPU data-parallel run on the tiny task: both exit 0, rank 0 writes
+// the metrics and the final checkpoint, rank 1 logs with its prefix.
+func TestTrainTwoProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	task := testfix.TinyTask(t)
+	cmds, outs := startRanks(t, task, 2, "")
+	for r, err := range waitAll(cmds) {
+		if err != nil {
+			t.Fatalf("rank %d: %v\n%s", r, err, outs[r].String())
+		}
+	}
+	run := filepath.Join(task.Dir, "dp")
+	raw, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(raw), "\n"); n != 2 {
+		t.Errorf("metrics.jsonl has %d lines, want 2 (train.steps)", n)
+	}
+	if _, err := os.Stat(filepath.Join(run, "checkpoints", "step_00000002", "model.safetensors")); err != nil {
+		t.Errorf("no final checkpoint from rank 0: %v", err)
+	}
+	if !strings.Contains(outs[1].String(), "[rank 1] ") || strings.Contains(outs[1].String(), "checkpoint: ") {
+		t.Errorf("rank 1's log should carry its prefix and write no checkpoint:\n%s", outs[1].String())
+	}
+}
+
+// TestTrainTwoProcessesSIGTERM: SIGTERM to rank 1 alone (a pre-emption
+// warning reaching one task) makes both processes checkpoint the same step
+// and exit with status 3, the requeue status.
+func TestTrainTwoProcessesSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two processes")
+	}
+	task := testfix.TinyTask(t)
+	cmds, outs := startRanks(t, task, 2, "step 2/", "train.steps=200")
+	<-outs[1].seen
+	if err := cmds[1].Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for r, err := range waitAll(cmds) {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitRequeue {
+			t.Fatalf("rank %d: %v, want exit status %d\n%s", r, err, exitRequeue, outs[r].String())
+		}
+	}
+	run := filepath.Join(task.Dir, "dp")
+	raw, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := strings.Count(string(raw), "\n")
+	if steps < 2 || steps >= 200 {
+		t.Fatalf("%d metrics lines: the stop did not land mid-run", steps)
+	}
+	if _, err := os.Stat(filepath.Join(run, "checkpoints", fmt.Sprintf("step_%08d", steps), "model.safetensors")); err != nil {
+		t.Errorf("no checkpoint of the last step %d: %v\n%s", steps, err, outs[0].String())
+	}
+	if !strings.Contains(outs[0].String(), "stop requested on rank(s) [1]") {
+		t.Errorf("rank 0 does not say which rank asked to stop:\n%s", outs[0].String())
+	}
+}

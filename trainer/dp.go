@@ -1,0 +1,500 @@
+package trainer
+
+// Data parallel (several ranks, one process per GPU, docs/data-parallel.md).
+// Every rank holds the whole run's state — weights, AdamW moments,
+// controllers, data cursor — and keeps it identical to the others', so any
+// rank could continue alone and a checkpoint is the one-process checkpoint.
+// A step:
+//
+//  1. Every rank reads the same prompts and asks its identical controller
+//     for the plan: Rollout-GDRO's allocation is decided once, the same
+//     everywhere, and no message is needed.
+//  2. Each rank generates and scores the rollouts of a contiguous slice of
+//     the prompts (sliced by rollout count, so the ranks get about as many
+//     rows each). Sampling is keyed by (seed, step, uid, rollout index), so
+//     the tokens do not depend on the slicing.
+//  3. The rows (tokens, prompt, reward result) and the verifier's counts are
+//     all-gathered in rank order: every rank then has the step's rows in
+//     plan order, and computes advantages, GDRO weights and the generation
+//     and reward metrics itself, exactly as one process would.
+//  4. The micro-batches of each mini-batch keep the one-process layout and
+//     are numbered through the step; rank r runs those numbered r mod W
+//     (old and reference log-probs only for their rows), with the
+//     accumulation count ga of the whole mini-batch, so the sum of the
+//     ranks' gradients is the one-process gradient. The reducer sums them
+//     before the clip; every rank runs the same clip and AdamW.
+//  5. Each row's loss signal, KL and entropy, and each micro-batch's logging
+//     sums, are all-gathered from the rank that computed them and summed in
+//     the one-process order, so gdro.Observe sees the whole batch and the
+//     metrics line is the one process's.
+//
+// What differs from one process is only the order in which the reducer adds
+// the ranks' partial gradients (float addition is not associative): the
+// weights agree within rounding, and so do the continuous parts of the
+// controller state that follow them. Between the ranks of one run
+// everything is bitwise equal, which a hash of the controller state and a
+// weight fingerprint checks every dist.state_check_every steps and at every
+// checkpoint.
+//
+// Only rank 0 writes the run folder (metrics, validation lines, train.log,
+// checkpoints); the others log to their own stderr with a "[rank r]" prefix.
+// A signal on any rank does not abandon the step: at the next step boundary
+// the ranks agree to stop, rank 0 writes the checkpoint while the others
+// wait, and all return ErrStopped together. A resumed run may have another
+// world size: the state is replicated, so nothing is resharded.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+)
+
+// Reducer sums tensors over the ranks.
+type Reducer interface {
+	// AllReduceSum replaces every tensor by its element-wise sum over the
+	// ranks; every rank ends with the same values.
+	AllReduceSum(ts []*model.Tensor) error
+}
+
+// Dist places a run in a data-parallel job (Options.Dist; nil or a group of
+// one rank: one process, today's path).
+type Dist struct {
+	Group *dist.Group
+	// NewReducer makes the gradient reducer once the backend is open; nil
+	// sums through Group in host memory (HostReducer), the CPU backend's
+	// way. The binary passes an NCCL reducer on CUDA.
+	NewReducer func(b model.Backend) (Reducer, error)
+}
+
+// dpState is a data-parallel run's handle on the other ranks.
+type dpState struct {
+	g          *dist.Group
+	red        Reducer
+	rank, size int
+}
+
+// rank is this process's rank (0 in a one-process run).
+func (t *Trainer) rank() int {
+	if t.dp == nil {
+		return 0
+	}
+	return t.dp.rank
+}
+
+// openReducer makes the gradient reducer for backend b.
+func (t *Trainer) openReducer(b model.Backend) (Reducer, error) {
+	if t.newReducer == nil {
+		return HostReducer{B: b, G: t.dp.g}, nil
+	}
+	r, err := t.newReducer(b)
+	if err != nil {
+		return nil, fmt.Errorf("gradient reducer: %w", err)
+	}
+	return r, nil
+}
+
+// HostReducer sums tensors through the control plane: download, a
+// fixed-order float64 sum on rank 0, upload. Deterministic, and slow for
+// large models: for the CPU backend and tests.
+type HostReducer struct {
+	B model.Backend
+	G *dist.Group
+}
+
+// AllReduceSum implements Reducer in one round trip for all of ts.
+func (h HostReducer) AllReduceSum(ts []*model.Tensor) error {
+	n := 0
+	for _, x := range ts {
+		n += x.Numel()
+	}
+	buf := make([]float32, n)
+	off := 0
+	for _, x := range ts {
+		h.B.Download(x, buf[off:off+x.Numel()])
+		off += x.Numel()
+	}
+	if err := h.B.Err(); err != nil {
+		return fmt.Errorf("gradients to the host: %w", err)
+	}
+	if err := h.G.SumFloat32("gradients", buf); err != nil {
+		return err
+	}
+	off = 0
+	for _, x := range ts {
+		h.B.Upload(x, buf[off:off+x.Numel()])
+		off += x.Numel()
+	}
+	return h.B.Err()
+}
+
+// slicePrompts returns the prompts [lo, hi) rank generates: a prompt
+// belongs to the rank whose equal share of the step's rows holds its first
+// row, so the slices are contiguous and about equal in rows.
+func slicePrompts(n []int, rank, size int) (lo, hi int) {
+	total := 0
+	for _, ni := range n {
+		total += ni
+	}
+	lo, hi = -1, -1
+	start := 0
+	for i, ni := range n {
+		owner := min(size-1, start*size/max(total, 1))
+		if owner == rank {
+			if lo < 0 {
+				lo = i
+			}
+			hi = i + 1
+		}
+		if owner > rank && lo < 0 {
+			return i, i // no prompt of this rank's share starts a row
+		}
+		start += ni
+	}
+	if lo < 0 {
+		return len(n), len(n)
+	}
+	return lo, hi
+}
+
+// microSpan is one micro-batch of a step's update: rows [lo, hi) of
+// mini-batch mini, whose accumulation count is ga.
+type microSpan struct {
+	lo, hi, mini, ga int
+}
+
+// microBatches lays out the update: mini-batches of miniPrompts prompts,
+// each cut into micro-batches of mb rows (the one-process layout, which the
+// ranks share); a mini-batch without rows has no micro-batch.
+func microBatches(n []int, miniPrompts, mb int) []microSpan {
+	var bounds []int
+	row := 0
+	for i, ni := range n {
+		if i%miniPrompts == 0 {
+			bounds = append(bounds, row)
+		}
+		row += ni
+	}
+	bounds = append(bounds, row)
+	var out []microSpan
+	for b := 0; b+1 < len(bounds); b++ {
+		lo, hi := bounds[b], bounds[b+1]
+		ga := (hi - lo + mb - 1) / mb
+		for m := lo; m < hi; m += mb {
+			out = append(out, microSpan{lo: m, hi: min(m+mb, hi), mini: b, ga: ga})
+		}
+	}
+	return out
+}
+
+// owns reports whether this rank runs micro-batch k of the step.
+func (t *Trainer) owns(k int) bool {
+	return t.dp == nil || k%t.dp.size == t.dp.rank
+}
+
+// wireRow is a row as the ranks exchange it after scoring.
+type wireRow struct {
+	Prompt, Start, Group int
+	Tokens               []int32
+	Truncated            bool
+	Score                float64
+	Correct              bool
+	Pred                 string
+	Status               reward.Status
+	Err                  string
+}
+
+// rowsMsg is one rank's rows and the verifier counts they added.
+type rowsMsg struct {
+	Rows     []wireRow
+	Verifier reward.MetricsSnapshot
+}
+
+// gatherRows gives every rank every rank's rows in rank (= plan) order,
+// and the verifier counts of the whole step (before + each rank's delta).
+func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]rowData, error) {
+	now := t.rmet.Snapshot()
+	msg := rowsMsg{Verifier: subCounts(now, before)}
+	for _, r := range rows {
+		w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Truncated: r.truncated,
+			Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
+		if r.result.Err != nil {
+			w.Err = r.result.Err.Error()
+		}
+		msg.Rows = append(msg.Rows, w)
+	}
+	var parts []rowsMsg
+	if err := t.allGather("rows", msg, &parts); err != nil {
+		return nil, err
+	}
+	var all []rowData
+	total := before
+	for _, p := range parts {
+		total = addCounts(total, p.Verifier)
+		for _, w := range p.Rows {
+			r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, truncated: w.Truncated,
+				result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
+			if w.Err != "" {
+				r.result.Err = errors.New(w.Err)
+			}
+			all = append(all, r)
+		}
+	}
+	t.rmet.Restore(total)
+	return all, nil
+}
+
+func subCounts(a, b reward.MetricsSnapshot) reward.MetricsSnapshot {
+	return reward.MetricsSnapshot{Calls: a.Calls - b.Calls, Correct: a.Correct - b.Correct, NoAnswer: a.NoAnswer - b.NoAnswer,
+		Budget: a.Budget - b.Budget, Panics: a.Panics - b.Panics}
+}
+
+func addCounts(a, b reward.MetricsSnapshot) reward.MetricsSnapshot {
+	return reward.MetricsSnapshot{Calls: a.Calls + b.Calls, Correct: a.Correct + b.Correct, NoAnswer: a.NoAnswer + b.NoAnswer,
+		Budget: a.Budget + b.Budget, Panics: a.Panics + b.Panics}
+}
+
+// microRec is one micro-batch's logging sums, kept so that the step's sums
+// add them in the one-process order whichever rank ran them.
+type microRec struct {
+	Epoch, Index        int
+	Tokens, Clip, Lower int
+	KL, PPOKL, Policy   float64
+}
+
+// updateMsg is what one rank computed in the update: its rows' signals,
+// KL and entropies, and its micro-batches' sums.
+type updateMsg struct {
+	Rows       []int
+	Signal, KL []float64
+	Entropy    [][]float32
+	Micro      []microRec
+}
+
+// gatherUpdate completes signal, kl, the rows' entropies and recs with the
+// other ranks' parts; recs come back in (epoch, index) order.
+func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []float64, recs []microRec) ([]microRec, error) {
+	var msg updateMsg
+	for k, s := range spans {
+		if !t.owns(k) {
+			continue
+		}
+		for i := s.lo; i < s.hi; i++ {
+			msg.Rows = append(msg.Rows, i)
+			msg.Signal, msg.KL = append(msg.Signal, signal[i]), append(msg.KL, kl[i])
+			msg.Entropy = append(msg.Entropy, rows[i].entropy)
+		}
+	}
+	msg.Micro = recs
+	var parts []updateMsg
+	if err := t.allGather("update results", msg, &parts); err != nil {
+		return nil, err
+	}
+	byKey := map[[2]int]microRec{}
+	for _, p := range parts {
+		for j, i := range p.Rows {
+			signal[i], kl[i], rows[i].entropy = p.Signal[j], p.KL[j], p.Entropy[j]
+		}
+		for _, r := range p.Micro {
+			byKey[[2]int{r.Epoch, r.Index}] = r
+		}
+	}
+	var out []microRec
+	for e := 0; e < t.Cfg.Train.PPOEpochs; e++ {
+		for k := range spans {
+			r, ok := byKey[[2]int{e, k}]
+			if !ok {
+				return nil, fmt.Errorf("update results: no rank reported micro-batch %d of epoch %d", k, e)
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// allGather gob-encodes v, all-gathers it and decodes every rank's part
+// into *out (a *[]rowsMsg or *[]updateMsg).
+func (t *Trainer) allGather(name string, v any, out any) error {
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
+		return fmt.Errorf("%s: encode: %w", name, err)
+	}
+	parts, err := t.dp.g.AllGather(name, buf.Bytes())
+	if err != nil {
+		return err
+	}
+	switch o := out.(type) {
+	case *[]rowsMsg:
+		return decodeParts(name, parts, o)
+	case *[]updateMsg:
+		return decodeParts(name, parts, o)
+	}
+	return fmt.Errorf("%s: cannot decode into %T", name, out)
+}
+
+func decodeParts[T any](name string, parts [][]byte, out *[]T) error {
+	*out = make([]T, len(parts))
+	for r, p := range parts {
+		if err := gob.NewDecoder(bytes.NewReader(p)).Decode(&(*out)[r]); err != nil {
+			return fmt.Errorf("%s from rank %d: %w", name, r, err)
+		}
+	}
+	return nil
+}
+
+// reduceGrads sums the ranks' accumulated gradients (one process: nothing).
+func (t *Trainer) reduceGrads() error {
+	if t.dp == nil {
+		return nil
+	}
+	named := t.grads.Named(t.Policy.Cfg)
+	ts := make([]*model.Tensor, len(named))
+	for i, np := range named {
+		ts[i] = *np.Ptr
+	}
+	if err := t.dp.red.AllReduceSum(ts); err != nil {
+		return fmt.Errorf("gradient all-reduce: %w", err)
+	}
+	return nil
+}
+
+// stepContext is the context a step and a validation run under: in a
+// data-parallel run a signal must not abandon a step on one rank only, so
+// the stop waits for the next step boundary (stopRequested).
+func (t *Trainer) stepContext(ctx context.Context) context.Context {
+	if t.dp == nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
+// stopRequested reports, at a step boundary, whether the run stops: in one
+// process when ctx is cancelled; in a data-parallel run when any rank's ctx
+// is (all ranks agree on the same answer; an all-gather rather than a max
+// all-reduce, so the log names the ranks that were signalled).
+func (t *Trainer) stopRequested(ctx context.Context) (bool, error, error) {
+	if t.dp == nil {
+		return ctx.Err() != nil, ctx.Err(), nil
+	}
+	t.dp.g.SetStep(t.step)
+	flag := []byte{0}
+	if ctx.Err() != nil {
+		flag[0] = 1
+	}
+	parts, err := t.dp.g.AllGather("stop flag", flag)
+	if err != nil {
+		return false, nil, err
+	}
+	var who []int
+	for r, p := range parts {
+		if len(p) == 1 && p[0] == 1 {
+			who = append(who, r)
+		}
+	}
+	if len(who) == 0 {
+		return false, nil, nil
+	}
+	return true, fmt.Errorf("stop requested on rank(s) %v: %w", who, context.Canceled), nil
+}
+
+// agree makes rank 0's outcome of something only it does (a checkpoint
+// write) every rank's, and doubles as a barrier: the others wait for it.
+func (t *Trainer) agree(what string, err error) error {
+	if t.dp == nil {
+		return err
+	}
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	got, berr := t.dp.g.Broadcast(what, []byte(msg))
+	switch {
+	case berr != nil:
+		return errors.Join(err, berr)
+	case err != nil:
+		return err
+	case len(got) > 0:
+		return fmt.Errorf("rank 0: %s: %s", what, got)
+	}
+	return nil
+}
+
+// stateHashes returns hashes of the controller state (with the step, update
+// count and data cursor) and of a weight fingerprint: the 1-D parameters
+// (every RMSNorm gain), which every update touches and which are small.
+func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
+	st, err := json.Marshal(struct {
+		Step, Updates, OptimStep int
+		Controller               any
+		Cursor                   any
+	}{t.step, t.updates, t.Opt.Step, t.Ctrl.State(), t.loader.Cursor()})
+	if err != nil {
+		return "", "", err
+	}
+	h := sha256.Sum256(st)
+	wh := sha256.New()
+	for _, np := range t.Policy.P.Named(t.Policy.Cfg) {
+		if len(np.Shape) != 1 {
+			continue
+		}
+		host := make([]float32, (*np.Ptr).Numel())
+		t.Policy.B.Download(*np.Ptr, host)
+		for _, x := range host {
+			binary.Write(wh, binary.LittleEndian, math.Float32bits(x))
+		}
+	}
+	if err := t.Policy.B.Err(); err != nil {
+		return "", "", err
+	}
+	return hex.EncodeToString(h[:8]), hex.EncodeToString(wh.Sum(nil)[:8]), nil
+}
+
+// checkState compares the state hashes of all ranks and stops the run on a
+// mismatch, naming the ranks that differ from rank 0.
+func (t *Trainer) checkState(when string) error {
+	if t.dp == nil {
+		return nil
+	}
+	ctrl, weights, err := t.stateHashes()
+	if err != nil {
+		return fmt.Errorf("state check at step %d: %w", t.step, err)
+	}
+	parts, err := t.dp.g.AllGather("state hashes", []byte(ctrl+" "+weights))
+	if err != nil {
+		return err
+	}
+	var cs, ws []string
+	for _, p := range parts {
+		var c, w string
+		fmt.Sscan(string(p), &c, &w)
+		cs, ws = append(cs, c), append(ws, w)
+	}
+	var errs []error
+	if bad := dist.DifferingRanks(cs); len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("controller state (hash %v by rank) of rank(s) %v differs from rank 0's", cs, bad))
+	}
+	if bad := dist.DifferingRanks(ws); len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("weights (fingerprint %v by rank) of rank(s) %v differ from rank 0's", ws, bad))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("state check %s at step %d: %w (the ranks diverged: a bug or a non-deterministic rank; the last checkpoint is kept)",
+			when, t.step, errors.Join(errs...))
+	}
+	return nil
+}
+
+// DistTimeout is dist.timeout_s, the control plane's time limit.
+func (c Config) DistTimeout() time.Duration {
+	return time.Duration(c.Dist.TimeoutS * float64(time.Second))
+}

@@ -1,0 +1,533 @@
+package trainer
+
+// Data parallel on the CPU backend: 2 and 4 ranks, run in this process as
+// goroutines joined by loopback TCP, train like one rank with the whole
+// batch, and a stop requested on one rank stops them all at the same
+// checkpoint, from which runs at another world size continue.
+//
+// Tolerance: the ranks' partial gradients are summed in another order than
+// one process accumulates them, so the gradients differ in the last bits of
+// float32; through AdamW (lr 1e-3, two steps) that leaves the weights within
+// a few float32 ulps of each other. Every float compared — weights, AdamW
+// moments, metrics, controller state — must satisfy
+// |got − want| ≤ 1e-6 + 1e-4·|want|, chosen two orders of magnitude above
+// the largest difference seen (≈1e-6 relative, the moments) and far below
+// what a missing all-reduce or a per-rank loss normalisation gives (factors
+// of 2 to 4 in the gradient norm, different weights on different ranks).
+// Integers, booleans and strings (bins, counts, allocations) must be equal,
+// and the ranks of one run are checked bitwise equal among themselves at
+// every step (dist.state_check_every=1).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+)
+
+const dpAtol, dpRtol, dpTensorTol = 1e-6, 1e-4, 1e-3
+
+// groups forms a control plane of size ranks on loopback.
+func groups(t *testing.T, size int) []*dist.Group {
+	t.Helper()
+	hub, err := dist.ListenGroup(dist.World{Rank: 0, Size: size, Addr: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	gs := make([]*dist.Group, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := 1; r < size; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gs[r], errs[r] = dist.DialGroup(dist.World{Rank: r, Size: size, Addr: "127.0.0.1", Port: hub.Port()}, time.Minute)
+		}()
+	}
+	gs[0], errs[0] = hub.Accept(time.Minute)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, g := range gs {
+			g.Close()
+		}
+	})
+	return gs
+}
+
+// runRanks runs cfg on size ranks (size 1: one process, no group) and
+// returns each rank's Run error. Every rank scores with parityScorer (so
+// advantages are not all zero); ctxOf gives rank r's context (nil:
+// background); prep, when set, prepares rank r's trainer before Run.
+func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r int) context.Context, prep func(r int, tr *Trainer)) []error {
+	t.Helper()
+	if size == 1 {
+		tr, err := Open(cfg, io.Discard, Options{Resume: resume})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		parity(tr)
+		ctx := context.Background()
+		if ctxOf != nil {
+			ctx = ctxOf(0)
+		}
+		if prep != nil {
+			prep(0, tr)
+		}
+		return []error{tr.Run(ctx)}
+	}
+	gs := groups(t, size)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tr, err := Open(cfg, io.Discard, Options{Resume: resume, Dist: &Dist{Group: gs[r]}})
+			if err != nil {
+				errs[r] = fmt.Errorf("open: %w", err)
+				gs[r].Close()
+				return
+			}
+			defer tr.Close()
+			parity(tr)
+			ctx := context.Background()
+			if ctxOf != nil {
+				ctx = ctxOf(r)
+			}
+			if prep != nil {
+				prep(r, tr)
+			}
+			errs[r] = tr.Run(ctx)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// parity makes tr score with parityScorer, still counted by the verifier
+// metrics (which the ranks must sum).
+func parity(tr *Trainer) {
+	for src := range tr.scorers {
+		tr.scorers[src] = reward.Counted{Scorer: parityScorer{}, M: &tr.rmet}
+	}
+}
+
+// dpConfigs are the runs compared: the Prompt-GDRO fixture (4 prompts of
+// 2 rollouts, micro-batches splitting prompts) and a Rollout-GDRO run
+// (12 prompts with rollout counts 2…6 decided by the controller, two PPO
+// epochs, mini-batches ending between prompts of different sizes).
+func dpConfigs(t *testing.T) map[string]Config {
+	task := testfix.TinyTask(t)
+	common := append(task.Sets(), "dist.state_check_every=1", "checkpoint.every=0", "validation.every=0")
+	prompt, err := LoadBytes(nil, "", common)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roll, err := LoadBytes(nil, "", append(common, "train.method=rollout_gdro", "train.prompts_per_step=12",
+		"train.mini_batch_prompts=5", "train.micro_batch_rows=7", "train.ppo_epochs=2", "rollout.max_new_tokens=6",
+		"gdro.rollout.n_min=2", "gdro.rollout.n_max=6", "gdro.rollout.n_mean=3", "gdro.classifier.edges=[0.5]",
+		"gdro.classifier.history_len=4", "gdro.classifier.hysteresis=0", "gdro.prompt.enabled=true", "gdro.prompt.apply=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Config{"prompt_gdro": prompt, "rollout_gdro": roll}
+}
+
+// primeClasses gives the classifier one earlier appearance per prompt,
+// solved for every other prompt, so that Rollout-GDRO's first step already
+// sees two classes and gives them different rollout counts (the ranks'
+// slices then hold different numbers of rows per prompt).
+func primeClasses(r int, tr *Trainer) {
+	var uids []string
+	var solved []bool
+	for i, p := range tr.train.ds.Prompts {
+		uids, solved = append(uids, p.UID), append(solved, i%2 == 0)
+	}
+	if err := tr.Ctrl.Classifier().Observe(uids, solved); err != nil {
+		panic(err)
+	}
+}
+
+func TestDataParallelMatchesOneRank(t *testing.T) {
+	cfgs := dpConfigs(t)
+	names := []string{"prompt_gdro", "rollout_gdro"}
+	for _, name := range names {
+		cfg := cfgs[name]
+		cfg.Run.Name = name + "-1"
+		var prep func(int, *Trainer)
+		if name == "rollout_gdro" {
+			prep = primeClasses
+		}
+		if errs := runRanks(t, cfg, 1, "", nil, prep); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		oneDir := cfg.RunDir()
+		if name == "rollout_gdro" {
+			arms := map[float64]bool{}
+			for _, n := range readLines(t, filepath.Join(oneDir, "metrics.jsonl"))[0]["bin_n"].([]any) {
+				arms[n.(float64)] = true
+			}
+			if len(arms) < 2 {
+				t.Fatalf("step 1 gave every class the same rollout count (%v): the test needs unequal n_i", arms)
+			}
+		}
+		for _, size := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/%d ranks", name, size), func(t *testing.T) {
+				c := cfg
+				c.Run.Name = fmt.Sprintf("%s-%d", name, size)
+				for r, err := range runRanks(t, c, size, "", nil, prep) {
+					if err != nil {
+						t.Fatalf("rank %d: %v", r, err)
+					}
+				}
+				sameWithin(t, c.Model.Path, oneDir, c.RunDir(), c.Train.Steps, 0)
+			})
+		}
+	}
+}
+
+// sameWithin checks that two run folders end in the same state and wrote
+// the same metrics, floats within the tolerance above.
+//
+// gotDir's metrics.jsonl may lack the first skip lines (a run resumed from a
+// checkpoint in another run folder).
+func sameWithin(t *testing.T, base, wantDir, gotDir string, steps, skip int) {
+	t.Helper()
+	a, ma, _ := checkpoint.Latest(filepath.Join(wantDir, "checkpoints"))
+	b, mb, _ := checkpoint.Latest(filepath.Join(gotDir, "checkpoints"))
+	if a == "" || b == "" || ma.Step != steps || mb.Step != steps {
+		t.Fatalf("final checkpoints %q and %q, want step %d", a, b, steps)
+	}
+	closeTensors(t, "weight change", loadWeights(t, a), loadWeights(t, b), loadWeights(t, base), dpTensorTol)
+	closeTensors(t, "AdamW moments", loadMoments(t, a), loadMoments(t, b), nil, dpTensorTol)
+	var sa, sb any
+	json.Unmarshal(ma.State, &sa)
+	json.Unmarshal(mb.State, &sb)
+	closeJSON(t, "trainer state", sa, sb)
+	x, y := readLines(t, filepath.Join(wantDir, "metrics.jsonl")), readLines(t, filepath.Join(gotDir, "metrics.jsonl"))
+	if len(x) != steps || len(y) != steps-skip {
+		t.Fatalf("%d and %d metrics lines, want %d and %d", len(x), len(y), steps, steps-skip)
+	}
+	x = x[skip:]
+	for i := range x {
+		for _, m := range []map[string]any{x[i], y[i]} {
+			for k := range m {
+				if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
+					delete(m, k)
+				}
+			}
+		}
+		closeJSON(t, fmt.Sprintf("metrics of step %d", skip+i+1), x[i], y[i])
+	}
+}
+
+func loadWeights(t *testing.T, dir string) map[string][]float32 {
+	t.Helper()
+	b := model.NewCPU()
+	m, err := model.Load(b, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]float32{}
+	for _, np := range m.P.Named(m.Cfg) {
+		host := make([]float32, (*np.Ptr).Numel())
+		b.Download(*np.Ptr, host)
+		out[np.Name] = host
+	}
+	return out
+}
+
+func loadMoments(t *testing.T, dir string) map[string][]float32 {
+	t.Helper()
+	f, err := model.OpenSafetensors(filepath.Join(dir, optimizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]float32{}
+	for name, w := range loadWeights(t, dir) {
+		for _, p := range []string{"m/", "v/"} {
+			host := make([]float32, len(w))
+			if err := f.ReadFloat32(p+name, host); err != nil {
+				t.Fatal(err)
+			}
+			out[p+name] = host
+		}
+	}
+	return out
+}
+
+// closeTensors compares tensors by the relative L2 distance per tensor,
+// ‖got − want‖ / ‖want − base‖ (base: nil, or the initial weights, so that
+// the weights' change is what is compared), which must be at most tol.
+// Element-wise bounds do not fit here: AdamW divides each gradient by its
+// own running RMS, so a component whose gradient is near zero turns the
+// rounding difference of the reduction into an update difference of up to
+// lr, in a few components.
+func closeTensors(t *testing.T, what string, want, got, base map[string][]float32, tol float64) {
+	t.Helper()
+	var names []string
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	worst, where := 0.0, ""
+	for _, n := range names {
+		x, y := want[n], got[n]
+		if len(x) != len(y) {
+			t.Fatalf("%s %s: %d vs %d values", what, n, len(x), len(y))
+		}
+		var diff, ref float64
+		for i := range x {
+			d := float64(y[i]) - float64(x[i])
+			r := float64(x[i])
+			if base != nil {
+				r -= float64(base[n][i])
+			}
+			diff += d * d
+			ref += r * r
+		}
+		if ref == 0 && diff == 0 {
+			continue
+		}
+		rel := math.Sqrt(diff / ref)
+		if !(rel <= tol) {
+			t.Errorf("%s %s: relative L2 distance %.3g > %.g", what, n, rel, tol)
+		}
+		if rel > worst {
+			worst, where = rel, n
+		}
+	}
+	t.Logf("%s: largest relative L2 distance %.3g (%s)", what, worst, where)
+}
+
+// closeJSON compares decoded JSON values: numbers within the tolerance,
+// everything else exactly.
+func closeJSON(t *testing.T, what string, want, got any) {
+	t.Helper()
+	if path, ok := jsonClose(want, got, ""); !ok {
+		a, _ := json.Marshal(want)
+		b, _ := json.Marshal(got)
+		t.Errorf("%s differs at %s:\n%.800s\n%.800s", what, path, a, b)
+	}
+}
+
+func jsonClose(want, got any, path string) (string, bool) {
+	switch x := want.(type) {
+	case float64:
+		y, ok := got.(float64)
+		return path, ok && math.Abs(x-y) <= dpAtol+dpRtol*math.Abs(x)
+	case map[string]any:
+		y, ok := got.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return path, false
+		}
+		for k, v := range x {
+			if p, ok := jsonClose(v, y[k], path+"."+k); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	case []any:
+		y, ok := got.([]any)
+		if !ok || len(x) != len(y) {
+			return path, false
+		}
+		for i := range x {
+			if p, ok := jsonClose(x[i], y[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return p, false
+			}
+		}
+		return "", true
+	}
+	return path, want == got
+}
+
+// TestDataParallelStop: a stop requested on rank 1 during step 2's update
+// makes both ranks finish step 2, checkpoint it (rank 0 writes) and return
+// ErrStopped; the run then continues from that checkpoint at world size 1
+// and at world size 2, each ending like the uninterrupted run.
+func TestDataParallelStop(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Train.Steps = 3
+	cfg.Run.Name = "uninterrupted"
+	if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	refDir := cfg.RunDir()
+
+	cfg.Run.Name = "stopped"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	updates := 0
+	hook := func(r int, tr *Trainer) {
+		if r != 1 {
+			return
+		}
+		tr.onPhase = func(p Phase) {
+			if p == PhaseUpdate {
+				if updates++; updates == 2 {
+					cancel() // rank 1's signal handler
+				}
+			}
+		}
+	}
+	ctxOf := func(r int) context.Context {
+		if r == 1 {
+			return ctx
+		}
+		return context.Background()
+	}
+	for r, err := range runRanks(t, cfg, 2, "", ctxOf, hook) {
+		if !errors.Is(err, ErrStopped) {
+			t.Fatalf("rank %d: Run = %v, want ErrStopped", r, err)
+		}
+	}
+	root := filepath.Join(cfg.RunDir(), "checkpoints")
+	dir, m, skipped := checkpoint.Latest(root)
+	if len(skipped) > 0 || m == nil || m.Step != 2 {
+		t.Fatalf("after the stop: newest checkpoint %q (%v), damaged %v; want step 2", dir, m, skipped)
+	}
+	if n := len(readLines(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"))); n != 2 {
+		t.Fatalf("%d metrics lines after the stop, want 2", n)
+	}
+	for _, size := range []int{1, 2} {
+		t.Run(fmt.Sprintf("resume at %d ranks", size), func(t *testing.T) {
+			c := cfg
+			c.Run.Name = fmt.Sprintf("resumed-%d", size)
+			// A copy of the stopped run's checkpoint in a fresh run folder,
+			// resumed by --resume DIR.
+			for r, err := range runRanks(t, c, size, dir, nil, nil) {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			a, mb, _ := checkpoint.Latest(filepath.Join(c.RunDir(), "checkpoints"))
+			if mb == nil || mb.Step != 3 {
+				t.Fatalf("resumed run's newest checkpoint %q (%v), want step 3", a, mb)
+			}
+			sameWithin(t, c.Model.Path, refDir, c.RunDir(), 3, 2)
+		})
+	}
+}
+
+// TestDataParallelDivergence: a rank whose weights differ (a bug, or a
+// non-deterministic rank) stops the run at the next state check, naming
+// the rank and the step, on every rank.
+func TestDataParallelDivergence(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Run.Name = "diverged"
+	errs := runRanks(t, cfg, 2, "", nil, func(r int, tr *Trainer) {
+		if r != 1 {
+			return
+		}
+		tr.onPhase = func(p Phase) {
+			if p != PhaseUpdate || tr.step != 1 {
+				return
+			}
+			norm := tr.Policy.P.FinalNorm
+			host := make([]float32, norm.Numel())
+			tr.Policy.B.Download(norm, host)
+			host[0] += 1e-3
+			tr.Policy.B.Upload(norm, host)
+		}
+	})
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "state check every 1 steps at step 1") ||
+			!strings.Contains(err.Error(), "weights (fingerprint") || !strings.Contains(err.Error(), "rank(s) [1] differ") {
+			t.Errorf("rank %d: %v, want the state check to name rank 1 and step 1", r, err)
+		}
+	}
+}
+
+// TestDataParallelRankFails: a rank that drops out mid-step (here: closes
+// its connections during step 2's generation) makes the other ranks fail
+// at their next collective, naming it, instead of hanging.
+func TestDataParallelRankFails(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Run.Name = "failed"
+	var g1 *dist.Group
+	errs := runRanks(t, cfg, 3, "", nil, func(r int, tr *Trainer) {
+		if r != 1 {
+			return
+		}
+		g1 = tr.dp.g
+		tr.onPhase = func(p Phase) {
+			if p == PhaseGenerate && tr.step == 2 {
+				g1.Close()
+			}
+		}
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), `dist: rank 0: all-gather "rows" of step 2: rank 1 closed the connection`) {
+		t.Errorf("rank 0: %v", errs[0])
+	}
+	for r, err := range errs {
+		if err == nil {
+			t.Errorf("rank %d finished although rank 1 dropped out", r)
+		}
+	}
+}
+
+// TestSlicePrompts: the ranks' slices are contiguous, cover every prompt
+// once in order, and split the rows about equally; ranks beyond the
+// prompts get empty slices.
+func TestSlicePrompts(t *testing.T) {
+	for _, c := range []struct {
+		n    []int
+		size int
+		want [][2]int // [lo, hi) by rank
+	}{
+		{[]int{2, 2, 2, 2}, 1, [][2]int{{0, 4}}},
+		{[]int{2, 2, 2, 2}, 2, [][2]int{{0, 2}, {2, 4}}},
+		{[]int{2, 2, 2, 2}, 4, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}}},
+		{[]int{6, 2, 2, 2}, 2, [][2]int{{0, 1}, {1, 4}}},               // rows 6 | 6
+		{[]int{2, 6, 3, 5, 2, 4}, 3, [][2]int{{0, 2}, {2, 4}, {4, 6}}}, // rows 8 | 8 | 6
+		{[]int{3, 3}, 4, [][2]int{{0, 1}, {1, 1}, {1, 2}, {2, 2}}},
+		{[]int{12}, 3, [][2]int{{0, 1}, {1, 1}, {1, 1}}},
+	} {
+		var got [][2]int
+		next := 0
+		for r := range c.size {
+			lo, hi := slicePrompts(c.n, r, c.size)
+			got = append(got, [2]int{lo, hi})
+			if lo != next || hi < lo {
+				t.Errorf("n %v, %d ranks: rank %d gets [%d, %d), want it to start at %d", c.n, c.size, r, lo, hi, next)
+			}
+			next = hi
+		}
+		if next != len(c.n) || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("n %v, %d ranks: slices %v, want %v", c.n, c.size, got, c.want)
+		}
+	}
+}
+
+// TestMicroBatches: the update's layout is the one-process layout:
+// mini-batches of whole prompts, micro-batches of mb rows within each, ga
+// counted per mini-batch.
+func TestMicroBatches(t *testing.T) {
+	got := microBatches([]int{2, 6, 3, 5, 2, 4, 6, 2}, 5, 7)
+	// mini-batch 0: rows 0…18 (18 rows: 7, 7, 4); mini-batch 1: rows 18…30 (12 rows: 7, 5)
+	want := []microSpan{{0, 7, 0, 3}, {7, 14, 0, 3}, {14, 18, 0, 3}, {18, 25, 1, 2}, {25, 30, 1, 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("microBatches = %v, want %v", got, want)
+	}
+}
