@@ -45,7 +45,7 @@ type State struct {
 	ValidationDue bool `json:"validation_due,omitempty"`
 }
 
-const optimizerFile = "optimizer.safetensors"
+const optimizerFile = model.MomentsFile
 
 // checkpointRoot is RUN/checkpoints.
 func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpoints") }
@@ -60,6 +60,11 @@ func (t *Trainer) SaveCheckpoint() error {
 		return err
 	}
 	var err error
+	if t.Opt.Sharded != nil {
+		if err := t.writeMomentShards(); err != nil {
+			return err
+		}
+	}
 	if t.rank() == 0 {
 		err = t.writeCheckpoint()
 	}
@@ -72,7 +77,11 @@ func (t *Trainer) SaveCheckpoint() error {
 
 // writeCheckpoint writes the checkpoint folder and prunes old ones.
 func (t *Trainer) writeCheckpoint() error {
-	w, err := checkpoint.Begin(t.checkpointRoot(), t.step)
+	begin := checkpoint.Begin
+	if t.Opt.Sharded != nil {
+		begin = checkpoint.Join // the ranks' moment shards are in it already
+	}
+	w, err := begin(t.checkpointRoot(), t.step)
 	if err != nil {
 		return err
 	}
@@ -110,6 +119,9 @@ func (t *Trainer) writeCheckpointFiles(dir string) error {
 	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
 		return err
 	}
+	if t.Opt.Sharded != nil {
+		return nil // each rank wrote its moments (writeMomentShards)
+	}
 	var tensors []model.NamedTensor
 	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {
 		for _, np := range p.Named(t.Policy.Cfg) {
@@ -136,7 +148,7 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 		return fmt.Errorf("resume: %w", err)
 	}
 	t.Policy.P = p
-	if err := t.loadMoments(filepath.Join(dir, optimizerFile)); err != nil {
+	if err := t.loadMoments(dir); err != nil {
 		return fmt.Errorf("resume %s: %w", dir, err)
 	}
 	if err := t.Ctrl.Restore(st.Controller); err != nil {
@@ -153,22 +165,16 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	return nil
 }
 
-func (t *Trainer) loadMoments(path string) error {
-	f, err := model.OpenSafetensors(path)
+// loadMoments reads the AdamW moments of checkpoint dir, written by one
+// process or as one shard per rank at any world size, into this rank's
+// optimizer (its shard, under ZeRO-1).
+func (t *Trainer) loadMoments(dir string) error {
+	f, err := model.OpenMoments(dir)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {
-		for _, np := range p.Named(t.Policy.Cfg) {
-			host := make([]float32, (*np.Ptr).Numel())
-			if err := f.ReadFloat32(prefix+"/"+np.Name, host); err != nil {
-				return err
-			}
-			t.Policy.B.Upload(*np.Ptr, host)
-		}
-	}
-	return t.Policy.B.Err()
+	return t.Opt.LoadMoments(t.Policy.B, t.Policy.Cfg, f)
 }
 
 // openJSONL opens a per-step log for appending, first cutting it back to the

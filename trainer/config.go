@@ -167,6 +167,11 @@ type DistConfig struct {
 	// plane, in seconds: it must exceed the longest wait of one rank for
 	// another (the slowest rank's generation, rank 0's checkpoint write).
 	TimeoutS float64 `yaml:"timeout_s" json:"timeout_s"`
+	// ZeROStage shards optimizer state over the ranks: 1 (the default)
+	// keeps on each rank the AdamW moments of its 1/W of every parameter
+	// (bitwise the same update, 8/W bytes per parameter instead of 8);
+	// 0 replicates them. Stages 2 and 3 are not built.
+	ZeROStage int `yaml:"zero_stage" json:"zero_stage"`
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -188,7 +193,7 @@ func Default() Config {
 		Reward:     RewardConfig{Mode: "auto"},
 		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
 		Checkpoint: CheckpointConfig{Every: 50, Keep: 3},
-		Dist:       DistConfig{StateCheckEvery: 10, TimeoutS: 1800},
+		Dist:       DistConfig{StateCheckEvery: 10, TimeoutS: 1800, ZeROStage: 1},
 	}
 }
 
@@ -448,6 +453,9 @@ func (c Config) validateValues() error {
 	ck := c.Checkpoint
 	if ck.Every < 0 || ck.Keep < 0 || ck.PermanentEvery < 0 {
 		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
+	}
+	if c.Dist.ZeROStage != 0 && c.Dist.ZeROStage != 1 {
+		bad("dist.zero_stage = %d: 0 (replicated optimizer state) or 1 (AdamW moments sharded over the ranks); stages 2 and 3 are not built", c.Dist.ZeROStage)
 	}
 	if c.Dist.StateCheckEvery < 0 || c.Dist.TimeoutS <= 0 {
 		bad("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", c.Dist.StateCheckEvery, c.Dist.TimeoutS)

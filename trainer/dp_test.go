@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -190,16 +191,24 @@ func TestDataParallelMatchesOneRank(t *testing.T) {
 				t.Fatalf("step 1 gave every class the same rollout count (%v): the test needs unequal n_i", arms)
 			}
 		}
-		for _, size := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/%d ranks", name, size), func(t *testing.T) {
+		for _, tc := range []struct{ size, zero int }{{2, 1}, {4, 1}, {2, 0}} {
+			t.Run(fmt.Sprintf("%s/%d ranks ZeRO-%d", name, tc.size, tc.zero), func(t *testing.T) {
 				c := cfg
-				c.Run.Name = fmt.Sprintf("%s-%d", name, size)
-				for r, err := range runRanks(t, c, size, "", nil, prep) {
+				c.Run.Name = fmt.Sprintf("%s-%d-%d", name, tc.size, tc.zero)
+				c.Dist.ZeROStage = tc.zero
+				for r, err := range runRanks(t, c, tc.size, "", nil, prep) {
 					if err != nil {
 						t.Fatalf("rank %d: %v", r, err)
 					}
 				}
 				sameWithin(t, c.Model.Path, oneDir, c.RunDir(), c.Train.Steps, 0)
+				// ZeRO-1 writes one moments file per rank, ZeRO-0 one file.
+				last, _, _ := checkpoint.Latest(filepath.Join(c.RunDir(), "checkpoints"))
+				shards, _ := filepath.Glob(filepath.Join(last, "optimizer-rank-*"))
+				_, err := os.Stat(filepath.Join(last, optimizerFile))
+				if want := tc.size * tc.zero; len(shards) != want || (err == nil) != (tc.zero == 0) {
+					t.Errorf("checkpoint %s: %d moment shard files (want %d), %s present: %v", last, len(shards), want, optimizerFile, err == nil)
+				}
 			})
 		}
 	}
@@ -258,20 +267,18 @@ func loadWeights(t *testing.T, dir string) map[string][]float32 {
 
 func loadMoments(t *testing.T, dir string) map[string][]float32 {
 	t.Helper()
-	f, err := model.OpenSafetensors(filepath.Join(dir, optimizerFile))
+	f, err := model.OpenMoments(dir) // one file, or one per rank under ZeRO-1
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	out := map[string][]float32{}
 	for name, w := range loadWeights(t, dir) {
-		for _, p := range []string{"m/", "v/"} {
-			host := make([]float32, len(w))
-			if err := f.ReadFloat32(p+name, host); err != nil {
-				t.Fatal(err)
-			}
-			out[p+name] = host
+		m, v, err := f.Moments(name, len(w), 0, len(w))
+		if err != nil {
+			t.Fatal(err)
 		}
+		out["m/"+name], out["v/"+name] = m, v
 	}
 	return out
 }
@@ -436,6 +443,10 @@ func TestDataParallelStop(t *testing.T) {
 func TestDataParallelDivergence(t *testing.T) {
 	cfg := dpConfigs(t)["prompt_gdro"]
 	cfg.Run.Name = "diverged"
+	// Replicated optimizer state: under ZeRO-1 the all-gather after AdamW
+	// overwrites every rank's weights with the owners' parts each update,
+	// so a perturbed weight does not persist to be caught.
+	cfg.Dist.ZeROStage = 0
 	errs := runRanks(t, cfg, 2, "", nil, func(r int, tr *Trainer) {
 		if r != 1 {
 			return

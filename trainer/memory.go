@@ -89,6 +89,7 @@ type Budget struct {
 	// (0 or 1: one process); ZeRO the optimizer sharding stage (1: the
 	// AdamW moments split over the ranks).
 	World, ZeRO int
+	model       *model.Config
 }
 
 // ForWorld makes b the plan of one of world data-parallel ranks: every
@@ -96,9 +97,10 @@ type Budget struct {
 // cache of its own micro-batches and slots; with ZeRO-1 it holds 1/world
 // of the AdamW moments (each parameter's ⌈n/world⌉ elements at most) plus
 // the all-gather buffer of the largest parameter.
-func (b *Budget) ForWorld(mc *model.Config, world, zero int) {
+func (b *Budget) ForWorld(world, zero int) {
 	b.World, b.ZeRO = world, zero
-	if world <= 1 || zero < 1 {
+	mc := b.model
+	if world <= 1 || zero < 1 || mc == nil {
 		return
 	}
 	const f32 = 4
@@ -192,7 +194,7 @@ func PlanBudget(cfg Config) (Budget, error) {
 // planFor plans for the CPU or a GPU (whose reference may be bf16).
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
-	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device}
+	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc}
 	if gpu && cfg.Run.RefBF16() {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need

@@ -21,7 +21,7 @@ func TestPlanForWorld(t *testing.T) {
 		one := planFor(mc, cfg, true, "cuda")
 		for _, tc := range []struct{ world, zero int }{{1, 1}, {8, 0}, {2, 1}, {8, 1}} {
 			b := planFor(mc, cfg, true, "cuda")
-			b.ForWorld(mc, tc.world, tc.zero)
+			b.ForWorld(tc.world, tc.zero)
 			if tc.world <= 1 || tc.zero == 0 {
 				if b.Plan != one.Plan {
 					t.Errorf("%s world %d ZeRO-%d: plan changed: %+v, want %+v", size, tc.world, tc.zero, b.Plan, one.Plan)

@@ -265,6 +265,9 @@ func (t *Trainer) setup() error {
 			return err
 		}
 	}
+	if t.dp != nil {
+		plan.ForWorld(t.dp.size, cfg.Dist.ZeROStage)
+	}
 	t.Memory = plan.Plan
 	t.Log.Printf("backend %s; memory plan: %s", b.Name(), t.Memory)
 	if err := plan.Check(); err != nil {
@@ -321,7 +324,9 @@ func (t *Trainer) setup() error {
 	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
 		return fmt.Errorf("gdro: %w", err)
 	}
-	t.Opt = model.NewOptimizer(b, t.Policy.Cfg, cfg.Optim.AdamWConfig)
+	if t.Opt, err = t.newOptimizer(b); err != nil {
+		return err
+	}
 	t.grads = model.NewParams(b, t.Policy.Cfg)
 	return nil
 }

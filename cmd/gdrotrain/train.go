@@ -65,7 +65,7 @@ which resumes at any world size.`,
 					if cfg.Model.Path == "" {
 						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
 					}
-					return dryRunPlan(cmd, cfg, assumeGiB)
+					return dryRunPlan(cmd, cfg, assumeGiB, max(df.size, 1))
 				}
 				out, err := cfg.YAML()
 				if err != nil {
@@ -127,7 +127,10 @@ which resumes at any world size.`,
 // dryRunPlan prints the memory plan against the device's memory, or against
 // assumeGiB when given (no device is opened). Without a GPU it still prints
 // the plan, saying the device could not be opened.
-func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64) error {
+//
+// With --world-size W the plan is one rank's of W data-parallel ranks
+// (ZeRO-1 moments when dist.zero_stage is 1).
+func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64, world int) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 	var bud trainer.Budget
 	var err error
@@ -143,6 +146,7 @@ func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64) error
 			return err
 		}
 	}
+	bud.ForWorld(world, cfg.Dist.ZeROStage)
 	fmt.Fprint(cmd.OutOrStdout(), bud.Report())
 	if err != nil {
 		return fmt.Errorf("dry run: plan printed, but %w", err)
