@@ -235,7 +235,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	}
 	s := t.Cfg.Rollout
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
-		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: max(s.MaxSlots, maxInt(n))}
+		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots} // continuous batching: n_i may exceed it
 	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
@@ -452,12 +452,4 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 		return st, fmt.Errorf("policy backward: %w", err)
 	}
 	return st, nil
-}
-
-func maxInt(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
