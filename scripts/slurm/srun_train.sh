@@ -15,11 +15,13 @@
 # together; srun then exits 3 and the job requeues itself.
 #
 # Environment: CONFIG (required), GDROTRAIN (binary, default bin/gdrotrain),
-# SRUN (default srun), LOG_DIR (default logs). Arguments go to gdrotrain train.
+# DEVICE (default cuda: each rank takes GPU cuda:SLURM_LOCALID), SRUN
+# (default srun), LOG_DIR (default logs). Arguments go to gdrotrain train.
 set -uo pipefail
 
 : "${CONFIG:?set CONFIG to a gdrotrain YAML config}"
 GDROTRAIN=${GDROTRAIN:-bin/gdrotrain}
+DEVICE=${DEVICE:-cuda}
 SRUN=${SRUN:-srun}
 LOG_DIR=${LOG_DIR:-logs}
 EXIT_REQUEUE=3
@@ -33,7 +35,7 @@ echo "gdrotrain job $job start $(date -u +%FT%TZ) (restart ${SLURM_RESTART_COUNT
 # One log per rank (%t is the task's rank), appended across requeues.
 "$SRUN" --ntasks="${SLURM_NTASKS:?not inside an sbatch allocation}" --kill-on-bad-exit=0 \
   --open-mode=append --output="$LOG_DIR/$name-$job-rank%t.out" \
-  "$GDROTRAIN" train --config "$CONFIG" --device cuda --resume auto "$@" &
+  "$GDROTRAIN" train --config "$CONFIG" --device "$DEVICE" --resume auto "$@" &
 pid=$!
 trap 'echo "signal: asking the ranks (srun pid $pid) to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' USR1 TERM INT
 
