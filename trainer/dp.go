@@ -324,7 +324,7 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 }
 
 // allGather gob-encodes v, all-gathers it and decodes every rank's part
-// into *out (a *[]rowsMsg or *[]updateMsg).
+// into *out (a *[]rowsMsg, *[]updateMsg or *[]valMsg).
 func (t *Trainer) allGather(name string, v any, out any) error {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
@@ -338,6 +338,8 @@ func (t *Trainer) allGather(name string, v any, out any) error {
 	case *[]rowsMsg:
 		return decodeParts(name, parts, o)
 	case *[]updateMsg:
+		return decodeParts(name, parts, o)
+	case *[]valMsg:
 		return decodeParts(name, parts, o)
 	}
 	return fmt.Errorf("%s: cannot decode into %T", name, out)

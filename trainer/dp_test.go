@@ -542,3 +542,44 @@ func TestMicroBatches(t *testing.T) {
 		t.Errorf("microBatches = %v, want %v", got, want)
 	}
 }
+
+// TestDataParallelValidation: each rank samples and scores its slice of
+// the validation prompts and the outcomes are gathered: the validation
+// before training (identical weights) is byte for byte one process's, at 2
+// and 3 ranks (3: a rank without prompts), and the final one, like the
+// metrics, within the tolerance above; the verifier counts in the state
+// are the whole set's.
+func TestDataParallelValidation(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Validation.BeforeTraining = true
+	cfg.Run.Name = "val-1"
+	if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	want := readLines(t, filepath.Join(cfg.RunDir(), "validation.jsonl"))
+	rawWant, _ := os.ReadFile(filepath.Join(cfg.RunDir(), "validation.jsonl"))
+	if len(want) != 2 || want[0]["prompts"].(float64) < 2 {
+		t.Fatalf("one process wrote %d validation lines: %v", len(want), want)
+	}
+	oneDir := cfg.RunDir()
+	for _, size := range []int{2, 3} {
+		c := cfg
+		c.Run.Name = fmt.Sprintf("val-%d", size)
+		for r, err := range runRanks(t, c, size, "", nil, nil) {
+			if err != nil {
+				t.Fatalf("%d ranks, rank %d: %v", size, r, err)
+			}
+		}
+		rawGot, _ := os.ReadFile(filepath.Join(c.RunDir(), "validation.jsonl"))
+		first := func(raw []byte) string { return strings.SplitN(string(raw), "\n", 2)[0] }
+		if first(rawGot) != first(rawWant) {
+			t.Errorf("%d ranks: validation before training\n%s\nwant\n%s", size, first(rawGot), first(rawWant))
+		}
+		got := readLines(t, filepath.Join(c.RunDir(), "validation.jsonl"))
+		if len(got) != len(want) {
+			t.Fatalf("%d ranks: %d validation lines, want %d", size, len(got), len(want))
+		}
+		closeJSON(t, fmt.Sprintf("%d ranks: final validation", size), want[1], got[1])
+		sameWithin(t, c.Model.Path, oneDir, c.RunDir(), c.Train.Steps, 0)
+	}
+}

@@ -15,7 +15,9 @@ import (
 	"os"
 	"sort"
 
+	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/rollout"
 )
 
@@ -78,7 +80,7 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 	params := rollout.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
 		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
 		MaxSlots: t.Cfg.Rollout.MaxSlots} // continuous batching: n may exceed the slots
-	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
+	recs, err := t.validatePrompts(ctx, prompts, reqs, params)
 	if err != nil {
 		return nil, fmt.Errorf("validation: %w", err)
 	}
@@ -86,20 +88,11 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 	correct := map[string][]int{} // per benchmark, correct count per prompt
 	var rows, truncated, anyCorrect int
 	var accSum float64
-	for i, comps := range out {
-		p := prompts[i]
-		c := 0
-		for _, comp := range comps {
-			r := t.scorers[p.DataSource].Score(t.Tok.Decode32(comp.Tokens, true), p.GroundTruth)
-			if r.Correct {
-				c++
-			}
-			res.GenTokens += len(comp.Tokens)
-			if comp.Truncated {
-				truncated++
-			}
-			rows++
-		}
+	for i, rec := range recs {
+		p, c := prompts[i], rec.Correct
+		res.GenTokens += rec.Tokens
+		truncated += rec.Truncated
+		rows += rec.Rows
 		correct[p.DataSource] = append(correct[p.DataSource], c)
 		res.PromptCorrect = append(res.PromptCorrect, c)
 		accSum += float64(c) / float64(v.N)
@@ -147,6 +140,69 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 		return nil, fmt.Errorf("write validation.jsonl: %w", err)
 	}
 	return res, nil
+}
+
+// valPrompt is one validation prompt's outcome.
+type valPrompt struct {
+	Correct, Rows, Truncated, Tokens int
+}
+
+// validatePrompts samples and scores reqs (the validation prompts, in
+// order). Under data parallel each rank does a contiguous slice of the
+// prompts and the outcomes and verifier counts are all-gathered in rank
+// order, so every rank ends with the one-process records and counts.
+func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, reqs []rollout.Request, params rollout.Params) ([]valPrompt, error) {
+	lo, hi := 0, len(reqs)
+	if t.dp != nil {
+		n := make([]int, len(reqs))
+		for i, r := range reqs {
+			n[i] = r.N
+		}
+		lo, hi = slicePrompts(n, t.dp.rank, t.dp.size)
+	}
+	before := t.rmet.Snapshot()
+	out, err := rollout.Generate(ctx, t.Policy, reqs[lo:hi], params, nil)
+	if err != nil {
+		return nil, err
+	}
+	recs := make([]valPrompt, len(out))
+	for i, comps := range out {
+		p := prompts[lo+i]
+		for _, comp := range comps {
+			if t.scorers[p.DataSource].Score(t.Tok.Decode32(comp.Tokens, true), p.GroundTruth).Correct {
+				recs[i].Correct++
+			}
+			recs[i].Tokens += len(comp.Tokens)
+			if comp.Truncated {
+				recs[i].Truncated++
+			}
+			recs[i].Rows++
+		}
+	}
+	if t.dp == nil {
+		return recs, nil
+	}
+	var parts []valMsg
+	if err := t.allGather(fmt.Sprintf("validation of step %d", t.step), valMsg{Prompts: recs, Verifier: subCounts(t.rmet.Snapshot(), before)}, &parts); err != nil {
+		return nil, err
+	}
+	var all []valPrompt
+	total := before
+	for _, p := range parts {
+		all = append(all, p.Prompts...)
+		total = addCounts(total, p.Verifier)
+	}
+	t.rmet.Restore(total)
+	if len(all) != len(reqs) {
+		return nil, fmt.Errorf("validation: the ranks returned %d prompts of %d", len(all), len(reqs))
+	}
+	return all, nil
+}
+
+// valMsg is one rank's validation slice.
+type valMsg struct {
+	Prompts  []valPrompt
+	Verifier reward.MetricsSnapshot
 }
 
 // ReadValidation reads a run's validation.jsonl.
