@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -329,4 +330,27 @@ func (c *Comm) fail(what string, err error, blocked chan error) error {
 	}
 	c.err = fmt.Errorf("nccl %s (rank %d of %d): %w", what, c.rank, c.world, err)
 	return c.err
+}
+
+// OpenCommOver opens the communicator of a data-parallel run whose ranks
+// form the control plane g: rank 0 makes NCCL's id and broadcasts it over
+// g, then every rank joins. The Comm is the trainer's gradient reducer
+// (AllReduceSum) and ZeRO-1 gatherer (GatherShards).
+func OpenCommOver(b *Backend, g *dist.Group, timeout time.Duration) (*Comm, error) {
+	var id UniqueID
+	if g.Rank() == 0 {
+		var err error
+		if id, err = NewUniqueID(); err != nil {
+			return nil, fmt.Errorf("nccl id: %w", err)
+		}
+	}
+	got, err := g.Broadcast("nccl id", id[:])
+	if err != nil {
+		return nil, err
+	}
+	if len(got) != len(id) {
+		return nil, fmt.Errorf("nccl id from rank 0: %d bytes, want %d", len(got), len(id))
+	}
+	copy(id[:], got)
+	return OpenComm(b, id, g.Rank(), g.Size(), timeout)
 }

@@ -182,6 +182,10 @@ func TestNCCLWorker(t *testing.T) {
 		return v
 	}
 	rank, world, port, timeout := num(1), num(2), num(3), time.Duration(num(4))*time.Millisecond
+	if role == "dp-train" {
+		dpTrainWorker(t, rank, world, port)
+		return
+	}
 	b := NewBackend(testDevice(t), FP32)
 
 	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)

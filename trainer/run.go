@@ -63,6 +63,7 @@ type Trainer struct {
 	onPhase func(Phase)
 	// backend opens run.device (Options.Backend).
 	backend BackendOpener
+	scorer  reward.Scorer // Options.Scorer
 	// dp links a data-parallel run's ranks (dp.go); nil in one process.
 	dp *dpState
 	// newReducer makes dp's gradient reducer once the backend is open.
@@ -146,7 +147,7 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 // to logw with their rank as prefix.
 func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	dir := cfg.RunDir()
-	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend}
+	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend, scorer: o.Scorer}
 	if d := o.Dist; d != nil && d.Group != nil && d.Group.Size() > 1 {
 		t.dp = &dpState{g: d.Group, rank: d.Group.Rank(), size: d.Group.Size()}
 		t.newReducer = d.NewReducer
@@ -387,7 +388,9 @@ func (t *Trainer) buildScorers() error {
 	for _, src := range sources {
 		var s reward.Scorer
 		var err error
-		if t.Cfg.Reward.Mode == "auto" {
+		if t.scorer != nil {
+			s = t.scorer
+		} else if t.Cfg.Reward.Mode == "auto" {
 			s, err = reward.ForDataSource(src)
 		} else {
 			s, err = reward.New(reward.Mode(t.Cfg.Reward.Mode))

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/reward"
 	"os"
 	"path/filepath"
 	"sort"
@@ -46,6 +47,11 @@ type Options struct {
 	// Dist places the run in a data-parallel job (nil: one process). Only
 	// rank 0 checks and writes the run folder.
 	Dist *Dist
+	// Scorer, when set, scores every response in place of the verifier
+	// reward.mode selects (a program embedding the trainer with a reward
+	// of its own; tests that need non-zero advantages on a random model).
+	// Its calls are counted like the verifier's.
+	Scorer reward.Scorer
 }
 
 // RunDir is the run folder, run.out_dir/run.name.

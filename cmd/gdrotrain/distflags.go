@@ -120,22 +120,7 @@ func reducerFor(g *dist.Group, timeout time.Duration) func(model.Backend) (train
 		if !ok {
 			return trainer.HostReducer{B: b, G: g}, nil
 		}
-		var id cuda.UniqueID
-		if g.Rank() == 0 {
-			var err error
-			if id, err = cuda.NewUniqueID(); err != nil {
-				return nil, fmt.Errorf("nccl id: %w", err)
-			}
-		}
-		got, err := g.Broadcast("nccl id", id[:])
-		if err != nil {
-			return nil, err
-		}
-		if len(got) != len(id) {
-			return nil, fmt.Errorf("nccl id from rank 0: %d bytes, want %d", len(got), len(id))
-		}
-		copy(id[:], got)
-		comm, err := cuda.OpenComm(cb, id, g.Rank(), g.Size(), timeout)
+		comm, err := cuda.OpenCommOver(cb, g, timeout)
 		if err != nil {
 			return nil, err
 		}
