@@ -52,6 +52,10 @@ type Params struct {
 	Seed         uint64
 	Step         int // training step, part of every sequence's random key
 	MaxSlots     int // concurrent sequences (KV-cache slots); 0 means 64
+	// Graphs runs decode steps as device graphs with the draw on the
+	// device where the model can (GraphLM on a CUDA backend, and settings
+	// the device draws: not top-p without top-k); elsewhere it is ignored.
+	Graphs bool
 }
 
 // Validate checks the settings.
@@ -115,8 +119,21 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		}
 		maxPrompt = max(maxPrompt, len(r.Prompt))
 	}
-	kv := lm.NewKVCache(slots, maxPrompt+p.MaxNewTokens)
+	graphed := p.Graphs && canGraph(lm, p)
+	kvSlots := slots
+	if graphed {
+		kvSlots++ // the padding rows' spare slot (model.DecodeGraph), never handed out
+	}
+	kv := lm.NewKVCache(kvSlots, maxPrompt+p.MaxNewTokens)
 	defer kv.Release()
+	var dg *model.DecodeGraph
+	if graphed {
+		var err error
+		if dg, err = lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p)); err != nil {
+			return nil, err
+		}
+		defer dg.Release()
+	}
 	out := make([][]Completion, len(reqs))
 	stops := map[int32]bool{}
 	for _, id := range p.StopIDs {
@@ -164,6 +181,12 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		if len(in) == 0 {
 			continue
 		}
+		if dg != nil {
+			if err := stepGraphed(dg, in, active); err != nil {
+				return nil, fmt.Errorf("decode: %w", err)
+			}
+			continue
+		}
 		readers := make([][]*seqState, len(active))
 		for i, s := range active {
 			readers[i] = []*seqState{s}
@@ -181,6 +204,45 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 type DeviceLM interface {
 	StepLogits(kv *model.KVCache, in []model.StepInput) (*model.Tensor, error)
 	Backend() model.Backend
+}
+
+// GraphLM is a model whose decode steps can run as device graphs with the
+// draw on the device (model.Model).
+type GraphLM interface {
+	DeviceLM
+	NewDecodeGraph(kv *model.KVCache, p model.SampleParams) (*model.DecodeGraph, error)
+}
+
+// canGraph reports whether lm's decode steps can run as graphs with p.
+func canGraph(lm LM, p Params) bool {
+	g, ok := lm.(GraphLM)
+	if !ok {
+		return false
+	}
+	_, graphs := g.Backend().(model.StepGrapher)
+	ts, draws := g.Backend().(model.TokenSampler)
+	return graphs && draws && ts.DeviceSamples(sampleParams(p))
+}
+
+func sampleParams(p Params) model.SampleParams {
+	return model.SampleParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
+}
+
+// stepGraphed runs one graphed decode step: active[i] draws its next
+// token from row i, on the device, with its own key and counter.
+func stepGraphed(dg *model.DecodeGraph, in []model.StepInput, active []*seqState) error {
+	draws := make([]model.Draw, len(active))
+	for i, s := range active {
+		draws[i] = model.Draw{Key: s.key, Counter: uint64(len(s.out.Tokens))}
+	}
+	toks, lps, err := dg.Step(in, draws)
+	if err != nil {
+		return err
+	}
+	for i, s := range active {
+		s.push(toks[i], lps[i])
+	}
+	return nil
 }
 
 // sampleChunk is the id chunk of the device path for unfiltered sampling.

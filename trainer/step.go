@@ -213,7 +213,8 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	}
 	s := t.Cfg.Rollout
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
-		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: max(s.MaxSlots, maxInt(n))}
+		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: max(s.MaxSlots, maxInt(n)),
+		Graphs: s.CUDAGraphs}
 	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("generate: %w", err)

@@ -77,7 +77,7 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 	}
 	params := rollout.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
 		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
-		MaxSlots: max(t.Cfg.Rollout.MaxSlots, v.N)}
+		MaxSlots: max(t.Cfg.Rollout.MaxSlots, v.N), Graphs: t.Cfg.Rollout.CUDAGraphs}
 	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
 		return nil, fmt.Errorf("validation: %w", err)
