@@ -90,24 +90,24 @@ func (r Roofline) String() string {
 
 // Profile is what the backend asked of the GPU over an interval.
 type Profile struct {
-	Launches     int64 // kernel launches (cuLaunchKernel)
-	GEMMs        int64 // cuBLAS calls
-	Memsets      int64
+	Launches int64 // kernel launches (cuLaunchKernel)
+	GEMMs    int64 // cuBLAS calls
+	Memsets  int64
 	// GraphLaunches counts cuGraphLaunch calls and GraphNodes the ops they
 	// replayed (launches, products, copies and memsets inside graphs, not
 	// counted above).
 	GraphLaunches, GraphNodes int64
 	HostSyncs                 int64 // cuCtxSynchronize and the synchronous copies that wait for the GPU
-	DeviceAllocs int64 // cuMemAlloc calls (allocator cache misses)
-	LiveBuffers  int64 // live device buffers (over an interval: how many more at its end)
-	Leaked       int64 // buffers returned by the garbage collector, not released (must stay 0)
-	H2DBytes     int64
-	D2HBytes     int64
-	D2DBytes     int64
-	Flops        [numEngines]float64
-	Bytes        [numEngines]float64 // estimated DRAM traffic of the ops
-	Seconds      [numEngines]float64 // Σ per op max(arithmetic, traffic) on the H100 roofline
-	opSeconds    float64             // Σ over engines
+	DeviceAllocs              int64 // cuMemAlloc calls (allocator cache misses)
+	LiveBuffers               int64 // live device buffers (over an interval: how many more at its end)
+	Leaked                    int64 // buffers returned by the garbage collector, not released (must stay 0)
+	H2DBytes                  int64
+	D2HBytes                  int64
+	D2DBytes                  int64
+	Flops                     [numEngines]float64
+	Bytes                     [numEngines]float64 // estimated DRAM traffic of the ops
+	Seconds                   [numEngines]float64 // Σ per op max(arithmetic, traffic) on the H100 roofline
+	opSeconds                 float64             // Σ over engines
 }
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
