@@ -211,16 +211,32 @@ func runDecode(t *testing.T, m *model.Model, slots int, p model.SampleParams, ea
 			run.tokens[r] = append(run.tokens[r], toks[i])
 			run.lps[r] = append(run.lps[r], lps[i])
 		}
+		stompMainPool(b, m.Cfg, dg.Bucket(len(in)))
 	}
 	run.steps = dg.Steps
 	return run
 }
 
+// stompMainPool fills main-pool blocks of the sizes a step of R rows uses
+// with NaN and gives them back: were a graph's buffers in the main pool
+// (handed to eager work between replays), its next replay would read NaN.
+func stompMainPool(b *Backend, c *model.Config, R int) {
+	var ts []*model.Tensor
+	for _, n := range []int{R * c.HiddenSize, R * c.VocabSize, 2 * R * c.IntermediateSize, R * c.NumAttentionHeads * c.HeadDim} {
+		t := b.New(n)
+		b.Scale(t, float32(math.NaN()))
+		ts = append(ts, t)
+	}
+	b.Release(ts...)
+}
+
 // TestDecodeGraphReplayEqualsEager: graphed decoding gives the tokens and
 // log-probs of the same steps run eagerly, bit for bit, token for token,
 // over several hundred tokens while rows finish at different times and the
-// bucket changes (greedy, unfiltered and top-k + top-p draws); the graphs
-// were replayed (one launch and one host sync a step) and nothing leaked.
+// bucket changes (greedy, unfiltered and top-k + top-p draws), with
+// prefills and NaN-filled main-pool blocks between the steps (pool
+// safety: a graph's memory is its own); the graphs were replayed and
+// nothing leaked.
 func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 	o := model.DefaultTiny()
 	o.Vocab = 1000
@@ -373,5 +389,96 @@ func TestDeviceDrawMatchesHost(t *testing.T) {
 	t.Logf("device draws differing from the host's: %d of %d", differ, total)
 	if differ*1000 > total {
 		t.Errorf("%d of %d device draws differ from the host's, want at most 1 in 1,000", differ, total)
+	}
+}
+
+// TestGraphStepErrors: what a graph cannot hold is refused with an error
+// naming it, and the step still runs (eagerly): a download (a host sync)
+// and an allocation the graph's pool cannot serve fail the capture; a step
+// whose launches changed since the capture is not replayed (its
+// fingerprint differs) but run eagerly and captured again.
+func TestGraphStepErrors(t *testing.T) {
+	b := NewBackend(testDevice(t), FP32)
+	d := b.Device()
+	set, err := b.NewGraphSet(64, 1e6, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := set.(*graphSet)
+	defer gs.Release()
+	x := b.New(4)
+	defer b.Release(x)
+	b.Upload(x, []float32{1, 2, 3, 4})
+	run := func(key string, step func() (*model.Tensor, error)) []float32 {
+		t.Helper()
+		words, err := gs.Run(key, step)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		out := make([]float32, len(words))
+		for i, w := range words {
+			out[i] = math.Float32frombits(w)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		key, want string
+		step      func() (*model.Tensor, error)
+	}{
+		{"download", "a download inside a decode graph step", func() (*model.Tensor, error) {
+			out := b.Scratch(4)
+			b.Copy(out, x)
+			host := make([]float32, 4)
+			b.Download(x, host)
+			return out, b.Err()
+		}},
+		{"allocation", "a capture or replay cannot allocate", func() func() (*model.Tensor, error) {
+			n := 4
+			return func() (*model.Tensor, error) {
+				big := b.Scratch(n)
+				n += 4096 // a larger block each time: only the eager run may reach cuMemAlloc
+				out := b.Scratch(4)
+				b.Copy(out, x)
+				b.Release(big)
+				return out, b.Err()
+			}
+		}()},
+	} {
+		for i := range 3 {
+			gs.lastErr = nil
+			if got := run(c.key, c.step); fmt.Sprint(got) != "[1 2 3 4]" {
+				t.Errorf("%s, run %d: got %v, want x", c.key, i, got)
+			}
+			if i == 1 && (gs.lastErr == nil || !strings.Contains(gs.lastErr.Error(), c.want)) {
+				t.Errorf("%s: capture error %v, want one saying %q", c.key, gs.lastErr, c.want)
+			}
+		}
+		if g := gs.graphs[c.key]; g.exec != nil || g.fails != 2 {
+			t.Errorf("%s: graph captured (%v) after %d failures", c.key, g.exec != nil, g.fails)
+		}
+		if b.Err() != nil {
+			t.Fatalf("%s: backend error left behind: %v", c.key, b.Err())
+		}
+	}
+	// A scalar argument that changes: run 1 eager, 2 captured, 3 refused
+	// (eager), 4 captured again, 5 replayed.
+	v := float32(1)
+	scale := func() (*model.Tensor, error) {
+		out := b.Scratch(4)
+		b.Copy(out, x)
+		b.Scale(out, v)
+		return out, b.Err()
+	}
+	launches := []int64{0, 1, 0, 1, 1}
+	for i, nv := range []float32{1, 2, 3, 4, 4} {
+		v = nv
+		before := d.Profile().GraphLaunches
+		got := run("scale", scale)
+		if want := fmt.Sprint([]float32{nv, 2 * nv, 3 * nv, 4 * nv}); fmt.Sprint(got) != want {
+			t.Errorf("scale run %d: got %v, want %s", i, got, want)
+		}
+		if n := d.Profile().GraphLaunches - before; n != launches[i] {
+			t.Errorf("scale run %d: %d graph launches, want %d", i, n, launches[i])
+		}
 	}
 }

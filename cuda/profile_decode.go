@@ -168,8 +168,8 @@ func DecodeShapes() []DecodeShape {
 // object per shape (asJSON) or a table to w.
 func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
 	shapes := DecodeShapes()
-	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV)\n" +
-		fmt.Sprintf("%-32s %9s %6s %9s %9s %9s %11s %11s %7s", "shape", "launches", "syncs", "GB read", "bound GB",
+	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays)\n" +
+		fmt.Sprintf("%-32s %9s %6s %6s %9s %9s %9s %11s %11s %7s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
 			"est ms", "est tok/s", "bound tok/s", "of bound")
 	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
@@ -178,7 +178,7 @@ func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
 			return nil, "", err
 		}
 		j := dp.JSON(H100)
-		return j, fmt.Sprintf("%-32s %9d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %6.1f%%", s.Name, j["launches_per_step"], j["host_syncs_per_step"],
+		return j, fmt.Sprintf("%-32s %9d %6d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %6.1f%%", s.Name, j["launches_per_step"], j["graph_nodes_per_step"], j["host_syncs_per_step"],
 			j["bytes_per_step"].(float64)/1e9, dp.BoundBytes/1e9, j["est_ms_per_step"], j["est_tok_s"], j["bound_tok_s"],
 			100*j["est_fraction_of_bound"].(float64)), nil
 	})
