@@ -295,6 +295,10 @@ func (s *graphSet) body(g *stepGraph, step func() (*model.Tensor, error)) (*mode
 	}
 	if err != nil {
 		b.ResetErr()
+		if t != nil {
+			b.Release(t)
+			b.ResetErr()
+		}
 		return nil, err
 	}
 	p, _, ok := b.operand("graph output", 0, t)
