@@ -299,6 +299,7 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 	o.Vocab = 1000
 	o.EOS = []int{999}
 	m := graphModel(t, o)
+	d := m.B.(*Backend).Device()
 	reqs := []rollout.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
 		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 1}}
 	for _, p := range []rollout.Params{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8}, {Temperature: 0, TopP: 1}} {
@@ -312,9 +313,13 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 					rs[i], rs[j] = rs[j], rs[i]
 				}
 			}
+			before := d.Profile().GraphLaunches
 			out, err := rollout.Generate(context.Background(), m, rs, q, nil)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if used := d.Profile().GraphLaunches > before; used != graphs {
+				t.Fatalf("%+v, %d slots: graphs asked %v, graph launches seen %v", q, slots, graphs, used)
 			}
 			got := map[string]string{}
 			for _, cs := range out {
