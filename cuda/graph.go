@@ -138,6 +138,7 @@ type stepGraph struct {
 	nodes   int    // ops in the graph
 	fp      uint64 // the capture's fingerprint
 	inBytes int64  // index table bytes a step uploads
+	inCap   int64  // bytes of the input blocks as allocated
 	inHost  unsafe.Pointer
 	inDev   *buffer
 	outHost unsafe.Pointer // graphOutBytes
@@ -272,7 +273,10 @@ func (s *graphSet) replay(g *stepGraph, step func() (*model.Tensor, error)) ([]u
 	t, err := s.body(g, step)
 	d.rec, b.gr = nil, nil
 	if err != nil {
-		return nil, err
+		// Refused by the graph's rules (an allocation its pool cannot
+		// serve, say): the step runs eagerly, where a genuine error
+		// shows again.
+		return nil, fmt.Errorf("graph %s: %w: %v", g.key, errReplayMismatch, err)
 	}
 	if rec.h != g.fp || rec.ops != g.nodes {
 		return nil, fmt.Errorf("graph %s: %w (%d ops, %d captured)", g.key, errReplayMismatch, rec.ops, g.nodes)
@@ -334,10 +338,14 @@ func (s *graphSet) launch(g *stepGraph, n int) ([]uint32, error) {
 // any capture).
 func (s *graphSet) buffers(g *stepGraph) error {
 	b, d := s.b, s.b.d
-	if g.inDev != nil {
+	g.inBytes = max(g.inBytes, 256)
+	if g.inDev != nil && g.inBytes <= g.inCap {
 		return nil
 	}
-	g.inBytes = max(g.inBytes, 256)
+	// First capture, or an eager run since the last one uploaded more:
+	// (re)make the input block. Nothing reads the old one any more (its
+	// graph was dropped, and its last launch waited for).
+	s.freeBuffers(g)
 	var err error
 	if g.inHost, err = d.drv.HostAlloc(g.inBytes); err != nil {
 		return err
@@ -345,8 +353,24 @@ func (s *graphSet) buffers(g *stepGraph) error {
 	if g.outHost, err = d.drv.HostAlloc(graphOutBytes); err != nil {
 		return err
 	}
-	g.inDev, err = b.allocFrom(d.alloc, int(g.inBytes), 1)
-	return err
+	if g.inDev, err = b.allocFrom(d.alloc, int(g.inBytes), 1); err != nil {
+		return err
+	}
+	g.inCap = g.inBytes
+	return nil
+}
+
+// freeBuffers gives back g's input and output blocks.
+func (s *graphSet) freeBuffers(g *stepGraph) {
+	d := s.b.d
+	s.b.free(g.inDev)
+	if g.inHost != nil {
+		d.drv.HostFree(g.inHost)
+	}
+	if g.outHost != nil {
+		d.drv.HostFree(g.outHost)
+	}
+	g.inDev, g.inHost, g.outHost, g.inCap = nil, nil, nil, 0
 }
 
 // drop destroys g's graph (it will be captured again).
@@ -359,17 +383,10 @@ func (s *graphSet) drop(g *stepGraph) {
 
 // Release frees every graph, its pool and its blocks.
 func (s *graphSet) Release() {
-	d := s.b.d
 	for _, g := range s.graphs {
 		s.drop(g)
 		g.pool.release()
-		s.b.free(g.inDev)
-		if g.inHost != nil {
-			d.drv.HostFree(g.inHost)
-		}
-		if g.outHost != nil {
-			d.drv.HostFree(g.outHost)
-		}
+		s.freeBuffers(g)
 	}
 	s.graphs = map[string]*stepGraph{}
 }

@@ -400,8 +400,9 @@ func TestDeviceDrawMatchesHost(t *testing.T) {
 // TestGraphStepErrors: what a graph cannot hold is refused with an error
 // naming it, and the step still runs (eagerly): a download (a host sync)
 // and an allocation the graph's pool cannot serve fail the capture; a step
-// whose launches changed since the capture is not replayed (its
-// fingerprint differs) but run eagerly and captured again.
+// whose launches changed since the capture, or whose index tables outgrew
+// the graph's input block, is not replayed (its fingerprint differs, or it
+// is refused) but run eagerly and captured again.
 func TestGraphStepErrors(t *testing.T) {
 	b := NewBackend(testDevice(t), FP32)
 	d := b.Device()
@@ -484,6 +485,29 @@ func TestGraphStepErrors(t *testing.T) {
 		}
 		if n := d.Profile().GraphLaunches - before; n != launches[i] {
 			t.Errorf("scale run %d: %d graph launches, want %d", i, n, launches[i])
+		}
+	}
+	// Index tables that grow: run 3 is refused (its table no longer fits
+	// the input block), run 4 captured with a larger block, run 5 replayed.
+	n := 4
+	gather := func() (*model.Tensor, error) {
+		idx := make([]int32, n)
+		for i := range idx {
+			idx[i] = int32(3 - i%4)
+		}
+		out := b.Scratch(n)
+		b.GatherRows(out.View(n, 1), x.View(4, 1), idx)
+		return out, b.Err()
+	}
+	for i, nn := range []int{4, 4, 100, 100, 100} {
+		n = nn
+		before := d.Profile().GraphLaunches
+		got := run("gather", gather)
+		if len(got) != nn || got[0] != 4 || got[nn-1] != float32(4-(nn-1)%4) {
+			t.Errorf("gather run %d: got %v", i, got)
+		}
+		if got := d.Profile().GraphLaunches - before; got != launches[i] {
+			t.Errorf("gather run %d: %d graph launches, want %d", i, got, launches[i])
 		}
 	}
 }
