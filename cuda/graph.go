@@ -62,8 +62,9 @@ const graphOutBytes = 1 << 20
 // errReplayMismatch reports a replay whose ops differ from the capture's.
 var errReplayMismatch = errors.New("the step's ops differ from the captured graph's")
 
-// recorder fingerprints a step's ops (FNV-1a over each op's kind, name,
-// shape and arguments) and, when replaying, keeps them from being issued.
+// recorder fingerprints a step's ops (each op's kind, name, shape and
+// arguments, folded in word by word) and, when replaying, keeps them from
+// being issued.
 type recorder struct {
 	replay bool
 	h      uint64
@@ -72,12 +73,12 @@ type recorder struct {
 
 func newRecorder(replay bool) *recorder { return &recorder{replay: replay, h: 14695981039346656037} }
 
+// word folds v in: h ← xorshift((h ⊕ v)·odd), a bijection of h for each v
+// and of v for each h, so a sequence differing in one word always ends in
+// another fingerprint (several differences collide with odds ≈ 2⁻⁶⁴).
 func (r *recorder) word(v uint64) {
-	for i := 0; i < 8; i++ {
-		r.h ^= v & 0xff
-		r.h *= 1099511628211
-		v >>= 8
-	}
+	h := (r.h ^ v) * 0x9e3779b97f4a7c15
+	r.h = h ^ h>>29
 }
 
 func (r *recorder) str(s string) {
