@@ -385,6 +385,9 @@ func TestDeviceDrawMatchesHost(t *testing.T) {
 					differ++
 					continue
 				}
+				// Both log-probs are float32 roundings of float64 logs
+				// whose inputs differ by a few float64 ulps at most: 1e-5
+				// is far above that and far below a wrong token's error.
 				if d := math.Abs(float64(got[2*r+1] - lp)); d > 1e-5 {
 					t.Errorf("%+v row %d: log-prob %v, host %v", p, r, got[2*r+1], lp)
 				}
