@@ -140,8 +140,8 @@ func (g *DecodeGraph) Step(in []StepInput, draws []Draw) ([]int32, []float32, er
 	}
 	m, b := g.m, g.m.B
 	words, err := g.gs.Run(fmt.Sprintf("rows=%d", R), func() (*Tensor, error) {
-		logits := m.forwardCached(g.kv, plan.step)
-		out := Scratch(b, R, 2)
+		logits := m.forwardCached(g.kv, plan.step) // (R, V)
+		out := Scratch(b, R, 2)                    // per row: the token's int32 bits, its log-prob
 		g.ts.SampleTokens(out, logits, plan.draws, g.p)
 		Release(b, logits)
 		if err := m.checkErr("decode graph step"); err != nil {
