@@ -61,6 +61,9 @@ type Backend struct {
 	attnGEMM   int // attention products in cuBLAS: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
 	attnFlash  int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
 	attnDecode int // split-K decode kernels for per-row segments: −1 never, 1 always, 0 auto (same file)
+
+	gr         *graphRun // set while a decode step runs under a graph (graph.go)
+	graphEager bool      // graph steps always run eagerly (tests compare replays with it)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes
@@ -123,15 +126,35 @@ func (b *Backend) ok() bool { return b.keep(nil) }
 // alloc reserves n float32/int32 elements.
 func (b *Backend) alloc(n int) (*buffer, error) { return b.allocBytes(n, 4) }
 
-// allocBytes reserves n elements of the given width.
+// allocBytes reserves n elements of the given width, from the running
+// graph's pool during a graph step (graph.go).
 func (b *Backend) allocBytes(n, width int) (*buffer, error) {
-	p, size, err := b.d.alloc.get(int64(n) * int64(width))
+	if gr := b.gr; gr != nil {
+		if gr.mode == graphWarm {
+			return b.allocFrom(gr.g.pool, n, width)
+		}
+		p, size, ok := gr.g.pool.hit(int64(n) * int64(width))
+		if !ok {
+			return nil, fmt.Errorf("graph %s: %d bytes not idle in the graph's pool: a capture or replay cannot allocate", gr.g.key, n*width)
+		}
+		return b.track(&buffer{ptr: p, size: size, elems: n, bf16: width == 2, a: gr.g.pool}), nil
+	}
+	return b.allocFrom(b.d.alloc, n, width)
+}
+
+// allocFrom reserves n elements of the given width from pool a.
+func (b *Backend) allocFrom(a *allocator, n, width int) (*buffer, error) {
+	p, size, err := a.get(int64(n) * int64(width))
 	if err != nil {
 		return nil, err
 	}
-	buf := &buffer{ptr: p, size: size, elems: n, bf16: width == 2, a: b.d.alloc}
+	return b.track(&buffer{ptr: p, size: size, elems: n, bf16: width == 2, a: a}), nil
+}
+
+// track sets a buffer's leak finalizer.
+func (b *Backend) track(buf *buffer) *buffer {
 	runtime.SetFinalizer(buf, func(x *buffer) { x.a.leak(x.ptr, x.size) })
-	return buf, nil
+	return buf
 }
 
 // free returns buffers to the pool (nil ones skipped). The stream runs
@@ -646,7 +669,7 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 		outType = cudaR16BF
 	}
 	b.gemmCost(M, N, K, inType, compute, accumulate, outType)
-	b.keep(b.d.blas.Gemm(transB, transA, N, M, K, 1, pb, inType, ldb, pa, inType, lda,
+	b.keep(b.d.gemm(transB, transA, N, M, K, 1, pb, inType, ldb, pa, inType, lda,
 		beta, pc[0], outType, N, compute))
 }
 

@@ -140,27 +140,31 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if len(qRow) == 0 {
 		return
 	}
-	if b.useFlash(D, segs, len(qRow)) {
+	// Under a graph, only kernels whose launches do not follow the
+	// segments' lengths (the per-row ones).
+	graphed := b.gr != nil
+	if !graphed && b.useFlash(D, segs, len(qRow)) {
 		b.attentionFlash(suffix, p[0], lp, p[1], p[2], p[3], segs, H, G, D, kWidth(hk), scale)
 		return
 	}
-	if b.useGEMMAttention(hk, segs, len(qRow)) {
+	if !graphed && b.useGEMMAttention(hk, segs, len(qRow)) {
 		b.attentionGEMM(p[0], lp, p[1], p[2], p[3], segs, H, G, D, scale)
 		return
 	}
 	kvWidth := kWidth(hk)
-	if !b.useTiles(D, segs, len(qRow)) && b.useDecodeSplit(D, H, G) {
+	tiles := !graphed && b.useTiles(D, segs, len(qRow))
+	if !tiles && b.useDecodeSplit(D, H, G) {
 		b.attentionDecode(suffix, p[0], lp, p[1], p[2], p[3], qRow, kStart, kCount, H, G, D, kvWidth, scale)
 		return
 	}
 	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
 	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*k.Shape[0]*G*D))
-	if b.useTiles(D, segs, len(qRow)) {
+	if tiles {
 		t0, tn, ks, kf := queryTiles(segs, attTile)
-		tiles, ok := b.upload("attention query tiles", t0, tn, ks, kf)
+		tabs, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if ok {
 			b.launch("attn_fwd_tiled"+suffix, [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
-				tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), scale)
+				tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale)
 		}
 		return
 	}

@@ -163,6 +163,11 @@ func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow,
 	for _, n := range kCount {
 		maxKeys = max(maxKeys, int(n))
 	}
+	if b.gr != nil {
+		// A graph's split count is the cache's: a row's splits past its
+		// keys are empty, and the launch stays the same step after step.
+		maxKeys = b.gr.set.maxKeys
+	}
 	splits := decodeSplits(len(qRow)*G, b.d.Info.SMs, maxKeys)
 	part, err := b.alloc(len(qRow) * H * splits * (D + 2))
 	if !b.keep(err) {

@@ -68,7 +68,7 @@ func (b *Backend) gemmStrided(transA, transB bool, m, n, k int, A uint64, lda in
 		return
 	}
 	b.gemmCost(m, n*batch, k, cudaR32F, b.compute, beta != 0, cudaR32F)
-	b.keep(b.d.blas.GemmBatched(transA, transB, m, n, k, 1, A, cudaR32F, lda, sA, B, cudaR32F, ldb, sB, beta,
+	b.keep(b.d.gemmBatched(transA, transB, m, n, k, 1, A, cudaR32F, lda, sA, B, cudaR32F, ldb, sB, beta,
 		C, cudaR32F, ldc, sC, batch, b.compute))
 }
 

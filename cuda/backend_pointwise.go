@@ -88,11 +88,11 @@ func (b *Backend) ropeTables(theta float64, D, maxPos int) (*ropeTable, bool) {
 			cosH[p*half+i], sinH[p*half+i] = float32(math.Cos(ang)), float32(math.Sin(ang))
 		}
 	}
-	c, err := b.alloc(len(cosH))
+	c, err := b.allocFrom(b.d.alloc, len(cosH), 4) // the main pool, even in a graph's eager run
 	if !b.keep(err) {
 		return nil, false
 	}
-	s, err := b.alloc(len(sinH))
+	s, err := b.allocFrom(b.d.alloc, len(sinH), 4)
 	if !b.keep(err) {
 		return nil, false
 	}

@@ -50,6 +50,11 @@ const arenaMinElems = 1 << 20
 // the same content. It returns one address per table (0 for empty tables),
 // valid until the next upload.
 func (b *Backend) upload(kind string, tables ...[]int32) ([]uint64, bool) {
+	if b.gr != nil {
+		if addr, done, ok := b.graphUpload(tables); done {
+			return addr, ok
+		}
+	}
 	key := intKey(kind, tables...)
 	total := 0
 	for _, t := range tables {
@@ -67,7 +72,7 @@ func (b *Backend) upload(kind string, tables ...[]int32) ([]uint64, bool) {
 			if a.buf != nil {
 				grown = 2 * a.buf.elems
 			}
-			buf, err := b.alloc(max(need, grown))
+			buf, err := b.allocFrom(b.d.alloc, max(need, grown), 4) // the main pool, even in a graph's eager run
 			if !b.keep(err) {
 				a.buf = nil
 				return nil, false

@@ -121,3 +121,58 @@ func (b *Backend) Chunks(logits *model.Tensor, rows, chunks []int32, chunk int) 
 }
 
 var _ model.RowSampler = (*Backend)(nil)
+
+var _ model.TokenSampler = (*Backend)(nil)
+
+// DeviceSamples reports whether SampleTokens supports p: greedy, unfiltered,
+// or top-k (with or without top-p); top-p alone would need a sort of the
+// whole vocabulary.
+func (b *Backend) DeviceSamples(p model.SampleParams) bool {
+	return p.Temperature == 0 || p.TopP >= 1 || p.TopK > 0
+}
+
+// SampleTokens draws each row's token on the device (model.TokenSampler):
+// sample_rows for greedy and unfiltered draws, topk_rows then sample_topk
+// for top-k and top-p.
+func (b *Backend) SampleTokens(out, logits *model.Tensor, draws []model.Draw, p model.SampleParams) {
+	ps, ok := b.ptrs("sample tokens", out, logits)
+	if !ok {
+		return
+	}
+	R, V := model.Matrix(logits)
+	if out.Numel() != 2*R || len(draws) != R || !b.DeviceSamples(p) || p.Temperature < 0 || V == 0 {
+		b.keep(fmt.Errorf("sample tokens: out %v, logits %v, %d draws, %+v", out.Shape, logits.Shape, len(draws), p))
+		return
+	}
+	if R == 0 {
+		return
+	}
+	tab := make([]int32, 4*R)
+	for r, d := range draws {
+		tab[4*r], tab[4*r+1] = int32(uint32(d.Key)), int32(uint32(d.Key>>32))
+		tab[4*r+2], tab[4*r+3] = int32(uint32(d.Counter)), int32(uint32(d.Counter>>32))
+	}
+	addr, ok := b.upload("draws", tab)
+	if !ok {
+		return
+	}
+	if p.Temperature == 0 || (p.TopP >= 1 && (p.TopK == 0 || p.TopK >= V)) {
+		b.kernelCost(3*R*V, 8*R*V) // the row read twice (max, sums), a range once more
+		b.launch("sample_rows", [3]int{R}, 256, ps[0], ps[1], addr[0], int32(V), p.Temperature)
+		return
+	}
+	k := min(p.TopK, V)
+	ids, err := b.alloc(R * k)
+	if !b.keep(err) {
+		return
+	}
+	defer b.free(ids)
+	vals, err := b.alloc(R * k)
+	if !b.keep(err) {
+		return
+	}
+	defer b.free(vals)
+	b.kernelCost(R*V*k, 4*R*V*k)
+	b.launch("topk_rows", [3]int{R}, 256, ids.ptr, vals.ptr, ps[1], int32(V), int32(k))
+	b.launch("sample_topk", [3]int{(R + 127) / 128}, 128, ps[0], ids.ptr, vals.ptr, addr[0], int32(R), int32(k), p.Temperature, p.TopP)
+}

@@ -78,6 +78,12 @@ static int cu_launch(void* f, handle fn, unsigned gx, unsigned gy, unsigned gz, 
 	BIND;
 	return ((pf_cuLaunchKernel)f)(fn, gx, gy, gz, bx, by, bz, smem, st, params, NULL);
 }
+static int cu_begin_capture(void* f, handle st, int mode) { BIND; return ((pf_cuStreamBeginCapture_v2)f)(st, mode); }
+static int cu_end_capture(void* f, handle st, handle* g) { BIND; return ((pf_cuStreamEndCapture)f)(st, g); }
+static int cu_is_capturing(void* f, handle st, int* status) { BIND; return ((pf_cuStreamIsCapturing)f)(st, status); }
+static int cu_instantiate(void* f, handle* x, handle g) { BIND; return ((pf_cuGraphInstantiateWithFlags)f)(x, g, 0); }
+static int cu_graph_launch(void* f, handle x, handle st) { BIND; return ((pf_cuGraphLaunch)f)(x, st); }
+static int cu_graph_free(void* f, handle h) { BIND; return ((pf_cuGraphDestroy)f)(h); } // also cuGraphExecDestroy
 static int cu_errstr(void* f, int code, const char** s) { return ((pf_cuGetErrorName)f)(code, s); } // also cuGetErrorString
 
 // ---- NVRTC ----
@@ -249,6 +255,8 @@ type driver struct {
 	errName, errString                                                  unsafe.Pointer
 	hostAlloc, hostFree, streamCreate, streamSync                       unsafe.Pointer
 	htodAsync, dtohAsync, dtodAsync, memsetD32Async                     unsafe.Pointer
+	beginCapture, endCapture, isCapturing, instantiate                  unsafe.Pointer
+	graphLaunch, graphExecDestroy, graphDestroy                         unsafe.Pointer
 	n                                                                   calls // what was asked of the device
 }
 
@@ -257,6 +265,7 @@ type calls struct {
 	launches, syncs, allocs, memsets       atomic.Int64
 	h2d, d2h, d2d                          atomic.Int64 // copies (h2d and d2h: synchronous ones)
 	h2dAsync, d2hAsync                     atomic.Int64
+	graphLaunches                          atomic.Int64
 	h2dBytes, d2hBytes, d2dBytes, memBytes atomic.Int64
 }
 
@@ -278,6 +287,9 @@ func loadDriver(lib *library) (*driver, error) {
 		"cuMemHostAlloc": &d.hostAlloc, "cuMemFreeHost": &d.hostFree, "cuStreamCreate": &d.streamCreate,
 		"cuStreamSynchronize": &d.streamSync, "cuMemcpyHtoDAsync_v2": &d.htodAsync,
 		"cuMemcpyDtoHAsync_v2": &d.dtohAsync, "cuMemcpyDtoDAsync_v2": &d.dtodAsync, "cuMemsetD32Async": &d.memsetD32Async,
+		"cuStreamBeginCapture_v2": &d.beginCapture, "cuStreamEndCapture": &d.endCapture,
+		"cuStreamIsCapturing": &d.isCapturing, "cuGraphInstantiateWithFlags": &d.instantiate,
+		"cuGraphLaunch": &d.graphLaunch, "cuGraphExecDestroy": &d.graphExecDestroy, "cuGraphDestroy": &d.graphDestroy,
 	})
 	if err != nil {
 		return d, err
@@ -461,6 +473,60 @@ func (d *driver) MemsetD32Async(dst uint64, v uint32, n int64, s *Stream) error 
 	d.n.memsets.Add(1)
 	d.n.memBytes.Add(4 * n)
 	return d.check("cuMemsetD32Async", C.cu_memset32_async(d.memsetD32Async, C.devptr(dst), C.unsigned(v), C.size_t(n), s.h))
+}
+
+// Graph is a captured CUgraph; GraphExec its instantiation.
+type (
+	Graph     struct{ h C.handle }
+	GraphExec struct{ h C.handle }
+)
+
+// Capture status codes (CUstreamCaptureStatus) and the errors capture
+// raises.
+const (
+	captureUnsupported = C.GD_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+	captureInvalidated = C.GD_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+)
+
+// BeginCapture starts recording s's work into a graph (the global mode:
+// allocations and synchronisations anywhere invalidate the capture).
+func (d *driver) BeginCapture(s *Stream) error {
+	return d.check("cuStreamBeginCapture", C.cu_begin_capture(d.beginCapture, s.h, C.GD_CU_STREAM_CAPTURE_MODE_GLOBAL))
+}
+
+// EndCapture ends s's capture and returns the graph.
+func (d *driver) EndCapture(s *Stream) (*Graph, error) {
+	var g C.handle
+	if err := d.check("cuStreamEndCapture", C.cu_end_capture(d.endCapture, s.h, &g)); err != nil {
+		return nil, err
+	}
+	return &Graph{g}, nil
+}
+
+// IsCapturing reports s's capture status: 0 none, 1 active, 2 invalidated.
+func (d *driver) IsCapturing(s *Stream) (int, error) {
+	var st C.int
+	return int(st), d.check("cuStreamIsCapturing", C.cu_is_capturing(d.isCapturing, s.h, &st))
+}
+
+// Instantiate makes a launchable graph.
+func (d *driver) Instantiate(g *Graph) (*GraphExec, error) {
+	var x C.handle
+	return &GraphExec{x}, d.check("cuGraphInstantiate", C.cu_instantiate(d.instantiate, &x, g.h))
+}
+
+// GraphLaunch queues x on s.
+func (d *driver) GraphLaunch(x *GraphExec, s *Stream) error {
+	d.n.graphLaunches.Add(1)
+	return d.check("cuGraphLaunch", C.cu_graph_launch(d.graphLaunch, x.h, s.h))
+}
+
+// DestroyGraphExec and DestroyGraph free what Instantiate and EndCapture made.
+func (d *driver) DestroyGraphExec(x *GraphExec) error {
+	return d.check("cuGraphExecDestroy", C.cu_graph_free(d.graphExecDestroy, x.h))
+}
+func (d *driver) DestroyGraph(g *Graph) error {
+	return d.check("cuGraphDestroy", C.cu_graph_free(d.graphDestroy, g.h))
 }
 
 // Event is a CUDA event used for timing.

@@ -45,6 +45,9 @@ type Device struct {
 	prof     profiler
 	stream   *Stream // every op of the device runs on it (stream.go)
 	stage    staging
+	// rec, while a graph step runs (graph.go), fingerprints every op and,
+	// when replaying, keeps ops from being issued.
+	rec *recorder
 }
 
 var (
@@ -106,7 +109,7 @@ func open(ordinal int, logf func(string, ...any)) (*Device, error) {
 	if err := drv.UsePrimaryContext(dev); err != nil {
 		return nil, err
 	}
-	d.alloc = &allocator{drv: drv, free: map[int64][]uint64{}}
+	d.alloc = newAllocator(drv)
 	if err := d.initStream(); err != nil {
 		return nil, err
 	}
@@ -200,14 +203,23 @@ func (d *Device) launch(name string, grid [3]int, block int, args ...any) error 
 	if !ok {
 		return fmt.Errorf("cuda: no kernel %q", name)
 	}
-	d.countMu.Lock()
-	d.launches[name]++
-	d.countMu.Unlock()
 	for i := range grid {
 		if grid[i] == 0 {
 			grid[i] = 1
 		}
 	}
+	if d.rec != nil {
+		d.rec.str(name)
+		for _, a := range args {
+			d.rec.arg(a)
+		}
+		if !d.rec.op("launch", uint64(grid[0]), uint64(grid[1]), uint64(grid[2]), uint64(block)) {
+			return nil // a graph node, replayed by the graph
+		}
+	}
+	d.countMu.Lock()
+	d.launches[name]++
+	d.countMu.Unlock()
 	return d.drv.Launch(f, grid, [3]int{block, 1, 1}, d.stream, args...)
 }
 
@@ -268,6 +280,25 @@ func roundSize(bytes int64) int64 {
 	}
 	const big = 2 << 20
 	return (bytes + big - 1) / big * big
+}
+
+func newAllocator(drv *driver) *allocator { return &allocator{drv: drv, free: map[int64][]uint64{}} }
+
+// hit takes a cached block of bytes, reporting false where none is idle
+// (a graph's capture and replays may not allocate).
+func (a *allocator) hit(bytes int64) (uint64, int64, bool) {
+	size := roundSize(max(bytes, 1))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.free[size]
+	if len(l) == 0 {
+		return 0, 0, false
+	}
+	p := l[len(l)-1]
+	a.free[size] = l[:len(l)-1]
+	a.cached -= size
+	a.used(size)
+	return p, size, true
 }
 
 func (a *allocator) get(bytes int64) (uint64, int64, error) {

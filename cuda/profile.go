@@ -42,6 +42,7 @@ type Roofline struct {
 	GEMMEfficiency, BWEfficiency float64 // fractions of peak reached by large GEMMs / streaming kernels
 	FlashEfficiency              float64 // fraction of the bf16 peak the fused attention kernels reach
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
+	GraphNodeUs                  float64 // per op a graph launch replays (the gap between its nodes)
 }
 
 // H100 is an H100 SXM5 from NVIDIA's data sheet (dense bf16 989.4 TFLOP/s,
@@ -55,10 +56,14 @@ type Roofline struct {
 // synchronisation ≈ 10 µs of idle GPU (drain, return, re-issue). The fused
 // attention kernels are assumed to reach 35 % of the bf16 peak, what
 // FlashAttention-2 (whose structure they follow, without its
-// asynchronous-copy pipelining) is reported to reach on an H100.
+// asynchronous-copy pipelining) is reported to reach on an H100. Inside
+// a CUDA graph the host issues nothing per kernel and the GPU walks a
+// prepared chain, so the gap per node is assumed to be half an eager
+// launch's, 1 µs (an assumption, not a measurement; a graph launch itself
+// costs one launch).
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
-	LaunchUs: 2, SyncUs: 10}
+	LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // rate is the engine's arithmetic throughput in FLOP/s.
 func (r Roofline) rate(e Engine) float64 {
@@ -78,27 +83,31 @@ func (r Roofline) rate(e Engine) float64 {
 }
 
 func (r Roofline) String() string {
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %.0f %% of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync",
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %.0f %% of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
 		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.FlashEfficiency, r.AttentionTFLOPs, r.BandwidthGBs,
-		100*r.BWEfficiency, r.LaunchUs, r.SyncUs)
+		100*r.BWEfficiency, r.LaunchUs, r.SyncUs, r.GraphNodeUs)
 }
 
 // Profile is what the backend asked of the GPU over an interval.
 type Profile struct {
-	Launches     int64 // kernel launches (cuLaunchKernel)
-	GEMMs        int64 // cuBLAS calls
-	Memsets      int64
-	HostSyncs    int64 // cuCtxSynchronize and the synchronous copies that wait for the GPU
-	DeviceAllocs int64 // cuMemAlloc calls (allocator cache misses)
-	LiveBuffers  int64 // live device buffers (over an interval: how many more at its end)
-	Leaked       int64 // buffers returned by the garbage collector, not released (must stay 0)
-	H2DBytes     int64
-	D2HBytes     int64
-	D2DBytes     int64
-	Flops        [numEngines]float64
-	Bytes        [numEngines]float64 // estimated DRAM traffic of the ops
-	Seconds      [numEngines]float64 // Σ per op max(arithmetic, traffic) on the H100 roofline
-	opSeconds    float64             // Σ over engines
+	Launches int64 // kernel launches (cuLaunchKernel)
+	GEMMs    int64 // cuBLAS calls
+	Memsets  int64
+	// GraphLaunches counts cuGraphLaunch calls and GraphNodes the ops they
+	// replayed (launches, products, copies and memsets inside graphs, not
+	// counted above).
+	GraphLaunches, GraphNodes int64
+	HostSyncs                 int64 // cuCtxSynchronize and the synchronous copies that wait for the GPU
+	DeviceAllocs              int64 // cuMemAlloc calls (allocator cache misses)
+	LiveBuffers               int64 // live device buffers (over an interval: how many more at its end)
+	Leaked                    int64 // buffers returned by the garbage collector, not released (must stay 0)
+	H2DBytes                  int64
+	D2HBytes                  int64
+	D2DBytes                  int64
+	Flops                     [numEngines]float64
+	Bytes                     [numEngines]float64 // estimated DRAM traffic of the ops
+	Seconds                   [numEngines]float64 // Σ per op max(arithmetic, traffic) on the H100 roofline
+	opSeconds                 float64             // Σ over engines
 }
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
@@ -124,7 +133,8 @@ func (p Profile) TensorCoreFraction() float64 {
 // the roofline the profile was counted against: the op terms are summed as
 // they happen, with H100).
 func (p Profile) EstSeconds(r Roofline) float64 {
-	return p.opSeconds + float64(p.Launches+p.GEMMs+p.Memsets)*r.LaunchUs*1e-6 + float64(p.HostSyncs)*r.SyncUs*1e-6
+	return p.opSeconds + float64(p.Launches+p.GEMMs+p.Memsets+p.GraphLaunches)*r.LaunchUs*1e-6 +
+		float64(p.GraphNodes)*r.GraphNodeUs*1e-6 + float64(p.HostSyncs)*r.SyncUs*1e-6
 }
 
 // Sub returns p − q, the counts of an interval between two snapshots.
@@ -141,6 +151,7 @@ func (p Profile) Extrapolate(per Profile, k int) Profile {
 func (p Profile) combine(q Profile, k float64) Profile {
 	i := func(a, b int64) int64 { return a + int64(math.Round(k*float64(b))) }
 	out := Profile{Launches: i(p.Launches, q.Launches), GEMMs: i(p.GEMMs, q.GEMMs), Memsets: i(p.Memsets, q.Memsets),
+		GraphLaunches: i(p.GraphLaunches, q.GraphLaunches), GraphNodes: i(p.GraphNodes, q.GraphNodes),
 		HostSyncs: i(p.HostSyncs, q.HostSyncs), DeviceAllocs: i(p.DeviceAllocs, q.DeviceAllocs),
 		LiveBuffers: i(p.LiveBuffers, q.LiveBuffers), Leaked: i(p.Leaked, q.Leaked),
 		H2DBytes: i(p.H2DBytes, q.H2DBytes), D2HBytes: i(p.D2HBytes, q.D2HBytes), D2DBytes: i(p.D2DBytes, q.D2DBytes),
@@ -161,6 +172,8 @@ type profiler struct {
 	bytes     [numEngines]float64
 	seconds   [numEngines]float64
 	opSeconds float64
+	// graphNodes counts the ops graph launches replayed (graph.go).
+	graphNodes int64
 }
 
 // cost records one op: flops of arithmetic on engine e and bytes of DRAM
@@ -173,7 +186,7 @@ func (d *Device) cost(e Engine, flops, bytes float64) {
 	d.prof.bytes[e] += bytes
 	d.prof.opSeconds += t
 	d.prof.seconds[e] += t
-	if e <= EngineFP32GEMM {
+	if e <= EngineFP32GEMM && d.rec == nil { // inside a graph, a product is one of its nodes
 		d.prof.gemms++
 	}
 	d.prof.mu.Unlock()
@@ -186,6 +199,7 @@ func (d *Device) Profile() Profile {
 	d.prof.mu.Lock()
 	defer d.prof.mu.Unlock()
 	return Profile{Launches: n.launches.Load(), GEMMs: d.prof.gemms, Memsets: n.memsets.Load(),
+		GraphLaunches: n.graphLaunches.Load(), GraphNodes: d.prof.graphNodes,
 		// A pageable host-to-device copy waits for the stream before it
 		// starts, and a device-to-host copy until it ends: both stall the
 		// host, as cuCtxSynchronize does.

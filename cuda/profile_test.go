@@ -227,38 +227,54 @@ func TestProfileFlashRoute(t *testing.T) {
 }
 
 // TestDecodeProfile: a steady-state decode step waits on the host twice
-// (the chunk sums, then every row's chunk in one download), allocates
-// nothing, leaves nothing behind, reads at least its bandwidth bound, and
-// reports the keys bench --profile --json promises.
+// (the chunk sums, then every row's chunk in one download) when issued
+// eagerly, and once as a graph replay, which is one graph launch and no
+// other launch; either allocates nothing, leaves nothing behind, reads at
+// least its bandwidth bound, and reports the keys bench --profile --json
+// promises.
 func TestDecodeProfile(t *testing.T) {
 	b := NewBackend(testDevice(t), BF16)
 	o := model.DefaultTiny()
 	o.Layers, o.Vocab = 3, 3000
-	dp, err := ProfileDecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := dp.Step
-	if p.HostSyncs != 2 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
-		t.Errorf("decode step: %d host syncs (want 2), %d device allocations, %d buffers left, %d leaked",
-			p.HostSyncs, p.DeviceAllocs, p.LiveBuffers, p.Leaked)
-	}
-	var bytes float64
-	for _, x := range p.Bytes {
-		bytes += x
-	}
-	if bytes < dp.BoundBytes {
-		t.Errorf("decode step counts %.0f bytes, below its bound %.0f (bf16 weights + live KV)", bytes, dp.BoundBytes)
-	}
-	j := dp.JSON(H100)
-	for _, k := range []string{"decode_batch", "context", "launches_per_step", "host_syncs_per_step", "bytes_per_step", "est_tok_s", "est_fraction_of_bound"} {
-		if _, ok := j[k]; !ok {
-			t.Errorf("JSON lacks %q", k)
+	for _, graphs := range []bool{false, true} {
+		dp, err := ProfileDecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 40, Graphs: graphs})
+		if err != nil {
+			t.Fatal(err)
 		}
+		p := dp.Step
+		wantSyncs := int64(2)
+		if graphs {
+			wantSyncs = 1
+		}
+		if p.HostSyncs != wantSyncs || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
+			t.Errorf("graphs %v: %d host syncs (want %d), %d device allocations, %d buffers left, %d leaked",
+				graphs, p.HostSyncs, wantSyncs, p.DeviceAllocs, p.LiveBuffers, p.Leaked)
+		}
+		other := p.Launches + p.GEMMs + p.Memsets
+		if graphs && (p.GraphLaunches != 1 || other != 0 || p.GraphNodes == 0) {
+			t.Errorf("graph step: %d graph launches of %d nodes and %d other launches, want 1 launch and no other", p.GraphLaunches, p.GraphNodes, other)
+		}
+		if !graphs && p.GraphLaunches != 0 {
+			t.Errorf("eager step: %d graph launches", p.GraphLaunches)
+		}
+		var bytes float64
+		for _, x := range p.Bytes {
+			bytes += x
+		}
+		if bytes < dp.BoundBytes {
+			t.Errorf("graphs %v: decode step counts %.0f bytes, below its bound %.0f (bf16 weights + live KV)", graphs, bytes, dp.BoundBytes)
+		}
+		j := dp.JSON(H100)
+		for _, k := range []string{"decode_batch", "context", "launches_per_step", "graph_launches_per_step", "host_syncs_per_step",
+			"bytes_per_step", "est_tok_s", "est_fraction_of_bound"} {
+			if _, ok := j[k]; !ok {
+				t.Errorf("JSON lacks %q", k)
+			}
+		}
+		if f := j["est_fraction_of_bound"].(float64); !(f > 0 && f <= 1) {
+			t.Errorf("est_fraction_of_bound %v outside (0, 1]", f)
+		}
+		t.Logf("tiny decode step, graphs %v: %d launches (%d graph launches of %d nodes), %d GEMMs, %d host syncs, %.0f bytes (bound %.0f), est %.1f%% of the bound",
+			graphs, j["launches_per_step"], p.GraphLaunches, p.GraphNodes, p.GEMMs, p.HostSyncs, bytes, dp.BoundBytes, 100*j["est_fraction_of_bound"].(float64))
 	}
-	if f := j["est_fraction_of_bound"].(float64); !(f > 0 && f <= 1) {
-		t.Errorf("est_fraction_of_bound %v outside (0, 1]", f)
-	}
-	t.Logf("tiny decode step: %d launches, %d GEMMs, %.0f bytes (bound %.0f), est %.1f%% of the bound",
-		p.Launches, p.GEMMs, bytes, dp.BoundBytes, 100*j["est_fraction_of_bound"].(float64))
 }

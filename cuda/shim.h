@@ -32,6 +32,8 @@ typedef void* handle;
 #define GD_STREAM GD_T(CUstream, handle)
 #define GD_MODULE GD_T(CUmodule, handle)
 #define GD_FUNCTION GD_T(CUfunction, handle)
+#define GD_GRAPH GD_T(CUgraph, handle)
+#define GD_GRAPH_EXEC GD_T(CUgraphExec, handle)
 #define GD_NVRTC_RESULT GD_T(nvrtcResult, int)
 #define GD_PROGRAM GD_T(nvrtcProgram, handle)
 #define GD_BLAS_STATUS GD_T(cublasStatus_t, int)
@@ -88,6 +90,15 @@ typedef GD_RESULT (*pf_cuFuncSetAttribute)(GD_FUNCTION fn, GD_T(CUfunction_attri
 typedef GD_RESULT (*pf_cuLaunchKernel)(GD_FUNCTION f, unsigned int gx, unsigned int gy, unsigned int gz,
                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
                                        GD_STREAM stream, void** params, void** extra);
+// Stream capture and graphs (the CUDA 12 names cuda.h maps cuStreamBeginCapture
+// and cuGraphInstantiate to).
+typedef GD_RESULT (*pf_cuStreamBeginCapture_v2)(GD_STREAM stream, GD_T(CUstreamCaptureMode, int) mode);
+typedef GD_RESULT (*pf_cuStreamEndCapture)(GD_STREAM stream, GD_GRAPH* graph);
+typedef GD_RESULT (*pf_cuStreamIsCapturing)(GD_STREAM stream, GD_T(CUstreamCaptureStatus, int) * status);
+typedef GD_RESULT (*pf_cuGraphInstantiateWithFlags)(GD_GRAPH_EXEC* exec, GD_GRAPH graph, unsigned long long flags);
+typedef GD_RESULT (*pf_cuGraphLaunch)(GD_GRAPH_EXEC exec, GD_STREAM stream);
+typedef GD_RESULT (*pf_cuGraphExecDestroy)(GD_GRAPH_EXEC exec);
+typedef GD_RESULT (*pf_cuGraphDestroy)(GD_GRAPH graph);
 typedef GD_RESULT (*pf_cuGetErrorName)(GD_RESULT error, const char** str);
 typedef GD_RESULT (*pf_cuGetErrorString)(GD_RESULT error, const char** str);
 
@@ -166,6 +177,9 @@ enum {
 	GD_CUBLAS_STATUS_NOT_SUPPORTED = 15,
 	GD_CUBLAS_STATUS_LICENSE_ERROR = 16,
 	GD_CUDA_ERROR_NOT_READY = 600,
+	GD_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+	GD_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+	GD_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
 	GD_NCCL_UNIQUE_ID_BYTES = 128,
 	GD_ncclSuccess = 0,
 	GD_ncclUnhandledCudaError = 1,

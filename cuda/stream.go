@@ -16,6 +16,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -68,6 +69,9 @@ func (d *Device) region(n int64) (unsafe.Pointer, error) {
 // syncLocked waits for the stream and frees the whole staging buffer. Call
 // with d.stage.mu held.
 func (d *Device) syncLocked() error {
+	if d.rec != nil {
+		return notCapturable("a host synchronisation")
+	}
 	d.stage.off = 0
 	return d.drv.StreamSync(d.stream)
 }
@@ -82,6 +86,9 @@ func (d *Device) Synchronize() error {
 // copyIn queues a copy of bytes of host memory src (Go memory, read before
 // copyIn returns) to dst, through the staging buffer.
 func (d *Device) copyIn(dst uint64, src unsafe.Pointer, bytes int64) error {
+	if d.rec != nil {
+		return notCapturable("a copy from Go memory")
+	}
 	return d.staged(bytes, func(p unsafe.Pointer, off, n int64) error {
 		copy(unsafe.Slice((*byte)(p), n), unsafe.Slice((*byte)(unsafe.Add(src, off)), n))
 		return d.drv.HtoDAsync(dst+uint64(off), p, n, d.stream)
@@ -91,6 +98,9 @@ func (d *Device) copyIn(dst uint64, src unsafe.Pointer, bytes int64) error {
 // copyOut copies bytes from src to host memory dst, waiting for the stream
 // (every queued op that writes src) first: the one place the host waits.
 func (d *Device) copyOut(dst unsafe.Pointer, src uint64, bytes int64) error {
+	if d.rec != nil {
+		return notCapturable("a download")
+	}
 	return d.staged(bytes, func(p unsafe.Pointer, off, n int64) error {
 		if err := d.drv.DtoHAsync(p, src+uint64(off), n, d.stream); err != nil {
 			return err
@@ -125,10 +135,46 @@ func (d *Device) staged(bytes int64, f func(p unsafe.Pointer, off, n int64) erro
 
 // memset32 queues a fill of n 32-bit words at dst.
 func (d *Device) memset32(dst uint64, v uint32, n int64) error {
+	if d.rec != nil && !d.rec.op("memset32", dst, uint64(v), uint64(n)) {
+		return nil
+	}
 	return d.drv.MemsetD32Async(dst, v, n, d.stream)
 }
 
 // copyDevice queues a device-to-device copy.
 func (d *Device) copyDevice(dst, src uint64, bytes int64) error {
+	if d.rec != nil && !d.rec.op("d2d", dst, src, uint64(bytes)) {
+		return nil
+	}
 	return d.drv.DtoDAsync(dst, src, bytes, d.stream)
+}
+
+// gemm is cublas.Gemm on the device's stream, fingerprinted in a graph step.
+func (d *Device) gemm(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int,
+	B uint64, bType, ldb int, beta float32, Cm uint64, cType, ldc, compute int) error {
+	if d.rec != nil && !d.rec.op("gemm", b2u(transA), b2u(transB), uint64(m), uint64(n), uint64(k),
+		uint64(math.Float32bits(alpha)), A, uint64(aType), uint64(lda), B, uint64(bType), uint64(ldb),
+		uint64(math.Float32bits(beta)), Cm, uint64(cType), uint64(ldc), uint64(compute)) {
+		return nil
+	}
+	return d.blas.Gemm(transA, transB, m, n, k, alpha, A, aType, lda, B, bType, ldb, beta, Cm, cType, ldc, compute)
+}
+
+// gemmBatched is cublas.GemmBatched, fingerprinted in a graph step.
+func (d *Device) gemmBatched(transA, transB bool, m, n, k int, alpha float32, A uint64, aType, lda int, strideA int64,
+	B uint64, bType, ldb int, strideB int64, beta float32, Cm uint64, cType, ldc int, strideC int64, batch, compute int) error {
+	if d.rec != nil && !d.rec.op("gemm_batched", b2u(transA), b2u(transB), uint64(m), uint64(n), uint64(k),
+		uint64(math.Float32bits(alpha)), A, uint64(aType), uint64(lda), uint64(strideA), B, uint64(bType), uint64(ldb),
+		uint64(strideB), uint64(math.Float32bits(beta)), Cm, uint64(cType), uint64(ldc), uint64(strideC), uint64(batch), uint64(compute)) {
+		return nil
+	}
+	return d.blas.GemmBatched(transA, transB, m, n, k, alpha, A, aType, lda, strideA, B, bType, ldb, strideB, beta,
+		Cm, cType, ldc, strideC, batch, compute)
+}
+
+func b2u(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
 }

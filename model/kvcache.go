@@ -119,61 +119,85 @@ func (m *Model) step(kv *KVCache, in []StepInput, all bool) ([][]float32, error)
 	return out, nil
 }
 
+// stepPlan is one cached step's index tables.
+type stepPlan struct {
+	ids, pos []int32 // (N) packed tokens and their positions
+	rows     []int32 // (N) cache row each token's key and value go to
+	heads    []int32 // (M) packed rows whose logits are wanted
+	segs     []Segment
+}
+
+// add appends input s (its tokens after the kv.Len[s.Slot] its slot holds);
+// all asks for logits at every position, not only the last.
+func (p *stepPlan) add(kv *KVCache, s StepInput, vocab int, all bool) error {
+	if len(s.Tokens) == 0 {
+		return fmt.Errorf("no tokens")
+	}
+	past := kv.Len[s.Slot]
+	if past+len(s.Tokens) > kv.MaxLen {
+		return fmt.Errorf("slot %d would hold %d tokens, the cache holds at most %d", s.Slot, past+len(s.Tokens), kv.MaxLen)
+	}
+	q0 := len(p.ids)
+	for t, id := range s.Tokens {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("position %d: token %d outside the vocabulary [0, %d)", t, id, vocab)
+		}
+		p.ids = append(p.ids, id)
+		p.pos = append(p.pos, int32(past+t))
+		p.rows = append(p.rows, int32(s.Slot*kv.MaxLen+past+t))
+		if all || t == len(s.Tokens)-1 {
+			p.heads = append(p.heads, int32(q0+t))
+		}
+	}
+	p.segs = append(p.segs, Segment{Q0: q0, QLen: len(s.Tokens), K0: s.Slot * kv.MaxLen, KLen: past + len(s.Tokens)})
+	return nil
+}
+
 // stepTensor runs the cached forward and returns the logits on the backend.
 func (m *Model) stepTensor(kv *KVCache, in []StepInput, all bool) (*Tensor, error) {
-	b, c := m.B, m.Cfg
-	var ids, pos, rows, heads []int32
-	var segs []Segment
+	var plan stepPlan
 	seen := map[int]bool{}
 	for i, s := range in {
 		if s.Slot < 0 || s.Slot >= kv.Slots || seen[s.Slot] {
 			return nil, fmt.Errorf("step: input %d names slot %d (cache has %d slots; each slot at most once per step)", i, s.Slot, kv.Slots)
 		}
 		seen[s.Slot] = true
-		if len(s.Tokens) == 0 {
-			return nil, fmt.Errorf("step: input %d has no tokens", i)
+		if err := plan.add(kv, s, m.Cfg.VocabSize, all); err != nil {
+			return nil, fmt.Errorf("step: input %d: %w", i, err)
 		}
-		past := kv.Len[s.Slot]
-		if past+len(s.Tokens) > kv.MaxLen {
-			return nil, fmt.Errorf("step: slot %d would hold %d tokens, the cache holds at most %d", s.Slot, past+len(s.Tokens), kv.MaxLen)
-		}
-		q0 := len(ids)
-		for t, id := range s.Tokens {
-			if id < 0 || int(id) >= c.VocabSize {
-				return nil, fmt.Errorf("step: input %d position %d: token %d outside the vocabulary [0, %d)", i, t, id, c.VocabSize)
-			}
-			ids = append(ids, id)
-			pos = append(pos, int32(past+t))
-			rows = append(rows, int32(s.Slot*kv.MaxLen+past+t))
-			if all || t == len(s.Tokens)-1 {
-				heads = append(heads, int32(q0+t))
-			}
-		}
-		segs = append(segs, Segment{Q0: q0, QLen: len(s.Tokens), K0: s.Slot * kv.MaxLen, KLen: past + len(s.Tokens)})
 	}
-	n, C := len(ids), c.HiddenSize
-	x := Scratch(b, n, C)
-	b.Embedding(x, m.P.Embed, ids)
-	a := m.newLayerActs(n)
-	plan := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: rows, segs: segs}
-	for l := range m.P.Layers {
-		m.layerForward(l, a, x, x, pos, plan)
-	}
-	h, hn := Scratch(b, len(heads), C), Scratch(b, len(heads), C)
-	b.GatherRows(h, x, heads)
-	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
-	logits := Scratch(b, len(heads), c.VocabSize)
-	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
-	Release(b, a.tensors()...)
-	Release(b, x, h, hn)
+	logits := m.forwardCached(kv, plan)
 	if err := m.checkErr("step"); err != nil {
-		Release(b, logits)
+		Release(m.B, logits)
 		return nil, err
 	}
 	for _, s := range in {
 		kv.Len[s.Slot] += len(s.Tokens)
 	}
 	return logits, nil
+}
+
+// forwardCached writes plan's keys and values to the cache and returns the
+// logits (len(plan.heads), V) on the backend; the caller checks the
+// backend's error and advances kv.Len.
+func (m *Model) forwardCached(kv *KVCache, plan stepPlan) *Tensor {
+	b, c := m.B, m.Cfg
+	n, C := len(plan.ids), c.HiddenSize
+	x := Scratch(b, n, C)
+	b.Embedding(x, m.P.Embed, plan.ids)
+	a := m.newLayerActs(n)
+	kp := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: plan.rows, segs: plan.segs}
+	for l := range m.P.Layers {
+		m.layerForward(l, a, x, x, plan.pos, kp)
+	}
+	h, hn := Scratch(b, len(plan.heads), C), Scratch(b, len(plan.heads), C)
+	b.GatherRows(h, x, plan.heads)
+	b.RMSNorm(hn, nil, h, m.P.FinalNorm, float32(c.RMSNormEps))
+	logits := Scratch(b, len(plan.heads), c.VocabSize)
+	b.MatMul(logits, hn, m.P.LMHead, false, true, false)
+	Release(b, a.tensors()...)
+	Release(b, x, h, hn)
+	return logits
 }
 
 // checkErr returns (and clears) the backend's recorded error, wrapped with op.

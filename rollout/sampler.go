@@ -23,6 +23,26 @@
 // plus one 1024-id chunk for unfiltered sampling (equal to the full-row
 // draw up to float64 rounding of the normaliser) — instead of the whole
 // vocabulary. Top-p without top-k downloads full rows.
+//
+// Device draws (Params.Graphs, on a model.StepGrapher backend): each
+// decode step runs as one replayed CUDA graph that also draws the tokens,
+// so a step is one graph launch and one host sync (the download of the
+// tokens and log-probs). The prefill and each rollout's first token take
+// the host path above. The device draw uses the same key and counter, and
+// its uniform is rng.Uniform bit for bit (integer hashing, then the top 53
+// bits scaled by 2⁻⁵³, exact in float64). What may differ is the inverse
+// CDF: unfiltered, the device sums exp(z − max z) in float64 over 256
+// contiguous id ranges and then the ranges in order, where the host sums
+// one id after another, and the device's exp is not Go's math.Exp bit for
+// bit; with top-k (and top-p) the device repeats the host's arithmetic on
+// the same k logits, in the same order, with its own exp. A draw therefore
+// picks the neighbouring token only when u·Σ lies within a few ulps of a
+// boundary of the cumulative sum; over 12,288 draws on random logits
+// (greedy, unfiltered, top-k, top-k + top-p) none differed on the emulator
+// (cuda TestDeviceDrawMatchesHost, which allows 1 in 1,000). Greedy draws
+// are the same argmax (lowest id among ties). Either way the tokens do not
+// depend on the batch composition, the slot count or the order of prompts
+// (the padding rows of a graph's bucket are computed and ignored).
 package rollout
 
 import (
@@ -55,6 +75,10 @@ type Params struct {
 	Seed         uint64
 	Step         int // training step, part of every sequence's random key
 	MaxSlots     int // concurrent sequences (KV-cache slots); 0 means 64
+	// Graphs runs decode steps as device graphs with the draw on the
+	// device where the model can (GraphLM on a CUDA backend, and settings
+	// the device draws: not top-p without top-k); elsewhere it is ignored.
+	Graphs bool
 }
 
 // Validate checks the settings.
@@ -139,8 +163,21 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 		}
 		maxPrompt = max(maxPrompt, len(r.Prompt))
 	}
-	kv := lm.NewKVCache(slots, maxPrompt+p.MaxNewTokens)
+	graphed := p.Graphs && canGraph(lm, p)
+	kvSlots := slots
+	if graphed {
+		kvSlots++ // the padding rows' spare slot (model.DecodeGraph), never handed out
+	}
+	kv := lm.NewKVCache(kvSlots, maxPrompt+p.MaxNewTokens)
 	defer kv.Release()
+	var dg *model.DecodeGraph
+	if graphed {
+		var err error
+		if dg, err = lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p)); err != nil {
+			return nil, err
+		}
+		defer dg.Release()
+	}
 	out := make([][]Completion, len(reqs))
 	stops := map[int32]bool{}
 	for _, id := range p.StopIDs {
@@ -190,11 +227,11 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 			active = append(active, w)
 			waiting = dropStarted(waiting)
 		}
-		var in []model.StepInput
-		var readers [][]*seqState
+		// This step: one token for every running rollout, and the
+		// prefills of the prompts admitted into the remaining free slots.
+		var dec, pre batch
 		for _, s := range active {
-			in = append(in, model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]})
-			readers = append(readers, []*seqState{s})
+			dec.add(model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]}, []*seqState{s})
 		}
 		for len(free) > 0 && next < len(reqs) {
 			r := reqs[next]
@@ -204,21 +241,59 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 				continue
 			}
 			ps, seqs := newPrompt(r, out[next-1], take(kv, &free), p)
-			in = append(in, model.StepInput{Slot: ps.home, Tokens: r.Prompt})
-			readers = append(readers, seqs)
+			pre.add(model.StepInput{Slot: ps.home, Tokens: r.Prompt}, seqs)
 			active = append(active, seqs[0])
 			if ps.waiting = seqs[1:]; len(ps.waiting) > 0 {
 				waiting = append(waiting, ps)
 			}
 		}
-		if len(in) == 0 {
-			continue
-		}
-		if err := stepAndSample(lm, kv, in, readers, p); err != nil {
-			return nil, fmt.Errorf("decode: %w", err)
+		if err := runStep(lm, kv, dg, dec, pre, p); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// batch is a step's inputs and, per input, the rollouts that draw from its
+// logits (a prefill's: every rollout of the prompt).
+type batch struct {
+	in      []model.StepInput
+	readers [][]*seqState
+}
+
+func (b *batch) add(in model.StepInput, readers []*seqState) {
+	b.in, b.readers = append(b.in, in), append(b.readers, readers)
+}
+
+// runStep runs one step: decodes and prefills in one model call, or, with
+// a decode graph, the decodes as one graph replay (the draw on the device)
+// and the prefills, when any, as an eager call of their own.
+func runStep(lm LM, kv *model.KVCache, dg *model.DecodeGraph, dec, pre batch, p Params) error {
+	if dg == nil {
+		all := batch{in: append(dec.in, pre.in...), readers: append(dec.readers, pre.readers...)}
+		if len(all.in) == 0 {
+			return nil
+		}
+		if err := stepAndSample(lm, kv, all.in, all.readers, p); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		return nil
+	}
+	if len(dec.in) > 0 {
+		seqs := make([]*seqState, len(dec.readers))
+		for i, r := range dec.readers {
+			seqs[i] = r[0]
+		}
+		if err := stepGraphed(dg, dec.in, seqs); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+	}
+	if len(pre.in) > 0 {
+		if err := stepAndSample(lm, kv, pre.in, pre.readers, p); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	return nil
 }
 
 // take hands out a free slot, emptied.
@@ -257,6 +332,45 @@ func newPrompt(r Request, dst []Completion, home int, p Params) (*promptState, [
 type DeviceLM interface {
 	StepLogits(kv *model.KVCache, in []model.StepInput) (*model.Tensor, error)
 	Backend() model.Backend
+}
+
+// GraphLM is a model whose decode steps can run as device graphs with the
+// draw on the device (model.Model).
+type GraphLM interface {
+	DeviceLM
+	NewDecodeGraph(kv *model.KVCache, p model.SampleParams) (*model.DecodeGraph, error)
+}
+
+// canGraph reports whether lm's decode steps can run as graphs with p.
+func canGraph(lm LM, p Params) bool {
+	g, ok := lm.(GraphLM)
+	if !ok {
+		return false
+	}
+	_, graphs := g.Backend().(model.StepGrapher)
+	ts, draws := g.Backend().(model.TokenSampler)
+	return graphs && draws && ts.DeviceSamples(sampleParams(p))
+}
+
+func sampleParams(p Params) model.SampleParams {
+	return model.SampleParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
+}
+
+// stepGraphed runs one graphed decode step: active[i] draws its next
+// token from row i, on the device, with its own key and counter.
+func stepGraphed(dg *model.DecodeGraph, in []model.StepInput, active []*seqState) error {
+	draws := make([]model.Draw, len(active))
+	for i, s := range active {
+		draws[i] = model.Draw{Key: s.key, Counter: uint64(len(s.out.Tokens))}
+	}
+	toks, lps, err := dg.Step(in, draws)
+	if err != nil {
+		return err
+	}
+	for i, s := range active {
+		s.push(toks[i], lps[i])
+	}
+	return nil
 }
 
 // sampleChunk is the id chunk of the device path for unfiltered sampling.

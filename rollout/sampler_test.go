@@ -329,3 +329,28 @@ func TestGenerateRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphsIgnoredOffDevice: Params.Graphs changes nothing for a model
+// that cannot run graphed steps (the CPU path is unchanged; the CUDA
+// backend's graphed path is tested in cuda, TestGenerateGraphsDeterministic).
+func TestGraphsIgnoredOffDevice(t *testing.T) {
+	f := func(h []int32) []float32 {
+		l := make([]float32, 30)
+		for i := range l {
+			l[i] = float32(math.Cos(float64(int(h[len(h)-1])*13+i*5+len(h)))) * 2
+		}
+		return l
+	}
+	reqs := []Request{{UID: "x", Prompt: []int32{1}, N: 3}, {UID: "y", Prompt: []int32{2, 2}, N: 2}}
+	p := base()
+	off := gen(t, newScripted(30, f), reqs, p)
+	p.Graphs = true
+	on := gen(t, newScripted(30, f), reqs, p)
+	for i := range off {
+		for j := range off[i] {
+			if !equalTokens(off[i][j].Tokens, on[i][j].Tokens) {
+				t.Fatalf("prompt %d rollout %d: graphs off %v, on %v", i, j, off[i][j].Tokens, on[i][j].Tokens)
+			}
+		}
+	}
+}

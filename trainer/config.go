@@ -103,6 +103,9 @@ type SamplingConfig struct {
 	TopK         int     `yaml:"top_k" json:"top_k"`
 	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens"`
 	MaxSlots     int     `yaml:"max_slots" json:"max_slots"` // concurrent sequences in the sampler
+	// CUDAGraphs replays decode steps as CUDA graphs with the draw on the
+	// GPU (CUDA only; ignored on the CPU and for top-p without top-k).
+	CUDAGraphs bool `yaml:"cuda_graphs" json:"cuda_graphs"`
 }
 
 // TrainConfig shapes the loop. Rollouts per prompt are gdro.rollout.n_mean
@@ -183,7 +186,7 @@ func Default() Config {
 		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16", ReferenceDType: "auto", KVCacheDType: "auto"},
 		Model:   ModelConfig{Prompt: "chat"},
 		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
-		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64},
+		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
 		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
 			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1},
 		Optim: OptimConfig{AdamWConfig: model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},

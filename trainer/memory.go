@@ -44,6 +44,16 @@ func planTokens(cfg Config) int64 {
 	return int64(cfg.Train.MicroBatchRows) * seq
 }
 
+// kvSlots is the sampler's cache slots: one more under CUDA graphs (the
+// padding rows' spare, model.DecodeGraph).
+func kvSlots(cfg Config) int64 {
+	n := int64(cfg.Rollout.MaxSlots) // continuous batching: n may exceed the slots
+	if cfg.Rollout.CUDAGraphs {
+		n++
+	}
+	return n
+}
+
 // PlanMemory estimates a run's peak memory from the model and run configs.
 func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	const f32 = 4
@@ -61,7 +71,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		Gradients:   params,
 		Moments:     2 * params,
 		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
-		KVCache:     int64(cfg.Rollout.MaxSlots) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
+		KVCache:     kvSlots(cfg) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
 		Logits:      2 * min(model.HeadChunkElems, tokens*int64(mc.VocabSize)) * f32, // logits and their gradient, one LM-head chunk each
 	}
 	if cfg.Train.Recompute {

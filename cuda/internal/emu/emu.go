@@ -22,6 +22,15 @@
 //   - Calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a
 //     host thread with none current; releasing the primary context's last
 //     reference frees everything allocated in it.
+//   - Stream capture (cuStreamBeginCapture_v2 … cuGraphLaunch): while a
+//     stream captures, its launches (argument values copied), async copies
+//     and memsets and cuBLAS products on it are recorded, not run; each
+//     launch of the instantiated graph runs them in order, a host-to-device
+//     copy reading its (pinned) source then. Allocation, freeing and
+//     synchronisation during a capture fail with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it (the global
+//     mode's rules); cuStreamEndCapture then returns
+//     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
 //   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
 //   - GDROTRAIN_EMU_COUNT_ONLY=1 (read at every call) checks launches and
 //     GEMMs but computes nothing, leaves fresh memory unfilled and makes

@@ -381,6 +381,16 @@ static inline void emu_invoke_packed_impl(void (*f)(P...), const char* buf, emu_
 template <typename... P> static inline void emu_invoke_packed(void (*f)(P...), const char* buf) {
 	emu_invoke_packed_impl(f, buf, typename emu_mkseq<sizeof...(P)>::type());
 }
+template <typename... P, unsigned... I>
+static inline void emu_pack_impl(void (*)(P...), void** a, char* buf, emu_seq<I...>) {
+	constexpr typename emu_kernel_traits<P...>::layout l;
+	(void)a, (void)buf;
+	int done[] = {0, (__builtin_memcpy(buf + l.off[I], a[I], sizeof(P)), 0)...};
+	(void)done;
+}
+template <typename... P> static inline void emu_pack(void (*f)(P...), void** a, char* buf) {
+	emu_pack_impl(f, a, buf, typename emu_mkseq<sizeof...(P)>::type());
+}
 template <typename... P> static constexpr unsigned emu_nparams(void (*)(P...)) { return sizeof...(P); }
 template <typename... P> static constexpr size_t emu_packed_size(void (*)(P...)) {
 	constexpr typename emu_kernel_traits<P...>::layout l;
@@ -390,6 +400,6 @@ template <typename... P> static constexpr size_t emu_packed_size(void (*)(P...))
 // One registry entry; the build generates one per extern "C" __global__.
 #define EMU_KERNEL_DESC(NAME, FN)                                                                \
 	{NAME, [](void** a) { emu_invoke(&FN, a); }, [](const char* b) { emu_invoke_packed(&FN, b); }, \
-	 emu_nparams(&FN), emu_packed_size(&FN)}
+	 emu_nparams(&FN), emu_packed_size(&FN), [](void** a, char* b) { emu_pack(&FN, a, b); }}
 
 #pragma GCC visibility pop

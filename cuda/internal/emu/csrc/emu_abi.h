@@ -25,13 +25,16 @@ extern dim3 blockDim;
 extern dim3 gridDim;
 
 // One launchable kernel: call unpacks a cuLaunchKernel kernelParams array,
-// call_packed a CU_LAUNCH_PARAM_BUFFER_POINTER buffer of packed_size bytes.
+// call_packed a CU_LAUNCH_PARAM_BUFFER_POINTER buffer of packed_size bytes;
+// pack copies a kernelParams array into such a buffer (stream capture keeps
+// a launch's argument values, as a graph's kernel node does).
 struct emu_kernel_desc {
 	const char* name;
 	void (*call)(void** params);
 	void (*call_packed)(const char* buf);
 	unsigned nparams;
 	size_t packed_size;
+	void (*pack)(void** params, char* buf);
 };
 
 extern "C" {

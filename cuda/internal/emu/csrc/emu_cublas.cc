@@ -311,6 +311,31 @@ EMU_API int cublasGetVersion_v2(void* handle, int* version) {
 	return CUBLAS_STATUS_SUCCESS;
 }
 
+namespace emu {
+namespace {
+// run_all computes a call's products (checked already), or nothing when
+// only counting.
+int run_all(const std::vector<Gemm>& batch) {
+	if (count_only() || batch.empty()) return CUBLAS_STATUS_SUCCESS;
+	const bool faulty = fault_listed("gemm");
+	for (const Gemm& g : batch) {
+		run(g);
+		if (faulty) fault(g);
+	}
+	return CUBLAS_STATUS_SUCCESS;
+}
+// issue runs the products now, or records them when the handle's stream
+// is capturing (alpha and beta were read at the call, as in host pointer
+// mode); a refused capture is an execution failure.
+int issue(void* stream, std::vector<Gemm> batch) {
+	int rc = 0;
+	if (capture(stream, [batch] { return run_all(batch) ? (int)CUDA_ERROR_LAUNCH_FAILED : 0; }, &rc))
+		return rc ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+	return run_all(batch);
+}
+}  // namespace
+}  // namespace emu
+
 EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* A,
                          int Atype, int lda, const void* B, int Btype, int ldb, const void* beta, void* C, int Ctype,
                          int ldc, int computeType, int algo) {
@@ -322,10 +347,7 @@ EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
 	       ldb, C, Ctype, ldc, rounding};
 	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
-	if (count_only()) return CUBLAS_STATUS_SUCCESS;
-	run(g);
-	if (fault_listed("gemm")) fault(g);
-	return CUBLAS_STATUS_SUCCESS;
+	return issue(((Handle*)handle)->stream, std::vector<Gemm>{g});
 }
 
 EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int m, int n, int k, const void* alpha,
@@ -349,13 +371,7 @@ EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int
 		if (!ranges_ok(gb)) return CUBLAS_STATUS_EXECUTION_FAILED;
 		batch.push_back(gb);
 	}
-	if (count_only()) return CUBLAS_STATUS_SUCCESS;
-	const bool faulty = batchCount > 0 && fault_listed("gemm");
-	for (const Gemm& gb : batch) {
-		run(gb);
-		if (faulty) fault(gb);
-	}
-	return CUBLAS_STATUS_SUCCESS;
+	return issue(((Handle*)handle)->stream, batch);
 }
 
 EMU_API const char* cublasGetStatusName(int status) {

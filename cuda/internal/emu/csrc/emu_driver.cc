@@ -4,6 +4,16 @@
 // directly. A table of live allocations lets every copy, memset, cuMemFree
 // and cuBLAS call check its ranges, which real CUDA would only sometimes
 // catch. Everything runs synchronously; streams and events are bookkeeping.
+//
+// Stream capture records instead of running: while a stream captures, its
+// launches (argument values copied, as a kernel node keeps them), async
+// copies and memsets, and cuBLAS products on it, are appended to a graph;
+// cuGraphLaunch of the instantiated graph runs them in order, each checked
+// again (a copy whose memory was freed since fails with an illegal
+// address). Only the global capture mode's rules are modelled: allocation,
+// freeing and synchronisation while a capture is under way invalidate it
+// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "emu_internal.h"
 
@@ -24,8 +35,16 @@ typedef int CUresult;
 struct Context {
 	int refs = 0;
 };
+struct Graph {
+	std::vector<GraphOp> ops;
+};
+struct GraphExec {
+	std::vector<GraphOp> ops;
+};
 struct Stream {
 	unsigned flags;
+	Graph* capture = nullptr;  // the graph being captured, if any
+	bool invalidated = false;  // the capture met a forbidden call
 };
 struct Event {
 	unsigned flags;
@@ -54,6 +73,8 @@ std::set<Stream*> g_streams;
 std::set<Event*> g_events;
 std::set<Module*> g_modules;
 std::set<Function*> g_funcs;
+std::set<Graph*> g_graphs;
+std::set<GraphExec*> g_execs;
 
 constexpr unsigned long long kDefaultMem = 8ull << 30;
 constexpr int kMaxSharedOptin = 232448;
@@ -93,6 +114,10 @@ void destroy_context_state() {
 	g_funcs.clear();
 	for (Module* m : g_modules) delete m;
 	g_modules.clear();
+	for (Graph* g : g_graphs) delete g;
+	g_graphs.clear();
+	for (GraphExec* x : g_execs) delete x;
+	g_execs.clear();
 }
 
 struct ErrorInfo {
@@ -111,6 +136,7 @@ const ErrorInfo kErrors[] = {
 	{200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
 	{201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+	{401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
 	{500, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{600, "CUDA_ERROR_NOT_READY", "device not ready"},
 	{700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
@@ -118,6 +144,8 @@ const ErrorInfo kErrors[] = {
 	{709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
 	{719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	{801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+	{900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+	{901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
 	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 const ErrorInfo* error_info(int code) {
@@ -162,6 +190,30 @@ bool dev_range_ok(uintptr_t p, size_t n) {
 	if (!a) return false;
 	uintptr_t base = (uintptr_t)a->base;
 	return n <= a->size - (p - base);
+}
+
+bool capture(void* stream, GraphOp op, int* rc) {
+	if ((uintptr_t)stream <= 2 || !g_streams.count((Stream*)stream)) return false;
+	Stream* st = (Stream*)stream;
+	if (!st->capture) return false;
+	if (st->invalidated) {
+		*rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+		return true;
+	}
+	st->capture->ops.push_back(std::move(op));
+	*rc = CUDA_SUCCESS;
+	return true;
+}
+
+bool forbidden_in_capture(void* s) {
+	(void)s;
+	bool any = false;
+	for (Stream* st : g_streams)
+		if (st->capture) {
+			st->invalidated = true;
+			any = true;
+		}
+	return any;
 }
 
 bool stream_ok(void* s) {
@@ -284,6 +336,7 @@ EMU_API CUresult cuCtxGetDevice(int* dev) {
 EMU_API CUresult cuCtxSynchronize(void) {
 	LOCK;
 	NEED_CTX;
+	if (forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	return CUDA_SUCCESS;
 }
 
@@ -293,6 +346,7 @@ EMU_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 	LOCK;
 	NEED_CTX;
 	if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+	if (forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (bytes > g_total - g_live) return CUDA_ERROR_OUT_OF_MEMORY;
 	size_t rounded = (bytes + 255) / 256 * 256;
 	void* p = nullptr;
@@ -309,6 +363,7 @@ EMU_API CUresult cuMemFree_v2(CUdeviceptr p) {
 	NEED_CTX;
 	auto it = g_allocs.find((uintptr_t)p);
 	if (it == g_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+	if (forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	g_live -= it->second.size;
 	free(it->second.base);
 	g_allocs.erase(it);
@@ -325,7 +380,7 @@ EMU_API CUresult cuMemGetInfo_v2(size_t* freeb, size_t* total) {
 }
 
 namespace {
-CUresult htod(CUdeviceptr dst, const void* src, size_t n, void* stream) {
+CUresult htod_now(CUdeviceptr dst, const void* src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
@@ -333,7 +388,7 @@ CUresult htod(CUdeviceptr dst, const void* src, size_t n, void* stream) {
 	memcpy((void*)(uintptr_t)dst, src, n);
 	return CUDA_SUCCESS;
 }
-CUresult dtoh(void* dst, CUdeviceptr src, size_t n, void* stream) {
+CUresult dtoh_now(void* dst, CUdeviceptr src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
@@ -344,7 +399,7 @@ CUresult dtoh(void* dst, CUdeviceptr src, size_t n, void* stream) {
 		memcpy(dst, (const void*)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }
-CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
+CUresult dtod_now(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
@@ -352,7 +407,7 @@ CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
 	if (!count_only()) memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }
-CUresult memset_n(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* stream) {
+CUresult memset_now(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
@@ -369,19 +424,43 @@ CUresult memset_n(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* stre
 	}
 	return CUDA_SUCCESS;
 }
+
+// The copies and fills as issued: on a capturing stream they are checked
+// for the stream now and recorded; the legacy stream's synchronous forms
+// are refused while any capture is under way.
+CUresult issue(void* stream, bool sync, GraphOp op) {
+	NEED_CTX;
+	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
+	if (sync && forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	int rc = 0;
+	if (capture(stream, op, &rc)) return rc;
+	return op();
+}
+CUresult htod(CUdeviceptr dst, const void* src, size_t n, void* stream, bool sync = false) {
+	return issue(stream, sync, [=] { return htod_now(dst, src, n, stream); });
+}
+CUresult dtoh(void* dst, CUdeviceptr src, size_t n, void* stream, bool sync = false) {
+	return issue(stream, sync, [=] { return dtoh_now(dst, src, n, stream); });
+}
+CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream, bool sync = false) {
+	return issue(stream, sync, [=] { return dtod_now(dst, src, n, stream); });
+}
+CUresult memset_n(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* stream, bool sync = false) {
+	return issue(stream, sync, [=] { return memset_now(dst, v, n, elem, stream); });
+}
 }  // namespace
 
 EMU_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
 	LOCK;
-	return htod(dst, src, n, nullptr);
+	return htod(dst, src, n, nullptr, true);
 }
 EMU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
 	LOCK;
-	return dtoh(dst, src, n, nullptr);
+	return dtoh(dst, src, n, nullptr, true);
 }
 EMU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
 	LOCK;
-	return dtod(dst, src, n, nullptr);
+	return dtod(dst, src, n, nullptr, true);
 }
 EMU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
 	LOCK;
@@ -397,15 +476,15 @@ EMU_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n
 }
 EMU_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n) {
 	LOCK;
-	return memset_n(dst, v, n, 1, nullptr);
+	return memset_n(dst, v, n, 1, nullptr, true);
 }
 EMU_API CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short v, size_t n) {
 	LOCK;
-	return memset_n(dst, v, n, 2, nullptr);
+	return memset_n(dst, v, n, 2, nullptr, true);
 }
 EMU_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n) {
 	LOCK;
-	return memset_n(dst, v, n, 4, nullptr);
+	return memset_n(dst, v, n, 4, nullptr, true);
 }
 EMU_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, void* stream) {
 	LOCK;
@@ -461,13 +540,103 @@ EMU_API CUresult cuStreamDestroy_v2(void* s) {
 EMU_API CUresult cuStreamSynchronize(void* s) {
 	LOCK;
 	NEED_CTX;
-	return stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!stream_ok(s)) return CUDA_ERROR_INVALID_HANDLE;
+	if (forbidden_in_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	return CUDA_SUCCESS;
 }
 
 EMU_API CUresult cuStreamQuery(void* s) {
 	LOCK;
 	NEED_CTX;
-	return stream_ok(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!stream_ok(s)) return CUDA_ERROR_INVALID_HANDLE;
+	if (forbidden_in_capture(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	return CUDA_SUCCESS;
+}
+
+// ---- stream capture and graphs ----
+
+EMU_API CUresult cuStreamBeginCapture_v2(void* s, int mode) {
+	LOCK;
+	NEED_CTX;
+	if (mode < 0 || mode > 2) return CUDA_ERROR_INVALID_VALUE;
+	if ((uintptr_t)s <= 2) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot capture
+	if (!g_streams.count((Stream*)s)) return CUDA_ERROR_INVALID_HANDLE;
+	Stream* st = (Stream*)s;
+	if (st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+	st->capture = new Graph();
+	st->invalidated = false;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuStreamEndCapture(void* s, void** graph) {
+	LOCK;
+	NEED_CTX;
+	if (!graph) return CUDA_ERROR_INVALID_VALUE;
+	if ((uintptr_t)s <= 2 || !g_streams.count((Stream*)s)) return CUDA_ERROR_INVALID_HANDLE;
+	Stream* st = (Stream*)s;
+	if (!st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+	Graph* g = st->capture;
+	st->capture = nullptr;
+	*graph = nullptr;
+	if (st->invalidated) {
+		st->invalidated = false;
+		delete g;
+		return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+	}
+	g_graphs.insert(g);
+	*graph = g;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuStreamIsCapturing(void* s, int* status) {
+	LOCK;
+	NEED_CTX;
+	if (!status) return CUDA_ERROR_INVALID_VALUE;
+	if (!stream_ok(s)) return CUDA_ERROR_INVALID_HANDLE;
+	Stream* st = (uintptr_t)s <= 2 ? nullptr : (Stream*)s;
+	*status = !st || !st->capture ? 0 : st->invalidated ? 2 : 1;  // NONE, ACTIVE, INVALIDATED
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long flags) {
+	LOCK;
+	NEED_CTX;
+	if (!exec || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+	if (!g_graphs.count((Graph*)graph)) return CUDA_ERROR_INVALID_HANDLE;
+	GraphExec* x = new GraphExec{((Graph*)graph)->ops};
+	g_execs.insert(x);
+	*exec = x;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuGraphLaunch(void* exec, void* s) {
+	LOCK;
+	NEED_CTX;
+	if (!g_execs.count((GraphExec*)exec) || !stream_ok(s)) return CUDA_ERROR_INVALID_HANDLE;
+	if ((uintptr_t)s > 2 && ((Stream*)s)->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	for (const GraphOp& op : ((GraphExec*)exec)->ops)
+		if (int rc = op()) return rc;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuGraphExecDestroy(void* exec) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_execs.find((GraphExec*)exec);
+	if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
+	delete *it;
+	g_execs.erase(it);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuGraphDestroy(void* graph) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_graphs.find((Graph*)graph);
+	if (it == g_graphs.end()) return CUDA_ERROR_INVALID_HANDLE;
+	delete *it;
+	g_graphs.erase(it);
+	return CUDA_SUCCESS;
 }
 
 EMU_API CUresult cuEventCreate(void** e, unsigned flags) {
@@ -608,10 +777,25 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		static void* none[1];
 		params = none;
 	}
-	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
-	if (fault_listed(f->k->name) || count_only()) return CUDA_SUCCESS;
+	const emu_kernel_desc* k = f->k;
 	const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-	return launch(f->k, grid, block, params, packed);
+	if ((uintptr_t)stream > 2 && ((Stream*)stream)->capture) {
+		// A kernel node keeps the argument values of the captured launch.
+		std::vector<char> args(k->packed_size + 1);
+		if (packed)
+			memcpy(args.data(), packed, k->packed_size);
+		else
+			k->pack(params, args.data());
+		int rc = 0;
+		capture(stream, [=] {
+			if (fault_listed(k->name) || count_only()) return (int)CUDA_SUCCESS;
+			return launch(k, grid, block, nullptr, args.data());
+		}, &rc);
+		return rc;
+	}
+	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
+	if (fault_listed(k->name) || count_only()) return CUDA_SUCCESS;
+	return launch(k, grid, block, params, packed);
 }
 
 // ---- errors ----

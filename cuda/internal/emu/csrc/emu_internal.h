@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <functional>
 #include <mutex>
 
 #include "emu_abi.h"
@@ -29,6 +30,7 @@ enum {
 	CUDA_ERROR_INVALID_IMAGE = 200,
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_INVALID_HANDLE = 400,
+	CUDA_ERROR_ILLEGAL_STATE = 401,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_NOT_READY = 600,
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
@@ -36,6 +38,8 @@ enum {
 	CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+	CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -48,6 +52,22 @@ bool dev_range_ok(uintptr_t p, size_t n);
 
 // True when s is the default stream or a live stream.
 bool stream_ok(void* s);
+
+// Stream capture (emu_driver.cc). An op issued on a capturing stream is
+// recorded into its graph instead of run, and a launch of the instantiated
+// graph runs the recorded ops in order (so a host-to-device copy reads its
+// host source then, as on a GPU). capture returns false when stream is not
+// capturing (the caller runs the op now); otherwise it has recorded op, or
+// refused it with *rc (the capture was invalidated earlier).
+typedef std::function<int()> GraphOp;
+bool capture(void* stream, GraphOp op, int* rc);
+
+// forbidden_in_capture is for calls CUDA refuses while a stream captures in
+// the global mode (allocation, synchronisation, synchronous copies): when a
+// capture is under way it invalidates it and returns true, and the caller
+// returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. s is the stream named by
+// the call (nullptr for context-wide calls).
+bool forbidden_in_capture(void* s);
 
 // Kernel registry (filled by the kernel files' static constructors).
 const emu_kernel_desc* find_kernel(const char* name);

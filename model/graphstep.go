@@ -1,0 +1,204 @@
+package model
+
+// Decode steps replayed as one device graph (the CUDA backend's CUDA
+// graphs), with the next token drawn on the device.
+//
+// A graph replays fixed work on fixed memory, so a graphed step has a
+// fixed shape: its rows are padded up to a bucket (powers of two up to the
+// usable slot count), and the padding rows write to a spare cache slot —
+// the cache's last, which the caller never hands out — and are ignored.
+// Everything that varies from step to step (token ids, positions, cache
+// rows, attention segments, the draws' keys) reaches the device as index
+// tables the backend's ops upload; under a graph those land in one pinned
+// block that the graph copies in as its first node, so the host only
+// rewrites that block and launches the graph.
+//
+// Tokens are drawn on the device with the sampler's key and counter
+// (rollout's determinism contract); see TokenSampler for how a device draw
+// relates to the host's.
+
+import (
+	"fmt"
+	"math"
+)
+
+// Draw is the key and counter of a row's uniform number:
+// rng.Uniform(Key, Counter) picks the row's token.
+type Draw struct {
+	Key, Counter uint64
+}
+
+// SampleParams are the sampling settings a device draw applies (as
+// rollout.Sample: temperature 0 is greedy; then top-k, then top-p).
+type SampleParams struct {
+	Temperature float64
+	TopK        int     // 0: off
+	TopP        float64 // 1: off
+}
+
+// TokenSampler draws tokens on the device (the CUDA backend).
+type TokenSampler interface {
+	// SampleTokens writes, for each row r of logits (R, V), the token drawn
+	// with uniform u = rng.Uniform(draws[r].Key, draws[r].Counter) and its
+	// log-probability under the (tempered, filtered) distribution into out
+	// (R, 2): the token's int32 bits, then the log-prob. The uniform is
+	// bit-exact; the inverse CDF sums float64 probabilities in another
+	// order than the host's rollout.Sample, so a draw within a rounding
+	// error of a boundary between two tokens may pick the neighbour.
+	SampleTokens(out, logits *Tensor, draws []Draw, p SampleParams)
+	// DeviceSamples reports whether SampleTokens supports p (top-p without
+	// top-k needs a whole-vocabulary sort and is not supported).
+	DeviceSamples(p SampleParams) bool
+}
+
+// GraphSet runs a decode loop's steps as graphs, one per key (a row
+// bucket). Run calls step, which issues one step's ops and returns the
+// small tensor to bring back: the first time for a key eagerly (sizing the
+// graph's private memory), the second time captured into a graph that is
+// then launched, afterwards with the backend recording nothing but the
+// index tables step uploads, checked against the capture, and the graph
+// relaunched. step must issue the same ops on the same shapes for a key
+// each time (the backend refuses a replay otherwise and runs step eagerly).
+// The returned words are the tensor's contents, after the step's one host
+// synchronisation.
+type GraphSet interface {
+	Run(key string, step func() (*Tensor, error)) ([]uint32, error)
+	// Release frees the graphs and their memory.
+	Release()
+}
+
+// StepGrapher is a backend that can replay decode steps as graphs.
+type StepGrapher interface {
+	// NewGraphSet prepares graphs for a cache whose slots hold at most
+	// maxKeys keys (kernels whose shape would follow the context length,
+	// as split-K decode attention's split count, take it from maxKeys) and
+	// whose positions stay below maxKeys (RoPE tables are sized first, so
+	// that no graph ever sees them grow).
+	NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (GraphSet, error)
+}
+
+// DecodeGraph runs a KV cache's decode steps as graphs with device
+// sampling. The cache's last slot is the padding rows' spare and must
+// never be handed out.
+type DecodeGraph struct {
+	m     *Model
+	kv    *KVCache
+	gs    GraphSet
+	ts    TokenSampler
+	p     SampleParams
+	spare int
+	Steps map[int]int // graphed steps run per bucket (for tests and logs)
+}
+
+// NewDecodeGraph prepares graphed decoding of kv with sampling settings p.
+// It fails when the backend cannot graph steps or draw with p.
+func (m *Model) NewDecodeGraph(kv *KVCache, p SampleParams) (*DecodeGraph, error) {
+	g, ok := m.B.(StepGrapher)
+	if !ok {
+		return nil, fmt.Errorf("decode graph: backend %s has no graphs", m.B.Name())
+	}
+	ts, ok := m.B.(TokenSampler)
+	if !ok || !ts.DeviceSamples(p) {
+		return nil, fmt.Errorf("decode graph: backend %s cannot draw with %+v on the device", m.B.Name(), p)
+	}
+	if kv.Slots < 2 {
+		return nil, fmt.Errorf("decode graph: the cache needs a spare slot beside the sequences' (it has %d)", kv.Slots)
+	}
+	gs, err := g.NewGraphSet(kv.MaxLen, m.Cfg.RopeTheta, m.Cfg.HeadDim)
+	if err != nil {
+		return nil, fmt.Errorf("decode graph: %w", err)
+	}
+	return &DecodeGraph{m: m, kv: kv, gs: gs, ts: ts, p: p, spare: kv.Slots - 1, Steps: map[int]int{}}, nil
+}
+
+// Release frees the graphs (not the cache).
+func (g *DecodeGraph) Release() { g.gs.Release() }
+
+// Bucket is the padded row count of a step of n rows: the next power of
+// two, capped at the usable slot count (so at most log2(slots)+2 graphs).
+// Powers of two waste at most half a step's rows on padding while rows
+// finish, and keep the graphs (each holding its activations and logits)
+// few.
+func (g *DecodeGraph) Bucket(n int) int {
+	b := 1
+	for b < n {
+		b *= 2
+	}
+	return min(b, g.spare)
+}
+
+// Step appends one token to each input's slot (in[i].Tokens has length 1),
+// and returns each row's drawn next token and its log-probability.
+func (g *DecodeGraph) Step(in []StepInput, draws []Draw) ([]int32, []float32, error) {
+	if len(in) == 0 || len(in) != len(draws) || len(in) > g.spare {
+		return nil, nil, fmt.Errorf("decode graph: %d inputs, %d draws (at most %d rows)", len(in), len(draws), g.spare)
+	}
+	R := g.Bucket(len(in))
+	plan, err := g.plan(in, draws, R)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, b := g.m, g.m.B
+	words, err := g.gs.Run(fmt.Sprintf("rows=%d", R), func() (*Tensor, error) {
+		logits := m.forwardCached(g.kv, plan.step) // (R, V)
+		out := Scratch(b, R, 2)                    // per row: the token's int32 bits, its log-prob
+		g.ts.SampleTokens(out, logits, plan.draws, g.p)
+		Release(b, logits)
+		if err := m.checkErr("decode graph step"); err != nil {
+			Release(b, out)
+			return nil, err
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode graph (%d rows in %d): %w", len(in), R, err)
+	}
+	for _, s := range in {
+		g.kv.Len[s.Slot]++
+	}
+	g.Steps[R]++
+	toks, lps := make([]int32, len(in)), make([]float32, len(in))
+	for i := range in {
+		toks[i] = int32(words[2*i])
+		lps[i] = math.Float32frombits(words[2*i+1])
+	}
+	return toks, lps, nil
+}
+
+// graphPlan is a padded step's tables.
+type graphPlan struct {
+	step  stepPlan
+	draws []Draw
+}
+
+// plan pads in to R rows: padding row j writes and reads one key at a row
+// of the spare slot (row j mod MaxLen), at position 0, with token 0.
+func (g *DecodeGraph) plan(in []StepInput, draws []Draw, R int) (graphPlan, error) {
+	kv := g.kv
+	var p graphPlan
+	seen := map[int]bool{}
+	for i, s := range in {
+		if len(s.Tokens) != 1 {
+			return p, fmt.Errorf("decode graph: input %d has %d tokens, a decode step takes 1", i, len(s.Tokens))
+		}
+		if s.Slot < 0 || s.Slot >= g.spare || seen[s.Slot] {
+			return p, fmt.Errorf("decode graph: input %d names slot %d (slots 0..%d, each once; %d is the spare)", i, s.Slot, g.spare-1, g.spare)
+		}
+		seen[s.Slot] = true
+		if err := p.step.add(kv, s, g.m.Cfg.VocabSize, false); err != nil {
+			return p, fmt.Errorf("decode graph: input %d: %w", i, err)
+		}
+	}
+	p.draws = append(p.draws, draws...)
+	for j := len(in); j < R; j++ {
+		row := g.spare*kv.MaxLen + j%kv.MaxLen
+		q := len(p.step.ids)
+		p.step.ids = append(p.step.ids, 0)
+		p.step.pos = append(p.step.pos, 0)
+		p.step.rows = append(p.step.rows, int32(row))
+		p.step.heads = append(p.step.heads, int32(q))
+		p.step.segs = append(p.step.segs, Segment{Q0: q, QLen: 1, K0: row, KLen: 1})
+		p.draws = append(p.draws, Draw{})
+	}
+	return p, nil
+}
