@@ -2,14 +2,11 @@ package cuda
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -30,21 +26,6 @@ import (
 
 const dpTaskEnv = "GDROTRAIN_TEST_DP_TASK" // the tiny task's folder
 
-// dpParity scores by a hash of the response, so that advantages are not
-// all zero on a random model.
-type dpParity struct{}
-
-func (dpParity) Mode() reward.Mode { return reward.ModeDAPO }
-
-func (dpParity) Score(response, truth string) reward.Result {
-	h := fnv.New32a()
-	h.Write([]byte(response))
-	if h.Sum32()%2 == 0 {
-		return reward.Result{Score: 1, Correct: true, Status: reward.StatusOK}
-	}
-	return reward.Result{Score: -1, Status: reward.StatusOK}
-}
-
 // dpRun trains the tiny task's Prompt-GDRO run named name on this
 // process's emulated GPU, as rank of world (world 1: alone).
 func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group) {
@@ -55,7 +36,7 @@ func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group) {
 		t.Fatal(err)
 	}
 	d := testDevice(t)
-	o := trainer.Options{Scorer: dpParity{},
+	o := trainer.Options{Scorer: testfix.Parity{},
 		Backend: func(string, string, func(string, ...any)) (model.Backend, error) { return NewBackend(d, FP32), nil }}
 	if g != nil {
 		o.Dist = &trainer.Dist{Group: g, NewReducer: func(b model.Backend) (trainer.Reducer, error) {
@@ -107,27 +88,15 @@ func TestDataParallelOnEmulator(t *testing.T) {
 	if shards, _ := filepath.Glob(filepath.Join(b, "optimizer-rank-*")); len(shards) != 2 {
 		t.Errorf("the 2-rank checkpoint holds %d moment files, want one per rank (ZeRO-1)", len(shards))
 	}
-	init, wa, wb := dpWeights(t, task.Model), dpWeights(t, a), dpWeights(t, b)
-	ma, mbm := dpMoments(t, a, wa), dpMoments(t, b, wb)
-	for name := range wa {
-		if d := relChange(wa[name], wb[name], init[name]); d > 1e-3 {
-			t.Errorf("weight change of %s: relative L2 distance %.3g between 1 and 2 ranks", name, d)
-		}
-		for _, k := range []string{"m/", "v/"} {
-			if d := relChange(ma[k+name], mbm[k+name], nil); d > 1e-3 {
-				t.Errorf("moments %s%s: relative L2 distance %.3g", k, name, d)
-			}
-		}
-	}
-	x, y := dpMetrics(t, one), dpMetrics(t, two)
+	init, wa, wb := testfix.LoadWeights(t, task.Model), testfix.LoadWeights(t, a), testfix.LoadWeights(t, b)
+	testfix.CloseTensors(t, "weight change", wa, wb, init, 1e-3)
+	testfix.CloseTensors(t, "AdamW moments", testfix.LoadMoments(t, a, wa), testfix.LoadMoments(t, b, wb), nil, 1e-3)
+	x, y := testfix.Metrics(t, one), testfix.Metrics(t, two)
 	if len(x) != 2 || len(y) != 2 {
 		t.Fatalf("%d and %d metrics lines, want 2", len(x), len(y))
 	}
 	for i := range x {
 		for k, v := range x[i] {
-			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "gpu_mem") {
-				continue
-			}
 			if f, ok := v.(float64); ok {
 				g, _ := y[i][k].(float64)
 				if math.Abs(g-f) > 1e-6+1e-4*math.Abs(f) {
@@ -139,73 +108,4 @@ func TestDataParallelOnEmulator(t *testing.T) {
 	if x[0]["grad_norm"].(float64) == 0 {
 		t.Error("zero gradient: the comparison would be vacuous")
 	}
-}
-
-func dpWeights(t *testing.T, dir string) map[string][]float32 {
-	t.Helper()
-	b := model.NewCPU()
-	m, err := model.Load(b, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]float32{}
-	for _, np := range m.P.Named(m.Cfg) {
-		h := make([]float32, (*np.Ptr).Numel())
-		b.Download(*np.Ptr, h)
-		out[np.Name] = h
-	}
-	return out
-}
-
-func dpMoments(t *testing.T, dir string, like map[string][]float32) map[string][]float32 {
-	t.Helper()
-	f, err := model.OpenMoments(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for name, w := range like {
-		m, v, err := f.Moments(name, len(w), 0, len(w))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["m/"+name], out["v/"+name] = m, v
-	}
-	return out
-}
-
-// relChange is ‖got − want‖ / ‖want − base‖ (base nil: ‖want‖).
-func relChange(want, got, base []float32) float64 {
-	var num, den float64
-	for i := range want {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		r := float64(want[i])
-		if base != nil {
-			r -= float64(base[i])
-		}
-		den += r * r
-	}
-	if den == 0 {
-		return math.Sqrt(num)
-	}
-	return math.Sqrt(num / den)
-}
-
-func dpMetrics(t *testing.T, run string) []map[string]any {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(run, "metrics.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

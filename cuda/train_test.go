@@ -62,34 +62,12 @@ func referenceOrGPU(name, prec string, logf func(string, ...any)) (model.Backend
 	return backend.Open(name, prec, logf)
 }
 
-// metrics returns the metrics lines without timings.
-func metrics(t *testing.T, dir string) []map[string]any {
-	raw, err := os.ReadFile(filepath.Join(dir, "metrics.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatal(err)
-		}
-		for k := range m {
-			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") || strings.HasPrefix(k, "gpu_mem_") {
-				delete(m, k)
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 func TestTrainOnCUDA(t *testing.T) {
 	d := cuda.OpenTestDevice(t)
 	sets := fixture(t)
-	cpu := metrics(t, run(t, sets, "", "run.name=cpu", "run.device=cpu"))
+	cpu := testfix.Metrics(t, run(t, sets, "", "run.name=cpu", "run.device=cpu"))
 	gpuDir := run(t, sets, "", "run.name=gpu", "run.device=cuda")
-	gpu := metrics(t, gpuDir)
+	gpu := testfix.Metrics(t, gpuDir)
 	if raw, _ := os.ReadFile(filepath.Join(gpuDir, "metrics.jsonl")); !strings.Contains(string(raw), `"gpu_mem_peak_gib"`) {
 		t.Error("GPU metrics lines lack gpu_mem_peak_gib")
 	}
@@ -129,7 +107,7 @@ func TestTrainOnCUDA(t *testing.T) {
 	if !fast16BFRoundsToBF16(t, d) {
 		klTol = 1e-4
 	}
-	bf := metrics(t, run(t, sets, "", "run.name=bf16", "run.device=cuda", "run.matmul_precision=bf16", "train.mini_batch_prompts=4"))
+	bf := testfix.Metrics(t, run(t, sets, "", "run.name=bf16", "run.device=cuda", "run.matmul_precision=bf16", "train.mini_batch_prompts=4"))
 	if kl := bf[0]["kl"].(float64); math.Abs(kl) > klTol {
 		t.Errorf("bf16 products with the auto (bf16) reference: first-step KL %g, want rounding level (≤ %g)", kl, klTol)
 	}
@@ -139,7 +117,7 @@ func TestTrainOnCUDA(t *testing.T) {
 	// order (no atomics), and cuBLAS gives bitwise-identical results for
 	// identical calls on one GPU (its documented reproducibility, one stream).
 	run(t, sets, "", "run.name=resumed", "run.device=cuda", "train.steps=1")
-	resumed := metrics(t, run(t, sets, "auto", "run.name=resumed", "run.device=cuda"))
+	resumed := testfix.Metrics(t, run(t, sets, "auto", "run.name=resumed", "run.device=cuda"))
 	for i := range gpu {
 		a, _ := json.Marshal(gpu[i])
 		b, _ := json.Marshal(resumed[i])

@@ -27,7 +27,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +35,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
-	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
 )
 
@@ -74,7 +72,7 @@ func groups(t *testing.T, size int) []*dist.Group {
 }
 
 // runRanks runs cfg on size ranks (size 1: one process, no group) and
-// returns each rank's Run error. Every rank scores with parityScorer (so
+// returns each rank's Run error. Every rank scores with testfix.Parity (so
 // advantages are not all zero); ctxOf gives rank r's context (nil:
 // background); prep, when set, prepares rank r's trainer before Run.
 func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r int) context.Context, prep func(r int, tr *Trainer)) []error {
@@ -124,11 +122,11 @@ func runRanks(t *testing.T, cfg Config, size int, resume string, ctxOf func(r in
 	return errs
 }
 
-// parity makes tr score with parityScorer, still counted by the verifier
+// parity makes tr score with testfix.Parity, still counted by the verifier
 // metrics (which the ranks must sum).
 func parity(tr *Trainer) {
 	for src := range tr.scorers {
-		tr.scorers[src] = reward.Counted{Scorer: parityScorer{}, M: &tr.rmet}
+		tr.scorers[src] = reward.Counted{Scorer: testfix.Parity{}, M: &tr.rmet}
 	}
 }
 
@@ -226,8 +224,9 @@ func sameWithin(t *testing.T, base, wantDir, gotDir string, steps, skip int) {
 	if a == "" || b == "" || ma.Step != steps || mb.Step != steps {
 		t.Fatalf("final checkpoints %q and %q, want step %d", a, b, steps)
 	}
-	closeTensors(t, "weight change", loadWeights(t, a), loadWeights(t, b), loadWeights(t, base), dpTensorTol)
-	closeTensors(t, "AdamW moments", loadMoments(t, a), loadMoments(t, b), nil, dpTensorTol)
+	wa, wb := testfix.LoadWeights(t, a), testfix.LoadWeights(t, b)
+	testfix.CloseTensors(t, "weight change", wa, wb, testfix.LoadWeights(t, base), dpTensorTol)
+	testfix.CloseTensors(t, "AdamW moments", testfix.LoadMoments(t, a, wa), testfix.LoadMoments(t, b, wb), nil, dpTensorTol)
 	var sa, sb any
 	json.Unmarshal(ma.State, &sa)
 	json.Unmarshal(mb.State, &sb)
@@ -247,84 +246,6 @@ func sameWithin(t *testing.T, base, wantDir, gotDir string, steps, skip int) {
 		}
 		closeJSON(t, fmt.Sprintf("metrics of step %d", skip+i+1), x[i], y[i])
 	}
-}
-
-func loadWeights(t *testing.T, dir string) map[string][]float32 {
-	t.Helper()
-	b := model.NewCPU()
-	m, err := model.Load(b, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]float32{}
-	for _, np := range m.P.Named(m.Cfg) {
-		host := make([]float32, (*np.Ptr).Numel())
-		b.Download(*np.Ptr, host)
-		out[np.Name] = host
-	}
-	return out
-}
-
-func loadMoments(t *testing.T, dir string) map[string][]float32 {
-	t.Helper()
-	f, err := model.OpenMoments(dir) // one file, or one per rank under ZeRO-1
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string][]float32{}
-	for name, w := range loadWeights(t, dir) {
-		m, v, err := f.Moments(name, len(w), 0, len(w))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out["m/"+name], out["v/"+name] = m, v
-	}
-	return out
-}
-
-// closeTensors compares tensors by the relative L2 distance per tensor,
-// ‖got − want‖ / ‖want − base‖ (base: nil, or the initial weights, so that
-// the weights' change is what is compared), which must be at most tol.
-// Element-wise bounds do not fit here: AdamW divides each gradient by its
-// own running RMS, so a component whose gradient is near zero turns the
-// rounding difference of the reduction into an update difference of up to
-// lr, in a few components.
-func closeTensors(t *testing.T, what string, want, got, base map[string][]float32, tol float64) {
-	t.Helper()
-	var names []string
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	worst, where := 0.0, ""
-	for _, n := range names {
-		x, y := want[n], got[n]
-		if len(x) != len(y) {
-			t.Fatalf("%s %s: %d vs %d values", what, n, len(x), len(y))
-		}
-		var diff, ref float64
-		for i := range x {
-			d := float64(y[i]) - float64(x[i])
-			r := float64(x[i])
-			if base != nil {
-				r -= float64(base[n][i])
-			}
-			diff += d * d
-			ref += r * r
-		}
-		if ref == 0 && diff == 0 {
-			continue
-		}
-		rel := math.Sqrt(diff / ref)
-		if !(rel <= tol) {
-			t.Errorf("%s %s: relative L2 distance %.3g > %.g", what, n, rel, tol)
-		}
-		if rel > worst {
-			worst, where = rel, n
-		}
-	}
-	t.Logf("%s: largest relative L2 distance %.3g (%s)", what, worst, where)
 }
 
 // closeJSON compares decoded JSON values: numbers within the tolerance,

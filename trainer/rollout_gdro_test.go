@@ -9,7 +9,6 @@ package trainer
 
 import (
 	"context"
-	"hash/fnv"
 	"io"
 	"math"
 	"slices"
@@ -17,24 +16,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
-	"github.com/gdrotrain/gdrotrain/reward"
 )
-
-// parityScorer marks a response correct when the FNV hash of its text is
-// even: rows of one prompt sampled at temperature 1 from a random model
-// differ, so their rewards differ too (±1, like the DAPO scorer).
-type parityScorer struct{}
-
-func (parityScorer) Mode() reward.Mode { return reward.ModeDAPO }
-
-func (parityScorer) Score(response, truth string) reward.Result {
-	h := fnv.New32a()
-	h.Write([]byte(response))
-	if h.Sum32()%2 == 0 {
-		return reward.Result{Score: 1, Correct: true, Status: reward.StatusOK}
-	}
-	return reward.Result{Score: -1, Status: reward.StatusOK}
-}
 
 // rolloutTrainer opens a Rollout-GDRO (paper mode) run on the tiny fixture:
 // 24 prompts per step (every training prompt), arms 2…6 at n̄ = 3,
@@ -59,7 +41,7 @@ func rolloutTrainer(t *testing.T, extra ...string) *Trainer {
 	}
 	t.Cleanup(func() { tr.Close() })
 	for src := range tr.scorers {
-		tr.scorers[src] = parityScorer{}
+		tr.scorers[src] = testfix.Parity{}
 	}
 	// One earlier appearance per prompt, solved for every other prompt:
 	// step 1 then sees two classes of 12 prompts (acc 0 and 1), whose
