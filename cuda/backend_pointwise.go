@@ -115,19 +115,7 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 	if !b.keep(err) || N == 0 || H == 0 || D == 0 {
 		return
 	}
-	maxPos := int32(0)
-	for i, v := range pos {
-		if v < 0 {
-			b.keep(fmt.Errorf("rope: negative position %d at row %d", v, i))
-			return
-		}
-		maxPos = max(maxPos, v)
-	}
-	tab, ok := b.ropeTables(theta, D, int(maxPos)+1)
-	if !ok {
-		return
-	}
-	addr, ok := b.upload("rope", pos)
+	tab, posAddr, ok := b.ropeInputs("rope", pos, theta, D)
 	if !ok {
 		return
 	}
@@ -136,7 +124,29 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 		sign = -1
 	}
 	b.kernelCost(6*N*H*D/2, 4*(2*N*H*D+N*D))
-	b.elementwise("rope", N*H*D/2, p[0], addr[0], tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
+	b.elementwise("rope", N*H*D/2, p[0], posAddr, tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
+}
+
+// ropeInputs checks the positions and returns the angle tables covering
+// them and the positions' device address.
+func (b *Backend) ropeInputs(op string, pos []int32, theta float64, D int) (*ropeTable, uint64, bool) {
+	maxPos := int32(0)
+	for i, v := range pos {
+		if v < 0 {
+			b.keep(fmt.Errorf("%s: negative position %d at row %d", op, v, i))
+			return nil, 0, false
+		}
+		maxPos = max(maxPos, v)
+	}
+	tab, ok := b.ropeTables(theta, D, int(maxPos)+1)
+	if !ok {
+		return nil, 0, false
+	}
+	addr, ok := b.upload(op, pos)
+	if !ok {
+		return nil, 0, false
+	}
+	return tab, addr[0], true
 }
 
 // SwiGLU computes silu(gate) ⊙ up.
