@@ -254,7 +254,15 @@ func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 // ptrs validates that every tensor lives in this backend's memory and
 // returns their device addresses (0 for nil tensors when allowed by the
 // caller passing them as optional).
-func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
+func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) { return b.addrs(op, true, ts) }
+
+// reads is ptrs for tensors the op only reads.
+func (b *Backend) reads(op string, ts ...*model.Tensor) ([]uint64, bool) {
+	return b.addrs(op, false, ts)
+}
+
+// addrs is ptrs; writesFirst says the op writes its first tensor.
+func (b *Backend) addrs(op string, writesFirst bool, ts []*model.Tensor) ([]uint64, bool) {
 	if !b.ok() {
 		return nil, false
 	}
@@ -268,7 +276,7 @@ func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
 		if !ok {
 			return nil, false
 		}
-		if buf := t.Store.(*buffer); i == 0 && buf.shadow != nil {
+		if buf := t.Store.(*buffer); i == 0 && writesFirst && buf.shadow != nil {
 			// Every op writes through its first tensor argument, if any.
 			buf.stale = true
 		}
@@ -591,6 +599,16 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	}
 	inType, compute := cudaR32F, b.compute
 	ha, hb := b.hasHalf(a), b.hasHalf(bm)
+	if !halfC { // a bf16 activation against a much larger fp32 operand: widen it (backend_half.go)
+		var wide []*buffer
+		defer func() { b.free(wide...) }()
+		if pa, frozenA, ok = b.widen(a, pa, frozenA, bm, frozenB || hb, &wide); !ok {
+			return
+		}
+		if pb, frozenB, ok = b.widen(bm, pb, frozenB, a, frozenA || ha, &wide); !ok {
+			return
+		}
+	}
 	if !frozenA && !frozenB && ha != hb {
 		// A weight's copy saves 2 bytes an element, and rounding the
 		// other operand for it costs 6 (read 4, write 2): worth it for the

@@ -14,9 +14,14 @@ import (
 // rowBlock is the thread count of one-block-per-row kernels.
 const rowBlock = 256
 
-// RMSNorm normalizes rows of x over the last dimension.
+// RMSNorm normalizes rows of x over the last dimension, into fp32 or a
+// bf16 activation (ActivationHalf); x, w and rstd are fp32.
 func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
-	p, ok := b.ptrs("rmsnorm", out, x, w)
+	po, half, ok := b.activation("rmsnorm", 0, out)
+	if !ok {
+		return
+	}
+	p, ok := b.reads("rmsnorm", x, w)
 	if !ok {
 		return
 	}
@@ -25,10 +30,15 @@ func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
 		return
 	}
 	R, n, err := model.RMSNormDims(out, rstd, x, w)
-	if b.keep(err) && R > 0 {
-		b.kernelCost(4*R*n, 4*(2*R*n+n+R))
-		b.launch("rmsnorm_fwd", [3]int{R}, rowBlock, p[0], rs, p[1], p[2], int32(n), eps)
+	if !b.keep(err) || R == 0 {
+		return
 	}
+	b.kernelCost(4*R*n, 4*(R*n+n+R)+widthOf(half)*R*n)
+	name := "rmsnorm_fwd"
+	if half {
+		name += "_h"
+	}
+	b.launch(name, [3]int{R}, rowBlock, po, rs, p[0], p[1], int32(n), eps)
 }
 
 // RMSNormBackward overwrites dx and accumulates dw. dw's column sums are

@@ -27,31 +27,25 @@ import (
 // qkvThreads is QKV_THREADS of kernels/norm.cu.
 const qkvThreads = 64
 
-// activation returns the address of an fp32 or writable bf16 tensor and
-// whether it is bf16 (an ActivationHalf), refusing frozen weights.
-func (b *Backend) activation(op string, i int, t *model.Tensor) (uint64, bool, bool) {
-	if t == nil {
-		b.keep(fmt.Errorf("%s: tensor argument %d is nil", op, i))
-		return 0, false, false
-	}
-	p, half, ok := b.operand(op, i, t)
-	if ok && t.Store.(*buffer).frozen {
-		b.keep(fmt.Errorf("%s: tensor argument %d %v is a frozen weight", op, i, t.Shape))
-		return 0, false, false
-	}
-	return p, half, ok
-}
-
 // SplitQKV splits the fused projection into qn, kn (per-head RMSNorm, then
-// RoPE) and v, reading qkv in fp32 or bf16.
+// RoPE) and v, reading qkv in fp32 or bf16 and writing qn, kn, v in fp32
+// or, from a bf16 product, in bf16 (all three alike).
 func (b *Backend) SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *model.Tensor, pos []int32, theta float64, eps float32) {
 	const op = "split qkv"
-	p, ok := b.ptrs(op, qn, kn, v, rstdQ, rstdK, qw, kw)
+	outs, halfOut, ok := b.uniform(op, qn, kn, v)
+	if !ok {
+		return
+	}
+	p, ok := b.reads(op, rstdQ, rstdK, qw, kw)
 	if !ok {
 		return
 	}
 	src, half, ok := b.activation(op, 5, qkv)
 	if !ok {
+		return
+	}
+	if halfOut && !half {
+		b.keep(fmt.Errorf("%s: bf16 outputs need a bf16 product (qkv %v is fp32)", op, qkv.Shape))
 		return
 	}
 	d, err := model.SplitQKVDims(op, qn, kn, v, rstdQ, rstdK, qkv, qw, kw, pos)
@@ -65,12 +59,15 @@ func (b *Backend) SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *model.Tensor, p
 	// The product read once, the three outputs and the rstds written once,
 	// the angle tables read once per token.
 	n, nk := d.N*d.Width(), d.N*(d.H+d.G)*d.D
-	b.kernelCost(7*nk, widthOf(half)*n+4*(n+d.N*(d.H+d.G)+d.N*d.D))
+	b.kernelCost(7*nk, (widthOf(half)+widthOf(halfOut))*n+4*(d.N*(d.H+d.G)+d.N*d.D))
 	name := "qkv_split_fwd"
 	if half {
 		name += "_h"
 	}
-	b.launch(name, [3]int{d.N, d.H + 2*d.G}, qkvThreads, p[0], p[1], p[2], p[3], p[4], src, p[5], p[6],
+	if halfOut {
+		name += "h"
+	}
+	b.launch(name, [3]int{d.N, d.H + 2*d.G}, qkvThreads, outs[0], outs[1], outs[2], p[0], p[1], src, p[2], p[3],
 		posAddr, tab.cos.ptr, tab.sin.ptr, int32(d.H), int32(d.G), int32(d.D), eps)
 }
 
@@ -124,12 +121,4 @@ func (b *Backend) splitNormGrad(suffix string, dw, dy, qkv, rstd, pos uint64, ta
 	b.launch("qkv_split_bwd_dw_partial"+suffix, [3]int{cols, chunks}, 256, part.ptr, dy, qkv, rstd, pos,
 		tab.cos.ptr, tab.sin.ptr, int32(heads), int32(h0), int32(d.Width()), int32(d.D), int32(rows), int32(perChunk))
 	b.launch("sum_chunks", [3]int{cols}, 256, dw, part.ptr, int32(chunks), int32(d.D))
-}
-
-// widthOf is the bytes per element of fp32 or bf16 storage.
-func widthOf(half bool) int {
-	if half {
-		return 2
-	}
-	return 4
 }

@@ -143,7 +143,7 @@ func (m *Model) stepTensor(kv *KVCache, in []StepInput, all bool) (*Tensor, erro
 	n, C := len(ids), c.HiddenSize
 	x := Scratch(b, n, C)
 	b.Embedding(x, m.P.Embed, ids)
-	a := m.newLayerActs(n)
+	a := m.newLayerActs(n, false)
 	plan := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: rows, segs: segs}
 	for l := range m.P.Layers {
 		m.layerForward(l, a, x, x, pos, plan)

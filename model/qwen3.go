@@ -161,24 +161,34 @@ func (a *layerActs) tensors() []*Tensor {
 		a.xMid, a.xn2, a.rstd2, a.gu, a.h}
 }
 
-func (m *Model) newLayerActs(n int) *layerActs {
+// newLayerActs allocates one layer's activations for n tokens. Every
+// activation is overwritten by the op that produces it. Where the backend
+// keeps activations in bf16 (ActivationStore), the inputs of products
+// (xn1, xn2, the MLP's h), the products' outputs (the fused q/k/v, gate
+// and up) and, for a training pass (train), attention's inputs and output
+// (qn, kn, v, att) are bf16: half the bytes saved for the backward and
+// read by it. Statistics (rstd, lse) and the residual stream (xMid and the
+// layer's input and output) stay fp32. Inference keeps attention's
+// tensors fp32: they are not saved, and the cached-decoding kernels read
+// fp32 queries.
+func (m *Model) newLayerActs(n int, train bool) *layerActs {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	// Every activation is overwritten by the op that produces it; the
-	// MLP's, the largest, and the fused q/k/v product are bf16 where the
-	// backend keeps them so.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
-	mlp := s
+	half, att := s, s
 	if as, ok := b.(ActivationStore); ok {
-		mlp = as.ActivationHalf
+		half = as.ActivationHalf
+		if train {
+			att = as.ActivationHalf
+		}
 	}
 	return &layerActs{
-		xn1: s(n, C), rstd1: s(n),
-		qkv: mlp(n, (H+2*G)*D), v: s(n, G, D),
-		qn: s(n, H, D), kn: s(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
-		att: s(n, H, D), lse: s(n, H),
-		xMid: s(n, C), xn2: s(n, C), rstd2: s(n),
-		gu: mlp(2*F, n), h: mlp(F, n),
+		xn1: half(n, C), rstd1: s(n),
+		qkv: half(n, (H+2*G)*D), v: att(n, G, D),
+		qn: att(n, H, D), kn: att(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
+		att: att(n, H, D), lse: s(n, H),
+		xMid: s(n, C), xn2: half(n, C), rstd2: s(n),
+		gu: half(2*F, n), h: half(F, n),
 	}
 }
 
@@ -297,12 +307,12 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	kv := kvPlan{segs: p.segs}
 	var shared *layerActs // with Recompute, one set serves every layer
 	if m.Recompute {
-		shared = m.newLayerActs(n)
+		shared = m.newLayerActs(n, true)
 	}
 	for l := range m.P.Layers {
 		a := shared
 		if a == nil {
-			a = m.newLayerActs(n)
+			a = m.newLayerActs(n, true)
 		}
 		out := Scratch(b, n, C)
 		m.layerForward(l, a, x, out, p.pos, kv)

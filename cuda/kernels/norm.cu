@@ -3,7 +3,8 @@
 // rmsnorm_fwd: one block per row of width n (≤ 256 threads). rstd may be
 // null. The sum of squares is taken in float64: rows of large activations
 // would overflow float32 and give rstd = 0.
-extern "C" __global__ void rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int n, float eps) {
+template <typename O>
+__device__ __forceinline__ void rmsnorm_fwd_impl(O* out, float* rstd, const float* x, const float* w, int n, float eps) {
 	__shared__ double sh[256];
 	long long r = blockIdx.x;
 	const float* xr = x + r * n;
@@ -12,7 +13,18 @@ extern "C" __global__ void rmsnorm_fwd(float* out, float* rstd, const float* x, 
 	ss = block_sum_d(ss, sh);
 	float rs = (float)(1.0 / sqrt(ss / n + (double)eps));
 	if (rstd && threadIdx.x == 0) rstd[r] = rs;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) out[r * n + j] = (xr[j] * rs) * w[j];
+	for (int j = threadIdx.x; j < n; j += blockDim.x) store_as(out, r * n + j, (xr[j] * rs) * w[j]);
+}
+
+extern "C" __global__ void rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int n, float eps) {
+	rmsnorm_fwd_impl(out, rstd, x, w, n, eps);
+}
+
+// rmsnorm_fwd_h writes a bf16 output (an ActivationHalf that only products
+// read), statistics still from the fp32 input in float64.
+extern "C" __global__ void rmsnorm_fwd_h(unsigned short* out, float* rstd, const float* x, const float* w, int n,
+                                         float eps) {
+	rmsnorm_fwd_impl(out, rstd, x, w, n, eps);
 }
 
 // rmsnorm_bwd_dx: dx = r·(g − x̂·mean(g ⊙ x̂)) with g = dout ⊙ w, x̂ = x·r.
@@ -79,8 +91,8 @@ extern "C" __global__ void rope(float* x, const int* pos, const float* cosT, con
 // then rope's, in the same order.
 #define QKV_THREADS 64
 
-template <typename T>
-__device__ __forceinline__ void qkv_split_fwd_impl(float* qn, float* kn, float* v, float* rstdQ, float* rstdK, const T* qkv,
+template <typename T, typename O>
+__device__ __forceinline__ void qkv_split_fwd_impl(O* qn, O* kn, O* v, float* rstdQ, float* rstdK, const T* qkv,
                                                    const float* qw, const float* kw, const int* pos, const float* cosT,
                                                    const float* sinT, int H, int G, int D, float eps) {
 	__shared__ double sh[QKV_THREADS];
@@ -88,8 +100,8 @@ __device__ __forceinline__ void qkv_split_fwd_impl(float* qn, float* kn, float* 
 	int j = blockIdx.y, half = D / 2;
 	const T* src = qkv + (t * (H + 2 * G) + j) * D;
 	if (j >= H + G) { // a value head: the whole block takes this branch
-		float* dst = v + (t * G + j - H - G) * D;
-		for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = ld(src, i);
+		O* dst = v + (t * G + j - H - G) * D;
+		for (int i = threadIdx.x; i < D; i += blockDim.x) store_as(dst, i, ld(src, i));
 		return;
 	}
 	double ss = 0;
@@ -101,7 +113,7 @@ __device__ __forceinline__ void qkv_split_fwd_impl(float* qn, float* kn, float* 
 	float rs = (float)(1.0 / sqrt(ss / D + (double)eps));
 	bool isQ = j < H;
 	const float* w = isQ ? qw : kw;
-	float* dst = isQ ? qn + (t * H + j) * D : kn + (t * G + j - H) * D;
+	O* dst = isQ ? qn + (t * H + j) * D : kn + (t * G + j - H) * D;
 	if (threadIdx.x == 0) {
 		if (isQ) rstdQ[t * H + j] = rs;
 		else rstdK[t * G + j - H] = rs;
@@ -110,14 +122,23 @@ __device__ __forceinline__ void qkv_split_fwd_impl(float* qn, float* kn, float* 
 	for (int i = threadIdx.x; i < half; i += blockDim.x) {
 		float y1 = (ld(src, i) * rs) * w[i], y2 = (ld(src, i + half) * rs) * w[i + half];
 		float c = cosT[p * half + i], s = sinT[p * half + i];
-		dst[i] = y1 * c - y2 * s;
-		dst[i + half] = y2 * c + y1 * s;
+		store_as(dst, i, y1 * c - y2 * s);
+		store_as(dst, i + half, y2 * c + y1 * s);
 	}
 }
 
 extern "C" __global__ void qkv_split_fwd(float* qn, float* kn, float* v, float* rstdQ, float* rstdK, const float* qkv,
                                          const float* qw, const float* kw, const int* pos, const float* cosT,
                                          const float* sinT, int H, int G, int D, float eps) {
+	qkv_split_fwd_impl(qn, kn, v, rstdQ, rstdK, qkv, qw, kw, pos, cosT, sinT, H, G, D, eps);
+}
+
+// qkv_split_fwd_hh reads a bf16 product and writes bf16 qn, kn, v (a
+// training pass under bf16 products, model.ActivationStore).
+extern "C" __global__ void qkv_split_fwd_hh(unsigned short* qn, unsigned short* kn, unsigned short* v, float* rstdQ,
+                                            float* rstdK, const unsigned short* qkv, const float* qw, const float* kw,
+                                            const int* pos, const float* cosT, const float* sinT, int H, int G, int D,
+                                            float eps) {
 	qkv_split_fwd_impl(qn, kn, v, rstdQ, rstdK, qkv, qw, kw, pos, cosT, sinT, H, G, D, eps);
 }
 
