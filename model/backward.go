@@ -79,16 +79,16 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 
 // layerGrads are scratch activation gradients reused across layers.
 type layerGrads struct {
-	dxMid, dxn, tmp *Tensor // (N, C)
-	dh              *Tensor // (F, N) transposed, as the MLP's activations
-	dgu             *Tensor // (2F, N) dgateᵀ over dupᵀ
-	datt, dqn       *Tensor // (N, H, D)
-	dkn, dv         *Tensor // (N, G, D)
-	dqkv            *Tensor // (N, (H+2G)·D) the fused projection's gradient
+	dxMid, dxn *Tensor // (N, C)
+	dh         *Tensor // (F, N) transposed, as the MLP's activations
+	dgu        *Tensor // (2F, N) dgateᵀ over dupᵀ
+	datt, dqn  *Tensor // (N, H, D)
+	dkn, dv    *Tensor // (N, G, D)
+	dqkv       *Tensor // (N, (H+2G)·D) the fused projection's gradient
 }
 
 func (s *layerGrads) tensors() []*Tensor {
-	return []*Tensor{s.dxMid, s.dxn, s.tmp, s.dh, s.dgu, s.datt, s.dqn, s.dkn, s.dv, s.dqkv}
+	return []*Tensor{s.dxMid, s.dxn, s.dh, s.dgu, s.datt, s.dqn, s.dkn, s.dv, s.dqkv}
 }
 
 func (m *Model) newLayerGrads(n int) *layerGrads {
@@ -97,7 +97,7 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	// Each is overwritten by the first op that writes it in layerBackward.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	return &layerGrads{
-		dxMid: s(n, C), dxn: s(n, C), tmp: s(n, C),
+		dxMid: s(n, C), dxn: s(n, C),
 		dh: s(F, n), dgu: s(2*F, n),
 		datt: s(n, H, D), dqn: s(n, H, D),
 		dkn: s(n, G, D), dv: s(n, G, D), dqkv: s(n, (H+2*G)*D),
@@ -130,7 +130,8 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	b.SplitQKVBackward(s.dqkv, g.QNorm, g.KNorm, s.dqn, s.dkn, s.dv, a.qkv, w.QNorm, w.KNorm, a.rstdQ, a.rstdK, p.pos, c.RopeTheta)
 	b.MatMul(g.QKV, s.dqkv, a.xn1, true, false, true)   // dWqkv += dqkvᵀ·xn1
 	b.MatMul(s.dxn, s.dqkv, w.QKV, false, false, false) // dxn = dqkv·Wqkv
-	b.RMSNormBackward(s.tmp, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
-	b.Copy(dx, s.dxMid)
-	b.Add(dx, s.tmp)
+	// dx (the output's gradient) has been read for the last time: the
+	// input's gradient overwrites it, then the residual adds in.
+	b.RMSNormBackward(dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
+	b.Add(dx, s.dxMid)
 }
