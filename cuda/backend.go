@@ -2,8 +2,9 @@ package cuda
 
 // The CUDA implementation of model.Backend. Tensors are float32 in device
 // memory (so weights double as the fp32 master copy AdamW updates) except
-// two bf16 kinds: frozen weights (the reference model, Freeze) and the KV
-// cache (NewHalf). Matrix products go through cuBLAS with a selectable
+// three bf16 kinds: frozen weights (the reference model, Freeze), the KV
+// cache (NewHalf) and, under bf16 products, saved activations
+// (ActivationHalf, backend_half.go). Matrix products go through cuBLAS with a selectable
 // compute precision (bf16 tensor cores by default, fp32 accumulation), and
 // every other op is one of the embedded kernels. Shape checks are model's
 // shared ones, so this backend refuses exactly what the CPU reference
@@ -347,10 +348,11 @@ func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new 
 
 var _ model.HalfStore = (*Backend)(nil)
 
-// ActivationHalf hands out an uncleared activation the MLP keeps in bf16
-// under bf16 products (model.ActivationStore): gate and up are products
-// written in bf16, SwiGLU reads and writes bf16, and the down projection
-// rounds its input to bf16 anyway. Under tf32 or fp32 products it is fp32.
+// ActivationHalf hands out an uncleared activation kept in bf16 under bf16
+// products (model.ActivationStore): the products that read these tensors
+// round their inputs to bf16 anyway, and the fused attention stages its
+// operands in bf16. Under tf32 or fp32 products it is fp32, so those stay
+// the exact modes.
 func (b *Backend) ActivationHalf(shape ...int) *model.Tensor {
 	if b.prec != BF16 {
 		return b.Scratch(shape...)

@@ -197,12 +197,16 @@ type Shadower interface {
 }
 
 // ActivationStore is implemented by backends that keep some activations
-// in bf16 (the CUDA backend under bf16 products): the model asks it for the
-// MLP's gate, up and SwiGLU output, half the largest share of a training
-// pass's saved activations, and for the fused q/k/v product. Such a tensor
-// is written by MatMul (overwrite) and SwiGLU, and read by MatMul, SwiGLU,
-// SwiGLUBackward, SplitQKV, SplitQKVBackward, Copy and Download; its
-// contents are undefined until written.
+// in bf16 (the CUDA backend under bf16 products): the model asks it for
+// every activation a training pass saves but the residual stream and the
+// statistics (newLayerActs lists them), which stay fp32 as do gradients.
+// Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
+// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16)
+// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
+// SplitQKVBackward (qkv), Attention and AttentionBackward (q, k, v, and out
+// for the backward's Σ dout ⊙ out), Copy and Download; its contents are
+// undefined until written. Backends without it (the CPU ones) keep these
+// tensors fp32, so the model has one path.
 type ActivationStore interface {
 	ActivationHalf(shape ...int) *Tensor
 }
