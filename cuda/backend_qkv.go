@@ -10,13 +10,13 @@ package cuda
 // kernels (and in their CPU twins) for no saving: q_norm and k_norm must
 // write their outputs anyway, since the backward needs both the normed
 // and the raw heads. One kernel that reads the product once and writes
-// qn, kn (normed and rotated) and v costs, per token and layer at Qwen3-1.7B
-// (H = 16, G = 8, D = 128, fp32), 16 KiB read and 16 KiB written; the three
-// products' separate outputs went through RMSNorm and then an in-place RoPE
-// on q and k, 48 KiB. The only byte it adds is the copy of v (4 KiB of
-// its 32), and it saves two launches per layer and pass. Under bf16
-// products the product itself is bf16 (ActivationHalf), so the read and
-// the saved tensor are half that.
+// qn, kn (normed and rotated) and v moves, per token and layer at
+// Qwen3-1.7B (H = 16, G = 8, D = 128) in fp32, 16 KiB read and 16 KiB
+// written, the values' copy (4 KiB each way) included; the three
+// products' separate outputs went through RMSNorm and then an in-place
+// RoPE on q and k, 48 KiB, in four launches instead of one. Under bf16
+// products a training pass's product and outputs are bf16
+// (ActivationHalf): half those bytes, and half the saved tensors.
 
 import (
 	"fmt"
