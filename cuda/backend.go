@@ -2,8 +2,9 @@ package cuda
 
 // The CUDA implementation of model.Backend. Tensors are float32 in device
 // memory (so weights double as the fp32 master copy AdamW updates) except
-// two bf16 kinds: frozen weights (the reference model, Freeze) and the KV
-// cache (NewHalf). Matrix products go through cuBLAS with a selectable
+// three bf16 kinds: frozen weights (the reference model, Freeze), the KV
+// cache (NewHalf) and, under bf16 products, saved activations
+// (ActivationHalf, backend_half.go). Matrix products go through cuBLAS with a selectable
 // compute precision (bf16 tensor cores by default, fp32 accumulation), and
 // every other op is one of the embedded kernels. Shape checks are model's
 // shared ones, so this backend refuses exactly what the CPU reference
@@ -277,7 +278,15 @@ func (b *Backend) newTensor(op string, width int, shape []int) *model.Tensor {
 // ptrs validates that every tensor lives in this backend's memory and
 // returns their device addresses (0 for nil tensors when allowed by the
 // caller passing them as optional).
-func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
+func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) { return b.addrs(op, true, ts) }
+
+// reads is ptrs for tensors the op only reads.
+func (b *Backend) reads(op string, ts ...*model.Tensor) ([]uint64, bool) {
+	return b.addrs(op, false, ts)
+}
+
+// addrs is ptrs; writesFirst says the op writes its first tensor.
+func (b *Backend) addrs(op string, writesFirst bool, ts []*model.Tensor) ([]uint64, bool) {
 	if !b.ok() {
 		return nil, false
 	}
@@ -291,7 +300,7 @@ func (b *Backend) ptrs(op string, ts ...*model.Tensor) ([]uint64, bool) {
 		if !ok {
 			return nil, false
 		}
-		if buf := t.Store.(*buffer); i == 0 && buf.shadow != nil {
+		if buf := t.Store.(*buffer); i == 0 && writesFirst && buf.shadow != nil {
 			// Every op writes through its first tensor argument, if any.
 			buf.stale = true
 		}
@@ -362,10 +371,11 @@ func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new 
 
 var _ model.HalfStore = (*Backend)(nil)
 
-// ActivationHalf hands out an uncleared activation the MLP keeps in bf16
-// under bf16 products (model.ActivationStore): gate and up are products
-// written in bf16, SwiGLU reads and writes bf16, and the down projection
-// rounds its input to bf16 anyway. Under tf32 or fp32 products it is fp32.
+// ActivationHalf hands out an uncleared activation kept in bf16 under bf16
+// products (model.ActivationStore): the products that read these tensors
+// round their inputs to bf16 anyway, and the fused attention stages its
+// operands in bf16. Under tf32 or fp32 products it is fp32, so those stay
+// the exact modes.
 func (b *Backend) ActivationHalf(shape ...int) *model.Tensor {
 	if b.prec != BF16 {
 		return b.Scratch(shape...)
@@ -614,6 +624,16 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 	}
 	inType, compute := cudaR32F, b.compute
 	ha, hb := b.hasHalf(a), b.hasHalf(bm)
+	if !halfC { // a bf16 activation against a much larger fp32 operand: widen it (backend_half.go)
+		var wide []*buffer
+		defer func() { b.free(wide...) }()
+		if pa, frozenA, ok = b.widen(a, pa, frozenA, bm, frozenB || hb, &wide); !ok {
+			return
+		}
+		if pb, frozenB, ok = b.widen(bm, pb, frozenB, a, frozenA || ha, &wide); !ok {
+			return
+		}
+	}
 	if !frozenA && !frozenB && ha != hb {
 		// A weight's copy saves 2 bytes an element, and rounding the
 		// other operand for it costs 6 (read 4, write 2): worth it for the

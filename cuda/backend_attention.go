@@ -101,40 +101,110 @@ func (b *Backend) attentionDims(op string, out, q, k, v *model.Tensor, segs []mo
 	return H, G, D, true
 }
 
-// Attention computes causal GQA attention per segment.
+// Attention computes causal GQA attention per segment. q and out are fp32,
+// or both bf16 activations (training under bf16 products, with k and v bf16
+// too); k and v are fp32 or bf16 (activations or a KV cache).
 func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
-	if !b.ok() {
+	const op = "attention"
+	po, ho, ok0 := b.activation(op, 0, out)
+	pq, hq, ok1 := b.activation(op, 1, q)
+	pk, hk, ok2 := b.operand(op, 2, k)
+	pv, hv, ok3 := b.operand(op, 3, v)
+	if !ok0 || !ok1 || !ok2 || !ok3 {
 		return
 	}
-	pk, hk, ok1 := b.operand("attention", 2, k)
-	pv, hv, ok2 := b.operand("attention", 3, v)
-	if !ok1 || !ok2 {
+	if hk != hv || ho != hq || (hq && !hk) {
+		b.keep(fmt.Errorf("attention: storages (bf16 q %v, k %v, v %v, out %v) must pair q with out and k with v, and bf16 queries need bf16 keys", hq, hk, hv, ho))
 		return
 	}
-	if hk != hv {
-		b.keep(fmt.Errorf("attention: k and v storages differ (bf16 %v, %v)", hk, hv))
-		return
-	}
-	pq, ok := b.ptrs("attention", out, q)
+	lp, ok := b.opt(op, lse)
 	if !ok {
 		return
 	}
-	p := []uint64{pq[0], pq[1], pk, pv}
-	suffix := ""
-	if hk {
-		suffix = "_kvh" // a bf16 KV cache
-	}
-	lp, ok := b.opt("attention", lse)
-	if !ok {
-		return
-	}
-	H, G, D, ok := b.attentionDims("attention", out, q, k, v, segs)
+	H, G, D, ok := b.attentionDims(op, out, q, k, v, segs)
 	if !ok {
 		return
 	}
 	if lse != nil && lse.Numel() != q.Shape[0]*H {
 		b.keep(fmt.Errorf("attention: lse %v must hold (%d, %d)", lse.Shape, q.Shape[0], H))
 		return
+	}
+	a := attnCall{out: po, lse: lp, q: pq, k: pk, v: pv, segs: segs, H: H, G: G, D: D, halfKV: hk,
+		qRows: q.Shape[0], nk: k.Shape[0], scale: scale}
+	if hq {
+		b.attentionHalf(a)
+		return
+	}
+	b.attentionRoute(a)
+}
+
+// attnCall is one attention forward's device operands and shape.
+type attnCall struct {
+	out, lse, q, k, v uint64
+	segs              []model.Segment
+	H, G, D           int
+	halfKV            bool
+	qRows, nk         int // rows of q (and out) and of k (and v)
+	scale             float32
+}
+
+// attentionHalf serves bf16 activations (queries, keys, values, output):
+// the fused kernels read and write them as they are; the other routes
+// (short segments, or a route forced by tests) run as with fp32
+// activations, on widened copies, and the output is rounded after.
+func (b *Backend) attentionHalf(a attnCall) {
+	if b.useFlash(a.D, a.segs, len(queryRows(a.segs))) {
+		b.attentionFlash("_h", a, 2)
+		return
+	}
+	nq, nk := a.qRows*a.H*a.D, a.nk*a.G*a.D
+	wide, ok := b.widenAll([]uint64{a.q, a.k, a.v}, []int{nq, nk, nk})
+	if !ok {
+		return
+	}
+	wo, err := b.alloc(nq)
+	if !b.keep(err) {
+		b.free(wide...)
+		return
+	}
+	defer b.free(append(wide, wo)...)
+	out := a.out
+	a.q, a.k, a.v, a.out, a.halfKV = wide[0].ptr, wide[1].ptr, wide[2].ptr, wo.ptr, false
+	b.attentionRoute(a)
+	b.kernelCost(nq, 6*nq)
+	b.elementwise("f32_to_bf16", nq, out, wo.ptr, int64(nq))
+}
+
+// widenAll returns fp32 copies of bf16 tensors (addresses ps, sizes ns),
+// for the caller to free.
+func (b *Backend) widenAll(ps []uint64, ns []int) ([]*buffer, bool) {
+	var out []*buffer
+	for i, p := range ps {
+		buf, err := b.alloc(ns[i])
+		if !b.keep(err) {
+			b.free(out...)
+			return nil, false
+		}
+		out = append(out, buf)
+		b.kernelCost(ns[i], 6*ns[i])
+		b.elementwise("bf16_to_f32", ns[i], buf.ptr, p, int64(ns[i]))
+	}
+	return out, true
+}
+
+// queryRows lists the query rows of segs (attRows' first table).
+func queryRows(segs []model.Segment) []int32 {
+	q, _, _ := attRows(segs)
+	return q
+}
+
+// attentionRoute runs a forward with fp32 queries and outputs on the route
+// the call's shape selects.
+func (b *Backend) attentionRoute(a attnCall) {
+	segs, H, G, D, scale := a.segs, a.H, a.G, a.D, a.scale
+	suffix := ""
+	if a.halfKV {
+		suffix = "_kvh" // a bf16 KV cache or bf16 activations
 	}
 	qRow, kStart, kCount := attRows(segs)
 	if len(qRow) == 0 {
@@ -144,26 +214,26 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	// segments' lengths (the per-row ones).
 	graphed := b.gr != nil
 	if !graphed && b.useFlash(D, segs, len(qRow)) {
-		b.attentionFlash(suffix, p[0], lp, p[1], p[2], p[3], segs, H, G, D, kWidth(hk), scale)
+		b.attentionFlash(suffix, a, 4)
 		return
 	}
-	if !graphed && b.useGEMMAttention(hk, segs, len(qRow)) {
-		b.attentionGEMM(p[0], lp, p[1], p[2], p[3], segs, H, G, D, scale)
+	if !graphed && b.useGEMMAttention(a.halfKV, segs, len(qRow)) {
+		b.attentionGEMM(a.out, a.lse, a.q, a.k, a.v, segs, H, G, D, scale)
 		return
 	}
-	kvWidth := kWidth(hk)
+	kvWidth := widthOf(a.halfKV)
 	tiles := !graphed && b.useTiles(D, segs, len(qRow))
 	if !tiles && b.useDecodeSplit(D, H, G) {
-		b.attentionDecode(suffix, p[0], lp, p[1], p[2], p[3], qRow, kStart, kCount, H, G, D, kvWidth, scale)
+		b.attentionDecode(suffix, a.out, a.lse, a.q, a.k, a.v, qRow, kStart, kCount, H, G, D, kvWidth, scale)
 		return
 	}
 	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
-	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*k.Shape[0]*G*D))
+	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*a.nk*G*D))
 	if tiles {
 		t0, tn, ks, kf := queryTiles(segs, attTile)
 		tabs, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if ok {
-			b.launch("attn_fwd_tiled"+suffix, [3]int{len(t0), H}, attThreads, p[0], lp, p[1], p[2], p[3],
+			b.launch("attn_fwd_tiled"+suffix, [3]int{len(t0), H}, attThreads, a.out, a.lse, a.q, a.k, a.v,
 				tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale)
 		}
 		return
@@ -172,37 +242,48 @@ func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segmen
 	if !ok {
 		return
 	}
-	b.launch("attn_fwd"+suffix, [3]int{len(qRow), H}, attThreads, p[0], lp, p[1], p[2], p[3], addr[0], addr[1], addr[2],
+	b.launch("attn_fwd"+suffix, [3]int{len(qRow), H}, attThreads, a.out, a.lse, a.q, a.k, a.v, addr[0], addr[1], addr[2],
 		int32(H), int32(G), int32(D), scale)
 }
 
 // AttentionBackward overwrites dq, dk, dv, recomputing probabilities from
-// the saved log-sum-exp.
+// the saved log-sum-exp. q, k, v are all fp32 or all bf16 activations, out
+// fp32 or bf16; the gradients are fp32.
 func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.Tensor, segs []model.Segment, scale float32) {
-	p, ok := b.ptrs("attention backward", dq, dk, dv, dout, q, k, v, out, lse)
+	const op = "attention backward"
+	p, ok := b.ptrs(op, dq, dk, dv, dout, lse)
 	if !ok {
 		return
 	}
-	H, G, D, ok := b.attentionDims("attention backward", out, q, k, v, segs)
+	pq, hq, ok1 := b.activation(op, 4, q)
+	pk, hk, ok2 := b.activation(op, 5, k)
+	pv, hv, ok3 := b.activation(op, 6, v)
+	po, ho, ok4 := b.activation(op, 7, out)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return
+	}
+	if hq != hk || hq != hv {
+		b.keep(fmt.Errorf("attention backward: q, k, v must share a storage (bf16 %v, %v, %v)", hq, hk, hv))
+		return
+	}
+	H, G, D, ok := b.attentionDims(op, out, q, k, v, segs)
 	if !ok {
 		return
 	}
-	if !b.keep(model.SizeCheck("attention backward", dq, q, dout)) || !b.keep(model.SizeCheck("attention backward", dk, k, dv)) {
+	if !b.keep(model.SizeCheck(op, dq, q, dout)) || !b.keep(model.SizeCheck(op, dk, k, dv)) {
 		return
 	}
 	if lse.Numel() != q.Shape[0]*H {
 		b.keep(fmt.Errorf("attention backward: lse %v must hold (%d, %d)", lse.Shape, q.Shape[0], H))
 		return
 	}
-	kRow, qStart, qCount, err := keyRows(segs, k.Shape[0])
-	if !b.keep(err) {
+	if _, _, _, err := keyRows(segs, k.Shape[0]); !b.keep(err) {
 		return
 	}
 	b.Zero(dq)
 	b.Zero(dk)
 	b.Zero(dv)
-	qRow, kStart, kCount := attRows(segs)
-	if len(qRow) == 0 {
+	if len(queryRows(segs)) == 0 {
 		return
 	}
 	delta, err := b.alloc(q.Shape[0] * H)
@@ -210,48 +291,88 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 		return
 	}
 	defer b.free(delta)
-	b.kernelCost(2*q.Shape[0]*H*D, 4*(2*q.Shape[0]*H*D+q.Shape[0]*H))
-	b.launch("attn_delta", [3]int{q.Shape[0] * H}, 128, delta.ptr, p[3], p[7], int32(D))
+	rowsH := q.Shape[0] * H
+	b.kernelCost(2*rowsH*D, 4*(rowsH*D+rowsH)+widthOf(ho)*rowsH*D)
+	name := "attn_delta"
+	if ho {
+		name += "_h"
+	}
+	b.launch(name, [3]int{rowsH}, 128, delta.ptr, p[3], po, int32(D))
+	g := attnGrad{dq: p[0], dk: p[1], dv: p[2], dout: p[3], q: pq, k: pk, v: pv, lse: p[4], delta: delta.ptr,
+		segs: segs, H: H, G: G, D: D, nk: k.Shape[0], scale: scale}
+	if !hq {
+		b.attentionBackwardRoute(g)
+		return
+	}
+	if b.useFlash(D, segs, len(queryRows(segs))) {
+		b.attentionFlashBackward("_h", g, 2)
+		return
+	}
+	// The other routes read fp32 q, k, v: widen them.
+	wide, ok := b.widenAll([]uint64{g.q, g.k, g.v}, []int{q.Numel(), k.Numel(), v.Numel()})
+	if !ok {
+		return
+	}
+	defer b.free(wide...)
+	g.q, g.k, g.v = wide[0].ptr, wide[1].ptr, wide[2].ptr
+	b.attentionBackwardRoute(g)
+}
+
+// attnGrad is one attention backward's device operands and shape.
+type attnGrad struct {
+	dq, dk, dv, dout, q, k, v, lse, delta uint64
+	segs                                  []model.Segment
+	H, G, D, nk                           int
+	scale                                 float32
+}
+
+// attentionBackwardRoute runs a backward with fp32 q, k, v on the route the
+// call's shape selects.
+func (b *Backend) attentionBackwardRoute(g attnGrad) {
+	segs, H, G, D, scale := g.segs, g.H, g.G, g.D, g.scale
+	qRow, _, kCount := attRows(segs)
 	if b.useFlash(D, segs, len(qRow)) {
-		b.attentionFlashBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
+		b.attentionFlashBackward("", g, 4)
 		return
 	}
 	if b.useGEMMAttention(false, segs, len(qRow)) {
-		b.attentionGEMMBackward(p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr, segs, H, G, D, scale)
+		b.attentionGEMMBackward(g.dq, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta, segs, H, G, D, scale)
 		return
 	}
 	// Recomputed scores, dP = dO·Vᵀ, dV += Pᵀ·dO, dQ += dS·K, dK += dSᵀ·Q:
 	// 10·D per pair and head; q, out, dout, dq, lse and k, v, dk, dv once.
-	b.d.cost(EngineAttention, 10*float64(D*H)*pairs(kCount), float64(4*(4*len(qRow)*H*D+2*len(qRow)*H+4*k.Shape[0]*G*D)))
+	b.d.cost(EngineAttention, 10*float64(D*H)*pairs(kCount), float64(4*(4*len(qRow)*H*D+2*len(qRow)*H+4*g.nk*G*D)))
 	if b.useTiles(D, segs, len(qRow)) {
 		t0, tn, ks, kf := queryTiles(segs, attTile)
 		qt, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 		if !ok {
 			return
 		}
-		b.launch("attn_bwd_dq_tiled", [3]int{len(t0), H}, attThreads, p[0], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+		b.launch("attn_bwd_dq_tiled", [3]int{len(t0), H}, attThreads, g.dq, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 			qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), scale)
 		k0, kn, j0, sq, sl, so := keyTiles(segs, attTile)
 		kt, ok := b.upload("attention key tiles", k0, kn, j0, sq, sl, so)
 		if !ok {
 			return
 		}
-		b.launch("attn_bwd_dkv_tiled", [3]int{len(k0), G}, attThreads, p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+		b.launch("attn_bwd_dkv_tiled", [3]int{len(k0), G}, attThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), scale)
 		return
 	}
+	_, kStart, _ := attRows(segs)
 	rows, ok := b.upload("attention rows", qRow, kStart, kCount)
 	if !ok {
 		return
 	}
-	b.launch("attn_bwd_dq", [3]int{len(qRow), H}, attThreads, p[0], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+	b.launch("attn_bwd_dq", [3]int{len(qRow), H}, attThreads, g.dq, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 		rows[0], rows[1], rows[2], int32(H), int32(G), int32(D), scale)
+	kRow, qStart, qCount, _ := keyRows(segs, g.nk)
 	if len(kRow) > 0 {
 		keys, ok := b.upload("attention keys", kRow, qStart, qCount)
 		if !ok {
 			return
 		}
-		b.launch("attn_bwd_dkv", [3]int{len(kRow), G}, attThreads, p[1], p[2], p[3], p[4], p[5], p[6], p[8], delta.ptr,
+		b.launch("attn_bwd_dkv", [3]int{len(kRow), G}, attThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 			keys[0], keys[1], keys[2], int32(H), int32(G), int32(D), scale)
 	}
 }

@@ -50,14 +50,6 @@ func (b *Backend) useFlash(D int, segs []model.Segment, rows int) bool {
 	return b.prec == BF16 && b.attnGEMM == 0 && b.attnTiles == 0 && rows >= 16*len(segs)
 }
 
-// kWidth is the bytes per key/value element.
-func kWidth(half bool) int {
-	if half {
-		return 2
-	}
-	return 4
-}
-
 // flashPairs counts the (query, key) pairs the tiles of a pass visit: per
 // query tile, its rows times its keys rounded up to whole key tiles.
 func flashPairs(qCount, kFirst []int32, rows, keys int) float64 {
@@ -69,48 +61,56 @@ func flashPairs(qCount, kFirst []int32, rows, keys int) float64 {
 	return n
 }
 
-// attentionFlash is the forward: out (and lse when lse ≠ 0).
-func (b *Backend) attentionFlash(suffix string, out, lse, q, k, v uint64, segs []model.Segment, H, G, D, kvWidth int, scale float32) {
-	t0, tn, ks, kf := queryTiles(segs, flashBQ)
+// attentionFlash is the forward: out (and lse when lse ≠ 0). qWidth is the
+// bytes of a query and output element: 4 for fp32, 2 for the bf16 kernels
+// ("_h": queries, keys, values and output all bf16).
+func (b *Backend) attentionFlash(suffix string, a attnCall, qWidth int) {
+	t0, tn, ks, kf := queryTiles(a.segs, flashBQ)
 	if len(t0) == 0 {
 		return
 	}
+	H, G, D := a.H, a.G, a.D
 	pairs := flashPairs(tn, kf, flashBQ, flashBK) * float64(H)
 	// q, out and lse once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlash, 4*float64(D)*pairs, 4*(2*rows*float64(D)+rows)+float64(kvWidth*2*D*H)*keysOf(segs))
+	b.d.cost(EngineFlash, 4*float64(D)*pairs, float64(qWidth)*2*rows*float64(D)+4*rows+float64(widthOf(a.halfKV)*2*D*H)*keysOf(a.segs))
 	tiles, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if ok {
-		b.launch("attn_flash_fwd"+suffix, [3]int{len(t0), H}, flashThreads, out, lse, q, k, v,
-			tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), scale)
+		b.launch("attn_flash_fwd"+suffix, [3]int{len(t0), H}, flashThreads, a.out, a.lse, a.q, a.k, a.v,
+			tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), a.scale)
 	}
 }
 
 // attentionFlashBackward overwrites dq, dk and dv for every row of segs,
-// given delta = Σ dO ⊙ O per (row, head).
-func (b *Backend) attentionFlashBackward(dq, dk, dv, dout, q, k, v, lse, delta uint64, segs []model.Segment, H, G, D int, scale float32) {
+// given delta = Σ dO ⊙ O per (row, head). width is the bytes of a q, k or
+// v element (2: the "_h" kernels reading bf16 activations); dout and the
+// gradients are fp32.
+func (b *Backend) attentionFlashBackward(suffix string, g attnGrad, width int) {
+	segs, H, G, D := g.segs, g.H, g.G, g.D
 	t0, tn, ks, kf := queryTiles(segs, flashBQ)
 	if len(t0) == 0 {
 		return
 	}
 	pairs := flashPairs(tn, kf, flashBQ, flashBKQ) * float64(H)
+	w := float64(width)
 	// q, dout, dq, lse and delta once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlash, 6*float64(D)*pairs, 4*(3*rows*float64(D)+2*rows)+4*float64(2*D*H)*keysOf(segs))
+	b.d.cost(EngineFlash, 6*float64(D)*pairs, rows*float64(D)*(w+8)+8*rows+w*float64(2*D*H)*keysOf(segs))
 	qt, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if !ok {
 		return
 	}
-	b.launch("attn_flash_bwd_dq", [3]int{len(t0), H}, flashThreads, dq, dout, q, k, v, lse, delta,
-		qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), scale)
+	b.launch("attn_flash_bwd_dq"+suffix, [3]int{len(t0), H}, flashThreads, g.dq, g.dout, g.q, g.k, g.v, g.lse, g.delta,
+		qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), g.scale)
 	k0, kn, j0, sq, sl, so := keyTiles(segs, flashBKV)
-	// The same visited pairs, seen from the keys: k, v, dk, dv once; q,
-	// dout, lse and delta once per query head.
-	b.d.cost(EngineFlash, 8*float64(D)*pairs, 4*(4*float64(sumInt32(kn)*G*D)+rows*float64(2*D)+2*rows))
+	// The same visited pairs, seen from the keys: k, v read and dk, dv
+	// written once; q, dout, lse and delta once per query head.
+	keys := float64(sumInt32(kn) * G * D)
+	b.d.cost(EngineFlash, 8*float64(D)*pairs, 2*w*keys+8*keys+rows*float64(D)*(w+4)+8*rows)
 	kt, ok := b.upload("flash key tiles", k0, kn, j0, sq, sl, so)
 	if ok {
-		b.launch("attn_flash_bwd_dkv", [3]int{len(k0), G}, flashThreads, dk, dv, dout, q, k, v, lse, delta,
-			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), scale)
+		b.launch("attn_flash_bwd_dkv"+suffix, [3]int{len(k0), G}, flashThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,
+			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), g.scale)
 	}
 }
 

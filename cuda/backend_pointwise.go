@@ -14,9 +14,14 @@ import (
 // rowBlock is the thread count of one-block-per-row kernels.
 const rowBlock = 256
 
-// RMSNorm normalizes rows of x over the last dimension.
+// RMSNorm normalizes rows of x over the last dimension, into fp32 or a
+// bf16 activation (ActivationHalf); x, w and rstd are fp32.
 func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
-	p, ok := b.ptrs("rmsnorm", out, x, w)
+	po, half, ok := b.activation("rmsnorm", 0, out)
+	if !ok {
+		return
+	}
+	p, ok := b.reads("rmsnorm", x, w)
 	if !ok {
 		return
 	}
@@ -25,10 +30,15 @@ func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
 		return
 	}
 	R, n, err := model.RMSNormDims(out, rstd, x, w)
-	if b.keep(err) && R > 0 {
-		b.kernelCost(4*R*n, 4*(2*R*n+n+R))
-		b.launch("rmsnorm_fwd", [3]int{R}, rowBlock, p[0], rs, p[1], p[2], int32(n), eps)
+	if !b.keep(err) || R == 0 {
+		return
 	}
+	b.kernelCost(4*R*n, 4*(R*n+n+R)+widthOf(half)*R*n)
+	name := "rmsnorm_fwd"
+	if half {
+		name += "_h"
+	}
+	b.launch(name, [3]int{R}, rowBlock, po, rs, p[0], p[1], int32(n), eps)
 }
 
 // RMSNormBackward overwrites dx and accumulates dw. dw's column sums are
@@ -115,19 +125,7 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 	if !b.keep(err) || N == 0 || H == 0 || D == 0 {
 		return
 	}
-	maxPos := int32(0)
-	for i, v := range pos {
-		if v < 0 {
-			b.keep(fmt.Errorf("rope: negative position %d at row %d", v, i))
-			return
-		}
-		maxPos = max(maxPos, v)
-	}
-	tab, ok := b.ropeTables(theta, D, int(maxPos)+1)
-	if !ok {
-		return
-	}
-	addr, ok := b.upload("rope", pos)
+	tab, posAddr, ok := b.ropeInputs("rope", pos, theta, D)
 	if !ok {
 		return
 	}
@@ -136,7 +134,29 @@ func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool
 		sign = -1
 	}
 	b.kernelCost(6*N*H*D/2, 4*(2*N*H*D+N*D))
-	b.elementwise("rope", N*H*D/2, p[0], addr[0], tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
+	b.elementwise("rope", N*H*D/2, p[0], posAddr, tab.cos.ptr, tab.sin.ptr, int32(N), int32(H), int32(D), sign)
+}
+
+// ropeInputs checks the positions and returns the angle tables covering
+// them and the positions' device address.
+func (b *Backend) ropeInputs(op string, pos []int32, theta float64, D int) (*ropeTable, uint64, bool) {
+	maxPos := int32(0)
+	for i, v := range pos {
+		if v < 0 {
+			b.keep(fmt.Errorf("%s: negative position %d at row %d", op, v, i))
+			return nil, 0, false
+		}
+		maxPos = max(maxPos, v)
+	}
+	tab, ok := b.ropeTables(theta, D, int(maxPos)+1)
+	if !ok {
+		return nil, 0, false
+	}
+	addr, ok := b.upload(op, pos)
+	if !ok {
+		return nil, 0, false
+	}
+	return tab, addr[0], true
 }
 
 // SwiGLU computes silu(gate) ⊙ up.

@@ -278,6 +278,104 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol)
 	}
 }
 
+// TestAttentionHalf: attention on bf16 activations (a training pass under
+// bf16 products: q, k, v and out bf16, model.ActivationStore) against the
+// CPU's fp32 attention of the same bf16 values, on every route. The fused
+// kernels read and write bf16 directly (the _h kernels); the other routes
+// widen the queries (and, backward, q, k, v) and round the output. The
+// CPU's output is rounded as the GPU's is. Tolerance: the fused route's
+// bf16 one from TestAttentionMatchesCPU (its probabilities and dout are
+// rounded as before). Observed on the emulator: the fused route's worst
+// |err| 2.4e-2 (a D = 128 gradient; 2.2e-2 with fp32 inputs); the widened
+// per-row and tiled routes' 9.8e-4 (fp32 kernels on the same values; the
+// rounded output and the δ = Σ dO ⊙ O it feeds); the tensor-core
+// products' 1.6e-2 (bf16 products, as with fp32 activations).
+func TestAttentionHalf(t *testing.T) {
+	bf16 := numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}
+	for _, mode := range []struct {
+		name               string
+		tiles, gemm, flash int
+		want               []string // kernels the route must launch
+	}{
+		{"fused", 0, -1, 1, []string{"attn_flash_fwd_h", "attn_flash_bwd_dq_h", "attn_flash_bwd_dkv_h", "attn_delta_h"}},
+		{"row kernels", -1, -1, -1, []string{"attn_fwd", "attn_bwd_dq", "attn_delta_h", "bf16_to_f32"}},
+		{"tiled kernels", 1, -1, -1, []string{"attn_fwd_tiled", "attn_bwd_dq_tiled", "bf16_to_f32"}},
+		{"tensor-core products", 0, 1, -1, []string{"attn_gemm_softmax", "attn_gemm_probs", "bf16_to_f32"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			p := newPair(t, BF16)
+			gb := p.gpu.(*Backend)
+			gb.attnTiles, gb.attnGEMM, gb.attnFlash, gb.attnDecode = mode.tiles, mode.gemm, mode.flash, -1
+			before := gb.Device().Launches()
+			attentionHalfCases(p, bf16)
+			after := gb.Device().Launches()
+			for _, k := range mode.want {
+				if after[k] == before[k] {
+					t.Errorf("kernel %s never launched", k)
+				}
+			}
+		})
+	}
+}
+
+// attentionHalfCases runs forward and backward of training-shaped cases
+// with bf16 activations on the GPU and fp32 copies of them on the CPU.
+func attentionHalfCases(p *pair, tol numcheck.Tol) {
+	cases := []struct {
+		name    string
+		H, G, D int
+		segs    []model.Segment
+	}{
+		{"packed training", 4, 2, 16, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}, {Q0: 20, QLen: 310, K0: 20, KLen: 310}}},
+		{"qwen3 head dim", 8, 2, 128, []model.Segment{{Q0: 0, QLen: 140, K0: 0, KLen: 140}}},
+		{"odd tiles, D=36", 6, 3, 36, []model.Segment{{Q0: 0, QLen: 33, K0: 0, KLen: 33}, {Q0: 33, QLen: 43, K0: 33, KLen: 43}}},
+	}
+	rounded := func(n int) []float32 {
+		v := p.randn(n, 1)
+		for i := range v {
+			v[i] = bf16Round(v[i])
+		}
+		return v
+	}
+	for _, c := range cases {
+		n := c.segs[len(c.segs)-1].Q0 + c.segs[len(c.segs)-1].QLen
+		q, k, v := rounded(n*c.H*c.D), rounded(n*c.G*c.D), rounded(n*c.G*c.D)
+		dout := p.randn(n*c.H*c.D, 1)
+		scale := float32(1 / math.Sqrt(float64(c.D)))
+		p.check("bf16 attention "+c.name, tol, func(b model.Backend) []float32 {
+			Q, K, V := halfTensor(b, q, n, c.H, c.D), halfTensor(b, k, n, c.G, c.D), halfTensor(b, v, n, c.G, c.D)
+			out, lse := halfTensor(b, nil, n, c.H, c.D), b.New(n, c.H)
+			b.Attention(out, lse, Q, K, V, c.segs, scale)
+			res := download(b, out, lse)
+			if _, ok := b.(model.ActivationStore); !ok {
+				for i := range res[:out.Numel()] { // the GPU keeps a rounded output
+					res[i] = bf16Round(res[i])
+				}
+				b.Upload(out, res[:out.Numel()])
+			}
+			dq, dk, dv := b.New(n, c.H, c.D), b.New(n, c.G, c.D), b.New(n, c.G, c.D)
+			b.AttentionBackward(dq, dk, dv, upload(b, dout, n, c.H, c.D), Q, K, V, out, lse, c.segs, scale)
+			return append(res, download(b, dq, dk, dv)...)
+		})
+	}
+}
+
+// halfTensor is a bf16 activation holding vals (already bf16 values) where
+// the backend has them, else an fp32 tensor; nil vals leaves it unwritten.
+func halfTensor(b model.Backend, vals []float32, shape ...int) *model.Tensor {
+	as, ok := b.(model.ActivationStore)
+	if !ok {
+		return upload(b, vals, shape...)
+	}
+	t := as.ActivationHalf(shape...)
+	if vals != nil {
+		cols := shape[len(shape)-1]
+		rows := len(vals) / cols
+		b.MatMul(t.View(rows, cols), upload(b, vals, rows, cols), upload(b, identity(cols), cols, cols), false, false, false) // exact
+	}
+	return t
+}
+
 // tinyPair returns the same random tiny model on the CPU and on the GPU.
 func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *model.Model) {
 	cfg, err := o.Config()
@@ -1088,6 +1186,8 @@ func TestActivationHalf(t *testing.T) {
 		b.SwiGLUBackward(dg, du, upload(b, dout, R, F), g, u)
 		return append(download(b, h), download(b, dg, du)...)
 	})
+	testSplitQKVHalf(t, p)
+	testNormAndProductsHalf(t, p)
 	h, f := gb.ActivationHalf(R, F), gb.New(R, F)
 	gb.SwiGLU(h, f, f)
 	if err := gb.Err(); err == nil || !strings.Contains(err.Error(), "all be fp32 or all writable bf16") {
@@ -1102,6 +1202,86 @@ func TestActivationHalf(t *testing.T) {
 	fp := NewBackend(testDevice(t), FP32).ActivationHalf(3)
 	if fp.Store.(*buffer).bf16 {
 		t.Error("ActivationHalf under fp32 products gave bf16 storage")
+	}
+}
+
+// testSplitQKVHalf: the fused q/k/v product held in bf16 (ActivationHalf)
+// is split and back-propagated as the CPU splits the same (bf16-valued)
+// product in fp32: the kernels widen it exactly, so only the fp32 kernels'
+// own noise remains (observed: at most 2 % of the fp32 tolerance below).
+// Query rows at distinct positions, GQA and D = 128 as Qwen3's.
+func testSplitQKVHalf(t *testing.T, p *pair) {
+	d := model.QKVDims{N: 6, H: 4, G: 2, D: 128}
+	pos := []int32{0, 1, 2, 57, 58, 900}
+	x, qw, kw := p.randn(d.N*d.Width(), 2), p.randn(d.D, 1), p.randn(d.D, 1)
+	for i := range x {
+		x[i] = bf16Round(x[i])
+	}
+	dqn, dkn, dv := p.randn(d.N*d.H*d.D, 1), p.randn(d.N*d.G*d.D, 1), p.randn(d.N*d.G*d.D, 1)
+	tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-4} // TestConformance's for fp32 kernels
+	p.check("split qkv from bf16", tol, func(b model.Backend) []float32 {
+		qkv := upload(b, x, d.N, d.Width())
+		if as, ok := b.(model.ActivationStore); ok {
+			qkv = as.ActivationHalf(d.N, d.Width())
+			b.MatMul(qkv, upload(b, x, d.N, d.Width()), upload(b, identity(d.Width()), d.Width(), d.Width()), false, false, false) // exact: x is bf16
+		}
+		qn, kn, v := b.New(d.N, d.H, d.D), b.New(d.N, d.G, d.D), b.New(d.N, d.G, d.D)
+		rq, rk := b.New(d.N*d.H), b.New(d.N*d.G)
+		wq, wk := upload(b, qw, d.D), upload(b, kw, d.D)
+		b.SplitQKV(qn, kn, v, rq, rk, qkv, wq, wk, pos, 1e6, 1e-6)
+		dqkv, dqw, dkw := b.New(d.N, d.Width()), b.New(d.D), b.New(d.D)
+		b.SplitQKVBackward(dqkv, dqw, dkw, upload(b, dqn, d.N, d.H, d.D), upload(b, dkn, d.N, d.G, d.D),
+			upload(b, dv, d.N, d.G, d.D), qkv, wq, wk, rq, rk, pos, 1e6)
+		return download(b, qn, kn, v, rq, rk, dqkv, dqw, dkw)
+	})
+	// A training pass's split writes bf16 qn, kn, v: the fp32 split rounded
+	// once (observed |err| 1.5e-2: within the rounding's 2⁻⁹ of each value).
+	p.check("split qkv into bf16", numcheck.Tol{Atol: 1e-6, Rtol: 1.0 / 128}, func(b model.Backend) []float32 {
+		qkv := halfTensor(b, x, d.N, d.Width())
+		qn, kn, v := halfTensor(b, nil, d.N, d.H, d.D), halfTensor(b, nil, d.N, d.G, d.D), halfTensor(b, nil, d.N, d.G, d.D)
+		b.SplitQKV(qn, kn, v, b.New(d.N*d.H), b.New(d.N*d.G), qkv, upload(b, qw, d.D), upload(b, kw, d.D), pos, 1e6, 1e-6)
+		return download(b, qn, kn, v)
+	})
+}
+
+// testNormAndProductsHalf: RMSNorm into a bf16 activation is the fp32 norm
+// rounded (statistics from the fp32 input); a product of a bf16 activation
+// with an fp32 operand and an fp32 result (the backward's weight
+// gradients) matches the CPU's product of the same values whether the
+// backend widens the activation (the other operand over twice its size) or
+// rounds the other operand, each route seen launching its conversion.
+func testNormAndProductsHalf(t *testing.T, p *pair) {
+	gb := p.gpu.(*Backend)
+	const R, C = 9, 40
+	x, w := p.randn(R*C, 3), p.randn(C, 1)
+	// One rounding of the output (observed |err| 1.5e-2: within 2⁻⁹ of each value).
+	p.check("rmsnorm into bf16", numcheck.Tol{Atol: 1e-6, Rtol: 1.0 / 128}, func(b model.Backend) []float32 {
+		out, rstd := halfTensor(b, nil, R, C), b.New(R)
+		b.RMSNorm(out, rstd, upload(b, x, R, C), upload(b, w, C), 1e-6)
+		return download(b, out, rstd)
+	})
+	xn := p.randn(R*C, 1)
+	for i := range xn {
+		xn[i] = bf16Round(xn[i])
+	}
+	// dW (K, C) += dYᵀ·xn with dY (R, K): K = 100 makes dY 2.5× xn (widen),
+	// K = 50 1.25× (round dY).
+	for _, c := range []struct {
+		K    int
+		conv string
+	}{{100, "bf16_to_f32"}, {50, "f32_to_bf16"}} {
+		dy, acc := p.randn(R*c.K, 1), p.randn(c.K*C, 1)
+		before := gb.Device().Launches()[c.conv]
+		// dY rounded to bf16, R = 9 unit-size terms per output:
+		// TestConformanceBF16's bound 2e-2·√R.
+		p.check(fmt.Sprintf("bf16 activation product, K=%d", c.K), numcheck.Tol{Atol: 6e-2, Rtol: 2e-2}, func(b model.Backend) []float32 {
+			dw := upload(b, acc, c.K, C)
+			b.MatMul(dw, upload(b, dy, R, c.K), halfTensor(b, xn, R, C), true, false, true)
+			return download(b, dw)
+		})
+		if gb.Device().Launches()[c.conv] == before {
+			t.Errorf("K=%d: %s never launched", c.K, c.conv)
+		}
 	}
 }
 

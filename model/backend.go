@@ -116,6 +116,19 @@ type Backend interface {
 	// inverse rotates by −angle, which is the backward of the forward.
 	RoPE(x *Tensor, pos []int32, theta float64, inverse bool)
 
+	// SplitQKV reads the fused projection qkv (N, (H+2G)·D: per token H
+	// query heads, then G key heads, then G value heads) and overwrites
+	// qn (N, H, D) = RoPE(RMSNorm_per_head(q, qw)), kn (N, G, D) the same
+	// of k with kw, v (N, G, D) with the value heads, and rstdQ (N·H),
+	// rstdK (N·G) with each head's 1/sqrt(mean(x²)+eps). It is RMSNorm on
+	// rows of D then RoPE (above) on q and k, in one pass over the product.
+	SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *Tensor, pos []int32, theta float64, eps float32)
+	// SplitQKVBackward overwrites dqkv (N, (H+2G)·D) with the gradient of
+	// the fused projection (query and key heads: the inverse rotation then
+	// RMSNormBackward; value heads: dv) and accumulates dqw, dkw, given the
+	// qkv and rstd the forward read and wrote.
+	SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK *Tensor, pos []int32, theta float64)
+
 	// Attention overwrites out (Nq, H, D) with causal softmax(q·kᵀ·scale)·v
 	// per segment; k, v are (Nk, G, D) and query head h reads key/value head
 	// h/(H/G). If lse is not nil it is overwritten (Nq, H) with each row's
@@ -184,11 +197,16 @@ type Shadower interface {
 }
 
 // ActivationStore is implemented by backends that keep some activations
-// in bf16 (the CUDA backend under bf16 products): the model asks it for the
-// MLP's gate, up and SwiGLU output, half the largest share of a training
-// pass's saved activations. Such a tensor is written by MatMul (overwrite)
-// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, Copy and Download;
-// its contents are undefined until written.
+// in bf16 (the CUDA backend under bf16 products): the model asks it for
+// every activation a training pass saves but the residual stream and the
+// statistics (newLayerActs lists them), which stay fp32 as do gradients.
+// Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
+// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16)
+// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
+// SplitQKVBackward (qkv), Attention and AttentionBackward (q, k, v, and out
+// for the backward's Σ dout ⊙ out), Copy and Download; its contents are
+// undefined until written. Backends without it (the CPU ones) keep these
+// tensors fp32, so the model has one path.
 type ActivationStore interface {
 	ActivationHalf(shape ...int) *Tensor
 }

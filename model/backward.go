@@ -79,15 +79,16 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 
 // layerGrads are scratch activation gradients reused across layers.
 type layerGrads struct {
-	dxMid, dxn, tmp *Tensor // (N, C)
-	dh              *Tensor // (F, N) transposed, as the MLP's activations
-	dgu             *Tensor // (2F, N) dgateᵀ over dupᵀ
-	datt, dqn, dq   *Tensor // (N, H, D)
-	dkn, dk, dv     *Tensor // (N, G, D)
+	dxMid, dxn *Tensor // (N, C)
+	dh         *Tensor // (F, N) transposed, as the MLP's activations
+	dgu        *Tensor // (2F, N) dgateᵀ over dupᵀ
+	datt, dqn  *Tensor // (N, H, D)
+	dkn, dv    *Tensor // (N, G, D)
+	dqkv       *Tensor // (N, (H+2G)·D) the fused projection's gradient
 }
 
 func (s *layerGrads) tensors() []*Tensor {
-	return []*Tensor{s.dxMid, s.dxn, s.tmp, s.dh, s.dgu, s.datt, s.dqn, s.dq, s.dkn, s.dk, s.dv}
+	return []*Tensor{s.dxMid, s.dxn, s.dh, s.dgu, s.datt, s.dqn, s.dkn, s.dv, s.dqkv}
 }
 
 func (m *Model) newLayerGrads(n int) *layerGrads {
@@ -96,10 +97,10 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	// Each is overwritten by the first op that writes it in layerBackward.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	return &layerGrads{
-		dxMid: s(n, C), dxn: s(n, C), tmp: s(n, C),
+		dxMid: s(n, C), dxn: s(n, C),
 		dh: s(F, n), dgu: s(2*F, n),
-		datt: s(n, H, D), dqn: s(n, H, D), dq: s(n, H, D),
-		dkn: s(n, G, D), dk: s(n, G, D), dv: s(n, G, D),
+		datt: s(n, H, D), dqn: s(n, H, D),
+		dkn: s(n, G, D), dv: s(n, G, D), dqkv: s(n, (H+2*G)*D),
 	}
 }
 
@@ -108,7 +109,7 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p *Pass, g *Layer) {
 	b, c, w := m.B, m.Cfg, &m.P.Layers[l]
 	n := dx.Shape[0]
-	H, G, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	H, D := c.NumAttentionHeads, c.HeadDim
 
 	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid);
 	// h, gate, up and their gradients are held transposed (layerActs).
@@ -125,18 +126,12 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	b.MatMul(g.O, s.dxMid, a.att.View(n, H*D), true, false, true)
 	b.MatMul(s.datt.View(n, H*D), s.dxMid, w.O, false, false, false)
 	b.AttentionBackward(s.dqn, s.dkn, s.dv, s.datt, a.qn, a.kn, a.v, a.att, a.lse, p.segs, m.attnScale())
-	b.RoPE(s.dqn, p.pos, c.RopeTheta, true)
-	b.RoPE(s.dkn, p.pos, c.RopeTheta, true)
-	b.RMSNormBackward(s.dq, g.QNorm, s.dqn, a.q, w.QNorm, a.rstdQ)
-	b.RMSNormBackward(s.dk, g.KNorm, s.dkn, a.k, w.KNorm, a.rstdK)
-	dq, dk, dv := s.dq.View(n, H*D), s.dk.View(n, G*D), s.dv.View(n, G*D)
-	b.MatMul(g.Q, dq, a.xn1, true, false, true)
-	b.MatMul(g.K, dk, a.xn1, true, false, true)
-	b.MatMul(g.V, dv, a.xn1, true, false, true)
-	b.MatMul(s.dxn, dq, w.Q, false, false, false)
-	b.MatMul(s.dxn, dk, w.K, false, false, true)
-	b.MatMul(s.dxn, dv, w.V, false, false, true)
-	b.RMSNormBackward(s.tmp, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
-	b.Copy(dx, s.dxMid)
-	b.Add(dx, s.tmp)
+	// qkv = xn1·Wqkvᵀ, split into qn, kn (normed, rotated) and v.
+	b.SplitQKVBackward(s.dqkv, g.QNorm, g.KNorm, s.dqn, s.dkn, s.dv, a.qkv, w.QNorm, w.KNorm, a.rstdQ, a.rstdK, p.pos, c.RopeTheta)
+	b.MatMul(g.QKV, s.dqkv, a.xn1, true, false, true)   // dWqkv += dqkvᵀ·xn1
+	b.MatMul(s.dxn, s.dqkv, w.QKV, false, false, false) // dxn = dqkv·Wqkv
+	// dx (the output's gradient) has been read for the last time: the
+	// input's gradient overwrites it, then the residual adds in.
+	b.RMSNormBackward(dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
+	b.Add(dx, s.dxMid)
 }

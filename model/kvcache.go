@@ -185,7 +185,7 @@ func (m *Model) forwardCached(kv *KVCache, plan stepPlan) *Tensor {
 	n, C := len(plan.ids), c.HiddenSize
 	x := Scratch(b, n, C)
 	b.Embedding(x, m.P.Embed, plan.ids)
-	a := m.newLayerActs(n)
+	a := m.newLayerActs(n, false)
 	kp := kvPlan{cacheK: kv.K, cacheV: kv.V, rows: plan.rows, segs: plan.segs}
 	for l := range m.P.Layers {
 		m.layerForward(l, a, x, x, plan.pos, kp)

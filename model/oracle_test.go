@@ -446,7 +446,7 @@ func TestOracleLayer(t *testing.T) {
 		x, out, dx := b.New(n, C), b.New(n, C), b.New(n, C)
 		b.Upload(x, xHost)
 		b.Upload(dx, doutHost)
-		a := m.newLayerActs(n)
+		a := m.newLayerActs(n, true)
 		m.layerForward(l, a, x, out, pos, kvPlan{segs: segs})
 		grads := NewParams(b, c)
 		m.layerBackward(l, a, m.newLayerGrads(n), dx, &Pass{pos: pos, segs: segs}, &grads.Layers[l])

@@ -4,7 +4,7 @@ package model
 //
 //	x   = embed(ids)
 //	for each layer:
-//	  h    = rmsnorm(x) ;  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ
+//	  h    = rmsnorm(x) ;  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ   (one product)
 //	  q, k = rope(rmsnorm_per_head(q)), rope(rmsnorm_per_head(k))
 //	  x    = x + attention(q, k, v)·Woᵀ            (causal, GQA)
 //	  h    = rmsnorm(x)
@@ -72,9 +72,13 @@ func (m *Model) Freeze() (bool, error) {
 			return false, fmt.Errorf("freeze %s: %w", np.Name, err)
 		}
 	}
-	for i := range m.P.Layers { // the fused gate/up storage its views now share
-		if err := f.Freeze(m.P.Layers[i].GateUp); err != nil {
+	for i := range m.P.Layers { // the fused storages their views now share
+		l := &m.P.Layers[i]
+		if err := f.Freeze(l.GateUp); err != nil {
 			return false, fmt.Errorf("freeze layer %d gate_up: %w", i, err)
+		}
+		if err := f.Freeze(l.QKV); err != nil {
+			return false, fmt.Errorf("freeze layer %d qkv: %w", i, err)
 		}
 	}
 	return true, nil
@@ -125,8 +129,10 @@ type layerActs struct {
 	x     *Tensor // (N, C) layer input (a view of the previous layer's output)
 	xn1   *Tensor // (N, C) input_layernorm(x)
 	rstd1 *Tensor // (N)
-	q     *Tensor // (N, H, D) before q_norm
-	k     *Tensor // (N, G, D) before k_norm
+	// qkv is the fused projection xn1·Wqkvᵀ: per token, the query heads
+	// before q_norm, the key heads before k_norm, the value heads. SplitQKV
+	// reads it once and writes the contiguous tensors attention reads.
+	qkv   *Tensor // (N, (H+2G)·D)
 	v     *Tensor // (N, G, D)
 	qn    *Tensor // (N, H, D) after q_norm and RoPE
 	kn    *Tensor // (N, G, D) after k_norm and RoPE
@@ -151,27 +157,38 @@ func (a *layerActs) up() *Tensor   { return a.gu.Rows(a.h.Shape[0], 2*a.h.Shape[
 // tensors lists the activations a layer owns: all but x, which is the
 // previous layer's output (or the embedding) and released with it.
 func (a *layerActs) tensors() []*Tensor {
-	return []*Tensor{a.xn1, a.rstd1, a.q, a.k, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
+	return []*Tensor{a.xn1, a.rstd1, a.qkv, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
 		a.xMid, a.xn2, a.rstd2, a.gu, a.h}
 }
 
-func (m *Model) newLayerActs(n int) *layerActs {
+// newLayerActs allocates one layer's activations for n tokens. Every
+// activation is overwritten by the op that produces it. Where the backend
+// keeps activations in bf16 (ActivationStore), the inputs of products
+// (xn1, xn2, the MLP's h), the products' outputs (the fused q/k/v, gate
+// and up) and, for a training pass (train), attention's inputs and output
+// (qn, kn, v, att) are bf16: half the bytes saved for the backward and
+// read by it. Statistics (rstd, lse) and the residual stream (xMid and the
+// layer's input and output) stay fp32. Inference keeps attention's
+// tensors fp32: they are not saved, and the cached-decoding kernels read
+// fp32 queries.
+func (m *Model) newLayerActs(n int, train bool) *layerActs {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
-	// Every activation is overwritten by the op that produces it; the
-	// MLP's, the largest, are bf16 where the backend keeps them so.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
-	mlp := s
+	half, att := s, s
 	if as, ok := b.(ActivationStore); ok {
-		mlp = as.ActivationHalf
+		half = as.ActivationHalf
+		if train {
+			att = as.ActivationHalf
+		}
 	}
 	return &layerActs{
-		xn1: s(n, C), rstd1: s(n),
-		q: s(n, H, D), k: s(n, G, D), v: s(n, G, D),
-		qn: s(n, H, D), kn: s(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
-		att: s(n, H, D), lse: s(n, H),
-		xMid: s(n, C), xn2: s(n, C), rstd2: s(n),
-		gu: mlp(2*F, n), h: mlp(F, n),
+		xn1: half(n, C), rstd1: s(n),
+		qkv: half(n, (H+2*G)*D), v: att(n, G, D),
+		qn: att(n, H, D), kn: att(n, G, D), rstdQ: s(n * H), rstdK: s(n * G),
+		att: att(n, H, D), lse: s(n, H),
+		xMid: s(n, C), xn2: half(n, C), rstd2: s(n),
+		gu: half(2*F, n), h: half(F, n),
 	}
 }
 
@@ -189,18 +206,13 @@ type kvPlan struct {
 func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, kv kvPlan) {
 	b, c, w := m.B, m.Cfg, &m.P.Layers[l]
 	n := x.Shape[0]
-	H, G, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
+	H, D := c.NumAttentionHeads, c.HeadDim
 	eps := float32(c.RMSNormEps)
 	a.x = x
 
 	b.RMSNorm(a.xn1, a.rstd1, x, w.InputNorm, eps)
-	b.MatMul(a.q.View(n, H*D), a.xn1, w.Q, false, true, false)
-	b.MatMul(a.k.View(n, G*D), a.xn1, w.K, false, true, false)
-	b.MatMul(a.v.View(n, G*D), a.xn1, w.V, false, true, false)
-	b.RMSNorm(a.qn, a.rstdQ, a.q, w.QNorm, eps)
-	b.RMSNorm(a.kn, a.rstdK, a.k, w.KNorm, eps)
-	b.RoPE(a.qn, pos, c.RopeTheta, false)
-	b.RoPE(a.kn, pos, c.RopeTheta, false)
+	b.MatMul(a.qkv, a.xn1, w.QKV, false, true, false) // (N, (H+2G)·D) = xn1·Wqkvᵀ
+	b.SplitQKV(a.qn, a.kn, a.v, a.rstdQ, a.rstdK, a.qkv, w.QNorm, w.KNorm, pos, c.RopeTheta, eps)
 	if kv.cacheK == nil {
 		b.Attention(a.att, a.lse, a.qn, a.kn, a.v, kv.segs, m.attnScale())
 	} else {
@@ -295,12 +307,12 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	kv := kvPlan{segs: p.segs}
 	var shared *layerActs // with Recompute, one set serves every layer
 	if m.Recompute {
-		shared = m.newLayerActs(n)
+		shared = m.newLayerActs(n, true)
 	}
 	for l := range m.P.Layers {
 		a := shared
 		if a == nil {
-			a = m.newLayerActs(n)
+			a = m.newLayerActs(n, true)
 		}
 		out := Scratch(b, n, C)
 		m.layerForward(l, a, x, out, p.pos, kv)

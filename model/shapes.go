@@ -97,6 +97,34 @@ func RoPEDims(x *Tensor, pos []int32) (N, H, D int, err error) {
 	return x.Shape[0], x.Shape[1], x.Shape[2], nil
 }
 
+// QKVDims describes the fused projection's layout for SplitQKV and its
+// backward: per token, H query heads, then G key heads, then G value heads,
+// each of D elements.
+type QKVDims struct{ N, H, G, D int }
+
+// Width is the fused row's length, (H+2G)·D.
+func (d QKVDims) Width() int { return (d.H + 2*d.G) * d.D }
+
+// SplitQKVDims validates SplitQKV's operands (for the backward: dqn, dkn,
+// dv in place of qn, kn, v and dqkv in place of qkv): qn (N, H, D),
+// kn and v (N, G, D), rstdQ (N·H), rstdK (N·G), qkv (N, (H+2G)·D), qw and
+// kw (D), len(pos) = N, D even.
+func SplitQKVDims(op string, qn, kn, v, rstdQ, rstdK, qkv, qw, kw *Tensor, pos []int32) (QKVDims, error) {
+	if len(qn.Shape) != 3 || len(kn.Shape) != 3 || len(v.Shape) != 3 {
+		return QKVDims{}, fmt.Errorf("%s: q %v, k %v, v %v must be 3-D (rows, heads, D)", op, qn.Shape, kn.Shape, v.Shape)
+	}
+	d := QKVDims{N: qn.Shape[0], H: qn.Shape[1], G: kn.Shape[1], D: qn.Shape[2]}
+	rows, width := Matrix(qkv)
+	ok := d.N == len(pos) && d.D%2 == 0 && kn.Shape[0] == d.N && kn.Shape[2] == d.D &&
+		v.Numel() == kn.Numel() && v.Shape[1] == d.G && rstdQ.Numel() == d.N*d.H && rstdK.Numel() == d.N*d.G &&
+		qw.Numel() == d.D && kw.Numel() == d.D && qkv.Numel() == d.N*d.Width() && (d.N == 0 || (rows == d.N && width == d.Width()))
+	if !ok {
+		return QKVDims{}, fmt.Errorf("%s: fused qkv %v for q %v, k %v, v %v, rstd %v/%v, norms %v/%v and %d positions (want qkv (N, (H+2G)·D), even D)",
+			op, qkv.Shape, qn.Shape, kn.Shape, v.Shape, rstdQ.Shape, rstdK.Shape, qw.Shape, kw.Shape, len(pos))
+	}
+	return d, nil
+}
+
 // AttentionDims validates attention operands and segments and returns the
 // query heads H, key/value heads G and head dim D.
 func AttentionDims(op string, out, q, k, v *Tensor, segs []Segment) (H, G, D int, err error) {

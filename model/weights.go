@@ -23,9 +23,9 @@ import (
 // (out, in)).
 type Layer struct {
 	InputNorm *Tensor // (C)   input_layernorm
-	Q         *Tensor // (H·D, C)
-	K         *Tensor // (G·D, C)
-	V         *Tensor // (G·D, C)
+	Q         *Tensor // (H·D, C), rows 0…H·D−1 of QKV
+	K         *Tensor // (G·D, C), the next G·D rows of QKV
+	V         *Tensor // (G·D, C), the last G·D rows of QKV
 	O         *Tensor // (C, H·D)
 	QNorm     *Tensor // (D)   per-head RMSNorm on queries
 	KNorm     *Tensor // (D)   per-head RMSNorm on keys
@@ -37,6 +37,11 @@ type Layer struct {
 	// (and, for gradients, one product accumulates both); Gate and Up are
 	// its row views, which is what checkpoints and the optimizer see.
 	GateUp *Tensor // (2F, C)
+	// QKV holds q_proj over k_proj over v_proj for the same reason: one
+	// product reads the normed input once and writes every token's query,
+	// key and value heads side by side, and one product accumulates the
+	// three weight gradients. Q, K and V are its row views.
+	QKV *Tensor // ((H+2G)·D, C)
 }
 
 // Params is a full set of model parameters (or of their gradients or
@@ -90,10 +95,13 @@ func (p *Params) Named(cfg *Config) []NamedParam {
 func NewParams(b Backend, cfg *Config) *Params {
 	p := &Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}
 	F := cfg.IntermediateSize
+	HD, GD := cfg.NumAttentionHeads*cfg.HeadDim, cfg.NumKeyValueHeads*cfg.HeadDim
 	for i := range p.Layers {
 		l := &p.Layers[i]
 		l.GateUp = b.New(2*F, cfg.HiddenSize)
 		l.Gate, l.Up = l.GateUp.Rows(0, F), l.GateUp.Rows(F, 2*F)
+		l.QKV = b.New(HD+2*GD, cfg.HiddenSize)
+		l.Q, l.K, l.V = l.QKV.Rows(0, HD), l.QKV.Rows(HD, HD+GD), l.QKV.Rows(HD+GD, HD+2*GD)
 	}
 	for _, np := range p.Named(cfg) {
 		if *np.Ptr == nil {

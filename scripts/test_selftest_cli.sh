@@ -27,7 +27,7 @@ expect() {
 }
 
 for prec in bf16 fp32; do
-	expect 0 "26 of 26 checks passed" "$g" cuda-info --self-test --matmul-precision $prec
+	expect 0 "28 of 28 checks passed" "$g" cuda-info --self-test --matmul-precision $prec
 done
 GDROTRAIN_EMU_FAULT=rmsnorm_fwd expect nonzero "rmsnorm fwd+bwd (kernels: rmsnorm_fwd" "$g" cuda-info --self-test
 grep -q "tolerance atol" "$tmp/out" || fail "no tolerance in the failure"

@@ -34,8 +34,12 @@ func (p MemoryPlan) Total() int64 {
 
 func (p MemoryPlan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
-	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s, ZeRO-1 gather buffer %s; total %s",
-		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), g(p.GatherBuffer), g(p.Total()))
+	gather := ""
+	if p.GatherBuffer > 0 {
+		gather = ", ZeRO-1 gather buffer " + g(p.GatherBuffer)
+	}
+	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; total %s",
+		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), gather, g(p.Total()))
 }
 
 // planTokens is a micro-batch's tokens at the longest sequence.
@@ -62,10 +66,13 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
 	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
 	tokens := planTokens(cfg)
-	// Saved per token per layer by the training forward (see layerActs), plus
-	// the backward's scratch gradients for one layer.
-	perLayer := (4*C + 3*HD + 3*GD + 3*F + 3 + int64(mc.NumAttentionHeads) + 2*HD) * f32
-	scratch := (3*C + 3*F + 3*HD + 3*GD) * f32
+	// Saved per token per layer by the training forward (model's
+	// layerActs): the layer's input, xMid and the statistics, fp32
+	// everywhere, and the rest (halfPerToken), fp32 on the CPU; plus the
+	// backward's scratch gradients for one layer (layerGrads).
+	H, G := int64(mc.NumAttentionHeads), int64(mc.NumKeyValueHeads)
+	perLayer := (2*C+2+2*H+G)*f32 + halfPerToken(mc)
+	scratch := (2*C + 3*F + 3*HD + 4*GD) * f32
 	p := MemoryPlan{
 		Weights:     params,
 		Gradients:   params,
@@ -85,6 +92,17 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	return p
 }
 
+// halfPerToken is the fp32 bytes per token of a layer's saved activations
+// that a GPU under bf16 products keeps in bf16 (model.ActivationStore):
+// the normed inputs of products (xn1, xn2), the fused q/k/v product and
+// attention's inputs and output (qkv, qn, kn, v, att), and the MLP's
+// (gate and up, h).
+func halfPerToken(mc *model.Config) int64 {
+	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
+	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
+	return (2*C + 3*HD + 4*GD + 3*F) * 4
+}
+
 // Budget is a memory plan set against the memory of the device it will run
 // on: the GPU's free memory for the CUDA backend, MemAvailable for the CPU.
 type Budget struct {
@@ -93,7 +111,8 @@ type Budget struct {
 	Device    string // backend name
 	Available int64  // bytes; 0 when unknown
 	// RefBF16, KVBF16: the reference model and KV cache are held in bf16;
-	// ActBF16: the MLP's activations too.
+	// ActBF16: the saved activations too, but for the residual stream and
+	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
 	// World is the number of data-parallel ranks the plan is per rank of
 	// (0 or 1: one process); ZeRO the optimizer sharding stage (1: the
@@ -153,7 +172,7 @@ func (b Budget) Report() string {
 	}{
 		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
 		{"gradients (fp32)", p.Gradients}, {momentsRow(b), p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
-		{"activations (" + map[bool]string{false: "fp32", true: "fp32, MLP bf16"}[b.ActBF16] + ")", p.Activations},
+		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
@@ -215,13 +234,13 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	}
 	if gpu && cfg.Run.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
-		// The MLP's gate, up and SwiGLU output are bf16 (model.ActivationStore):
-		// every layer's set, or the one recomputed set.
+		// Every activation but the residual stream and the statistics is
+		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
 		layers := int64(mc.NumHiddenLayers)
 		if cfg.Train.Recompute {
 			layers = 1
 		}
-		bud.Plan.Activations -= planTokens(cfg) * layers * 3 * int64(mc.IntermediateSize) * 2
+		bud.Plan.Activations -= planTokens(cfg) * layers * halfPerToken(mc) / 2
 		bud.ActBF16 = true
 	}
 	return bud

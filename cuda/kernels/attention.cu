@@ -71,13 +71,23 @@ extern "C" __global__ void attn_fwd_kvh(float* out, float* lse, const float* q, 
 
 // attn_delta: delta[row, h] = Σ_d dout·out, for every (row, head) pair of
 // the tensors (rowsH of them). Grid: rowsH blocks.
-extern "C" __global__ void attn_delta(float* delta, const float* dout, const float* out, int D) {
+template <typename O>
+__device__ __forceinline__ void attn_delta_impl(float* delta, const float* dout, const O* out, int D) {
 	__shared__ float sh[32];
 	long long rh = blockIdx.x;
 	float s = 0.f;
-	for (int d = threadIdx.x; d < D; d += blockDim.x) s += dout[rh * D + d] * out[rh * D + d];
+	for (int d = threadIdx.x; d < D; d += blockDim.x) s += dout[rh * D + d] * ld(out, rh * D + d);
 	s = block_sum(s, sh);
 	if (threadIdx.x == 0) delta[rh] = s;
+}
+
+extern "C" __global__ void attn_delta(float* delta, const float* dout, const float* out, int D) {
+	attn_delta_impl(delta, dout, out, D);
+}
+
+// attn_delta_h reads a bf16 output (an ActivationHalf saved by the forward).
+extern "C" __global__ void attn_delta_h(float* delta, const float* dout, const unsigned short* out, int D) {
+	attn_delta_impl(delta, dout, out, D);
 }
 
 // attn_bwd_dq: dq = scale·Σ_j p_j (dout·v_j − delta) k_j. Grid (rows, H).

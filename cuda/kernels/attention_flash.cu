@@ -2,8 +2,10 @@
 // probabilities live in registers, never in DRAM; every product is an
 // mma.m16n8k16 with bf16 operands and fp32 accumulation (common.cuh).
 // Inputs are the model's fp32 q, k, v (or a bf16 KV cache), rounded to
-// bf16 as they are staged; softmax statistics, outputs and gradients stay
-// fp32. Head dim D: a multiple of 16, at most FA_DMAX (loops run to the
+// bf16 as they are staged, or its bf16 q, k, v (the _h kernels: training
+// under bf16 products, model.ActivationStore), staged with 16-byte loads;
+// softmax statistics and gradients stay fp32, and the output is fp32 or,
+// in the _h forward, bf16. Head dim D: a multiple of 16, at most FA_DMAX (loops run to the
 // constant FA_DMAX with a guard, so every register array has compile-time
 // indices and none lands in local memory).
 //
@@ -41,6 +43,21 @@ __device__ __forceinline__ void fa_stage(unsigned short* sh, const T* src, long 
 	}
 }
 
+// fa_stage for bf16 sources copies 16 bytes (8 elements) at a time: D is a
+// multiple of 16, every row starts 16-byte aligned (the tensors are whole
+// allocations or row views of them) and so does every staged row (FA_S·2
+// bytes apart).
+__device__ __forceinline__ void fa_stage(unsigned short* sh, const unsigned short* src, long long row0, int rows, int cnt,
+                                         int heads, int head, int D) {
+	int per = D / 8;
+	for (int idx = threadIdx.x; idx < rows * per; idx += FA_THREADS) {
+		int j = idx / per, c = 8 * (idx - j * per);
+		uint4 val = make_uint4(0u, 0u, 0u, 0u);
+		if (j < cnt) val = *(const uint4*)(src + ((row0 + j) * heads + head) * D + c);
+		*(uint4*)(sh + j * FA_S + c) = val;
+	}
+}
+
 // Two bf16 of a staged row (d even), as one register.
 __device__ __forceinline__ unsigned fa_pair(const unsigned short* sh, int row, int d) {
 	return *(const unsigned*)(sh + row * FA_S + d);
@@ -54,19 +71,26 @@ __device__ __forceinline__ unsigned fa_colpair(const unsigned short* sh, int row
 // fa_rowfrag loads the A fragments of 16 rows (row0 = this lane's row g,
 // row0+8 its row g+8) of a global fp32 (rows, heads, D) tensor for every
 // k-step of 16 along D; dead rows are zero.
-__device__ __forceinline__ void fa_rowfrag(unsigned a[FA_DMAX / 16][4], const float* src, long long rowA, bool liveA,
+// fa_two is elements d and d+1 of a row as a bf16 pair: rounded from fp32,
+// or one 4-byte load of bf16 (the lower index in the lower half, as
+// little-endian memory holds them).
+__device__ __forceinline__ unsigned fa_two(const float* p, int d) { return bf16x2(p[d], p[d + 1]); }
+__device__ __forceinline__ unsigned fa_two(const unsigned short* p, int d) { return *(const unsigned*)(p + d); }
+
+template <typename T>
+__device__ __forceinline__ void fa_rowfrag(unsigned a[FA_DMAX / 16][4], const T* src, long long rowA, bool liveA,
                                            long long rowB, bool liveB, int heads, int head, int D) {
 	int tig = threadIdx.x & 3;
-	const float* pa = src + (rowA * heads + head) * D;
-	const float* pb = src + (rowB * heads + head) * D;
+	const T* pa = src + (rowA * heads + head) * D;
+	const T* pb = src + (rowB * heads + head) * D;
 #pragma unroll
 	for (int s = 0; s < FA_DMAX / 16; s++) {
 		int d = 16 * s + 2 * tig;
 		bool on = 16 * s < D;
-		a[s][0] = on && liveA ? bf16x2(pa[d], pa[d + 1]) : 0u;
-		a[s][1] = on && liveB ? bf16x2(pb[d], pb[d + 1]) : 0u;
-		a[s][2] = on && liveA ? bf16x2(pa[d + 8], pa[d + 9]) : 0u;
-		a[s][3] = on && liveB ? bf16x2(pb[d + 8], pb[d + 9]) : 0u;
+		a[s][0] = on && liveA ? fa_two(pa, d) : 0u;
+		a[s][1] = on && liveB ? fa_two(pb, d) : 0u;
+		a[s][2] = on && liveA ? fa_two(pa, d + 8) : 0u;
+		a[s][3] = on && liveB ? fa_two(pb, d + 8) : 0u;
 	}
 }
 
@@ -94,26 +118,28 @@ __device__ __forceinline__ void fa_ptile(unsigned a[4], const float* c0, const f
 // fragments (acc[nd]: columns 8nd … 8nd+7) to rows rowA and rowB of head
 // `head` of a (rows, heads, D) tensor, each row scaled and written only
 // if live.
-__device__ __forceinline__ void fa_store(float* dst, const float acc[FA_DMAX / 8][4], long long rowA, bool liveA,
-                                         float sA, long long rowB, bool liveB, float sB, int heads, int head, int D) {
+// fa_put writes elements i and i+1: two floats, or one bf16 pair.
+__device__ __forceinline__ void fa_put(float* p, long long i, float x, float y) {
+	p[i] = x;
+	p[i + 1] = y;
+}
+__device__ __forceinline__ void fa_put(unsigned short* p, long long i, float x, float y) { *(unsigned*)(p + i) = bf16x2(x, y); }
+
+template <typename O>
+__device__ __forceinline__ void fa_store(O* dst, const float acc[FA_DMAX / 8][4], long long rowA, bool liveA, float sA,
+                                         long long rowB, bool liveB, float sB, int heads, int head, int D) {
 	int tig = threadIdx.x & 3;
 #pragma unroll
 	for (int nd = 0; nd < FA_DMAX / 8; nd++) {
 		if (8 * nd >= D) continue;
 		int d = 8 * nd + 2 * tig;
-		if (liveA) {
-			dst[(rowA * heads + head) * D + d] = acc[nd][0] * sA;
-			dst[(rowA * heads + head) * D + d + 1] = acc[nd][1] * sA;
-		}
-		if (liveB) {
-			dst[(rowB * heads + head) * D + d] = acc[nd][2] * sB;
-			dst[(rowB * heads + head) * D + d + 1] = acc[nd][3] * sB;
-		}
+		if (liveA) fa_put(dst, (rowA * heads + head) * D + d, acc[nd][0] * sA, acc[nd][1] * sA);
+		if (liveB) fa_put(dst, (rowB * heads + head) * D + d, acc[nd][2] * sB, acc[nd][3] * sB);
 	}
 }
 
-template <typename KV>
-__device__ __forceinline__ void attn_flash_fwd_impl(float* out, float* lse, const float* q, const KV* k, const KV* v,
+template <typename Q, typename KV, typename O>
+__device__ __forceinline__ void attn_flash_fwd_impl(O* out, float* lse, const Q* q, const KV* k, const KV* v,
                                                     const int* qRow0, const int* qCount, const int* kStart,
                                                     const int* kFirst, int H, int G, int D, float scale) {
 	__shared__ __align__(16) unsigned short ks[FA_BK * FA_S];
@@ -222,13 +248,22 @@ extern "C" __global__ void attn_flash_fwd_kvh(float* out, float* lse, const floa
 	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
 }
 
+// attn_flash_fwd_h: bf16 q, k, v and out (training under bf16 products).
+extern "C" __global__ void attn_flash_fwd_h(unsigned short* out, float* lse, const unsigned short* q,
+                                            const unsigned short* k, const unsigned short* v, const int* qRow0,
+                                            const int* qCount, const int* kStart, const int* kFirst, int H, int G,
+                                            int D, float scale) {
+	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
 // attn_flash_bwd_dq overwrites dq = scale·Σ_j P_j (dP_j − δ) k_j for the rows
 // of a query tile, P recomputed from the saved log-sum-exp and dP = dO·vᵀ.
 // Grid (query tiles, H), FA_THREADS threads.
-extern "C" __global__ void attn_flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k,
-                                             const float* v, const float* lse, const float* delta, const int* qRow0,
-                                             const int* qCount, const int* kStart, const int* kFirst, int H, int G,
-                                             int D, float scale) {
+template <typename T>
+__device__ __forceinline__ void attn_flash_bwd_dq_impl(float* dq, const float* dout, const T* q, const T* k, const T* v,
+                                                       const float* lse, const float* delta, const int* qRow0,
+                                                       const int* qCount, const int* kStart, const int* kFirst, int H,
+                                                       int G, int D, float scale) {
 	__shared__ __align__(16) unsigned short ks[FA_BKQ * FA_S];
 	__shared__ __align__(16) unsigned short vs[FA_BKQ * FA_S];
 	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
@@ -294,14 +329,31 @@ extern "C" __global__ void attn_flash_bwd_dq(float* dq, const float* dout, const
 	fa_store(dq, acc, row0, live0, 1.f, row1, live1, 1.f, H, h, D);
 }
 
+extern "C" __global__ void attn_flash_bwd_dq(float* dq, const float* dout, const float* q, const float* k,
+                                             const float* v, const float* lse, const float* delta, const int* qRow0,
+                                             const int* qCount, const int* kStart, const int* kFirst, int H, int G,
+                                             int D, float scale) {
+	attn_flash_bwd_dq_impl(dq, dout, q, k, v, lse, delta, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
+// attn_flash_bwd_dq_h reads bf16 q, k, v (saved by attn_flash_fwd_h).
+extern "C" __global__ void attn_flash_bwd_dq_h(float* dq, const float* dout, const unsigned short* q,
+                                               const unsigned short* k, const unsigned short* v, const float* lse,
+                                               const float* delta, const int* qRow0, const int* qCount,
+                                               const int* kStart, const int* kFirst, int H, int G, int D, float scale) {
+	attn_flash_bwd_dq_impl(dq, dout, q, k, v, lse, delta, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
 // attn_flash_bwd_dkv overwrites dk and dv for the rows of a key tile and
 // key/value head g, over every query head of the group and every query
 // tile that sees the keys: with Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (rows = keys),
 // dV += Pᵀ·dO and dK += dSᵀ·Q. Grid (key tiles, G), FA_THREADS threads.
-extern "C" __global__ void attn_flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                              const float* v, const float* lse, const float* delta, const int* kRow0,
-                                              const int* kCount, const int* j0s, const int* segQ0, const int* segQLen,
-                                              const int* segOff, int H, int G, int D, float scale) {
+template <typename T>
+__device__ __forceinline__ void attn_flash_bwd_dkv_impl(float* dk, float* dv, const float* dout, const T* q, const T* k,
+                                                        const T* v, const float* lse, const float* delta,
+                                                        const int* kRow0, const int* kCount, const int* j0s,
+                                                        const int* segQ0, const int* segQLen, const int* segOff, int H,
+                                                        int G, int D, float scale) {
 	__shared__ __align__(16) unsigned short ks[FA_BKV * FA_S];
 	__shared__ __align__(16) unsigned short vs[FA_BKV * FA_S];
 	__shared__ __align__(16) unsigned short qs[FA_BQV * FA_S];
@@ -379,6 +431,22 @@ extern "C" __global__ void attn_flash_bwd_dkv(float* dk, float* dv, const float*
 	}
 	fa_store(dk, dka, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, D);
 	fa_store(dv, dva, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, D);
+}
+
+extern "C" __global__ void attn_flash_bwd_dkv(float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                              const float* v, const float* lse, const float* delta, const int* kRow0,
+                                              const int* kCount, const int* j0s, const int* segQ0, const int* segQLen,
+                                              const int* segOff, int H, int G, int D, float scale) {
+	attn_flash_bwd_dkv_impl(dk, dv, dout, q, k, v, lse, delta, kRow0, kCount, j0s, segQ0, segQLen, segOff, H, G, D, scale);
+}
+
+// attn_flash_bwd_dkv_h reads bf16 q, k, v (saved by attn_flash_fwd_h).
+extern "C" __global__ void attn_flash_bwd_dkv_h(float* dk, float* dv, const float* dout, const unsigned short* q,
+                                                const unsigned short* k, const unsigned short* v, const float* lse,
+                                                const float* delta, const int* kRow0, const int* kCount, const int* j0s,
+                                                const int* segQ0, const int* segQLen, const int* segOff, int H, int G,
+                                                int D, float scale) {
+	attn_flash_bwd_dkv_impl(dk, dv, dout, q, k, v, lse, delta, kRow0, kCount, j0s, segQ0, segQLen, segOff, H, G, D, scale);
 }
 
 // mma_check: one warp computes c = a·b (16 × 16 by 16 × 8, bf16 values

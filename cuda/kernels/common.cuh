@@ -70,6 +70,11 @@ __device__ __forceinline__ unsigned short f32_to_bf16_bits(float f) {
 	return (unsigned short)(u >> 16);
 }
 
+// store_as writes v as element i of float storage, or rounded to bf16 bits
+// (a writable bf16 activation), so one kernel body serves both outputs.
+__device__ __forceinline__ void store_as(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void store_as(unsigned short* p, long long i, float v) { p[i] = f32_to_bf16_bits(v); }
+
 // mma_bf16_16816: one warp's c (16 × 8, fp32) += A (16 × 16, bf16, row
 // major) · B (16 × 8, bf16, column major) on the tensor cores, every lane
 // calling it with its fragments as the PTX ISA lays them out for

@@ -158,6 +158,20 @@ func OpCases() []OpCase {
 			return append(f, download(b, X)...)
 		}})
 	}
+	for _, D := range []int{16, 128} {
+		const H, G = 4, 2
+		d := model.QKVDims{N: N, H: H, G: G, D: D}
+		xs, qw, kw := g.randn(N*d.Width(), 2), g.randn(D, 1), g.randn(D, 1)
+		dq, dk, dv := g.randn(N*H*D, 1), g.randn(N*G*D, 1), g.randn(N*G*D, 1)
+		add(OpCase{Name: "split qkv fwd+bwd", Kernels: "qkv_split_fwd, qkv_split_bwd_dx, qkv_split_bwd_dw_partial", Run: func(b model.Backend) []float32 {
+			X, QW, KW := upload(b, xs, N, d.Width()), upload(b, qw, D), upload(b, kw, D)
+			qn, kn, v, rq, rk := b.New(N, H, D), b.New(N, G, D), b.New(N, G, D), b.New(N*H), b.New(N*G)
+			b.SplitQKV(qn, kn, v, rq, rk, X, QW, KW, pos, 1e6, 1e-6)
+			dx, dqw, dkw := b.New(N, d.Width()), upload(b, qw, D), upload(b, kw, D) // the norms' gradients accumulate onto their values
+			b.SplitQKVBackward(dx, dqw, dkw, upload(b, dq, N, H, D), upload(b, dk, N, G, D), upload(b, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
+			return download(b, qn, kn, v, rq, rk, dx, dqw, dkw)
+		}})
+	}
 	gate, up, dout := g.randn(F*3, 3), g.randn(F*3, 1), g.randn(F*3, 1)
 	add(OpCase{Name: "swiglu fwd+bwd", Kernels: "swiglu_fwd, swiglu_bwd", Run: func(b model.Backend) []float32 {
 		G, U, out, dg, du := upload(b, gate, F, 3), upload(b, up, F, 3), b.New(F, 3), b.New(F, 3), b.New(F, 3)

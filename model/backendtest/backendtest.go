@@ -50,6 +50,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("Embedding", s.embedding)
 	t.Run("RMSNorm", s.rmsnorm)
 	t.Run("RoPE", s.rope)
+	t.Run("SplitQKV", s.splitQKV)
 	t.Run("Attention", s.attention)
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
@@ -283,6 +284,97 @@ func (s *suite) rope(t *testing.T) {
 	s.noErr(t, "rope")
 }
 
+// refSplitQKV is SplitQKV in float64: per token t and head j of the fused
+// row, query and key heads RMS-normed by their weight and rotated by
+// pos[t]·theta^(−2i/D), value heads copied. It returns qn, kn, v and the
+// rstds (queries then keys, per token).
+func refSplitQKV(qkv, qw, kw []float32, pos []int32, d model.QKVDims, theta, eps float64) (qn, kn, v, rq, rk []float64) {
+	half := d.D / 2
+	for t := 0; t < d.N; t++ {
+		for j := 0; j < d.H+2*d.G; j++ {
+			x := qkv[t*d.Width()+j*d.D : t*d.Width()+(j+1)*d.D]
+			if j >= d.H+d.G {
+				v = append(v, f64(x)...)
+				continue
+			}
+			w, out, rs := qw, &qn, &rq
+			if j >= d.H {
+				w, out, rs = kw, &kn, &rk
+			}
+			var ss float64
+			for _, e := range x {
+				ss += float64(e) * float64(e)
+			}
+			r := 1 / math.Sqrt(ss/float64(d.D)+eps)
+			*rs = append(*rs, r)
+			y := make([]float64, d.D)
+			for i := 0; i < half; i++ {
+				ang := float64(pos[t]) * math.Pow(theta, -2*float64(i)/float64(d.D))
+				c, sn := math.Cos(ang), math.Sin(ang)
+				y1, y2 := float64(x[i])*r*float64(w[i]), float64(x[i+half])*r*float64(w[i+half])
+				y[i], y[i+half] = y1*c-y2*sn, y2*c+y1*sn
+			}
+			*out = append(*out, y...)
+		}
+	}
+	return qn, kn, v, rq, rk
+}
+
+// splitQKV checks the fused projection's split against refSplitQKV (head
+// dims with one, several and more than one pass of the GPU's 64 threads;
+// GQA and plain heads) and its backward against finite differences of
+// L = Σ qn⊙rq + Σ kn⊙rk + Σ v⊙rv. A query/key/value head taken from the
+// wrong place in the row, rotated in the wrong half, or normed by the
+// other weight fails the forward.
+func (s *suite) splitQKV(t *testing.T) {
+	const theta, eps = 1e6, 1e-6
+	cases := []struct {
+		d  model.QKVDims
+		fd bool // finite differences (every element: small shapes)
+	}{
+		{model.QKVDims{N: 3, H: 4, G: 2, D: 8}, true},
+		// D = 2: forward only, a 2-element head of small norm curves too
+		// much for the finite differences' step (2 % off where seen).
+		{model.QKVDims{N: 2, H: 3, G: 1, D: 2}, false},
+		{model.QKVDims{N: 1, H: 2, G: 1, D: 130}, true},
+		{model.QKVDims{N: 5, H: 16, G: 8, D: 128}, false},
+	}
+	for _, c := range cases {
+		d := c.d
+		name := fmt.Sprintf("N=%d H=%d G=%d D=%d", d.N, d.H, d.G, d.D)
+		pos := make([]int32, d.N)
+		for i := range pos {
+			pos[i] = int32(3*i + i*i*97) // 0, 100, 400, … : distinct angles
+		}
+		xv, qwv, kwv := s.randn(d.N*d.Width(), 2), s.randn(d.D, 1), s.randn(d.D, 1)
+		qkv, qw, kw := s.tensor(xv, d.N, d.Width()), s.tensor(qwv, d.D), s.tensor(kwv, d.D)
+		qn, kn, v := s.b.New(d.N, d.H, d.D), s.b.New(d.N, d.G, d.D), s.b.New(d.N, d.G, d.D)
+		rq, rk := s.b.New(d.N*d.H), s.b.New(d.N*d.G)
+		s.b.SplitQKV(qn, kn, v, rq, rk, qkv, qw, kw, pos, theta, eps)
+		wq, wk, wv, wrq, wrk := refSplitQKV(xv, qwv, kwv, pos, d, theta, eps)
+		s.expect(t, name+" qn", s.get(qn), wq, s.tol(t))
+		s.expect(t, name+" kn", s.get(kn), wk, s.tol(t))
+		s.expect(t, name+" v", s.get(v), wv, s.tol(t))
+		s.expect(t, name+" rstd q", s.get(rq), wrq, s.tol(t))
+		s.expect(t, name+" rstd k", s.get(rk), wrk, s.tol(t))
+		if !c.fd {
+			continue
+		}
+		r1, r2, r3 := s.randn(qn.Numel(), 1), s.randn(kn.Numel(), 1), s.randn(v.Numel(), 1)
+		dqkv, dqw, dkw := s.b.New(d.N, d.Width()), s.b.New(d.D), s.b.New(d.D)
+		s.b.SplitQKVBackward(dqkv, dqw, dkw, s.tensor(r1, qn.Shape...), s.tensor(r2, kn.Shape...), s.tensor(r3, v.Shape...),
+			qkv, qw, kw, rq, rk, pos, theta)
+		loss := func() float64 {
+			s.b.SplitQKV(qn, kn, v, s.b.New(d.N*d.H), s.b.New(d.N*d.G), qkv, qw, kw, pos, theta, eps)
+			return dotLoss(s.get(qn), r1) + dotLoss(s.get(kn), r2) + dotLoss(s.get(v), r3)
+		}
+		s.expect(t, name+" dqkv", s.get(dqkv), fd(xv, loss, func() { s.b.Upload(qkv, xv) }), s.o.FDTol)
+		s.expect(t, name+" dqw", s.get(dqw), fd(qwv, loss, func() { s.b.Upload(qw, qwv) }), s.o.FDTol)
+		s.expect(t, name+" dkw", s.get(dkw), fd(kwv, loss, func() { s.b.Upload(kw, kwv) }), s.o.FDTol)
+	}
+	s.noErr(t, "split qkv")
+}
+
 // refAttention is causal GQA attention per segment in float64.
 func refAttention(q, k, v []float32, H, G, D int, segs []model.Segment, scale float64, nq int) []float64 {
 	out := make([]float64, nq*H*D)
@@ -484,6 +576,9 @@ func (s *suite) badArguments(t *testing.T) {
 		{"rmsnorm weight size", func() { b.RMSNorm(b.New(2, 4), nil, b.New(2, 4), b.New(3), 1e-6) }},
 		{"rope odd head dim", func() { b.RoPE(b.New(1, 1, 3), []int32{0}, 1e4, false) }},
 		{"rope positions", func() { b.RoPE(b.New(2, 1, 4), []int32{0}, 1e4, false) }},
+		{"split qkv row width", func() {
+			b.SplitQKV(b.New(1, 2, 4), b.New(1, 1, 4), b.New(1, 1, 4), b.New(2), b.New(1), b.New(1, 12), b.New(4), b.New(4), []int32{0}, 1e4, 1e-6)
+		}},
 		{"attention heads not divisible", func() {
 			b.Attention(b.New(1, 3, 2), nil, b.New(1, 3, 2), b.New(1, 2, 2), b.New(1, 2, 2), []model.Segment{{QLen: 1, KLen: 1}}, 1)
 		}},

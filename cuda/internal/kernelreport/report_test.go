@@ -87,3 +87,26 @@ func TestDecodeKernelsVectorLoads(t *testing.T) {
 		t.Errorf("found %d of the 4 decode kernels (2 per architecture)", seen)
 	}
 }
+
+// TestFlashHalfKernelsVectorLoads: the fused attention kernels for bf16
+// activations stage keys and values (and, for dk/dv, queries) with 16-byte
+// loads (LDG.128), on sm_80 and sm_90; the fp32 ones cannot (each element
+// is rounded as it is staged).
+func TestFlashHalfKernelsVectorLoads(t *testing.T) {
+	_, ks := collectOrSkip(t)
+	want := map[string]bool{"attn_flash_fwd_h": true, "attn_flash_bwd_dq_h": true, "attn_flash_bwd_dkv_h": true}
+	seen := 0
+	for _, k := range ks {
+		if !want[k.Name] {
+			continue
+		}
+		seen++
+		t.Logf("%s %s: global loads by width in bytes %v", k.Arch, k.Name, k.GlobalLoads)
+		if k.GlobalLoads[16] < 1 {
+			t.Errorf("%s %s: no 16-byte global loads; loads by width %v", k.Arch, k.Name, k.GlobalLoads)
+		}
+	}
+	if seen != 2*len(want) {
+		t.Errorf("found %d of the %d bf16 fused attention kernels (%d per architecture)", seen, 2*len(want), len(want))
+	}
+}
