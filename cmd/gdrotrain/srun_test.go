@@ -15,34 +15,8 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 )
 
-// fakeSrun starts SLURM_NTASKS copies of its command with SLURM_PROCID and
-// SLURM_LOCALID set, each writing to --output (%t: the task's rank) as
-// srun does, forwards SIGUSR1 and SIGTERM to them, and exits with the
-// highest task status.
-const fakeSrun = `#!/usr/bin/env bash
-out=/dev/stdout
-while [ "${1#--}" != "$1" ]; do
-  case "$1" in --output=*) out=${1#--output=} ;; esac
-  shift
-done
-pids=()
-for ((r = 0; r < SLURM_NTASKS; r++)); do
-  f=${out//%t/$r}
-  SLURM_PROCID=$r SLURM_LOCALID=$r "$@" >> "$f" 2>&1 &
-  pids+=($!)
-done
-trap 'kill -USR1 "${pids[@]}" 2>/dev/null' USR1
-trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM
-status=0
-for p in "${pids[@]}"; do
-  while :; do wait "$p"; s=$?; kill -0 "$p" 2>/dev/null || break; done
-  [ "$s" -gt "$status" ] && status=$s
-done
-exit "$status"
-`
-
 // TestSrunScriptTwoRanks runs scripts/slurm/srun_train.sh (the body of the
-// multi-GPU batch scripts) under a fake srun with two CPU ranks of the real
+// multi-GPU batch scripts) under scripts/slurm/fake_srun.sh with two CPU ranks of the real
 // binary, rendezvous from Slurm's variables: SIGUSR1 to the batch shell
 // reaches both ranks, which checkpoint the same step and exit 3; the
 // script requeues the job; the requeued job resumes from that checkpoint
@@ -60,7 +34,11 @@ func TestSrunScriptTwoRanks(t *testing.T) {
 		}
 		return p
 	}
-	write("srun", fakeSrun)
+	fake, err := os.ReadFile(filepath.Join("..", "..", "scripts", "slurm", "fake_srun.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("srun", string(fake))
 	write("scontrol", "#!/usr/bin/env bash\necho \"scontrol $*\" >> \"$FAKE_LOG\"\n")
 	// The "binary": this test executable as gdrotrain, arguments passed on.
 	gdrotrain := write("gdrotrain", fmt.Sprintf("#!/usr/bin/env bash\nexport GDROTRAIN_TEST_MAIN=1\nexport GDROTRAIN_TEST_ARGS=\"$(printf '%%s\\n' \"$@\")\"\nexec %q\n", os.Args[0]))

@@ -2,9 +2,9 @@
 # Tests the batch scripts without Slurm: syntax (bash -n), and runs under a
 # fake SLURM_* environment with a fake gdrotrain that waits for SIGUSR1 and
 # exits 3, and a fake scontrol that records the requeue. The multi-GPU
-# scripts run under a fake srun that starts SLURM_NTASKS copies of the task
-# with their SLURM_PROCID/SLURM_LOCALID, forwards SIGUSR1 to them and exits
-# with the highest task status, as srun does.
+# scripts run under fake_srun.sh, which starts SLURM_NTASKS copies of the
+# task with their SLURM_PROCID/SLURM_LOCALID, forwards SIGUSR1 to them and
+# exits with the highest task status, as srun does.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 script="$here/gdrotrain.sbatch"
@@ -48,25 +48,7 @@ trap 'echo "rank $SLURM_PROCID: got USR1" >> "$FAKE_LOG"; exit 3' USR1
 for _ in $(seq 100); do sleep 0.1; done
 exit 0
 FAKE
-cat > "$tmp/srun" <<'FAKE'
-#!/usr/bin/env bash
-# A fake srun: SLURM_NTASKS tasks over SLURM_JOB_NUM_NODES nodes, signals
-# forwarded, the highest task status returned.
-echo "srun $*" >> "$FAKE_LOG"
-while [ "${1#--}" != "$1" ]; do shift; done
-per=$(( SLURM_NTASKS / SLURM_JOB_NUM_NODES )); pids=()
-for ((r = 0; r < SLURM_NTASKS; r++)); do
-  SLURM_PROCID=$r SLURM_LOCALID=$(( r % per )) "$@" &
-  pids+=($!)
-done
-trap 'kill -USR1 "${pids[@]}" 2>/dev/null' USR1
-status=0
-for p in "${pids[@]}"; do
-  while :; do wait "$p"; s=$?; kill -0 "$p" 2>/dev/null || break; done
-  [ "$s" -gt "$status" ] && status=$s
-done
-exit "$status"
-FAKE
+cp "$here/fake_srun.sh" "$tmp/srun"
 chmod +x "$tmp/gdrotrain" "$tmp/srun"
 for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
   set -- $case
