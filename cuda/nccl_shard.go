@@ -50,3 +50,46 @@ func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
 }
 
 var _ model.ShardGatherer = (*Comm)(nil)
+
+// ReduceScatterShards sums each tensor over the ranks into this rank's
+// range only (model.ShardReducer, ZeRO-2's reduce-scatter: half an
+// all-reduce's traffic). As in GatherShards each tensor goes through a
+// padded buffer of World·⌈n/World⌉ elements (the padding zeroed, so no
+// garbage is summed): the whole tensor is copied in, NCCL reduce-scatters
+// it in place (the receive buffer is the rank's block of the send
+// buffer), and the rank's block is copied back to its range. The rest of
+// the tensor keeps this rank's own, unsummed values.
+func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
+	if s.World != c.world || s.Rank != c.rank {
+		return fmt.Errorf("reduce-scatter shards: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
+	}
+	for i, t := range ts {
+		n := t.Numel()
+		chunk := (n + c.world - 1) / c.world
+		if chunk == 0 {
+			continue
+		}
+		tmp := c.b.Scratch(c.world * chunk)
+		flat := t.View(n)
+		c.b.Copy(tmp.Rows(0, n), flat)
+		if pad := c.world*chunk - n; pad > 0 {
+			c.b.Zero(tmp.Rows(n, c.world*chunk))
+		}
+		block := tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
+		if err := c.ReduceScatter(block, tmp); err != nil {
+			c.b.Release(tmp)
+			return fmt.Errorf("gradient %d of %d (%d elements): %w", i, len(ts), n, err)
+		}
+		if lo, hi := s.Range(n); hi > lo {
+			c.b.Copy(flat.Rows(lo, hi), block.Rows(0, hi-lo))
+		}
+		c.b.Release(tmp)
+	}
+	if err := c.b.Err(); err != nil {
+		c.b.ResetErr()
+		return fmt.Errorf("reduce-scatter shards (rank %d of %d): %w", c.rank, c.world, err)
+	}
+	return nil
+}
+
+var _ model.ShardReducer = (*Comm)(nil)

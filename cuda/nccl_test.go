@@ -68,7 +68,8 @@ func TestNCCLCollectives(t *testing.T) {
 // rank's shard of the moments, then GatherShards through NCCL — leaves
 // every rank's weights bitwise equal to an unsharded AdamW's on the same
 // device (3 ranks: ranges of unequal length, and empty ones for small
-// tensors).
+// tensors); ReduceScatterShards leaves each rank's range the rank-order
+// sum, bitwise.
 func TestNCCLShardedAdamW(t *testing.T) {
 	needEmulatorNCCL(t)
 	for _, world := range []int{2, 3} {
@@ -430,4 +431,32 @@ func ncclZeRO(t *testing.T, b *Backend, c *Comm, rank, world int) {
 		t.Fatal(err)
 	}
 	t.Logf("rank %d of %d: sharded AdamW through NCCL matches the unsharded update bitwise", rank, world)
+
+	// ReduceScatterShards: each rank's range holds the rank-order sum,
+	// bitwise, on odd sizes (ranges of unequal length; empty ones for 1).
+	var ts []*model.Tensor
+	for _, n := range ncclSizes {
+		x := b.New(n)
+		host := make([]float32, n)
+		for i := range host {
+			host[i] = ncclInput(rank, i, 5)
+		}
+		b.Upload(x, host)
+		ts = append(ts, x)
+	}
+	sh := model.Shard{Rank: rank, World: world}
+	if err := c.ReduceScatterShards(ts, sh); err != nil {
+		t.Fatal(err)
+	}
+	for k, x := range ts {
+		got := make([]float32, x.Numel())
+		b.Download(x, got)
+		lo, hi := sh.Range(x.Numel())
+		for i := lo; i < hi; i++ {
+			if w := ncclSum(world, i, 5); math.Float32bits(got[i]) != math.Float32bits(w) {
+				t.Fatalf("rank %d of %d: reduce-scatter of %d elements: [%d] = %g, want %g", rank, world, ncclSizes[k], i, got[i], w)
+			}
+		}
+	}
+	t.Logf("rank %d of %d: reduce-scatter of the shards matches the host's rank-order sums bitwise", rank, world)
 }

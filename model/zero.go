@@ -15,7 +15,10 @@ package model
 // and a checkpoint shard maps to parameter names, so resharding to another
 // world size is a per-name slice of the assembled moments.
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Shard is this rank's part of the optimizer state: rank Rank of World.
 // World ≤ 1 means unsharded.
@@ -221,4 +224,67 @@ func (ss MomentSlices) Moments(name string, numel, lo, hi int) (m, v []float32, 
 // order) without allocating them, for plans.
 func ParamShapes(cfg *Config) []NamedParam {
 	return (&Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}).Named(cfg)
+}
+
+// ShardReducer sums gradients over the data-parallel ranks for a sharded
+// optimizer (ZeRO-2's reduce-scatter): afterwards each ts[i] holds, in its
+// Range under s, the sum over the ranks; elsewhere its contents are
+// undefined. Half the traffic of an all-reduce, since each rank needs only
+// the part its optimizer updates.
+type ShardReducer interface {
+	ReduceScatterShards(ts []*Tensor, s Shard) error
+}
+
+// ShardViews returns the part of each tensor s owns, as a flat view (nil
+// where the part is empty).
+func ShardViews(ts []*Tensor, s Shard) []*Tensor {
+	out := make([]*Tensor, len(ts))
+	for i, t := range ts {
+		if lo, hi := s.Range(t.Numel()); hi > lo {
+			out[i] = t.View(t.Numel()).Rows(lo, hi)
+		}
+	}
+	return out
+}
+
+// ClipShardGradNorm is ClipGradNorm over gradients reduce-scattered to the
+// ranks: each rank sums the squares of its parts (views), across sums them
+// over the ranks (the same total on every rank, in a fixed order), and each
+// rank scales its parts by the same coefficient. It returns the global norm
+// before clipping; a non-finite norm is an error.
+func ClipShardGradNorm(b Backend, views []*Tensor, across func(local float64) (float64, error), maxNorm float64) (float64, error) {
+	var mine []*Tensor
+	for _, v := range views {
+		if v != nil {
+			mine = append(mine, v)
+		}
+	}
+	var local float64
+	if ss, ok := b.(SquareSummer); ok {
+		local = ss.SumSquaresAll(mine)
+	} else {
+		for _, v := range mine {
+			local += b.SumSquares(v)
+		}
+	}
+	if err := b.Err(); err != nil {
+		b.ResetErr()
+		return 0, fmt.Errorf("gradient norm: %w", err)
+	}
+	total, err := across(local)
+	if err != nil {
+		return 0, fmt.Errorf("gradient norm across the ranks: %w", err)
+	}
+	norm := math.Sqrt(total)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return norm, fmt.Errorf("gradient norm is %v", norm)
+	}
+	if maxNorm > 0 {
+		if coef := maxNorm / (norm + 1e-6); coef < 1 {
+			for _, v := range mine {
+				b.Scale(v, float32(coef))
+			}
+		}
+	}
+	return norm, b.Err()
 }

@@ -284,3 +284,77 @@ func equalMoments(t *testing.T, what string, got, want MomentSlices) {
 		}
 	}
 }
+
+// TestClipShardGradNorm: W ranks' parts, each clipped with the norm summed
+// across the ranks, give the whole gradient's norm and clipped values
+// (the norm within float64 rounding of another summation order; values
+// bitwise where the coefficients agree, within 1 ulp otherwise).
+func TestClipShardGradNorm(t *testing.T) {
+	mc, err := DefaultTiny().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, world := range []int{2, 3} {
+		for _, maxNorm := range []float64{0, 1e9, 0.5} {
+			b := NewCPU()
+			whole := RandomParams(b, mc, 7, 0.5, 0.5)
+			want, err := ClipGradNorm(b, mc, whole, maxNorm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ts []*Tensor
+			whole.Each(mc, func(_ string, x *Tensor) { ts = append(ts, x) })
+			wantVals := hostParams(b, mc, whole)
+			// Every rank starts from the unclipped gradient.
+			parts := make([]map[string][]float32, world)
+			for r := 0; r < world; r++ {
+				g := RandomParams(b, mc, 7, 0.5, 0.5)
+				var gs []*Tensor
+				g.Each(mc, func(_ string, x *Tensor) { gs = append(gs, x) })
+				across := func(local float64) (float64, error) { // the control plane's sum, in rank order
+					var s float64
+					for q := 0; q < world; q++ {
+						if q == r {
+							s += local
+						} else {
+							s += sumSquaresOf(b, mc, q, world)
+						}
+					}
+					return s, nil
+				}
+				norm, err := ClipShardGradNorm(b, ShardViews(gs, Shard{Rank: r, World: world}), across, maxNorm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if math.Abs(norm-want) > 1e-9*want {
+					t.Fatalf("world %d rank %d max %g: norm %v, whole %v", world, r, maxNorm, norm, want)
+				}
+				parts[r] = hostParams(b, mc, g)
+			}
+			for name, w := range wantVals {
+				for r := 0; r < world; r++ {
+					lo, hi := Shard{Rank: r, World: world}.Range(len(w))
+					for i := lo; i < hi; i++ {
+						if d := math.Abs(float64(parts[r][name][i] - w[i])); d > 1e-7*math.Abs(float64(w[i])) {
+							t.Fatalf("world %d max %g: %s[%d] = %v on rank %d, whole %v", world, maxNorm, name, i, parts[r][name][i], r, w[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// sumSquaresOf is rank q's sum of squares of the seed-7 gradient's parts.
+func sumSquaresOf(b Backend, mc *Config, q, world int) float64 {
+	g := RandomParams(b, mc, 7, 0.5, 0.5)
+	var gs []*Tensor
+	g.Each(mc, func(_ string, x *Tensor) { gs = append(gs, x) })
+	var s float64
+	for _, v := range ShardViews(gs, Shard{Rank: q, World: world}) {
+		if v != nil {
+			s += b.SumSquares(v)
+		}
+	}
+	return s
+}

@@ -365,10 +365,43 @@ func (t *Trainer) reduceGrads() error {
 	for i, np := range named {
 		ts[i] = *np.Ptr
 	}
+	if sr, ok := t.dp.red.(model.ShardReducer); ok && t.Opt.Sharded != nil {
+		// ZeRO-1's optimizer updates only its part of each parameter, so
+		// it needs only that part summed.
+		if err := sr.ReduceScatterShards(ts, t.Opt.Sharded.Shard); err != nil {
+			return fmt.Errorf("gradient reduce-scatter: %w", err)
+		}
+		return nil
+	}
 	if err := t.dp.red.AllReduceSum(ts); err != nil {
 		return fmt.Errorf("gradient all-reduce: %w", err)
 	}
 	return nil
+}
+
+// clipGrads clips the summed gradients to optim.grad_clip and returns
+// their norm: over the whole gradient, or, under ZeRO-1 with a
+// reduce-scattering reducer, over the ranks' parts (each rank's sum of
+// squares, added in rank order on the control plane).
+func (t *Trainer) clipGrads() (float64, error) {
+	mc, clip := t.Policy.Cfg, t.Cfg.Optim.GradClip
+	if t.dp == nil || t.Opt.Sharded == nil {
+		return model.ClipGradNorm(t.Policy.B, mc, t.grads, clip)
+	}
+	if _, ok := t.dp.red.(model.ShardReducer); !ok {
+		return model.ClipGradNorm(t.Policy.B, mc, t.grads, clip)
+	}
+	named := t.grads.Named(mc)
+	ts := make([]*model.Tensor, len(named))
+	for i, np := range named {
+		ts[i] = *np.Ptr
+	}
+	across := func(local float64) (float64, error) {
+		x := []float64{local}
+		err := t.dp.g.SumFloat64("gradient norm", x)
+		return x[0], err
+	}
+	return model.ClipShardGradNorm(t.Policy.B, model.ShardViews(ts, t.Opt.Sharded.Shard), across, clip)
 }
 
 // stepContext is the context a step and a validation run under: in a

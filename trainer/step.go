@@ -386,7 +386,7 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 			if err := t.reduceGrads(); err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w", spans[end-1].mini, err)
 			}
-			norm, err := model.ClipGradNorm(t.Policy.B, t.Policy.Cfg, t.grads, t.Cfg.Optim.GradClip)
+			norm, err := t.clipGrads()
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w (stopping; the last checkpoint is kept)", spans[end-1].mini, err)
 			}

@@ -83,6 +83,14 @@ func (t *Trainer) agreeAll(what string, err error) error {
 	return nil
 }
 
+// ReduceScatterShards implements model.ShardReducer through the control
+// plane: the fixed-order sum of the whole gradients (every part is then
+// summed, the rank's own included; on the host a reduce-scatter would move
+// the same bytes through rank 0).
+func (h HostReducer) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
+	return h.AllReduceSum(ts)
+}
+
 // GatherShards implements model.ShardGatherer through the control plane
 // (download the owned ranges, exchange, upload the others'): the CPU
 // backend's way; on CUDA the binary's reducer, cuda.Comm, gathers through
