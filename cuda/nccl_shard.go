@@ -6,21 +6,28 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
-// each tensor's owned range, per model.Shard.Range, goes from its rank to
-// every rank. NCCL's all-gather needs equal blocks, and the last ranks'
-// ranges can be shorter or empty, so each tensor travels through a
-// scratch buffer of World·⌈n/World⌉ elements: the rank's range is copied
-// into its block, the blocks are gathered in place (NCCL allows the send
-// buffer to be the rank's block of the receive buffer), and the first n
-// elements are copied back. Copies and collectives run in order on the
-// compute stream; the scratch buffer goes back to the stream-ordered pool
-// after each tensor, so the peak is one padded copy of the largest
-// parameter (the embedding: 1.2 GB for Qwen3-1.7B) and the pool serves the
-// next tensor of the same size without an allocation.
-func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
+// ZeRO's two collectives over per-parameter ranges (model.Shard.Range).
+// NCCL's reduce-scatter and all-gather need equal blocks, and the last
+// ranks' ranges can be shorter or empty, so each tensor of n elements
+// travels through a scratch buffer of World·⌈n/World⌉ elements whose block
+// Rank is this rank's range; the collective runs in place (NCCL allows the
+// rank's block of the receive buffer to be the send buffer, and the
+// reverse). Copies and collectives run in order on the compute stream; the
+// buffer goes back to the stream-ordered pool after each tensor, so the
+// peak is one padded copy of the largest parameter (the embedding: 1.2 GB
+// for Qwen3-1.7B) and the pool serves the next tensor of its size without
+// an allocation.
+
+// padded is one tensor's trip through the scratch buffer.
+type padded struct {
+	flat, tmp, block *model.Tensor // the tensor flat, the buffer, this rank's block of it
+	n, lo, hi        int           // elements; this rank's range
+}
+
+// eachPadded runs do for every tensor of ts with its scratch buffer.
+func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do func(p padded) error) error {
 	if s.World != c.world || s.Rank != c.rank {
-		return fmt.Errorf("gather shards: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
+		return fmt.Errorf("%s: the optimizer is rank %d of %d but the communicator rank %d of %d", what, s.Rank, s.World, c.rank, c.world)
 	}
 	for i, t := range ts {
 		n := t.Numel()
@@ -28,68 +35,58 @@ func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
 		if chunk == 0 {
 			continue
 		}
-		tmp := c.b.Scratch(c.world * chunk)
-		flat := t.View(n)
-		lo, hi := s.Range(n)
-		block := tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
-		if hi > lo {
-			c.b.Copy(block.Rows(0, hi-lo), flat.Rows(lo, hi))
+		p := padded{flat: t.View(n), tmp: c.b.Scratch(c.world * chunk), n: n}
+		p.block = p.tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
+		p.lo, p.hi = s.Range(n)
+		err := do(p)
+		c.b.Release(p.tmp)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %d of %d (%d elements): %w", what, i, len(ts), n, err)
 		}
-		if err := c.AllGather(tmp, block); err != nil {
-			c.b.Release(tmp)
-			return fmt.Errorf("parameter %d of %d (%d elements): %w", i, len(ts), n, err)
-		}
-		c.b.Copy(flat, tmp.Rows(0, n))
-		c.b.Release(tmp)
 	}
 	if err := c.b.Err(); err != nil {
 		c.b.ResetErr()
-		return fmt.Errorf("gather shards (rank %d of %d): %w", c.rank, c.world, err)
+		return fmt.Errorf("%s (rank %d of %d): %w", what, c.rank, c.world, err)
 	}
 	return nil
 }
 
-var _ model.ShardGatherer = (*Comm)(nil)
+// GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
+// each tensor's range goes from its rank to every rank.
+func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
+	return c.eachPadded("gather shards", ts, s, func(p padded) error {
+		if p.hi > p.lo {
+			c.b.Copy(p.block.Rows(0, p.hi-p.lo), p.flat.Rows(p.lo, p.hi))
+		}
+		if err := c.AllGather(p.tmp, p.block); err != nil {
+			return err
+		}
+		c.b.Copy(p.flat, p.tmp.Rows(0, p.n))
+		return nil
+	})
+}
 
 // ReduceScatterShards sums each tensor over the ranks into this rank's
-// range only (model.ShardReducer, ZeRO-2's reduce-scatter: half an
-// all-reduce's traffic). As in GatherShards each tensor goes through a
-// padded buffer of World·⌈n/World⌉ elements (the padding zeroed, so no
-// garbage is summed): the whole tensor is copied in, NCCL reduce-scatters
-// it in place (the receive buffer is the rank's block of the send
-// buffer), and the rank's block is copied back to its range. The rest of
-// the tensor keeps this rank's own, unsummed values.
+// range only (model.ShardReducer: half an all-reduce's traffic). The
+// buffer's padding is zeroed, so no garbage is summed; the rest of the
+// tensor keeps this rank's own, unsummed values.
 func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
-	if s.World != c.world || s.Rank != c.rank {
-		return fmt.Errorf("reduce-scatter shards: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
-	}
-	for i, t := range ts {
-		n := t.Numel()
-		chunk := (n + c.world - 1) / c.world
-		if chunk == 0 {
-			continue
+	return c.eachPadded("reduce-scatter shards", ts, s, func(p padded) error {
+		c.b.Copy(p.tmp.Rows(0, p.n), p.flat)
+		if total := p.tmp.Numel(); total > p.n {
+			c.b.Zero(p.tmp.Rows(p.n, total))
 		}
-		tmp := c.b.Scratch(c.world * chunk)
-		flat := t.View(n)
-		c.b.Copy(tmp.Rows(0, n), flat)
-		if pad := c.world*chunk - n; pad > 0 {
-			c.b.Zero(tmp.Rows(n, c.world*chunk))
+		if err := c.ReduceScatter(p.block, p.tmp); err != nil {
+			return err
 		}
-		block := tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
-		if err := c.ReduceScatter(block, tmp); err != nil {
-			c.b.Release(tmp)
-			return fmt.Errorf("gradient %d of %d (%d elements): %w", i, len(ts), n, err)
+		if p.hi > p.lo {
+			c.b.Copy(p.flat.Rows(p.lo, p.hi), p.block.Rows(0, p.hi-p.lo))
 		}
-		if lo, hi := s.Range(n); hi > lo {
-			c.b.Copy(flat.Rows(lo, hi), block.Rows(0, hi-lo))
-		}
-		c.b.Release(tmp)
-	}
-	if err := c.b.Err(); err != nil {
-		c.b.ResetErr()
-		return fmt.Errorf("reduce-scatter shards (rank %d of %d): %w", c.rank, c.world, err)
-	}
-	return nil
+		return nil
+	})
 }
 
-var _ model.ShardReducer = (*Comm)(nil)
+var (
+	_ model.ShardGatherer = (*Comm)(nil)
+	_ model.ShardReducer  = (*Comm)(nil)
+)
