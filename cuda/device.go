@@ -270,6 +270,7 @@ type allocator struct {
 	free                map[int64][]uint64
 	inUse, peak, cached int64
 	live, leaked        int64
+	pending             [][2]int64 // leaked blocks (address, size) waiting for a synchronisation
 }
 
 // roundSize rounds a request up so nearby sizes share cache entries.
@@ -350,12 +351,31 @@ func (a *allocator) put(p uint64, size int64) {
 	a.mu.Unlock()
 }
 
-// leak is put for a buffer the garbage collector found unreleased.
+// leak takes back a buffer the garbage collector found unreleased. The
+// block is not reused at once: a tensor can become unreachable while the
+// op it was passed to is still running (the op holds only its raw
+// address, and may allocate after its last use of the Go value), so a
+// block handed out again within that op could be overwritten before the op
+// has issued its last read of it. It waits in pending until the next
+// stream synchronisation (flushLeaks), when every op that had it has
+// returned and everything they issued has run.
 func (a *allocator) leak(p uint64, size int64) {
-	a.put(p, size)
 	a.mu.Lock()
+	a.pending = append(a.pending, [2]int64{int64(p), size})
 	a.leaked++
 	a.mu.Unlock()
+}
+
+// flushLeaks returns the blocks leak took back to the pool (at a stream
+// synchronisation).
+func (a *allocator) flushLeaks() {
+	a.mu.Lock()
+	pending := a.pending
+	a.pending = nil
+	a.mu.Unlock()
+	for _, b := range pending {
+		a.put(uint64(b[0]), b[1])
+	}
 }
 
 // release frees every cached block.

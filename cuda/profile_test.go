@@ -2,8 +2,10 @@ package cuda
 
 import (
 	"math"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/rollout"
@@ -191,6 +193,51 @@ func TestReleaseErrors(t *testing.T) {
 		t.Errorf("double release: got %v", err)
 	}
 	b.ResetErr()
+}
+
+// TestLeakedBlockWaitsForSync: a tensor the garbage collector finds
+// unreleased gives its block back only at the next synchronisation, not
+// at once: an op may still hold the block's raw address after the tensor's
+// last use (a temporary argument) and allocate before its last read of it,
+// which on the old behaviour let a widened copy overwrite the op's own
+// input (TestAttentionHalf failed under frequent collection).
+func TestLeakedBlockWaitsForSync(t *testing.T) {
+	d := testDevice(t)
+	b := NewBackend(d, FP32)
+	const n = 12345 // a size no other test's buffers round to
+	addr := func() uint64 {
+		x := b.New(n)
+		p := x.Store.(*buffer).ptr
+		return p
+	}
+	before := d.MemStats().Leaked
+	leaked := addr() // its tensor is garbage once addr returns
+	for deadline := time.Now().Add(10 * time.Second); d.MemStats().Leaked == before; {
+		if time.Now().After(deadline) {
+			t.Skip("the collector did not run the finalizer in time")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	x := b.New(n)
+	if p := x.Store.(*buffer).ptr; p == leaked {
+		t.Fatal("a leaked block was handed out again before a synchronisation")
+	}
+	b.Release(x)
+	if err := d.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]bool{}
+	var held []*model.Tensor
+	for range 2 { // x's block and the leaked one are both free now
+		y := b.New(n)
+		got[y.Store.(*buffer).ptr] = true
+		held = append(held, y)
+	}
+	if !got[leaked] {
+		t.Error("the leaked block did not return to the pool at the synchronisation")
+	}
+	b.Release(held...)
 }
 
 // TestProfileFlashRoute: under bf16 products the automatic route is the

@@ -80,7 +80,11 @@ func (d *Device) syncLocked() error {
 func (d *Device) Synchronize() error {
 	d.stage.mu.Lock()
 	defer d.stage.mu.Unlock()
-	return d.syncLocked()
+	if err := d.syncLocked(); err != nil {
+		return err
+	}
+	d.alloc.flushLeaks() // between ops: see allocator.leak
+	return nil
 }
 
 // copyIn queues a copy of bytes of host memory src (Go memory, read before
@@ -108,6 +112,9 @@ func (d *Device) copyOut(dst unsafe.Pointer, src uint64, bytes int64) error {
 		if err := d.syncLocked(); err != nil {
 			return err
 		}
+		// A download ends the op that asks for it (the host needs the
+		// value to go on), so leaked blocks may serve the next ops.
+		d.alloc.flushLeaks()
 		copy(unsafe.Slice((*byte)(unsafe.Add(dst, off)), n), unsafe.Slice((*byte)(p), n))
 		return nil
 	})
