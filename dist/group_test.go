@@ -14,27 +14,9 @@ import (
 // use, with the given time limit.
 func startGroup(t *testing.T, size int, timeout time.Duration) []*Group {
 	t.Helper()
-	hub, err := ListenGroup(World{Rank: 0, Size: size, Addr: "127.0.0.1", Port: 0})
+	groups, err := Loopback(size, timeout)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer hub.Close()
-	groups := make([]*Group, size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := 1; r < size; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			groups[r], errs[r] = DialGroup(World{Rank: r, Size: size, Addr: "127.0.0.1", Port: hub.Port()}, timeout)
-		}()
-	}
-	groups[0], errs[0] = hub.Accept(timeout)
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
 	}
 	t.Cleanup(func() {
 		for _, g := range groups {

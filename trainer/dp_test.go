@@ -43,24 +43,8 @@ const dpAtol, dpRtol, dpTensorTol = 1e-6, 1e-4, 1e-3
 // groups forms a control plane of size ranks on loopback.
 func groups(t *testing.T, size int) []*dist.Group {
 	t.Helper()
-	hub, err := dist.ListenGroup(dist.World{Rank: 0, Size: size, Addr: "127.0.0.1"})
+	gs, err := dist.Loopback(size, time.Minute)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer hub.Close()
-	gs := make([]*dist.Group, size)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for r := 1; r < size; r++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gs[r], errs[r] = dist.DialGroup(dist.World{Rank: r, Size: size, Addr: "127.0.0.1", Port: hub.Port()}, time.Minute)
-		}()
-	}
-	gs[0], errs[0] = hub.Accept(time.Minute)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
