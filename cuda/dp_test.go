@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,14 +26,18 @@ import (
 // checks the CUDA wiring: the NCCL reducer and gatherer, device tensors
 // in the sharded AdamW, per-rank moment files).
 
-const dpTaskEnv = "GDROTRAIN_TEST_DP_TASK" // the tiny task's folder
+const (
+	dpTaskEnv = "GDROTRAIN_TEST_DP_TASK" // the tiny task's folder
+	dpSetsEnv = "GDROTRAIN_TEST_DP_SETS" // more config settings, space-separated
+	dpNameEnv = "GDROTRAIN_TEST_DP_NAME" // the run's name (default ranks-W)
+)
 
 // dpRun trains the tiny task's Prompt-GDRO run named name on this
 // process's emulated GPU, as rank of world (world 1: alone).
-func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group) {
+func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group, extra ...string) {
 	t.Helper()
-	cfg, err := trainer.LoadBytes(nil, "", append(task.Sets(), "run.name="+name, "run.device=cuda",
-		"run.matmul_precision=fp32", "validation.every=0", "checkpoint.every=0", "dist.state_check_every=1", "dist.timeout_s=120"))
+	cfg, err := trainer.LoadBytes(nil, "", append(append(task.Sets(), "run.name="+name, "run.device=cuda",
+		"run.matmul_precision=fp32", "validation.every=0", "checkpoint.every=0", "dist.state_check_every=1", "dist.timeout_s=120"), extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +71,11 @@ func dpTrainWorker(t *testing.T, rank, world, port int) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	dpRun(t, task, fmt.Sprintf("ranks-%d", world), g)
+	name := os.Getenv(dpNameEnv)
+	if name == "" {
+		name = fmt.Sprintf("ranks-%d", world)
+	}
+	dpRun(t, task, name, g, strings.Fields(os.Getenv(dpSetsEnv))...)
 	t.Logf("rank %d of %d: trained", rank, world)
 }
 
@@ -107,5 +117,25 @@ func TestDataParallelOnEmulator(t *testing.T) {
 	}
 	if x[0]["grad_norm"].(float64) == 0 {
 		t.Error("zero gradient: the comparison would be vacuous")
+	}
+
+	// ZeRO-2 through NCCL: each rank runs one micro-batch per optimizer
+	// step here, so its per-micro-batch reduce-scatter adds what ZeRO-1's
+	// per-step one adds, and the runs agree bit for bit.
+	runRanks(t, []string{"dp-train", "dp-train"}, time.Minute, dpTaskEnv+"="+task.Dir, dpSetsEnv+"=dist.zero_stage=2", dpNameEnv+"=zero2")
+	if log, err := os.ReadFile(filepath.Join(task.Dir, "zero2", "train.log")); err != nil || !strings.Contains(string(log), "ZeRO-2:") {
+		t.Fatalf("the zero2 run's train.log does not say it ran ZeRO-2 (%v)", err)
+	}
+	c, _, _ := checkpoint.Latest(filepath.Join(task.Dir, "zero2", "checkpoints"))
+	wc := testfix.LoadWeights(t, c)
+	if !reflect.DeepEqual(wb, wc) {
+		testfix.CloseTensors(t, "ZeRO-2 weights against ZeRO-1", wb, wc, nil, 0)
+		t.Error("ZeRO-2's weights differ from ZeRO-1's")
+	}
+	if !reflect.DeepEqual(testfix.LoadMoments(t, b, wb), testfix.LoadMoments(t, c, wc)) {
+		t.Error("ZeRO-2's AdamW moments differ from ZeRO-1's")
+	}
+	if z := testfix.Metrics(t, filepath.Join(task.Dir, "zero2")); !reflect.DeepEqual(y, z) {
+		t.Errorf("ZeRO-2's metrics differ from ZeRO-1's:\n%v\n%v", y, z)
 	}
 }

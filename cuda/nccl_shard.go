@@ -25,7 +25,7 @@ type padded struct {
 }
 
 // eachPadded runs do for every tensor of ts with its scratch buffer.
-func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do func(p padded) error) error {
+func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do func(i int, p padded) error) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("%s: the optimizer is rank %d of %d but the communicator rank %d of %d", what, s.Rank, s.World, c.rank, c.world)
 	}
@@ -38,7 +38,7 @@ func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do fun
 		p := padded{flat: t.View(n), tmp: c.b.Scratch(c.world * chunk), n: n}
 		p.block = p.tmp.Rows(c.rank*chunk, (c.rank+1)*chunk)
 		p.lo, p.hi = s.Range(n)
-		err := do(p)
+		err := do(i, p)
 		c.b.Release(p.tmp)
 		if err != nil {
 			return fmt.Errorf("%s: tensor %d of %d (%d elements): %w", what, i, len(ts), n, err)
@@ -51,10 +51,21 @@ func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do fun
 	return nil
 }
 
+// reduceScatterPadded leaves in p.block the sum over the ranks of this
+// rank's block of the tensor. The buffer's padding is zeroed, so no
+// garbage is summed.
+func (c *Comm) reduceScatterPadded(p padded) error {
+	c.b.Copy(p.tmp.Rows(0, p.n), p.flat)
+	if total := p.tmp.Numel(); total > p.n {
+		c.b.Zero(p.tmp.Rows(p.n, total))
+	}
+	return c.ReduceScatter(p.block, p.tmp)
+}
+
 // GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
 // each tensor's range goes from its rank to every rank.
 func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
-	return c.eachPadded("gather shards", ts, s, func(p padded) error {
+	return c.eachPadded("gather shards", ts, s, func(_ int, p padded) error {
 		if p.hi > p.lo {
 			c.b.Copy(p.block.Rows(0, p.hi-p.lo), p.flat.Rows(p.lo, p.hi))
 		}
@@ -67,16 +78,11 @@ func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
 }
 
 // ReduceScatterShards sums each tensor over the ranks into this rank's
-// range only (model.ShardReducer: half an all-reduce's traffic). The
-// buffer's padding is zeroed, so no garbage is summed; the rest of the
-// tensor keeps this rank's own, unsummed values.
+// range only (model.ShardReducer: half an all-reduce's traffic); the rest
+// of the tensor keeps this rank's own, unsummed values.
 func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
-	return c.eachPadded("reduce-scatter shards", ts, s, func(p padded) error {
-		c.b.Copy(p.tmp.Rows(0, p.n), p.flat)
-		if total := p.tmp.Numel(); total > p.n {
-			c.b.Zero(p.tmp.Rows(p.n, total))
-		}
-		if err := c.ReduceScatter(p.block, p.tmp); err != nil {
+	return c.eachPadded("reduce-scatter shards", ts, s, func(_ int, p padded) error {
+		if err := c.reduceScatterPadded(p); err != nil {
 			return err
 		}
 		if p.hi > p.lo {
@@ -86,7 +92,29 @@ func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
 	})
 }
 
+// ReduceScatterAdd is ZeRO-2's reduce-scatter (model.ShardAccumulator):
+// each tensor's sum over the ranks, this rank's range of it added into
+// acc[i]. The tensors are left as they were; the caller zeroes them.
+func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s model.Shard) error {
+	if len(acc) != len(ts) {
+		return fmt.Errorf("reduce-scatter-add: %d tensors but %d accumulators", len(ts), len(acc))
+	}
+	return c.eachPadded("reduce-scatter-add", ts, s, func(i int, p padded) error {
+		if err := c.reduceScatterPadded(p); err != nil {
+			return err
+		}
+		if p.hi > p.lo {
+			if acc[i] == nil || acc[i].Numel() != p.hi-p.lo {
+				return fmt.Errorf("the accumulator of range [%d, %d) is missing or of another size", p.lo, p.hi)
+			}
+			c.b.Add(acc[i], p.block.Rows(0, p.hi-p.lo))
+		}
+		return nil
+	})
+}
+
 var (
-	_ model.ShardGatherer = (*Comm)(nil)
-	_ model.ShardReducer  = (*Comm)(nil)
+	_ model.ShardGatherer    = (*Comm)(nil)
+	_ model.ShardReducer     = (*Comm)(nil)
+	_ model.ShardAccumulator = (*Comm)(nil)
 )

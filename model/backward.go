@@ -12,6 +12,14 @@ import "fmt"
 // It consumes the pass: each layer's activations are released as soon as
 // the layer's backward has run, and the rest at the end.
 func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
+	return m.BackwardFlush(p, dLogp, grads, nil)
+}
+
+// BackwardFlush is Backward that calls flush (when not nil) with each
+// group of parameters whose gradients are complete, as soon as they are
+// (GradParts: the head, then each layer from the last, then the
+// embedding); ZeRO-2 sends them to their ranks there (zero2.go).
+func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush GradFlush) error {
 	if p.m == nil || (len(p.layers) == 0 && len(m.P.Layers) > 0) {
 		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")
 	}
@@ -55,10 +63,27 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
 	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
+	var parts GradParts
+	send := func(named []int) error {
+		if flush == nil {
+			return nil
+		}
+		if err := m.checkErr("backward"); err != nil {
+			return err
+		}
+		return flush(named)
+	}
+	if flush != nil {
+		parts = PartsOf(c)
+	}
 	s := m.newLayerGrads(n)
 	var scratchOut *Tensor
 	if p.recompute != nil {
 		scratchOut = Scratch(b, n, C)
+	}
+	defer func() { Release(b, append(s.tensors(), dx, scratchOut)...) }()
+	if err := send(parts.Head); err != nil {
+		return fmt.Errorf("backward: gradients of the head: %w", err)
 	}
 	for l := len(p.layers) - 1; l >= 0; l-- {
 		a := p.layers[l]
@@ -70,10 +95,16 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 		}
 		m.layerBackward(l, a, s, dx, p, &grads.Layers[l])
 		p.releaseLayer(l)
+		if flush != nil {
+			if err := send(parts.Layers[l]); err != nil {
+				return fmt.Errorf("backward: gradients of layer %d: %w", l, err)
+			}
+		}
 	}
 	b.EmbeddingBackward(grads.Embed, dx, p.ids)
-	Release(b, s.tensors()...)
-	Release(b, dx, scratchOut)
+	if err := send(parts.Embed); err != nil {
+		return fmt.Errorf("backward: gradients of the embedding: %w", err)
+	}
 	return m.checkErr("backward")
 }
 

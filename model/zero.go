@@ -62,6 +62,10 @@ type ShardMoments struct {
 	Numel []int // the whole parameter's element count
 	M, V  []*Tensor
 	Shard Shard
+	// G, under ZeRO-2, are the gradients of the owned ranges (the
+	// trainer's accumulators, zero2.go), read instead of the gradient
+	// tensors' ranges; nil under ZeRO-1.
+	G []*Tensor
 }
 
 // NewShardedOptimizer allocates the moments of rank s.Rank's ranges only.
@@ -102,7 +106,11 @@ func (o *Optimizer) updateSharded(b Backend, mc *Config, p, grads *Params, h Ada
 			continue
 		}
 		lo, hi := sm.Shard.Range(pt.Numel())
-		b.AdamW(pt.View(pt.Numel()).Rows(lo, hi), gt.View(gt.Numel()).Rows(lo, hi), sm.M[i], sm.V[i], h)
+		g := gt.View(gt.Numel()).Rows(lo, hi)
+		if sm.G != nil {
+			g = sm.G[i]
+		}
+		b.AdamW(pt.View(pt.Numel()).Rows(lo, hi), g, sm.M[i], sm.V[i], h)
 	}
 	if err := b.Err(); err != nil {
 		b.ResetErr()

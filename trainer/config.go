@@ -170,10 +170,13 @@ type DistConfig struct {
 	// plane, in seconds: it must exceed the longest wait of one rank for
 	// another (the slowest rank's generation, rank 0's checkpoint write).
 	TimeoutS float64 `yaml:"timeout_s" json:"timeout_s"`
-	// ZeROStage shards optimizer state over the ranks: 1 (the default)
+	// ZeROStage shards training state over the ranks: 1 (the default)
 	// keeps on each rank the AdamW moments of its 1/W of every parameter
 	// (bitwise the same update, 8/W bytes per parameter instead of 8);
-	// 0 replicates them. Stages 2 and 3 are not built.
+	// 2 also the gradients (a one-layer window plus 4/W bytes per
+	// parameter instead of 4, for a reduce-scatter per micro-batch
+	// instead of per optimizer step); 0 replicates both. Stage 3
+	// (sharded weights) is not built.
 	ZeROStage int `yaml:"zero_stage" json:"zero_stage"`
 }
 
@@ -457,8 +460,8 @@ func (c Config) validateValues() error {
 	if ck.Every < 0 || ck.Keep < 0 || ck.PermanentEvery < 0 {
 		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
 	}
-	if c.Dist.ZeROStage != 0 && c.Dist.ZeROStage != 1 {
-		bad("dist.zero_stage = %d: 0 (replicated optimizer state) or 1 (AdamW moments sharded over the ranks); stages 2 and 3 are not built", c.Dist.ZeROStage)
+	if c.Dist.ZeROStage < 0 || c.Dist.ZeROStage > 2 {
+		bad("dist.zero_stage = %d: 0 (replicated optimizer state), 1 (AdamW moments sharded over the ranks) or 2 (gradients too); stage 3 is not built", c.Dist.ZeROStage)
 	}
 	if c.Dist.StateCheckEvery < 0 || c.Dist.TimeoutS <= 0 {
 		bad("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", c.Dist.StateCheckEvery, c.Dist.TimeoutS)

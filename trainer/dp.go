@@ -355,9 +355,29 @@ func decodeParts[T any](name string, parts [][]byte, out *[]T) error {
 	return nil
 }
 
-// reduceGrads sums the ranks' accumulated gradients (one process: nothing).
-func (t *Trainer) reduceGrads() error {
+// zeroGrads clears the gradients before a mini-batch.
+func (t *Trainer) zeroGrads() {
+	if t.z2 != nil {
+		t.z2.zero()
+		return
+	}
+	model.ZeroGrads(t.Policy.B, t.Policy.Cfg, t.grads)
+}
+
+// reduceGrads sums the ranks' accumulated gradients of the mini-batch of
+// micro-batches [k0, k1) (one process: nothing). Under ZeRO-2 the
+// backward has already sent them; a rank that ran fewer micro-batches
+// than another sends empty rounds to match its collectives.
+func (t *Trainer) reduceGrads(k0, k1 int) error {
 	if t.dp == nil {
+		return nil
+	}
+	if t.z2 != nil {
+		for range t.roundsMissing(k0, k1) {
+			if err := t.z2.flushEmpty(); err != nil {
+				return fmt.Errorf("an empty round of the gradient reduce-scatter: %w", err)
+			}
+		}
 		return nil
 	}
 	named := t.grads.Named(t.Policy.Cfg)
@@ -385,6 +405,14 @@ func (t *Trainer) reduceGrads() error {
 // squares, added in rank order on the control plane).
 func (t *Trainer) clipGrads() (float64, error) {
 	mc, clip := t.Policy.Cfg, t.Cfg.Optim.GradClip
+	across := func(local float64) (float64, error) {
+		x := []float64{local}
+		err := t.dp.g.SumFloat64("gradient norm", x)
+		return x[0], err
+	}
+	if t.z2 != nil {
+		return model.ClipShardGradNorm(t.Policy.B, t.z2.views(), across, clip)
+	}
 	if t.dp == nil || t.Opt.Sharded == nil {
 		return model.ClipGradNorm(t.Policy.B, mc, t.grads, clip)
 	}
@@ -395,11 +423,6 @@ func (t *Trainer) clipGrads() (float64, error) {
 	ts := make([]*model.Tensor, len(named))
 	for i, np := range named {
 		ts[i] = *np.Ptr
-	}
-	across := func(local float64) (float64, error) {
-		x := []float64{local}
-		err := t.dp.g.SumFloat64("gradient norm", x)
-		return x[0], err
 	}
 	return model.ClipShardGradNorm(t.Policy.B, model.ShardViews(ts, t.Opt.Sharded.Shard), across, clip)
 }

@@ -45,6 +45,7 @@ type Trainer struct {
 	val     promptSet
 	loader  *data.Loader
 	grads   *model.Params
+	z2      *zero2 // ZeRO-2's sharded gradients; nil otherwise
 	stops   []int32
 	scorers map[string]reward.Scorer // by data_source
 	rmet    reward.Metrics
@@ -327,6 +328,9 @@ func (t *Trainer) setup() error {
 	}
 	if t.Opt, err = t.newOptimizer(b); err != nil {
 		return err
+	}
+	if t.dp != nil && t.dp.size > 1 && cfg.Dist.ZeROStage >= 2 {
+		return t.newZero2(b)
 	}
 	t.grads = model.NewParams(b, t.Policy.Cfg)
 	return nil

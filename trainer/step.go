@@ -366,7 +366,8 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 			for end < len(spans) && spans[end].mini == spans[k].mini {
 				end++
 			}
-			model.ZeroGrads(t.Policy.B, t.Policy.Cfg, t.grads)
+			t.zeroGrads()
+			k0 := k
 			for ; k < end; k++ {
 				if !t.owns(k) {
 					continue
@@ -383,7 +384,7 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 				recs = append(recs, microRec{Epoch: epoch, Index: k, Tokens: st.Tokens, Clip: st.ClipCount,
 					Lower: st.LowerClipCount, KL: st.KL, PPOKL: st.PPOKL, Policy: st.PolicyLoss})
 			}
-			if err := t.reduceGrads(); err != nil {
+			if err := t.reduceGrads(k0, end); err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w", spans[end-1].mini, err)
 			}
 			norm, err := t.clipGrads()
@@ -449,7 +450,11 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 		p.Release()
 		return st, fmt.Errorf("loss is %v (stopping; the last checkpoint is kept)", st.Loss)
 	}
-	if err := t.Policy.Backward(p, grads, t.grads); err != nil {
+	var flush model.GradFlush
+	if t.z2 != nil {
+		flush = t.z2.flush
+	}
+	if err := t.Policy.BackwardFlush(p, grads, t.grads, flush); err != nil {
 		return st, fmt.Errorf("policy backward: %w", err)
 	}
 	return st, nil
