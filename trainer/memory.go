@@ -36,7 +36,7 @@ func (p MemoryPlan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 	gather := ""
 	if p.GatherBuffer > 0 {
-		gather = ", ZeRO-1 gather buffer " + g(p.GatherBuffer)
+		gather = ", ZeRO collective buffer " + g(p.GatherBuffer)
 	}
 	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; total %s",
 		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), gather, g(p.Total()))
@@ -115,17 +115,24 @@ type Budget struct {
 	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
 	// World is the number of data-parallel ranks the plan is per rank of
-	// (0 or 1: one process); ZeRO the optimizer sharding stage (1: the
-	// AdamW moments split over the ranks).
-	World, ZeRO int
+	// (0 or 1: one process); ZeRO the sharding stage (1: the AdamW
+	// moments and fp32 masters split over the ranks, 2: the gradients
+	// too); MastersSharded: the policy's matrices are bf16 only, each
+	// rank holding the fp32 master of its part (ForWorld).
+	World, ZeRO    int
+	MastersSharded bool
 	model       *model.Config
 }
 
 // ForWorld makes b the plan of one of world data-parallel ranks: every
-// rank holds the whole policy, gradients, reference, activations and KV
-// cache of its own micro-batches and slots; with ZeRO-1 it holds 1/world
-// of the AdamW moments (each parameter's ⌈n/world⌉ elements at most) plus
-// the all-gather buffer of the largest parameter.
+// rank holds the whole policy (its product copies), reference, activations
+// and KV cache of its own micro-batches and slots. ZeRO-1 keeps 1/world of
+// the AdamW moments (each parameter's ⌈n/world⌉ elements at most) plus a
+// collective buffer of the largest parameter padded; where the policy's
+// matrices have bf16 product copies, it also keeps only 1/world of their
+// fp32 master weights (the embedding and the norms stay whole: the
+// lookup and RMSNorm read them in fp32). ZeRO-2 also replaces the whole
+// gradient by a one-layer window plus 1/world of it (model.WindowBytes).
 func (b *Budget) ForWorld(world, zero int) {
 	b.World, b.ZeRO = world, zero
 	mc := b.model
@@ -133,7 +140,8 @@ func (b *Budget) ForWorld(world, zero int) {
 		return
 	}
 	const f32 = 4
-	var moments, largest int64
+	b.MastersSharded = b.Plan.WeightCopies > 0
+	var moments, largest, grads, weights int64
 	for _, np := range model.ParamShapes(mc) {
 		n := int64(1)
 		for _, d := range np.Shape {
@@ -141,9 +149,19 @@ func (b *Budget) ForWorld(world, zero int) {
 		}
 		chunk := (n + int64(world) - 1) / int64(world)
 		moments += 2 * chunk * f32
+		grads += chunk * f32
 		largest = max(largest, chunk*int64(world)*f32)
+		if b.MastersSharded && model.MasterSharded(np) {
+			weights += chunk * f32
+		} else {
+			weights += n * f32
+		}
 	}
 	b.Plan.Moments, b.Plan.GatherBuffer = moments, largest
+	b.Plan.Weights = weights
+	if zero >= 2 {
+		b.Plan.Gradients = grads + model.WindowBytes(mc)
+	}
 }
 
 // Check refuses a plan that will not fit, saying what to change.
@@ -170,15 +188,15 @@ func (b Budget) Report() string {
 		name string
 		v    int64
 	}{
-		{"weights (fp32, also the master copy)", p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
-		{"gradients (fp32)", p.Gradients}, {momentsRow(b), p.Moments}, {"weight copies for products (bf16)", p.WeightCopies},
+		{weightsRow(b), p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
+		{gradientsRow(b), p.Gradients}, {momentsRow(b), p.Moments}, {copiesRow(b), p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
 	if p.GatherBuffer > 0 {
-		fmt.Fprintf(&sb, "  %-38s %s\n", "ZeRO-1 all-gather buffer (fp32)", g(p.GatherBuffer))
+		fmt.Fprintf(&sb, "  %-38s %s\n", "ZeRO collective buffer (fp32)", g(p.GatherBuffer))
 	}
 	fmt.Fprintf(&sb, "  %-38s %s\n", "total", g(p.Total()))
 	if b.Available > 0 {
@@ -202,6 +220,27 @@ func momentsRow(b Budget) string {
 		return fmt.Sprintf("AdamW moments (fp32, 1/%d)", b.World)
 	}
 	return "AdamW moments (fp32)"
+}
+
+func weightsRow(b Budget) string {
+	if b.World > 1 && b.ZeRO >= 1 && b.MastersSharded {
+		return fmt.Sprintf("fp32 embedding, norms; masters 1/%d", b.World)
+	}
+	return "weights (fp32, also the master copy)"
+}
+
+func gradientsRow(b Budget) string {
+	if b.World > 1 && b.ZeRO >= 2 {
+		return fmt.Sprintf("gradients (fp32, 1 layer + 1/%d)", b.World)
+	}
+	return "gradients (fp32)"
+}
+
+func copiesRow(b Budget) string {
+	if b.World > 1 && b.ZeRO >= 1 && b.MastersSharded {
+		return "weights for products (bf16, whole)"
+	}
+	return "weight copies for products (bf16)"
 }
 
 // NeedsReference reports whether the run keeps a frozen reference model.
@@ -327,6 +366,7 @@ func checkMemory(p MemoryPlan, avail int64) error {
 		return nil
 	}
 	return fmt.Errorf("out of memory before starting: the run needs about %.2f GiB (%s) but %.2f GiB is available; "+
-		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, or use a smaller model",
+		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, use a smaller model, "+
+		"or spread the run over several GPUs with dist.zero_stage 2 (the per-rank plan: --dry-run --world-size N)",
 		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
 }

@@ -57,25 +57,32 @@ func TestPaperConfigsPlan(t *testing.T) {
 }
 
 // TestPaperConfigsPlanWorld plans the 4B and 8B paper configs per rank of 8
-// data-parallel ranks on 80 GB GPUs: ZeRO-1 brings the 4B run within 80 GB
-// at 16 rollout slots per rank (it does not fit on one such GPU, nor with
-// replicated moments); the 8B run does not fit (it needs parameter and
-// gradient sharding, which are not built).
+// data-parallel ranks on 80 GB GPUs: as shipped (ZeRO-2, and for 8B 12
+// slots and 1-row micro-batches) both fit; with ZeRO-1 (whole gradients)
+// or ZeRO-0 they do not, nor does 8B on one GPU.
 func TestPaperConfigsPlanWorld(t *testing.T) {
-	for _, tc := range []struct {
-		size  string
-		world string
-		zero  string
-		fits  bool
-	}{{"4b", "8", "1", true}, {"4b", "8", "0", false}, {"4b", "1", "1", false}, {"8b", "8", "1", false}} {
-		out, err := runCmd(t, "", "train", "--config", "paper-prompt-gdro-"+tc.size,
-			"--set", "model.path="+filepath.Join("..", "..", "docs", "qwen3-shapes", tc.size), "--set", "rollout.max_slots=16",
-			"--set", "dist.zero_stage="+tc.zero, "--dry-run", "--assume-memory-gib", "80", "--world-size", tc.world)
-		if got := err == nil; got != tc.fits {
-			t.Errorf("%s on %s × 80 GiB, ZeRO-%s: fits %v, want %v (%v)\n%s", tc.size, tc.world, tc.zero, got, tc.fits, err, out)
-		}
-		if tc.world == "8" && tc.zero == "1" && (!strings.Contains(out, "per rank of 8 (data parallel, ZeRO-1)") || !strings.Contains(out, "AdamW moments (fp32, 1/8)")) {
-			t.Errorf("%s: the plan does not say it is per rank of 8 with ZeRO-1:\n%s", tc.size, out)
+	for _, method := range []string{"grpo", "prompt-gdro", "rollout-gdro"} {
+		for _, tc := range []struct {
+			size, world, zero string // zero "": as shipped
+			fits              bool
+		}{{"4b", "8", "", true}, {"8b", "8", "", true}, {"4b", "8", "1", false}, {"8b", "8", "1", false}, {"4b", "8", "0", false}, {"8b", "1", "", false}} {
+			args := []string{"train", "--config", "paper-" + method + "-" + tc.size,
+				"--set", "model.path=" + filepath.Join("..", "..", "docs", "qwen3-shapes", tc.size),
+				"--dry-run", "--assume-memory-gib", "80", "--world-size", tc.world}
+			if tc.zero != "" {
+				args = append(args, "--set", "dist.zero_stage="+tc.zero)
+			}
+			out, err := runCmd(t, "", args...)
+			if got := err == nil; got != tc.fits {
+				t.Errorf("%s %s on %s × 80 GiB, ZeRO-%s: fits %v, want %v (%v)\n%s", method, tc.size, tc.world, tc.zero, got, tc.fits, err, out)
+			}
+			if tc.world == "8" && tc.zero == "" {
+				for _, want := range []string{"per rank of 8 (data parallel, ZeRO-2)", "AdamW moments (fp32, 1/8)", "gradients (fp32, 1 layer + 1/8)", "masters 1/8"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("%s %s: the plan does not say %q:\n%s", method, tc.size, want, out)
+					}
+				}
+			}
 		}
 	}
 }
