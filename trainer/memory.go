@@ -121,7 +121,7 @@ type Budget struct {
 	// rank holding the fp32 master of its part (ForWorld).
 	World, ZeRO    int
 	MastersSharded bool
-	model       *model.Config
+	model          *model.Config
 }
 
 // ForWorld makes b the plan of one of world data-parallel ranks: every
