@@ -6,6 +6,19 @@ import (
 	"testing"
 )
 
+// randomWeights draws a normal ∂J/∂logp for every scored token of seqs.
+func randomWeights(rng *rand.Rand, seqs []Sequence) [][]float32 {
+	var w [][]float32
+	for _, s := range seqs {
+		row := make([]float32, len(s.Tokens)-s.Start)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64())
+		}
+		w = append(w, row)
+	}
+	return w
+}
+
 // objective returns J = Σ w·logp for the sequences.
 func objective(t *testing.T, m *Model, seqs []Sequence, w [][]float32) float64 {
 	p, err := m.Forward(seqs)
@@ -31,14 +44,7 @@ func TestBackwardFiniteDifferences(t *testing.T) {
 		m := tinyModel(t, tied, 11)
 		rng := rand.New(rand.NewPCG(3, 4))
 		seqs := []Sequence{{Tokens: randomTokens(rng, 9, m.Cfg.VocabSize), Start: 3}, {Tokens: randomTokens(rng, 5, m.Cfg.VocabSize), Start: 1}}
-		var w [][]float32
-		for _, s := range seqs {
-			row := make([]float32, len(s.Tokens)-s.Start)
-			for i := range row {
-				row[i] = float32(rng.NormFloat64())
-			}
-			w = append(w, row)
-		}
+		w := randomWeights(rng, seqs)
 		p, err := m.Forward(seqs)
 		if err != nil {
 			t.Fatal(err)

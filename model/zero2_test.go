@@ -25,15 +25,7 @@ func TestWindowGradsMatchBackward(t *testing.T) {
 		var ws [][][]float32
 		for range 2 {
 			seqs := []Sequence{{Tokens: randomTokens(rng, 11, m.Cfg.VocabSize), Start: 4}, {Tokens: randomTokens(rng, 6, m.Cfg.VocabSize), Start: 2}}
-			var w [][]float32
-			for _, s := range seqs {
-				row := make([]float32, len(s.Tokens)-s.Start)
-				for i := range row {
-					row[i] = float32(rng.NormFloat64())
-				}
-				w = append(w, row)
-			}
-			batches, ws = append(batches, seqs), append(ws, w)
+			batches, ws = append(batches, seqs), append(ws, randomWeights(rng, seqs))
 		}
 		b := m.B
 		want := NewParams(b, m.Cfg)

@@ -188,8 +188,11 @@ func (b Budget) Report() string {
 		name string
 		v    int64
 	}{
-		{weightsRow(b), p.Weights}, {"reference model (" + dt(b.RefBF16) + ")", p.Reference},
-		{gradientsRow(b), p.Gradients}, {momentsRow(b), p.Moments}, {copiesRow(b), p.WeightCopies},
+		{rowName(b, 1, true, "fp32 embedding, norms; masters 1/%d", "weights (fp32, also the master copy)"), p.Weights},
+		{"reference model (" + dt(b.RefBF16) + ")", p.Reference},
+		{rowName(b, 2, false, "gradients (fp32, 1 layer + 1/%d)", "gradients (fp32)"), p.Gradients},
+		{rowName(b, 1, false, "AdamW moments (fp32, 1/%d)", "AdamW moments (fp32)"), p.Moments},
+		{rowName(b, 1, true, "bf16 weights, whole on all %d", "weight copies for products (bf16)"), p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
 		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
@@ -215,32 +218,14 @@ func (b Budget) Report() string {
 	return sb.String()
 }
 
-func momentsRow(b Budget) string {
-	if b.World > 1 && b.ZeRO >= 1 {
-		return fmt.Sprintf("AdamW moments (fp32, 1/%d)", b.World)
+// rowName names a plan row: sharded (a format of the world size) when the
+// run shards that part at its ZeRO stage (and, for masters, when the
+// matrices have bf16 copies), whole otherwise.
+func rowName(b Budget, stage int, masters bool, sharded, whole string) string {
+	if b.World > 1 && b.ZeRO >= stage && (!masters || b.MastersSharded) {
+		return fmt.Sprintf(sharded, b.World)
 	}
-	return "AdamW moments (fp32)"
-}
-
-func weightsRow(b Budget) string {
-	if b.World > 1 && b.ZeRO >= 1 && b.MastersSharded {
-		return fmt.Sprintf("fp32 embedding, norms; masters 1/%d", b.World)
-	}
-	return "weights (fp32, also the master copy)"
-}
-
-func gradientsRow(b Budget) string {
-	if b.World > 1 && b.ZeRO >= 2 {
-		return fmt.Sprintf("gradients (fp32, 1 layer + 1/%d)", b.World)
-	}
-	return "gradients (fp32)"
-}
-
-func copiesRow(b Budget) string {
-	if b.World > 1 && b.ZeRO >= 1 && b.MastersSharded {
-		return "weights for products (bf16, whole)"
-	}
-	return "weight copies for products (bf16)"
+	return whole
 }
 
 // NeedsReference reports whether the run keeps a frozen reference model.
