@@ -68,8 +68,11 @@ func TestTrainOnCUDA(t *testing.T) {
 	cpu := testfix.Metrics(t, run(t, sets, "", "run.name=cpu", "run.device=cpu"))
 	gpuDir := run(t, sets, "", "run.name=gpu", "run.device=cuda")
 	gpu := testfix.Metrics(t, gpuDir)
-	if raw, _ := os.ReadFile(filepath.Join(gpuDir, "metrics.jsonl")); !strings.Contains(string(raw), `"gpu_mem_peak_gib"`) {
-		t.Error("GPU metrics lines lack gpu_mem_peak_gib")
+	raw, _ := os.ReadFile(filepath.Join(gpuDir, "metrics.jsonl"))
+	for _, k := range []string{`"gpu_mem_peak_gib"`, `"gpu_mem_gen_peak_gib"`, `"gpu_mem_train_peak_gib"`} {
+		if !strings.Contains(string(raw), k) {
+			t.Errorf("GPU metrics lines lack %s", k)
+		}
 	}
 	if len(gpu) != 2 || len(cpu) != 2 {
 		t.Fatalf("metrics lines: cpu %d, gpu %d; want 2", len(cpu), len(gpu))

@@ -141,7 +141,8 @@ func TestMemoryPlan(t *testing.T) {
 	if w := float64(p.Weights) / (1 << 30); w < 5.5 || w > 7.5 {
 		t.Fatalf("weights %.2f GiB, want ≈6.4", w)
 	}
-	if p.Total() != p.Weights+p.Reference+p.Gradients+p.Moments+p.Activations+p.KVCache+p.Logits || p.Reference != p.Weights {
+	persistent := p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies
+	if p.Total() != persistent+max(p.KVCache, p.Activations+p.Logits+p.GatherBuffer) || p.Reference != p.Weights {
 		t.Fatalf("plan parts do not add up: %+v", p)
 	}
 	err := checkMemory(p, 8<<30)

@@ -17,7 +17,12 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// MemoryPlan is the estimated peak memory of a run, in bytes.
+// MemoryPlan is the estimated peak memory of a run, in bytes. Generation
+// and training take turns in a step: the sampler's KV cache is released
+// when Generate returns, before the training forward allocates its
+// activations (and the device pool frees idle blocks of other sizes
+// before it fails an allocation), so the peak is the state that persists
+// plus the larger of the two phases.
 type MemoryPlan struct {
 	Weights, Reference, Gradients, Moments int64
 	WeightCopies                           int64 // bf16 copies of the policy's matrices for products (GPU, bf16 products)
@@ -27,10 +32,21 @@ type MemoryPlan struct {
 	GatherBuffer int64
 }
 
-// Total is the sum of every part.
-func (p MemoryPlan) Total() int64 {
-	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies + p.Activations + p.KVCache + p.Logits + p.GatherBuffer
+// Persistent is what the run holds throughout: the policy, the
+// reference, the gradients and the optimizer state.
+func (p MemoryPlan) Persistent() int64 {
+	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies
 }
+
+// Generation is what sampling adds: the KV cache.
+func (p MemoryPlan) Generation() int64 { return p.KVCache }
+
+// Training is what the update adds: the saved activations, the LM head's
+// logit chunks and ZeRO's collective buffer.
+func (p MemoryPlan) Training() int64 { return p.Activations + p.Logits + p.GatherBuffer }
+
+// Total is the peak: the persistent state plus the larger phase.
+func (p MemoryPlan) Total() int64 { return p.Persistent() + max(p.Generation(), p.Training()) }
 
 func (p MemoryPlan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
@@ -38,8 +54,10 @@ func (p MemoryPlan) String() string {
 	if p.GatherBuffer > 0 {
 		gather = ", ZeRO collective buffer " + g(p.GatherBuffer)
 	}
-	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; total %s",
-		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), gather, g(p.Total()))
+	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; "+
+		"peak %s (persistent %s + the larger of generation %s and training %s)",
+		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), gather,
+		g(p.Total()), g(p.Persistent()), g(p.Generation()), g(p.Training()))
 }
 
 // planTokens is a micro-batch's tokens at the longest sequence.
@@ -201,7 +219,10 @@ func (b Budget) Report() string {
 	if p.GatherBuffer > 0 {
 		fmt.Fprintf(&sb, "  %-38s %s\n", "ZeRO collective buffer (fp32)", g(p.GatherBuffer))
 	}
-	fmt.Fprintf(&sb, "  %-38s %s\n", "total", g(p.Total()))
+	fmt.Fprintf(&sb, "  %-38s %s\n", "persistent (weights … moments)", g(p.Persistent()))
+	fmt.Fprintf(&sb, "  %-38s %s\n", "generation (KV cache)", g(p.Generation()))
+	fmt.Fprintf(&sb, "  %-38s %s\n", "training (activations, logits, ZeRO)", g(p.Training()))
+	fmt.Fprintf(&sb, "  %-38s %s\n", "peak (persistent + larger phase)", g(p.Total()))
 	if b.Available > 0 {
 		fmt.Fprintf(&sb, "  %-38s %s\n", "available", g(b.Available))
 	} else {

@@ -74,6 +74,12 @@ type StepMetrics struct {
 	// (CUDA backend only; it depends on allocation timing, so it is not
 	// part of what a resumed run must reproduce).
 	GPUMemPeakGiB float64 `json:"gpu_mem_peak_gib,omitempty"`
+	// GPUMemGenPeakGiB and GPUMemTrainPeakGiB split it by phase:
+	// generation and scoring, then log-probs and the update (each phase
+	// starts from what the step held when it began: the sampler's KV cache
+	// is gone before training, which the memory plan relies on).
+	GPUMemGenPeakGiB   float64 `json:"gpu_mem_gen_peak_gib,omitempty"`
+	GPUMemTrainPeakGiB float64 `json:"gpu_mem_train_peak_gib,omitempty"`
 	*gdro.StepRecord
 }
 
@@ -170,6 +176,11 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, t.abandon(before, cause)
 	}
 
+	if onGPU {
+		met.GPUMemGenPeakGiB = float64(mem.MemPeak()) / (1 << 30)
+		mem.ResetMemPeak()
+	}
+
 	// Old and reference log-probs (no gradient), then advantages and weights.
 	t.phase(PhaseLogProbs)
 	t0 = time.Now()
@@ -218,7 +229,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
 	met.StepSeconds = time.Since(start).Seconds()
 	if onGPU {
-		met.GPUMemPeakGiB = float64(mem.MemPeak()) / (1 << 30)
+		met.GPUMemTrainPeakGiB = float64(mem.MemPeak()) / (1 << 30)
+		met.GPUMemPeakGiB = max(met.GPUMemGenPeakGiB, met.GPUMemTrainPeakGiB)
 	}
 	return met, nil
 }
