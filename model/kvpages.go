@@ -214,13 +214,12 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	if paged && pageBytes%pk.KVPageBytes() != 0 {
 		return nil, fmt.Errorf("paged kv cache: a page of %d bytes is not a multiple of the backend's granularity (%d bytes)", pageBytes, pk.KVPageBytes())
 	}
+	if !paged {
+		kv := m.NewKVCache(slots, maxLen)
+		return kv, kv.AccountPages(rowBytes, ranges, KVPaging{BudgetBytes: pg.BudgetBytes, PageBytes: pageBytes})
+	}
 	budget := int(pg.BudgetBytes / (pageBytes * int64(ranges)))
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
-	if !paged {
-		kv = m.NewKVCache(slots, maxLen)
-		kv.Pages = newKVPages(slots, maxLen, rowBytes, pageBytes, ranges, budget, nil)
-		return kv, nil
-	}
 	ts, mapper, err := pk.NewPagedKV(ranges, slots*maxLen, c.NumKeyValueHeads, c.HeadDim, pageBytes, budget)
 	if err != nil {
 		return nil, fmt.Errorf("paged kv cache (%d slots × %d tokens, %d pages of %d bytes × %d ranges): %w", slots, maxLen, budget, pageBytes, ranges, err)
@@ -229,4 +228,20 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	kv.Pages = newKVPages(slots, maxLen, rowBytes, pageBytes, ranges, budget, mapper)
 	kv.b = nil // the mapper owns the ranges: nothing goes back to the backend's pool
 	return kv, nil
+}
+
+// AccountPages makes a cache with full storage obey a page budget (what a
+// paged cache does without a PagedKV backend, and what test models use):
+// rows of rowBytes, pages of pg.PageBytes (0: DefaultKVPageBytes) in each
+// of ranges ranges. It must be called on a cache no step has written.
+func (kv *KVCache) AccountPages(rowBytes int64, ranges int, pg KVPaging) error {
+	if pg.PageBytes == 0 {
+		pg.PageBytes = DefaultKVPageBytes
+	}
+	if rowBytes <= 0 || ranges <= 0 || pg.BudgetBytes <= 0 || pg.PageBytes < 0 {
+		return fmt.Errorf("kv page accounting: rows of %d bytes, %d ranges, budget %d, page %d bytes: want all > 0", rowBytes, ranges, pg.BudgetBytes, pg.PageBytes)
+	}
+	budget := int(pg.BudgetBytes / (pg.PageBytes * int64(ranges)))
+	kv.Pages = newKVPages(kv.Slots, kv.MaxLen, rowBytes, pg.PageBytes, ranges, budget, nil)
+	return nil
 }
