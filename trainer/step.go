@@ -236,7 +236,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	s := t.Cfg.Rollout
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
-		Graphs: s.CUDAGraphs}
+		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
 	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
 		return nil, fmt.Errorf("generate: %w", err)
