@@ -48,8 +48,13 @@ func TestVirtualMemory(t *testing.T) {
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	if err := drv.HtoD(page+uint64(g)-32, host, 64); devKind == "emulator" && !isCode(err, 700) {
-		t.Fatalf("copy across into the unmapped third page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
+	// Copies into unmapped pages only where they are checked: on a GPU
+	// such a copy may fault the context for good.
+	emulated := devKind == "emulator"
+	if emulated {
+		if err := drv.HtoD(page+uint64(g)-32, host, 64); !isCode(err, 700) {
+			t.Fatalf("copy across into the unmapped third page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
+		}
 	}
 	if err := drv.HtoD(page+100, host, 64); err != nil {
 		t.Fatal(err)
@@ -61,7 +66,7 @@ func TestVirtualMemory(t *testing.T) {
 	if got := unsafe.Slice((*byte)(back), 64); string(got) != string(want) {
 		t.Fatalf("read back %v, wrote %v", got, want)
 	}
-	if devKind == "emulator" {
+	if emulated {
 		if err := drv.DtoH(back, base, 64); !isCode(err, 700) {
 			t.Fatalf("copy from the unmapped first page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
 		}
@@ -75,8 +80,10 @@ func TestVirtualMemory(t *testing.T) {
 	if err := drv.MemUnmap(page, g); err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.DtoH(back, page+100, 64); devKind == "emulator" && !isCode(err, 700) {
-		t.Fatalf("copy from an unmapped page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
+	if emulated {
+		if err := drv.DtoH(back, page+100, 64); !isCode(err, 700) {
+			t.Fatalf("copy from an unmapped page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
+		}
 	}
 	if err := drv.MemRelease(h); err != nil {
 		t.Fatal(err)
