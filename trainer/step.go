@@ -44,32 +44,35 @@ type rowData struct {
 // contributes the per-bin fields (bin_share, weights, n, μ …; bin 0 =
 // hardest), with the same names gdro-sim writes.
 type StepMetrics struct {
-	Step              int     `json:"step"`
-	Epoch             int     `json:"epoch"`
-	RewardMean        float64 `json:"reward_mean"`
-	AccMean           float64 `json:"acc_mean"`
-	ResponseLenMean   float64 `json:"response_len_mean"`
-	ResponseLenMax    int     `json:"response_len_max"`
-	TruncationRate    float64 `json:"truncation_rate"`
-	NoAnswerRate      float64 `json:"no_answer_rate"`
-	KL                float64 `json:"kl"`
-	PPOKL             float64 `json:"ppo_kl"`
-	Entropy           float64 `json:"entropy"`
-	ClipFrac          float64 `json:"clip_frac"`
-	LowerClipFrac     float64 `json:"lower_clip_frac"`
-	PolicyLoss        float64 `json:"policy_loss"`
-	GradNorm          float64 `json:"grad_norm"`
-	LR                float64 `json:"lr"`
-	Updates           int     `json:"optimizer_updates"`
-	GenSeconds        float64 `json:"time_gen_s"`
-	ScoreSeconds      float64 `json:"time_score_s"`
-	LogProbSeconds    float64 `json:"time_logprob_s"`
-	UpdateSeconds     float64 `json:"time_update_s"`
-	StepSeconds       float64 `json:"time_step_s"`
-	GenTokensPerSec   float64 `json:"gen_tokens_per_s"`
-	TrainTokensPerSec float64 `json:"train_tokens_per_s"`
-	VerifierBudget    int64   `json:"verifier_budget_exhausted"`
-	VerifierPanics    int64   `json:"verifier_panics"`
+	Step            int     `json:"step"`
+	Epoch           int     `json:"epoch"`
+	RewardMean      float64 `json:"reward_mean"`
+	AccMean         float64 `json:"acc_mean"`
+	ResponseLenMean float64 `json:"response_len_mean"`
+	ResponseLenMax  int     `json:"response_len_max"`
+	TruncationRate  float64 `json:"truncation_rate"`
+	NoAnswerRate    float64 `json:"no_answer_rate"`
+	KL              float64 `json:"kl"`
+	PPOKL           float64 `json:"ppo_kl"`
+	Entropy         float64 `json:"entropy"`
+	ClipFrac        float64 `json:"clip_frac"`
+	LowerClipFrac   float64 `json:"lower_clip_frac"`
+	PolicyLoss      float64 `json:"policy_loss"`
+	GradNorm        float64 `json:"grad_norm"`
+	LR              float64 `json:"lr"`
+	Updates         int     `json:"optimizer_updates"`
+	GenSeconds      float64 `json:"time_gen_s"`
+	ScoreSeconds    float64 `json:"time_score_s"`
+	LogProbSeconds  float64 `json:"time_logprob_s"`
+	UpdateSeconds   float64 `json:"time_update_s"`
+	StepSeconds     float64 `json:"time_step_s"`
+	GenTokensPerSec float64 `json:"gen_tokens_per_s"`
+	// RolloutPreemptions counts rollouts this process's sampler pre-empted
+	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
+	RolloutPreemptions int     `json:"rollout_preemptions"`
+	TrainTokensPerSec  float64 `json:"train_tokens_per_s"`
+	VerifierBudget     int64   `json:"verifier_budget_exhausted"`
+	VerifierPanics     int64   `json:"verifier_panics"`
 	// GPUMemPeakGiB is the most GPU memory held in tensors during the step
 	// (CUDA backend only; it depends on allocation timing, so it is not
 	// part of what a resumed run must reproduce).
@@ -147,7 +150,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	if t.dp != nil {
 		lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
 	}
-	rows, err := t.generate(ctx, prompts, plan.N, lo, hi)
+	rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi)
+	met.RolloutPreemptions = gst.Preemptions
 	if err != nil {
 		if cause := ctx.Err(); cause != nil {
 			return nil, t.abandon(before, cause)
@@ -225,9 +229,9 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 
 // generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
 // prompt in one process).
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, error) {
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, rollout.Stats, error) {
 	if lo == hi {
-		return nil, nil
+		return nil, rollout.Stats{}, nil
 	}
 	reqs := make([]rollout.Request, hi-lo)
 	for i, p := range prompts[lo:hi] {
@@ -237,9 +241,9 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
-	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
+	out, st, err := rollout.GenerateStats(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
-		return nil, fmt.Errorf("generate: %w", err)
+		return nil, st, fmt.Errorf("generate: %w", err)
 	}
 	var rows []rowData
 	for i, comps := range out {
@@ -249,7 +253,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps), truncated: c.Truncated})
 		}
 	}
-	return rows, nil
+	return rows, st, nil
 }
 
 // rolloutMetrics fills the response-length and reward metrics of the
