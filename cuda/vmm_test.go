@@ -209,3 +209,13 @@ func TestDecodeProfilePaged(t *testing.T) {
 		t.Fatalf("JSON: page_maps_per_step %v, kv_page_tokens %v, page_maps_per_step_mean %v", j["page_maps_per_step"], j["kv_page_tokens"], j["page_maps_per_step_mean"])
 	}
 }
+
+// TestPagedNeedsBF16: an fp32 cache cannot be paged (pages hold bf16
+// rows); asking is an error, not a silently full-size cache.
+func TestPagedNeedsBF16(t *testing.T) {
+	m := pagedModel(t)
+	m.KVCacheBF16 = false
+	if _, err := m.NewPagedKVCache(3, 16, model.KVPaging{BudgetBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "run.kv_cache_dtype") {
+		t.Fatalf("paged fp32 cache: %v, want an error naming run.kv_cache_dtype", err)
+	}
+}

@@ -198,7 +198,11 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	}
 	pk, paged := m.B.(PagedKV)
 	_, half := m.B.(HalfStore)
-	paged = paged && half && m.KVCacheBF16
+	if paged && !(half && m.KVCacheBF16) {
+		// Pages back bf16 rows only; an fp32 cache here would silently
+		// take every slot's full length instead of the budget.
+		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 (run.kv_cache_dtype bf16, or auto with bf16 products)", m.B.Name())
+	}
 	elem := int64(4)
 	if half && m.KVCacheBF16 {
 		elem = 2

@@ -406,7 +406,7 @@ func (c Config) validateValues() error {
 	if k := c.Rollout.KVCacheGiB; !(k >= 0) || math.IsInf(k, 0) {
 		bad("rollout.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
 	} else if k > 0 && c.Run.KVCacheDType == "fp32" {
-		bad("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 or auto, or rollout.kv_cache_gib to 0", k)
+		bad("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 (or auto with bf16 products), or rollout.kv_cache_gib to 0", k)
 	}
 	t := c.Train
 	for _, k := range []struct {
