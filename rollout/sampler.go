@@ -14,7 +14,8 @@
 // rollouts copy that prompt prefix (when a slot frees for them) and all
 // sample their first token from the same prefill logits.
 //
-// Continuous batching: see Generate.
+// Continuous batching, and paged KV memory with pre-emption (a pre-empted
+// rollout is recomputed and draws the same tokens): see Generate.
 //
 // Device-side reductions: when the model's backend implements
 // model.RowSampler (the CUDA backend), a decode step downloads per row only
