@@ -307,6 +307,7 @@ type calls struct {
 	h2dAsync, d2hAsync                     atomic.Int64
 	graphLaunches                          atomic.Int64
 	pageMaps, pageUnmaps                   atomic.Int64 // cuMemMap / cuMemUnmap (paged KV cache)
+	physBytes, physPeak                    atomic.Int64 // cuMemCreate memory held now, and its peak since MemPeak's reset
 	h2dBytes, d2hBytes, d2dBytes, memBytes atomic.Int64
 }
 
@@ -468,12 +469,22 @@ func (d *driver) MemCreate(bytes int64, dev int) (uint64, error) {
 	}
 	var h C.gd_u64
 	err := d.check(fmt.Sprintf("cuMemCreate(%d bytes)", bytes), C.cu_mem_create(d.memCreate, &h, C.size_t(bytes), C.int(dev)))
+	if err == nil {
+		now := d.n.physBytes.Add(bytes)
+		for p := d.n.physPeak.Load(); now > p && !d.n.physPeak.CompareAndSwap(p, now); p = d.n.physPeak.Load() {
+		}
+	}
 	return uint64(h), err
 }
 
-// MemRelease frees a physical allocation (once it is unmapped everywhere).
-func (d *driver) MemRelease(h uint64) error {
-	return d.check("cuMemRelease", C.cu_mem_release(d.memRelease, C.gd_u64(h)))
+// MemRelease frees a physical allocation of bytes (once it is unmapped
+// everywhere).
+func (d *driver) MemRelease(h uint64, bytes int64) error {
+	err := d.check("cuMemRelease", C.cu_mem_release(d.memRelease, C.gd_u64(h)))
+	if err == nil {
+		d.n.physBytes.Add(-bytes)
+	}
+	return err
 }
 
 // MemMap maps physical allocation h at p and makes it readable and

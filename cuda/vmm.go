@@ -153,7 +153,7 @@ func (pm *pageMapper) Release() {
 		_ = pm.Unmap(p) // the cache is going away; a failure leaves the range to the context
 	}
 	for _, h := range pm.idle {
-		_ = pm.drv.MemRelease(h)
+		_ = pm.drv.MemRelease(h, pm.pageBytes)
 	}
 	pm.idle, pm.created = nil, 0
 	if pm.base != 0 {

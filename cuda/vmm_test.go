@@ -85,7 +85,7 @@ func TestVirtualMemory(t *testing.T) {
 			t.Fatalf("copy from an unmapped page: %v, want CUDA_ERROR_ILLEGAL_ADDRESS", err)
 		}
 	}
-	if err := drv.MemRelease(h); err != nil {
+	if err := drv.MemRelease(h, g); err != nil {
 		t.Fatal(err)
 	}
 	if err := drv.MemAddressFree(base, 3*g); err != nil {
@@ -155,7 +155,15 @@ func TestPagedGenerateMatches(t *testing.T) {
 			q.Graphs = graphs
 			q.KVBudgetBytes = 10 * gran * int64(2*m.Cfg.NumHiddenLayers)
 			before := d.Profile().GraphLaunches
+			m.B.(*Backend).ResetMemPeak()
 			got, st := gen(q)
+			// The pool creates pages only as the peak needs them, counts
+			// them in the reported peak, and frees them with the cache.
+			n := &d.drv.n
+			if want := int64(st.PeakPages) * gran * int64(2*m.Cfg.NumHiddenLayers); n.physPeak.Load() != want || n.physBytes.Load() != 0 {
+				t.Fatalf("physical pages: peak %d bytes (want %d for %d pages), %d bytes left after the cache's release",
+					n.physPeak.Load(), want, st.PeakPages, n.physBytes.Load())
+			}
 			for k, w := range want {
 				if got[k] != w {
 					t.Errorf("%+v: %s = %s, with every slot at full length %s", q, k, got[k], w)
