@@ -44,39 +44,39 @@ type rowData struct {
 // contributes the per-bin fields (bin_share, weights, n, μ …; bin 0 =
 // hardest), with the same names gdro-sim writes.
 type StepMetrics struct {
-	Step            int     `json:"step"`
-	Epoch           int     `json:"epoch"`
-	RewardMean      float64 `json:"reward_mean"`
-	AccMean         float64 `json:"acc_mean"`
-	ResponseLenMean float64 `json:"response_len_mean"`
-	ResponseLenMax  int     `json:"response_len_max"`
-	TruncationRate  float64 `json:"truncation_rate"`
-	NoAnswerRate    float64 `json:"no_answer_rate"`
-	KL              float64 `json:"kl"`
-	PPOKL           float64 `json:"ppo_kl"`
-	Entropy         float64 `json:"entropy"`
-	ClipFrac        float64 `json:"clip_frac"`
-	LowerClipFrac   float64 `json:"lower_clip_frac"`
-	PolicyLoss      float64 `json:"policy_loss"`
-	GradNorm        float64 `json:"grad_norm"`
-	LR              float64 `json:"lr"`
-	Updates         int     `json:"optimizer_updates"`
-	GenSeconds      float64 `json:"time_gen_s"`
-	ScoreSeconds    float64 `json:"time_score_s"`
-	LogProbSeconds  float64 `json:"time_logprob_s"`
-	UpdateSeconds   float64 `json:"time_update_s"`
-	StepSeconds     float64 `json:"time_step_s"`
-	GenTokensPerSec float64 `json:"gen_tokens_per_s"`
-	// RolloutPreemptions counts rollouts this process's sampler pre-empted
-	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
-	RolloutPreemptions int     `json:"rollout_preemptions"`
-	TrainTokensPerSec  float64 `json:"train_tokens_per_s"`
-	VerifierBudget     int64   `json:"verifier_budget_exhausted"`
-	VerifierPanics     int64   `json:"verifier_panics"`
+	Step              int     `json:"step"`
+	Epoch             int     `json:"epoch"`
+	RewardMean        float64 `json:"reward_mean"`
+	AccMean           float64 `json:"acc_mean"`
+	ResponseLenMean   float64 `json:"response_len_mean"`
+	ResponseLenMax    int     `json:"response_len_max"`
+	TruncationRate    float64 `json:"truncation_rate"`
+	NoAnswerRate      float64 `json:"no_answer_rate"`
+	KL                float64 `json:"kl"`
+	PPOKL             float64 `json:"ppo_kl"`
+	Entropy           float64 `json:"entropy"`
+	ClipFrac          float64 `json:"clip_frac"`
+	LowerClipFrac     float64 `json:"lower_clip_frac"`
+	PolicyLoss        float64 `json:"policy_loss"`
+	GradNorm          float64 `json:"grad_norm"`
+	LR                float64 `json:"lr"`
+	Updates           int     `json:"optimizer_updates"`
+	GenSeconds        float64 `json:"time_gen_s"`
+	ScoreSeconds      float64 `json:"time_score_s"`
+	LogProbSeconds    float64 `json:"time_logprob_s"`
+	UpdateSeconds     float64 `json:"time_update_s"`
+	StepSeconds       float64 `json:"time_step_s"`
+	GenTokensPerSec   float64 `json:"gen_tokens_per_s"`
+	TrainTokensPerSec float64 `json:"train_tokens_per_s"`
+	VerifierBudget    int64   `json:"verifier_budget_exhausted"`
+	VerifierPanics    int64   `json:"verifier_panics"`
 	// GPUMemPeakGiB is the most GPU memory held in tensors during the step
 	// (CUDA backend only; it depends on allocation timing, so it is not
 	// part of what a resumed run must reproduce).
 	GPUMemPeakGiB float64 `json:"gpu_mem_peak_gib,omitempty"`
+	// RolloutPreemptions counts rollouts this process's sampler pre-empted
+	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
+	RolloutPreemptions int `json:"rollout_preemptions"`
 	*gdro.StepRecord
 }
 
