@@ -175,12 +175,16 @@ type promptState struct {
 //     of its prompt and its tokens but the last (recomputed, as vLLM
 //     does), and the next step decodes that last token as it would have.
 //
-// Draws are keyed by position, so a pre-empted rollout draws the same
-// tokens as without pre-emption; the recomputed keys and values come from
-// a prefill instead of the decode steps that first wrote them, which the
-// CPU backend computes identically and a GPU to within its attention
-// kernels' rounding (the package comment's caveat about draws at a
-// boundary applies).
+// Draws are keyed by position, so a pre-empted rollout draws with the same
+// uniforms as without pre-emption. Its recomputed keys and values come
+// from a prefill instead of the decode steps that first wrote them, which
+// sums attention in another order: the logits after them agree to float32
+// rounding (1e-6 on the tiny model, model.TestRecomputeMatchesDecode), on
+// the CPU as on the GPU, so a token can differ only where a draw lands
+// that close to a boundary of the cumulative sum, the package comment's
+// caveat for device draws. The tests see identical tokens under many
+// pre-emptions (TestPreemptionMatchesOnCPUModel; on the emulator with
+// graphs on and off, cuda TestPagedGenerateMatches).
 func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progress.Bar) ([][]Completion, error) {
 	out, _, err := GenerateStats(ctx, lm, reqs, p, bar)
 	return out, err
