@@ -84,6 +84,43 @@ static int cu_is_capturing(void* f, handle st, int* status) { BIND; return ((pf_
 static int cu_instantiate(void* f, handle* x, handle g) { BIND; return ((pf_cuGraphInstantiateWithFlags)f)(x, g, 0); }
 static int cu_graph_launch(void* f, handle x, handle st) { BIND; return ((pf_cuGraphLaunch)f)(x, st); }
 static int cu_graph_free(void* f, handle h) { BIND; return ((pf_cuGraphDestroy)f)(h); } // also cuGraphExecDestroy
+// Virtual memory management: one device's pinned memory, read-write.
+static void gd_mem_prop_init(gd_mem_prop* p, int dev) {
+	memset(p, 0, sizeof *p);
+	p->type = GD_CU_MEM_ALLOCATION_TYPE_PINNED;
+	p->requestedHandleTypes = GD_CU_MEM_HANDLE_TYPE_NONE;
+	p->location.type = GD_CU_MEM_LOCATION_TYPE_DEVICE;
+	p->location.id = dev;
+}
+static int cu_mem_granularity(void* f, size_t* g, int dev) {
+	BIND;
+	gd_mem_prop p;
+	gd_mem_prop_init(&p, dev);
+	return ((pf_cuMemGetAllocationGranularity)f)(g, &p, GD_CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+}
+static int cu_mem_reserve(void* f, devptr* p, size_t size, size_t align) {
+	BIND;
+	return ((pf_cuMemAddressReserve)f)(p, size, align, 0, 0);
+}
+static int cu_mem_addr_free(void* f, devptr p, size_t size) { BIND; return ((pf_cuMemAddressFree)f)(p, size); }
+static int cu_mem_create(void* f, gd_u64* h, size_t size, int dev) {
+	BIND;
+	gd_mem_prop p;
+	gd_mem_prop_init(&p, dev);
+	return ((pf_cuMemCreate)f)(h, size, &p, 0);
+}
+static int cu_mem_release(void* f, gd_u64 h) { BIND; return ((pf_cuMemRelease)f)(h); }
+static int cu_mem_map(void* f, devptr p, size_t size, gd_u64 h) { BIND; return ((pf_cuMemMap)f)(p, size, 0, h, 0); }
+static int cu_mem_unmap(void* f, devptr p, size_t size) { BIND; return ((pf_cuMemUnmap)f)(p, size); }
+static int cu_mem_access(void* f, devptr p, size_t size, int dev) {
+	BIND;
+	gd_mem_access a;
+	memset(&a, 0, sizeof a);
+	a.location.type = GD_CU_MEM_LOCATION_TYPE_DEVICE;
+	a.location.id = dev;
+	a.flags = GD_CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return ((pf_cuMemSetAccess)f)(p, size, &a, 1);
+}
 static int cu_errstr(void* f, int code, const char** s) { return ((pf_cuGetErrorName)f)(code, s); } // also cuGetErrorString
 
 // ---- NVRTC ----
@@ -257,7 +294,10 @@ type driver struct {
 	htodAsync, dtohAsync, dtodAsync, memsetD32Async                     unsafe.Pointer
 	beginCapture, endCapture, isCapturing, instantiate                  unsafe.Pointer
 	graphLaunch, graphExecDestroy, graphDestroy                         unsafe.Pointer
-	n                                                                   calls // what was asked of the device
+	// Virtual memory management, nil where the driver lacks it (vmm.go).
+	memReserve, memAddrFree, memCreate, memRelease, memMap, memUnmap unsafe.Pointer
+	memSetAccess, memGranularity                                     unsafe.Pointer
+	n                                                                calls // what was asked of the device
 }
 
 // calls counts the driver calls a profile reports (profile.go).
@@ -266,6 +306,8 @@ type calls struct {
 	h2d, d2h, d2d                          atomic.Int64 // copies (h2d and d2h: synchronous ones)
 	h2dAsync, d2hAsync                     atomic.Int64
 	graphLaunches                          atomic.Int64
+	pageMaps, pageUnmaps                   atomic.Int64 // cuMemMap / cuMemUnmap (paged KV cache)
+	physBytes, physPeak                    atomic.Int64 // cuMemCreate memory held now, and its peak since MemPeak's reset
 	h2dBytes, d2hBytes, d2dBytes, memBytes atomic.Int64
 }
 
@@ -293,6 +335,18 @@ func loadDriver(lib *library) (*driver, error) {
 	})
 	if err != nil {
 		return d, err
+	}
+	// Virtual memory management is optional: without it a paged KV cache
+	// is refused with an error (vmm.go), everything else works.
+	vmm := map[string]*unsafe.Pointer{
+		"cuMemAddressReserve": &d.memReserve, "cuMemAddressFree": &d.memAddrFree, "cuMemCreate": &d.memCreate,
+		"cuMemRelease": &d.memRelease, "cuMemMap": &d.memMap, "cuMemUnmap": &d.memUnmap,
+		"cuMemSetAccess": &d.memSetAccess, "cuMemGetAllocationGranularity": &d.memGranularity,
+	}
+	if lib.syms(vmm) != nil {
+		for _, p := range vmm {
+			*p = nil
+		}
 	}
 	// CUDA 13's header has only the _v2 name; older drivers only the other.
 	if d.eventElapsed, err = lib.sym("cuEventElapsedTime_v2"); err != nil {
@@ -378,6 +432,75 @@ func (d *driver) MemAlloc(bytes int64) (uint64, error) {
 
 func (d *driver) MemFree(p uint64) error {
 	return d.check("cuMemFree", C.cu_free(d.memFree, C.devptr(p)))
+}
+
+// errNoVMM is returned by the virtual memory calls on a driver without them.
+var errNoVMM = fmt.Errorf("cuda: the driver has no virtual memory management (cuMemAddressReserve etc., CUDA ≥ 10.2)")
+
+// MemGranularity is the minimum page of cuMemCreate and cuMemMap on dev.
+func (d *driver) MemGranularity(dev int) (int64, error) {
+	if d.memGranularity == nil {
+		return 0, errNoVMM
+	}
+	var g C.size_t
+	err := d.check("cuMemGetAllocationGranularity", C.cu_mem_granularity(d.memGranularity, &g, C.int(dev)))
+	return int64(g), err
+}
+
+// MemReserve reserves bytes of device address space (nothing mapped).
+func (d *driver) MemReserve(bytes, align int64) (uint64, error) {
+	if d.memReserve == nil {
+		return 0, errNoVMM
+	}
+	var p C.devptr
+	err := d.check(fmt.Sprintf("cuMemAddressReserve(%d bytes)", bytes), C.cu_mem_reserve(d.memReserve, &p, C.size_t(bytes), C.size_t(align)))
+	return uint64(p), err
+}
+
+// MemAddressFree gives a reserved range back (nothing may be mapped in it).
+func (d *driver) MemAddressFree(p uint64, bytes int64) error {
+	return d.check("cuMemAddressFree", C.cu_mem_addr_free(d.memAddrFree, C.devptr(p), C.size_t(bytes)))
+}
+
+// MemCreate allocates bytes of physical memory on dev, unmapped.
+func (d *driver) MemCreate(bytes int64, dev int) (uint64, error) {
+	if d.memCreate == nil {
+		return 0, errNoVMM
+	}
+	var h C.gd_u64
+	err := d.check(fmt.Sprintf("cuMemCreate(%d bytes)", bytes), C.cu_mem_create(d.memCreate, &h, C.size_t(bytes), C.int(dev)))
+	if err == nil {
+		now := d.n.physBytes.Add(bytes)
+		for p := d.n.physPeak.Load(); now > p && !d.n.physPeak.CompareAndSwap(p, now); p = d.n.physPeak.Load() {
+		}
+	}
+	return uint64(h), err
+}
+
+// MemRelease frees a physical allocation of bytes (once it is unmapped
+// everywhere).
+func (d *driver) MemRelease(h uint64, bytes int64) error {
+	err := d.check("cuMemRelease", C.cu_mem_release(d.memRelease, C.gd_u64(h)))
+	if err == nil {
+		d.n.physBytes.Add(-bytes)
+	}
+	return err
+}
+
+// MemMap maps physical allocation h at p and makes it readable and
+// writable from dev.
+func (d *driver) MemMap(p uint64, bytes int64, h uint64, dev int) error {
+	d.n.pageMaps.Add(1)
+	if err := d.check("cuMemMap", C.cu_mem_map(d.memMap, C.devptr(p), C.size_t(bytes), C.gd_u64(h))); err != nil {
+		return err
+	}
+	return d.check("cuMemSetAccess", C.cu_mem_access(d.memSetAccess, C.devptr(p), C.size_t(bytes), C.int(dev)))
+}
+
+// MemUnmap unmaps bytes at p.
+func (d *driver) MemUnmap(p uint64, bytes int64) error {
+	d.n.pageUnmaps.Add(1)
+	return d.check("cuMemUnmap", C.cu_mem_unmap(d.memUnmap, C.devptr(p), C.size_t(bytes)))
 }
 
 func (d *driver) MemInfo() (free, total int64, err error) {

@@ -13,8 +13,13 @@ func (b *Backend) DeviceName() string { return b.d.Info.Name }
 // MemInfo returns the GPU's free and total memory in bytes.
 func (b *Backend) MemInfo() (free, total int64, err error) { return b.d.MemInfo() }
 
-// MemPeak returns the allocator's peak bytes in use since ResetMemPeak.
-func (b *Backend) MemPeak() int64 { return b.d.MemStats().Peak }
+// MemPeak returns the allocator's peak bytes in use since ResetMemPeak,
+// plus the peak of the paged KV cache's physical pages (cuMemCreate, not
+// the allocator's: vmm.go), which the sampler holds beside its tensors.
+func (b *Backend) MemPeak() int64 { return b.d.MemStats().Peak + b.d.drv.n.physPeak.Load() }
 
-// ResetMemPeak restarts the allocator's peak from the bytes in use now.
-func (b *Backend) ResetMemPeak() { b.d.ResetPeak() }
+// ResetMemPeak restarts both peaks from the bytes in use now.
+func (b *Backend) ResetMemPeak() {
+	b.d.ResetPeak()
+	b.d.drv.n.physPeak.Store(b.d.drv.n.physBytes.Load())
+}

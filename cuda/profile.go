@@ -99,6 +99,7 @@ type Profile struct {
 	GraphLaunches, GraphNodes int64
 	HostSyncs                 int64 // cuCtxSynchronize and the synchronous copies that wait for the GPU
 	DeviceAllocs              int64 // cuMemAlloc calls (allocator cache misses)
+	PageMaps                  int64 // cuMemMap calls (a paged KV cache's pages, mapped on the host between steps)
 	LiveBuffers               int64 // live device buffers (over an interval: how many more at its end)
 	Leaked                    int64 // buffers returned by the garbage collector, not released (must stay 0)
 	H2DBytes                  int64
@@ -152,7 +153,7 @@ func (p Profile) combine(q Profile, k float64) Profile {
 	i := func(a, b int64) int64 { return a + int64(math.Round(k*float64(b))) }
 	out := Profile{Launches: i(p.Launches, q.Launches), GEMMs: i(p.GEMMs, q.GEMMs), Memsets: i(p.Memsets, q.Memsets),
 		GraphLaunches: i(p.GraphLaunches, q.GraphLaunches), GraphNodes: i(p.GraphNodes, q.GraphNodes),
-		HostSyncs: i(p.HostSyncs, q.HostSyncs), DeviceAllocs: i(p.DeviceAllocs, q.DeviceAllocs),
+		HostSyncs: i(p.HostSyncs, q.HostSyncs), DeviceAllocs: i(p.DeviceAllocs, q.DeviceAllocs), PageMaps: i(p.PageMaps, q.PageMaps),
 		LiveBuffers: i(p.LiveBuffers, q.LiveBuffers), Leaked: i(p.Leaked, q.Leaked),
 		H2DBytes: i(p.H2DBytes, q.H2DBytes), D2HBytes: i(p.D2HBytes, q.D2HBytes), D2DBytes: i(p.D2DBytes, q.D2DBytes),
 		opSeconds: p.opSeconds + k*q.opSeconds}
@@ -204,6 +205,6 @@ func (d *Device) Profile() Profile {
 		// starts, and a device-to-host copy until it ends: both stall the
 		// host, as cuCtxSynchronize does.
 		HostSyncs:    n.syncs.Load() + n.h2d.Load() + n.d2h.Load(),
-		DeviceAllocs: n.allocs.Load(), LiveBuffers: ms.Live, Leaked: ms.Leaked, H2DBytes: n.h2dBytes.Load(), D2HBytes: n.d2hBytes.Load(), D2DBytes: n.d2dBytes.Load(),
+		DeviceAllocs: n.allocs.Load(), PageMaps: n.pageMaps.Load(), LiveBuffers: ms.Live, Leaked: ms.Leaked, H2DBytes: n.h2dBytes.Load(), D2HBytes: n.d2hBytes.Load(), D2DBytes: n.d2dBytes.Load(),
 		Flops: d.prof.flops, Bytes: d.prof.bytes, Seconds: d.prof.seconds, opSeconds: d.prof.opSeconds}
 }

@@ -12,6 +12,14 @@ package cuda
 // With Graphs the step is the sampler's graphed one (model.DecodeGraph):
 // the batch padded to its bucket, the token drawn on the device, and the
 // counted step a replay of the captured graph (the third step of a key).
+//
+// With Paged the cache is the paged one (model.NewPagedKVCache): the same
+// kernels on the same addresses, plus the host's page mapping between
+// steps (KVCache.Grow before each step, as the sampler does), counted as
+// cuMemMap calls. A slot maps a page (one granule in each of the 2·L K and
+// V ranges) when its length crosses into it: the counted step shows the
+// crossings that happen in it, and the steady-state mean is batch × 2·L /
+// tokens per page (at Qwen3-1.7B, 2 MiB pages of 2 KiB rows: 1,024 tokens).
 
 import (
 	"fmt"
@@ -26,6 +34,7 @@ type DecodeShape struct {
 	Opts           model.TinyOptions
 	Batch, Context int
 	Graphs         bool // the step as a CUDA graph replay with the draw on the device
+	Paged          bool // a paged KV cache, its pages mapped between steps
 }
 
 // DecodeProfile is the profile of one decode step of a shape.
@@ -34,6 +43,9 @@ type DecodeProfile struct {
 	CountedLayers [2]int
 	Step          Profile // one steady-state step, extrapolated to the shape's depth
 	BoundBytes    float64 // bf16 weights (matrices once) + live bf16 keys and values
+	// Paged caches: the pages (each mapped in every range) the counted
+	// step mapped at the deeper counted depth, and the tokens a page holds.
+	PagesMapped, PageTokens int
 }
 
 // ProfileDecodeStep counts one decode step of s on b at one and two layers
@@ -44,11 +56,11 @@ func ProfileDecodeStep(b *Backend, s DecodeShape) (DecodeProfile, error) {
 	for i, L := range dp.CountedLayers {
 		o := s.Opts
 		o.Layers = L
-		p, err := decodeAt(b, o, s)
+		p, pages, err := decodeAt(b, o, s)
 		if err != nil {
 			return dp, fmt.Errorf("decode profile %s at %d layers: %w", s.Name, L, err)
 		}
-		at[i] = p
+		at[i], dp.PagesMapped = p, pages
 	}
 	dp.Step = at[0].Extrapolate(at[1].Sub(at[0]), s.Opts.Layers-dp.CountedLayers[0])
 	dp.Step.DeviceAllocs, dp.Step.LiveBuffers, dp.Step.Leaked = at[1].DeviceAllocs, at[1].LiveBuffers, at[1].Leaked
@@ -58,6 +70,9 @@ func ProfileDecodeStep(b *Backend, s DecodeShape) (DecodeProfile, error) {
 	}
 	kv := float64(s.Batch) * float64(s.Context) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * 2
 	dp.BoundBytes = 2*float64(matrixParams(cfg)) + kv
+	if s.Paged {
+		dp.PageTokens = int(b.KVPageBytes() / int64(2*cfg.NumKeyValueHeads*cfg.HeadDim))
+	}
 	return dp, nil
 }
 
@@ -71,45 +86,78 @@ func matrixParams(cfg *model.Config) int64 {
 
 // decodeAt runs two decode steps of o's model after filling the cache
 // (zeros: the counts do not depend on the values) and returns the second's
-// counts.
-func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, error) {
+// counts, and for a paged cache the pages that step mapped.
+func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, error) {
 	cfg, err := o.Config()
 	if err != nil {
-		return Profile{}, err
+		return Profile{}, 0, err
 	}
 	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), KVCacheBF16: true}
 	if _, err := m.ShadowWeights(); err != nil {
-		return Profile{}, err
+		return Profile{}, 0, err
 	}
 	const warm = 2 // steps before the counted one: a graph's eager run and its capture
-	kv := m.NewKVCache(s.Batch+1, s.Context+warm+1)
+	slots, maxLen := s.Batch+1, s.Context+warm+1
+	var kv *model.KVCache
+	if s.Paged {
+		// A pool with room for every slot at full length (and the pages
+		// slots share at their edges): the profile counts mapping, not
+		// pre-emption.
+		page, rows := b.KVPageBytes(), int64(2*cfg.NumKeyValueHeads*cfg.HeadDim)
+		pages := (int64(slots)*int64(maxLen)*rows+page-1)/page + int64(slots)
+		if kv, err = m.NewPagedKVCache(slots, maxLen, model.KVPaging{BudgetBytes: pages * page * int64(2*cfg.NumHiddenLayers)}); err != nil {
+			return Profile{}, 0, err
+		}
+	} else {
+		kv = m.NewKVCache(slots, maxLen)
+	}
 	defer kv.Release()
 	in := make([]model.StepInput, s.Batch)
 	draws := make([]model.Draw, s.Batch)
 	for i := range in {
+		if err := kv.Grow(i, s.Context-warm); err != nil {
+			return Profile{}, 0, err
+		}
 		kv.Len[i] = s.Context - warm
 		in[i] = model.StepInput{Slot: i, Tokens: []int32{int32(i % cfg.VocabSize)}}
 		draws[i] = model.Draw{Key: uint64(i)}
 	}
-	step := func() error { return model.DecodeStep(m, kv, in) }
+	run := func() error { return model.DecodeStep(m, kv, in) }
 	if s.Graphs {
 		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1})
 		if err != nil {
-			return Profile{}, err
+			return Profile{}, 0, err
 		}
 		defer dg.Release()
-		step = func() error { _, _, err := dg.Step(in, draws); return err }
+		run = func() error { _, _, err := dg.Step(in, draws); return err }
+	}
+	// Each step first backs its new rows, as the sampler does.
+	step := func() error {
+		for i := range in {
+			if err := kv.Grow(i, kv.Len[i]+1); err != nil {
+				return err
+			}
+		}
+		return run()
 	}
 	for range warm {
 		if err := step(); err != nil {
-			return Profile{}, err
+			return Profile{}, 0, err
 		}
 	}
-	before := b.Device().Profile()
+	before, maps := b.Device().Profile(), pageMaps(kv)
 	if err := step(); err != nil {
-		return Profile{}, err
+		return Profile{}, 0, err
 	}
-	return b.Device().Profile().Sub(before), b.Err()
+	return b.Device().Profile().Sub(before), pageMaps(kv) - maps, b.Err()
+}
+
+// pageMaps is the pages a cache has mapped so far (0: not paged).
+func pageMaps(kv *model.KVCache) int {
+	if kv.Pages == nil {
+		return 0
+	}
+	return kv.Pages.Maps
 }
 
 // JSON returns the profile as one flat object with the estimate on r.
@@ -121,7 +169,7 @@ func (dp DecodeProfile) JSON(r Roofline) map[string]any {
 	for _, x := range p.Bytes {
 		bytes += x
 	}
-	return map[string]any{
+	j := map[string]any{
 		"shape": dp.Shape.Name, "decode_batch": dp.Shape.Batch, "context": dp.Shape.Context, "layers": dp.Shape.Opts.Layers,
 		"counted_layers":          dp.CountedLayers,
 		"cuda_graphs":             dp.Shape.Graphs,
@@ -133,6 +181,8 @@ func (dp DecodeProfile) JSON(r Roofline) map[string]any {
 		"gemm_calls":              p.GEMMs,
 		"host_syncs_per_step":     p.HostSyncs,
 		"device_allocs":           p.DeviceAllocs,
+		"kv_paged":                dp.Shape.Paged,
+		"page_maps_per_step":      p.PageMaps,
 		"bytes_per_step":          bytes,
 		"bound_bytes_per_step":    dp.BoundBytes,
 		"est_ms_per_step":         1e3 * est,
@@ -143,6 +193,13 @@ func (dp DecodeProfile) JSON(r Roofline) map[string]any {
 		"estimate":                "roofline over the counts, not a measurement; bound: bf16 weights + live bf16 KV at the full bandwidth: " + r.String(),
 		"extrapolated":            fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", dp.CountedLayers[0], dp.CountedLayers[1], dp.Shape.Opts.Layers),
 	}
+	if dp.Shape.Paged && dp.PageTokens > 0 {
+		// Each slot crosses into a new page once per PageTokens steps and
+		// then maps it in every K and V range.
+		j["kv_page_tokens"] = dp.PageTokens
+		j["page_maps_per_step_mean"] = float64(dp.Shape.Batch*2*dp.Shape.Opts.Layers) / float64(dp.PageTokens)
+	}
+	return j
 }
 
 // DecodeShapes are the decode shapes `gdrotrain bench --profile` counts:
@@ -161,6 +218,12 @@ func DecodeShapes() []DecodeShape {
 			}
 		}
 	}
+	// The paged cache at batch 256: the same graph, plus the host's page
+	// mapping between steps.
+	for _, ctx := range []int{1024, 4096} {
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: model.Qwen3_1_7B(),
+			Batch: 256, Context: ctx, Graphs: true, Paged: true})
+	}
 	return out
 }
 
@@ -169,8 +232,8 @@ func DecodeShapes() []DecodeShape {
 func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
 	shapes := DecodeShapes()
 	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays)\n" +
-		fmt.Sprintf("%-32s %9s %6s %6s %9s %9s %9s %11s %11s %7s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
-			"est ms", "est tok/s", "bound tok/s", "of bound")
+		fmt.Sprintf("%-38s %9s %6s %6s %9s %9s %9s %11s %11s %8s %6s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
+			"est ms", "est tok/s", "bound tok/s", "of bound", "maps")
 	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
 		dp, err := ProfileDecodeStep(b, s)
@@ -178,8 +241,12 @@ func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
 			return nil, "", err
 		}
 		j := dp.JSON(H100)
-		return j, fmt.Sprintf("%-32s %9d %6d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %6.1f%%", s.Name, j["launches_per_step"], j["graph_nodes_per_step"], j["host_syncs_per_step"],
+		maps := "-"
+		if s.Paged {
+			maps = fmt.Sprintf("%d/%.1f", dp.Step.PageMaps, j["page_maps_per_step_mean"])
+		}
+		return j, fmt.Sprintf("%-38s %9d %6d %6d %9.2f %9.2f %9.2f %11.0f %11.0f %7.1f%% %6s", s.Name, j["launches_per_step"], j["graph_nodes_per_step"], j["host_syncs_per_step"],
 			j["bytes_per_step"].(float64)/1e9, dp.BoundBytes/1e9, j["est_ms_per_step"], j["est_tok_s"], j["bound_tok_s"],
-			100*j["est_fraction_of_bound"].(float64)), nil
+			100*j["est_fraction_of_bound"].(float64), maps), nil
 	})
 }

@@ -39,6 +39,43 @@ typedef void* handle;
 #define GD_BLAS_STATUS GD_T(cublasStatus_t, int)
 #define GD_BLAS GD_T(cublasHandle_t, handle)
 
+// Virtual memory management (the paged KV cache): a physical allocation's
+// handle, and the two structs our calls fill, laid out as cuda.h's (the
+// header test checks sizes, alignments and field offsets).
+typedef unsigned long long gd_u64;
+typedef struct {
+	int type; // CUmemLocationType
+	int id;
+} gd_mem_location;
+typedef struct {
+	int type;                 // CUmemAllocationType
+	int requestedHandleTypes; // CUmemAllocationHandleType
+	gd_mem_location location;
+	void* win32HandleMetaData;
+	struct {
+		unsigned char compressionType;
+		unsigned char gpuDirectRDMACapable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} allocFlags;
+} gd_mem_prop;
+typedef struct {
+	gd_mem_location location;
+	int flags; // CUmemAccess_flags
+} gd_mem_access;
+#define GD_MEM_HANDLE GD_T(CUmemGenericAllocationHandle, gd_u64)
+#define GD_MEM_PROP GD_T(CUmemAllocationProp, gd_mem_prop)
+#define GD_MEM_ACCESS GD_T(CUmemAccessDesc, gd_mem_access)
+#ifdef GD_CHECK_HEADERS
+_Static_assert(offsetof(CUmemAllocationProp, location) == offsetof(gd_mem_prop, location), "CUmemAllocationProp.location");
+_Static_assert(offsetof(CUmemAllocationProp, win32HandleMetaData) == offsetof(gd_mem_prop, win32HandleMetaData),
+               "CUmemAllocationProp.win32HandleMetaData");
+_Static_assert(offsetof(CUmemAllocationProp, allocFlags) == offsetof(gd_mem_prop, allocFlags), "CUmemAllocationProp.allocFlags");
+_Static_assert(sizeof(CUmemAllocationProp) == sizeof(gd_mem_prop), "CUmemAllocationProp size");
+_Static_assert(offsetof(CUmemAccessDesc, flags) == offsetof(gd_mem_access, flags), "CUmemAccessDesc.flags");
+_Static_assert(sizeof(CUmemAccessDesc) == sizeof(gd_mem_access), "CUmemAccessDesc size");
+#endif
+
 // ncclUniqueId is passed by value: our copy has the same 128 bytes.
 typedef struct {
 	char internal[128];
@@ -99,6 +136,20 @@ typedef GD_RESULT (*pf_cuGraphInstantiateWithFlags)(GD_GRAPH_EXEC* exec, GD_GRAP
 typedef GD_RESULT (*pf_cuGraphLaunch)(GD_GRAPH_EXEC exec, GD_STREAM stream);
 typedef GD_RESULT (*pf_cuGraphExecDestroy)(GD_GRAPH_EXEC exec);
 typedef GD_RESULT (*pf_cuGraphDestroy)(GD_GRAPH graph);
+// Virtual memory management (CUDA ≥ 10.2): reserved address ranges with
+// physical pages mapped into them on demand.
+typedef GD_RESULT (*pf_cuMemAddressReserve)(GD_DEVPTR* ptr, size_t size, size_t alignment, GD_DEVPTR addr,
+                                            unsigned long long flags);
+typedef GD_RESULT (*pf_cuMemAddressFree)(GD_DEVPTR ptr, size_t size);
+typedef GD_RESULT (*pf_cuMemCreate)(GD_MEM_HANDLE* handle, size_t size, const GD_MEM_PROP* prop,
+                                    unsigned long long flags);
+typedef GD_RESULT (*pf_cuMemRelease)(GD_MEM_HANDLE handle);
+typedef GD_RESULT (*pf_cuMemMap)(GD_DEVPTR ptr, size_t size, size_t offset, GD_MEM_HANDLE handle,
+                                 unsigned long long flags);
+typedef GD_RESULT (*pf_cuMemUnmap)(GD_DEVPTR ptr, size_t size);
+typedef GD_RESULT (*pf_cuMemSetAccess)(GD_DEVPTR ptr, size_t size, const GD_MEM_ACCESS* desc, size_t count);
+typedef GD_RESULT (*pf_cuMemGetAllocationGranularity)(size_t* granularity, const GD_MEM_PROP* prop,
+                                                      GD_T(CUmemAllocationGranularity_flags, int) option);
 typedef GD_RESULT (*pf_cuGetErrorName)(GD_RESULT error, const char** str);
 typedef GD_RESULT (*pf_cuGetErrorString)(GD_RESULT error, const char** str);
 
@@ -177,6 +228,12 @@ enum {
 	GD_CUBLAS_STATUS_NOT_SUPPORTED = 15,
 	GD_CUBLAS_STATUS_LICENSE_ERROR = 16,
 	GD_CUDA_ERROR_NOT_READY = 600,
+	GD_CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+	GD_CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+	GD_CU_MEM_HANDLE_TYPE_NONE = 0,
+	GD_CU_MEM_LOCATION_TYPE_DEVICE = 1,
+	GD_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3,
+	GD_CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0,
 	GD_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
 	GD_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
 	GD_CU_STREAM_CAPTURE_MODE_GLOBAL = 0,

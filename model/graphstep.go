@@ -104,6 +104,12 @@ func (m *Model) NewDecodeGraph(kv *KVCache, p SampleParams) (*DecodeGraph, error
 	if kv.Slots < 2 {
 		return nil, fmt.Errorf("decode graph: the cache needs a spare slot beside the sequences' (it has %d)", kv.Slots)
 	}
+	// Padding row j of a bucket writes row j mod MaxLen of the spare slot
+	// (plan), and buckets hold at most Slots−1 rows: those rows must stay
+	// backed in a paged cache, for good, since graphs replay the writes.
+	if err := kv.Grow(kv.Slots-1, min(kv.Slots-1, kv.MaxLen)); err != nil {
+		return nil, fmt.Errorf("decode graph: pages for the spare slot's padding rows: %w", err)
+	}
 	gs, err := g.NewGraphSet(kv.MaxLen, m.Cfg.RopeTheta, m.Cfg.HeadDim)
 	if err != nil {
 		return nil, fmt.Errorf("decode graph: %w", err)

@@ -13,12 +13,20 @@ type KVCache struct {
 	Slots, MaxLen int
 	K, V          []*Tensor // per layer (Slots·MaxLen, G, D), keys after k_norm and RoPE
 	Len           []int     // tokens held per slot
-	b             Backend
+	// Pages is the page accounting of a paged cache (NewPagedKVCache);
+	// nil for a plain one, whose every row is always backed.
+	Pages *KVPages
+	b     Backend
 }
 
 // Release gives the cache's memory back (see Releaser); the cache must not
 // be used afterwards.
 func (kv *KVCache) Release() {
+	if kv.Pages != nil && kv.Pages.mapper != nil {
+		kv.Pages.mapper.Release()
+		kv.Pages.mapper = nil
+		kv.K, kv.V = nil, nil
+	}
 	if kv.b != nil {
 		Release(kv.b, kv.K...)
 		Release(kv.b, kv.V...)
@@ -41,8 +49,51 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	return kv
 }
 
-// Reset empties slot s so a new sequence can use it.
-func (kv *KVCache) Reset(s int) { kv.Len[s] = 0 }
+// Reset empties slot s so a new sequence can use it (a paged cache gives
+// its pages back).
+func (kv *KVCache) Reset(s int) {
+	kv.Len[s] = 0
+	if kv.Pages != nil {
+		// Shrinking never maps, so it cannot run out of pages; an unmap
+		// failure is a broken device, surfaced by the next op.
+		_ = kv.Pages.resize(s, 0)
+	}
+}
+
+// Grow backs rows [0, n) of slot s with pages (a paged cache; a plain one
+// always is), before a step writes them. It maps all the pages it needs or
+// none, and fails with ErrNoPages when the budget lacks them. It does not
+// change Len.
+func (kv *KVCache) Grow(s, n int) error {
+	if s < 0 || s >= kv.Slots || n > kv.MaxLen {
+		return fmt.Errorf("grow slot %d to %d rows: cache has %d slots of %d rows", s, n, kv.Slots, kv.MaxLen)
+	}
+	if kv.Pages == nil || n <= kv.Pages.rows[s] {
+		return nil
+	}
+	return kv.Pages.resize(s, n)
+}
+
+// Truncate cuts slot s back to its first n tokens (a paged cache gives
+// back the pages past them).
+func (kv *KVCache) Truncate(s, n int) error {
+	if s < 0 || s >= kv.Slots || n < 0 || n > kv.Len[s] {
+		return fmt.Errorf("truncate slot %d to %d tokens: cache has %d slots, the slot holds %d", s, n, kv.Slots, kv.Len[s])
+	}
+	kv.Len[s] = n
+	if kv.Pages != nil {
+		return kv.Pages.resize(s, n)
+	}
+	return nil
+}
+
+// backed is the rows of slot s a step may write.
+func (kv *KVCache) backed(s int) int {
+	if kv.Pages == nil {
+		return kv.MaxLen
+	}
+	return kv.Pages.rows[s]
+}
 
 // CopySlot makes slot dst hold the same prefix as slot src, so rollouts of
 // one prompt share a prefill instead of each recomputing it.
@@ -61,6 +112,9 @@ func (m *Model) CopyPrefix(kv *KVCache, dst, src, n int) error {
 	}
 	if n < 0 || n > kv.Len[src] {
 		return fmt.Errorf("copy %d tokens of slot %d to %d: it holds %d", n, src, dst, kv.Len[src])
+	}
+	if kv.backed(dst) < n {
+		return fmt.Errorf("copy %d tokens of slot %d to %d: pages back only %d rows of it (KVCache.Grow first)", n, src, dst, kv.backed(dst))
 	}
 	for l := range kv.K {
 		m.B.Copy(kv.K[l].Rows(dst*kv.MaxLen, dst*kv.MaxLen+n), kv.K[l].Rows(src*kv.MaxLen, src*kv.MaxLen+n))
@@ -136,6 +190,9 @@ func (p *stepPlan) add(kv *KVCache, s StepInput, vocab int, all bool) error {
 	past := kv.Len[s.Slot]
 	if past+len(s.Tokens) > kv.MaxLen {
 		return fmt.Errorf("slot %d would hold %d tokens, the cache holds at most %d", s.Slot, past+len(s.Tokens), kv.MaxLen)
+	}
+	if past+len(s.Tokens) > kv.backed(s.Slot) {
+		return fmt.Errorf("slot %d would hold %d tokens, pages back only %d rows (KVCache.Grow first)", s.Slot, past+len(s.Tokens), kv.backed(s.Slot))
 	}
 	q0 := len(p.ids)
 	for t, id := range s.Tokens {

@@ -14,7 +14,8 @@
 // rollouts copy that prompt prefix (when a slot frees for them) and all
 // sample their first token from the same prefill logits.
 //
-// Continuous batching: see Generate.
+// Continuous batching, and paged KV memory with pre-emption (a pre-empted
+// rollout is recomputed and draws the same tokens): see Generate.
 //
 // Device-side reductions: when the model's backend implements
 // model.RowSampler (the CUDA backend), a decode step downloads per row only
@@ -47,6 +48,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -75,6 +77,13 @@ type Params struct {
 	Seed         uint64
 	Step         int // training step, part of every sequence's random key
 	MaxSlots     int // concurrent sequences (KV-cache slots); 0 means 64
+	// KVBudgetBytes > 0 pages the KV cache within this many bytes
+	// (rollout.kv_cache_gib), pre-empting rollouts when it is full (see
+	// Generate); 0 allocates every slot at full length.
+	KVBudgetBytes int64
+	// KVPageBytes is the page of a paged cache per layer K/V range: 0 is
+	// the backend's granularity (2 MiB on GPUs and on the CPU).
+	KVPageBytes int64
 	// Graphs runs decode steps as device graphs with the draw on the
 	// device where the model can (GraphLM on a CUDA backend, and settings
 	// the device draws: not top-p without top-k); elsewhere it is ignored.
@@ -94,6 +103,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("max_new_tokens must be ≥ 1, got %d", p.MaxNewTokens)
 	case p.MaxSlots < 0:
 		return fmt.Errorf("max slots must be ≥ 0, got %d", p.MaxSlots)
+	case p.KVBudgetBytes < 0 || p.KVPageBytes < 0:
+		return fmt.Errorf("kv budget %d and page %d bytes must be ≥ 0", p.KVBudgetBytes, p.KVPageBytes)
 	}
 	return nil
 }
@@ -118,10 +129,11 @@ type Completion struct {
 // seqState is one rollout: waiting for a slot (slot < 0) with its first
 // token drawn from its prompt's prefill, or decoding in a slot.
 type seqState struct {
-	slot   int
-	key    uint64
-	out    *Completion
-	prompt *promptState
+	slot     int
+	key      uint64
+	out      *Completion
+	prompt   *promptState
+	admitted int // admission order (the scheduler pre-empts the latest)
 }
 
 // promptState is an admitted prompt whose prefill lives in its home slot
@@ -129,8 +141,9 @@ type seqState struct {
 // started copy their prompt prefix from it, so the home slot is reused
 // (cut back to the prompt) rather than freed while any still wait.
 type promptState struct {
-	home    int
+	home    int         // −1 after its slot was pre-empted: the next rollout to start re-prefills
 	length  int         // prompt tokens
+	tokens  []int32     // the prompt
 	waiting []*seqState // rollouts not started, in index order
 }
 
@@ -145,9 +158,63 @@ type promptState struct {
 // responses run, a prompt may have more rollouts than there are slots, and
 // a prompt's rollouts need not start together. Which rollouts share a step
 // never changes a token (see the package comment).
+//
+// Paged KV memory (Params.KVBudgetBytes): the cache's memory follows the
+// rollouts' lengths within a budget (model.NewPagedKVCache), and the
+// scheduler admits and pre-empts by pages:
+//   - before a step, every running rollout gets the page its next token
+//     may need, oldest admission first; when the budget has none left, the
+//     rollout admitted last is pre-empted: its slot and pages are freed
+//     and it goes back to the front of the queue with the tokens it has
+//     drawn (a prompt whose prefix lived in that slot re-prefills it for
+//     its rollouts not yet started);
+//   - a slot is handed out only when the budget has the pages of what
+//     goes in (a prefill, or a prefix copy and its first decoded token)
+//     plus a reserve of admitReserve pages, unless nothing else runs;
+//   - a pre-empted rollout is re-admitted before anything new by a prefill
+//     of its prompt and its tokens but the last (recomputed, as vLLM
+//     does), and the next step decodes that last token as it would have.
+//
+// Draws are keyed by position, so a pre-empted rollout draws with the same
+// uniforms as without pre-emption. Its recomputed keys and values come
+// from a prefill instead of the decode steps that first wrote them, which
+// sums attention in another order: the logits after them agree to float32
+// rounding (1e-6 on the tiny model, model.TestRecomputeMatchesDecode), on
+// the CPU as on the GPU, so a token can differ only where a draw lands
+// that close to a boundary of the cumulative sum, the package comment's
+// caveat for device draws. The tests see identical tokens under many
+// pre-emptions (TestPreemptionMatchesOnCPUModel; on the emulator with
+// graphs on and off, cuda TestPagedGenerateMatches).
 func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progress.Bar) ([][]Completion, error) {
+	out, _, err := GenerateStats(ctx, lm, reqs, p, bar)
+	return out, err
+}
+
+// Stats describes how a Generate call used its cache.
+type Stats struct {
+	Steps       int // model steps
+	Preemptions int // rollouts pre-empted for pages
+	PeakPages   int // most KV pages in use at once (paged caches)
+	PageMaps    int // pages mapped
+	Recomputed  int // tokens prefilled again: pre-empted rollouts' and re-homed prompts'
+	Rehomed     int // prompts re-prefilled for their rollouts not started after their home slot was pre-empted
+}
+
+// PagedLM is a model whose KV cache can be paged (model.Model).
+type PagedLM interface {
+	NewPagedKVCache(slots, maxLen int, pg model.KVPaging) (*model.KVCache, error)
+}
+
+// admitReserve is the free pages an admission must leave while other
+// rollouts run, so that their next tokens seldom have to pre-empt what was
+// just admitted (vLLM keeps a similar watermark).
+const admitReserve = 1
+
+// GenerateStats is Generate, also reporting how the cache was used.
+func GenerateStats(ctx context.Context, lm LM, reqs []Request, p Params, bar *progress.Bar) ([][]Completion, Stats, error) {
+	var st Stats
 	if err := p.Validate(); err != nil {
-		return nil, err
+		return nil, st, err
 	}
 	slots := p.MaxSlots
 	if slots == 0 {
@@ -156,10 +223,10 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 	maxPrompt := 0
 	for i, r := range reqs {
 		if len(r.Prompt) == 0 {
-			return nil, fmt.Errorf("request %d (uid %q): empty prompt", i, r.UID)
+			return nil, st, fmt.Errorf("request %d (uid %q): empty prompt", i, r.UID)
 		}
 		if r.N < 0 {
-			return nil, fmt.Errorf("request %d (uid %q): %d rollouts, must be ≥ 0", i, r.UID, r.N)
+			return nil, st, fmt.Errorf("request %d (uid %q): %d rollouts, must be ≥ 0", i, r.UID, r.N)
 		}
 		maxPrompt = max(maxPrompt, len(r.Prompt))
 	}
@@ -168,36 +235,57 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 	if graphed {
 		kvSlots++ // the padding rows' spare slot (model.DecodeGraph), never handed out
 	}
-	kv := lm.NewKVCache(kvSlots, maxPrompt+p.MaxNewTokens)
+	maxLen := maxPrompt + p.MaxNewTokens
+	var kv *model.KVCache
+	if p.KVBudgetBytes > 0 {
+		plm, ok := lm.(PagedLM)
+		if !ok {
+			return nil, st, fmt.Errorf("rollout.kv_cache_gib is set but the model cannot page its KV cache")
+		}
+		var err error
+		if kv, err = plm.NewPagedKVCache(kvSlots, maxLen, model.KVPaging{BudgetBytes: p.KVBudgetBytes, PageBytes: p.KVPageBytes}); err != nil {
+			return nil, st, err
+		}
+	} else {
+		kv = lm.NewKVCache(kvSlots, maxLen)
+	}
 	defer kv.Release()
 	var dg *model.DecodeGraph
 	if graphed {
 		var err error
 		if dg, err = lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p)); err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		defer dg.Release()
+	}
+	if pg := kv.Pages; pg != nil {
+		// One rollout at full length, alone beside the graph's spare slot
+		// (its pages are already held), always fits: so the scheduler can
+		// always make progress, pre-empting down to one rollout at worst.
+		if need := pg.SlotPages(maxLen); need+pg.Used > pg.Budget {
+			return nil, st, fmt.Errorf("rollout.kv_cache_gib = %.3g GiB is %d KV pages of %d KiB per layer K/V (%d MiB each in all); one rollout of up to %d tokens needs %d%s: raise rollout.kv_cache_gib (0 sizes the cache for every slot at full length) or lower rollout.max_new_tokens",
+				float64(p.KVBudgetBytes)/(1<<30), pg.Budget, pg.PageBytes>>10, pg.Bytes(1)>>20, maxLen, need, spareNote(pg.Used))
+		}
 	}
 	out := make([][]Completion, len(reqs))
 	stops := map[int32]bool{}
 	for _, id := range p.StopIDs {
 		stops[id] = true
 	}
-	var free []int
+	sc := &scheduler{kv: kv, st: &st}
 	for s := slots - 1; s >= 0; s-- {
-		free = append(free, s)
+		sc.free = append(sc.free, s)
 	}
-	var active []*seqState     // decoding, one token per step
 	var waiting []*promptState // admitted prompts with rollouts not started, in admission order
 	next := 0
-	for next < len(reqs) || len(active) > 0 || len(waiting) > 0 {
+	for next < len(reqs) || len(sc.active) > 0 || len(waiting) > 0 || len(sc.requeue) > 0 {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		// Retire finished rollouts: a home slot passes to its prompt's next
 		// waiting rollout, cut back to the prompt; other slots are freed.
 		var kept []*seqState
-		for _, s := range active {
+		for _, s := range sc.active {
 			if !s.finished(stops, p.MaxNewTokens) {
 				kept = append(kept, s)
 				continue
@@ -206,52 +294,223 @@ func Generate(ctx context.Context, lm LM, reqs []Request, p Params, bar *progres
 			if ps := s.prompt; ps.home == s.slot && len(ps.waiting) > 0 {
 				w := ps.waiting[0]
 				ps.waiting = ps.waiting[1:]
-				w.slot, kv.Len[s.slot] = s.slot, ps.length
+				w.slot = s.slot
+				if err := kv.Truncate(s.slot, ps.length); err != nil {
+					return nil, st, err
+				}
+				sc.admit(w)
 				kept = append(kept, w)
 				continue
+			} else if ps.home == s.slot {
+				ps.home = -1
 			}
-			free = append(free, s.slot)
+			sc.release(s.slot)
 		}
-		active = kept
-		// Free slots go to waiting rollouts first (a prefix copy), then to
-		// new prompts (a prefill in this step).
-		waiting = dropStarted(waiting)
-		for len(free) > 0 && len(waiting) > 0 {
-			ps := waiting[0]
-			w := ps.waiting[0]
-			ps.waiting = ps.waiting[1:]
-			w.slot = take(kv, &free)
-			if err := lm.CopyPrefix(kv, w.slot, ps.home, ps.length); err != nil {
-				return nil, err
-			}
-			active = append(active, w)
-			waiting = dropStarted(waiting)
+		sc.active = kept
+		// Pages for every running rollout's next token (pre-empting the
+		// latest admitted when the budget has none).
+		if err := sc.growActive(); err != nil {
+			return nil, st, err
 		}
-		// This step: one token for every running rollout, and the
-		// prefills of the prompts admitted into the remaining free slots.
 		var dec, pre batch
-		for _, s := range active {
+		for _, s := range sc.active {
 			dec.add(model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]}, []*seqState{s})
 		}
-		for len(free) > 0 && next < len(reqs) {
+		// Free slots go to pre-empted rollouts first (a prefill), then to
+		// waiting rollouts (a prefix copy decoded in this step, or a
+		// prefill of the prompt where its home slot was pre-empted), then
+		// to new prompts (a prefill in this step). Rollouts prefilled now
+		// decode from the next step.
+		var pending []*seqState
+		waiting = dropStarted(waiting)
+		for len(sc.free) > 0 {
+			if len(sc.requeue) > 0 {
+				s := sc.requeue[0]
+				toks := append(append([]int32(nil), s.prompt.tokens...), s.out.Tokens[:len(s.out.Tokens)-1]...)
+				if !sc.fits(len(toks), len(pending)) {
+					break
+				}
+				sc.requeue = sc.requeue[1:]
+				if s.slot = sc.take(len(toks)); s.slot < 0 {
+					return nil, st, sc.err
+				}
+				pre.add(model.StepInput{Slot: s.slot, Tokens: toks}, nil)
+				st.Recomputed += len(toks)
+				pending = append(pending, s)
+				sc.admit(s)
+				continue
+			}
+			if ps := sc.nextWaiting(waiting); ps != nil {
+				w := ps.waiting[0]
+				if ps.home >= 0 {
+					// The prefix, and the row of the token decoded now.
+					if !sc.fits(ps.length+1, len(pending)) {
+						break
+					}
+					if w.slot = sc.take(ps.length + 1); w.slot < 0 {
+						return nil, st, sc.err
+					}
+					if err := lm.CopyPrefix(kv, w.slot, ps.home, ps.length); err != nil {
+						return nil, st, err
+					}
+					dec.add(model.StepInput{Slot: w.slot, Tokens: w.out.Tokens[len(w.out.Tokens)-1:]}, []*seqState{w})
+					sc.active = append(sc.active, w)
+				} else {
+					if !sc.fits(ps.length, len(pending)) {
+						break
+					}
+					if w.slot = sc.take(ps.length); w.slot < 0 {
+						return nil, st, sc.err
+					}
+					ps.home = w.slot
+					pre.add(model.StepInput{Slot: w.slot, Tokens: ps.tokens}, nil)
+					st.Recomputed += ps.length
+					st.Rehomed++
+					pending = append(pending, w)
+				}
+				sc.admit(w)
+				ps.waiting = ps.waiting[1:]
+				waiting = dropStarted(waiting)
+				continue
+			}
+			if next >= len(reqs) {
+				break
+			}
 			r := reqs[next]
+			if r.N > 0 && !sc.fits(len(r.Prompt), len(pending)) {
+				break
+			}
 			out[next] = make([]Completion, r.N)
 			next++
 			if r.N == 0 {
 				continue
 			}
-			ps, seqs := newPrompt(r, out[next-1], take(kv, &free), p)
+			home := sc.take(len(r.Prompt))
+			if home < 0 {
+				return nil, st, sc.err
+			}
+			ps, seqs := newPrompt(r, out[next-1], home, p)
 			pre.add(model.StepInput{Slot: ps.home, Tokens: r.Prompt}, seqs)
-			active = append(active, seqs[0])
+			pending = append(pending, seqs[0])
+			sc.admit(seqs[0])
 			if ps.waiting = seqs[1:]; len(ps.waiting) > 0 {
 				waiting = append(waiting, ps)
 			}
 		}
+		if len(dec.in) == 0 && len(pre.in) == 0 && (len(sc.requeue) > 0 || len(waiting) > 0 || next < len(reqs)) {
+			// Nothing runs and nothing could be admitted: a broken
+			// invariant, reported rather than spun on.
+			return nil, st, fmt.Errorf("rollout: scheduler stalled with %d pre-empted, %d prompts waiting, %d not admitted, %d free slots",
+				len(sc.requeue), len(waiting), len(reqs)-next, len(sc.free))
+		}
 		if err := runStep(lm, kv, dg, dec, pre, p); err != nil {
-			return nil, err
+			return nil, st, err
+		}
+		st.Steps++
+		sc.active = append(sc.active, pending...)
+	}
+	if kv.Pages != nil {
+		st.PeakPages, st.PageMaps = kv.Pages.Peak, kv.Pages.Maps
+	}
+	return out, st, nil
+}
+
+// spareNote names the pages the decode graph's spare slot holds.
+func spareNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" beside the %d the decode graph's spare slot holds", n)
+}
+
+// scheduler hands out slots and KV pages.
+type scheduler struct {
+	kv      *model.KVCache
+	st      *Stats
+	free    []int       // free slots
+	active  []*seqState // decoding, one token per step
+	requeue []*seqState // pre-empted, oldest admission first
+	order   int         // admissions so far
+	err     error       // why take failed
+}
+
+// admit stamps s as the latest admission (pre-emption takes the latest).
+func (sc *scheduler) admit(s *seqState) {
+	sc.order++
+	s.admitted = sc.order
+}
+
+// fits reports whether a slot may be handed out for rows tokens now: the
+// next free slot's pages for them plus the reserve, which is waived when
+// nothing else runs or is being admitted (so one rollout always can).
+func (sc *scheduler) fits(rows, pending int) bool {
+	pg := sc.kv.Pages
+	if pg == nil {
+		return true
+	}
+	reserve := admitReserve
+	if len(sc.active) == 0 && pending == 0 {
+		reserve = 0
+	}
+	return pg.Need(sc.free[len(sc.free)-1], rows)+reserve <= pg.Free()
+}
+
+// take hands out a free slot, emptied and backed for rows tokens; −1 with
+// sc.err when the pages cannot be had (fits said they could).
+func (sc *scheduler) take(rows int) int {
+	s := sc.free[len(sc.free)-1]
+	sc.free = sc.free[:len(sc.free)-1]
+	sc.kv.Reset(s)
+	if err := sc.kv.Grow(s, rows); err != nil {
+		sc.err = fmt.Errorf("rollout: slot %d: %w", s, err)
+		return -1
+	}
+	return s
+}
+
+// release empties slot s (its pages go back) and frees it.
+func (sc *scheduler) release(s int) {
+	sc.kv.Reset(s)
+	sc.free = append(sc.free, s)
+}
+
+// growActive backs each running rollout's next token, oldest admission
+// first, pre-empting the latest admitted while the budget has no page.
+func (sc *scheduler) growActive() error {
+	sort.SliceStable(sc.active, func(a, b int) bool { return sc.active[a].admitted < sc.active[b].admitted })
+	for i := 0; i < len(sc.active); i++ {
+		s := sc.active[i]
+		for {
+			err := sc.kv.Grow(s.slot, sc.kv.Len[s.slot]+1)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, model.ErrNoPages) || len(sc.active) == 1 {
+				// Alone, a rollout always fits (Generate checked the
+				// budget), so this is a broken invariant or device.
+				return fmt.Errorf("rollout: pages for slot %d's token %d: %w", s.slot, sc.kv.Len[s.slot]+1, err)
+			}
+			last := len(sc.active) - 1
+			sc.preempt(sc.active[last])
+			sc.active = sc.active[:last]
+			if last == i {
+				break // s itself was the latest
+			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// preempt frees s's slot and pages and queues it for re-admission, ahead
+// of rollouts pre-empted earlier in this pass (which were admitted later).
+func (sc *scheduler) preempt(s *seqState) {
+	if s.prompt.home == s.slot {
+		s.prompt.home = -1 // its rollouts not started re-prefill the prompt
+	}
+	sc.release(s.slot)
+	s.slot = -1
+	sc.requeue = append([]*seqState{s}, sc.requeue...)
+	sc.st.Preemptions++
 }
 
 // batch is a step's inputs and, per input, the rollouts that draw from its
@@ -296,26 +555,33 @@ func runStep(lm LM, kv *model.KVCache, dg *model.DecodeGraph, dec, pre batch, p 
 	return nil
 }
 
-// take hands out a free slot, emptied.
-func take(kv *model.KVCache, free *[]int) int {
-	s := (*free)[len(*free)-1]
-	*free = (*free)[:len(*free)-1]
-	kv.Reset(s)
-	return s
-}
-
 // dropStarted removes prompts whose rollouts have all started.
 func dropStarted(ps []*promptState) []*promptState {
-	for len(ps) > 0 && len(ps[0].waiting) == 0 {
-		ps = ps[1:]
+	var kept []*promptState
+	for _, p := range ps {
+		if len(p.waiting) > 0 {
+			kept = append(kept, p)
+		}
 	}
-	return ps
+	return kept
+}
+
+// nextWaiting is the first admitted prompt whose next rollout can start
+// now: its prefix is in its home slot (not still to be prefilled in this
+// step), or it has no home and the rollout re-prefills the prompt.
+func (sc *scheduler) nextWaiting(ps []*promptState) *promptState {
+	for _, p := range ps {
+		if p.home < 0 || sc.kv.Len[p.home] >= p.length {
+			return p
+		}
+	}
+	return nil
 }
 
 // newPrompt admits request r into slot home: its rollouts' states (the
 // first decodes in home; all draw their first token from the prefill).
 func newPrompt(r Request, dst []Completion, home int, p Params) (*promptState, []*seqState) {
-	ps := &promptState{home: home, length: len(r.Prompt)}
+	ps := &promptState{home: home, length: len(r.Prompt), tokens: r.Prompt}
 	uidKey := rng.HashString(r.UID)
 	seqs := make([]*seqState, r.N)
 	for i := range seqs {

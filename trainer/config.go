@@ -106,7 +106,17 @@ type SamplingConfig struct {
 	// CUDAGraphs replays decode steps as CUDA graphs with the draw on the
 	// GPU (CUDA only; ignored on the CPU and for top-p without top-k).
 	CUDAGraphs bool `yaml:"cuda_graphs" json:"cuda_graphs"`
+	// KVCacheGiB > 0 pages the sampler's KV cache within this many GiB:
+	// memory follows the rollouts' actual lengths, and a rollout is
+	// pre-empted (and later recomputed, with the same tokens) when the
+	// pages run out (rollout.Generate). 0 sizes every slot at full length.
+	// On CUDA it is the page pool (bf16 KV cache only); on the CPU the
+	// cache keeps full storage and the scheduler obeys the budget.
+	KVCacheGiB float64 `yaml:"kv_cache_gib" json:"kv_cache_gib"`
 }
+
+// KVBudgetBytes is rollout.kv_cache_gib in bytes (0: not paged).
+func (s SamplingConfig) KVBudgetBytes() int64 { return int64(s.KVCacheGiB * (1 << 30)) }
 
 // TrainConfig shapes the loop. Rollouts per prompt are gdro.rollout.n_mean
 // (fixed unless Rollout-GDRO is on).
@@ -395,6 +405,11 @@ func (c Config) validateValues() error {
 	badSampling("rollout", c.Rollout)
 	if c.Rollout.MaxSlots < 1 {
 		bad("rollout.max_slots = %d must be ≥ 1", c.Rollout.MaxSlots)
+	}
+	if k := c.Rollout.KVCacheGiB; !(k >= 0) || math.IsInf(k, 0) {
+		bad("rollout.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
+	} else if k > 0 && c.Run.KVCacheDType == "fp32" {
+		bad("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 (or auto with bf16 products), or rollout.kv_cache_gib to 0", k)
 	}
 	t := c.Train
 	for _, k := range []struct {

@@ -76,6 +76,12 @@ func kvSlots(cfg Config) int64 {
 	return n
 }
 
+// kvPool is the paged KV cache's page pool in bytes (rollout.kv_cache_gib;
+// 0: not paged). The CUDA backend creates pages up to it as slots grow and
+// the graphs' spare slot holds its pages within it, so the pool, not
+// kvSlots × the longest sequence, is what the cache can take.
+func kvPool(cfg Config) int64 { return cfg.Rollout.KVBudgetBytes() }
+
 // PlanMemory estimates a run's peak memory from the model and run configs.
 func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	const f32 = 4
@@ -132,6 +138,8 @@ type Budget struct {
 	// ActBF16: the saved activations too, but for the residual stream and
 	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
+	// KVPaged: the KV cache is the page pool of rollout.kv_cache_gib.
+	KVPaged bool
 	// World is the number of data-parallel ranks the plan is per rank of
 	// (0 or 1: one process); ZeRO the sharding stage (1: the AdamW
 	// moments and fp32 masters split over the ranks, 2: the gradients
@@ -212,7 +220,7 @@ func (b Budget) Report() string {
 		{rowName(b, 1, false, "AdamW moments (fp32, 1/%d)", "AdamW moments (fp32)"), p.Moments},
 		{rowName(b, 1, true, "bf16 weights, whole on all %d", "weight copies for products (bf16)"), p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
-		{"KV cache (" + dt(b.KVBF16) + ")", p.KVCache}, {"logits (LM-head chunks)", p.Logits},
+		{kvRow(b, dt(b.KVBF16)), p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
@@ -276,6 +284,11 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	if gpu && cfg.Run.KVBF16() {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = true
+		if pool := kvPool(cfg); pool > 0 {
+			// Paged: the page pool, never more than every slot in full.
+			bud.Plan.KVCache = min(pool, bud.Plan.KVCache)
+			bud.KVPaged = true
+		}
 	}
 	if gpu && cfg.Run.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
@@ -375,4 +388,12 @@ func checkMemory(p MemoryPlan, avail int64) error {
 		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, use a smaller model, "+
 		"or spread the run over several GPUs with dist.zero_stage 2 (the per-rank plan: --dry-run --world-size N)",
 		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
+}
+
+// kvRow names the plan's KV cache row.
+func kvRow(b Budget, dtype string) string {
+	if b.KVPaged {
+		return "KV cache (" + dtype + ", paged pool)"
+	}
+	return "KV cache (" + dtype + ")"
 }

@@ -80,6 +80,9 @@ type StepMetrics struct {
 	// is gone before training, which the memory plan relies on).
 	GPUMemGenPeakGiB   float64 `json:"gpu_mem_gen_peak_gib,omitempty"`
 	GPUMemTrainPeakGiB float64 `json:"gpu_mem_train_peak_gib,omitempty"`
+	// RolloutPreemptions counts rollouts this process's sampler pre-empted
+	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
+	RolloutPreemptions int `json:"rollout_preemptions"`
 	*gdro.StepRecord
 }
 
@@ -153,7 +156,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	if t.dp != nil {
 		lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
 	}
-	rows, err := t.generate(ctx, prompts, plan.N, lo, hi)
+	rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi)
+	met.RolloutPreemptions = gst.Preemptions
 	if err != nil {
 		if cause := ctx.Err(); cause != nil {
 			return nil, t.abandon(before, cause)
@@ -237,9 +241,9 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 
 // generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
 // prompt in one process).
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, error) {
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, rollout.Stats, error) {
 	if lo == hi {
-		return nil, nil
+		return nil, rollout.Stats{}, nil
 	}
 	reqs := make([]rollout.Request, hi-lo)
 	for i, p := range prompts[lo:hi] {
@@ -248,10 +252,10 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	s := t.Cfg.Rollout
 	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
-		Graphs: s.CUDAGraphs}
-	out, err := rollout.Generate(ctx, t.Policy, reqs, params, nil)
+		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
+	out, st, err := rollout.GenerateStats(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
-		return nil, fmt.Errorf("generate: %w", err)
+		return nil, st, fmt.Errorf("generate: %w", err)
 	}
 	var rows []rowData
 	for i, comps := range out {
@@ -261,7 +265,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps), truncated: c.Truncated})
 		}
 	}
-	return rows, nil
+	return rows, st, nil
 }
 
 // rolloutMetrics fills the response-length and reward metrics of the

@@ -79,7 +79,8 @@ func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
 	}
 	params := rollout.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
 		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
-		MaxSlots: t.Cfg.Rollout.MaxSlots, Graphs: t.Cfg.Rollout.CUDAGraphs} // continuous batching: n may exceed the slots
+		MaxSlots: t.Cfg.Rollout.MaxSlots, Graphs: t.Cfg.Rollout.CUDAGraphs, // continuous batching: n may exceed the slots
+		KVBudgetBytes: t.Cfg.Rollout.KVBudgetBytes()}
 	recs, err := t.validatePrompts(ctx, prompts, reqs, params)
 	if err != nil {
 		return nil, fmt.Errorf("validation: %w", err)

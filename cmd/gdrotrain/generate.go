@@ -16,6 +16,7 @@ func newGenerateCmd() *cobra.Command {
 	var p rollout.Params
 	var n int
 	var asJSON bool
+	var kvGiB float64
 	var dev deviceFlags
 	cmd := &cobra.Command{
 		Use:   "generate --model DIR --prompt TEXT",
@@ -59,6 +60,10 @@ Temperature 0 is greedy.`,
 				p.StopIDs = append(p.StopIDs, int32(id))
 			}
 			p.MaxSlots = max(n, 1)
+			if !(kvGiB >= 0) {
+				return fmt.Errorf("--kv-cache-gib %v: want ≥ 0 (0: every slot at full length)", kvGiB)
+			}
+			p.KVBudgetBytes = int64(kvGiB * (1 << 30))
 			bar := progress.New(n, "sequences")
 			out, err := rollout.Generate(cmd.Context(), m, []rollout.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
 			bar.Finish()
@@ -94,6 +99,7 @@ Temperature 0 is greedy.`,
 	f.IntVar(&p.TopK, "top-k", 0, "keep the k most likely tokens (0: off)")
 	f.IntVar(&p.MaxNewTokens, "max-new-tokens", 256, "maximum generated tokens")
 	f.BoolVar(&p.Graphs, "cuda-graphs", true, "on CUDA, run each decode step as one CUDA graph with the draw on the GPU (rollout.cuda_graphs)")
+	f.Float64Var(&kvGiB, "kv-cache-gib", 0, "page the KV cache within this many GiB, pre-empting and recomputing completions when it is full (rollout.kv_cache_gib; 0: every slot at full length)")
 	f.Uint64Var(&p.Seed, "seed", 0, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per completion")
 	return cmd

@@ -31,6 +31,16 @@
 //     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it (the global
 //     mode's rules); cuStreamEndCapture then returns
 //     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+//   - Virtual memory management (cuMemAddressReserve … cuMemUnmap) maps for
+//     real: a reservation is an mmap with no access, a cuMemCreate
+//     allocation a memfd (filled with 0xFF like cuMemAlloc's), cuMemMap an
+//     mmap of it over the range (MAP_FIXED | MAP_SHARED), cuMemSetAccess an
+//     mprotect, cuMemUnmap an inaccessible mapping back. The granularity
+//     is 2 MiB as on current GPUs, or GDROTRAIN_EMU_VMM_GRANULARITY bytes
+//     (a multiple of the host page; read per call, kept per reservation).
+//     Copies and memsets touching an unmapped page of a reserved range fail
+//     with CUDA_ERROR_ILLEGAL_ADDRESS (cuBLAS and NCCL calls with their own
+//     errors); a kernel touching one faults the process.
 //   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
 //   - GDROTRAIN_EMU_COUNT_ONLY=1 (read at every call) checks launches and
 //     GEMMs but computes nothing, leaves fresh memory unfilled and makes

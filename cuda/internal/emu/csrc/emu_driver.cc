@@ -14,7 +14,22 @@
 // freeing and synchronisation while a capture is under way invalidate it
 // (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
 // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture).
+//
+// Virtual memory management is real memory mapping: cuMemAddressReserve is
+// an mmap of the range with no access, cuMemCreate a memfd of the size,
+// cuMemMap an mmap of the memfd over part of the range (MAP_FIXED |
+// MAP_SHARED), cuMemSetAccess an mprotect and cuMemUnmap an mmap with no
+// access back over it. Sizes and addresses must be multiples of the
+// granularity, 2 MiB as on current GPUs (GDROTRAIN_EMU_VMM_GRANULARITY, a
+// multiple of the host page, makes it smaller for tests). The table of
+// reservations knows which granules are mapped and accessible, so copies,
+// memsets, cuBLAS and NCCL calls that touch an unmapped granule of a
+// reserved range fail (copies and memsets with
+// CUDA_ERROR_ILLEGAL_ADDRESS) instead of faulting; a kernel that touches
+// one faults the process (kernel arguments carry no extents to check).
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +79,27 @@ struct Alloc {
 	size_t size;
 };
 
+// A reserved address range: per granule, the physical allocation mapped
+// there (0: none) and whether access was granted.
+struct Reservation {
+	size_t size;
+	size_t g;  // the granularity when it was reserved (tests change it between caches)
+	std::vector<unsigned long long> handle;
+	std::vector<bool> access;
+};
+// A physical allocation (cuMemCreate): a memfd, and how many granules of
+// reserved ranges map it.
+struct Physical {
+	int fd;
+	size_t size;
+	int maps = 0;
+	bool released = false;  // cuMemRelease came; freed when the last mapping goes
+};
+
 bool g_inited = false;
+std::map<uintptr_t, Reservation> g_reserved;     // by base address
+std::map<unsigned long long, Physical> g_phys;  // by handle
+unsigned long long g_next_handle = 1;
 unsigned long long g_total = 0, g_live = 0;
 std::map<uintptr_t, Alloc> g_allocs;  // by address
 Context g_ctx;
@@ -101,10 +136,42 @@ const Alloc* find(uintptr_t p) {
 	return nullptr;
 }
 
+// granularity is the VMM page: 2 MiB, or GDROTRAIN_EMU_VMM_GRANULARITY when
+// that is a multiple of the host page.
+size_t granularity() {
+	const size_t host = (size_t)sysconf(_SC_PAGESIZE);
+	size_t g = (size_t)env_u64("GDROTRAIN_EMU_VMM_GRANULARITY", 2u << 20);
+	if (g == 0 || g % host != 0) g = 2u << 20;
+	return g;
+}
+
+// reservation returns the reserved range holding [p, p+n), or nullptr.
+Reservation* reservation(uintptr_t p, size_t n, uintptr_t* base) {
+	auto it = g_reserved.upper_bound(p);
+	if (it == g_reserved.begin()) return nullptr;
+	--it;
+	if (p < it->first || p - it->first >= it->second.size || n > it->second.size - (p - it->first)) return nullptr;
+	*base = it->first;
+	return &it->second;
+}
+
+void unmap_physical(unsigned long long h) {
+	auto it = g_phys.find(h);
+	if (it == g_phys.end()) return;
+	if (--it->second.maps == 0 && it->second.released) {
+		close(it->second.fd);
+		g_phys.erase(it);
+	}
+}
+
 // The primary context's state goes when its last reference does.
 void destroy_context_state() {
 	for (auto& a : g_allocs) free(a.second.base);
 	g_allocs.clear();
+	for (auto& r : g_reserved) munmap((void*)r.first, r.second.size);
+	g_reserved.clear();
+	for (auto& ph : g_phys) close(ph.second.fd);
+	g_phys.clear();
 	g_live = 0;
 	for (Stream* s : g_streams) delete s;
 	g_streams.clear();
@@ -184,13 +251,22 @@ int attribute(int a) {
 
 }  // namespace
 
-bool dev_range_ok(uintptr_t p, size_t n) {
-	if (n == 0) return true;
-	const Alloc* a = find(p);
-	if (!a) return false;
-	uintptr_t base = (uintptr_t)a->base;
-	return n <= a->size - (p - base);
+int dev_range_check(uintptr_t p, size_t n) {
+	if (n == 0) return CUDA_SUCCESS;
+	if (const Alloc* a = find(p)) {
+		uintptr_t base = (uintptr_t)a->base;
+		return n <= a->size - (p - base) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	}
+	uintptr_t base = 0;
+	const Reservation* r = reservation(p, n, &base);
+	if (!r) return CUDA_ERROR_INVALID_VALUE;
+	const size_t g = r->g;
+	for (size_t i = (p - base) / g; i <= (p - base + n - 1) / g; i++)
+		if (!r->handle[i] || !r->access[i]) return CUDA_ERROR_ILLEGAL_ADDRESS;
+	return CUDA_SUCCESS;
 }
+
+bool dev_range_ok(uintptr_t p, size_t n) { return dev_range_check(p, n) == CUDA_SUCCESS; }
 
 bool capture(void* stream, GraphOp op, int* rc) {
 	if ((uintptr_t)stream <= 2 || !g_streams.count((Stream*)stream)) return false;
@@ -384,7 +460,8 @@ CUresult htod_now(CUdeviceptr dst, const void* src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
-	if (!src || !dev_range_ok(dst, n)) return CUDA_ERROR_INVALID_VALUE;
+	if (!src) return CUDA_ERROR_INVALID_VALUE;
+	if (int rc = dev_range_check(dst, n)) return rc;
 	memcpy((void*)(uintptr_t)dst, src, n);
 	return CUDA_SUCCESS;
 }
@@ -392,7 +469,8 @@ CUresult dtoh_now(void* dst, CUdeviceptr src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
-	if (!dst || !dev_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	if (!dst) return CUDA_ERROR_INVALID_VALUE;
+	if (int rc = dev_range_check(src, n)) return rc;
 	if (count_only())
 		memset(dst, 0, n);  // nothing was computed: the host sees zeros, never garbage
 	else
@@ -403,7 +481,8 @@ CUresult dtod_now(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
-	if (!dev_range_ok(dst, n) || !dev_range_ok(src, n)) return CUDA_ERROR_INVALID_VALUE;
+	if (int rc = dev_range_check(dst, n)) return rc;
+	if (int rc = dev_range_check(src, n)) return rc;
 	if (!count_only()) memmove((void*)(uintptr_t)dst, (const void*)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }
@@ -411,7 +490,8 @@ CUresult memset_now(CUdeviceptr dst, unsigned v, size_t n, size_t elem, void* st
 	NEED_CTX;
 	if (!stream_ok(stream)) return CUDA_ERROR_INVALID_HANDLE;
 	if (n == 0) return CUDA_SUCCESS;
-	if (dst % elem != 0 || n * elem / elem != n || !dev_range_ok(dst, n * elem)) return CUDA_ERROR_INVALID_VALUE;
+	if (dst % elem != 0 || n * elem / elem != n) return CUDA_ERROR_INVALID_VALUE;
+	if (int rc = dev_range_check(dst, n * elem)) return rc;
 	unsigned char* p = (unsigned char*)(uintptr_t)dst;
 	if (count_only()) return CUDA_SUCCESS;
 	if (elem == 1) {
@@ -493,6 +573,166 @@ EMU_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, voi
 EMU_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, void* stream) {
 	LOCK;
 	return memset_n(dst, v, n, 4, stream);
+}
+
+// ---- virtual memory management ----
+
+namespace {
+// prop_ok accepts what the CUDA backend asks for: pinned device memory on
+// device 0, no export handle.
+bool prop_ok(const CUmemAllocationProp_emu* p) {
+	return p && p->type == 1 && p->requestedHandleTypes == 0 && p->location.type == 1 && p->location.id == 0;
+}
+}  // namespace
+
+EMU_API CUresult cuMemGetAllocationGranularity(size_t* g, const CUmemAllocationProp_emu* prop, int option) {
+	LOCK;
+	NEED_CTX;
+	if (!g || !prop_ok(prop) || (option != 0 && option != 1)) return CUDA_ERROR_INVALID_VALUE;
+	*g = granularity();
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align, CUdeviceptr addr,
+                                     unsigned long long flags) {
+	LOCK;
+	NEED_CTX;
+	const size_t g = granularity();
+	(void)addr;  // a hint, free to ignore
+	if (!ptr || size == 0 || size % g != 0 || flags != 0 || (align & (align - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+	align = align > g ? align : g;
+	// Over-reserve by the alignment and trim both ends to it.
+	void* raw = mmap(nullptr, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+	uintptr_t r = (uintptr_t)raw, base = (r + align - 1) / align * align;
+	if (base > r) munmap(raw, base - r);
+	if (r + align > base) munmap((void*)(base + size), r + align - base);
+	const size_t n = size / g;
+	g_reserved[base] = Reservation{size, g, std::vector<unsigned long long>(n, 0), std::vector<bool>(n, false)};
+	*ptr = base;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_reserved.find((uintptr_t)ptr);
+	if (it == g_reserved.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned long long h : it->second.handle)
+		if (h) return CUDA_ERROR_INVALID_VALUE;  // still mapped: unmap first, as CUDA requires
+	munmap((void*)it->first, size);
+	g_reserved.erase(it);
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemCreate(unsigned long long* handle, size_t size, const CUmemAllocationProp_emu* prop,
+                             unsigned long long flags) {
+	LOCK;
+	NEED_CTX;
+	if (!handle || size == 0 || size % granularity() != 0 || flags != 0 || !prop_ok(prop)) return CUDA_ERROR_INVALID_VALUE;
+	if (size > g_total - g_live) return CUDA_ERROR_OUT_OF_MEMORY;
+	int fd = memfd_create("gdrotrain-emu-page", MFD_CLOEXEC);
+	if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+	if (ftruncate(fd, (off_t)size) != 0) {
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!count_only()) {
+		// All-NaN like cuMemAlloc's memory, so a read of a row never
+		// written shows up.
+		void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (m == MAP_FAILED) {
+			close(fd);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+		memset(m, 0xff, size);
+		munmap(m, size);
+	}
+	g_live += size;
+	const unsigned long long h = g_next_handle++;
+	g_phys[h] = Physical{fd, size};
+	*handle = h;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemRelease(unsigned long long handle) {
+	LOCK;
+	NEED_CTX;
+	auto it = g_phys.find(handle);
+	if (it == g_phys.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+	g_live -= it->second.size;
+	it->second.released = true;
+	if (it->second.maps == 0) {
+		close(it->second.fd);
+		g_phys.erase(it);
+	}
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, unsigned long long handle,
+                          unsigned long long flags) {
+	LOCK;
+	NEED_CTX;
+	uintptr_t base = 0;
+	Reservation* r = reservation(ptr, size, &base);
+	const size_t g = r ? r->g : granularity();
+	if (!r || size == 0 || flags != 0 || ptr % g != 0 || size % g != 0 || offset % g != 0) return CUDA_ERROR_INVALID_VALUE;
+	auto ph = g_phys.find(handle);
+	if (ph == g_phys.end() || ph->second.released) return CUDA_ERROR_INVALID_HANDLE;
+	if (offset > ph->second.size || size > ph->second.size - offset) return CUDA_ERROR_INVALID_VALUE;
+	const size_t i0 = (ptr - base) / g, n = size / g;
+	for (size_t i = i0; i < i0 + n; i++)
+		if (r->handle[i]) return CUDA_ERROR_INVALID_VALUE;  // already mapped
+	if (mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->second.fd, (off_t)offset) == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t i = i0; i < i0 + n; i++) {
+		r->handle[i] = handle;
+		r->access[i] = false;
+		ph->second.maps++;
+	}
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc_emu* desc, size_t count) {
+	LOCK;
+	NEED_CTX;
+	uintptr_t base = 0;
+	Reservation* r = reservation(ptr, size, &base);
+	const size_t g = r ? r->g : granularity();
+	if (!r || !desc || count == 0 || size == 0 || ptr % g != 0 || size % g != 0) return CUDA_ERROR_INVALID_VALUE;
+	int flags = -1;
+	for (size_t k = 0; k < count; k++) {
+		if (desc[k].location.type != 1 || desc[k].location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+		if (desc[k].flags != 0 && desc[k].flags != 1 && desc[k].flags != 3) return CUDA_ERROR_INVALID_VALUE;
+		flags = desc[k].flags;
+	}
+	const size_t i0 = (ptr - base) / g, n = size / g;
+	for (size_t i = i0; i < i0 + n; i++)
+		if (!r->handle[i]) return CUDA_ERROR_INVALID_VALUE;  // nothing mapped there
+	const int prot = flags == 3 ? PROT_READ | PROT_WRITE : flags == 1 ? PROT_READ : PROT_NONE;
+	if (mprotect((void*)ptr, size, prot) != 0) return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = i0; i < i0 + n; i++) r->access[i] = flags != 0;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+	LOCK;
+	NEED_CTX;
+	uintptr_t base = 0;
+	Reservation* r = reservation(ptr, size, &base);
+	const size_t g = r ? r->g : granularity();
+	if (!r || size == 0 || ptr % g != 0 || size % g != 0) return CUDA_ERROR_INVALID_VALUE;
+	const size_t i0 = (ptr - base) / g, n = size / g;
+	for (size_t i = i0; i < i0 + n; i++)
+		if (!r->handle[i]) return CUDA_ERROR_INVALID_VALUE;
+	if (mmap((void*)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		return CUDA_ERROR_UNKNOWN;
+	for (size_t i = i0; i < i0 + n; i++) {
+		unmap_physical(r->handle[i]);
+		r->handle[i] = 0;
+		r->access[i] = false;
+	}
+	return CUDA_SUCCESS;
 }
 
 // Page-locked host memory is ordinary host memory here: copies are

@@ -47,8 +47,33 @@ enum {
 // calls from several host threads are serialised.
 std::mutex& api_mutex();
 
-// True when [p, p+n) lies inside one live device allocation (n > 0).
+// True when [p, p+n) lies inside one live device allocation, or inside
+// one reserved range (virtual memory management) where every granule is
+// mapped and accessible (n > 0).
 bool dev_range_ok(uintptr_t p, size_t n);
+
+// dev_range_ok as a CUresult: CUDA_ERROR_ILLEGAL_ADDRESS for a range of a
+// reservation that touches an unmapped or inaccessible granule,
+// CUDA_ERROR_INVALID_VALUE for one outside device memory.
+int dev_range_check(uintptr_t p, size_t n);
+
+// The virtual memory calls' structs, laid out as cuda.h's
+// CUmemAllocationProp and CUmemAccessDesc.
+struct CUmemLocation_emu {
+	int type;
+	int id;
+};
+struct CUmemAllocationProp_emu {
+	int type;
+	int requestedHandleTypes;
+	CUmemLocation_emu location;
+	void* win32HandleMetaData;
+	unsigned char allocFlags[8];
+};
+struct CUmemAccessDesc_emu {
+	CUmemLocation_emu location;
+	int flags;
+};
 
 // True when s is the default stream or a live stream.
 bool stream_ok(void* s);
