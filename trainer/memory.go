@@ -385,7 +385,7 @@ func checkMemory(p MemoryPlan, avail int64) error {
 		return nil
 	}
 	return fmt.Errorf("out of memory before starting: the run needs about %.2f GiB (%s) but %.2f GiB is available; "+
-		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, use a smaller model, "+
+		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, bound the KV cache (rollout.kv_cache_gib), use a smaller model, "+
 		"or spread the run over several GPUs with dist.zero_stage 2 (the per-rank plan: --dry-run --world-size N)",
 		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
 }
