@@ -68,6 +68,10 @@ type Trainer struct {
 	dp *dpState
 	// newReducer makes dp's gradient reducer once the backend is open.
 	newReducer func(model.Backend) (Reducer, error)
+	// halfCopies: the policy's matrices got bf16 copies for products
+	// (model.ShadowWeights), so under ZeRO-1 they can be bf16 only with
+	// sharded fp32 masters (zero.go).
+	halfCopies bool
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -280,6 +284,7 @@ func (t *Trainer) setup() error {
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	} else if copies {
+		t.halfCopies = true
 		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute

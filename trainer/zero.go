@@ -37,7 +37,40 @@ func (t *Trainer) newOptimizer(b model.Backend) (*model.Optimizer, error) {
 		o.Gather = HostReducer{B: b, G: t.dp.g}
 	}
 	t.Log.Printf("ZeRO-1: this rank keeps the AdamW moments of 1/%d of every parameter", t.dp.size)
+	if !t.halfCopies || !t.Cfg.Dist.ShardMasters {
+		return o, nil
+	}
+	if _, ok := o.Gather.(model.BlockGatherer); !ok {
+		return nil, fmt.Errorf("sharded fp32 masters: the gatherer %T cannot gather padded blocks", o.Gather)
+	}
+	done, err := o.ShardMasters(b, t.Policy.Cfg, t.Policy.P)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if done {
+		t.Log.Printf("ZeRO-1: this rank keeps the fp32 master weights of 1/%d of every matrix but the input embedding; the matrices are bf16 only (dist.shard_masters)", t.dp.size)
+	}
 	return o, nil
+}
+
+// gatherMasters has every rank take part in gathering the sharded fp32
+// masters for a checkpoint; rank 0 gets the whole fp32 policy by name
+// (the checkpoint's weights stay the whole fp32 policy, so it resumes at
+// any world size), the others nil. Every rank returns every rank's
+// failure.
+func (t *Trainer) gatherMasters() (map[string][]float32, error) {
+	bg, ok := t.Opt.Gather.(model.BlockGatherer)
+	var masters map[string][]float32
+	var err error
+	if !ok {
+		err = fmt.Errorf("the gatherer %T cannot gather padded blocks", t.Opt.Gather)
+	} else {
+		masters, err = t.Opt.GatherMasters(t.Policy.B, t.Policy.Cfg, t.Policy.P, bg, t.rank() == 0)
+	}
+	if err := t.agreeAll(fmt.Sprintf("fp32 masters of step %d", t.step), err); err != nil {
+		return nil, err
+	}
+	return masters, nil
 }
 
 // writeMomentShards has every rank write its moments into the checkpoint
@@ -94,25 +127,46 @@ func (h HostReducer) ReduceScatterShards(ts []*model.Tensor, s model.Shard) erro
 // GatherShards implements model.ShardGatherer through the control plane
 // (download the owned ranges, exchange, upload the others'): the CPU
 // backend's way; on CUDA the binary's reducer, cuda.Comm, gathers through
-// NCCL.
+// NCCL. The bf16-only weights of sharded masters (model.HalfWeights)
+// travel as 2-byte bf16, the rest as float32.
 func (h HostReducer) GatherShards(ts []*model.Tensor, s model.Shard) error {
-	var mine []float32
+	return h.gather("optimizer shards", ts, s, func(t *model.Tensor, r int) (int, int) { return model.Shard{Rank: r, World: s.World}.Range(t.Numel()) })
+}
+
+// GatherBlocks implements model.BlockGatherer through the control plane:
+// block r of buf's World equal blocks comes from rank r.
+func (h HostReducer) GatherBlocks(buf *model.Tensor, s model.Shard) error {
+	n := buf.Numel()
+	if s.World < 1 || n%s.World != 0 {
+		return fmt.Errorf("padded blocks: %d elements are not %d equal blocks", n, s.World)
+	}
+	chunk := n / s.World
+	return h.gather("padded blocks", []*model.Tensor{buf}, s, func(_ *model.Tensor, r int) (int, int) { return r * chunk, (r + 1) * chunk })
+}
+
+// gather all-gathers, for every tensor of ts, the part [lo, hi) = part(t,
+// r) from rank r: one round trip for all of them.
+func (h HostReducer) gather(what string, ts []*model.Tensor, s model.Shard, part func(t *model.Tensor, r int) (lo, hi int)) error {
+	hw, _ := h.B.(model.HalfWeights)
+	half := func(t *model.Tensor) bool { return hw != nil && hw.IsHalfOnly(t) }
+	var blob []byte
 	for _, t := range ts {
-		lo, hi := s.Range(t.Numel())
-		if hi > lo {
-			part := make([]float32, hi-lo)
-			h.B.Download(t.View(t.Numel()).Rows(lo, hi), part)
-			mine = append(mine, part...)
+		lo, hi := part(t, s.Rank)
+		if hi == lo {
+			continue
 		}
+		vals := make([]float32, hi-lo)
+		if v := t.View(t.Numel()).Rows(lo, hi); half(t) {
+			hw.ReadHalf(v, vals)
+		} else {
+			h.B.Download(v, vals)
+		}
+		blob = appendValues(blob, vals, half(t))
 	}
 	if err := h.B.Err(); err != nil {
-		return fmt.Errorf("optimizer shards to the host: %w", err)
+		return fmt.Errorf("%s to the host: %w", what, err)
 	}
-	blob := make([]byte, 4*len(mine))
-	for i, v := range mine {
-		binary.LittleEndian.PutUint32(blob[4*i:], math.Float32bits(v))
-	}
-	all, err := h.G.AllGather("optimizer shards", blob)
+	all, err := h.G.AllGather(what, blob)
 	if err != nil {
 		return err
 	}
@@ -120,26 +174,59 @@ func (h HostReducer) GatherShards(ts []*model.Tensor, s model.Shard) error {
 		if r == s.Rank {
 			continue
 		}
-		q := model.Shard{Rank: r, World: s.World}
 		off := 0
 		for _, t := range ts {
-			lo, hi := q.Range(t.Numel())
+			lo, hi := part(t, r)
 			if hi == lo {
 				continue
 			}
-			if len(b) < 4*(off+hi-lo) {
-				return fmt.Errorf("optimizer shards: rank %d sent %d bytes, fewer than its ranges need", r, len(b))
+			width := 4
+			if half(t) {
+				width = 2
 			}
-			part := make([]float32, hi-lo)
-			for i := range part {
-				part[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*(off+i):]))
+			if len(b) < off+width*(hi-lo) {
+				return fmt.Errorf("%s: rank %d sent %d bytes, fewer than its parts need", what, r, len(b))
 			}
-			h.B.Upload(t.View(t.Numel()).Rows(lo, hi), part)
-			off += hi - lo
+			vals := readValues(b[off:off+width*(hi-lo)], width == 2)
+			if v := t.View(t.Numel()).Rows(lo, hi); half(t) {
+				hw.WriteHalf(v, vals) // exact: every value is bf16 already
+			} else {
+				h.B.Upload(v, vals)
+			}
+			off += width * (hi - lo)
 		}
-		if len(b) != 4*off {
-			return fmt.Errorf("optimizer shards: rank %d sent %d bytes, its ranges hold %d", r, len(b), 4*off)
+		if len(b) != off {
+			return fmt.Errorf("%s: rank %d sent %d bytes, its parts hold %d", what, r, len(b), off)
 		}
 	}
 	return h.B.Err()
+}
+
+// appendValues appends vals little-endian: float32, or as bf16 (the high
+// 16 bits, exact for values read from bf16 storage).
+func appendValues(blob []byte, vals []float32, half bool) []byte {
+	for _, v := range vals {
+		if half {
+			blob = binary.LittleEndian.AppendUint16(blob, uint16(math.Float32bits(v)>>16))
+		} else {
+			blob = binary.LittleEndian.AppendUint32(blob, math.Float32bits(v))
+		}
+	}
+	return blob
+}
+
+// readValues decodes appendValues' bytes.
+func readValues(b []byte, half bool) []float32 {
+	if half {
+		out := make([]float32, len(b)/2)
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		}
+		return out
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }
