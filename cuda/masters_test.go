@@ -29,14 +29,16 @@ const (
 	mastersRunEnv    = "GDROTRAIN_TEST_MASTERS_RUN"    // run name
 	mastersResumeEnv = "GDROTRAIN_TEST_MASTERS_RESUME" // checkpoint folder to resume, or ""
 	mastersSetsEnv   = "GDROTRAIN_TEST_MASTERS_SETS"   // extra config overrides, one per line
+	mastersHostEnv   = "GDROTRAIN_TEST_MASTERS_HOST"   // "1": the control plane's reducer, not NCCL
 )
 
 // mastersRun trains the tiny task's run name in bf16 products on this
-// process's emulated GPU as rank of world (g nil: alone). With sharded
+// process's emulated GPU as rank of world (g nil: alone), reducing and
+// gathering through NCCL, or through the control plane where host. With sharded
 // masters it also writes every bf16-only weight as the products read it
 // (ReadHalf), rank by rank, to RUN/bf16-rank-R/model.safetensors beside
 // a config.json, for the test to compare with the checkpoint's masters.
-func mastersRun(t *testing.T, task testfix.Task, name, resume string, sets []string, g *dist.Group) {
+func mastersRun(t *testing.T, task testfix.Task, name, resume string, sets []string, g *dist.Group, host bool) {
 	t.Helper()
 	all := append(task.Sets(), "run.name="+name, "run.device=cuda", "run.matmul_precision=bf16",
 		"validation.every=0", "checkpoint.every=1", "dist.state_check_every=1", "dist.timeout_s=120")
@@ -49,9 +51,10 @@ func mastersRun(t *testing.T, task testfix.Task, name, resume string, sets []str
 	o := trainer.Options{Scorer: testfix.Parity{}, Resume: resume,
 		Backend: func(string, string, func(string, ...any)) (model.Backend, error) { return b, nil }}
 	if g != nil {
-		o.Dist = &trainer.Dist{Group: g, NewReducer: func(model.Backend) (trainer.Reducer, error) {
-			return OpenCommOver(b, g, 120*time.Second)
-		}}
+		o.Dist = &trainer.Dist{Group: g}
+		if !host {
+			o.Dist.NewReducer = func(model.Backend) (trainer.Reducer, error) { return OpenCommOver(b, g, 120*time.Second) }
+		}
 	}
 	tr, err := trainer.Open(cfg, io.Discard, o)
 	if err != nil {
@@ -111,7 +114,7 @@ func mastersWorker(t *testing.T, rank, world, port int) {
 	if s := os.Getenv(mastersSetsEnv); s != "" {
 		sets = strings.Split(s, "\n")
 	}
-	mastersRun(t, task, os.Getenv(mastersRunEnv), os.Getenv(mastersResumeEnv), sets, g)
+	mastersRun(t, task, os.Getenv(mastersRunEnv), os.Getenv(mastersResumeEnv), sets, g, os.Getenv(mastersHostEnv) == "1")
 }
 
 // TestShardedMastersOnEmulator: two processes under bf16 products with
@@ -125,31 +128,33 @@ func mastersWorker(t *testing.T, rank, world, port int) {
 // fp32 weights with bf16 copies) within the data-parallel tolerance of
 // TestDataParallelOnEmulator (another order of summing the gradients).
 //
-// Mutations seen to fail it: skipping the bf16 all-gather in
-// Comm.GatherShards (the ranks' weights and the metrics of step 2 differ,
-// and the state check stops the run), and rounding the AdamWHalf output
-// differently (TestHalfOnlyWeights).
+// Mutation seen to fail it: skipping the bf16 all-gather in
+// Comm.GatherShards (each rank's bf16 weights then differ from the rounded
+// masters outside its own ranges). The run itself does not notice: the
+// ranks' weight fingerprint hashes the fp32 norms only. A lost bf16 output
+// of AdamWHalf fails TestHalfOnlyWeights.
 func TestShardedMastersOnEmulator(t *testing.T) {
 	needEmulatorNCCL(t)
 	task := testfix.TinyTask(t)
-	run := func(name, resume string, world int, sets ...string) string {
+	host := "0"
+	run := func(t *testing.T, name, resume string, world int, sets ...string) string {
 		t.Helper()
 		if world == 1 {
-			mastersRun(t, task, name, resume, sets, nil)
+			mastersRun(t, task, name, resume, sets, nil, false)
 		} else {
 			roles := make([]string, world)
 			for r := range roles {
 				roles[r] = "dp-masters"
 			}
 			runRanks(t, roles, 2*time.Minute, dpTaskEnv+"="+task.Dir, mastersRunEnv+"="+name,
-				mastersResumeEnv+"="+resume, mastersSetsEnv+"="+strings.Join(sets, "\n"))
+				mastersResumeEnv+"="+resume, mastersSetsEnv+"="+strings.Join(sets, "\n"), mastersHostEnv+"="+host)
 		}
 		if t.Failed() {
 			t.FailNow()
 		}
 		return filepath.Join(task.Dir, name)
 	}
-	final := func(run string) string {
+	final := func(t *testing.T, run string) string {
 		t.Helper()
 		dir, m, _ := checkpoint.Latest(filepath.Join(run, "checkpoints"))
 		if m == nil || m.Step != 2 {
@@ -157,12 +162,12 @@ func TestShardedMastersOnEmulator(t *testing.T) {
 		}
 		return dir
 	}
-	moments := run("moments", "", 2, "dist.shard_masters=false")
-	masters := run("masters", "", 2)
+	moments := run(t, "moments", "", 2, "dist.shard_masters=false")
+	masters := run(t, "masters", "", 2)
 	if _, err := os.Stat(filepath.Join(moments, "bf16-rank-0")); err == nil {
 		t.Fatal("dist.shard_masters=false made bf16-only weights")
 	}
-	a, b := final(moments), final(masters)
+	a, b := final(t, moments), final(t, masters)
 	wa, wb := testfix.LoadWeights(t, a), testfix.LoadWeights(t, b)
 	bitwise(t, "fp32 weights (gathered masters)", wa, wb)
 	bitwise(t, "AdamW moments", testfix.LoadMoments(t, a, wa), testfix.LoadMoments(t, b, wb))
@@ -207,13 +212,13 @@ func TestShardedMastersOnEmulator(t *testing.T) {
 		t.Fatalf("no step-1 checkpoint in %s", step1)
 	}
 	t.Run("resume at 2 ranks", func(t *testing.T) {
-		w := testfix.LoadWeights(t, final(run("resumed-2", ckpt, 2)))
+		w := testfix.LoadWeights(t, final(t, run(t, "resumed-2", ckpt, 2)))
 		bitwise(t, "fp32 weights", wb, w)
 	})
 	for _, world := range []int{3, 1} {
 		t.Run(fmt.Sprintf("resume at %d ranks", world), func(t *testing.T) {
-			dir := run(fmt.Sprintf("resumed-%d", world), ckpt, world)
-			w := testfix.LoadWeights(t, final(dir))
+			dir := run(t, fmt.Sprintf("resumed-%d", world), ckpt, world)
+			w := testfix.LoadWeights(t, final(t, dir))
 			testfix.CloseTensors(t, "weight change", wb, w, init, 1e-3)
 			x, y := testfix.Metrics(t, masters), testfix.Metrics(t, dir)
 			if len(y) == 0 || y[len(y)-1]["step"] != float64(2) {
@@ -228,6 +233,18 @@ func TestShardedMastersOnEmulator(t *testing.T) {
 			}
 		})
 	}
+	// The control plane's reducer and gatherer (the CPU backend's way; a
+	// CUDA run without NCCL): bf16 ranges travel as 2-byte values.
+	t.Run("host reducer", func(t *testing.T) {
+		host = "1"
+		a, b := final(t, run(t, "host-moments", "", 2, "dist.shard_masters=false")), final(t, run(t, "host-masters", "", 2))
+		wa, wb := testfix.LoadWeights(t, a), testfix.LoadWeights(t, b)
+		bitwise(t, "fp32 weights (gathered masters)", wa, wb)
+		bitwise(t, "AdamW moments", testfix.LoadMoments(t, a, wa), testfix.LoadMoments(t, b, wb))
+		if _, err := os.Stat(filepath.Join(task.Dir, "host-masters", "bf16-rank-1")); err != nil {
+			t.Errorf("the host-reducer run did not shard the masters: %v", err)
+		}
+	})
 }
 
 // bitwise fails on any tensor of got whose bits differ from want's.

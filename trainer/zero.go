@@ -230,3 +230,8 @@ func readValues(b []byte, half bool) []float32 {
 	}
 	return out
 }
+
+var (
+	_ model.ShardGatherer = HostReducer{}
+	_ model.BlockGatherer = HostReducer{}
+)
