@@ -138,3 +138,71 @@ func TestHalfOnlyWeights(t *testing.T) {
 	}
 	b.ResetErr()
 }
+
+// TestShardedMastersMemory measures what a rank holds for the policy's
+// matrices once its optimizer shards the fp32 masters (rank 1 of 4, the
+// tiny model, untied head): the device bytes in use drop by exactly the
+// fp32 storages and bf16 copies of every matrix but the embedding, and
+// grow by their padded bf16 storages and this rank's fp32 master ranges
+// (each allocation rounded as the pool rounds it). That is the per-rank
+// accounting docs/data-parallel.md gives: 2 + 4/W bytes per element
+// instead of 4 + 2.
+func TestShardedMastersMemory(t *testing.T) {
+	d := testDevice(t)
+	b := NewBackend(d, BF16)
+	o := model.DefaultTiny()
+	mc, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &model.Model{Cfg: mc, B: b, P: model.RandomParams(b, mc, 1, 0.02, 0)}
+	if _, err := m.ShadowWeights(); err != nil {
+		t.Fatal(err)
+	}
+	s := model.Shard{Rank: 1, World: 4}
+	opt, err := model.NewShardedOptimizer(b, mc, m.P, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	d.alloc.release() // idle blocks out of the way: InUse counts tensors only
+	before := d.MemStats().InUse
+	// The storages that go bf16 only: each layer's fused q/k/v and
+	// gate/up (padded for their last view), o_proj, down_proj, lm_head.
+	var freed, held, sharded int64
+	storage := func(n, pad int) {
+		freed += roundSize(4*int64(n)) + roundSize(2*int64(n))
+		held += roundSize(2 * int64(n+pad))
+		sharded += int64(n)
+	}
+	pad := func(n int) int { return s.PaddedLen(n) - n }
+	for _, l := range m.P.Layers {
+		storage(l.QKV.Numel(), pad(l.V.Numel()))
+		storage(l.GateUp.Numel(), pad(l.Up.Numel()))
+		storage(l.O.Numel(), pad(l.O.Numel()))
+		storage(l.Down.Numel(), pad(l.Down.Numel()))
+	}
+	storage(m.P.LMHead.Numel(), pad(m.P.LMHead.Numel()))
+	for _, np := range m.P.Named(mc) {
+		if len(np.Shape) < 2 || np.Name == "model.embed_tokens.weight" {
+			continue
+		}
+		if lo, hi := s.Range((*np.Ptr).Numel()); hi > lo {
+			held += roundSize(4 * int64(hi-lo))
+		}
+	}
+	done, err := opt.ShardMasters(b, mc, m.P)
+	if err != nil || !done {
+		t.Fatalf("ShardMasters: %v, %v", done, err)
+	}
+	d.alloc.release()
+	after := d.MemStats().InUse
+	if want := before - freed + held; after != want {
+		t.Errorf("bytes in use after ShardMasters: %d, want %d (before %d, fp32 + bf16 copies freed %d, bf16 + masters held %d)",
+			after, want, before, freed, held)
+	}
+	t.Logf("rank 1 of 4, %d elements in bf16-only matrices: %d bytes freed, %d held (%.2f bytes an element, against 6; 2 + 4/W = 3)",
+		sharded, freed, held, float64(held)/float64(sharded))
+}

@@ -129,10 +129,11 @@ func mastersWorker(t *testing.T, rank, world, port int) {
 // TestDataParallelOnEmulator (another order of summing the gradients).
 //
 // Mutation seen to fail it: skipping the bf16 all-gather in
-// Comm.GatherShards (each rank's bf16 weights then differ from the rounded
-// masters outside its own ranges). The run itself does not notice: the
-// ranks' weight fingerprint hashes the fp32 norms only. A lost bf16 output
-// of AdamWHalf fails TestHalfOnlyWeights.
+// Comm.GatherShards. The ranks' state check stops the run at step 1 (the
+// fingerprint samples each rank's range of every bf16 matrix); without
+// that sample it ran on, and each rank's bf16 weights differed from the
+// rounded masters outside its own ranges. A lost bf16 output of
+// AdamWHalf fails TestHalfOnlyWeights.
 func TestShardedMastersOnEmulator(t *testing.T) {
 	needEmulatorNCCL(t)
 	task := testfix.TinyTask(t)

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
@@ -51,6 +52,41 @@ func (t *Trainer) newOptimizer(b model.Backend) (*model.Optimizer, error) {
 		t.Log.Printf("ZeRO-1: this rank keeps the fp32 master weights of 1/%d of every matrix but the input embedding; the matrices are bf16 only (dist.shard_masters)", t.dp.size)
 	}
 	return o, nil
+}
+
+// halfFingerprint adds to the ranks' weight fingerprint, with sharded
+// masters, the bf16 values of every bf16-only matrix at the first element
+// of each rank's range and at its last element: the norms the fingerprint
+// hashes are updated by every rank itself, but each rank's part of a
+// matrix reaches the others only through the all-gather, so a rank that
+// missed one differs there. W + 1 values per matrix, not the gigabytes of
+// the whole bf16 policy. Errors are the backend's, which the caller reads.
+func (t *Trainer) halfFingerprint(w io.Writer) {
+	if t.Opt == nil || !t.Opt.MastersSharded() {
+		return
+	}
+	hw, ok := t.Policy.B.(model.HalfWeights)
+	if !ok {
+		return
+	}
+	s, one := t.Opt.Sharded.Shard, make([]float32, 1)
+	for i, np := range t.Policy.P.Named(t.Policy.Cfg) {
+		if i >= len(t.Opt.Sharded.HalfOnly) || !t.Opt.Sharded.HalfOnly[i] {
+			continue
+		}
+		n := (*np.Ptr).Numel()
+		flat := (*np.Ptr).View(n)
+		for r := 0; r <= s.World; r++ {
+			at := n - 1 // after the ranks' starts: the last element
+			if r < s.World {
+				if at, _ = (model.Shard{Rank: r, World: s.World}).Range(n); at >= n {
+					continue
+				}
+			}
+			hw.ReadHalf(flat.Rows(at, at+1), one)
+			binary.Write(w, binary.LittleEndian, math.Float32bits(one[0]))
+		}
+	}
 }
 
 // gatherMasters has every rank take part in gathering the sharded fp32
