@@ -171,11 +171,12 @@ func TestShardedMastersMemory(t *testing.T) {
 	before := d.MemStats().InUse
 	// The storages that go bf16 only: each layer's fused q/k/v and
 	// gate/up (padded for their last view), o_proj, down_proj, lm_head.
-	var freed, held, sharded int64
+	var freed, held, sharded, step int64
 	storage := func(n, pad int) {
 		freed += roundSize(4*int64(n)) + roundSize(2*int64(n))
 		held += roundSize(2 * int64(n+pad))
 		sharded += int64(n)
+		step = max(step, roundSize(2*int64(n+pad))+roundSize(4*int64((n+3)/4)))
 	}
 	pad := func(n int) int { return s.PaddedLen(n) - n }
 	for _, l := range m.P.Layers {
@@ -193,12 +194,19 @@ func TestShardedMastersMemory(t *testing.T) {
 			held += roundSize(4 * int64(hi-lo))
 		}
 	}
+	d.ResetPeak()
 	done, err := opt.ShardMasters(b, mc, m.P)
 	if err != nil || !done {
 		t.Fatalf("ShardMasters: %v, %v", done, err)
 	}
 	d.alloc.release()
 	after := d.MemStats().InUse
+	// Storage by storage: the peak is one storage's bf16 and masters over
+	// the start (a storage's masters: at most ⌈n/4⌉ elements in all, here
+	// bounded by one allocation of them).
+	if peak := d.MemStats().Peak; peak > before+step {
+		t.Errorf("peak during ShardMasters %d bytes over the start, want at most one storage's bf16 and masters (%d)", peak-before, step)
+	}
 	if want := before - freed + held; after != want {
 		t.Errorf("bytes in use after ShardMasters: %d, want %d (before %d, fp32 + bf16 copies freed %d, bf16 + masters held %d)",
 			after, want, before, freed, held)

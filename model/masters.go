@@ -113,37 +113,61 @@ func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error)
 	if len(pn) != len(sm.Names) {
 		return false, fmt.Errorf("sharded fp32 masters: %d parameters but moments for %d", len(pn), len(sm.Names))
 	}
-	sm.Master, sm.HalfOnly = make([]*Tensor, len(pn)), make([]bool, len(pn))
+	index := make(map[**Tensor]int, len(pn))
 	for i, np := range pn {
-		if !shardsMaster(p, np) {
-			continue
-		}
-		t := *np.Ptr
-		sm.HalfOnly[i] = true
-		if lo, hi := sm.Shard.Range(t.Numel()); hi > lo {
-			sm.Master[i] = b.New(hi - lo)
-			b.Copy(sm.Master[i], t.View(t.Numel()).Rows(lo, hi))
-		}
+		index[np.Ptr] = i
 	}
-	if err := b.Err(); err != nil {
-		b.ResetErr()
-		return false, fmt.Errorf("sharded fp32 masters: copying rank %d's ranges: %w", sm.Shard.Rank, err)
+	// Storage by storage, each padded for its last view: the masters of its
+	// views are copied, then it goes bf16 (its fp32 and bf16 copy freed), so
+	// the setup never holds more than today's weights plus one storage's
+	// bf16 and masters.
+	type storage struct {
+		whole *Tensor    // a fused storage, or nil for a standalone matrix
+		views []**Tensor // its parameters, the last one owning the padding
 	}
-	pad := func(t *Tensor) int { return sm.Shard.PaddedLen(t.Numel()) - t.Numel() }
-	for i := range p.Layers { // the fused storages first, padded for their last view
+	var groups []storage
+	for i := range p.Layers {
 		l := &p.Layers[i]
-		if err := hw.HalfOnly(l.QKV, pad(l.V)); err != nil {
-			return false, fmt.Errorf("sharded fp32 masters: layer %d qkv: %w", i, err)
+		groups = append(groups, storage{l.QKV, []**Tensor{&l.Q, &l.K, &l.V}}, storage{nil, []**Tensor{&l.O}},
+			storage{l.GateUp, []**Tensor{&l.Gate, &l.Up}}, storage{nil, []**Tensor{&l.Down}})
+	}
+	if !p.Tied {
+		groups = append(groups, storage{nil, []**Tensor{&p.LMHead}})
+	}
+	sm.Master, sm.HalfOnly = make([]*Tensor, len(pn)), make([]bool, len(pn))
+	pad := func(t *Tensor) int { return sm.Shard.PaddedLen(t.Numel()) - t.Numel() }
+	for _, g := range groups {
+		for _, v := range g.views {
+			i, ok := index[v]
+			if !ok || !shardsMaster(p, pn[i]) {
+				return false, fmt.Errorf("sharded fp32 masters: a matrix of the layout is not in the name table")
+			}
+			t := *v
+			sm.HalfOnly[i] = true
+			if lo, hi := sm.Shard.Range(t.Numel()); hi > lo {
+				sm.Master[i] = b.New(hi - lo)
+				b.Copy(sm.Master[i], t.View(t.Numel()).Rows(lo, hi))
+			}
 		}
-		if err := hw.HalfOnly(l.GateUp, pad(l.Up)); err != nil {
-			return false, fmt.Errorf("sharded fp32 masters: layer %d gate_up: %w", i, err)
+		if err := b.Err(); err != nil {
+			b.ResetErr()
+			return false, fmt.Errorf("sharded fp32 masters: copying rank %d's ranges: %w", sm.Shard.Rank, err)
+		}
+		last := *g.views[len(g.views)-1]
+		if g.whole != nil {
+			if err := hw.HalfOnly(g.whole, pad(last)); err != nil {
+				return false, fmt.Errorf("sharded fp32 masters: the storage of %s: %w", pn[index[g.views[0]]].Name, err)
+			}
+		}
+		for _, v := range g.views {
+			if err := hw.HalfOnly(*v, pad(*v)); err != nil { // a view: pointed at its storage's bf16
+				return false, fmt.Errorf("sharded fp32 masters: %s: %w", pn[index[v]].Name, err)
+			}
 		}
 	}
 	for i, np := range pn {
-		if sm.HalfOnly[i] {
-			if err := hw.HalfOnly(*np.Ptr, pad(*np.Ptr)); err != nil {
-				return false, fmt.Errorf("sharded fp32 masters: %s: %w", np.Name, err)
-			}
+		if shardsMaster(p, np) && !sm.HalfOnly[i] {
+			return false, fmt.Errorf("sharded fp32 masters: %s is a matrix the layout does not list", np.Name)
 		}
 	}
 	return true, nil
