@@ -68,10 +68,6 @@ type Trainer struct {
 	dp *dpState
 	// newReducer makes dp's gradient reducer once the backend is open.
 	newReducer func(model.Backend) (Reducer, error)
-	// halfCopies: the policy's matrices got bf16 copies for products
-	// (model.ShadowWeights), so under ZeRO-1 they can be bf16 only with
-	// sharded fp32 masters (zero.go).
-	halfCopies bool
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -281,10 +277,15 @@ func (t *Trainer) setup() error {
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	// The optimizer before the bf16 copies: with sharded fp32 masters
+	// (zero.go) the matrices go bf16 only first, so no copy of them is made
+	// and the rank never holds a matrix in fp32 and bf16 beside its master.
+	if t.Opt, err = t.newOptimizer(b); err != nil {
+		return err
+	}
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
 		return fmt.Errorf("policy: %w", err)
-	} else if copies {
-		t.halfCopies = true
+	} else if copies && !t.Opt.MastersSharded() {
 		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
@@ -329,9 +330,6 @@ func (t *Trainer) setup() error {
 	}
 	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
 		return fmt.Errorf("gdro: %w", err)
-	}
-	if t.Opt, err = t.newOptimizer(b); err != nil {
-		return err
 	}
 	t.grads = model.NewParams(b, t.Policy.Cfg)
 	return nil

@@ -7,6 +7,12 @@ package trainer
 // update is bitwise the replicated one (AdamW is element-wise), so ranks
 // stay identical; a checkpoint holds one moments file per rank and resumes
 // at any world size (model.OpenMoments reads any range of any parameter).
+//
+// Under bf16 products each rank also keeps only the fp32 masters of its
+// parts (dist.shard_masters; model/masters.go): the policy's matrices are
+// bf16 alone, the ranks all-gather bf16 parts, a checkpoint gathers the
+// masters so rank 0 still writes the whole fp32 policy (gatherMasters), and
+// a resume reads it back into masters and bf16 weights (model.LoadMasters).
 
 import (
 	"encoding/binary"
@@ -22,7 +28,10 @@ import (
 
 // newOptimizer makes AdamW: sharded under ZeRO-1 when several ranks run
 // with dist.zero_stage 1, the gatherer being the reducer where it can
-// gather (cuda.Comm, NCCL) and the control plane otherwise.
+// gather (cuda.Comm, NCCL) and the control plane otherwise; with sharded
+// fp32 masters where the backend's products read bf16 weights. It runs
+// before the policy's bf16 copies are made, so a matrix that goes bf16
+// only never gets one.
 func (t *Trainer) newOptimizer(b model.Backend) (*model.Optimizer, error) {
 	cfg := t.Cfg.Optim.AdamWConfig
 	if t.dp == nil || t.dp.size <= 1 || t.Cfg.Dist.ZeROStage < 1 {
@@ -38,7 +47,19 @@ func (t *Trainer) newOptimizer(b model.Backend) (*model.Optimizer, error) {
 		o.Gather = HostReducer{B: b, G: t.dp.g}
 	}
 	t.Log.Printf("ZeRO-1: this rank keeps the AdamW moments of 1/%d of every parameter", t.dp.size)
-	if !t.halfCopies || !t.Cfg.Dist.ShardMasters {
+	if !t.Cfg.Dist.ShardMasters {
+		return o, nil
+	}
+	// Only where products read bf16 copies of the weights (a backend that
+	// makes one: the embedding always gets one under bf16 products) may
+	// the matrices be bf16 alone.
+	s, ok := b.(model.Shadower)
+	if !ok {
+		return o, nil
+	}
+	if copies, err := s.Shadow(t.Policy.P.Embed); err != nil {
+		return nil, fmt.Errorf("policy: bf16 copy of the embedding: %w", err)
+	} else if !copies {
 		return o, nil
 	}
 	if _, ok := o.Gather.(model.BlockGatherer); !ok {
