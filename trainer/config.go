@@ -178,8 +178,10 @@ type DistConfig struct {
 	// ShardMasters, under ZeRO-1 with bf16 products (CUDA), keeps on each
 	// rank the fp32 master weights of its 1/W of every matrix but the
 	// input embedding, the matrices themselves in bf16 only (4/W + 2 bytes
-	// per element instead of 4 + 2; bitwise the same training). false
-	// keeps the whole fp32 policy on every rank. Elsewhere it does nothing.
+	// per element instead of 4 + 2; the same training: bitwise on the
+	// emulator, on GPUs up to cuBLAS's choice of kernels for bf16
+	// inputs). false keeps the whole fp32 policy on every rank. Elsewhere
+	// it does nothing.
 	ShardMasters bool `yaml:"shard_masters" json:"shard_masters"`
 }
 
