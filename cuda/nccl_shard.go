@@ -16,7 +16,9 @@ import (
 // buffer goes back to the stream-ordered pool after each tensor, so the
 // peak is one padded copy of the largest parameter (the embedding: 1.2 GB
 // for Qwen3-1.7B) and the pool serves the next tensor of its size without
-// an allocation.
+// an allocation. The bf16-only matrices of sharded fp32 masters need no
+// such trip: their storage is allocated padded, and they gather in place
+// (gatherHalf), at 2 bytes an element.
 
 // padded is one tensor's trip through the scratch buffer.
 type padded struct {
