@@ -84,8 +84,13 @@ type buffer struct {
 	// stale says a write since it was last made.
 	shadow *buffer
 	stale  bool
-	// frozenAs is the bf16 buffer that replaced this one (Freeze).
+	// frozenAs is the bf16 buffer that replaced this one (Freeze, HalfOnly).
 	frozenAs *buffer
+	// halfOnly marks the frozen bf16 storage of a weight whose fp32 master
+	// is sharded over the ranks' optimizers (HalfOnly, backend_masters.go):
+	// AdamWHalf and the ranks' all-gather write it, Download refuses it.
+	halfOnly bool
+	padding  int // spare elements at the end of a bf16-only weight's storage, for in-place gathers
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
@@ -455,11 +460,23 @@ func (b *Backend) Upload(t *model.Tensor, src []float32) {
 	}
 }
 
-// Download copies t into host memory (frozen bf16 tensors widened).
+// Download copies t into host memory (frozen bf16 tensors widened). A
+// bf16-only weight (HalfOnly) is an error: its fp32 values are the
+// masters sharded over the ranks (model.Optimizer.GatherMasters gathers
+// them); ReadHalf reads its bf16 values.
 func (b *Backend) Download(t *model.Tensor, dst []float32) {
 	if !b.ok() {
 		return
 	}
+	if buf, ok := t.Store.(*buffer); ok && buf.halfOnly {
+		b.keep(fmt.Errorf("download: tensor %v is a bf16-only weight whose fp32 master is sharded over the data-parallel ranks (ZeRO-1 with sharded masters): gather the masters (model.Optimizer.GatherMasters) or read the bf16 values (ReadHalf)", t.Shape))
+		return
+	}
+	b.download(t, dst)
+}
+
+// download is Download without the bf16-only check.
+func (b *Backend) download(t *model.Tensor, dst []float32) {
 	p, frozen, ok := b.operand("download", 0, t)
 	if !ok {
 		return

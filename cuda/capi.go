@@ -937,6 +937,7 @@ const (
 	ncclInProgress = C.GD_ncclInProgress
 	ncclIDBytes    = C.GD_NCCL_UNIQUE_ID_BYTES
 	ncclFloat32    = C.GD_ncclFloat32
+	ncclBfloat16   = C.GD_ncclBfloat16
 	cuNotReady     = C.GD_CUDA_ERROR_NOT_READY
 )
 
@@ -1023,13 +1024,14 @@ func (n *ncclLib) AsyncError(c ncclComm) error {
 	return n.check("NCCL asynchronous error", e, nil)
 }
 
-// Collective queues one float32 collective on s (see nc_coll for kind and
-// count).
-func (n *ncclLib) Collective(call string, kind int, c ncclComm, send, recv uint64, count, root int, s *Stream) error {
+// Collective queues one collective on s of count elements of dtype
+// (ncclFloat32, or ncclBfloat16 for the copies of bf16 weights; see nc_coll
+// for kind and count).
+func (n *ncclLib) Collective(call string, kind int, c ncclComm, send, recv uint64, count, dtype, root int, s *Stream) error {
 	f := map[int]unsafe.Pointer{collAllReduce: n.allReduce, collReduceScatter: n.reduceScatter,
 		collAllGather: n.allGather, collBroadcast: n.broadcast}[kind]
 	var last lastBuf
-	rc := C.nc_coll(f, C.int(kind), C.devptr(send), C.devptr(recv), C.size_t(count), ncclFloat32, C.int(root),
+	rc := C.nc_coll(f, C.int(kind), C.devptr(send), C.devptr(recv), C.size_t(count), C.int(dtype), C.int(root),
 		c.h, s.handle(), n.lastErr, &last[0], C.int(len(last)))
 	return n.check(call, rc, &last)
 }

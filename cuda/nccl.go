@@ -164,7 +164,7 @@ func (c *Comm) AllReduce(t *model.Tensor) error {
 		return err
 	}
 	return c.run(what, func() error {
-		return c.n.Collective("ncclAllReduce", collAllReduce, c.h, p[0], p[0], t.Numel(), 0, c.b.d.stream)
+		return c.n.Collective("ncclAllReduce", collAllReduce, c.h, p[0], p[0], t.Numel(), ncclFloat32, 0, c.b.d.stream)
 	})
 }
 
@@ -193,24 +193,36 @@ func (c *Comm) ReduceScatter(dst, src *model.Tensor) error {
 		return err
 	}
 	return c.run(what, func() error {
-		return c.n.Collective("ncclReduceScatter", collReduceScatter, c.h, p[1], p[0], dst.Numel(), 0, c.b.d.stream)
+		return c.n.Collective("ncclReduceScatter", collReduceScatter, c.h, p[1], p[0], dst.Numel(), ncclFloat32, 0, c.b.d.stream)
 	})
 }
 
 // AllGather concatenates the ranks' src, of n elements each, in rank order
-// into dst, of World·n elements, on every rank.
+// into dst, of World·n elements, on every rank. Both are float32, or both
+// bf16 storage (the bf16-only weights of sharded fp32 masters, half the
+// bytes; an all-gather only copies, so any 2-byte type travels exactly).
 func (c *Comm) AllGather(dst, src *model.Tensor) error {
-	what := fmt.Sprintf("all-gather of %d floats into %d", src.Numel(), dst.Numel())
+	what := fmt.Sprintf("all-gather of %d elements into %d", src.Numel(), dst.Numel())
 	if dst.Numel() != c.world*src.Numel() {
 		return fmt.Errorf("nccl %s (rank %d of %d): destination %v must hold %d × source %v", what, c.rank, c.world,
 			dst.Shape, c.world, src.Shape)
 	}
-	p, err := c.ptrs(what, dst, src)
-	if err != nil {
-		return err
+	pd, hd, ok1 := c.b.operand("nccl "+what, 0, dst)
+	ps, hs, ok2 := c.b.operand("nccl "+what, 1, src)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("rank %d of %d: %w", c.rank, c.world, c.b.Err())
+	}
+	if hd != hs {
+		return fmt.Errorf("nccl %s (rank %d of %d): one of source and destination is bf16, the other float32", what, c.rank, c.world)
+	}
+	dtype := ncclFloat32
+	if hd {
+		dtype, what = ncclBfloat16, what+" (bf16)"
+	} else if buf := dst.Store.(*buffer); buf.shadow != nil {
+		buf.stale = true
 	}
 	return c.run(what, func() error {
-		return c.n.Collective("ncclAllGather", collAllGather, c.h, p[1], p[0], src.Numel(), 0, c.b.d.stream)
+		return c.n.Collective("ncclAllGather", collAllGather, c.h, ps, pd, src.Numel(), dtype, 0, c.b.d.stream)
 	})
 }
 
@@ -225,7 +237,7 @@ func (c *Comm) Broadcast(t *model.Tensor, root int) error {
 		return err
 	}
 	return c.run(what, func() error {
-		return c.n.Collective("ncclBroadcast", collBroadcast, c.h, p[0], p[0], t.Numel(), root, c.b.d.stream)
+		return c.n.Collective("ncclBroadcast", collBroadcast, c.h, p[0], p[0], t.Numel(), ncclFloat32, root, c.b.d.stream)
 	})
 }
 

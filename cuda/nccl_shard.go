@@ -16,7 +16,9 @@ import (
 // buffer goes back to the stream-ordered pool after each tensor, so the
 // peak is one padded copy of the largest parameter (the embedding: 1.2 GB
 // for Qwen3-1.7B) and the pool serves the next tensor of its size without
-// an allocation.
+// an allocation. The bf16-only matrices of sharded fp32 masters need no
+// such trip: their storage is allocated padded, and they gather in place
+// (gatherHalf), at 2 bytes an element.
 
 // padded is one tensor's trip through the scratch buffer.
 type padded struct {
@@ -63,9 +65,21 @@ func (c *Comm) reduceScatterPadded(p padded) error {
 }
 
 // GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
-// each tensor's range goes from its rank to every rank.
+// each tensor's range goes from its rank to every rank. The bf16-only
+// weights of sharded masters go first (gatherHalf), then the float32
+// tensors; every rank lists the same tensors, so the collectives match.
 func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
-	return c.eachPadded("gather shards", ts, s, func(_ int, p padded) error {
+	var whole []*model.Tensor
+	for i, t := range ts {
+		if !c.b.IsHalfOnly(t) {
+			whole = append(whole, t)
+			continue
+		}
+		if err := c.gatherHalf(t, s); err != nil {
+			return fmt.Errorf("gather shards: tensor %d of %d (%d bf16 elements): %w", i, len(ts), t.Numel(), err)
+		}
+	}
+	return c.eachPadded("gather shards", whole, s, func(_ int, p padded) error {
 		if p.hi > p.lo {
 			c.b.Copy(p.block.Rows(0, p.hi-p.lo), p.flat.Rows(p.lo, p.hi))
 		}
@@ -113,7 +127,69 @@ func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s model.Shard) error {
 	})
 }
 
+// GatherBlocks all-gathers buf in place (model.BlockGatherer): its World
+// equal blocks, float32 or bf16, each from its rank.
+func (c *Comm) GatherBlocks(buf *model.Tensor, s model.Shard) error {
+	if s.World != c.world || s.Rank != c.rank {
+		return fmt.Errorf("gather blocks: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
+	}
+	n := buf.Numel()
+	if n%c.world != 0 {
+		return fmt.Errorf("gather blocks (rank %d of %d): %d elements are not %d equal blocks", c.rank, c.world, n, c.world)
+	}
+	flat, chunk := buf.View(n), n/c.world
+	if chunk == 0 {
+		return nil
+	}
+	return c.AllGather(flat, flat.Rows(c.rank*chunk, (c.rank+1)*chunk))
+}
+
+// gatherHalf all-gathers the ranges of a bf16-only weight (model.HalfWeights,
+// written by AdamWHalf). In place where the weight's storage has room for
+// W·⌈n/W⌉ elements from its start that belong to no other tensor: n a
+// multiple of W, or the weight the last tensor of a storage padded for it
+// (model.Optimizer.ShardMasters pads every sharded weight's storage so).
+// Otherwise (a fused storage's earlier view of n not a multiple of W)
+// through a bf16 scratch buffer, as the float32 tensors go.
+func (c *Comm) gatherHalf(t *model.Tensor, s model.Shard) error {
+	if s.World != c.world || s.Rank != c.rank {
+		return fmt.Errorf("the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
+	}
+	n := t.Numel()
+	total := s.PaddedLen(n)
+	chunk := total / c.world
+	if chunk == 0 {
+		return nil
+	}
+	buf := t.Store.(*buffer)
+	if total == n || (t.Off+n == buf.elems-buf.padding && t.Off+total <= buf.elems) {
+		return c.GatherBlocks(&model.Tensor{Shape: []int{total}, Off: t.Off, Store: buf}, s)
+	}
+	tmp := c.b.newTensor("gather scratch", -2, []int{total})
+	if err := c.b.Err(); err != nil {
+		return err
+	}
+	defer c.b.Release(tmp)
+	p, _, ok := c.b.operand("gather shards", 0, t)
+	if !ok {
+		return c.b.Err()
+	}
+	pt := tmp.Store.(*buffer).ptr
+	if lo, hi := s.Range(n); hi > lo {
+		c.b.keep(c.b.d.copyDevice(pt+2*uint64(c.rank*chunk), p+2*uint64(lo), 2*int64(hi-lo)))
+	}
+	if err := c.b.Err(); err != nil {
+		return err
+	}
+	if err := c.GatherBlocks(tmp, s); err != nil {
+		return err
+	}
+	c.b.keep(c.b.d.copyDevice(p, pt, 2*int64(n)))
+	return c.b.Err()
+}
+
 var (
+	_ model.BlockGatherer    = (*Comm)(nil)
 	_ model.ShardGatherer    = (*Comm)(nil)
 	_ model.ShardReducer     = (*Comm)(nil)
 	_ model.ShardAccumulator = (*Comm)(nil)

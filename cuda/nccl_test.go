@@ -187,6 +187,10 @@ func TestNCCLWorker(t *testing.T) {
 		dpTrainWorker(t, rank, world, port)
 		return
 	}
+	if role == "dp-masters" {
+		mastersWorker(t, rank, world, port)
+		return
+	}
 	b := NewBackend(testDevice(t), FP32)
 
 	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)

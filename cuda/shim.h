@@ -248,6 +248,7 @@ enum {
 	GD_ncclInProgress = 7,
 	GD_ncclSum = 0,
 	GD_ncclFloat32 = 7,
+	GD_ncclBfloat16 = 9,
 };
 
 #endif

@@ -88,6 +88,13 @@ func WriteFolder(dir string, cfg *Config, b Backend, p *Params, dtype DType) err
 // WriteFolderSharded is WriteFolder with weights split into shards of at
 // most maxShardBytes (0: one file).
 func WriteFolderSharded(dir string, cfg *Config, b Backend, p *Params, dtype DType, maxShardBytes int64) error {
+	return WriteFolderWith(dir, cfg, b, p, dtype, maxShardBytes, nil)
+}
+
+// WriteFolderWith is WriteFolderSharded taking the parameters named in
+// given from there rather than from the backend: the fp32 masters of a
+// policy whose matrices are bf16 only (Optimizer.GatherMasters).
+func WriteFolderWith(dir string, cfg *Config, b Backend, p *Params, dtype DType, maxShardBytes int64, given map[string][]float32) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
@@ -104,7 +111,7 @@ func WriteFolderSharded(dir string, cfg *Config, b Backend, p *Params, dtype DTy
 	if err := writeJSON(filepath.Join(dir, "generation_config.json"), gen); err != nil {
 		return err
 	}
-	return SaveParamsSharded(b, cfg, p, dir, dtype, maxShardBytes)
+	return saveParams(b, cfg, p, dir, dtype, maxShardBytes, given)
 }
 
 func writeJSON(path string, v any) error {

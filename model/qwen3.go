@@ -87,16 +87,22 @@ func (m *Model) Freeze() (bool, error) {
 // ShadowWeights gives every weight matrix (embedding and LM head
 // included; not the norms) a bf16 copy for matrix products where the
 // backend keeps them (Shadower): the policy under bf16 products, whose
-// fp32 weights stay the optimizer's master copy. It reports whether
-// copies were made.
+// fp32 weights stay the optimizer's master copy. A matrix that is bf16
+// already (HalfWeights: its fp32 master sharded over the ranks) needs
+// none. It reports whether products read bf16 weights.
 func (m *Model) ShadowWeights() (bool, error) {
 	s, ok := m.B.(Shadower)
 	if !ok {
 		return false, nil
 	}
+	hw, _ := m.B.(HalfWeights)
 	made := false
 	for _, np := range m.P.Named(m.Cfg) {
 		if len(np.Shape) < 2 {
+			continue
+		}
+		if hw != nil && hw.IsHalfOnly(*np.Ptr) {
+			made = true
 			continue
 		}
 		ok, err := s.Shadow(*np.Ptr)

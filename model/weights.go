@@ -206,12 +206,28 @@ func (ws *weightSource) openSharded(dir, indexPath string, raw []byte) error {
 // onto backend b, checking each tensor's shape and reporting missing and
 // unused tensors together.
 func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
-	ws, err := openWeightSource(dir)
-	if err != nil {
+	p := NewParams(b, cfg)
+	if err := readParams(cfg, p, dir, func(np NamedParam, host []float32) { b.Upload(*np.Ptr, host) }); err != nil {
 		return nil, err
 	}
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("load weights from %s: %w", dir, err)
+	}
+	if p.Tied {
+		p.LMHead = p.Embed
+	}
+	return p, nil
+}
+
+// readParams reads every parameter of p's name table from the folder dir
+// and hands each, checked, to put; it reports missing, misshapen,
+// non-finite and unused tensors together.
+func readParams(cfg *Config, p *Params, dir string, put func(np NamedParam, host []float32)) error {
+	ws, err := openWeightSource(dir)
+	if err != nil {
+		return err
+	}
 	defer ws.Close()
-	p := NewParams(b, cfg)
 	named := p.Named(cfg)
 	var problems []error
 	used := map[string]bool{}
@@ -236,7 +252,7 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 			problems = append(problems, fmt.Errorf("%s: tensor %q has a non-finite value (%v) at flat index %d", f.Path, np.Name, host[i], i))
 			continue
 		}
-		b.Upload(*np.Ptr, host)
+		put(np, host)
 	}
 	// A tied checkpoint may still carry lm_head.weight (transformers ignores it).
 	if p.Tied {
@@ -253,15 +269,9 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 		problems = append(problems, fmt.Errorf("%s: unused tensor %q (not part of a Qwen3 model with this config)", ws.byName[name].Path, name))
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("load weights from %s: %w", dir, errors.Join(problems...))
+		return fmt.Errorf("load weights from %s: %w", dir, errors.Join(problems...))
 	}
-	if err := b.Err(); err != nil {
-		return nil, fmt.Errorf("load weights from %s: %w", dir, err)
-	}
-	if p.Tied {
-		p.LMHead = p.Embed
-	}
-	return p, nil
+	return nil
 }
 
 // SaveParams writes p as DIR/model.safetensors in the Hugging Face layout.
@@ -274,11 +284,23 @@ func SaveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType) erro
 // model.safetensors.index.json) when it does not fit in one; 0 never shards.
 // Tensors stay in name-table order and are never split.
 func SaveParamsSharded(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64) error {
+	return saveParams(b, cfg, p, dir, dtype, maxShardBytes, nil)
+}
+
+// saveParams is SaveParamsSharded taking the values of the parameters
+// named in host from there instead of from the backend (the fp32 masters a
+// sharded optimizer gathered: Optimizer.GatherMasters).
+func saveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64, given map[string][]float32) error {
 	var shards [][]NamedTensor
 	var size, total int64
 	for _, np := range p.Named(cfg) {
-		host := make([]float32, (*np.Ptr).Numel())
-		b.Download(*np.Ptr, host)
+		host, ok := given[np.Name]
+		if !ok {
+			host = make([]float32, (*np.Ptr).Numel())
+			b.Download(*np.Ptr, host)
+		} else if len(host) != (*np.Ptr).Numel() {
+			return fmt.Errorf("save weights: %d values given for %s of shape %v", len(host), np.Name, np.Shape)
+		}
 		n := int64(len(host) * dtype.Size())
 		if len(shards) == 0 || (maxShardBytes > 0 && size+n > maxShardBytes && size > 0) {
 			shards = append(shards, nil)

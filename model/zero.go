@@ -62,6 +62,12 @@ type ShardMoments struct {
 	Numel []int // the whole parameter's element count
 	M, V  []*Tensor
 	Shard Shard
+	// With sharded fp32 masters (ShardMasters, masters.go): HalfOnly says
+	// which parameters are bf16-only weights, and Master holds the fp32
+	// master of the owned range of each of them (nil where the range is
+	// empty). Both nil otherwise: the weights are whole fp32 tensors.
+	HalfOnly []bool
+	Master   []*Tensor
 	// G, under ZeRO-2, are the gradients of the owned ranges (the
 	// trainer's accumulators, zero2.go), read instead of the gradient
 	// tensors' ranges; nil under ZeRO-1.
@@ -106,11 +112,19 @@ func (o *Optimizer) updateSharded(b Backend, mc *Config, p, grads *Params, h Ada
 			continue
 		}
 		lo, hi := sm.Shard.Range(pt.Numel())
-		g := gt.View(gt.Numel()).Rows(lo, hi)
+		part, grad := pt.View(pt.Numel()).Rows(lo, hi), gt.View(gt.Numel()).Rows(lo, hi)
 		if sm.G != nil {
-			g = sm.G[i]
+			grad = sm.G[i]
 		}
-		b.AdamW(pt.View(pt.Numel()).Rows(lo, hi), g, sm.M[i], sm.V[i], h)
+		if sm.HalfOnly != nil && sm.HalfOnly[i] {
+			hw, ok := b.(HalfWeights)
+			if !ok {
+				return fmt.Errorf("adamw step %d: %s is a bf16-only weight but backend %s has none", o.Step, sm.Names[i], b.Name())
+			}
+			hw.AdamWHalf(sm.Master[i], part, grad, sm.M[i], sm.V[i], h)
+			continue
+		}
+		b.AdamW(part, grad, sm.M[i], sm.V[i], h)
 	}
 	if err := b.Err(); err != nil {
 		b.ResetErr()

@@ -119,11 +119,3 @@ func WindowBytes(cfg *Config) int64 {
 	}
 	return 4 * n
 }
-
-// MasterSharded reports whether ZeRO keeps only a rank's part of np's
-// fp32 master where the policy's matrices are bf16 for products: every
-// matrix but the input embedding, whose rows the lookup reads in fp32
-// (the norms, vectors, stay whole too).
-func MasterSharded(np NamedParam) bool {
-	return len(np.Shape) >= 2 && np.Name != "model.embed_tokens.weight"
-}

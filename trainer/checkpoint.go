@@ -65,8 +65,14 @@ func (t *Trainer) SaveCheckpoint() error {
 			return err
 		}
 	}
+	var masters map[string][]float32 // the whole fp32 policy, gathered on rank 0 (sharded masters)
+	if t.Opt.MastersSharded() {
+		if masters, err = t.gatherMasters(); err != nil {
+			return err
+		}
+	}
 	if t.rank() == 0 {
-		err = t.writeCheckpoint()
+		err = t.writeCheckpoint(masters)
 	}
 	if err := t.agree(fmt.Sprintf("checkpoint of step %d", t.step), err); err != nil {
 		return err
@@ -75,8 +81,10 @@ func (t *Trainer) SaveCheckpoint() error {
 	return nil
 }
 
-// writeCheckpoint writes the checkpoint folder and prunes old ones.
-func (t *Trainer) writeCheckpoint() error {
+// writeCheckpoint writes the checkpoint folder and prunes old ones; the
+// parameters in masters (fp32 masters gathered from the ranks) are
+// written from there rather than downloaded.
+func (t *Trainer) writeCheckpoint(masters map[string][]float32) error {
 	begin := checkpoint.Begin
 	if t.Opt.Sharded != nil {
 		begin = checkpoint.Join // the ranks' moment shards are in it already
@@ -85,7 +93,7 @@ func (t *Trainer) writeCheckpoint() error {
 	if err != nil {
 		return err
 	}
-	if err := t.writeCheckpointFiles(w.Dir()); err != nil {
+	if err := t.writeCheckpointFiles(w.Dir(), masters); err != nil {
 		w.Abort()
 		return err
 	}
@@ -111,9 +119,10 @@ func (t *Trainer) writeCheckpoint() error {
 	return checkpoint.Prune(t.checkpointRoot(), t.Cfg.Checkpoint.Keep)
 }
 
-// writeCheckpointFiles writes the policy folder files and the moments.
-func (t *Trainer) writeCheckpointFiles(dir string) error {
-	if err := model.WriteFolder(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32); err != nil {
+// writeCheckpointFiles writes the policy folder files (the parameters in
+// masters from there) and the moments.
+func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32) error {
+	if err := model.WriteFolderWith(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32, 0, masters); err != nil {
 		return err
 	}
 	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
@@ -143,11 +152,19 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	if st.Step != m.Step {
 		return fmt.Errorf("resume %s: the trainer state is for step %d but the manifest says step %d (edited?)", dir, st.Step, m.Step)
 	}
-	p, err := model.LoadParams(t.Policy.B, t.Policy.Cfg, dir)
-	if err != nil {
-		return fmt.Errorf("resume: %w", err)
+	if t.Opt.MastersSharded() {
+		// The policy's matrices are bf16 only: every rank reads the whole
+		// fp32 file, keeps its ranges as masters and rounds the rest.
+		if err := t.Opt.LoadMasters(t.Policy.B, t.Policy.Cfg, t.Policy.P, dir); err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+	} else {
+		p, err := model.LoadParams(t.Policy.B, t.Policy.Cfg, dir)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		t.Policy.P = p
 	}
-	t.Policy.P = p
 	if err := t.loadMoments(dir); err != nil {
 		return fmt.Errorf("resume %s: %w", dir, err)
 	}

@@ -188,6 +188,14 @@ type DistConfig struct {
 	// instead of per optimizer step); 0 replicates both. Stage 3
 	// (sharded weights) is not built.
 	ZeROStage int `yaml:"zero_stage" json:"zero_stage"`
+	// ShardMasters, under ZeRO-1 with bf16 products (CUDA), keeps on each
+	// rank the fp32 master weights of its 1/W of every matrix but the
+	// input embedding, the matrices themselves in bf16 only (4/W + 2 bytes
+	// per element instead of 4 + 2; the same training: bitwise on the
+	// emulator, on GPUs up to cuBLAS's choice of kernels for bf16
+	// inputs). false keeps the whole fp32 policy on every rank. Elsewhere
+	// it does nothing.
+	ShardMasters bool `yaml:"shard_masters" json:"shard_masters"`
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -209,7 +217,7 @@ func Default() Config {
 		Reward:     RewardConfig{Mode: "auto"},
 		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
 		Checkpoint: CheckpointConfig{Every: 50, Keep: 3},
-		Dist:       DistConfig{StateCheckEvery: 10, TimeoutS: 1800, ZeROStage: 1},
+		Dist:       DistConfig{StateCheckEvery: 10, TimeoutS: 1800, ZeROStage: 1, ShardMasters: true},
 	}
 }
 

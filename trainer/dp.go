@@ -490,7 +490,8 @@ func (t *Trainer) agree(what string, err error) error {
 
 // stateHashes returns hashes of the controller state (with the step, update
 // count and data cursor) and of a weight fingerprint: the 1-D parameters
-// (every RMSNorm gain), which every update touches and which are small.
+// (every RMSNorm gain), which every update touches and which are small,
+// and with sharded masters samples of the bf16 matrices (halfFingerprint).
 func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 	st, err := json.Marshal(struct {
 		Step, Updates, OptimStep int
@@ -512,6 +513,7 @@ func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 			binary.Write(wh, binary.LittleEndian, math.Float32bits(x))
 		}
 	}
+	t.halfFingerprint(wh)
 	if err := t.Policy.B.Err(); err != nil {
 		return "", "", err
 	}

@@ -147,6 +147,7 @@ type Budget struct {
 	// rank holding the fp32 master of its part (ForWorld).
 	World, ZeRO    int
 	MastersSharded bool
+	masters        bool // dist.shard_masters
 	model          *model.Config
 }
 
@@ -166,7 +167,7 @@ func (b *Budget) ForWorld(world, zero int) {
 		return
 	}
 	const f32 = 4
-	b.MastersSharded = b.Plan.WeightCopies > 0
+	b.MastersSharded = b.Plan.WeightCopies > 0 && b.masters
 	var moments, largest, grads, weights int64
 	for _, np := range model.ParamShapes(mc) {
 		n := int64(1)
@@ -276,7 +277,7 @@ func PlanBudget(cfg Config) (Budget, error) {
 // planFor plans for the CPU or a GPU (whose reference may be bf16).
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
-	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc}
+	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters}
 	if gpu && cfg.Run.RefBF16() {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need

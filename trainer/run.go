@@ -278,9 +278,15 @@ func (t *Trainer) setup() error {
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	// The optimizer before the bf16 copies: with sharded fp32 masters
+	// (zero.go) the matrices go bf16 only first, so no copy of them is made
+	// and the rank never holds a matrix in fp32 and bf16 beside its master.
+	if t.Opt, err = t.newOptimizer(b); err != nil {
+		return err
+	}
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
 		return fmt.Errorf("policy: %w", err)
-	} else if copies {
+	} else if copies && !t.Opt.MastersSharded() {
 		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
@@ -325,9 +331,6 @@ func (t *Trainer) setup() error {
 	}
 	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
 		return fmt.Errorf("gdro: %w", err)
-	}
-	if t.Opt, err = t.newOptimizer(b); err != nil {
-		return err
 	}
 	if t.dp != nil && t.dp.size > 1 && cfg.Dist.ZeROStage >= 2 {
 		return t.newZero2(b)
