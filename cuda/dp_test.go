@@ -59,7 +59,9 @@ func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group, extra ..
 	}
 }
 
-func dpTrainWorker(t *testing.T, rank, world, port int) {
+// dpWorker is a training worker's setup: the tiny task the test wrote
+// (dpTaskEnv) and this rank's control plane (closed when t ends).
+func dpWorker(t *testing.T, rank, world, port int) (testfix.Task, *dist.Group) {
 	dir := os.Getenv(dpTaskEnv)
 	task := testfix.Task{Dir: dir, Model: filepath.Join(dir, "model"), Train: filepath.Join(dir, "train.jsonl"), Val: filepath.Join(dir, "val.jsonl")}
 	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)
@@ -70,7 +72,12 @@ func dpTrainWorker(t *testing.T, rank, world, port int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { g.Close() })
+	return task, g
+}
+
+func dpTrainWorker(t *testing.T, rank, world, port int) {
+	task, g := dpWorker(t, rank, world, port)
 	name := os.Getenv(dpNameEnv)
 	if name == "" {
 		name = fmt.Sprintf("ranks-%d", world)

@@ -99,17 +99,7 @@ func mastersRun(t *testing.T, task testfix.Task, name, resume string, sets []str
 
 // mastersWorker is one rank of a TestShardedMastersOnEmulator run.
 func mastersWorker(t *testing.T, rank, world, port int) {
-	dir := os.Getenv(dpTaskEnv)
-	task := testfix.Task{Dir: dir, Model: filepath.Join(dir, "model"), Train: filepath.Join(dir, "train.jsonl"), Val: filepath.Join(dir, "val.jsonl")}
-	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := dist.NewGroup(w, 2*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	task, g := dpWorker(t, rank, world, port)
 	var sets []string
 	if s := os.Getenv(mastersSetsEnv); s != "" {
 		sets = strings.Split(s, "\n")

@@ -118,13 +118,8 @@ func TestPagedBudgetTooSmall(t *testing.T) {
 // completions under a budget that pre-empts as with every slot at full
 // length (recomputed keys and values are the decoded ones).
 func TestPreemptionMatchesOnCPUModel(t *testing.T) {
-	o := model.DefaultTiny()
-	cfg, err := o.Config()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := model.NewCPU()
-	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 5, 0.3, 0.2)}
+	m := tinyCPUModel(t)
+	cfg := m.Cfg
 	rnd := rand.New(rand.NewPCG(2, 2))
 	var reqs []Request
 	for i := range 4 {

@@ -275,16 +275,22 @@ func softmax(l []float32, temp float64, keep int) []float64 {
 	return out
 }
 
-// TestGreedyMatchesFullForward: greedy generation through the KV cache (with
-// a shared, copied prefix) picks the argmax of a full recomputation.
-func TestGreedyMatchesFullForward(t *testing.T) {
-	o := model.DefaultTiny()
-	cfg, err := o.Config()
+// tinyCPUModel is the tiny model with fixed random weights on the CPU.
+func tinyCPUModel(t *testing.T) *model.Model {
+	t.Helper()
+	cfg, err := model.DefaultTiny().Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := model.NewCPU()
-	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 5, 0.3, 0.2)}
+	return &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 5, 0.3, 0.2)}
+}
+
+// TestGreedyMatchesFullForward: greedy generation through the KV cache (with
+// a shared, copied prefix) picks the argmax of a full recomputation.
+func TestGreedyMatchesFullForward(t *testing.T) {
+	m := tinyCPUModel(t)
+	cfg := m.Cfg
 	rnd := rand.New(rand.NewPCG(1, 1))
 	prompt := make([]int32, 7)
 	for i := range prompt {
