@@ -236,23 +236,13 @@ func GenerateStats(ctx context.Context, lm LM, reqs []Request, p Params, bar *pr
 		kvSlots++ // the padding rows' spare slot (model.DecodeGraph), never handed out
 	}
 	maxLen := maxPrompt + p.MaxNewTokens
-	var kv *model.KVCache
-	if p.KVBudgetBytes > 0 {
-		plm, ok := lm.(PagedLM)
-		if !ok {
-			return nil, st, fmt.Errorf("rollout.kv_cache_gib is set but the model cannot page its KV cache")
-		}
-		var err error
-		if kv, err = plm.NewPagedKVCache(kvSlots, maxLen, model.KVPaging{BudgetBytes: p.KVBudgetBytes, PageBytes: p.KVPageBytes}); err != nil {
-			return nil, st, err
-		}
-	} else {
-		kv = lm.NewKVCache(kvSlots, maxLen)
+	kv, err := openCache(lm, kvSlots, maxLen, p)
+	if err != nil {
+		return nil, st, err
 	}
 	defer kv.Release()
 	var dg *model.DecodeGraph
 	if graphed {
-		var err error
 		if dg, err = lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p)); err != nil {
 			return nil, st, err
 		}
@@ -282,31 +272,9 @@ func GenerateStats(ctx context.Context, lm LM, reqs []Request, p Params, bar *pr
 		if err := ctx.Err(); err != nil {
 			return nil, st, err
 		}
-		// Retire finished rollouts: a home slot passes to its prompt's next
-		// waiting rollout, cut back to the prompt; other slots are freed.
-		var kept []*seqState
-		for _, s := range sc.active {
-			if !s.finished(stops, p.MaxNewTokens) {
-				kept = append(kept, s)
-				continue
-			}
-			bar.Add(1, len(s.out.Tokens))
-			if ps := s.prompt; ps.home == s.slot && len(ps.waiting) > 0 {
-				w := ps.waiting[0]
-				ps.waiting = ps.waiting[1:]
-				w.slot = s.slot
-				if err := kv.Truncate(s.slot, ps.length); err != nil {
-					return nil, st, err
-				}
-				sc.admit(w)
-				kept = append(kept, w)
-				continue
-			} else if ps.home == s.slot {
-				ps.home = -1
-			}
-			sc.release(s.slot)
+		if err := sc.retire(stops, p.MaxNewTokens, bar); err != nil {
+			return nil, st, err
 		}
-		sc.active = kept
 		// Pages for every running rollout's next token (pre-empting the
 		// latest admitted when the budget has none).
 		if err := sc.growActive(); err != nil {
@@ -432,6 +400,49 @@ type scheduler struct {
 	requeue []*seqState // pre-empted, oldest admission first
 	order   int         // admissions so far
 	err     error       // why take failed
+}
+
+// retire takes finished rollouts out of the running set: a home slot
+// passes to its prompt's next waiting rollout, cut back to the prompt;
+// other slots are freed.
+func (sc *scheduler) retire(stops map[int32]bool, maxNew int, bar *progress.Bar) error {
+	var kept []*seqState
+	for _, s := range sc.active {
+		if !s.finished(stops, maxNew) {
+			kept = append(kept, s)
+			continue
+		}
+		bar.Add(1, len(s.out.Tokens))
+		if ps := s.prompt; ps.home == s.slot && len(ps.waiting) > 0 {
+			w := ps.waiting[0]
+			ps.waiting = ps.waiting[1:]
+			w.slot = s.slot
+			if err := sc.kv.Truncate(s.slot, ps.length); err != nil {
+				return err
+			}
+			sc.admit(w)
+			kept = append(kept, w)
+			continue
+		} else if ps.home == s.slot {
+			ps.home = -1
+		}
+		sc.release(s.slot)
+	}
+	sc.active = kept
+	return nil
+}
+
+// openCache makes the sampler's KV cache: paged within p.KVBudgetBytes
+// (rollout.kv_cache_gib), or every slot at full length.
+func openCache(lm LM, slots, maxLen int, p Params) (*model.KVCache, error) {
+	if p.KVBudgetBytes <= 0 {
+		return lm.NewKVCache(slots, maxLen), nil
+	}
+	plm, ok := lm.(PagedLM)
+	if !ok {
+		return nil, fmt.Errorf("rollout.kv_cache_gib is set but the model cannot page its KV cache")
+	}
+	return plm.NewPagedKVCache(slots, maxLen, model.KVPaging{BudgetBytes: p.KVBudgetBytes, PageBytes: p.KVPageBytes})
 }
 
 // admit stamps s as the latest admission (pre-emption takes the latest).
