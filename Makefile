@@ -19,7 +19,7 @@ ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
 export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
 endif
 
-.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build cuda-tools kernel-report emulator
+.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build cuda-tools kernel-report emulator config-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
@@ -28,6 +28,11 @@ build:
 # on a GPU node that has no Go toolchain.
 gpu-check-build: build
 	$(GO) test -c -o bin/cuda.test ./cuda/
+
+# config-doc: docs/config.md from the config structs' field comments
+# (internal/configdoc; its test fails when the page is out of date).
+config-doc:
+	$(GO) run ./internal/configdoc/cmd/gen-config-doc
 
 # fixtures: fetch or generate whatever the tests need (nothing is read from ../shared).
 fixtures:

@@ -138,9 +138,9 @@ type PromptConfig struct {
 // FocusConfig is the reference's focus schedule: bin index → target factor,
 // reached linearly over Ramp score updates after Warmup updates.
 type FocusConfig struct {
-	Targets map[int]float64 `yaml:"targets" json:"targets"`
-	Warmup  int             `yaml:"warmup" json:"warmup"`
-	Ramp    int             `yaml:"ramp" json:"ramp"`
+	Targets map[int]float64 `yaml:"targets" json:"targets"` // bin index → the factor its weight is scaled to
+	Warmup  int             `yaml:"warmup" json:"warmup"`   // score updates before the ramp starts
+	Ramp    int             `yaml:"ramp" json:"ramp"`       // score updates over which the factors go from 1 to their targets
 }
 
 // RolloutConfig configures Rollout-GDRO (docs/algorithm.md §7) and, when it is disabled,
@@ -153,15 +153,16 @@ type RolloutConfig struct {
 	Mode string `yaml:"mode" json:"mode"`
 	// NMin, NMax give the arms {NMin, …, NMax} when Arms is empty.
 	NMin int `yaml:"n_min" json:"n_min"`
-	NMax int `yaml:"n_max" json:"n_max"`
+	NMax int `yaml:"n_max" json:"n_max"` // the largest arm (see n_min)
 	// Arms is an explicit, strictly increasing arm list (e.g. 2,4,8,16);
 	// when set it replaces NMin..NMax and NMin/NMax must be 0.
 	Arms []int `yaml:"arms,omitempty" json:"arms,omitempty"`
 	// NMean is the mean budget n̄: every step spends N·n̄ rollouts in total
 	// (exactly, whenever an exact allocation exists).
 	NMean int `yaml:"n_mean" json:"n_mean"`
-	// Eta, Gamma: exponential weights over arms.
-	Eta   float64 `yaml:"eta" json:"eta"`
+	// Eta is the exponential-weights rate over a bin's arms.
+	Eta float64 `yaml:"eta" json:"eta"`
+	// Gamma is the uniform exploration mixed into the arm probabilities.
 	Gamma float64 `yaml:"gamma" json:"gamma"`
 	// EMABeta is the weight of a new arm-utility observation (paper: 0.4).
 	EMABeta float64 `yaml:"ema_beta" json:"ema_beta"`
@@ -169,7 +170,7 @@ type RolloutConfig struct {
 	DualLR float64 `yaml:"dual_lr" json:"dual_lr"`
 	// MuInit is μ at step 1; MuMax bounds the projection μ ∈ [0, MuMax].
 	MuInit float64 `yaml:"mu_init" json:"mu_init"`
-	MuMax  float64 `yaml:"mu_max" json:"mu_max"`
+	MuMax  float64 `yaml:"mu_max" json:"mu_max"` // upper bound of μ (see mu_init)
 	// Utility is the arm utility: variance (default), neg_loss, loss.
 	Utility string `yaml:"utility" json:"utility"`
 	// DualSignal is the unconstrained choice driving μ: argmax (default) or

@@ -9,11 +9,11 @@ import (
 
 // AdamWConfig holds the optimizer hyperparameters (torch.optim.AdamW names).
 type AdamWConfig struct {
-	LR          float64 `yaml:"lr" json:"lr"`
-	Beta1       float64 `yaml:"beta1" json:"beta1"`
-	Beta2       float64 `yaml:"beta2" json:"beta2"`
-	Eps         float64 `yaml:"eps" json:"eps"`
-	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"`
+	LR          float64 `yaml:"lr" json:"lr"`                     // peak learning rate (after optim.warmup_steps)
+	Beta1       float64 `yaml:"beta1" json:"beta1"`               // first-moment decay β₁
+	Beta2       float64 `yaml:"beta2" json:"beta2"`               // second-moment decay β₂
+	Eps         float64 `yaml:"eps" json:"eps"`                   // ε added to √v̂
+	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"` // decoupled weight decay λ (θ ← θ − lr·λ·θ)
 }
 
 // Optimizer is AdamW with first and second moments laid out like the

@@ -98,11 +98,14 @@ type DataConfig struct {
 
 // SamplingConfig are the rollout sampling settings (training).
 type SamplingConfig struct {
-	Temperature  float64 `yaml:"temperature" json:"temperature"`
-	TopP         float64 `yaml:"top_p" json:"top_p"`
-	TopK         int     `yaml:"top_k" json:"top_k"`
-	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens"`
-	MaxSlots     int     `yaml:"max_slots" json:"max_slots"` // concurrent sequences in the sampler
+	Temperature  float64 `yaml:"temperature" json:"temperature"`       // training sampling temperature (the reference's 1.0; docs/algorithm.md §5.1)
+	TopP         float64 `yaml:"top_p" json:"top_p"`                   // nucleus sampling mass; 1 = off
+	TopK         int     `yaml:"top_k" json:"top_k"`                   // sample among the k likeliest tokens; 0 = off
+	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens"` // longer responses are truncated (and counted)
+	// MaxSlots is the number of concurrent sequences in the sampler
+	// (continuous batching: a finished rollout's slot is refilled at the
+	// next step, and a prompt may have more rollouts than slots).
+	MaxSlots int `yaml:"max_slots" json:"max_slots"`
 	// CUDAGraphs replays decode steps as CUDA graphs with the draw on the
 	// GPU (CUDA only; ignored on the CPU and for top-p without top-k).
 	CUDAGraphs bool `yaml:"cuda_graphs" json:"cuda_graphs"`
@@ -126,8 +129,8 @@ type TrainConfig struct {
 	PromptsPerStep   int    `yaml:"prompts_per_step" json:"prompts_per_step"`     // N
 	MiniBatchPrompts int    `yaml:"mini_batch_prompts" json:"mini_batch_prompts"` // prompts per optimizer step (rows = their rollouts)
 	MicroBatchRows   int    `yaml:"micro_batch_rows" json:"micro_batch_rows"`     // rows per forward/backward
-	PPOEpochs        int    `yaml:"ppo_epochs" json:"ppo_epochs"`
-	LogEvery         int    `yaml:"log_every" json:"log_every"` // print a summary line every k steps
+	PPOEpochs        int    `yaml:"ppo_epochs" json:"ppo_epochs"`                 // passes over each step's rollouts
+	LogEvery         int    `yaml:"log_every" json:"log_every"`                   // print a summary line every k steps
 	// Recompute keeps only each layer's input in the training forward and
 	// recomputes the rest in the backward (activation checkpointing, verl's
 	// enable_gradient_checkpointing): far less memory for one more forward.
@@ -155,10 +158,10 @@ type ValidationConfig struct {
 	BeforeTraining bool     `yaml:"before_training" json:"before_training"` // also evaluate at step 0
 	N              int      `yaml:"n" json:"n"`                             // samples per prompt (k of pass@k)
 	MaxPrompts     int      `yaml:"max_prompts" json:"max_prompts"`         // 0 = all
-	Temperature    float64  `yaml:"temperature" json:"temperature"`
-	TopP           float64  `yaml:"top_p" json:"top_p"`
-	TopK           int      `yaml:"top_k" json:"top_k"`
-	MaxNewTokens   int      `yaml:"max_new_tokens" json:"max_new_tokens"`
+	Temperature    float64  `yaml:"temperature" json:"temperature"`         // validation sampling temperature
+	TopP           float64  `yaml:"top_p" json:"top_p"`                     // nucleus sampling mass; 1 = off
+	TopK           int      `yaml:"top_k" json:"top_k"`                     // sample among the k likeliest tokens; 0 = off
+	MaxNewTokens   int      `yaml:"max_new_tokens" json:"max_new_tokens"`   // longer responses are truncated
 }
 
 // CheckpointConfig says how often to checkpoint and how many to keep.
