@@ -16,7 +16,7 @@ package cuda
 // chunk pass through DRAM (written by the product, read and rewritten by
 // the softmax, read by the next product). Memory stays bounded: a chunk
 // holds at most attnWorkspaceBytes of scores (one head of an 8k-token
-// sequence), two in the backward. README "Attention on tensor cores" has
+// sequence), two in the backward. docs/gpu.md "Attention on tensor cores" has
 // the FLOPs, bytes and memory at 2k and 8k.
 //
 // Layouts, row-major as the model keeps them: q, out, dq (Nq, H, D); k, v,

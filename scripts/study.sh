@@ -2,8 +2,8 @@
 # Small-scale study: GRPO vs Prompt-GDRO vs Rollout-GDRO (paper mode) on the
 # demo's synthetic arithmetic task, at equal rollout compute (n̄ = 4 rollouts
 # per prompt for every method; Rollout-GDRO redistributes the same budget over
-# arms 2…12 with the exact-budget DP). See the README section
-# "Small-scale study" for the design and the pre-registered criteria.
+# arms 2…12 with the exact-budget DP). See docs/study.md
+# for the design and the pre-registered criteria.
 #
 #   make build && bash scripts/study.sh           # SEEDS="1 2 3 4 5 6 7 8" OUT=runs/study
 #   PILOT=1 SEEDS=1 bash scripts/study.sh         # the pilot: warm-up + GRPO only
