@@ -3,7 +3,7 @@ package cuda
 // The cgo shim: dlopen/dlsym plus one typed trampoline per CUDA entry point
 // we call. Prototypes are our own, written from the public API documentation
 // (no CUDA headers at build time), so the binary builds anywhere and loads
-// whatever CUDA 12 or 13 libraries the node has (DESIGN.md decision 2).
+// whatever CUDA 12 or 13 libraries the node has (docs/architecture.md decision 2).
 //
 // Handles are opaque pointers, CUdeviceptr is a 64-bit integer, every status
 // is an int; the Go side turns non-zero statuses into errors naming the call.

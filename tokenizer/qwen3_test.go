@@ -24,6 +24,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,14 @@ func loadQwen3(t testing.TB) *Tokenizer {
 	t.Helper()
 	dir := qwen3Dir(t)
 	if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err != nil {
-		t.Fatalf("Qwen3 tokenizer files not found in %s: run `make fixtures` (scripts/fetch_tokenizer.sh) first", dir)
+		// The same policy as the CUDA, NVRTC and BLAS tests: `go test` on a
+		// fresh clone skips, naming the command that fetches the fixture;
+		// CI sets GDROTRAIN_REQUIRE_FIXTURES and fails instead.
+		msg := fmt.Sprintf("Qwen3 tokenizer files not found in %s: run `make fixtures` (scripts/fetch_tokenizer.sh) first", dir)
+		if os.Getenv("GDROTRAIN_REQUIRE_FIXTURES") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
 	}
 	qwenOnce.Do(func() { qwenTok, qwenErr = Load(dir) })
 	if qwenErr != nil {

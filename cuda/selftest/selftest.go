@@ -1,5 +1,5 @@
 // Package selftest is the known-answer test the CUDA backend passes before
-// it trains (DESIGN.md decision 8): every backend op, one GRPO training
+// it trains (docs/architecture.md decision 8): every backend op, one GRPO training
 // step of a tiny random model and a greedy decode through the KV cache, each
 // run on the GPU and on the CPU reference backend from the same inputs and
 // compared within the tolerances written next to each check. It takes

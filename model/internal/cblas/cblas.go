@@ -1,7 +1,7 @@
 //go:build cgo
 
 // Package cblas loads a CBLAS library (OpenBLAS) at run time and calls its
-// single-precision matrix product. Like the CUDA libraries (DESIGN.md
+// single-precision matrix product. Like the CUDA libraries (docs/architecture.md
 // decision 2) it is opened with dlopen and called through our own
 // prototypes, so the binary builds without BLAS headers and starts where no
 // BLAS is installed; model.CPU then falls back to its Go kernels.
