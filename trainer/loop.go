@@ -41,7 +41,7 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 	cfg := t.Cfg
 	sctx := t.stepContext(ctx)
 	if t.valDue {
-		if err := t.validateAndLog(sctx); err != nil {
+		if err := t.evaluateAndLog(sctx); err != nil {
 			return t.stopOr(ctx, err)
 		}
 	}
@@ -69,7 +69,7 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 		every := cfg.Validation.Every
 		t.valDue = t.val.ds != nil && ((every > 0 && t.step%every == 0) || t.step == cfg.Train.Steps)
 		if t.valDue {
-			if err := t.validateAndLog(sctx); err != nil {
+			if err := t.evaluateAndLog(sctx); err != nil {
 				return t.stopOr(ctx, err)
 			}
 		}
@@ -125,8 +125,8 @@ func (t *Trainer) writeMetrics(met *StepMetrics) error {
 	return nil
 }
 
-func (t *Trainer) validateAndLog(ctx context.Context) error {
-	res, err := t.Validate(ctx)
+func (t *Trainer) evaluateAndLog(ctx context.Context) error {
+	res, err := t.Evaluate(ctx)
 	if err != nil {
 		return err
 	}

@@ -64,8 +64,9 @@ func PassAtK(n, c, k int) float64 {
 	return 1 - p
 }
 
-// Validate evaluates the current policy on the validation prompts.
-func (t *Trainer) Validate(ctx context.Context) (*ValResult, error) {
+// Evaluate runs the held-out evaluation: the current policy on the
+// validation prompts (validation.* keys). Config checking is Validate.
+func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	v := t.Cfg.Validation
 	prompts := t.val.ds.Prompts
 	if v.MaxPrompts > 0 && len(prompts) > v.MaxPrompts {
