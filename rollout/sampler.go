@@ -785,67 +785,93 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	_, V := model.Matrix(t)
 	switch {
 	case p.Temperature == 0:
-		ids, _ := rs.TopK(t, 1)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		for i, row := range readers {
-			for _, s := range row {
-				s.push(ids[i][0], 0)
-			}
-		}
+		return drawGreedy(b, rs, t, readers)
 	case p.TopK > 0 && p.TopK < V:
-		ids, vals := rs.TopK(t, p.TopK)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		for i, row := range readers {
-			for _, s := range row {
-				idx, lp := Sample(vals[i], p.Temperature, p.TopK, p.TopP, s.draw())
-				s.push(ids[i][idx], lp)
-			}
-		}
+		return drawTopK(b, rs, t, readers, p)
 	case p.TopP >= 1:
-		mx, sums := rs.ChunkSums(t, p.Temperature, sampleChunk)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		// Every draw's chunk is located from the sums first, then all the
-		// chunks come back in one download (not one per draw).
-		var walks []chunkWalk
-		var rows, chunks []int32
-		for i, row := range readers {
-			for _, s := range row {
-				w := locate(i, sums[i], s.draw())
-				walks = append(walks, w)
-				rows, chunks = append(rows, int32(i)), append(chunks, int32(w.c))
-			}
-		}
-		got := rs.Chunks(t, rows, chunks, sampleChunk)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		k := 0
-		for i, row := range readers {
-			for _, s := range row {
-				tok, lp, err := walks[k].walk(b, t, V, mx[i], sums[i], p.Temperature, got[k])
-				if err != nil {
-					return err
-				}
-				s.push(tok, lp)
-				k++
-			}
-		}
+		return drawByChunks(b, rs, t, V, readers, p.Temperature)
 	default: // top-p over the whole vocabulary needs the whole row
-		host := make([]float32, t.Numel())
-		b.Download(t, host)
-		if err := backendErr(b); err != nil {
-			return err
+		return drawFromRows(b, t, V, readers, p)
+	}
+}
+
+// drawGreedy gives each reader its row's argmax, the top 1 of the device.
+func drawGreedy(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState) error {
+	ids, _ := rs.TopK(t, 1)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			s.push(ids[i][0], 0)
 		}
-		for i, row := range readers {
-			for _, s := range row {
-				s.sample(host[i*V:(i+1)*V], p)
+	}
+	return nil
+}
+
+// drawTopK draws from each row's top p.TopK logits, found on the device:
+// the host draw on the same numbers.
+func drawTopK(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState, p Params) error {
+	ids, vals := rs.TopK(t, p.TopK)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			idx, lp := Sample(vals[i], p.Temperature, p.TopK, p.TopP, s.draw())
+			s.push(ids[i][idx], lp)
+		}
+	}
+	return nil
+}
+
+// drawByChunks draws unfiltered from softmax(row/temperature) by the
+// rows' chunk sums and, per draw, the one chunk that holds it (see
+// chunkWalk).
+func drawByChunks(b model.Backend, rs model.RowSampler, t *model.Tensor, V int, readers [][]*seqState, temperature float64) error {
+	mx, sums := rs.ChunkSums(t, temperature, sampleChunk)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	// Every draw's chunk is located from the sums first, then all the
+	// chunks come back in one download (not one per draw).
+	var walks []chunkWalk
+	var rows, chunks []int32
+	for i, row := range readers {
+		for _, s := range row {
+			w := locate(i, sums[i], s.draw())
+			walks = append(walks, w)
+			rows, chunks = append(rows, int32(i)), append(chunks, int32(w.c))
+		}
+	}
+	got := rs.Chunks(t, rows, chunks, sampleChunk)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	k := 0
+	for i, row := range readers {
+		for _, s := range row {
+			tok, lp, err := walks[k].walk(b, t, V, mx[i], sums[i], temperature, got[k])
+			if err != nil {
+				return err
 			}
+			s.push(tok, lp)
+			k++
+		}
+	}
+	return nil
+}
+
+// drawFromRows downloads the whole rows and draws on the host.
+func drawFromRows(b model.Backend, t *model.Tensor, V int, readers [][]*seqState, p Params) error {
+	host := make([]float32, t.Numel())
+	b.Download(t, host)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			s.sample(host[i*V:(i+1)*V], p)
 		}
 	}
 	return nil
