@@ -240,20 +240,7 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 			return nil, fmt.Errorf("gdro rollout: prompt %d has class %d, outside [0, %d)", i, c, r.nClasses)
 		}
 	}
-	K := len(r.arms)
-	al := &Allocation{
-		N:             make([]int, N),
-		BinN:          make([]int, r.nClasses),
-		BinCount:      make([]int, r.nClasses),
-		ArmProb:       make([][]float64, r.nClasses),
-		Unconstrained: make([]float64, r.nClasses),
-		Mu:            r.st.Mu,
-		Target:        N * r.cfg.NMean,
-	}
-	for b := range al.ArmProb {
-		al.ArmProb[b] = make([]float64, K)
-		r.armProbs(b, al.ArmProb[b])
-	}
+	al := r.newAllocation(N)
 	drive := classes
 	if r.cfg.Mode == ModeReferenceCompat {
 		if r.st.PrevLabels == nil || len(r.st.PrevLabels) != N {
@@ -272,19 +259,7 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 		}
 		al.BinCount[c]++
 	}
-	counts := make([]int, len(al.Order))
-	cost := make([][]float64, len(al.Order))
-	for k, b := range al.Order {
-		counts[k] = al.BinCount[b]
-		cost[k] = make([]float64, K)
-		w := 1.0 // the paper's joint probability: one factor per class
-		if r.cfg.Mode == ModePaper && r.cfg.DPWeight == DPWeightPrompt {
-			w = float64(counts[k])
-		}
-		for j := range r.arms {
-			cost[k][j] = w * -math.Log(math.Max(al.ArmProb[b][j], 1e-12))
-		}
-	}
+	counts, cost := r.dpCosts(al)
 	res, err := r.dp.match(counts, r.arms, cost, al.Target)
 	if err != nil {
 		return nil, err
@@ -304,6 +279,45 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 		al.Violation -= float64(r.cfg.NMean)
 	}
 	return al, nil
+}
+
+// newAllocation is an empty allocation for N prompts with the current
+// arm probabilities and μ.
+func (r *Rollout) newAllocation(N int) *Allocation {
+	al := &Allocation{
+		N:             make([]int, N),
+		BinN:          make([]int, r.nClasses),
+		BinCount:      make([]int, r.nClasses),
+		ArmProb:       make([][]float64, r.nClasses),
+		Unconstrained: make([]float64, r.nClasses),
+		Mu:            r.st.Mu,
+		Target:        N * r.cfg.NMean,
+	}
+	for b := range al.ArmProb {
+		al.ArmProb[b] = make([]float64, len(r.arms))
+		r.armProbs(b, al.ArmProb[b])
+	}
+	return al
+}
+
+// dpCosts are the DP's groups, al's classes in al.Order: their prompt
+// counts and arm costs −ln max(p_b(a), 1e−12), times the prompt count
+// under dp_weight prompt (paper mode).
+func (r *Rollout) dpCosts(al *Allocation) ([]int, [][]float64) {
+	counts := make([]int, len(al.Order))
+	cost := make([][]float64, len(al.Order))
+	for k, b := range al.Order {
+		counts[k] = al.BinCount[b]
+		cost[k] = make([]float64, len(r.arms))
+		w := 1.0 // the paper's joint probability: one factor per class
+		if r.cfg.Mode == ModePaper && r.cfg.DPWeight == DPWeightPrompt {
+			w = float64(counts[k])
+		}
+		for j := range r.arms {
+			cost[k][j] = w * -math.Log(math.Max(al.ArmProb[b][j], 1e-12))
+		}
+	}
+	return counts, cost
 }
 
 // RolloutUpdate is what Rollout.Observe changed.
