@@ -1011,16 +1011,7 @@ func Sample(logits []float32, temperature float64, topK int, topP float64, u flo
 		sum += probs[i]
 	}
 	if topP < 1 {
-		// Keep the smallest prefix whose mass reaches topP (at least one token).
-		var cum float64
-		keep := len(cands)
-		for i := range probs {
-			cum += probs[i] / sum
-			if cum >= topP {
-				keep = i + 1
-				break
-			}
-		}
+		keep := nucleus(probs, sum, topP)
 		cands, probs = cands[:keep], probs[:keep]
 		sum = 0
 		for _, q := range probs {
@@ -1036,4 +1027,17 @@ func Sample(logits []float32, temperature float64, topK int, topP float64, u flo
 		}
 	}
 	return cands[0].id, float32(math.Log(probs[0] / sum))
+}
+
+// nucleus is the length of the smallest prefix of probs (in descending
+// order, summing to sum) whose mass reaches topP, at least one token.
+func nucleus(probs []float64, sum, topP float64) int {
+	var cum float64
+	for i := range probs {
+		cum += probs[i] / sum
+		if cum >= topP {
+			return i + 1
+		}
+	}
+	return len(probs)
 }
