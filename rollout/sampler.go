@@ -294,8 +294,8 @@ func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.De
 
 // checkBudget refuses a paged cache (pg; nil when unpaged) whose budget
 // cannot hold one rollout at full length beside the graph's spare slot
-// (its pages are already held): one that can always fits, so the scheduler
-// can always make progress, pre-empting down to one rollout at worst.
+// (whose pages are already held). Where one such rollout always fits, the
+// scheduler can always make progress, pre-empting down to one at worst.
 func checkBudget(pg *model.KVPages, maxLen int, p Params) error {
 	if pg == nil {
 		return nil
