@@ -70,49 +70,71 @@ func (s *dpScratch) match(counts, arms []int, cost [][]float64, target int) (DPR
 }
 
 func (s *dpScratch) run(counts, arms []int, cost [][]float64, target int, prune bool) (DPResult, error) {
+	total, err := checkDP(counts, arms, cost)
+	if err != nil {
+		return DPResult{}, err
+	}
+	m := len(counts)
+	if m == 0 {
+		return DPResult{Arms: []int{}, Target: target, Exact: target == 0}, nil
+	}
+	lo, hi := arms[0], arms[len(arms)-1]
+	s.grow(m, (hi-lo)*total+1)
+	last, lastLo := s.forward(counts, arms, cost, target, total, prune)
+	if len(last) == 0 { // everything pruned: no exact total
+		return DPResult{Target: target}, nil
+	}
+	best, bestC := s.nearest(last, lastLo, target)
+	return DPResult{Arms: s.backtrack(best, counts, arms), Total: best, Target: target, Exact: best == target, Cost: bestC}, nil
+}
+
+// checkDP checks MatchBudget's arguments and returns the prompts in all
+// (Σ counts).
+func checkDP(counts, arms []int, cost [][]float64) (int, error) {
 	m := len(counts)
 	if len(arms) == 0 || len(arms) > 127 {
-		return DPResult{}, fmt.Errorf("gdro dp: need 1 to 127 arms, got %d", len(arms))
+		return 0, fmt.Errorf("gdro dp: need 1 to 127 arms, got %d", len(arms))
 	}
 	for j, a := range arms {
 		if a < 1 || (j > 0 && a <= arms[j-1]) {
-			return DPResult{}, fmt.Errorf("gdro dp: arms must be positive and strictly increasing: %v", arms)
+			return 0, fmt.Errorf("gdro dp: arms must be positive and strictly increasing: %v", arms)
 		}
 	}
 	if len(cost) != m {
-		return DPResult{}, fmt.Errorf("gdro dp: %d groups but %d cost rows", m, len(cost))
+		return 0, fmt.Errorf("gdro dp: %d groups but %d cost rows", m, len(cost))
 	}
 	total := 0
 	for k, c := range counts {
 		if c < 1 {
-			return DPResult{}, fmt.Errorf("gdro dp: group %d has count %d (need ≥ 1)", k, c)
+			return 0, fmt.Errorf("gdro dp: group %d has count %d (need ≥ 1)", k, c)
 		}
 		if len(cost[k]) != len(arms) {
-			return DPResult{}, fmt.Errorf("gdro dp: cost row %d has %d entries, want %d", k, len(cost[k]), len(arms))
+			return 0, fmt.Errorf("gdro dp: cost row %d has %d entries, want %d", k, len(cost[k]), len(arms))
 		}
 		for j, v := range cost[k] {
 			if !finite(v) {
-				return DPResult{}, fmt.Errorf("gdro dp: cost[%d][%d] = %v is not finite", k, j, v)
+				return 0, fmt.Errorf("gdro dp: cost[%d][%d] = %v is not finite", k, j, v)
 			}
 		}
 		total += c
 	}
-	lo, hi := arms[0], arms[len(arms)-1]
-	if total*hi > math.MaxInt32 {
-		return DPResult{}, fmt.Errorf("gdro dp: %d prompts × arm %d is too large", total, hi)
+	if hi := arms[len(arms)-1]; total*hi > math.MaxInt32 {
+		return 0, fmt.Errorf("gdro dp: %d prompts × arm %d is too large", total, hi)
 	}
-	if m == 0 {
-		return DPResult{Arms: []int{}, Target: target, Exact: target == 0}, nil
-	}
-	width := (hi-lo)*total + 1
-	s.grow(m, width)
+	return total, nil
+}
 
+// forward walks the layers (see the file doc) and returns the last one's
+// totals in insertion order and its lowest possible total, the offset of
+// its states in s.prevC. With prune, only totals that can still reach
+// target are kept.
+func (s *dpScratch) forward(counts, arms []int, cost [][]float64, target, total int, prune bool) ([]int, int) {
+	lo, hi := arms[0], arms[len(arms)-1]
 	// layer 0: the single state 0 (offset 0)
 	prevOrder := append(s.order[0][:0], 0)
 	s.prevC[0] = 0
 	prevLo, sum := 0, 0
-	for k := 0; k < m; k++ {
-		c := counts[k]
+	for k, c := range counts {
 		sum += c
 		// with pruning, keep absolute totals in [keepLo, keepHi]
 		keepLo, keepHi := math.MinInt, math.MaxInt
@@ -160,29 +182,39 @@ func (s *dpScratch) run(counts, arms []int, cost [][]float64, target int, prune 
 		prevOrder = order
 		prevLo = curLo
 	}
-	if len(prevOrder) == 0 { // everything pruned: no exact total
-		return DPResult{Target: target}, nil
-	}
+	return prevOrder, prevLo
+}
+
+// nearest is the total of order (offset lo in s.prevC) nearest target,
+// ties to the strictly cheaper, then to the first inserted, and its cost.
+func (s *dpScratch) nearest(order []int, lo, target int) (int, float64) {
 	best, bestD, bestC := -1, 0, 0.0
-	for _, st := range prevOrder {
+	for _, st := range order {
 		d := st - target
 		if d < 0 {
 			d = -d
 		}
-		v := s.prevC[st-prevLo]
+		v := s.prevC[st-lo]
 		if best < 0 || d < bestD || (d == bestD && v < bestC) {
 			best, bestD, bestC = st, d, v
 		}
 	}
-	res := DPResult{Arms: make([]int, m), Total: best, Target: target, Exact: best == target, Cost: bestC}
+	return best, bestC
+}
+
+// backtrack follows the back-pointers from the last layer's total best
+// to each group's arm.
+func (s *dpScratch) backtrack(best int, counts, arms []int) []int {
+	lo := arms[0]
+	out := make([]int, len(counts))
 	st := best
-	for k := m - 1; k >= 0; k-- {
+	for k := len(counts) - 1; k >= 0; k-- {
 		curLo := lo * prefix(counts, k+1)
 		j := s.arm[k][st-curLo]
-		res.Arms[k] = arms[j]
+		out[k] = arms[j]
 		st = int(s.from[k][st-curLo])
 	}
-	return res, nil
+	return out
 }
 
 func prefix(counts []int, k int) int {

@@ -240,20 +240,7 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 			return nil, fmt.Errorf("gdro rollout: prompt %d has class %d, outside [0, %d)", i, c, r.nClasses)
 		}
 	}
-	K := len(r.arms)
-	al := &Allocation{
-		N:             make([]int, N),
-		BinN:          make([]int, r.nClasses),
-		BinCount:      make([]int, r.nClasses),
-		ArmProb:       make([][]float64, r.nClasses),
-		Unconstrained: make([]float64, r.nClasses),
-		Mu:            r.st.Mu,
-		Target:        N * r.cfg.NMean,
-	}
-	for b := range al.ArmProb {
-		al.ArmProb[b] = make([]float64, K)
-		r.armProbs(b, al.ArmProb[b])
-	}
+	al := r.newAllocation(N)
 	drive := classes
 	if r.cfg.Mode == ModeReferenceCompat {
 		if r.st.PrevLabels == nil || len(r.st.PrevLabels) != N {
@@ -272,19 +259,7 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 		}
 		al.BinCount[c]++
 	}
-	counts := make([]int, len(al.Order))
-	cost := make([][]float64, len(al.Order))
-	for k, b := range al.Order {
-		counts[k] = al.BinCount[b]
-		cost[k] = make([]float64, K)
-		w := 1.0 // the paper's joint probability: one factor per class
-		if r.cfg.Mode == ModePaper && r.cfg.DPWeight == DPWeightPrompt {
-			w = float64(counts[k])
-		}
-		for j := range r.arms {
-			cost[k][j] = w * -math.Log(math.Max(al.ArmProb[b][j], 1e-12))
-		}
-	}
+	counts, cost := r.dpCosts(al)
 	res, err := r.dp.match(counts, r.arms, cost, al.Target)
 	if err != nil {
 		return nil, err
@@ -304,6 +279,45 @@ func (r *Rollout) Allocate(classes []int) (*Allocation, error) {
 		al.Violation -= float64(r.cfg.NMean)
 	}
 	return al, nil
+}
+
+// newAllocation is an empty allocation for N prompts with the current
+// arm probabilities and μ.
+func (r *Rollout) newAllocation(N int) *Allocation {
+	al := &Allocation{
+		N:             make([]int, N),
+		BinN:          make([]int, r.nClasses),
+		BinCount:      make([]int, r.nClasses),
+		ArmProb:       make([][]float64, r.nClasses),
+		Unconstrained: make([]float64, r.nClasses),
+		Mu:            r.st.Mu,
+		Target:        N * r.cfg.NMean,
+	}
+	for b := range al.ArmProb {
+		al.ArmProb[b] = make([]float64, len(r.arms))
+		r.armProbs(b, al.ArmProb[b])
+	}
+	return al
+}
+
+// dpCosts are the DP's groups, al's classes in al.Order: their prompt
+// counts and arm costs −ln max(p_b(a), 1e−12), times the prompt count
+// under dp_weight prompt (paper mode).
+func (r *Rollout) dpCosts(al *Allocation) ([]int, [][]float64) {
+	counts := make([]int, len(al.Order))
+	cost := make([][]float64, len(al.Order))
+	for k, b := range al.Order {
+		counts[k] = al.BinCount[b]
+		cost[k] = make([]float64, len(r.arms))
+		w := 1.0 // the paper's joint probability: one factor per class
+		if r.cfg.Mode == ModePaper && r.cfg.DPWeight == DPWeightPrompt {
+			w = float64(counts[k])
+		}
+		for j := range r.arms {
+			cost[k][j] = w * -math.Log(math.Max(al.ArmProb[b][j], 1e-12))
+		}
+	}
+	return counts, cost
 }
 
 // RolloutUpdate is what Rollout.Observe changed.
@@ -337,39 +351,76 @@ func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*Rollout
 		up.Observed[b] = make([]bool, K)
 	}
 	if r.cfg.Mode == ModeReferenceCompat {
-		// labels of rows 0, n̄, 2n̄, … of the prompt-contiguous row list
-		owner := make([]int, 0, R) // (R) class of each row
-		for i, c := range classes {
-			for j := 0; j < n[i]; j++ {
-				owner = append(owner, c)
-			}
-		}
-		prev := make([]int, len(classes))
-		for i := range prev {
-			pos := i * r.cfg.NMean
-			if pos >= R {
-				pos = R - 1 // cannot happen when Σ n_i = N·n̄
-			}
-			prev[i] = owner[pos]
-		}
-		r.st.PrevLabels = prev
+		r.st.PrevLabels = positionalLabels(classes, n, r.cfg.NMean, R)
 		return up, nil
 	}
 	needLoss := r.cfg.Utility == UtilityNegLoss || r.cfg.Utility == UtilityLoss
 	if needLoss && len(rows.Loss) != R {
 		return nil, fmt.Errorf("gdro rollout: utility %q needs %d per-row losses, got %d", r.cfg.Utility, R, len(rows.Loss))
 	}
+	obs, err := r.gather(classes, n, rows)
+	if err != nil {
+		return nil, err
+	}
+	for b := 0; b < r.nClasses; b++ {
+		if obs.pooledN[b] > 0 { // absent classes keep their estimates
+			r.updateClass(b, obs, up)
+		}
+	}
+	old := r.st.Mu
+	r.st.Mu = math.Max(0, math.Min(r.cfg.MuMax, old+r.cfg.DualLR*al.Violation))
+	up.DMu = r.st.Mu - old
+	return up, nil
+}
+
+// positionalLabels are the labels reference_compat stores (N): those of
+// rows 0, n̄, 2n̄, … of the prompt-contiguous row list (R rows).
+func positionalLabels(classes, n []int, nbar, R int) []int {
+	owner := make([]int, 0, R) // (R) class of each row
+	for i, c := range classes {
+		for j := 0; j < n[i]; j++ {
+			owner = append(owner, c)
+		}
+	}
+	prev := make([]int, len(classes))
+	for i := range prev {
+		pos := i * nbar
+		if pos >= R {
+			pos = R - 1 // cannot happen when Σ n_i = N·n̄
+		}
+		prev[i] = owner[pos]
+	}
+	return prev
+}
+
+// armObs is a step's observations per (class, arm): Σ of the utility's
+// raw terms and their number — the unbiased within-prompt variance per
+// prompt (variance), the row loss per row (neg_loss, loss) — and the same
+// pooled per class over its arms.
+type armObs struct {
+	acc     [][]float64 // (C, K)
+	cnt     [][]int     // (C, K)
+	pooled  []float64   // (C)
+	pooledN []int       // (C)
+}
+
+func (o *armObs) add(c, j int, x float64) {
+	o.acc[c][j] += x
+	o.cnt[c][j]++
+	o.pooled[c] += x
+	o.pooledN[c]++
+}
+
+// gather collects the step's observations, prompt by prompt; a prompt
+// whose count is not an arm, or a non-finite loss, is an error.
+func (r *Rollout) gather(classes, n []int, rows Rows) (*armObs, error) {
+	K := len(r.arms)
 	armIdx := make(map[int]int, K)
 	for j, a := range r.arms {
 		armIdx[a] = j
 	}
-	// Per (class, arm): Σ of the utility's raw terms and their number — the
-	// unbiased within-prompt variance per prompt (variance), the row loss
-	// per row (neg_loss, loss) — and the same pooled per class over its arms.
-	acc := zeros2(r.nClasses, K)
-	cnt := izeros2(r.nClasses, K)
-	pooled := make([]float64, r.nClasses) // (C)
-	pooledN := make([]int, r.nClasses)    // (C)
+	o := &armObs{acc: zeros2(r.nClasses, K), cnt: izeros2(r.nClasses, K),
+		pooled: make([]float64, r.nClasses), pooledN: make([]int, r.nClasses)}
 	row := 0
 	for i, c := range classes {
 		j, ok := armIdx[n[i]]
@@ -378,83 +429,83 @@ func (r *Rollout) Observe(classes, n []int, al *Allocation, rows Rows) (*Rollout
 		}
 		switch r.cfg.Utility {
 		case UtilityVariance:
-			k := 0
-			for _, ok := range rows.Correct[row : row+n[i]] {
-				if ok {
-					k++
-				}
-			}
-			m := float64(n[i])
-			v := float64(k) * (m - float64(k)) / (m * (m - 1)) // unbiased variance
-			acc[c][j] += v
-			cnt[c][j]++
-			pooled[c] += v
-			pooledN[c]++
+			o.add(c, j, withinVariance(rows.Correct[row:row+n[i]]))
 		default:
 			for _, l := range rows.Loss[row : row+n[i]] {
 				if !finite(l) {
 					return nil, fmt.Errorf("gdro rollout: row of prompt %d has non-finite loss %v", i, l)
 				}
-				acc[c][j] += l
-				cnt[c][j]++
-				pooled[c] += l
-				pooledN[c]++
+				o.add(c, j, l)
 			}
 		}
 		row += n[i]
 	}
-	beta := r.cfg.EMABeta
-	ema := func(old, x float64, first bool) float64 {
-		if first {
-			return x
+	return o, nil
+}
+
+// withinVariance is the unbiased variance of one prompt's correctness
+// over its rollouts.
+func withinVariance(correct []bool) float64 {
+	k := 0
+	for _, ok := range correct {
+		if ok {
+			k++
 		}
-		return (1-beta)*old + beta*x
 	}
+	m := float64(len(correct))
+	return float64(k) * (m - float64(k)) / (m * (m - 1))
+}
+
+// updateClass moves class b's estimates by the step's observations: its
+// pooled value (v̄_b, or the level L_b), then each arm it used — the
+// utility reported in up and, for the loss utilities, the arm's offset
+// δ_b(a) from the class's level before this step (from this step's
+// pooled value on the class's first step).
+func (r *Rollout) updateClass(b int, o *armObs, up *RolloutUpdate) {
 	sign := 1.0 // loss utilities: u = sign · mean ℓ
 	if r.cfg.Utility == UtilityNegLoss {
 		sign = -1
 	}
-	for b := 0; b < r.nClasses; b++ {
-		if pooledN[b] == 0 {
-			continue // absent classes keep their estimates
-		}
-		first := true
-		for _, k := range r.st.Count[b] {
-			first = first && k == 0
-		}
-		pm := pooled[b] / float64(pooledN[b])
-		prevLevel := r.st.Level[b]
-		switch r.cfg.Utility {
-		case UtilityVariance:
-			r.st.Var[b] = ema(r.st.Var[b], pm, first)
-		default:
-			r.st.Level[b] = ema(prevLevel, sign*pm, first)
-		}
-		for j, a := range r.arms {
-			if cnt[b][j] == 0 {
-				continue
-			}
-			mean := acc[b][j] / float64(cnt[b][j])
-			u := sign * mean
-			if r.cfg.Utility == UtilityVariance {
-				u = 4 * mean * (1 - float64(r.cfg.NMean)/float64(a))
-			} else {
-				// the arm's offset from the class's level before this step
-				// (from this step's pooled value on the class's first step)
-				ref := prevLevel
-				if first {
-					ref = r.st.Level[b]
-				}
-				r.st.Score[b][j] = ema(r.st.Score[b][j], u-ref, r.st.Count[b][j] == 0)
-			}
-			up.Utility[b][j], up.Observed[b][j] = u, true
-			r.st.Count[b][j]++
-		}
+	first := true
+	for _, k := range r.st.Count[b] {
+		first = first && k == 0
 	}
-	old := r.st.Mu
-	r.st.Mu = math.Max(0, math.Min(r.cfg.MuMax, old+r.cfg.DualLR*al.Violation))
-	up.DMu = r.st.Mu - old
-	return up, nil
+	pm := o.pooled[b] / float64(o.pooledN[b])
+	prevLevel := r.st.Level[b]
+	switch r.cfg.Utility {
+	case UtilityVariance:
+		r.st.Var[b] = r.ema(r.st.Var[b], pm, first)
+	default:
+		r.st.Level[b] = r.ema(prevLevel, sign*pm, first)
+	}
+	for j, a := range r.arms {
+		if o.cnt[b][j] == 0 {
+			continue
+		}
+		mean := o.acc[b][j] / float64(o.cnt[b][j])
+		u := sign * mean
+		if r.cfg.Utility == UtilityVariance {
+			u = 4 * mean * (1 - float64(r.cfg.NMean)/float64(a))
+		} else {
+			ref := prevLevel
+			if first {
+				ref = r.st.Level[b]
+			}
+			r.st.Score[b][j] = r.ema(r.st.Score[b][j], u-ref, r.st.Count[b][j] == 0)
+		}
+		up.Utility[b][j], up.Observed[b][j] = u, true
+		r.st.Count[b][j]++
+	}
+}
+
+// ema is the EMA step of weight β from old towards x; x itself on a first
+// observation.
+func (r *Rollout) ema(old, x float64, first bool) float64 {
+	if first {
+		return x
+	}
+	beta := r.cfg.EMABeta
+	return (1-beta)*old + beta*x
 }
 
 // ArmProbs returns the current arm probabilities of every class (C, K).

@@ -157,8 +157,64 @@ func Simulate(cfg Config, sc SimConfig, out, trace io.Writer) (*SimSummary, erro
 	if err != nil {
 		return nil, err
 	}
+	sim := newSimulator(cfg, sc, ctrl)
+	w := newSimWriters(out, trace)
+	tally := newSimTally(cfg, sc.Steps, ctrl)
+	for t := 1; t <= sc.Steps; t++ {
+		st, rec, err := sim.step(t, w.trace != nil)
+		if err != nil {
+			return nil, err
+		}
+		tally.add(t, rec, st.plan)
+		if err := w.write(rec, st.trace); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.flush(); err != nil {
+		return nil, err
+	}
+	return tally.summary(cfg.Rollout.Enabled), nil
+}
+
+// simulator is the simulated population and policy, and the controller
+// that plans its steps.
+type simulator struct {
+	sc        SimConfig
+	ctrl      *Controller
+	theta     []float64 // (P) latent logits
+	nbar      int       // n̄
+	maxArm    int       // rollouts per prompt in the trace: the largest arm (n̄ without Rollout-GDRO)
+	perm      []int     // the permutation of epoch permEpoch
+	permEpoch int
+}
+
+// simStep is one step's batch and what was drawn for it.
+type simStep struct {
+	t      int
+	batch  []int    // (N) population indices
+	uids   []string // (N)
+	plan   *Plan
+	rows   Rows       // (R) the step's rows, prompt-contiguous
+	probs  []float64  // (N) solve probability p_i at generation
+	sig2   []float64  // (N) σ_i² = p_i(1 − p_i)
+	dTheta []float64  // (N) the prompt's own logit step
+	trace  *TraceStep // nil without a trace
+}
+
+func newSimulator(cfg Config, sc SimConfig, ctrl *Controller) *simulator {
+	s := &simulator{sc: sc, ctrl: ctrl, theta: population(sc), nbar: cfg.Rollout.NMean, permEpoch: -1}
+	arms := cfg.Rollout.ArmList()
+	s.maxArm = arms[len(arms)-1]
+	if !cfg.Rollout.Enabled {
+		s.maxArm = s.nbar
+	}
+	return s
+}
+
+// population draws the latent logits θ_i (P) of the file doc.
+func population(sc SimConfig) []float64 {
 	P, D := sc.Population, sc.Domains
-	theta := make([]float64, P) // (P) latent logits
+	theta := make([]float64, P)
 	for i := range theta {
 		d := i % D
 		a := 1.0
@@ -168,173 +224,237 @@ func Simulate(cfg Config, sc SimConfig, out, trace io.Writer) (*SimSummary, erro
 		s := rng.NewStream(sc.Seed, tagPop, uint64(i))
 		theta[i] = a + 2*s.Normal() - 2*(-math.Log(1-s.Float64()))
 	}
-	domSize := make([]int, D)
-	for i := 0; i < P; i++ {
-		domSize[i%D]++
+	return theta
+}
+
+func simUID(i int) string { return "sim:" + strconv.Itoa(i) }
+
+// step simulates training step t: the controller plans the batch, its
+// rollouts are drawn (with traced, also the trace's), the controller
+// observes them, then the policy moves; the record's WSE fields are the
+// oracle's (see oracle).
+func (s *simulator) step(t int, traced bool) (*simStep, *StepRecord, error) {
+	st, err := s.generate(t, traced)
+	if err != nil {
+		return nil, nil, err
 	}
-	nbar := cfg.Rollout.NMean
-	arms := cfg.Rollout.ArmList()
-	maxArm := arms[len(arms)-1]
-	if !cfg.Rollout.Enabled {
-		maxArm = nbar
+	rec, err := s.ctrl.Observe(st.plan, st.rows)
+	if err != nil {
+		return nil, nil, err
 	}
-	var bw, tw *bufio.Writer
+	// policy update after the step's data were generated
+	s.updatePolicy(st.batch, st.dTheta)
+	s.oracle(rec, st)
+	return st, rec, nil
+}
+
+// generate plans step t's batch and draws its rollouts.
+func (s *simulator) generate(t int, traced bool) (*simStep, error) {
+	batch, uids := s.nextBatch(t)
+	plan, err := s.ctrl.Plan(uids)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.ctrl.Weights(plan)
+	if err != nil {
+		return nil, err
+	}
+	R := plan.Rows()
+	st := &simStep{t: t, batch: batch, uids: uids, plan: plan,
+		rows:  Rows{Loss: make([]float64, 0, R), Correct: make([]bool, 0, R)},
+		probs: make([]float64, len(batch)), sig2: make([]float64, len(batch)), dTheta: make([]float64, len(batch))}
+	if traced {
+		st.trace = &TraceStep{Step: t, Prompts: make([]TracePrompt, len(batch))}
+	}
+	for k := range batch {
+		s.rollouts(st, k, w.Prompt[k])
+	}
+	return st, nil
+}
+
+// nextBatch is step t's prompts, the next BatchSize of the epochs'
+// permutations read as one stream (no drop_last), and their UIDs.
+func (s *simulator) nextBatch(t int) ([]int, []string) {
+	sc, P := s.sc, s.sc.Population
+	batch := make([]int, sc.BatchSize)
+	uids := make([]string, sc.BatchSize)
+	for k := range batch {
+		pos := (t-1)*sc.BatchSize + k
+		if e := pos / P; e != s.permEpoch {
+			s.perm, s.permEpoch = permutation(P, rng.NewStream(sc.Seed, tagPerm, uint64(e))), e
+		}
+		batch[k] = s.perm[pos%P]
+		uids[k] = simUID(batch[k])
+	}
+	return batch, uids
+}
+
+// rollouts draws the rollouts of st's prompt k, whose Prompt-GDRO
+// multiplier is weight: its plan's n become the step's rows and give its
+// logit step; with a trace, maxArm are drawn (the first n the same) and
+// all go into the trace.
+func (s *simulator) rollouts(st *simStep, k int, weight float64) {
+	p := sigmoid(s.theta[st.batch[k]])
+	st.probs[k], st.sig2[k] = p, p*(1-p)
+	h := rng.HashString(st.uids[k])
+	m := st.plan.N[k]
+	if st.trace != nil && s.maxArm > m {
+		m = s.maxArm
+	}
+	corr := make([]bool, m)
+	for j := range corr {
+		corr[j] = rng.UniformAt(s.sc.Seed, tagRoll, uint64(st.t), h, uint64(j)) < p
+	}
+	adv := grpoAdvantages(corr[:st.plan.N[k]])
+	g := 0.0
+	for j, a := range adv {
+		r := 0.0
+		if corr[j] {
+			r = 1
+		}
+		g += a * (r - p)
+		st.rows.Correct = append(st.rows.Correct, corr[j])
+		st.rows.Loss = append(st.rows.Loss, surrogate(a, s.sc.RatioNoise, s.sc.Seed, st.t, h, j))
+	}
+	st.dTheta[k] = s.sc.LR * weight * g / float64(s.nbar)
+	if st.trace != nil {
+		tp := TracePrompt{UID: st.uids[k], Correct: corr, Loss: make([]float64, m)}
+		for j, a := range grpoAdvantages(corr) {
+			tp.Loss[j] = surrogate(a, s.sc.RatioNoise, s.sc.Seed, st.t, h, j)
+		}
+		st.trace.Prompts[k] = tp
+	}
+}
+
+// updatePolicy moves each batch prompt's logit by its step and every
+// prompt of a domain by Transfer times the mean step of the domain's
+// batch prompts.
+func (s *simulator) updatePolicy(batch []int, dTheta []float64) {
+	D := s.sc.Domains
+	domSum := make([]float64, D)
+	domCnt := make([]int, D)
+	for k, i := range batch {
+		s.theta[i] += dTheta[k]
+		domSum[i%D] += dTheta[k]
+		domCnt[i%D]++
+	}
+	for i := range s.theta {
+		if d := i % D; domCnt[d] > 0 {
+			s.theta[i] += s.sc.Transfer * domSum[d] / float64(domCnt[d])
+		}
+	}
+}
+
+// oracle sets rec's WSE fields from the true σ_i² at generation (the
+// controller's estimate from the rows goes to sim_wse_estimated) and its
+// simulator fields, the population's after the policy update.
+func (s *simulator) oracle(rec *StepRecord, st *simStep) {
+	sr := &SimRecord{WSEEstimated: rec.WSE}
+	rec.WSE, rec.WSEUniform, rec.WSERatio = wseOf(st.sig2, st.plan.N, s.nbar)
+	for _, p := range st.probs {
+		sr.BatchSolveMean += p
+	}
+	sr.BatchSolveMean /= float64(len(st.probs))
+	sr.SolveMean = popSolveMean(s.theta)
+	sr.WSEBestRatio = bestRatio(st.plan.Classes, st.sig2, s.ctrl.cls.NumClasses())
+	rec.SimRecord = sr
+}
+
+// simWriters buffer the records and the trace (nil: not written).
+type simWriters struct{ rec, trace *bufio.Writer }
+
+func newSimWriters(out, trace io.Writer) simWriters {
+	var w simWriters
 	if out != nil {
-		bw = bufio.NewWriter(out)
+		w.rec = bufio.NewWriter(out)
 	}
 	if trace != nil {
-		tw = bufio.NewWriter(trace)
+		w.trace = bufio.NewWriter(trace)
 	}
-	sum := &SimSummary{Steps: sc.Steps, Method: ctrl.Method(), BinLabels: ctrl.Labels()}
-	if cfg.Rollout.Enabled {
-		sum.RolloutMode, sum.Arms = cfg.Rollout.Mode, arms
-	}
-	var (
-		perm      []int
-		permEpoch = -1
-		meanBins  = make([]float64, sc.Steps)
-		mus       = make([]float64, sc.Steps+1)
-		reds      = make([]float64, sc.Steps)
-		bestReds  = make([]float64, sc.Steps)
-		exact     = 0
-		lastRec   *StepRecord
-	)
-	uid := func(i int) string { return "sim:" + strconv.Itoa(i) }
-	for t := 1; t <= sc.Steps; t++ {
-		batch := make([]int, sc.BatchSize) // (N) population indices
-		uids := make([]string, sc.BatchSize)
-		for k := range batch {
-			pos := (t-1)*sc.BatchSize + k
-			if e := pos / P; e != permEpoch {
-				perm, permEpoch = permutation(P, rng.NewStream(sc.Seed, tagPerm, uint64(e))), e
-			}
-			batch[k] = perm[pos%P]
-			uids[k] = uid(batch[k])
-		}
-		plan, err := ctrl.Plan(uids)
-		if err != nil {
-			return nil, err
-		}
-		w, err := ctrl.Weights(plan)
-		if err != nil {
-			return nil, err
-		}
-		R := plan.Rows()
-		rows := Rows{Loss: make([]float64, 0, R), Correct: make([]bool, 0, R)}
-		probs := make([]float64, len(batch))
-		dTheta := make([]float64, len(batch))
-		sig2 := make([]float64, len(batch))
-		var tr *TraceStep
-		if tw != nil {
-			tr = &TraceStep{Step: t, Prompts: make([]TracePrompt, len(batch))}
-		}
-		for k, i := range batch {
-			p := sigmoid(theta[i])
-			probs[k], sig2[k] = p, p*(1-p)
-			h := rng.HashString(uids[k])
-			m := plan.N[k]
-			if tr != nil && maxArm > m {
-				m = maxArm
-			}
-			corr := make([]bool, m)
-			for j := range corr {
-				corr[j] = rng.UniformAt(sc.Seed, tagRoll, uint64(t), h, uint64(j)) < p
-			}
-			adv := grpoAdvantages(corr[:plan.N[k]])
-			g := 0.0
-			for j, a := range adv {
-				r := 0.0
-				if corr[j] {
-					r = 1
-				}
-				g += a * (r - p)
-				rows.Correct = append(rows.Correct, corr[j])
-				rows.Loss = append(rows.Loss, surrogate(a, sc.RatioNoise, sc.Seed, t, h, j))
-			}
-			dTheta[k] = sc.LR * w.Prompt[k] * g / float64(nbar)
-			if tr != nil {
-				advAll := grpoAdvantages(corr)
-				tp := TracePrompt{UID: uids[k], Correct: corr, Loss: make([]float64, m)}
-				for j, a := range advAll {
-					tp.Loss[j] = surrogate(a, sc.RatioNoise, sc.Seed, t, h, j)
-				}
-				tr.Prompts[k] = tp
-			}
-		}
-		rec, err := ctrl.Observe(plan, rows)
-		if err != nil {
-			return nil, err
-		}
-		// policy update after the step's data were generated
-		domSum := make([]float64, D)
-		domCnt := make([]int, D)
-		for k, i := range batch {
-			theta[i] += dTheta[k]
-			domSum[i%D] += dTheta[k]
-			domCnt[i%D]++
-		}
-		for i := range theta {
-			if d := i % D; domCnt[d] > 0 {
-				theta[i] += sc.Transfer * domSum[d] / float64(domCnt[d])
-			}
-		}
-		// oracle WSE and simulator fields
-		sr := &SimRecord{WSEEstimated: rec.WSE}
-		rec.WSE, rec.WSEUniform, rec.WSERatio = wseOf(sig2, plan.N, nbar)
-		for _, p := range probs {
-			sr.BatchSolveMean += p
-		}
-		sr.BatchSolveMean /= float64(len(probs))
-		sr.SolveMean = popSolveMean(theta)
-		sr.WSEBestRatio = bestRatio(plan.Classes, sig2, ctrl.cls.NumClasses())
-		rec.SimRecord = sr
-		if t == 1 {
-			sum.SolveFirst = sr.SolveMean
-		}
-		sum.SolveLast = sr.SolveMean
+	return w
+}
 
-		if pr := rec.PromptRecord; pr != nil {
-			sum.MultMax = math.Max(sum.MultMax, pr.MultMax)
-			sum.FinalBinMult = pr.BinMult
+// write writes a step's record and, when traced, its trace.
+func (w simWriters) write(rec *StepRecord, tr *TraceStep) error {
+	if w.rec != nil {
+		if err := writeJSONLine(w.rec, rec); err != nil {
+			return err
 		}
-		meanBins[t-1] = rec.MeanBin
-		reds[t-1] = 1 - rec.WSERatio
-		bestReds[t-1] = 1 - sr.WSEBestRatio
-		if rr := rec.RolloutRecord; rr != nil {
-			mus[t-1] = rr.Mu
-			mus[t] = rr.Mu + rr.DMu
-			if rr.BudgetExact {
-				exact++
-			}
-			K := float64(len(rr.Arms))
-			for _, b := range plan.Alloc.Order {
-				for _, p := range rr.ArmProb[b] {
-					sum.ArmProbMaxDev = math.Max(sum.ArmProbMaxDev, math.Abs(p-1/K))
-				}
-			}
-		}
-		if bw != nil {
-			if err := writeJSONLine(bw, rec); err != nil {
-				return nil, err
-			}
-		}
-		if tr != nil {
-			if err := writeJSONLine(tw, tr); err != nil {
-				return nil, err
-			}
-		}
-		lastRec = rec
 	}
-	for _, f := range []*bufio.Writer{bw, tw} {
+	if tr != nil {
+		if err := writeJSONLine(w.trace, tr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w simWriters) flush() error {
+	for _, f := range []*bufio.Writer{w.rec, w.trace} {
 		if f != nil {
 			if err := f.Flush(); err != nil {
-				return nil, fmt.Errorf("gdro sim: %w", err)
+				return fmt.Errorf("gdro sim: %w", err)
 			}
 		}
 	}
-	summarize(sum, meanBins, mus, reds, exact, lastRec, cfg.Rollout.Enabled)
-	sum.WSEReductionBest = mean(bestReds)
-	return sum, nil
+	return nil
+}
+
+// simTally gathers, step by step, what the summary is made of.
+type simTally struct {
+	sum      *SimSummary
+	meanBins []float64 // (T) mean_bin
+	mus      []float64 // (T+1) μ before each step, then after the last
+	reds     []float64 // (T) 1 − wse_ratio
+	bestReds []float64 // (T) 1 − sim_wse_best_ratio
+	exact    int       // steps whose total hit N·n̄ exactly
+	last     *StepRecord
+}
+
+func newSimTally(cfg Config, steps int, ctrl *Controller) *simTally {
+	sum := &SimSummary{Steps: steps, Method: ctrl.Method(), BinLabels: ctrl.Labels()}
+	if cfg.Rollout.Enabled {
+		sum.RolloutMode, sum.Arms = cfg.Rollout.Mode, cfg.Rollout.ArmList()
+	}
+	return &simTally{sum: sum, meanBins: make([]float64, steps), mus: make([]float64, steps+1),
+		reds: make([]float64, steps), bestReds: make([]float64, steps)}
+}
+
+// add takes in step t's record and plan.
+func (y *simTally) add(t int, rec *StepRecord, plan *Plan) {
+	sum, sr := y.sum, rec.SimRecord
+	if t == 1 {
+		sum.SolveFirst = sr.SolveMean
+	}
+	sum.SolveLast = sr.SolveMean
+	if pr := rec.PromptRecord; pr != nil {
+		sum.MultMax = math.Max(sum.MultMax, pr.MultMax)
+		sum.FinalBinMult = pr.BinMult
+	}
+	y.meanBins[t-1] = rec.MeanBin
+	y.reds[t-1] = 1 - rec.WSERatio
+	y.bestReds[t-1] = 1 - sr.WSEBestRatio
+	if rr := rec.RolloutRecord; rr != nil {
+		y.mus[t-1] = rr.Mu
+		y.mus[t] = rr.Mu + rr.DMu
+		if rr.BudgetExact {
+			y.exact++
+		}
+		K := float64(len(rr.Arms))
+		for _, b := range plan.Alloc.Order {
+			for _, p := range rr.ArmProb[b] {
+				sum.ArmProbMaxDev = math.Max(sum.ArmProbMaxDev, math.Abs(p-1/K))
+			}
+		}
+	}
+	y.last = rec
+}
+
+// summary completes the summary after the last step.
+func (y *simTally) summary(rollout bool) *SimSummary {
+	summarize(y.sum, y.meanBins, y.mus, y.reds, y.exact, y.last, rollout)
+	y.sum.WSEReductionBest = mean(y.bestReds)
+	return y.sum
 }
 
 func summarize(sum *SimSummary, meanBins, mus, reds []float64, exact int, last *StepRecord, rollout bool) {

@@ -213,174 +213,98 @@ const admitReserve = 1
 // GenerateStats is Generate, also reporting how the cache was used.
 func GenerateStats(ctx context.Context, lm LM, reqs []Request, p Params, bar *progress.Bar) ([][]Completion, Stats, error) {
 	var st Stats
-	if err := p.Validate(); err != nil {
+	maxPrompt, err := checkRequests(reqs, p)
+	if err != nil {
 		return nil, st, err
 	}
 	slots := p.MaxSlots
 	if slots == 0 {
 		slots = 64
 	}
-	maxPrompt := 0
-	for i, r := range reqs {
-		if len(r.Prompt) == 0 {
-			return nil, st, fmt.Errorf("request %d (uid %q): empty prompt", i, r.UID)
-		}
-		if r.N < 0 {
-			return nil, st, fmt.Errorf("request %d (uid %q): %d rollouts, must be ≥ 0", i, r.UID, r.N)
-		}
-		maxPrompt = max(maxPrompt, len(r.Prompt))
-	}
-	graphed := p.Graphs && canGraph(lm, p)
-	kvSlots := slots
-	if graphed {
-		kvSlots++ // the padding rows' spare slot (model.DecodeGraph), never handed out
-	}
 	maxLen := maxPrompt + p.MaxNewTokens
-	kv, err := openCache(lm, kvSlots, maxLen, p)
+	kv, dg, err := openDecoding(lm, slots, maxLen, p)
 	if err != nil {
 		return nil, st, err
 	}
 	defer kv.Release()
-	var dg *model.DecodeGraph
-	if graphed {
-		if dg, err = lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p)); err != nil {
-			return nil, st, err
-		}
+	if dg != nil {
 		defer dg.Release()
 	}
-	if pg := kv.Pages; pg != nil {
-		// One rollout at full length, alone beside the graph's spare slot
-		// (its pages are already held), always fits: so the scheduler can
-		// always make progress, pre-empting down to one rollout at worst.
-		if need := pg.SlotPages(maxLen); need+pg.Used > pg.Budget {
-			return nil, st, fmt.Errorf("rollout.kv_cache_gib = %.3g GiB is %d KV pages of %d KiB per layer K/V (%d MiB each in all); one rollout of up to %d tokens needs %d%s: raise rollout.kv_cache_gib (0 sizes the cache for every slot at full length) or lower rollout.max_new_tokens",
-				float64(p.KVBudgetBytes)/(1<<30), pg.Budget, pg.PageBytes>>10, pg.Bytes(1)>>20, maxLen, need, spareNote(pg.Used))
-		}
+	if err := checkBudget(kv.Pages, maxLen, p); err != nil {
+		return nil, st, err
 	}
-	out := make([][]Completion, len(reqs))
-	stops := map[int32]bool{}
-	for _, id := range p.StopIDs {
-		stops[id] = true
-	}
-	sc := &scheduler{kv: kv, st: &st}
-	for s := slots - 1; s >= 0; s-- {
-		sc.free = append(sc.free, s)
-	}
-	var waiting []*promptState // admitted prompts with rollouts not started, in admission order
-	next := 0
-	for next < len(reqs) || len(sc.active) > 0 || len(waiting) > 0 || len(sc.requeue) > 0 {
+	sc := newScheduler(lm, kv, reqs, slots, p, &st, bar)
+	for sc.busy() {
 		if err := ctx.Err(); err != nil {
 			return nil, st, err
 		}
-		if err := sc.retire(stops, p.MaxNewTokens, bar); err != nil {
+		dec, pre, err := sc.schedule()
+		if err != nil {
 			return nil, st, err
-		}
-		// Pages for every running rollout's next token (pre-empting the
-		// latest admitted when the budget has none).
-		if err := sc.growActive(); err != nil {
-			return nil, st, err
-		}
-		var dec, pre batch
-		for _, s := range sc.active {
-			dec.add(model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]}, []*seqState{s})
-		}
-		// Free slots go to pre-empted rollouts first (a prefill), then to
-		// waiting rollouts (a prefix copy decoded in this step, or a
-		// prefill of the prompt where its home slot was pre-empted), then
-		// to new prompts (a prefill in this step). Rollouts prefilled now
-		// decode from the next step.
-		var pending []*seqState
-		waiting = dropStarted(waiting)
-		for len(sc.free) > 0 {
-			if len(sc.requeue) > 0 {
-				s := sc.requeue[0]
-				toks := append(append([]int32(nil), s.prompt.tokens...), s.out.Tokens[:len(s.out.Tokens)-1]...)
-				if !sc.fits(len(toks), len(pending)) {
-					break
-				}
-				sc.requeue = sc.requeue[1:]
-				if s.slot = sc.take(len(toks)); s.slot < 0 {
-					return nil, st, sc.err
-				}
-				pre.add(model.StepInput{Slot: s.slot, Tokens: toks}, nil)
-				st.Recomputed += len(toks)
-				pending = append(pending, s)
-				sc.admit(s)
-				continue
-			}
-			if ps := sc.nextWaiting(waiting); ps != nil {
-				w := ps.waiting[0]
-				if ps.home >= 0 {
-					// The prefix, and the row of the token decoded now.
-					if !sc.fits(ps.length+1, len(pending)) {
-						break
-					}
-					if w.slot = sc.take(ps.length + 1); w.slot < 0 {
-						return nil, st, sc.err
-					}
-					if err := lm.CopyPrefix(kv, w.slot, ps.home, ps.length); err != nil {
-						return nil, st, err
-					}
-					dec.add(model.StepInput{Slot: w.slot, Tokens: w.out.Tokens[len(w.out.Tokens)-1:]}, []*seqState{w})
-					sc.active = append(sc.active, w)
-				} else {
-					if !sc.fits(ps.length, len(pending)) {
-						break
-					}
-					if w.slot = sc.take(ps.length); w.slot < 0 {
-						return nil, st, sc.err
-					}
-					ps.home = w.slot
-					pre.add(model.StepInput{Slot: w.slot, Tokens: ps.tokens}, nil)
-					st.Recomputed += ps.length
-					st.Rehomed++
-					pending = append(pending, w)
-				}
-				sc.admit(w)
-				ps.waiting = ps.waiting[1:]
-				waiting = dropStarted(waiting)
-				continue
-			}
-			if next >= len(reqs) {
-				break
-			}
-			r := reqs[next]
-			if r.N > 0 && !sc.fits(len(r.Prompt), len(pending)) {
-				break
-			}
-			out[next] = make([]Completion, r.N)
-			next++
-			if r.N == 0 {
-				continue
-			}
-			home := sc.take(len(r.Prompt))
-			if home < 0 {
-				return nil, st, sc.err
-			}
-			ps, seqs := newPrompt(r, out[next-1], home, p)
-			pre.add(model.StepInput{Slot: ps.home, Tokens: r.Prompt}, seqs)
-			pending = append(pending, seqs[0])
-			sc.admit(seqs[0])
-			if ps.waiting = seqs[1:]; len(ps.waiting) > 0 {
-				waiting = append(waiting, ps)
-			}
-		}
-		if len(dec.in) == 0 && len(pre.in) == 0 && (len(sc.requeue) > 0 || len(waiting) > 0 || next < len(reqs)) {
-			// Nothing runs and nothing could be admitted: a broken
-			// invariant, reported rather than spun on.
-			return nil, st, fmt.Errorf("rollout: scheduler stalled with %d pre-empted, %d prompts waiting, %d not admitted, %d free slots",
-				len(sc.requeue), len(waiting), len(reqs)-next, len(sc.free))
 		}
 		if err := runStep(lm, kv, dg, dec, pre, p); err != nil {
 			return nil, st, err
 		}
-		st.Steps++
-		sc.active = append(sc.active, pending...)
+		sc.stepped()
 	}
 	if kv.Pages != nil {
 		st.PeakPages, st.PageMaps = kv.Pages.Peak, kv.Pages.Maps
 	}
-	return out, st, nil
+	return sc.out, st, nil
+}
+
+// checkRequests validates p and reqs and returns the longest prompt.
+func checkRequests(reqs []Request, p Params) (int, error) {
+	if err := p.Validate(); err != nil {
+		return 0, err
+	}
+	maxPrompt := 0
+	for i, r := range reqs {
+		if len(r.Prompt) == 0 {
+			return 0, fmt.Errorf("request %d (uid %q): empty prompt", i, r.UID)
+		}
+		if r.N < 0 {
+			return 0, fmt.Errorf("request %d (uid %q): %d rollouts, must be ≥ 0", i, r.UID, r.N)
+		}
+		maxPrompt = max(maxPrompt, len(r.Prompt))
+	}
+	return maxPrompt, nil
+}
+
+// openDecoding makes the KV cache for slots rollouts of up to maxLen
+// tokens and, when decode steps run as graphs, the decode graph (nil
+// otherwise), whose padding rows take one more slot, never handed out.
+func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.DecodeGraph, error) {
+	graphed := p.Graphs && canGraph(lm, p)
+	kvSlots := slots
+	if graphed {
+		kvSlots++ // the padding rows' spare slot (model.DecodeGraph)
+	}
+	kv, err := openCache(lm, kvSlots, maxLen, p)
+	if err != nil || !graphed {
+		return kv, nil, err
+	}
+	dg, err := lm.(GraphLM).NewDecodeGraph(kv, sampleParams(p))
+	if err != nil {
+		kv.Release()
+		return nil, nil, err
+	}
+	return kv, dg, nil
+}
+
+// checkBudget refuses a paged cache (pg; nil when unpaged) whose budget
+// cannot hold one rollout at full length beside the graph's spare slot
+// (whose pages are already held). Where one such rollout always fits, the
+// scheduler can always make progress, pre-empting down to one at worst.
+func checkBudget(pg *model.KVPages, maxLen int, p Params) error {
+	if pg == nil {
+		return nil
+	}
+	if need := pg.SlotPages(maxLen); need+pg.Used > pg.Budget {
+		return fmt.Errorf("rollout.kv_cache_gib = %.3g GiB is %d KV pages of %d KiB per layer K/V (%d MiB each in all); one rollout of up to %d tokens needs %d%s: raise rollout.kv_cache_gib (0 sizes the cache for every slot at full length) or lower rollout.max_new_tokens",
+			float64(p.KVBudgetBytes)/(1<<30), pg.Budget, pg.PageBytes>>10, pg.Bytes(1)>>20, maxLen, need, spareNote(pg.Used))
+	}
+	return nil
 }
 
 // spareNote names the pages the decode graph's spare slot holds.
@@ -391,28 +315,97 @@ func spareNote(n int) string {
 	return fmt.Sprintf(" beside the %d the decode graph's spare slot holds", n)
 }
 
-// scheduler hands out slots and KV pages.
+// scheduler hands out slots and KV pages: it admits requests and their
+// rollouts into free slots, pre-empts when the pages run out and retires
+// finished rollouts, step by step (see Generate).
 type scheduler struct {
+	lm      LM
 	kv      *model.KVCache
+	p       Params
 	st      *Stats
-	free    []int       // free slots
-	active  []*seqState // decoding, one token per step
-	requeue []*seqState // pre-empted, oldest admission first
-	order   int         // admissions so far
-	err     error       // why take failed
+	bar     *progress.Bar
+	stops   map[int32]bool
+	reqs    []Request
+	out     [][]Completion // (len(reqs)) a request's completions, made when it is admitted
+	next    int            // requests admitted so far
+	free    []int          // free slots
+	active  []*seqState    // decoding, one token per step
+	pending []*seqState    // prefilled in this step, decoding from the next
+	waiting []*promptState // admitted prompts with rollouts not started, in admission order
+	requeue []*seqState    // pre-empted, oldest admission first
+	order   int            // admissions so far
+	err     error          // why take failed
+}
+
+// newScheduler starts with every slot free, slot 0 handed out first.
+func newScheduler(lm LM, kv *model.KVCache, reqs []Request, slots int, p Params, st *Stats, bar *progress.Bar) *scheduler {
+	sc := &scheduler{lm: lm, kv: kv, p: p, st: st, bar: bar, stops: map[int32]bool{}, reqs: reqs, out: make([][]Completion, len(reqs))}
+	for _, id := range p.StopIDs {
+		sc.stops[id] = true
+	}
+	for s := slots - 1; s >= 0; s-- {
+		sc.free = append(sc.free, s)
+	}
+	return sc
+}
+
+// busy reports whether anything runs or is still to be admitted.
+func (sc *scheduler) busy() bool { return len(sc.active) > 0 || sc.queued() }
+
+// queued reports whether any rollout or request waits for admission.
+func (sc *scheduler) queued() bool {
+	return sc.next < len(sc.reqs) || len(sc.waiting) > 0 || len(sc.requeue) > 0
+}
+
+// schedule makes the next step's batches: finished rollouts retired, the
+// running ones' next tokens backed by pages (pre-empting the latest
+// admitted when the budget has none) and decoded in dec, free slots handed
+// out (see fill).
+func (sc *scheduler) schedule() (dec, pre batch, err error) {
+	if err := sc.retire(); err != nil {
+		return dec, pre, err
+	}
+	if err := sc.growActive(); err != nil {
+		return dec, pre, err
+	}
+	for _, s := range sc.active {
+		dec.add(decodeInput(s), []*seqState{s})
+	}
+	if err := sc.fill(&dec, &pre); err != nil {
+		return dec, pre, err
+	}
+	if len(dec.in) == 0 && len(pre.in) == 0 && sc.queued() {
+		// Nothing runs and nothing could be admitted: a broken
+		// invariant, reported rather than spun on.
+		return dec, pre, fmt.Errorf("rollout: scheduler stalled with %d pre-empted, %d prompts waiting, %d not admitted, %d free slots",
+			len(sc.requeue), len(sc.waiting), len(sc.reqs)-sc.next, len(sc.free))
+	}
+	return dec, pre, nil
+}
+
+// stepped counts a step run: the rollouts prefilled in it decode from now.
+func (sc *scheduler) stepped() {
+	sc.st.Steps++
+	sc.active = append(sc.active, sc.pending...)
+	sc.pending = nil
+}
+
+// decodeInput is the step input that decodes s's last drawn token.
+func decodeInput(s *seqState) model.StepInput {
+	return model.StepInput{Slot: s.slot, Tokens: s.out.Tokens[len(s.out.Tokens)-1:]}
 }
 
 // retire takes finished rollouts out of the running set: a home slot
 // passes to its prompt's next waiting rollout, cut back to the prompt;
 // other slots are freed.
-func (sc *scheduler) retire(stops map[int32]bool, maxNew int, bar *progress.Bar) error {
+func (sc *scheduler) retire() error {
 	var kept []*seqState
 	for _, s := range sc.active {
-		if !s.finished(stops, maxNew) {
+		if !s.finished(sc.stops, sc.p.MaxNewTokens) {
 			kept = append(kept, s)
 			continue
 		}
-		bar.Add(1, len(s.out.Tokens))
+		sc.bar.Add(1, len(s.out.Tokens))
 		if ps := s.prompt; ps.home == s.slot && len(ps.waiting) > 0 {
 			w := ps.waiting[0]
 			ps.waiting = ps.waiting[1:]
@@ -430,6 +423,116 @@ func (sc *scheduler) retire(stops map[int32]bool, maxNew int, bar *progress.Bar)
 	}
 	sc.active = kept
 	return nil
+}
+
+// fill hands out free slots until none is left or the next admission
+// does not fit: pre-empted rollouts first (a prefill), then waiting
+// rollouts (a prefix copy decoded in this step, or a prefill of the
+// prompt where its home slot was pre-empted), then new prompts (a prefill
+// in this step). Rollouts prefilled now decode from the next step.
+func (sc *scheduler) fill(dec, pre *batch) error {
+	sc.waiting = dropStarted(sc.waiting)
+	for len(sc.free) > 0 {
+		var admitted bool
+		var err error
+		if len(sc.requeue) > 0 {
+			admitted, err = sc.readmit(pre)
+		} else if ps := sc.nextWaiting(sc.waiting); ps != nil {
+			admitted, err = sc.startWaiting(ps, dec, pre)
+		} else if sc.next < len(sc.reqs) {
+			admitted, err = sc.admitRequest(pre)
+		}
+		if err != nil || !admitted {
+			return err
+		}
+	}
+	return nil
+}
+
+// readmit gives the first pre-empted rollout a slot, prefilled with its
+// prompt and its tokens but the last (which the next step decodes);
+// false when its pages do not fit.
+func (sc *scheduler) readmit(pre *batch) (bool, error) {
+	s := sc.requeue[0]
+	toks := append(append([]int32(nil), s.prompt.tokens...), s.out.Tokens[:len(s.out.Tokens)-1]...)
+	if !sc.fits(len(toks)) {
+		return false, nil
+	}
+	sc.requeue = sc.requeue[1:]
+	if s.slot = sc.take(len(toks)); s.slot < 0 {
+		return false, sc.err
+	}
+	pre.add(model.StepInput{Slot: s.slot, Tokens: toks}, nil)
+	sc.st.Recomputed += len(toks)
+	sc.pending = append(sc.pending, s)
+	sc.admit(s)
+	return true, nil
+}
+
+// startWaiting starts ps's next rollout in a slot of its own: a copy of
+// the prompt's prefix from its home slot, decoded in this step, or, when
+// the home slot was pre-empted, a prefill of the prompt, which becomes the
+// new home; false when its pages do not fit.
+func (sc *scheduler) startWaiting(ps *promptState, dec, pre *batch) (bool, error) {
+	w := ps.waiting[0]
+	if ps.home >= 0 {
+		// The prefix, and the row of the token decoded now.
+		if !sc.fits(ps.length + 1) {
+			return false, nil
+		}
+		if w.slot = sc.take(ps.length + 1); w.slot < 0 {
+			return false, sc.err
+		}
+		if err := sc.lm.CopyPrefix(sc.kv, w.slot, ps.home, ps.length); err != nil {
+			return false, err
+		}
+		dec.add(decodeInput(w), []*seqState{w})
+		sc.active = append(sc.active, w)
+	} else {
+		if !sc.fits(ps.length) {
+			return false, nil
+		}
+		if w.slot = sc.take(ps.length); w.slot < 0 {
+			return false, sc.err
+		}
+		ps.home = w.slot
+		pre.add(model.StepInput{Slot: w.slot, Tokens: ps.tokens}, nil)
+		sc.st.Recomputed += ps.length
+		sc.st.Rehomed++
+		sc.pending = append(sc.pending, w)
+	}
+	sc.admit(w)
+	ps.waiting = ps.waiting[1:]
+	sc.waiting = dropStarted(sc.waiting)
+	return true, nil
+}
+
+// admitRequest admits the next request: its prompt is prefilled in a home
+// slot, from whose logits all its rollouts draw their first token (a
+// request of no rollouts takes no slot); false when its pages do not fit.
+func (sc *scheduler) admitRequest(pre *batch) (bool, error) {
+	r := sc.reqs[sc.next]
+	if r.N > 0 && !sc.fits(len(r.Prompt)) {
+		return false, nil
+	}
+	dst := make([]Completion, r.N)
+	sc.out[sc.next] = dst
+	sc.next++
+	if r.N == 0 {
+		return true, nil
+	}
+	home := sc.take(len(r.Prompt))
+	if home < 0 {
+		return false, sc.err
+	}
+	ps, seqs := newPrompt(r, dst, home, sc.p)
+	pre.add(model.StepInput{Slot: ps.home, Tokens: r.Prompt}, seqs)
+	sc.pending = append(sc.pending, seqs[0])
+	sc.admit(seqs[0])
+	if ps.waiting = seqs[1:]; len(ps.waiting) > 0 {
+		sc.waiting = append(sc.waiting, ps)
+	}
+	return true, nil
 }
 
 // openCache makes the sampler's KV cache: paged within p.KVBudgetBytes
@@ -454,13 +557,13 @@ func (sc *scheduler) admit(s *seqState) {
 // fits reports whether a slot may be handed out for rows tokens now: the
 // next free slot's pages for them plus the reserve, which is waived when
 // nothing else runs or is being admitted (so one rollout always can).
-func (sc *scheduler) fits(rows, pending int) bool {
+func (sc *scheduler) fits(rows int) bool {
 	pg := sc.kv.Pages
 	if pg == nil {
 		return true
 	}
 	reserve := admitReserve
-	if len(sc.active) == 0 && pending == 0 {
+	if len(sc.active) == 0 && len(sc.pending) == 0 {
 		reserve = 0
 	}
 	return pg.Need(sc.free[len(sc.free)-1], rows)+reserve <= pg.Free()
@@ -682,67 +785,93 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	_, V := model.Matrix(t)
 	switch {
 	case p.Temperature == 0:
-		ids, _ := rs.TopK(t, 1)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		for i, row := range readers {
-			for _, s := range row {
-				s.push(ids[i][0], 0)
-			}
-		}
+		return drawGreedy(b, rs, t, readers)
 	case p.TopK > 0 && p.TopK < V:
-		ids, vals := rs.TopK(t, p.TopK)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		for i, row := range readers {
-			for _, s := range row {
-				idx, lp := Sample(vals[i], p.Temperature, p.TopK, p.TopP, s.draw())
-				s.push(ids[i][idx], lp)
-			}
-		}
+		return drawTopK(b, rs, t, readers, p)
 	case p.TopP >= 1:
-		mx, sums := rs.ChunkSums(t, p.Temperature, sampleChunk)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		// Every draw's chunk is located from the sums first, then all the
-		// chunks come back in one download (not one per draw).
-		var walks []chunkWalk
-		var rows, chunks []int32
-		for i, row := range readers {
-			for _, s := range row {
-				w := locate(i, sums[i], s.draw())
-				walks = append(walks, w)
-				rows, chunks = append(rows, int32(i)), append(chunks, int32(w.c))
-			}
-		}
-		got := rs.Chunks(t, rows, chunks, sampleChunk)
-		if err := backendErr(b); err != nil {
-			return err
-		}
-		k := 0
-		for i, row := range readers {
-			for _, s := range row {
-				tok, lp, err := walks[k].walk(b, t, V, mx[i], sums[i], p.Temperature, got[k])
-				if err != nil {
-					return err
-				}
-				s.push(tok, lp)
-				k++
-			}
-		}
+		return drawByChunks(b, rs, t, V, readers, p.Temperature)
 	default: // top-p over the whole vocabulary needs the whole row
-		host := make([]float32, t.Numel())
-		b.Download(t, host)
-		if err := backendErr(b); err != nil {
-			return err
+		return drawFromRows(b, t, V, readers, p)
+	}
+}
+
+// drawGreedy gives each reader its row's argmax, the top 1 of the device.
+func drawGreedy(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState) error {
+	ids, _ := rs.TopK(t, 1)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			s.push(ids[i][0], 0)
 		}
-		for i, row := range readers {
-			for _, s := range row {
-				s.sample(host[i*V:(i+1)*V], p)
+	}
+	return nil
+}
+
+// drawTopK draws from each row's top p.TopK logits, found on the device:
+// the host draw on the same numbers.
+func drawTopK(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState, p Params) error {
+	ids, vals := rs.TopK(t, p.TopK)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			idx, lp := Sample(vals[i], p.Temperature, p.TopK, p.TopP, s.draw())
+			s.push(ids[i][idx], lp)
+		}
+	}
+	return nil
+}
+
+// drawByChunks draws unfiltered from softmax(row/temperature) by the
+// rows' chunk sums and, per draw, the one chunk that holds it (see
+// chunkWalk).
+func drawByChunks(b model.Backend, rs model.RowSampler, t *model.Tensor, V int, readers [][]*seqState, temperature float64) error {
+	mx, sums := rs.ChunkSums(t, temperature, sampleChunk)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	// Every draw's chunk is located from the sums first, then all the
+	// chunks come back in one download (not one per draw).
+	var walks []chunkWalk
+	var rows, chunks []int32
+	for i, row := range readers {
+		for _, s := range row {
+			w := locate(i, sums[i], s.draw())
+			walks = append(walks, w)
+			rows, chunks = append(rows, int32(i)), append(chunks, int32(w.c))
+		}
+	}
+	got := rs.Chunks(t, rows, chunks, sampleChunk)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	k := 0
+	for i, row := range readers {
+		for _, s := range row {
+			tok, lp, err := walks[k].walk(b, t, V, mx[i], sums[i], temperature, got[k])
+			if err != nil {
+				return err
 			}
+			s.push(tok, lp)
+			k++
+		}
+	}
+	return nil
+}
+
+// drawFromRows downloads the whole rows and draws on the host.
+func drawFromRows(b model.Backend, t *model.Tensor, V int, readers [][]*seqState, p Params) error {
+	host := make([]float32, t.Numel())
+	b.Download(t, host)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for i, row := range readers {
+		for _, s := range row {
+			s.sample(host[i*V:(i+1)*V], p)
 		}
 	}
 	return nil
@@ -882,16 +1011,7 @@ func Sample(logits []float32, temperature float64, topK int, topP float64, u flo
 		sum += probs[i]
 	}
 	if topP < 1 {
-		// Keep the smallest prefix whose mass reaches topP (at least one token).
-		var cum float64
-		keep := len(cands)
-		for i := range probs {
-			cum += probs[i] / sum
-			if cum >= topP {
-				keep = i + 1
-				break
-			}
-		}
+		keep := nucleus(probs, sum, topP)
 		cands, probs = cands[:keep], probs[:keep]
 		sum = 0
 		for _, q := range probs {
@@ -907,4 +1027,17 @@ func Sample(logits []float32, temperature float64, topK int, topP float64, u flo
 		}
 	}
 	return cands[0].id, float32(math.Log(probs[0] / sum))
+}
+
+// nucleus is the length of the smallest prefix of probs (in descending
+// order, summing to sum) whose mass reaches topP, at least one token.
+func nucleus(probs []float64, sum, topP float64) int {
+	var cum float64
+	for i := range probs {
+		cum += probs[i] / sum
+		if cum >= topP {
+			return i + 1
+		}
+	}
+	return len(probs)
 }
