@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,12 +15,15 @@ import (
 
 func newCudaInfoCmd() *cobra.Command {
 	var deviceName, arch, matmul string
-	var selfTest bool
+	var selfTest, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "cuda-info [--device cuda:N] [--self-test] [--compile-for sm_90]",
 		Short: "Show the GPU, the CUDA libraries found and the kernel cache; or precompile the kernels without a GPU",
 		Long: `cuda-info opens the GPU (loading libcuda, NVRTC and cuBLAS, compiling or
-loading the kernels) and prints what it found and the device's free memory.
+loading the kernels) and prints what it found, where each library came from
+(GDROTRAIN_CUDA_LIB_DIR, the dynamic linker, a pip wheel of the active Python
+environment, a toolkit folder; NCCL too, which only several GPUs need) and
+the device's free memory; --json prints the same as one JSON object.
 With --compile-for sm_XY it needs no GPU: NVRTC alone compiles every kernel
 into the kernel cache (GDROTRAIN_KERNEL_CACHE, default ~/.cache/gdrotrain/kernels),
 e.g. on a Slurm login node whose home folder the GPU nodes share.
@@ -54,13 +60,16 @@ naming the op and the tolerance, if any disagrees.`,
 			if err != nil {
 				return err
 			}
-			i := d.Info
-			fmt.Fprintf(out, "GPU %d: %s (sm_%d%d, %d SMs)\n", i.Ordinal, i.Name, i.Major, i.Minor, i.SMs)
-			fmt.Fprintf(out, "memory: %.2f GiB free of %.2f GiB\n", float64(free)/(1<<30), float64(total)/(1<<30))
-			fmt.Fprintf(out, "driver: %d.%d (%s)\n", i.DriverVersion/1000, i.DriverVersion%1000/10, i.CudaLib)
-			fmt.Fprintf(out, "NVRTC: %s (%s)\n", i.NVRTCVersion, i.NVRTCLib)
-			fmt.Fprintf(out, "cuBLAS: %d (%s)\n", i.CublasVersion, i.CublasLib)
-			fmt.Fprintf(out, "kernel cache: %s\n", i.KernelsDir)
+			info := newCudaInfoReport(d.Info, free, total)
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(info); err != nil {
+					return err
+				}
+			} else {
+				info.write(out)
+			}
 			if !selfTest {
 				return nil
 			}
@@ -77,8 +86,70 @@ naming the op and the tolerance, if any disagrees.`,
 		},
 	}
 	cmd.Flags().StringVar(&deviceName, "device", "cuda", "cuda or cuda:N")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the device and libraries as one JSON object (the GPU kit's record)")
 	cmd.Flags().BoolVar(&selfTest, "self-test", false, "run the GPU self-test against the CPU backend (exit 1 if any check fails)")
 	cmd.Flags().StringVar(&matmul, "matmul-precision", "bf16", "with --self-test: matrix-product precision to test (bf16, tf32, fp32)")
 	cmd.Flags().StringVar(&arch, "compile-for", "", "compile the kernels for this architecture (sm_80, sm_90, …) with NVRTC only, no GPU")
 	return cmd
+}
+
+// cudaInfoReport is what cuda-info prints, and with --json its fields.
+type cudaInfoReport struct {
+	GPU      string  `json:"gpu"`
+	Ordinal  int     `json:"ordinal"`
+	Arch     string  `json:"arch"`
+	SMs      int     `json:"sms"`
+	Devices  int     `json:"devices"` // visible to this process
+	TotalGiB float64 `json:"memory_total_gib"`
+	FreeGiB  float64 `json:"memory_free_gib"`
+	// Emulator is true on the project's CPU emulator of the CUDA libraries,
+	// whose timings mean nothing.
+	Emulator    bool              `json:"emulator"`
+	Driver      string            `json:"driver"`
+	Libraries   []cudaInfoLibrary `json:"libraries"`
+	KernelCache string            `json:"kernel_cache"`
+}
+
+// cudaInfoLibrary is one loaded library: its file, where the search found
+// it and its version; Error says why NCCL, which is optional, is missing.
+type cudaInfoLibrary struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	From    string `json:"from,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func newCudaInfoReport(i cuda.Info, free, total int64) cudaInfoReport {
+	driver := fmt.Sprintf("%d.%d", i.DriverVersion/1000, i.DriverVersion%1000/10)
+	r := cudaInfoReport{GPU: i.Name, Ordinal: i.Ordinal, Arch: fmt.Sprintf("sm_%d%d", i.Major, i.Minor), SMs: i.SMs,
+		Devices: i.Devices, TotalGiB: float64(total) / (1 << 30), FreeGiB: float64(free) / (1 << 30),
+		Emulator: strings.Contains(i.Name, "emulator"), Driver: driver, KernelCache: i.KernelsDir,
+		Libraries: []cudaInfoLibrary{
+			{Name: "driver", Version: driver, Path: i.CudaLib, From: i.CudaFrom},
+			{Name: "NVRTC", Version: i.NVRTCVersion, Path: i.NVRTCLib, From: i.NVRTCFrom},
+			{Name: "cuBLAS", Version: fmt.Sprint(i.CublasVersion), Path: i.CublasLib, From: i.CublasFrom},
+		}}
+	nccl := cudaInfoLibrary{Name: "NCCL"}
+	if path, from, v, err := cuda.NCCLInfo(); err != nil {
+		nccl.Error = err.Error()
+	} else {
+		nccl.Path, nccl.From = path, from
+		nccl.Version = fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+	}
+	r.Libraries = append(r.Libraries, nccl)
+	return r
+}
+
+func (r cudaInfoReport) write(w io.Writer) {
+	fmt.Fprintf(w, "GPU %d: %s (%s, %d SMs; %d visible)\n", r.Ordinal, r.GPU, r.Arch, r.SMs, r.Devices)
+	fmt.Fprintf(w, "memory: %.2f GiB free of %.2f GiB\n", r.FreeGiB, r.TotalGiB)
+	for _, l := range r.Libraries {
+		if l.Error != "" {
+			fmt.Fprintf(w, "%s: not loaded (only training on several GPUs needs it): %s\n", l.Name, l.Error)
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s (%s)\n    from %s\n", l.Name, l.Version, l.Path, l.From)
+	}
+	fmt.Fprintf(w, "kernel cache: %s\n", r.KernelCache)
 }
