@@ -11,6 +11,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/cuda/selftest"
 	"github.com/gdrotrain/gdrotrain/device"
+	"github.com/gdrotrain/gdrotrain/internal/gpukit"
 )
 
 func newCudaInfoCmd() *cobra.Command {
@@ -68,7 +69,7 @@ naming the op and the tolerance, if any disagrees.`,
 					return err
 				}
 			} else {
-				info.write(out)
+				writeCudaInfo(out, info)
 			}
 			if !selfTest {
 				return nil
@@ -93,44 +94,19 @@ naming the op and the tolerance, if any disagrees.`,
 	return cmd
 }
 
-// cudaInfoReport is what cuda-info prints, and with --json its fields.
-type cudaInfoReport struct {
-	GPU      string  `json:"gpu"`
-	Ordinal  int     `json:"ordinal"`
-	Arch     string  `json:"arch"`
-	SMs      int     `json:"sms"`
-	Devices  int     `json:"devices"` // visible to this process
-	TotalGiB float64 `json:"memory_total_gib"`
-	FreeGiB  float64 `json:"memory_free_gib"`
-	// Emulator is true on the project's CPU emulator of the CUDA libraries,
-	// whose timings mean nothing.
-	Emulator    bool              `json:"emulator"`
-	Driver      string            `json:"driver"`
-	Libraries   []cudaInfoLibrary `json:"libraries"`
-	KernelCache string            `json:"kernel_cache"`
-}
-
-// cudaInfoLibrary is one loaded library: its file, where the search found
-// it and its version; Error says why NCCL, which is optional, is missing.
-type cudaInfoLibrary struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-	Path    string `json:"path,omitempty"`
-	From    string `json:"from,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-func newCudaInfoReport(i cuda.Info, free, total int64) cudaInfoReport {
+// newCudaInfoReport is what cuda-info prints, and with --json its fields
+// (the GPU kit reads them: gpukit.CudaInfo).
+func newCudaInfoReport(i cuda.Info, free, total int64) gpukit.CudaInfo {
 	driver := fmt.Sprintf("%d.%d", i.DriverVersion/1000, i.DriverVersion%1000/10)
-	r := cudaInfoReport{GPU: i.Name, Ordinal: i.Ordinal, Arch: fmt.Sprintf("sm_%d%d", i.Major, i.Minor), SMs: i.SMs,
+	r := gpukit.CudaInfo{GPU: i.Name, Ordinal: i.Ordinal, Arch: fmt.Sprintf("sm_%d%d", i.Major, i.Minor), SMs: i.SMs,
 		Devices: i.Devices, TotalGiB: float64(total) / (1 << 30), FreeGiB: float64(free) / (1 << 30),
 		Emulator: strings.Contains(i.Name, "emulator"), Driver: driver, KernelCache: i.KernelsDir,
-		Libraries: []cudaInfoLibrary{
+		Libraries: []gpukit.Library{
 			{Name: "driver", Version: driver, Path: i.CudaLib, From: i.CudaFrom},
 			{Name: "NVRTC", Version: i.NVRTCVersion, Path: i.NVRTCLib, From: i.NVRTCFrom},
 			{Name: "cuBLAS", Version: fmt.Sprint(i.CublasVersion), Path: i.CublasLib, From: i.CublasFrom},
 		}}
-	nccl := cudaInfoLibrary{Name: "NCCL"}
+	nccl := gpukit.Library{Name: "NCCL"}
 	if path, from, v, err := cuda.NCCLInfo(); err != nil {
 		nccl.Error = err.Error()
 	} else {
@@ -141,7 +117,8 @@ func newCudaInfoReport(i cuda.Info, free, total int64) cudaInfoReport {
 	return r
 }
 
-func (r cudaInfoReport) write(w io.Writer) {
+// writeCudaInfo prints r as cuda-info's text.
+func writeCudaInfo(w io.Writer, r gpukit.CudaInfo) {
 	fmt.Fprintf(w, "GPU %d: %s (%s, %d SMs; %d visible)\n", r.Ordinal, r.GPU, r.Arch, r.SMs, r.Devices)
 	fmt.Fprintf(w, "memory: %.2f GiB free of %.2f GiB\n", r.FreeGiB, r.TotalGiB)
 	for _, l := range r.Libraries {
