@@ -125,23 +125,60 @@ record() {
 
 skip() { record "$1" skip 0 0 "" "$2"; }
 
-# run STEP LIMIT LOG CMD...: runs CMD in this shell (a failure in a
-# pipeline's subshell would be lost) under a time limit of LIMIT seconds,
-# its output to the terminal and to $out/LOG.
+# limited SECONDS CMD...: CMD under a time limit where timeout(1) is here
+# (GNU's and busybox's take -k), else CMD as it is.
+limited() {
+	local secs=$1
+	shift
+	if command -v timeout >/dev/null; then
+		timeout -k 30 "$secs" "$@"
+	else
+		"$@"
+	fi
+}
+
+# A step runs in the background and the script waits for it, so that an
+# interrupt (Ctrl-C; scancel's SIGTERM) is handled at once: timeout(1) puts
+# the step in a process group of its own, which the terminal's Ctrl-C does
+# not reach, and passes our SIGTERM on to the whole group (the NCCL tests'
+# worker processes included). The step is recorded as interrupted, and the
+# script stops after writing the report of what ran.
+step_pid=""
+interrupted=""
+on_signal() {
+	interrupted=1
+	[ -n "$step_pid" ] && kill -TERM "$step_pid" 2>/dev/null
+}
+trap on_signal INT TERM
+
+# run STEP LIMIT LOG CMD...: runs CMD (not in a pipeline's subshell, where a
+# failure would be lost) under a time limit of LIMIT seconds, its output to
+# the terminal and to $out/LOG.
 run() {
 	local step=$1 limit=$2 log=$3 rc start end note=""
 	shift 3
 	want "$step" || return 0
+	[ -n "$interrupted" ] && return 0
 	echo "== $step: $*" | tee -a "$out/$log"
 	start=$(date +%s)
+	# Simple commands, so that $! is timeout's (or CMD's) own process.
 	if command -v timeout >/dev/null; then
-		timeout --kill-after=30 "$limit" "$@" > >(tee -a "$out/$log") 2>&1
+		timeout -k 30 "$limit" "$@" > >(tee -a "$out/$log") 2>&1 &
 	else
-		"$@" > >(tee -a "$out/$log") 2>&1
+		"$@" > >(tee -a "$out/$log") 2>&1 &
 	fi
-	rc=$?
+	step_pid=$!
+	# wait returns early when a signal's trap runs; wait again for the end.
+	while true; do
+		wait "$step_pid"
+		rc=$?
+		kill -0 "$step_pid" 2>/dev/null || break
+	done
+	step_pid=""
 	end=$(date +%s)
-	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+	if [ -n "$interrupted" ]; then
+		note="interrupted"
+	elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		note="timed out after $limit s"
 	fi
 	if [ $rc -eq 0 ]; then
@@ -223,7 +260,7 @@ elif ! command -v "$python" >/dev/null; then
 	torch_why="no $python"
 else
 	# Importing torch from a network file system can take a while.
-	if timeout 300 "$python" -c 'import torch, transformers
+	if limited 300 "$python" -c 'import torch, transformers
 assert torch.cuda.is_available(), "torch sees no GPU"
 print("python", __import__("sys").version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda,
       "transformers", transformers.__version__)' >"$out/python.txt" 2>&1; then
@@ -276,11 +313,17 @@ if want bench; then
 fi
 
 if want report; then
+	interrupted_run=$interrupted
+	interrupted="" # the report of what ran is still written
 	version=$(head -1 "$root/VERSION" 2>/dev/null || git -C "$root" describe --always --dirty 2>/dev/null || true)
 	run report 60 report.log "$gdrotrain" kit-report --dir "$out" --size "$size" --kit-version "$version"
 	[ -f "$out/report.md" ] && cat "$out/report.md"
 fi
 wait # the tee processes
+if [ -n "${interrupted_run:-}$interrupted" ]; then
+	echo "gpu_kit: interrupted; what ran is in $out"
+	exit 130
+fi
 failed=$(grep -c '	fail	' "$steps")
 if [ "$failed" -ne 0 ]; then
 	echo "gpu_kit: $failed step(s) FAILED; send back the folder $out (summary.json, report.md and the logs)"

@@ -31,7 +31,7 @@ go build -o "$tmp/real/gdrotrain" ./cmd/gdrotrain
 
 # ---- 1. fakes --------------------------------------------------------------
 # Each fake logs its arguments and fails when its name, or its name and
-# first argument, is in $FAIL. The fake gdrotrain describes two GPUs (so the
+# first argument, is in $FAIL; the one named $SLEEPER hangs. The fake gdrotrain describes two GPUs (so the
 # NCCL tests run) and leaves kit-report to the real binary.
 mkdir -p "$tmp/fake"
 for prog in gdrotrain cuda.test python; do
@@ -39,6 +39,11 @@ for prog in gdrotrain cuda.test python; do
 #!/usr/bin/env bash
 echo "fake $prog \$*" >>"\$FAKE_LOG"
 case " \${FAIL:-} " in *" $prog "*|*" $prog:\${1:-} "*) echo "fake $prog fails"; exit 7;; esac
+if [ "\${SLEEPER:-}" = $prog ]; then # a step that hangs, with a child of its own
+	sleep 60 &
+	echo "\$\$ \$!" >"\$FAKE_LOG.pids"
+	wait
+fi
 case "$prog \${1:-}" in
 "gdrotrain kit-report") exec "$tmp/real/gdrotrain" "\$@" ;;
 "gdrotrain cuda-info") [ "\${2:-}" = --json ] && printf '{\n  "gpu": "Fake H100",\n  "devices": 2,\n  "emulator": false,\n  "driver": "13.0"\n}\n' ;;
@@ -108,6 +113,36 @@ kit "" 0 --steps selftest,report --nccl off
 [ "$(tail -n +2 "$tmp/out/steps.tsv" | cut -f1 | tr '\n' ' ')" = "selftest-fp32 selftest-bf16 report " ] ||
 	fail "--steps selftest,report ran $(tail -n +2 "$tmp/out/steps.tsv" | cut -f1 | tr '\n' ' ')"
 kit "" 2 --size huge
+
+# An interrupt (scancel's SIGTERM) ends the step in progress at once — the
+# hanging test program and its child too — records it, writes the report
+# of what ran and exits 130, running nothing after it.
+rm -rf "$tmp/out"
+: >"$tmp/log"
+SLEEPER=cuda.test FAKE_LOG="$tmp/log" GDROTRAIN="$tmp/fake/gdrotrain" CUDA_TEST="$tmp/fake/cuda.test" \
+	bash scripts/gpu_kit.sh --out "$tmp/out" --python "$tmp/fake/python" >"$tmp/stdout" 2>&1 &
+kitpid=$!
+for _ in $(seq 100); do
+	[ -s "$tmp/log.pids" ] && break
+	sleep 0.1
+done
+[ -s "$tmp/log.pids" ] || fail "the hanging step did not start"
+kill -TERM $kitpid
+rc=0
+wait $kitpid || rc=$?
+[ $rc = 130 ] || fail "interrupted: exit $rc, want 130"
+FAIL=interrupt
+status cuda-tests fail
+grep -q "	interrupted$" "$tmp/out/steps.tsv" || fail "the interrupted step is not marked so"
+status report pass
+grep -q "fake gdrotrain bench" "$tmp/log" && fail "a step ran after the interrupt"
+sleep 0.5
+for pid in $(cat "$tmp/log.pids"); do
+	# Killed and not yet reaped (a zombie) counts as ended.
+	if [ -e /proc/$pid/stat ] && [ "$(cut -d' ' -f3 /proc/$pid/stat)" != Z ]; then
+		fail "process $pid of the interrupted step is still running"
+	fi
+done
 echo "test_gpu_kit: fakes ok ($(($(date +%s) - start)) s)"
 
 # ---- 2. the kit on the emulator ---------------------------------------------
