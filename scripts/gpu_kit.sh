@@ -18,13 +18,14 @@
 #                 beside PyTorch + transformers on the same GPU
 #   report        summary.json and report.md from all of the above
 # Every step runs even after another failed; the script exits 1 if any
-# failed. Results go to --out (default ./results-HOST-TIME beside run.sh,
-# or $OUT).
+# failed, 130 when interrupted (after writing the report of what ran).
+# Results go to --out (default ./results-HOST-TIME beside run.sh, or $OUT).
 #
 # Options:
 #   --out DIR            where the logs, summary.json and report.md go
-#   --size auto|full|tiny  bench and test sizes: full on a GPU, tiny on the
-#                        project's CPU emulator (auto: by cuda-info)
+#   --size auto|full|tiny  the benchmark's model: full (Qwen3-1.7B shapes)
+#                        on a GPU, tiny on the project's CPU emulator
+#                        (auto: by what cuda-info reports)
 #   --python PY          the Python with torch + transformers (default
 #                        $PYTHON or python3); "" skips the Python steps
 #   --steps LIST         comma-separated steps to run (default: all)
