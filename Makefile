@@ -19,13 +19,13 @@ ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
 export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
 endif
 
-.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build cuda-tools kernel-report emulator config-doc
+.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build gpu-kit cuda-tools kernel-report emulator config-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
 
-# gpu-check-build: the binary and the CUDA test binary, for scripts/gpu_check.sh
-# on a GPU node that has no Go toolchain.
+# gpu-check-build: the binary and the CUDA test binary, for scripts/gpu_kit.sh
+# run from this checkout on a GPU node.
 gpu-check-build: build
 	$(GO) test -c -o bin/cuda.test ./cuda/
 
@@ -33,6 +33,13 @@ gpu-check-build: build
 # (internal/configdoc; its test fails when the page is out of date).
 config-doc:
 	$(GO) run ./internal/configdoc/cmd/gen-config-doc
+
+# gpu-kit: one archive for a GPU node without Go (docs/gpu-kit.md):
+#   tar xzf gdrotrain-gpu-kit.tar.gz && cd gdrotrain-gpu-kit && ./run.sh
+# cgo links the programs against this machine's glibc; the kit's VERSION
+# says which the node needs.
+gpu-kit: gpu-check-build
+	bash scripts/make_gpu_kit.sh --out bin/gdrotrain-gpu-kit.tar.gz
 
 # fixtures: fetch or generate whatever the tests need (nothing is read from ../shared).
 fixtures:
@@ -42,7 +49,7 @@ fixtures:
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency.
-NOCGO_PKGS := ./trainer/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/
+NOCGO_PKGS := ./trainer/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff
@@ -83,7 +90,7 @@ test: fixtures vet
 	else echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped"; fi
 	GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -run '$(CUDA_BF16_TESTS)' ./cuda/
 	bash scripts/slurm/test_sbatch.sh
-	bash scripts/test_gpu_check.sh
+	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 

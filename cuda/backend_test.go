@@ -40,18 +40,30 @@ var (
 	emuDir  string
 )
 
+// testDeviceEnv=gpu makes the tests run on the GPU or fail: never on the
+// emulator, never skipped for want of a device, and with
+// GDROTRAIN_CUDA_LIB_DIR read as the folder of the real libraries. The GPU
+// kit (scripts/gpu_kit.sh) sets it, so a node whose GPU cannot be opened
+// reports failures instead of an emulator run or a row of skips that pass.
+const testDeviceEnv = "GDROTRAIN_TEST_DEVICE"
+
 // testDevice opens the GPU, or the emulator where there is none.
 func testDevice(t *testing.T) *Device {
 	t.Helper()
 	devOnce.Do(func() {
-		if os.Getenv(LibDirEnv) == "" {
+		want := os.Getenv(testDeviceEnv)
+		if want != "" && want != "gpu" {
+			devErr = fmt.Errorf("%s=%q: want gpu or nothing", testDeviceEnv, want)
+			return
+		}
+		if os.Getenv(LibDirEnv) == "" || want == "gpu" {
 			d, err := Open(0, t.Logf)
 			if err == nil {
 				testDev, devKind = d, "gpu"
 				return
 			}
-			if !IsNoGPU(err) {
-				devErr = err
+			if !IsNoGPU(err) || want == "gpu" {
+				devErr, devKind = err, "gpu"
 				return
 			}
 		}
@@ -598,7 +610,11 @@ func TestFrozenReference(t *testing.T) {
 
 // TestDevice opens the GPU or the emulator for the external tests
 // (package cuda_test), which cannot see testDevice.
-func TestDeviceForExternalTests(t *testing.T) { testDevice(t) }
+// It also logs the device, so a test log says where the tests ran.
+func TestDeviceForExternalTests(t *testing.T) {
+	d := testDevice(t)
+	t.Logf("device: %s (%s)", d.Info, devKind)
+}
 
 // OpenTestDevice is testDevice for package cuda_test.
 var OpenTestDevice = testDevice

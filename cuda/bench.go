@@ -1,9 +1,10 @@
 package cuda
 
-// The GPU benchmark: training forward+backward tokens/s and MFU at 2k and
-// 8k tokens, and cached decode tokens/s at batch 1, 64 and 256 with 1k and
-// 4k of context against the memory-bandwidth bound, beside PyTorch +
-// transformers (eager, SDPA, bf16) on the same GPU in the same run.
+// The GPU benchmark: training forward+backward tokens/s, step time and MFU
+// at 2k and 8k tokens, and cached decode tokens/s at batch 1, 64 and 256
+// with 1k and 4k of context against the memory-bandwidth bound, beside
+// PyTorch + transformers (eager, SDPA, bf16) on the same GPU in the same
+// run. Both sides are warmed up (one untimed pass) before they are timed.
 
 import (
 	"bufio"
@@ -26,6 +27,54 @@ type BenchOptions struct {
 	Script       string  // scripts/bench_torch_gpu.py
 	PeakTFLOPs   float64 // dense bf16 peak; 0: from the GPU's name
 	BandwidthGBs float64 // memory bandwidth; 0: from the GPU's name
+	JSON         bool    // print the BenchReport as JSON instead of a table
+}
+
+// BenchReport is what Bench measured.
+type BenchReport struct {
+	GPU          string        `json:"gpu"`
+	Matmul       string        `json:"matmul"`
+	Shape        string        `json:"shape"`
+	PeakTFLOPs   float64       `json:"peak_tflops"`
+	BandwidthGBs float64       `json:"bandwidth_gbs"`
+	Train        []BenchTrain  `json:"train"`
+	Decode       []BenchDecode `json:"decode"`
+	Baseline     string        `json:"baseline"` // PyTorch's versions, or why there is no baseline
+}
+
+// BenchTrain is one training shape: a forward and backward of Batch
+// sequences of SeqLen tokens, log-probabilities over the last
+// ResponseTokens (the optimizer step is not included, on either side).
+type BenchTrain struct {
+	Name           string  `json:"name"`
+	Batch          int     `json:"batch"`
+	SeqLen         int     `json:"seq_len"`
+	ResponseTokens int     `json:"response_tokens"`
+	Params         int64   `json:"params"`
+	TokPerS        float64 `json:"tok_s"`
+	StepSeconds    float64 `json:"step_s"`
+	MFU            float64 `json:"mfu"` // model FLOPs / time / peak, 0–1
+	TorchTokPerS   float64 `json:"torch_tok_s,omitempty"`
+	TorchStepSecs  float64 `json:"torch_step_s,omitempty"`
+	TorchMFU       float64 `json:"torch_mfu,omitempty"`
+	Ratio          float64 `json:"ratio,omitempty"` // ours / PyTorch's tokens per second
+	TorchNote      string  `json:"torch_note,omitempty"`
+	Error          string  `json:"error,omitempty"` // why ours has no number (out of memory)
+}
+
+// BenchDecode is one decode shape: Batch sequences with Context tokens of
+// KV cache, one token each per step.
+type BenchDecode struct {
+	Name          string  `json:"name"`
+	Batch         int     `json:"batch"`
+	Context       int     `json:"context"`
+	Steps         int     `json:"steps"`
+	TokPerS       float64 `json:"tok_s"`
+	BoundFraction float64 `json:"bound_fraction"` // of the memory-bandwidth bound, 0–1
+	TorchTokPerS  float64 `json:"torch_tok_s,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"`
+	TorchNote     string  `json:"torch_note,omitempty"`
+	Error         string  `json:"error,omitempty"`
 }
 
 // Bench measures training and decode throughput on b and prints a table
@@ -101,47 +150,109 @@ func (g *gpuBench) run(w io.Writer) error {
 		return err
 	}
 	theirs, note := g.torch(p)
-	fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", g.b.Device().Info, g.b.Name(), g.PeakTFLOPs, g.BandwidthGBs)
-	fmt.Fprintf(w, "%-18s %12s %8s %12s %8s\n", "training", "tok/s", "MFU", "torch tok/s", "×")
+	r := BenchReport{GPU: g.b.Device().Info.String(), Matmul: g.b.Name(), Shape: g.Shape, PeakTFLOPs: g.PeakTFLOPs,
+		BandwidthGBs: g.BandwidthGBs, Baseline: note}
+	if !g.JSON {
+		fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", r.GPU, r.Matmul, r.PeakTFLOPs, r.BandwidthGBs)
+		fmt.Fprintf(w, "%-18s %12s %9s %8s %12s %8s\n", "training", "tok/s", "step s", "MFU", "torch tok/s", "×")
+	}
 	for _, s := range p.train {
-		r, err := model.Measure(g.b, s)
+		t := BenchTrain{Name: s.Name, Batch: s.Batch, SeqLen: s.SeqLen, ResponseTokens: s.ResponseTokens}
+		tokens := float64(s.Batch * s.SeqLen)
+		mfu := func(tokS float64) float64 { return model.TrainFLOPs(s) * tokS / tokens / (g.PeakTFLOPs * 1e12) }
+		res, err := g.measureTrain(s)
 		if err != nil {
-			g.skip(w, s.Name, err)
-			continue
+			t.Error = g.failed(err)
+		} else {
+			t.Params, t.TokPerS, t.StepSeconds, t.MFU = res.Params, res.TrainTokPerS, tokens/res.TrainTokPerS, mfu(res.TrainTokPerS)
 		}
-		mfu := model.TrainFLOPs(s) * r.TrainTokPerS / float64(s.Batch*s.SeqLen) / (g.PeakTFLOPs * 1e12)
-		tt, ratio := "-", "-"
-		if t, ok := theirs[s.Name]; ok && t.TrainTokS > 0 {
-			tt, ratio = fmt.Sprintf("%.0f", t.TrainTokS), fmt.Sprintf("%.2f", r.TrainTokPerS/t.TrainTokS)
+		if th, ok := theirs[s.Name]; ok {
+			t.TorchNote = th.Note
+			if th.TrainTokS > 0 {
+				t.TorchTokPerS, t.TorchStepSecs, t.TorchMFU = th.TrainTokS, tokens/th.TrainTokS, mfu(th.TrainTokS)
+				if t.TokPerS > 0 {
+					t.Ratio = t.TokPerS / th.TrainTokS
+				}
+			}
 		}
-		fmt.Fprintf(w, "%-18s %12.0f %7.1f%% %12s %8s\n", s.Name, r.TrainTokPerS, 100*mfu, tt, ratio)
+		r.Train = append(r.Train, t)
+		if !g.JSON {
+			if t.Error != "" {
+				fmt.Fprintf(w, "%-18s %12s   (%s)\n", t.Name, "-", t.Error)
+			} else {
+				fmt.Fprintf(w, "%-18s %12.0f %9.3f %7.1f%% %12s %8s\n", t.Name, t.TokPerS, t.StepSeconds, 100*t.MFU, num(t.TorchTokPerS, "%.0f"), num(t.Ratio, "%.2f"))
+			}
+		}
 	}
-	fmt.Fprintf(w, "%-18s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
+	if !g.JSON {
+		fmt.Fprintf(w, "%-18s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
+	}
 	for _, d := range p.decode {
-		name := fmt.Sprintf("decode-b%d-c%d", d[0], d[1])
-		r, err := model.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
+		x := BenchDecode{Name: fmt.Sprintf("decode-b%d-c%d", d[0], d[1]), Batch: d[0], Context: d[1], Steps: p.steps}
+		res, err := model.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
 		if err != nil {
-			g.skip(w, name, err)
-			continue
+			x.Error = g.failed(err)
+		} else {
+			bound := float64(d[0]) * g.BandwidthGBs * 1e9 / res.StepBytes
+			x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
 		}
-		bound := float64(d[0]) * g.BandwidthGBs * 1e9 / r.StepBytes
-		tt, ratio := "-", "-"
-		if t, ok := theirs[name]; ok && t.TokS > 0 {
-			tt, ratio = fmt.Sprintf("%.0f", t.TokS), fmt.Sprintf("%.2f", r.TokPerS/t.TokS)
+		if th, ok := theirs[x.Name]; ok {
+			x.TorchNote = th.Note
+			if th.TokS > 0 {
+				x.TorchTokPerS = th.TokS
+				if x.TokPerS > 0 {
+					x.Ratio = x.TokPerS / th.TokS
+				}
+			}
 		}
-		fmt.Fprintf(w, "%-18s %12.0f %9.1f%% %12s %8s\n", name, r.TokPerS, 100*r.TokPerS/bound, tt, ratio)
+		r.Decode = append(r.Decode, x)
+		if !g.JSON {
+			if x.Error != "" {
+				fmt.Fprintf(w, "%-18s %12s   (%s)\n", x.Name, "-", x.Error)
+			} else {
+				fmt.Fprintf(w, "%-18s %12.0f %9.1f%% %12s %8s\n", x.Name, x.TokPerS, 100*x.BoundFraction, num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
+			}
+		}
 	}
-	fmt.Fprintln(w, "MFU = model FLOPs (6·params·tokens + attention) / time / peak; % bound = tok/s over the bandwidth bound of reading our fp32 weights and KV cache once per step")
+	if g.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintln(w, "step s = one forward+backward of the shape (no optimizer step); MFU = model FLOPs (6·params·tokens + attention) / time / peak; "+
+		"% bound = tok/s over the bandwidth bound of reading our weights and KV cache once per step")
 	if note != "" {
 		fmt.Fprintln(w, note)
 	}
 	return nil
 }
 
-// skip reports a measurement that failed (typically out of memory: 256
-// sequences × 4k tokens of fp32 KV cache for Qwen3-1.7B is 240 GB) and
-// frees what it left behind so the next one starts clean.
-func (g *gpuBench) skip(w io.Writer, name string, err error) {
+// measureTrain times a training shape after one untimed forward+backward
+// (allocator growth, cuBLAS heuristics, first-touch), as the PyTorch
+// baseline warms up too.
+func (g *gpuBench) measureTrain(s model.BenchShape) (model.BenchResult, error) {
+	x, err := model.NewBencher(g.b, s)
+	if err != nil {
+		return model.BenchResult{}, err
+	}
+	if err := x.Warm(); err != nil {
+		return model.BenchResult{}, err
+	}
+	return x.Run()
+}
+
+// num formats v, or "-" when there is none.
+func num(v float64, format string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// failed frees what a measurement that failed (typically out of memory: 256
+// sequences × 4k tokens of KV cache for Qwen3-1.7B is 120 GB in bf16) left
+// behind so the next one starts clean, and says why in one line.
+func (g *gpuBench) failed(err error) string {
 	g.b.ResetErr()
 	runtime.GC()
 	g.b.Device().alloc.release()
@@ -149,7 +260,7 @@ func (g *gpuBench) skip(w io.Writer, name string, err error) {
 	if isOOMText(msg) {
 		msg = "out of memory"
 	}
-	fmt.Fprintf(w, "%-18s %12s   (%s)\n", name, "-", lastLines(msg, 1))
+	return lastLines(msg, 1)
 }
 
 func isOOMText(s string) bool { return strings.Contains(s, "OUT_OF_MEMORY") }

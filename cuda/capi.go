@@ -231,7 +231,8 @@ type library struct {
 	path       string
 	h          unsafe.Pointer
 	major      int        // CUDA major version, 0 if unknown
-	companions []*library // loaded with it and kept (NVRTC's builtins)
+	companions []*library // loaded with it and kept (NVRTC's builtins, cuBLAS's libcublasLt)
+	from       string     // where the search found it (libs.go), for cuda-info
 }
 
 // realPath is the file the dynamic linker mapped (path when unknown).

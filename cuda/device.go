@@ -24,6 +24,10 @@ type Info struct {
 	CublasVersion         int
 	CudaLib, NVRTCLib     string
 	CublasLib, KernelsDir string
+	// Where each library was found (libs.go): GDROTRAIN_CUDA_LIB_DIR, the
+	// dynamic linker, a pip wheel or a toolkit folder.
+	CudaFrom, NVRTCFrom, CublasFrom string
+	Devices                         int // GPUs visible to this process
 }
 
 func (i Info) String() string {
@@ -102,7 +106,7 @@ func open(ordinal int, logf func(string, ...any)) (*Device, error) {
 		return nil, err
 	}
 	d := &Device{drv: drv, funcs: map[string]*function{}, launches: map[string]int{}}
-	d.Info.Ordinal, d.Info.CudaLib = ordinal, lib.path
+	d.Info.Ordinal, d.Info.CudaLib, d.Info.CudaFrom, d.Info.Devices = ordinal, lib.path, lib.from, n
 	if err := d.readInfo(dev); err != nil {
 		return nil, err
 	}
@@ -157,7 +161,7 @@ func (d *Device) loadCublas() error {
 	if d.blas, err = loadCublas(lib); err != nil {
 		return err
 	}
-	d.Info.CublasLib = lib.path
+	d.Info.CublasLib, d.Info.CublasFrom = lib.path, lib.from
 	d.Info.CublasVersion, err = d.blas.Version()
 	return err
 }
@@ -175,7 +179,7 @@ func (d *Device) loadKernels(logf func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	d.Info.NVRTCLib, d.Info.NVRTCVersion, d.Info.KernelsDir = lib.path, c.version, c.cacheDir
+	d.Info.NVRTCLib, d.Info.NVRTCFrom, d.Info.NVRTCVersion, d.Info.KernelsDir = lib.path, lib.from, c.version, c.cacheDir
 	start := time.Now()
 	srcs := Sources()
 	for _, name := range sortedNames(srcs) {

@@ -92,7 +92,7 @@ func dpTrainWorker(t *testing.T, rank, world, port int) {
 // L2 distance of the weight change and of the AdamW moments must stay
 // under 1e-3, and every metric within 1e-6 + 1e-4·|x|.
 func TestDataParallelOnEmulator(t *testing.T) {
-	needEmulatorNCCL(t)
+	needNCCL(t, 2)
 	task := testfix.TinyTask(t)
 	dpRun(t, task, "ranks-1", nil)
 	runRanks(t, []string{"dp-train", "dp-train"}, time.Minute, dpTaskEnv+"="+task.Dir)

@@ -1,19 +1,37 @@
 package cuda
 
-// Finding the CUDA libraries at run time: GDROTRAIN_CUDA_LIB_DIR first, then
-// the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache), then the
-// usual toolkit folders. Several major versions are accepted so one binary
-// runs on CUDA 12 and CUDA 13 nodes, but never a major newer than the driver
-// supports: CUDA 13's cuBLAS and NVRTC need a driver ≥ 580, and on a
-// 535–570 node they load and then fail at the first call. The newest
-// acceptable major wins.
+// Finding the CUDA libraries at run time. GDROTRAIN_CUDA_LIB_DIR is
+// searched first, as given: it is the user's explicit choice. Then, for
+// each file name newest CUDA major first, these places in turn:
+//
+//  1. the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache): what
+//     the node's administrator or the user configured (`module load cuda`
+//     sets LD_LIBRARY_PATH), and what every other program there gets;
+//  2. NVIDIA's pip wheels in the active Python environments (pyenv.go):
+//     the libraries the node's PyTorch runs with, found with no setting, on
+//     the many nodes that have CUDA only that way;
+//  3. the usual toolkit folders, which nothing registered with the linker:
+//     a guess, so last.
+//
+// Several major versions are accepted so one binary runs on CUDA 12 and
+// CUDA 13 nodes, but never a major newer than the driver supports: CUDA
+// 13's cuBLAS and NVRTC need a driver ≥ 580, and on a 535–570 node they
+// load and then fail at the first call. The newest acceptable major wins
+// wherever it is (an old NVRTC 11.2 in ld.so.cache, which knows no sm_90,
+// does not shadow a wheel's NVRTC 12); for the same major the order above
+// decides. Each found library records where it came from (library.from),
+// which cuda-info prints.
 //
 // NVRTC opens its companion libnvrtc-builtins.so.X.Y by bare name at the
 // first compilation. When NVRTC itself came from a folder the dynamic linker
-// does not search (GDROTRAIN_CUDA_LIB_DIR, a toolkit folder), that lookup
-// fails; so the builtins are loaded first, by full path from NVRTC's folder,
-// and NVRTC's later lookup finds the copy already mapped (glibc matches
-// loaded objects by soname).
+// does not search (GDROTRAIN_CUDA_LIB_DIR, a wheel, a toolkit folder), that
+// lookup fails; so the builtins are loaded first, by full path from NVRTC's
+// folder, and NVRTC's later lookup finds the copy already mapped (glibc
+// matches loaded objects by soname). cuBLAS needs libcublasLt of its major
+// when it is loaded; a wheel's copy finds it beside itself through its
+// RPATH, but a folder copied without one would not, so the libcublasLt
+// beside a cuBLAS found by path is loaded just before it, for the same
+// reason.
 
 import (
 	"errors"
@@ -45,7 +63,7 @@ var libNames = map[string][]libCandidate{
 	"nccl": {{"libnccl.so.2", 0}, {"libnccl.so", 0}},
 }
 
-// toolkitDirs are searched after the dynamic linker's paths.
+// toolkitDirs are searched after the dynamic linker and the wheels.
 var toolkitDirs = []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
 	"/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"}
 
@@ -62,15 +80,37 @@ func findLibrary(kind, dir string) (*library, error) { return findLibraryFor(kin
 // findLibraryFor searches dir (if not empty), then the default places, and
 // returns the first library whose major version is ≤ maxMajor (0: any).
 func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
+	return searchLibrary(kind, dir, maxMajor, func() []place { return defaultPlaces(kind, processSitePackages(), realPyEnv) })
+}
+
+// defaultPlaces are the places after GDROTRAIN_CUDA_LIB_DIR, in order. The
+// driver library is never in a wheel (it comes with the driver).
+func defaultPlaces(kind string, sps []sitePackages, env pyEnv) []place {
+	ps := []place{{"", fromLinker}}
+	if kind != "cuda" {
+		ps = append(ps, wheelPlaces(kind, sps, env)...)
+	}
+	for _, d := range toolkitDirs {
+		ps = append(ps, place{d, "toolkit folder " + d})
+	}
+	return ps
+}
+
+// searchLibrary searches dir (if not empty) for every name of kind, then,
+// name by name newest major first, the places that places returns (called
+// only when dir has no acceptable library: it may start python3).
+func searchLibrary(kind, dir string, maxMajor int, places func() []place) (*library, error) {
 	e := &LibraryError{Kind: kind, MaxMajor: maxMajor}
 	for _, c := range libNames[kind] {
 		e.Names = append(e.Names, c.name)
 	}
 	seen := map[string]bool{} // files already rejected
-	try := func(path string, c libCandidate) *library {
+	try := func(path string, c libCandidate, from string) *library {
+		before := preloadBefore(kind, path, c.major)
 		l, err := dlopen(path)
 		if err != nil {
 			e.Tried = append(e.Tried, err.Error())
+			closeAll(before)
 			return nil
 		}
 		major := c.major
@@ -87,40 +127,70 @@ func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
 				e.Rejected = append(e.Rejected, fmt.Sprintf("%s (CUDA %d)", shown, major))
 			}
 			l.close()
+			closeAll(before)
 			return nil
 		}
-		l.major = major
+		l.major, l.from, l.companions = major, from, before
 		return l
 	}
-	type attempt struct {
-		path string
-		c    libCandidate
+	found := func(l *library) *library {
+		if kind == "nvrtc" {
+			l.companions = append(l.companions, preloadNVRTCBuiltins(l)...)
+		}
+		return l
 	}
-	var order []attempt
 	if dir != "" {
 		for _, c := range libNames[kind] {
-			order = append(order, attempt{filepath.Join(dir, c.name), c})
+			if l := try(filepath.Join(dir, c.name), c, fromEnv); l != nil {
+				return found(l), nil
+			}
 		}
 	}
+	ps := places()
 	for _, c := range libNames[kind] {
-		order = append(order, attempt{c.name, c})
-	}
-	for _, d := range toolkitDirs {
-		for _, c := range libNames[kind] {
-			if _, err := os.Stat(filepath.Join(d, c.name)); err == nil {
-				order = append(order, attempt{filepath.Join(d, c.name), c})
+		for _, p := range ps {
+			path := c.name // the dynamic linker's search
+			if p.dir != "" {
+				path = filepath.Join(p.dir, c.name)
+				if _, err := os.Stat(path); err != nil {
+					continue // not there: not worth an entry in the error
+				}
 			}
-		}
-	}
-	for _, a := range order {
-		if l := try(a.path, a.c); l != nil {
-			if kind == "nvrtc" {
-				l.companions = preloadNVRTCBuiltins(l)
+			if l := try(path, c, p.from); l != nil {
+				return found(l), nil
 			}
-			return l, nil
 		}
 	}
 	return nil, e
+}
+
+// loadsBefore names, by kind, the library of the same major (file name
+// without the major) that is loaded from the same folder first.
+var loadsBefore = map[string]string{"cublas": "libcublasLt.so."}
+
+// preloadBefore loads what kind's library at path needs and may not find
+// by itself: libcublasLt of the same major, from the same folder, for a
+// cuBLAS found by path (see the top of this file).
+func preloadBefore(kind, path string, major int) []*library {
+	prefix := loadsBefore[kind]
+	if prefix == "" || major == 0 || !strings.Contains(path, "/") {
+		return nil
+	}
+	lt := filepath.Join(filepath.Dir(path), prefix+strconv.Itoa(major))
+	if _, err := os.Stat(lt); err != nil {
+		return nil
+	}
+	l, err := dlopen(lt)
+	if err != nil {
+		return nil // cuBLAS's own load then says what is missing
+	}
+	return []*library{l}
+}
+
+func closeAll(ls []*library) {
+	for _, l := range ls {
+		l.close()
+	}
 }
 
 var sonameVersion = regexp.MustCompile(`\.so\.(\d+)`)

@@ -125,7 +125,7 @@ func mastersWorker(t *testing.T, rank, world, port int) {
 // rounded masters outside its own ranges. A lost bf16 output of
 // AdamWHalf fails TestHalfOnlyWeights.
 func TestShardedMastersOnEmulator(t *testing.T) {
-	needEmulatorNCCL(t)
+	needNCCL(t, 3)
 	task := testfix.TinyTask(t)
 	host := "0"
 	run := func(t *testing.T, name, resume string, world int, sets ...string) string {

@@ -75,6 +75,17 @@ func NCCLVersion() (int, error) {
 	return n.Version()
 }
 
+// NCCLInfo loads NCCL and says which file it is, where the search found it
+// (libs.go) and its version code.
+func NCCLInfo() (path, from string, version int, err error) {
+	n, err := openNCCL()
+	if err != nil {
+		return "", "", 0, err
+	}
+	version, err = n.Version()
+	return n.lib.path, n.lib.from, version, err
+}
+
 // NewUniqueID makes the id of a new communicator. Only rank 0 calls it; the
 // other ranks receive it (dist.ExchangeID).
 func NewUniqueID() (UniqueID, error) {

@@ -164,4 +164,40 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 	t.Log("\n" + out.String())
+
+	// --json, beside a fake PyTorch baseline (a shell script speaking the
+	// baseline's protocol): ratios and PyTorch's MFU come from its numbers.
+	script := filepath.Join(t.TempDir(), "baseline.sh")
+	fake := "cat >/dev/null\n" +
+		`echo '{"name": "tiny-256", "train_tok_s": 1000, "torch": "fake torch"}'` + "\n" +
+		`echo '{"name": "decode-b1-c64", "tok_s": 50, "torch": "fake torch"}'` + "\n" +
+		`echo '{"name": "decode-b4-c64", "note": "out of memory"}'` + "\n"
+	if err := os.WriteFile(script, []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = cuda.Bench(&out, cuda.NewBackend(d, cuda.BF16), cuda.BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+		Python: "/bin/sh", Script: script, JSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r cuda.BenchReport
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if len(r.Train) != 1 || len(r.Decode) != 2 || r.Baseline != "baseline: fake torch" {
+		t.Fatalf("report %+v", r)
+	}
+	tr := r.Train[0]
+	tokens := float64(tr.Batch * tr.SeqLen)
+	if tr.TokPerS <= 0 || math.Abs(tr.StepSeconds*tr.TokPerS-tokens) > 1e-6*tokens || tr.MFU <= 0 ||
+		tr.TorchTokPerS != 1000 || math.Abs(tr.Ratio-tr.TokPerS/1000) > 1e-9 || math.Abs(tr.TorchMFU/tr.MFU-1000/tr.TokPerS) > 1e-9 {
+		t.Errorf("training row %+v", tr)
+	}
+	if d := r.Decode[0]; d.TokPerS <= 0 || d.BoundFraction <= 0 || d.TorchTokPerS != 50 || math.Abs(d.Ratio-d.TokPerS/50) > 1e-9 {
+		t.Errorf("decode row %+v", d)
+	}
+	if d := r.Decode[1]; d.TokPerS <= 0 || d.Ratio != 0 || d.TorchNote != "out of memory" {
+		t.Errorf("decode row without a baseline number %+v", d)
+	}
 }

@@ -46,8 +46,12 @@ def main():
         try:
             from vllm import LLM, SamplingParams
 
-            llm = LLM(model=a.model, dtype=a.dtype, enforce_eager=True, gpu_memory_utilization=0.3)
-            out = llm.generate({"prompt_token_ids": ids}, SamplingParams(max_tokens=4, temperature=0))
+            # The folder may have no tokenizer (init-tiny writes none): ids in,
+            # ids out, and no stop at an end-of-sequence id the greedy loop
+            # below would not stop at either.
+            llm = LLM(model=a.model, dtype=a.dtype, enforce_eager=True, gpu_memory_utilization=0.3, skip_tokenizer_init=True)
+            out = llm.generate({"prompt_token_ids": ids},
+                               SamplingParams(max_tokens=4, temperature=0, detokenize=False, ignore_eos=True))
             res["vllm_tokens"] = list(out[0].outputs[0].token_ids)
             greedy = []
             seq = list(ids)

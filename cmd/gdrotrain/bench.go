@@ -56,7 +56,8 @@ count, and warns when that is not an optimized BLAS.`,
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
-						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs})
+						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs,
+						JSON: asJSON})
 				}
 			}
 			var shapes []model.BenchShape
@@ -78,7 +79,7 @@ count, and warns when that is not an optimized BLAS.`,
 	cmd.Flags().IntVar(&cpuBench.threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
 	addDeviceFlags(cmd, &dev, "bf16")
 	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "with --profile: one JSON object per shape")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "with --device cuda: the measurements as one JSON object (with --profile: one per shape)")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
 	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")

@@ -28,11 +28,12 @@ update with the Prompt-GDRO or Rollout-GDRO curriculum controllers.`,
 		newGDROReplayCmd(), // gdroreplay.go
 		newPlotCmd(),       // plot.go
 		// Models and devices.
-		newExportCmd(),   // export.go
-		newInitTinyCmd(), // inittiny.go
-		newLogitsCmd(),   // logits.go
-		newBenchCmd(),    // bench.go
-		newCudaInfoCmd(), // cudainfo.go
+		newExportCmd(),    // export.go
+		newInitTinyCmd(),  // inittiny.go
+		newLogitsCmd(),    // logits.go
+		newBenchCmd(),     // bench.go
+		newCudaInfoCmd(),  // cudainfo.go
+		newKitReportCmd(), // kitreport.go: the GPU kit's summary
 	)
 	return root
 }

@@ -1,0 +1,365 @@
+// Package gpukit reads the folder a run of the GPU kit (scripts/gpu_kit.sh,
+// run.sh in the kit) left behind and makes its summary: one JSON object
+// (summary.json) with every step's outcome and duration, the GPU, driver
+// and libraries with where each was found, the tests' counts and the
+// measured benchmark numbers, and the same as a readable report
+// (report.md). It also holds the record `gdrotrain cuda-info --json`
+// writes, so the two agree on its fields.
+package gpukit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// CudaInfo is what `gdrotrain cuda-info --json` prints.
+type CudaInfo struct {
+	GPU      string  `json:"gpu"`
+	Ordinal  int     `json:"ordinal"`
+	Arch     string  `json:"arch"`
+	SMs      int     `json:"sms"`
+	Devices  int     `json:"devices"` // visible to the process
+	TotalGiB float64 `json:"memory_total_gib"`
+	FreeGiB  float64 `json:"memory_free_gib"`
+	// Emulator is true on the project's CPU emulator of the CUDA libraries,
+	// whose timings mean nothing.
+	Emulator    bool      `json:"emulator"`
+	Driver      string    `json:"driver"`
+	Libraries   []Library `json:"libraries"`
+	KernelCache string    `json:"kernel_cache"`
+}
+
+// Library is one CUDA library: its file, where the search found it and its
+// version; Error says why an optional one (NCCL) is missing.
+type Library struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Path    string `json:"path,omitempty"`
+	From    string `json:"from,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Step is one step of the kit's run (a line of steps.tsv).
+type Step struct {
+	Name    string  `json:"name"`
+	Status  string  `json:"status"` // pass, fail or skip
+	RC      int     `json:"rc"`
+	Seconds float64 `json:"seconds"`
+	Log     string  `json:"log,omitempty"`  // in the results folder
+	Note    string  `json:"note,omitempty"` // why skipped, or "timed out"
+	// Detail is the line that says what the step found (the self-test's
+	// count, the tests' counts), or a failed step's last lines.
+	Detail string `json:"detail,omitempty"`
+}
+
+// TestRun counts a `go test -v` log's tests (subtests included).
+type TestRun struct {
+	Device  string   `json:"device,omitempty"` // where they ran, as the tests logged it
+	Passed  int      `json:"passed"`
+	Failed  int      `json:"failed"`
+	Skipped int      `json:"skipped"`
+	Failing []string `json:"failing,omitempty"`
+	// SkippedTests name each skipped test and why, so a GPU run that
+	// skipped what it should have run is visible.
+	SkippedTests []string `json:"skipped_tests,omitempty"`
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Kit struct {
+		Version  string `json:"version,omitempty"`  // the kit's VERSION, or the checkout's commit
+		Revision string `json:"revision,omitempty"` // of the binary (its build information, when stamped)
+		Size     string `json:"size"`
+		Host     string `json:"host"`
+		Dir      string `json:"dir"`
+	} `json:"kit"`
+	Result    string              `json:"result"` // pass: no step failed
+	Counts    map[string]int      `json:"counts"` // steps by status
+	Seconds   float64             `json:"seconds"`
+	Steps     []Step              `json:"steps"`
+	CudaInfo  *CudaInfo           `json:"cuda_info,omitempty"`
+	NvidiaSMI []map[string]string `json:"nvidia_smi,omitempty"` // one row per GPU
+	Python    string              `json:"python,omitempty"`     // the versions, or why the Python steps were skipped
+	SelfTest  map[string]string   `json:"self_test,omitempty"`  // by precision: the summary line
+	Tests     map[string]*TestRun `json:"tests,omitempty"`      // cuda-tests, nccl-tests
+	HF        map[string]any      `json:"hf,omitempty"`         // by precision: scripts/hf_check.py's line
+	// Bench is `gdrotrain bench --device cuda --json`'s object as written:
+	// measured training step time, tokens/s and MFU, decode tokens/s,
+	// PyTorch's beside them.
+	Bench json.RawMessage `json:"bench,omitempty"`
+	// Unreadable lists the records that are there but could not be read
+	// (a failed step may leave half of one); the rest is summarized.
+	Unreadable []string `json:"unreadable,omitempty"`
+}
+
+// Summarize reads the results folder dir of a kit run.
+func Summarize(dir string) (*Summary, error) {
+	s := &Summary{Counts: map[string]int{}}
+	s.Kit.Dir = dir
+	s.Kit.Host, _ = os.Hostname()
+	steps, err := readSteps(filepath.Join(dir, "steps.tsv"))
+	if err != nil {
+		return nil, err
+	}
+	s.Steps = steps
+	s.Result = "pass"
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		s.Counts[st.Status]++
+		s.Seconds += st.Seconds
+		if st.Status == "fail" {
+			s.Result = "fail"
+		}
+		st.Detail = detail(dir, *st)
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "cuda-info.json")); err == nil && len(bytes.TrimSpace(raw)) > 0 {
+		var ci CudaInfo
+		if err := json.Unmarshal(raw, &ci); err != nil {
+			s.Unreadable = append(s.Unreadable, fmt.Sprintf("cuda-info.json: %v", err))
+		} else {
+			s.CudaInfo = &ci
+			for i := range s.Steps {
+				if st := &s.Steps[i]; st.Name == "info" && st.Status == "pass" {
+					st.Detail = fmt.Sprintf("%s (%s), %d visible, driver for CUDA %s", ci.GPU, ci.Arch, ci.Devices, ci.Driver)
+				}
+			}
+		}
+	}
+	s.NvidiaSMI = readCSV(filepath.Join(dir, "nvidia-smi.csv"))
+	if raw, err := os.ReadFile(filepath.Join(dir, "python.txt")); err == nil {
+		s.Python = lastLines(string(raw), 1)
+	}
+	for _, prec := range []string{"fp32", "bf16"} {
+		if line := findLine(filepath.Join(dir, "selftest-"+prec+".log"), selfTestLine); line != "" {
+			if s.SelfTest == nil {
+				s.SelfTest = map[string]string{}
+			}
+			s.SelfTest[prec] = line
+		}
+		if raw, err := os.ReadFile(filepath.Join(dir, "hf-"+prec+".log")); err == nil {
+			if v := lastJSON(raw); v != nil {
+				if s.HF == nil {
+					s.HF = map[string]any{}
+				}
+				s.HF[prec] = v
+			}
+		}
+	}
+	for _, name := range []string{"cuda-tests", "nccl-tests"} {
+		raw, err := os.ReadFile(filepath.Join(dir, name+".log"))
+		if err != nil {
+			continue
+		}
+		if s.Tests == nil {
+			s.Tests = map[string]*TestRun{}
+		}
+		s.Tests[name] = countTests(raw)
+	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "bench.json")); err == nil && len(bytes.TrimSpace(raw)) > 0 {
+		var v struct{}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			s.Unreadable = append(s.Unreadable, fmt.Sprintf("bench.json: %v", err))
+		} else {
+			s.Bench = json.RawMessage(bytes.TrimSpace(raw))
+		}
+	}
+	return s, nil
+}
+
+// readSteps reads steps.tsv: a header, then one tab-separated line per
+// step (step, status, rc, seconds, log, note).
+func readSteps(path string) ([]Step, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: no such file: is this a GPU kit results folder?", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var steps []Step
+	for n, line := range strings.Split(strings.TrimRight(string(raw), "\n"), "\n") {
+		if n == 0 || line == "" {
+			continue // the header
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 6 {
+			return nil, fmt.Errorf("%s:%d: %d fields, want 6 (step, status, rc, seconds, log, note)", path, n+1, len(f))
+		}
+		rc, err1 := strconv.Atoi(f[2])
+		secs, err2 := strconv.ParseFloat(f[3], 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, n+1, err)
+		}
+		switch f[1] {
+		case "pass", "fail", "skip":
+		default:
+			return nil, fmt.Errorf("%s:%d: status %q, want pass, fail or skip", path, n+1, f[1])
+		}
+		steps = append(steps, Step{Name: f[0], Status: f[1], RC: rc, Seconds: secs, Log: f[4], Note: f[5]})
+	}
+	return steps, nil
+}
+
+var (
+	selfTestLine = regexp.MustCompile(`self-test: \d+ of \d+ checks passed`)
+	// A failed check in the self-test's error: "  NAME (kernels: …".
+	failedCheck = regexp.MustCompile(`(?m)^  (\S.*?) \(kernels: `)
+)
+
+// maxDetail bounds a failed step's detail (its log has the whole text).
+const maxDetail = 800
+
+// clip shortens s to about n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + " …"
+}
+
+// detail is what a step's log says in a line: a failure's last lines, the
+// self-test's count, the tests' counts.
+func detail(dir string, st Step) string {
+	if st.Log == "" {
+		return ""
+	}
+	path := filepath.Join(dir, st.Log)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if st.Status == "fail" {
+		if strings.HasPrefix(st.Name, "selftest") {
+			var names []string
+			for _, m := range failedCheck.FindAllStringSubmatch(string(raw), -1) {
+				names = append(names, m[1])
+			}
+			if len(names) > 0 {
+				return "failed checks: " + strings.Join(names, "; ")
+			}
+		}
+		return clip(lastLines(string(raw), 5), maxDetail)
+	}
+	switch {
+	case strings.HasPrefix(st.Name, "selftest"):
+		return findLine(path, selfTestLine)
+	case strings.HasSuffix(st.Name, "-tests"):
+		t := countTests(raw)
+		return fmt.Sprintf("%d passed, %d failed, %d skipped", t.Passed, t.Failed, t.Skipped)
+	}
+	return ""
+}
+
+// findLine is the last line of the file at path that re matches ("" for none).
+func findLine(path string, re *regexp.Regexp) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	found := ""
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<16), 1<<24)
+	for sc.Scan() {
+		if re.MatchString(sc.Text()) {
+			found = strings.TrimSpace(sc.Text())
+		}
+	}
+	return found
+}
+
+var (
+	testResult = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
+	testDevice = regexp.MustCompile(`device: (.*\((gpu|emulator)\))\s*$`)
+)
+
+// countTests counts the results in a `go test -v` log. Lines that quote a
+// worker process's output (`rank 0 (…): … --- PASS: TestNCCLWorker`) do not
+// start with the marker and are not counted.
+func countTests(raw []byte) *TestRun {
+	t := &TestRun{}
+	lines := strings.Split(string(raw), "\n")
+	for i, line := range lines {
+		if m := testDevice.FindStringSubmatch(line); m != nil && t.Device == "" {
+			t.Device = m[1]
+		}
+		m := testResult.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		switch m[1] {
+		case "PASS":
+			t.Passed++
+		case "FAIL":
+			t.Failed++
+			t.Failing = append(t.Failing, m[2])
+		case "SKIP":
+			t.Skipped++
+			why := ""
+			// go test prints the skip's message on the next line.
+			if i+1 < len(lines) && !testResult.MatchString(lines[i+1]) {
+				why = ": " + strings.TrimSpace(lines[i+1])
+			}
+			t.SkippedTests = append(t.SkippedTests, m[2]+why)
+		}
+	}
+	return t
+}
+
+// lastJSON is the last line of raw that is a JSON object.
+func lastJSON(raw []byte) map[string]any {
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		var v map[string]any
+		if json.Unmarshal([]byte(lines[i]), &v) == nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// readCSV reads nvidia-smi's --format=csv output into one map per row
+// (nil when absent or malformed: nvidia-smi is a record, not a step).
+func readCSV(path string) []map[string]string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.TrimLeadingSpace = true
+	rows, err := r.ReadAll()
+	if err != nil || len(rows) < 2 {
+		return nil
+	}
+	var out []map[string]string
+	for _, row := range rows[1:] {
+		m := map[string]string{}
+		for i, k := range rows[0] {
+			if i < len(row) {
+				m[strings.TrimSpace(k)] = strings.TrimSpace(row[i])
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if strings.TrimSpace(l) != "" {
+			keep = append(keep, strings.TrimRight(l, " \r"))
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
+}

@@ -1,0 +1,220 @@
+package gpukit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// benchView is the part of `bench --json`'s object the report shows (the
+// whole object goes to summary.json as written).
+type benchView struct {
+	GPU          string  `json:"gpu"`
+	Matmul       string  `json:"matmul"`
+	Shape        string  `json:"shape"`
+	PeakTFLOPs   float64 `json:"peak_tflops"`
+	BandwidthGBs float64 `json:"bandwidth_gbs"`
+	Baseline     string  `json:"baseline"`
+	Train        []struct {
+		Name          string  `json:"name"`
+		Batch         int     `json:"batch"`
+		SeqLen        int     `json:"seq_len"`
+		TokPerS       float64 `json:"tok_s"`
+		StepSeconds   float64 `json:"step_s"`
+		MFU           float64 `json:"mfu"`
+		TorchTokPerS  float64 `json:"torch_tok_s"`
+		TorchStepSecs float64 `json:"torch_step_s"`
+		TorchMFU      float64 `json:"torch_mfu"`
+		Ratio         float64 `json:"ratio"`
+		TorchNote     string  `json:"torch_note"`
+		Error         string  `json:"error"`
+	} `json:"train"`
+	Decode []struct {
+		Name          string  `json:"name"`
+		TokPerS       float64 `json:"tok_s"`
+		BoundFraction float64 `json:"bound_fraction"`
+		TorchTokPerS  float64 `json:"torch_tok_s"`
+		Ratio         float64 `json:"ratio"`
+		TorchNote     string  `json:"torch_note"`
+		Error         string  `json:"error"`
+	} `json:"decode"`
+}
+
+// WriteMarkdown writes the readable report.
+func (s *Summary) WriteMarkdown(w io.Writer) error {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("# gdrotrain GPU kit: %s\n\n", strings.ToUpper(s.Result))
+	p("%d steps passed, %d failed, %d skipped in %.0f s", s.Counts["pass"], s.Counts["fail"], s.Counts["skip"], s.Seconds)
+	p(" on %s (size %s", orDash(s.Kit.Host), s.Kit.Size)
+	if s.Kit.Version != "" {
+		p(", %s", s.Kit.Version)
+	}
+	if s.Kit.Revision != "" {
+		p(", binary at commit %s", s.Kit.Revision)
+	}
+	p("); results in `%s`.\n\n", s.Kit.Dir)
+
+	p("## Device\n\n")
+	if ci := s.CudaInfo; ci != nil {
+		p("%s (%s, %d SMs, %.1f GiB), %d GPU(s) visible; driver supports CUDA %s.\n\n", ci.GPU, ci.Arch, ci.SMs, ci.TotalGiB, ci.Devices, ci.Driver)
+		if ci.Emulator {
+			p("**This ran on the project's CPU emulator: its timings mean nothing.**\n\n")
+		}
+		p("| library | version | file | found through |\n|---|---|---|---|\n")
+		for _, l := range ci.Libraries {
+			if l.Error != "" {
+				p("| %s | – | not loaded | %s |\n", l.Name, cell(l.Error))
+				continue
+			}
+			p("| %s | %s | `%s` | %s |\n", l.Name, l.Version, l.Path, cell(l.From))
+		}
+		p("\n")
+	} else {
+		p("`gdrotrain cuda-info` reported nothing (see the info step).\n\n")
+	}
+	if len(s.NvidiaSMI) > 0 {
+		keys := make([]string, 0, len(s.NvidiaSMI[0]))
+		for k := range s.NvidiaSMI[0] {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		p("nvidia-smi:\n\n| %s |\n|%s\n", strings.Join(keys, " | "), strings.Repeat("---|", len(keys)))
+		for _, row := range s.NvidiaSMI {
+			var cells []string
+			for _, k := range keys {
+				cells = append(cells, cell(row[k]))
+			}
+			p("| %s |\n", strings.Join(cells, " | "))
+		}
+		p("\n")
+	}
+	if s.Python != "" {
+		p("Python: %s\n\n", s.Python)
+	}
+
+	p("## Steps\n\n| step | result | seconds | detail |\n|---|---|---|---|\n")
+	for _, st := range s.Steps {
+		d := st.Detail
+		if st.Note != "" && d != "" {
+			d = st.Note + "; " + d
+		} else if st.Note != "" {
+			d = st.Note
+		}
+		res := strings.ToUpper(st.Status)
+		if st.Status == "fail" {
+			res = fmt.Sprintf("**FAIL** (exit %d)", st.RC)
+		}
+		p("| %s | %s | %.0f | %s |\n", st.Name, res, st.Seconds, cell(d))
+	}
+	p("\n")
+
+	if len(s.Bench) > 0 {
+		var b benchView
+		if err := json.Unmarshal(s.Bench, &b); err != nil {
+			return fmt.Errorf("bench.json: %w", err)
+		}
+		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s`\n\n", b.Shape)
+		p("%s, matmul %s; peak %.0f TFLOP/s and %.0f GB/s for MFU and the decode bound. %s.\n\n", b.GPU, b.Matmul, b.PeakTFLOPs, b.BandwidthGBs, b.Baseline)
+		p("Training (forward + backward of the batch; the optimizer step not included, on either side):\n\n")
+		p("| shape | tokens | step s | tok/s | MFU | PyTorch step s | PyTorch tok/s | PyTorch MFU | × |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, t := range b.Train {
+			if t.Error != "" {
+				p("| %s | %d×%d | – | – | – | %s | %s | %s | – (%s) |\n", t.Name, t.Batch, t.SeqLen, num(t.TorchStepSecs, "%.3f"),
+					num(t.TorchTokPerS, "%.0f"), pct(t.TorchMFU), cell(t.Error))
+				continue
+			}
+			p("| %s | %d×%d | %.3f | %.0f | %s | %s | %s | %s | %s |\n", t.Name, t.Batch, t.SeqLen, t.StepSeconds, t.TokPerS, pct(t.MFU),
+				num(t.TorchStepSecs, "%.3f"), num(t.TorchTokPerS, "%.0f"), pct(t.TorchMFU), ratio(t.Ratio, t.TorchNote))
+		}
+		p("\nDecode (tokens/s over the batch; %% of the bound of reading the weights and KV cache once a step):\n\n")
+		p("| shape | tok/s | %% of bound | PyTorch tok/s | × |\n|---|---|---|---|---|\n")
+		for _, d := range b.Decode {
+			if d.Error != "" {
+				p("| %s | – (%s) | – | %s | – |\n", d.Name, cell(d.Error), num(d.TorchTokPerS, "%.0f"))
+				continue
+			}
+			p("| %s | %.0f | %s | %s | %s |\n", d.Name, d.TokPerS, pct(d.BoundFraction), num(d.TorchTokPerS, "%.0f"), ratio(d.Ratio, d.TorchNote))
+		}
+		p("\n× = gdrotrain / PyTorch (higher is better).\n\n")
+	}
+
+	if len(s.Tests) > 0 {
+		p("## Tests\n\n")
+		for _, name := range []string{"cuda-tests", "nccl-tests"} {
+			t := s.Tests[name]
+			if t == nil {
+				continue
+			}
+			p("**%s**: %d passed, %d failed, %d skipped", name, t.Passed, t.Failed, t.Skipped)
+			if t.Device != "" {
+				p(" on %s", t.Device)
+			}
+			p(".\n\n")
+			for _, f := range t.Failing {
+				p("- FAIL %s\n", f)
+			}
+			for _, sk := range t.SkippedTests {
+				p("- skip %s\n", sk)
+			}
+			if len(t.Failing)+len(t.SkippedTests) > 0 {
+				p("\n")
+			}
+		}
+	}
+	if len(s.HF) > 0 {
+		p("## Our logits against transformers\n\n")
+		for _, prec := range []string{"fp32", "bf16"} {
+			if v, ok := s.HF[prec]; ok {
+				raw, _ := json.Marshal(v)
+				p("- %s: `%s`\n", prec, raw)
+			}
+		}
+		p("\n")
+	}
+	for _, u := range s.Unreadable {
+		p("Not summarized (unreadable): %s\n\n", cell(u))
+	}
+	p("## What to send back\n\nThe whole results folder (`tar czf %s.tar.gz -C %s %s`): summary.json, this report and every step's log.\n",
+		filepath.Base(s.Kit.Dir), filepath.Dir(s.Kit.Dir), filepath.Base(s.Kit.Dir))
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// cell makes s fit a table cell: one line, no column bars.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", "/")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func num(v float64, format string) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func pct(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f %%", 100*v)
+}
+
+func ratio(r float64, note string) string {
+	if r == 0 {
+		if note != "" {
+			return "– (PyTorch: " + cell(note) + ")"
+		}
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
