@@ -42,7 +42,7 @@ fixtures:
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency.
-NOCGO_PKGS := ./trainer/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/
+NOCGO_PKGS := ./trainer/ ./optim/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff
