@@ -73,21 +73,11 @@ func (z *sharded) LoadWeights(dir string) error {
 	if z.opt.MastersSharded() {
 		return z.opt.LoadMasters(z.m.B, z.m.Cfg, z.m.P, dir)
 	}
-	p, err := model.LoadParams(z.m.B, z.m.Cfg, dir)
-	if err != nil {
-		return err
-	}
-	z.m.P = p
-	return nil
+	return loadParams(z.m, dir)
 }
 
 func (z *sharded) LoadMoments(dir string) error {
-	f, err := OpenMoments(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return z.opt.LoadMoments(z.m.B, f)
+	return withMoments(dir, func(f MomentSource) error { return z.opt.LoadMoments(z.m.B, f) })
 }
 
 func (z *sharded) MastersSharded() bool { return z.opt.MastersSharded() }

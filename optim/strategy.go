@@ -226,22 +226,10 @@ func (w *whole) SaveRanks(Checkpoint) (map[string][]float32, error) { return nil
 
 func (w *whole) SaveShared(dir string) error { return w.opt.WriteMoments(w.m.B, w.m.Cfg, dir) }
 
-func (w *whole) LoadWeights(dir string) error {
-	p, err := model.LoadParams(w.m.B, w.m.Cfg, dir)
-	if err != nil {
-		return err
-	}
-	w.m.P = p
-	return nil
-}
+func (w *whole) LoadWeights(dir string) error { return loadParams(w.m, dir) }
 
 func (w *whole) LoadMoments(dir string) error {
-	f, err := OpenMoments(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return w.opt.LoadMoments(w.m.B, w.m.Cfg, f)
+	return withMoments(dir, func(f MomentSource) error { return w.opt.LoadMoments(w.m.B, w.m.Cfg, f) })
 }
 
 func (w *whole) Fingerprint(io.Writer) {}
@@ -265,6 +253,28 @@ func (r *replicated) Reduce(int) error {
 		return fmt.Errorf("gradient all-reduce: %w", err)
 	}
 	return nil
+}
+
+// loadParams replaces m's parameters by the fp32 weights of the Hugging
+// Face folder dir.
+func loadParams(m *model.Model, dir string) error {
+	p, err := model.LoadParams(m.B, m.Cfg, dir)
+	if err != nil {
+		return err
+	}
+	m.P = p
+	return nil
+}
+
+// withMoments runs load on checkpoint folder dir's moments, however many
+// files they were written in.
+func withMoments(dir string, load func(MomentSource) error) error {
+	f, err := OpenMoments(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return load(f)
 }
 
 // tensors lists p's tensors in Params.Named order.
