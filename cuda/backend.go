@@ -462,14 +462,14 @@ func (b *Backend) Upload(t *model.Tensor, src []float32) {
 
 // Download copies t into host memory (frozen bf16 tensors widened). A
 // bf16-only weight (HalfOnly) is an error: its fp32 values are the
-// masters sharded over the ranks (model.Optimizer.GatherMasters gathers
+// masters sharded over the ranks (optim.ShardedAdamW.GatherMasters gathers
 // them); ReadHalf reads its bf16 values.
 func (b *Backend) Download(t *model.Tensor, dst []float32) {
 	if !b.ok() {
 		return
 	}
 	if buf, ok := t.Store.(*buffer); ok && buf.halfOnly {
-		b.keep(fmt.Errorf("download: tensor %v is a bf16-only weight whose fp32 master is sharded over the data-parallel ranks (ZeRO-1 with sharded masters): gather the masters (model.Optimizer.GatherMasters) or read the bf16 values (ReadHalf)", t.Shape))
+		b.keep(fmt.Errorf("download: tensor %v is a bf16-only weight whose fp32 master is sharded over the data-parallel ranks (ZeRO-1 with sharded masters): gather the masters (optim.ShardedAdamW.GatherMasters) or read the bf16 values (ReadHalf)", t.Shape))
 		return
 	}
 	b.download(t, dst)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // TestHalfOnlyWeights: a bf16-only weight (sharded fp32 masters) behaves
@@ -94,7 +95,7 @@ func TestHalfOnlyWeights(t *testing.T) {
 	b.ResetErr()
 
 	// One AdamW step on rank 1's range of 4: the master and the bf16 part.
-	lo, hi := model.Shard{Rank: 1, World: 4}.Range(O * C)
+	lo, hi := optim.Shard{Rank: 1, World: 4}.Range(O * C)
 	g, m, v := host(O*C), make([]float32, O*C), make([]float32, O*C)
 	for i := range v {
 		m[i], v[i] = 0.1*float32(i%7), 0.01*float32(i%5)
@@ -159,8 +160,8 @@ func TestShardedMastersMemory(t *testing.T) {
 	if _, err := m.ShadowWeights(); err != nil {
 		t.Fatal(err)
 	}
-	s := model.Shard{Rank: 1, World: 4}
-	opt, err := model.NewShardedOptimizer(b, mc, m.P, model.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, s)
+	s := optim.Shard{Rank: 1, World: 4}
+	opt, err := optim.NewShardedAdamW(b, mc, m.P, optim.AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, s)
 	if err != nil {
 		t.Fatal(err)
 	}

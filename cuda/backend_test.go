@@ -29,6 +29,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/rollout"
 )
 
@@ -459,14 +460,14 @@ func TestTrainingStepMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 				r.grads = snapshot(m, grads)
-				if r.norm, err = model.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
+				if r.norm, err = optim.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
 					t.Fatal(err)
 				}
 				// Adam's first step is lr·g/(|g|+eps): with a tiny eps it is
 				// sign(g), which flips for near-zero gradients at rounding
 				// noise; eps = 0.1 makes the update a smooth function of g
 				// (AdamW itself is compared exactly by the self-test's adamw case).
-				opt := model.NewOptimizer(m.B, m.Cfg, model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
+				opt := optim.NewAdamW(m.B, m.Cfg, optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
 				if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-2); err != nil {
 					t.Fatal(err)
 				}
@@ -1120,12 +1121,12 @@ func TestWeightCopies(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	seqs := []model.Sequence{{Tokens: randTokens(rng, 30, o.Vocab), Start: 4}, {Tokens: randTokens(rng, 21, o.Vocab), Start: 9}}
-	opts := model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
-	optP, optC := model.NewOptimizer(b, cfg, opts), model.NewOptimizer(b, cfg, opts)
+	opts := optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	optP, optC := optim.NewAdamW(b, cfg, opts), optim.NewAdamW(b, cfg, opts)
 	gradsP, gradsC := model.NewParams(b, cfg), model.NewParams(b, cfg)
 	compare := func(stage string) {
 		t.Helper()
-		lp := func(m *model.Model, grads *model.Params, opt *model.Optimizer) []float32 {
+		lp := func(m *model.Model, grads *model.Params, opt *optim.AdamW) []float32 {
 			if err := optimizerStep(m, seqs, grads, opt); err != nil {
 				t.Fatal(err)
 			}

@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
-// ZeRO's two collectives over per-parameter ranges (model.Shard.Range).
+// ZeRO's two collectives over per-parameter ranges (optim.Shard.Range).
 // NCCL's reduce-scatter and all-gather need equal blocks, and the last
 // ranks' ranges can be shorter or empty, so each tensor of n elements
 // travels through a scratch buffer of World·⌈n/World⌉ elements whose block
@@ -27,7 +28,7 @@ type padded struct {
 }
 
 // eachPadded runs do for every tensor of ts with its scratch buffer.
-func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do func(i int, p padded) error) error {
+func (c *Comm) eachPadded(what string, ts []*model.Tensor, s optim.Shard, do func(i int, p padded) error) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("%s: the optimizer is rank %d of %d but the communicator rank %d of %d", what, s.Rank, s.World, c.rank, c.world)
 	}
@@ -64,11 +65,11 @@ func (c *Comm) reduceScatterPadded(p padded) error {
 	return c.ReduceScatter(p.block, p.tmp)
 }
 
-// GatherShards completes a ZeRO-1 optimizer step (model.ShardGatherer):
+// GatherShards completes a ZeRO-1 optimizer step (optim.ShardGatherer):
 // each tensor's range goes from its rank to every rank. The bf16-only
 // weights of sharded masters go first (gatherHalf), then the float32
 // tensors; every rank lists the same tensors, so the collectives match.
-func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
+func (c *Comm) GatherShards(ts []*model.Tensor, s optim.Shard) error {
 	var whole []*model.Tensor
 	for i, t := range ts {
 		if !c.b.IsHalfOnly(t) {
@@ -92,9 +93,9 @@ func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
 }
 
 // ReduceScatterShards sums each tensor over the ranks into this rank's
-// range only (model.ShardReducer: half an all-reduce's traffic); the rest
+// range only (optim.ShardReducer: half an all-reduce's traffic); the rest
 // of the tensor keeps this rank's own, unsummed values.
-func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
+func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s optim.Shard) error {
 	return c.eachPadded("reduce-scatter shards", ts, s, func(_ int, p padded) error {
 		if err := c.reduceScatterPadded(p); err != nil {
 			return err
@@ -106,10 +107,10 @@ func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
 	})
 }
 
-// ReduceScatterAdd is ZeRO-2's reduce-scatter (model.ShardAccumulator):
+// ReduceScatterAdd is ZeRO-2's reduce-scatter (optim.ShardAccumulator):
 // each tensor's sum over the ranks, this rank's range of it added into
 // acc[i]. The tensors are left as they were; the caller zeroes them.
-func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s model.Shard) error {
+func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s optim.Shard) error {
 	if len(acc) != len(ts) {
 		return fmt.Errorf("reduce-scatter-add: %d tensors but %d accumulators", len(ts), len(acc))
 	}
@@ -127,9 +128,9 @@ func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s model.Shard) error {
 	})
 }
 
-// GatherBlocks all-gathers buf in place (model.BlockGatherer): its World
+// GatherBlocks all-gathers buf in place (optim.BlockGatherer): its World
 // equal blocks, float32 or bf16, each from its rank.
-func (c *Comm) GatherBlocks(buf *model.Tensor, s model.Shard) error {
+func (c *Comm) GatherBlocks(buf *model.Tensor, s optim.Shard) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("gather blocks: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
 	}
@@ -148,10 +149,10 @@ func (c *Comm) GatherBlocks(buf *model.Tensor, s model.Shard) error {
 // written by AdamWHalf). In place where the weight's storage has room for
 // W·⌈n/W⌉ elements from its start that belong to no other tensor: n a
 // multiple of W, or the weight the last tensor of a storage padded for it
-// (model.Optimizer.ShardMasters pads every sharded weight's storage so).
+// (optim.ShardedAdamW.ShardMasters pads every sharded weight's storage so).
 // Otherwise (a fused storage's earlier view of n not a multiple of W)
 // through a bf16 scratch buffer, as the float32 tensors go.
-func (c *Comm) gatherHalf(t *model.Tensor, s model.Shard) error {
+func (c *Comm) gatherHalf(t *model.Tensor, s optim.Shard) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
 	}
@@ -189,8 +190,6 @@ func (c *Comm) gatherHalf(t *model.Tensor, s model.Shard) error {
 }
 
 var (
-	_ model.BlockGatherer    = (*Comm)(nil)
-	_ model.ShardGatherer    = (*Comm)(nil)
-	_ model.ShardReducer     = (*Comm)(nil)
-	_ model.ShardAccumulator = (*Comm)(nil)
+	_ optim.ShardComm  = (*Comm)(nil)
+	_ optim.AllReducer = (*Comm)(nil)
 )

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // The NCCL tests run each rank as a process of its own (this test binary
@@ -485,14 +486,14 @@ func ncclZeRO(t *testing.T, b *Backend, c *Comm, rank, world int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := model.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	cfg := optim.AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
 	sp, up := model.RandomParams(b, mc, 3, 0.2, 0.3), model.RandomParams(b, mc, 3, 0.2, 0.3)
-	so, err := model.NewShardedOptimizer(b, mc, sp, cfg, model.Shard{Rank: rank, World: world})
+	so, err := optim.NewShardedAdamW(b, mc, sp, cfg, optim.Shard{Rank: rank, World: world})
 	if err != nil {
 		t.Fatal(err)
 	}
 	so.Gather = c
-	uo := model.NewOptimizer(b, mc, cfg)
+	uo := optim.NewAdamW(b, mc, cfg)
 	for step := 0; step < 3; step++ {
 		g := model.RandomParams(b, mc, uint64(100+step), 0.5, 0.5)
 		if err := so.Update(b, mc, sp, g, 1e-2); err != nil {
@@ -531,7 +532,7 @@ func ncclZeRO(t *testing.T, b *Backend, c *Comm, rank, world int) {
 		b.Upload(x, host)
 		ts = append(ts, x)
 	}
-	sh := model.Shard{Rank: rank, World: world}
+	sh := optim.Shard{Rank: rank, World: world}
 	if err := c.ReduceScatterShards(ts, sh); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // StepProfile is the profile of one optimizer step of a shape.
@@ -67,7 +68,7 @@ func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step
 		return first, step, err
 	}
 	grads := model.NewParams(b, cfg)
-	opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	opt := optim.NewAdamW(b, cfg, optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 	rng := rand.New(rand.NewPCG(3, 3))
 	seqs := make([]model.Sequence, s.Batch)
 	for i := range seqs {
@@ -99,8 +100,8 @@ func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step
 // optimizerStep is the trainer's update on one micro-batch: gradients
 // zeroed, forward, a token-mean loss's ∂/∂log π (host side, as the GRPO
 // loss is), backward, clipping, AdamW.
-func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, opt *model.Optimizer) error {
-	model.ZeroGrads(m.B, m.Cfg, grads)
+func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, opt *optim.AdamW) error {
+	optim.ZeroGrads(m.B, m.Cfg, grads)
 	pass, err := m.Forward(seqs)
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, o
 	if err := m.Backward(pass, dl, grads); err != nil {
 		return err
 	}
-	if _, err := model.ClipGradNorm(m.B, m.Cfg, grads, 1); err != nil {
+	if _, err := optim.ClipGradNorm(m.B, m.Cfg, grads, 1); err != nil {
 		return err
 	}
 	if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-6); err != nil {

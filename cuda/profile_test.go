@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/rollout"
 )
 
@@ -134,7 +135,7 @@ func TestSteadyStateMemory(t *testing.T) {
 				}
 			}
 			grads := model.NewParams(b, cfg)
-			opt := model.NewOptimizer(b, cfg, model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+			opt := optim.NewAdamW(b, cfg, optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
 			seqs := []model.Sequence{{Tokens: make([]int32, 40), Start: 10}, {Tokens: make([]int32, 33), Start: 5}}
 			for i := range seqs {
 				for j := range seqs[i].Tokens {

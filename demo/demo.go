@@ -38,6 +38,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/synth"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 	"github.com/gdrotrain/gdrotrain/trainer"
@@ -419,7 +420,7 @@ func WarmUp(ctx context.Context, o Options, s Settings, warm []synth.Problem, wa
 	w := s.Warmup
 	logf("warm-up: %d examples × %d epochs", len(examples), w.Epochs)
 	sft := trainer.SFTConfig{Epochs: w.Epochs, BatchRows: w.BatchRows, GradClip: w.GradClip, Seed: o.Seed,
-		Optim: model.AdamWConfig{LR: w.LR, Beta1: w.Beta1, Beta2: w.Beta2, Eps: w.Eps, WeightDecay: w.WeightDecay}}
+		Optim: optim.AdamWConfig{LR: w.LR, Beta1: w.Beta1, Beta2: w.Beta2, Eps: w.Eps, WeightDecay: w.WeightDecay}}
 	if _, err := trainer.SFT(ctx, m, examples, sft, logf); err != nil {
 		return err
 	}

@@ -196,6 +196,38 @@ type Shadower interface {
 	Shadow(t *Tensor) (bool, error)
 }
 
+// SquareSummer is implemented by backends that sum the squares of many
+// tensors with one transfer to the host (the CUDA backend: one host
+// synchronisation for the gradient norm instead of one per tensor). The
+// result must equal Σ_t SumSquares(t), added in order.
+type SquareSummer interface {
+	SumSquaresAll(ts []*Tensor) float64
+}
+
+// HalfWeights is implemented by backends that can keep a weight matrix as
+// writable bf16 storage alone, its fp32 master living elsewhere (the CUDA
+// backend under bf16 products; the optimizer's sharded fp32 masters,
+// optim/masters.go, hold the masters). Such a weight is read by MatMul (as a
+// bf16 operand) and ReadHalf, written by AdamWHalf, WriteHalf and the
+// ranks' gathers; Download of it is an error, since its fp32 values are
+// not there.
+type HalfWeights interface {
+	// HalfOnly replaces t's float32 storage by bf16 storage holding its
+	// values rounded to nearest even, with pad spare elements after the
+	// storage's end. Views convert with their storage: converting the
+	// storage first, then each view, points the views at the new storage.
+	HalfOnly(t *Tensor, pad int) error
+	// IsHalfOnly reports whether t is such a weight.
+	IsHalfOnly(t *Tensor) bool
+	// AdamWHalf is AdamW on the fp32 master that also writes the bf16
+	// rounding of the updated master into half (equal sizes).
+	AdamWHalf(master, half, g, m, v *Tensor, h AdamWParams)
+	// ReadHalf downloads a bf16-only weight, widened (exact).
+	ReadHalf(t *Tensor, dst []float32)
+	// WriteHalf uploads src rounded to bf16 into a bf16-only weight.
+	WriteHalf(t *Tensor, src []float32)
+}
+
 // ActivationStore is implemented by backends that keep some activations
 // in bf16 (the CUDA backend under bf16 products): the model asks it for
 // every activation a training pass saves but the residual stream and the

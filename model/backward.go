@@ -18,7 +18,7 @@ func (m *Model) Backward(p *Pass, dLogp [][]float32, grads *Params) error {
 // BackwardFlush is Backward that calls flush (when not nil) with each
 // group of parameters whose gradients are complete, as soon as they are
 // (GradParts: the head, then each layer from the last, then the
-// embedding); ZeRO-2 sends them to their ranks there (zero2.go).
+// embedding); ZeRO-2 sends them to their ranks there (optim/zero2.go).
 func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush GradFlush) error {
 	if p.m == nil || (len(p.layers) == 0 && len(m.P.Layers) > 0) {
 		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")

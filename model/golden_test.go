@@ -30,6 +30,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 type golden struct {
@@ -253,7 +254,7 @@ func TestGoldenTransformers(t *testing.T) {
 // grad0 holds the fixture's gradients dJ/dθ at the starting weights.
 func checkAdamW(t *testing.T, m *model.Model, g *golden, seqs []model.Sequence, w [][]float32, path string, grad0 map[string][]float32) {
 	a := g.AdamW
-	opt := model.NewOptimizer(m.B, m.Cfg, model.AdamWConfig{LR: a.LR, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: a.WeightDecay})
+	opt := optim.NewAdamW(m.B, m.Cfg, optim.AdamWConfig{LR: a.LR, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: a.WeightDecay})
 	neg := make([][]float32, len(w))
 	for i := range w {
 		neg[i] = make([]float32, len(w[i]))
@@ -274,11 +275,11 @@ func checkAdamW(t *testing.T, m *model.Model, g *golden, seqs []model.Sequence, 
 				loss += float64(v) * float64(p.LogProbs[i][k])
 			}
 		}
-		model.ZeroGrads(m.B, m.Cfg, grads)
+		optim.ZeroGrads(m.B, m.Cfg, grads)
 		if err := m.Backward(p, neg, grads); err != nil {
 			t.Fatal(err)
 		}
-		norm, err := model.ClipGradNorm(m.B, m.Cfg, grads, a.Clip)
+		norm, err := optim.ClipGradNorm(m.B, m.Cfg, grads, a.Clip)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func WriteFolderSharded(dir string, cfg *Config, b Backend, p *Params, dtype DTy
 
 // WriteFolderWith is WriteFolderSharded taking the parameters named in
 // given from there rather than from the backend: the fp32 masters of a
-// policy whose matrices are bf16 only (Optimizer.GatherMasters).
+// policy whose matrices are bf16 only (optim.ShardedAdamW.GatherMasters).
 func WriteFolderWith(dir string, cfg *Config, b Backend, p *Params, dtype DType, maxShardBytes int64, given map[string][]float32) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)

@@ -207,7 +207,7 @@ func (ws *weightSource) openSharded(dir, indexPath string, raw []byte) error {
 // unused tensors together.
 func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 	p := NewParams(b, cfg)
-	if err := readParams(cfg, p, dir, func(np NamedParam, host []float32) { b.Upload(*np.Ptr, host) }); err != nil {
+	if err := ReadParams(cfg, p, dir, func(np NamedParam, host []float32) { b.Upload(*np.Ptr, host) }); err != nil {
 		return nil, err
 	}
 	if err := b.Err(); err != nil {
@@ -219,10 +219,10 @@ func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
 	return p, nil
 }
 
-// readParams reads every parameter of p's name table from the folder dir
+// ReadParams reads every parameter of p's name table from the folder dir
 // and hands each, checked, to put; it reports missing, misshapen,
 // non-finite and unused tensors together.
-func readParams(cfg *Config, p *Params, dir string, put func(np NamedParam, host []float32)) error {
+func ReadParams(cfg *Config, p *Params, dir string, put func(np NamedParam, host []float32)) error {
 	ws, err := openWeightSource(dir)
 	if err != nil {
 		return err
@@ -289,7 +289,7 @@ func SaveParamsSharded(b Backend, cfg *Config, p *Params, dir string, dtype DTyp
 
 // saveParams is SaveParamsSharded taking the values of the parameters
 // named in host from there instead of from the backend (the fp32 masters a
-// sharded optimizer gathered: Optimizer.GatherMasters).
+// sharded optimizer gathered: optim.ShardedAdamW.GatherMasters).
 func saveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64, given map[string][]float32) error {
 	var shards [][]NamedTensor
 	var size, total int64
@@ -338,4 +338,10 @@ func firstNonFinite(x []float32) int {
 		}
 	}
 	return -1
+}
+
+// ParamShapes lists cfg's parameters (names and shapes, Params.Named
+// order) without allocating them, for plans.
+func ParamShapes(cfg *Config) []NamedParam {
+	return (&Params{Layers: make([]Layer, cfg.NumHiddenLayers), Tied: cfg.TieWordEmbeddings}).Named(cfg)
 }

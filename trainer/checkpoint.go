@@ -23,6 +23,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
@@ -45,8 +46,6 @@ type State struct {
 	ValidationDue bool `json:"validation_due,omitempty"`
 }
 
-const optimizerFile = model.MomentsFile
-
 // checkpointRoot is RUN/checkpoints.
 func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpoints") }
 
@@ -59,20 +58,15 @@ func (t *Trainer) SaveCheckpoint() error {
 	if err := t.checkState("at the checkpoint"); err != nil {
 		return err
 	}
-	var err error
-	if t.Opt.Sharded != nil {
-		if err := t.writeMomentShards(); err != nil {
-			return err
-		}
-	}
-	var masters map[string][]float32 // the whole fp32 policy, gathered on rank 0 (sharded masters)
-	if t.Opt.MastersSharded() {
-		if masters, err = t.gatherMasters(); err != nil {
-			return err
-		}
+	// Every rank's part first: under ZeRO its moments file, and with
+	// sharded masters the whole fp32 policy gathered on rank 0.
+	ck := &rankCheckpoint{t: t}
+	masters, err := t.Opt.SaveRanks(ck)
+	if err != nil {
+		return err
 	}
 	if t.rank() == 0 {
-		err = t.writeCheckpoint(masters)
+		err = t.writeCheckpoint(masters, ck.begun)
 	}
 	if err := t.agree(fmt.Sprintf("checkpoint of step %d", t.step), err); err != nil {
 		return err
@@ -83,11 +77,12 @@ func (t *Trainer) SaveCheckpoint() error {
 
 // writeCheckpoint writes the checkpoint folder and prunes old ones; the
 // parameters in masters (fp32 masters gathered from the ranks) are
-// written from there rather than downloaded.
-func (t *Trainer) writeCheckpoint(masters map[string][]float32) error {
+// written from there rather than downloaded. begun: the folder holds the
+// ranks' files already (rankCheckpoint.PerRank).
+func (t *Trainer) writeCheckpoint(masters map[string][]float32, begun bool) error {
 	begin := checkpoint.Begin
-	if t.Opt.Sharded != nil {
-		begin = checkpoint.Join // the ranks' moment shards are in it already
+	if begun {
+		begin = checkpoint.Join
 	}
 	w, err := begin(t.checkpointRoot(), t.step)
 	if err != nil {
@@ -97,7 +92,7 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32) error {
 		w.Abort()
 		return err
 	}
-	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Step,
+	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Steps(),
 		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue})
 	if err != nil {
 		w.Abort()
@@ -120,7 +115,7 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32) error {
 }
 
 // writeCheckpointFiles writes the policy folder files (the parameters in
-// masters from there) and the moments.
+// masters from there) and the optimizer state the ranks hold alike.
 func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32) error {
 	if err := model.WriteFolderWith(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32, 0, masters); err != nil {
 		return err
@@ -128,19 +123,43 @@ func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32)
 	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
 		return err
 	}
-	if t.Opt.Sharded != nil {
-		return nil // each rank wrote its moments (writeMomentShards)
-	}
-	var tensors []model.NamedTensor
-	for prefix, p := range map[string]*model.Params{"m": t.Opt.M, "v": t.Opt.V} {
-		for _, np := range p.Named(t.Policy.Cfg) {
-			host := make([]float32, (*np.Ptr).Numel())
-			t.Policy.B.Download(*np.Ptr, host)
-			tensors = append(tensors, model.NamedTensor{Name: prefix + "/" + np.Name, Shape: np.Shape, Data: host})
-		}
-	}
-	return model.WriteSafetensors(filepath.Join(dir, optimizerFile), tensors, model.F32, map[string]string{"content": "adamw moments"})
+	return t.Opt.SaveShared(dir)
 }
+
+// rankCheckpoint is the checkpoint of the current step as the optimizer's
+// strategy writes its part of it (optim.Checkpoint). begun: rank 0 has
+// begun the folder for the ranks' files, and joins it to write the rest.
+type rankCheckpoint struct {
+	t     *Trainer
+	begun bool
+}
+
+func (c *rankCheckpoint) Step() int { return c.t.step }
+
+// PerRank has every rank write its files into the checkpoint folder rank 0
+// begins (checkpoint.Join), before rank 0 writes the rest and commits; it
+// returns once every rank has written, or with every rank's failure.
+func (c *rankCheckpoint) PerRank(what string, write func(dir string) error) error {
+	t := c.t
+	root := t.checkpointRoot()
+	var err error
+	if t.rank() == 0 {
+		_, err = checkpoint.Begin(root, t.step)
+	}
+	if err := t.agree(fmt.Sprintf("checkpoint folder of step %d", t.step), err); err != nil {
+		return err
+	}
+	c.begun = true
+	w, err := checkpoint.Join(root, t.step)
+	if err == nil {
+		err = write(w.Dir())
+	}
+	return t.agreeAll(fmt.Sprintf("%s of step %d", what, t.step), err)
+}
+
+func (c *rankCheckpoint) Agree(what string, err error) error { return c.t.agreeAll(what, err) }
+
+var _ optim.Checkpoint = (*rankCheckpoint)(nil)
 
 // resume restores the state of checkpoint dir (verified, and its config and
 // reference model checked by findResume).
@@ -152,20 +171,12 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	if st.Step != m.Step {
 		return fmt.Errorf("resume %s: the trainer state is for step %d but the manifest says step %d (edited?)", dir, st.Step, m.Step)
 	}
-	if t.Opt.MastersSharded() {
-		// The policy's matrices are bf16 only: every rank reads the whole
-		// fp32 file, keeps its ranges as masters and rounds the rest.
-		if err := t.Opt.LoadMasters(t.Policy.B, t.Policy.Cfg, t.Policy.P, dir); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-	} else {
-		p, err := model.LoadParams(t.Policy.B, t.Policy.Cfg, dir)
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		t.Policy.P = p
+	// The weights through the optimizer, which may hold their fp32
+	// masters; the moments of any world size.
+	if err := t.Opt.LoadWeights(dir); err != nil {
+		return fmt.Errorf("resume: %w", err)
 	}
-	if err := t.loadMoments(dir); err != nil {
+	if err := t.Opt.LoadMoments(dir); err != nil {
 		return fmt.Errorf("resume %s: %w", dir, err)
 	}
 	if err := t.Ctrl.Restore(st.Controller); err != nil {
@@ -175,23 +186,12 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 		return fmt.Errorf("resume %s: data cursor: %w", dir, err)
 	}
 	t.rmet.Restore(st.Reward)
-	t.step, t.updates, t.Opt.Step = st.Step, st.Updates, st.OptimStep
+	t.step, t.updates = st.Step, st.Updates
+	t.Opt.SetSteps(st.OptimStep)
 	t.savedStep = st.Step
 	t.valDue = st.ValidationDue && t.val.ds != nil
 	t.Log.Printf("resumed from %s at step %d", dir, st.Step)
 	return nil
-}
-
-// loadMoments reads the AdamW moments of checkpoint dir, written by one
-// process or as one shard per rank at any world size, into this rank's
-// optimizer (its shard, under ZeRO-1).
-func (t *Trainer) loadMoments(dir string) error {
-	f, err := model.OpenMoments(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return t.Opt.LoadMoments(t.Policy.B, t.Policy.Cfg, f)
 }
 
 // openJSONL opens a per-step log for appending, first cutting it back to the

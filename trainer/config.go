@@ -20,7 +20,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/gdro"
-	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 )
 
@@ -139,7 +139,7 @@ type TrainConfig struct {
 
 // OptimConfig is AdamW plus the schedule and clipping.
 type OptimConfig struct {
-	model.AdamWConfig `yaml:",inline" json:",inline"`
+	optim.AdamWConfig `yaml:",inline" json:",inline"`
 	WarmupSteps       int     `yaml:"warmup_steps" json:"warmup_steps"` // linear warm-up, then constant
 	GradClip          float64 `yaml:"grad_clip" json:"grad_clip"`       // global norm; 0 disables
 }
@@ -213,7 +213,7 @@ func Default() Config {
 		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
 		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
 			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1},
-		Optim: OptimConfig{AdamWConfig: model.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
+		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 			GradClip: 1},
 		Loss:       DefaultLoss(),
 		GDRO:       g,

@@ -1,10 +1,12 @@
 package trainer
 
 // Data parallel (several ranks, one process per GPU, docs/data-parallel.md).
-// Every rank holds the whole run's state — weights, AdamW moments,
-// controllers, data cursor — and keeps it identical to the others', so any
-// rank could continue alone and a checkpoint is the one-process checkpoint.
-// A step:
+// Every rank holds the whole run's state — weights, controllers, data
+// cursor — and keeps it identical to the others'; the optimizer's state is
+// spread over the ranks as the run's optim.Strategy decides (ZeRO shards
+// the moments, the fp32 masters and the gradients). This file is the
+// step's exchange between the ranks: the prompts' slices, the rows and the
+// update's outcomes, the stop flag and the state checks. A step:
 //
 //  1. Every rank reads the same prompts and asks its identical controller
 //     for the plan: Rollout-GDRO's allocation is decided once, the same
@@ -21,8 +23,9 @@ package trainer
 //     are numbered through the step; rank r runs those numbered r mod W
 //     (old and reference log-probs only for their rows), with the
 //     accumulation count ga of the whole mini-batch, so the sum of the
-//     ranks' gradients is the one-process gradient. The reducer sums them
-//     before the clip; every rank runs the same clip and AdamW.
+//     ranks' gradients is the one-process gradient. The optimizer's
+//     strategy sums them before the clip; every rank runs the same clip
+//     and AdamW (on its ranges, under ZeRO).
 //  5. Each row's loss signal, KL and entropy, and each micro-batch's logging
 //     sums, are all-gathered from the rank that computed them and summed in
 //     the one-process order, so gdro.Observe sees the whole batch and the
@@ -41,7 +44,8 @@ package trainer
 // A signal on any rank does not abandon the step: at the next step boundary
 // the ranks agree to stop, rank 0 writes the checkpoint while the others
 // wait, and all return ErrStopped together. A resumed run may have another
-// world size: the state is replicated, so nothing is resharded.
+// world size: each rank reads its ranges of the moments, whatever ranges
+// the checkpoint's files hold.
 
 import (
 	"bytes"
@@ -54,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/dist"
@@ -61,7 +66,10 @@ import (
 	"github.com/gdrotrain/gdrotrain/reward"
 )
 
-// Reducer sums tensors over the ranks.
+// Reducer sums tensors over the ranks (a replicated run's gradient
+// all-reduce, optim.AllReducer). A reducer that also runs ZeRO's
+// collectives (optim.ShardComm: cuda.Comm, over NCCL) runs those too;
+// otherwise they go through the control plane (optim.HostComm).
 type Reducer interface {
 	// AllReduceSum replaces every tensor by its element-wise sum over the
 	// ranks; every rank ends with the same values.
@@ -73,8 +81,8 @@ type Reducer interface {
 type Dist struct {
 	Group *dist.Group
 	// NewReducer makes the gradient reducer once the backend is open; nil
-	// sums through Group in host memory (HostReducer), the CPU backend's
-	// way. The binary passes an NCCL reducer on CUDA.
+	// sums through Group in host memory (optim.HostComm), the CPU
+	// backend's way. The binary passes an NCCL reducer on CUDA.
 	NewReducer func(b model.Backend) (Reducer, error)
 }
 
@@ -85,58 +93,19 @@ type dpState struct {
 	rank, size int
 }
 
+// ranks is this process's rank and the world size (0 and 1 in a
+// one-process run).
+func (t *Trainer) ranks() (rank, size int) {
+	if t.dp == nil {
+		return 0, 1
+	}
+	return t.dp.rank, t.dp.size
+}
+
 // rank is this process's rank (0 in a one-process run).
 func (t *Trainer) rank() int {
-	if t.dp == nil {
-		return 0
-	}
-	return t.dp.rank
-}
-
-// openReducer makes the gradient reducer for backend b.
-func (t *Trainer) openReducer(b model.Backend) (Reducer, error) {
-	if t.newReducer == nil {
-		return HostReducer{B: b, G: t.dp.g}, nil
-	}
-	r, err := t.newReducer(b)
-	if err != nil {
-		return nil, fmt.Errorf("gradient reducer: %w", err)
-	}
-	return r, nil
-}
-
-// HostReducer sums tensors through the control plane: download, a
-// fixed-order float64 sum on rank 0, upload. Deterministic, and slow for
-// large models: for the CPU backend and tests.
-type HostReducer struct {
-	B model.Backend
-	G *dist.Group
-}
-
-// AllReduceSum implements Reducer in one round trip for all of ts.
-func (h HostReducer) AllReduceSum(ts []*model.Tensor) error {
-	n := 0
-	for _, x := range ts {
-		n += x.Numel()
-	}
-	buf := make([]float32, n)
-	off := 0
-	for _, x := range ts {
-		h.B.Download(x, buf[off:off+x.Numel()])
-		off += x.Numel()
-	}
-	if err := h.B.Err(); err != nil {
-		return fmt.Errorf("gradients to the host: %w", err)
-	}
-	if err := h.G.SumFloat32("gradients", buf); err != nil {
-		return err
-	}
-	off = 0
-	for _, x := range ts {
-		h.B.Upload(x, buf[off:off+x.Numel()])
-		off += x.Numel()
-	}
-	return h.B.Err()
+	rank, _ := t.ranks()
+	return rank
 }
 
 // slicePrompts returns the prompts [lo, hi) rank generates: a prompt
@@ -200,7 +169,24 @@ func microBatches(n []int, miniPrompts, mb int) []microSpan {
 
 // owns reports whether this rank runs micro-batch k of the step.
 func (t *Trainer) owns(k int) bool {
-	return t.dp == nil || k%t.dp.size == t.dp.rank
+	rank, size := t.ranks()
+	return k%size == rank
+}
+
+// roundsMissing is how many rounds of the mini-batch of micro-batches
+// [k0, k1) this rank has no micro-batch in: the most any rank runs minus
+// its own count (0 in one process).
+func (t *Trainer) roundsMissing(k0, k1 int) int {
+	rank, size := t.ranks()
+	counts := make([]int, size)
+	for k := k0; k < k1; k++ {
+		counts[k%size]++
+	}
+	most := 0
+	for _, c := range counts {
+		most = max(most, c)
+	}
+	return most - counts[rank]
 }
 
 // wireRow is a row as the ranks exchange it after scoring.
@@ -355,78 +341,6 @@ func decodeParts[T any](name string, parts [][]byte, out *[]T) error {
 	return nil
 }
 
-// zeroGrads clears the gradients before a mini-batch.
-func (t *Trainer) zeroGrads() {
-	if t.z2 != nil {
-		t.z2.zero()
-		return
-	}
-	model.ZeroGrads(t.Policy.B, t.Policy.Cfg, t.grads)
-}
-
-// reduceGrads sums the ranks' accumulated gradients of the mini-batch of
-// micro-batches [k0, k1) (one process: nothing). Under ZeRO-2 the
-// backward has already sent them; a rank that ran fewer micro-batches
-// than another sends empty rounds to match its collectives.
-func (t *Trainer) reduceGrads(k0, k1 int) error {
-	if t.dp == nil {
-		return nil
-	}
-	if t.z2 != nil {
-		for range t.roundsMissing(k0, k1) {
-			if err := t.z2.flushEmpty(); err != nil {
-				return fmt.Errorf("an empty round of the gradient reduce-scatter: %w", err)
-			}
-		}
-		return nil
-	}
-	named := t.grads.Named(t.Policy.Cfg)
-	ts := make([]*model.Tensor, len(named))
-	for i, np := range named {
-		ts[i] = *np.Ptr
-	}
-	if sr, ok := t.dp.red.(model.ShardReducer); ok && t.Opt.Sharded != nil {
-		// ZeRO-1's optimizer updates only its part of each parameter, so
-		// it needs only that part summed.
-		if err := sr.ReduceScatterShards(ts, t.Opt.Sharded.Shard); err != nil {
-			return fmt.Errorf("gradient reduce-scatter: %w", err)
-		}
-		return nil
-	}
-	if err := t.dp.red.AllReduceSum(ts); err != nil {
-		return fmt.Errorf("gradient all-reduce: %w", err)
-	}
-	return nil
-}
-
-// clipGrads clips the summed gradients to optim.grad_clip and returns
-// their norm: over the whole gradient, or, under ZeRO-1 with a
-// reduce-scattering reducer, over the ranks' parts (each rank's sum of
-// squares, added in rank order on the control plane).
-func (t *Trainer) clipGrads() (float64, error) {
-	mc, clip := t.Policy.Cfg, t.Cfg.Optim.GradClip
-	across := func(local float64) (float64, error) {
-		x := []float64{local}
-		err := t.dp.g.SumFloat64("gradient norm", x)
-		return x[0], err
-	}
-	if t.z2 != nil {
-		return model.ClipShardGradNorm(t.Policy.B, t.z2.views(), across, clip)
-	}
-	if t.dp == nil || t.Opt.Sharded == nil {
-		return model.ClipGradNorm(t.Policy.B, mc, t.grads, clip)
-	}
-	if _, ok := t.dp.red.(model.ShardReducer); !ok {
-		return model.ClipGradNorm(t.Policy.B, mc, t.grads, clip)
-	}
-	named := t.grads.Named(mc)
-	ts := make([]*model.Tensor, len(named))
-	for i, np := range named {
-		ts[i] = *np.Ptr
-	}
-	return model.ClipShardGradNorm(t.Policy.B, model.ShardViews(ts, t.Opt.Sharded.Shard), across, clip)
-}
-
 // stepContext is the context a step and a validation run under: in a
 // data-parallel run a signal must not abandon a step on one rank only, so
 // the stop waits for the next step boundary (stopRequested).
@@ -488,16 +402,40 @@ func (t *Trainer) agree(what string, err error) error {
 	return nil
 }
 
+// agreeAll returns nil on every rank when no rank's err is set, else on
+// every rank an error naming each failed rank and its error.
+func (t *Trainer) agreeAll(what string, err error) error {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	all, gerr := t.dp.g.AllGather(what, []byte(msg))
+	if gerr != nil {
+		return errors.Join(err, gerr)
+	}
+	var failed []string
+	for r, m := range all {
+		if len(m) > 0 {
+			failed = append(failed, fmt.Sprintf("rank %d: %s", r, m))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s: %s", what, strings.Join(failed, "; "))
+	}
+	return nil
+}
+
 // stateHashes returns hashes of the controller state (with the step, update
 // count and data cursor) and of a weight fingerprint: the 1-D parameters
 // (every RMSNorm gain), which every update touches and which are small,
-// and with sharded masters samples of the bf16 matrices (halfFingerprint).
+// and with sharded masters samples of the bf16 matrices (the strategy's
+// Fingerprint).
 func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 	st, err := json.Marshal(struct {
 		Step, Updates, OptimStep int
 		Controller               any
 		Cursor                   any
-	}{t.step, t.updates, t.Opt.Step, t.Ctrl.State(), t.loader.Cursor()})
+	}{t.step, t.updates, t.Opt.Steps(), t.Ctrl.State(), t.loader.Cursor()})
 	if err != nil {
 		return "", "", err
 	}
@@ -513,7 +451,7 @@ func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 			binary.Write(wh, binary.LittleEndian, math.Float32bits(x))
 		}
 	}
-	t.halfFingerprint(wh)
+	t.Opt.Fingerprint(wh)
 	if err := t.Policy.B.Err(); err != nil {
 		return "", "", err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // MemoryPlan is the estimated peak memory of a run, in bytes. Generation
@@ -97,10 +98,11 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	H, G := int64(mc.NumAttentionHeads), int64(mc.NumKeyValueHeads)
 	perLayer := (2*C+2+2*H+G)*f32 + halfPerToken(mc)
 	scratch := (2*C + 3*F + 3*HD + 4*GD) * f32
+	opt := optim.PlanMemory(mc, 1, 0, false)
 	p := MemoryPlan{
-		Weights:     params,
-		Gradients:   params,
-		Moments:     2 * params,
+		Weights:     opt.Weights,
+		Gradients:   opt.Gradients,
+		Moments:     opt.Moments,
 		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
 		KVCache:     kvSlots(cfg) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
 		Logits:      2 * min(model.HeadChunkElems, tokens*int64(mc.VocabSize)) * f32, // logits and their gradient, one LM-head chunk each
@@ -153,42 +155,20 @@ type Budget struct {
 
 // ForWorld makes b the plan of one of world data-parallel ranks: every
 // rank holds the whole policy (its product copies), reference, activations
-// and KV cache of its own micro-batches and slots. ZeRO-1 keeps 1/world of
-// the AdamW moments (each parameter's ⌈n/world⌉ elements at most) plus a
-// collective buffer of the largest parameter padded; where the policy's
-// matrices have bf16 product copies, it also keeps only 1/world of their
-// fp32 master weights (the embedding and the norms stay whole: the
-// lookup and RMSNorm read them in fp32). ZeRO-2 also replaces the whole
-// gradient by a one-layer window plus 1/world of it (model.WindowBytes).
+// and KV cache of its own micro-batches and slots; the weights (or fp32
+// masters), gradients, moments and collective buffer are the optimizer
+// strategy's at ZeRO stage zero (optim.PlanMemory). Masters are sharded
+// where the policy's matrices have bf16 product copies and
+// dist.shard_masters is on.
 func (b *Budget) ForWorld(world, zero int) {
 	b.World, b.ZeRO = world, zero
 	mc := b.model
 	if world <= 1 || zero < 1 || mc == nil {
 		return
 	}
-	const f32 = 4
 	b.MastersSharded = b.Plan.WeightCopies > 0 && b.masters
-	var moments, largest, grads, weights int64
-	for _, np := range model.ParamShapes(mc) {
-		n := int64(1)
-		for _, d := range np.Shape {
-			n *= int64(d)
-		}
-		chunk := (n + int64(world) - 1) / int64(world)
-		moments += 2 * chunk * f32
-		grads += chunk * f32
-		largest = max(largest, chunk*int64(world)*f32)
-		if b.MastersSharded && model.MasterSharded(np) {
-			weights += chunk * f32
-		} else {
-			weights += n * f32
-		}
-	}
-	b.Plan.Moments, b.Plan.GatherBuffer = moments, largest
-	b.Plan.Weights = weights
-	if zero >= 2 {
-		b.Plan.Gradients = grads + model.WindowBytes(mc)
-	}
+	opt := optim.PlanMemory(mc, world, zero, b.MastersSharded)
+	b.Plan.Weights, b.Plan.Gradients, b.Plan.Moments, b.Plan.GatherBuffer = opt.Weights, opt.Gradients, opt.Moments, opt.GatherBuffer
 }
 
 // Check refuses a plan that will not fit, saying what to change.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // TestPlanForWorld: over W ranks, ZeRO-1 keeps 1/W of the AdamW moments
@@ -50,7 +51,7 @@ func TestPlanForWorld(t *testing.T) {
 					// The embedding and the norms whole, the rest 1/W.
 					var whole int64
 					for _, np := range model.ParamShapes(mc) {
-						if !model.MasterSharded(np) {
+						if !optim.MasterSharded(np) {
 							n := int64(4)
 							for _, d := range np.Shape {
 								n *= int64(d)
@@ -65,7 +66,7 @@ func TestPlanForWorld(t *testing.T) {
 					rest.Weights, restOne.Weights = 0, 0
 				}
 				if tc.zero == 2 {
-					within("gradients", b.Plan.Gradients, one.Plan.Gradients/W+model.WindowBytes(mc))
+					within("gradients", b.Plan.Gradients, one.Plan.Gradients/W+optim.WindowBytes(mc))
 					rest.Gradients, restOne.Gradients = 0, 0
 				}
 				if rest != restOne {

@@ -22,7 +22,11 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
+
+// optimizerFile is a one-process checkpoint's moments file.
+const optimizerFile = optim.MomentsFile
 
 const childEnv = "GDROTRAIN_RESUME_CHILD_CONFIG"
 

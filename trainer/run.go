@@ -18,6 +18,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
@@ -37,15 +38,15 @@ type Trainer struct {
 	Ref    *model.Model // frozen initial policy; nil when no KL is needed
 	Tok    *tokenizer.Tokenizer
 	Ctrl   *gdro.Controller
-	Opt    *model.Optimizer
+	// Opt updates the policy: AdamW and clipping, spread over the ranks
+	// by the strategy setup chose (optim.New).
+	Opt    optim.Strategy
 	Memory MemoryPlan // estimated before the run starts
 	refID  checkpoint.Identity
 
 	train   promptSet
 	val     promptSet
 	loader  *data.Loader
-	grads   *model.Params
-	z2      *zero2 // ZeRO-2's sharded gradients; nil otherwise
 	stops   []int32
 	scorers map[string]reward.Scorer // by data_source
 	rmet    reward.Metrics
@@ -266,8 +267,6 @@ func (t *Trainer) setup() error {
 		if t.dp.red, err = t.openReducer(b); err != nil {
 			return err
 		}
-	}
-	if t.dp != nil {
 		plan.ForWorld(t.dp.size, cfg.Dist.ZeROStage)
 	}
 	t.Memory = plan.Plan
@@ -279,9 +278,10 @@ func (t *Trainer) setup() error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	// The optimizer before the bf16 copies: with sharded fp32 masters
-	// (zero.go) the matrices go bf16 only first, so no copy of them is made
-	// and the rank never holds a matrix in fp32 and bf16 beside its master.
-	if t.Opt, err = t.newOptimizer(b); err != nil {
+	// (optim/masters.go) the matrices go bf16 only first, so no copy of
+	// them is made and the rank never holds a matrix in fp32 and bf16
+	// beside its master.
+	if t.Opt, err = optim.New(t.Policy, t.optimSetup(b)); err != nil {
 		return err
 	}
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
@@ -332,11 +332,38 @@ func (t *Trainer) setup() error {
 	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
 		return fmt.Errorf("gdro: %w", err)
 	}
-	if t.dp != nil && t.dp.size > 1 && cfg.Dist.ZeROStage >= 2 {
-		return t.newZero2(b)
+	return t.Opt.AllocGrads()
+}
+
+// openReducer makes the gradient reducer for backend b.
+func (t *Trainer) openReducer(b model.Backend) (Reducer, error) {
+	if t.newReducer == nil {
+		return optim.HostComm{B: b, G: t.dp.g}, nil
 	}
-	t.grads = model.NewParams(b, t.Policy.Cfg)
-	return nil
+	r, err := t.newReducer(b)
+	if err != nil {
+		return nil, fmt.Errorf("gradient reducer: %w", err)
+	}
+	return r, nil
+}
+
+// optimSetup is how the run updates its policy (optim.New): in one
+// process, or as this rank of the data-parallel world with its
+// collectives — ZeRO's the reducer's where it runs them (cuda.Comm), the
+// control plane's otherwise.
+func (t *Trainer) optimSetup(b model.Backend) optim.Setup {
+	s := optim.Setup{AdamW: t.Cfg.Optim.AdamWConfig, GradClip: t.Cfg.Optim.GradClip,
+		ZeRO: t.Cfg.Dist.ZeROStage, ShardMasters: t.Cfg.Dist.ShardMasters, Logf: t.Log.Printf}
+	if t.dp == nil {
+		return s
+	}
+	s.Shard = optim.Shard{Rank: t.dp.rank, World: t.dp.size}
+	s.Reducer, s.Group = t.dp.red, t.dp.g
+	s.Comm = optim.HostComm{B: b, G: t.dp.g}
+	if c, ok := t.dp.red.(optim.ShardComm); ok {
+		s.Comm = c
+	}
+	return s
 }
 
 // loadPrompts reads, tokenizes and length-checks a set of files.

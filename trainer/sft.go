@@ -12,6 +12,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/internal/progress"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // SFTExample is a prompt and the response to imitate (token ids).
@@ -23,7 +24,7 @@ type SFTExample struct {
 type SFTConfig struct {
 	Epochs    int
 	BatchRows int
-	Optim     model.AdamWConfig
+	Optim     optim.AdamWConfig
 	GradClip  float64
 	Seed      uint64
 }
@@ -34,7 +35,7 @@ func SFT(ctx context.Context, m *model.Model, examples []SFTExample, c SFTConfig
 	if c.Epochs < 1 || c.BatchRows < 1 || len(examples) == 0 {
 		return nil, fmt.Errorf("sft: need ≥ 1 epoch, batch ≥ 1 and examples (got %d, %d, %d)", c.Epochs, c.BatchRows, len(examples))
 	}
-	opt := model.NewOptimizer(m.B, m.Cfg, c.Optim)
+	opt := optim.NewAdamW(m.B, m.Cfg, c.Optim)
 	grads := model.NewParams(m.B, m.Cfg)
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5f7))
 	order := make([]int, len(examples))
@@ -74,11 +75,11 @@ func SFT(ctx context.Context, m *model.Model, examples []SFTExample, c SFTConfig
 				}
 			}
 			count += tokens
-			model.ZeroGrads(m.B, m.Cfg, grads)
+			optim.ZeroGrads(m.B, m.Cfg, grads)
 			if err := m.Backward(p, d, grads); err != nil {
 				return losses, fmt.Errorf("sft: %w", err)
 			}
-			if _, err := model.ClipGradNorm(m.B, m.Cfg, grads, c.GradClip); err != nil {
+			if _, err := optim.ClipGradNorm(m.B, m.Cfg, grads, c.GradClip); err != nil {
 				return losses, fmt.Errorf("sft: %w", err)
 			}
 			if err := opt.Update(m.B, m.Cfg, m.P, grads, c.Optim.LR); err != nil {

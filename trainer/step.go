@@ -367,8 +367,9 @@ func sequences(rows []rowData) []model.Sequence {
 // mini_batch_prompts prompts) of micro-batches (spans), and returns the
 // per-row loss signal ℓ_r and KL (means over epochs) and the number of
 // tokens trained on. In a data-parallel run this rank runs its
-// micro-batches, the gradients are summed over the ranks before the clip,
-// and the rows' signals and the logging sums are gathered afterwards.
+// micro-batches, the optimizer's strategy (optim.Strategy) sums the
+// gradients over the ranks before the clip, and the rows' signals and the
+// logging sums are gathered afterwards.
 func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([]float64, []float64, int, error) {
 	signal, kl := make([]float64, len(rows)), make([]float64, len(rows))
 	var recs []microRec
@@ -382,7 +383,7 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 			for end < len(spans) && spans[end].mini == spans[k].mini {
 				end++
 			}
-			t.zeroGrads()
+			t.Opt.ZeroGrads()
 			k0 := k
 			for ; k < end; k++ {
 				if !t.owns(k) {
@@ -400,15 +401,15 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 				recs = append(recs, microRec{Epoch: epoch, Index: k, Tokens: st.Tokens, Clip: st.ClipCount,
 					Lower: st.LowerClipCount, KL: st.KL, PPOKL: st.PPOKL, Policy: st.PolicyLoss})
 			}
-			if err := t.reduceGrads(k0, end); err != nil {
+			if err := t.Opt.Reduce(t.roundsMissing(k0, end)); err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w", spans[end-1].mini, err)
 			}
-			norm, err := t.clipGrads()
+			norm, err := t.Opt.Clip()
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w (stopping; the last checkpoint is kept)", spans[end-1].mini, err)
 			}
 			lr := t.lr(t.updates)
-			if err := t.Opt.Update(t.Policy.B, t.Policy.Cfg, t.Policy.P, t.grads, lr); err != nil {
+			if err := t.Opt.Update(lr); err != nil {
 				return nil, nil, 0, err
 			}
 			t.updates++
@@ -466,11 +467,7 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 		p.Release()
 		return st, fmt.Errorf("loss is %v (stopping; the last checkpoint is kept)", st.Loss)
 	}
-	var flush model.GradFlush
-	if t.z2 != nil {
-		flush = t.z2.flush
-	}
-	if err := t.Policy.BackwardFlush(p, grads, t.grads, flush); err != nil {
+	if err := t.Policy.BackwardFlush(p, grads, t.Opt.Grads(), t.Opt.Flush()); err != nil {
 		return st, fmt.Errorf("policy backward: %w", err)
 	}
 	return st, nil

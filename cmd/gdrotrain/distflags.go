@@ -16,6 +16,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -113,17 +114,19 @@ func joinGroup(cmd *cobra.Command, w dist.World, timeout time.Duration) (*dist.G
 
 // reducerFor makes the gradient reducer of backend b: NCCL on CUDA (the id
 // travels over the control plane), the control plane's fixed-order sum on
-// the CPU.
+// the CPU (optim.HostComm).
 func reducerFor(g *dist.Group, timeout time.Duration) func(model.Backend) (trainer.Reducer, error) {
 	return func(b model.Backend) (trainer.Reducer, error) {
 		cb, ok := b.(*cuda.Backend)
 		if !ok {
-			return trainer.HostReducer{B: b, G: g}, nil
+			return optim.HostComm{B: b, G: g}, nil
 		}
 		comm, err := cuda.OpenCommOver(cb, g, timeout)
 		if err != nil {
 			return nil, err
 		}
-		return comm, nil // its AllReduceSum and Close make it the trainer's reducer
+		// Its AllReduceSum and Close make it the trainer's reducer, its ZeRO
+		// collectives (optim.ShardComm) the optimizer's.
+		return comm, nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -131,13 +132,13 @@ func runStep(m *model.Model, seqs []model.Sequence, adv []float64, old, ref [][]
 		return r, err
 	}
 	r.grads = flatten(m, grads)
-	if r.norm, err = model.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
+	if r.norm, err = optim.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
 		return r, err
 	}
 	// Adam's first step is lr·g/(|g|+eps): with a tiny eps it is sign(g),
 	// which flips for near-zero gradients at rounding noise; eps = 0.1 makes
 	// the update a smooth function of g (the AdamW op case checks eps 1e-8).
-	opt := model.NewOptimizer(m.B, m.Cfg, model.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
+	opt := optim.NewAdamW(m.B, m.Cfg, optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
 	if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-2); err != nil {
 		return r, err
 	}

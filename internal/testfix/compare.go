@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 )
 
@@ -58,7 +59,7 @@ func LoadWeights(t testing.TB, dir string) map[string][]float32 {
 // per rank (ZeRO-1).
 func LoadMoments(t testing.TB, dir string, like map[string][]float32) map[string][]float32 {
 	t.Helper()
-	f, err := model.OpenMoments(dir)
+	f, err := optim.OpenMoments(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-package model
+package optim
 
 import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // TestWindowGradsMatchBackward: a backward into ZeRO-2's window whose
@@ -21,16 +23,16 @@ func TestWindowGradsMatchBackward(t *testing.T) {
 		m := tinyModel(t, tc.tied, 5)
 		m.Recompute = tc.recompute
 		rng := rand.New(rand.NewPCG(9, 10))
-		var batches [][]Sequence
+		var batches [][]model.Sequence
 		var ws [][][]float32
 		for range 2 {
-			seqs := []Sequence{{Tokens: randomTokens(rng, 11, m.Cfg.VocabSize), Start: 4}, {Tokens: randomTokens(rng, 6, m.Cfg.VocabSize), Start: 2}}
+			seqs := []model.Sequence{{Tokens: randomTokens(rng, 11, m.Cfg.VocabSize), Start: 4}, {Tokens: randomTokens(rng, 6, m.Cfg.VocabSize), Start: 2}}
 			batches, ws = append(batches, seqs), append(ws, randomWeights(rng, seqs))
 		}
 		b := m.B
-		want := NewParams(b, m.Cfg)
+		want := model.NewParams(b, m.Cfg)
 		win := NewWindowGrads(b, m.Cfg)
-		got := NewParams(b, m.Cfg)
+		got := model.NewParams(b, m.Cfg)
 		wn, gn := win.Named(m.Cfg), got.Named(m.Cfg)
 		flushed := make([]int, len(wn))
 		flush := func(named []int) error {
@@ -43,8 +45,8 @@ func TestWindowGradsMatchBackward(t *testing.T) {
 		}
 		for k := range batches {
 			for _, dst := range []struct {
-				g *Params
-				f GradFlush
+				g *model.Params
+				f model.GradFlush
 			}{{want, nil}, {win, flush}} {
 				p, err := m.Forward(batches[k])
 				if err != nil {
@@ -93,4 +95,38 @@ func TestWindowBytes(t *testing.T) {
 			t.Errorf("tied %v: WindowBytes = %d, want %d", tied, got, want)
 		}
 	}
+}
+
+// tinyModel is the tiny random Qwen3 on the CPU backend.
+func tinyModel(t testing.TB, tied bool, seed uint64) *model.Model {
+	t.Helper()
+	o := model.DefaultTiny()
+	o.Tied = tied
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := model.NewCPU()
+	return &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, seed, 0.2, 0.3)}
+}
+
+func randomTokens(rng *rand.Rand, n, vocab int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(vocab))
+	}
+	return ids
+}
+
+// randomWeights draws a weight per response token (∂J/∂log π).
+func randomWeights(rng *rand.Rand, seqs []model.Sequence) [][]float32 {
+	var w [][]float32
+	for _, s := range seqs {
+		row := make([]float32, len(s.Tokens)-s.Start)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64())
+		}
+		w = append(w, row)
+	}
+	return w
 }

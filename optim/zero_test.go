@@ -1,4 +1,4 @@
-package model
+package optim
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // TestShardRange: the ranks' ranges tile every size exactly, in order,
@@ -46,8 +48,8 @@ type memGather struct {
 }
 
 type rankTensors struct {
-	b  Backend
-	ts []*Tensor
+	b  model.Backend
+	ts []*model.Tensor
 }
 
 func newMemGather(world int) *memGather {
@@ -74,10 +76,10 @@ func (g *memGather) barrier() {
 // rankGather is one rank's view of the in-process all-gather.
 type rankGather struct {
 	g *memGather
-	b Backend
+	b model.Backend
 }
 
-func (r rankGather) GatherShards(ts []*Tensor, s Shard) error {
+func (r rankGather) GatherShards(ts []*model.Tensor, s Shard) error {
 	g := r.g
 	g.mu.Lock()
 	g.ranks[s.Rank] = rankTensors{b: r.b, ts: ts}
@@ -114,17 +116,19 @@ func (r rankGather) GatherShards(ts []*Tensor, s Shard) error {
 // loaded at another continue bitwise too (resharding).
 func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 	cfg := AdamWConfig{Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
-	o := DefaultTiny()
+	o := model.DefaultTiny()
 	mc, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	const steps = 3
-	grads := func(b Backend, step int) *Params { return RandomParams(b, mc, uint64(100+step), 0.5, 0.5) }
+	grads := func(b model.Backend, step int) *model.Params {
+		return model.RandomParams(b, mc, uint64(100+step), 0.5, 0.5)
+	}
 	// The reference: one unsharded optimizer.
-	rb := NewCPU()
-	rp := RandomParams(rb, mc, 3, 0.2, 0.3)
-	ro := NewOptimizer(rb, mc, cfg)
+	rb := model.NewCPU()
+	rp := model.RandomParams(rb, mc, 3, 0.2, 0.3)
+	ro := NewAdamW(rb, mc, cfg)
 	refAt := []map[string][]float32{hostParams(rb, mc, rp)} // weights after s steps
 	for s := 0; s < steps; s++ {
 		if err := ro.Update(rb, mc, rp, grads(rb, s), 1e-2); err != nil {
@@ -143,18 +147,18 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 			wg.Add(1)
 			go func(r int) {
 				defer wg.Done()
-				b := NewCPU()
-				p := RandomParams(b, mc, 3, 0.2, 0.3)
-				opt, err := NewShardedOptimizer(b, mc, p, cfg, Shard{Rank: r, World: world})
+				b := model.NewCPU()
+				p := model.RandomParams(b, mc, 3, 0.2, 0.3)
+				opt, err := NewShardedAdamW(b, mc, p, cfg, Shard{Rank: r, World: world})
 				if err != nil {
 					errs[r] = err
 					return
 				}
 				opt.Gather = rankGather{g: g, b: b}
 				if from != nil { // resume: weights after `first` steps, moments resharded
-					p.Each(mc, func(name string, t *Tensor) { b.Upload(t, refAt[first][name]) })
+					p.Each(mc, func(name string, t *model.Tensor) { b.Upload(t, refAt[first][name]) })
 					opt.Step = first
-					if err := opt.LoadMoments(b, mc, from); err != nil {
+					if err := opt.LoadMoments(b, from); err != nil {
 						errs[r] = err
 						return
 					}
@@ -165,7 +169,7 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 						return
 					}
 				}
-				out[r], slices[r] = hostParams(b, mc, p), opt.MomentSlices(b, mc)
+				out[r], slices[r] = hostParams(b, mc, p), opt.MomentSlices(b)
 			}(r)
 		}
 		wg.Wait()
@@ -203,17 +207,17 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var ts []NamedTensor
+	var ts []model.NamedTensor
 	for _, sl := range all.sorted() {
 		if sl.Lo == 0 {
 			m, v, err := all.Moments(sl.Name, sl.Numel, 0, sl.Numel)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts = append(ts, NamedTensor{Name: "m/" + sl.Name, Shape: []int{sl.Numel}, Data: m}, NamedTensor{Name: "v/" + sl.Name, Shape: []int{sl.Numel}, Data: v})
+			ts = append(ts, model.NamedTensor{Name: "m/" + sl.Name, Shape: []int{sl.Numel}, Data: m}, model.NamedTensor{Name: "v/" + sl.Name, Shape: []int{sl.Numel}, Data: v})
 		}
 	}
-	if err := WriteSafetensors(filepath.Join(single, MomentsFile), ts, F32, nil); err != nil {
+	if err := model.WriteSafetensors(filepath.Join(single, MomentsFile), ts, model.F32, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{sharded, single} {
@@ -248,9 +252,9 @@ func (ss MomentSlices) sorted() MomentSlices {
 	return out
 }
 
-func hostParams(b Backend, mc *Config, p *Params) map[string][]float32 {
+func hostParams(b model.Backend, mc *model.Config, p *model.Params) map[string][]float32 {
 	out := map[string][]float32{}
-	p.Each(mc, func(name string, t *Tensor) {
+	p.Each(mc, func(name string, t *model.Tensor) {
 		h := make([]float32, t.Numel())
 		b.Download(t, h)
 		out[name] = h
@@ -290,27 +294,27 @@ func equalMoments(t *testing.T, what string, got, want MomentSlices) {
 // (the norm within float64 rounding of another summation order; values
 // bitwise where the coefficients agree, within 1 ulp otherwise).
 func TestClipShardGradNorm(t *testing.T) {
-	mc, err := DefaultTiny().Config()
+	mc, err := model.DefaultTiny().Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, world := range []int{2, 3} {
 		for _, maxNorm := range []float64{0, 1e9, 0.5} {
-			b := NewCPU()
-			whole := RandomParams(b, mc, 7, 0.5, 0.5)
+			b := model.NewCPU()
+			whole := model.RandomParams(b, mc, 7, 0.5, 0.5)
 			want, err := ClipGradNorm(b, mc, whole, maxNorm)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var ts []*Tensor
-			whole.Each(mc, func(_ string, x *Tensor) { ts = append(ts, x) })
+			var ts []*model.Tensor
+			whole.Each(mc, func(_ string, x *model.Tensor) { ts = append(ts, x) })
 			wantVals := hostParams(b, mc, whole)
 			// Every rank starts from the unclipped gradient.
 			parts := make([]map[string][]float32, world)
 			for r := 0; r < world; r++ {
-				g := RandomParams(b, mc, 7, 0.5, 0.5)
-				var gs []*Tensor
-				g.Each(mc, func(_ string, x *Tensor) { gs = append(gs, x) })
+				g := model.RandomParams(b, mc, 7, 0.5, 0.5)
+				var gs []*model.Tensor
+				g.Each(mc, func(_ string, x *model.Tensor) { gs = append(gs, x) })
 				across := func(local float64) (float64, error) { // the control plane's sum, in rank order
 					var s float64
 					for q := 0; q < world; q++ {
@@ -346,10 +350,10 @@ func TestClipShardGradNorm(t *testing.T) {
 }
 
 // sumSquaresOf is rank q's sum of squares of the seed-7 gradient's parts.
-func sumSquaresOf(b Backend, mc *Config, q, world int) float64 {
-	g := RandomParams(b, mc, 7, 0.5, 0.5)
-	var gs []*Tensor
-	g.Each(mc, func(_ string, x *Tensor) { gs = append(gs, x) })
+func sumSquaresOf(b model.Backend, mc *model.Config, q, world int) float64 {
+	g := model.RandomParams(b, mc, 7, 0.5, 0.5)
+	var gs []*model.Tensor
+	g.Each(mc, func(_ string, x *model.Tensor) { gs = append(gs, x) })
 	var s float64
 	for _, v := range ShardViews(gs, Shard{Rank: q, World: world}) {
 		if v != nil {

@@ -1,20 +1,20 @@
-package model
+package optim
 
 // ZeRO-1 with sharded fp32 masters. Under bf16 products a policy matrix is
 // read only by products, which see its bf16 rounding; its fp32 values are
 // needed only by AdamW. So where the backend can hold a weight as bf16
-// storage alone (HalfWeights: the CUDA backend under bf16 products), each
-// rank keeps, beside the moments of its Range of every parameter, the fp32
-// master of that range only (Optimizer.ShardMasters), and the matrix
-// itself becomes bf16: 2 bytes per element on every rank plus 4/W for the
-// master, instead of 4 + 2 (fp32 weight and its bf16 copy). Qwen3-8B at
-// W = 8 (7.57 G elements in those matrices): 28.2 + 14.1 GiB per rank
-// become 14.1 + 3.5.
+// storage alone (model.HalfWeights: the CUDA backend under bf16 products),
+// each rank keeps, beside the moments of its Range of every parameter, the
+// fp32 master of that range only (ShardedAdamW.ShardMasters), and the
+// matrix itself becomes bf16: 2 bytes per element on every rank plus 4/W
+// for the master, instead of 4 + 2 (fp32 weight and its bf16 copy).
+// Qwen3-8B at W = 8 (7.57 G elements in those matrices): 28.2 + 14.1 GiB
+// per rank become 14.1 + 3.5.
 //
 // AdamW on the owned range reads the gradient, updates the master and the
 // moments, and writes the master's bf16 rounding into the weight's range
-// (HalfWeights.AdamWHalf: the same kernel and rounding that write a bf16
-// copy in the replicated update); the ranks then all-gather the bf16
+// (model.HalfWeights.AdamWHalf: the same kernel and rounding that write a
+// bf16 copy in the replicated update); the ranks then all-gather the bf16
 // ranges. Products read exactly the bf16 operands they read before, so the
 // training is bitwise that of moment-only ZeRO-1 (on the emulator, whose
 // FAST_16BF products round their inputs to bf16 as explicit bf16 operands
@@ -22,9 +22,9 @@ package model
 //
 // What stays fp32 and whole: the RMSNorm gains (tiny; read by RMSNorm,
 // hashed across ranks) and the input embedding, whose rows the forward
-// looks up unrounded (see Freeze): rounding it would change the model. An
-// untied LM head is a matrix read by products, so it is sharded; a tied
-// one is the embedding.
+// looks up unrounded (see model.Model.Freeze): rounding it would change
+// the model. An untied LM head is a matrix read by products, so it is
+// sharded; a tied one is the embedding.
 //
 // Checkpoints keep their format: the ranks gather each master through one
 // padded buffer (GatherMasters) and rank 0 writes the whole fp32 policy;
@@ -35,55 +35,16 @@ package model
 import (
 	"fmt"
 	"slices"
+
+	"github.com/gdrotrain/gdrotrain/model"
 )
-
-// HalfWeights is implemented by backends that can keep a weight matrix as
-// writable bf16 storage alone, its fp32 master living elsewhere (the CUDA
-// backend under bf16 products). Such a weight is read by MatMul (as a
-// bf16 operand) and ReadHalf, written by AdamWHalf, WriteHalf and the
-// ranks' gathers; Download of it is an error, since its fp32 values are
-// not there.
-type HalfWeights interface {
-	// HalfOnly replaces t's float32 storage by bf16 storage holding its
-	// values rounded to nearest even, with pad spare elements after the
-	// storage's end. Views convert with their storage: converting the
-	// storage first, then each view, points the views at the new storage.
-	HalfOnly(t *Tensor, pad int) error
-	// IsHalfOnly reports whether t is such a weight.
-	IsHalfOnly(t *Tensor) bool
-	// AdamWHalf is AdamW on the fp32 master that also writes the bf16
-	// rounding of the updated master into half (equal sizes).
-	AdamWHalf(master, half, g, m, v *Tensor, h AdamWParams)
-	// ReadHalf downloads a bf16-only weight, widened (exact).
-	ReadHalf(t *Tensor, dst []float32)
-	// WriteHalf uploads src rounded to bf16 into a bf16-only weight.
-	WriteHalf(t *Tensor, src []float32)
-}
-
-// BlockGatherer all-gathers in place: buf (float32, or bf16 storage) holds
-// World blocks of equal size, and afterwards every rank's block r holds
-// what rank r's block r held. With blocks of ⌈n/W⌉ elements, block r
-// starts with rank r's Range of a parameter of n elements, so a buffer
-// padded to W·⌈n/W⌉ gathers a sharded parameter without another copy.
-type BlockGatherer interface {
-	GatherBlocks(buf *Tensor, s Shard) error
-}
-
-// PaddedLen is W·⌈n/W⌉: the elements of a padded buffer whose block r
-// holds rank r's Range of a parameter of n elements.
-func (s Shard) PaddedLen(n int) int {
-	if !s.Sharded() {
-		return n
-	}
-	return s.World * ((n + s.World - 1) / s.World)
-}
 
 // MasterSharded reports whether ZeRO keeps only a rank's part of np's
 // fp32 master where the policy's matrices are bf16 for products: every
 // matrix but the input embedding, whose rows the lookup reads in fp32
 // (the norms, vectors, stay whole too; see the file comment). The memory
 // plan counts by the same rule.
-func MasterSharded(np NamedParam) bool {
+func MasterSharded(np model.NamedParam) bool {
 	return len(np.Shape) >= 2 && np.Name != "model.embed_tokens.weight"
 }
 
@@ -103,20 +64,16 @@ func MasterSharded(np NamedParam) bool {
 // not a multiple of W (never for Qwen3's sizes at W a power of two, but
 // possible in tests) is gathered through a scratch buffer instead, since
 // its padding would overlap the next view.
-func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error) {
-	sm := o.Sharded
-	if sm == nil {
-		return false, fmt.Errorf("sharded fp32 masters: the optimizer is not sharded (ZeRO-1 off or one rank)")
-	}
-	hw, ok := b.(HalfWeights)
+func (o *ShardedAdamW) ShardMasters(b model.Backend, mc *model.Config, p *model.Params) (bool, error) {
+	hw, ok := b.(model.HalfWeights)
 	if !ok {
 		return false, nil
 	}
 	pn := p.Named(mc)
-	if len(pn) != len(sm.Names) {
-		return false, fmt.Errorf("sharded fp32 masters: %d parameters but moments for %d", len(pn), len(sm.Names))
+	if len(pn) != len(o.Names) {
+		return false, fmt.Errorf("sharded fp32 masters: %d parameters but moments for %d", len(pn), len(o.Names))
 	}
-	index := make(map[**Tensor]int, len(pn))
+	index := make(map[**model.Tensor]int, len(pn))
 	for i, np := range pn {
 		index[np.Ptr] = i
 	}
@@ -125,20 +82,20 @@ func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error)
 	// the setup never holds more than today's weights plus one storage's
 	// bf16 and masters.
 	type storage struct {
-		whole *Tensor    // a fused storage, or nil for a standalone matrix
-		views []**Tensor // its parameters, the last one owning the padding
+		whole *model.Tensor    // a fused storage, or nil for a standalone matrix
+		views []**model.Tensor // its parameters, the last one owning the padding
 	}
 	var groups []storage
 	for i := range p.Layers {
 		l := &p.Layers[i]
-		groups = append(groups, storage{l.QKV, []**Tensor{&l.Q, &l.K, &l.V}}, storage{nil, []**Tensor{&l.O}},
-			storage{l.GateUp, []**Tensor{&l.Gate, &l.Up}}, storage{nil, []**Tensor{&l.Down}})
+		groups = append(groups, storage{l.QKV, []**model.Tensor{&l.Q, &l.K, &l.V}}, storage{nil, []**model.Tensor{&l.O}},
+			storage{l.GateUp, []**model.Tensor{&l.Gate, &l.Up}}, storage{nil, []**model.Tensor{&l.Down}})
 	}
 	if !p.Tied {
-		groups = append(groups, storage{nil, []**Tensor{&p.LMHead}})
+		groups = append(groups, storage{nil, []**model.Tensor{&p.LMHead}})
 	}
-	sm.Master, sm.HalfOnly = make([]*Tensor, len(pn)), make([]bool, len(pn))
-	pad := func(t *Tensor) int { return sm.Shard.PaddedLen(t.Numel()) - t.Numel() }
+	o.Master, o.HalfOnly = make([]*model.Tensor, len(pn)), make([]bool, len(pn))
+	pad := func(t *model.Tensor) int { return o.Shard.PaddedLen(t.Numel()) - t.Numel() }
 	for _, g := range groups {
 		for _, v := range g.views {
 			i, ok := index[v]
@@ -146,15 +103,15 @@ func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error)
 				return false, fmt.Errorf("sharded fp32 masters: a matrix of the layout is not in the name table")
 			}
 			t := *v
-			sm.HalfOnly[i] = true
-			if lo, hi := sm.Shard.Range(t.Numel()); hi > lo {
-				sm.Master[i] = b.New(hi - lo)
-				b.Copy(sm.Master[i], t.View(t.Numel()).Rows(lo, hi))
+			o.HalfOnly[i] = true
+			if lo, hi := o.Shard.Range(t.Numel()); hi > lo {
+				o.Master[i] = b.New(hi - lo)
+				b.Copy(o.Master[i], t.View(t.Numel()).Rows(lo, hi))
 			}
 		}
 		if err := b.Err(); err != nil {
 			b.ResetErr()
-			return false, fmt.Errorf("sharded fp32 masters: copying rank %d's ranges: %w", sm.Shard.Rank, err)
+			return false, fmt.Errorf("sharded fp32 masters: copying rank %d's ranges: %w", o.Shard.Rank, err)
 		}
 		last := *g.views[len(g.views)-1]
 		if g.whole != nil {
@@ -169,7 +126,7 @@ func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error)
 		}
 	}
 	for i, np := range pn {
-		if MasterSharded(np) && !sm.HalfOnly[i] {
+		if MasterSharded(np) && !o.HalfOnly[i] {
 			return false, fmt.Errorf("sharded fp32 masters: %s is a matrix the layout does not list", np.Name)
 		}
 	}
@@ -178,7 +135,7 @@ func (o *Optimizer) ShardMasters(b Backend, mc *Config, p *Params) (bool, error)
 
 // MastersSharded reports whether the optimizer holds sharded fp32 masters
 // (ShardMasters), so the policy's matrices are bf16 only.
-func (o *Optimizer) MastersSharded() bool { return o.Sharded != nil && o.Sharded.HalfOnly != nil }
+func (o *ShardedAdamW) MastersSharded() bool { return o.HalfOnly != nil }
 
 // GatherMasters returns the whole fp32 policy p by name on the ranks where
 // want is set (rank 0, which writes checkpoints) and nil elsewhere: every
@@ -186,28 +143,27 @@ func (o *Optimizer) MastersSharded() bool { return o.Sharded != nil && o.Sharded
 // masters go one parameter at a time through one padded buffer of the
 // largest parameter (W·⌈n/W⌉ elements, released at the end); the other
 // parameters are downloaded as they are.
-func (o *Optimizer) GatherMasters(b Backend, mc *Config, p *Params, g BlockGatherer, want bool) (map[string][]float32, error) {
-	sm := o.Sharded
+func (o *ShardedAdamW) GatherMasters(b model.Backend, mc *model.Config, p *model.Params, g BlockGatherer, want bool) (map[string][]float32, error) {
 	if !o.MastersSharded() {
 		return nil, fmt.Errorf("gather fp32 masters: the optimizer holds no sharded masters")
 	}
 	if g == nil {
-		return nil, fmt.Errorf("gather fp32 masters: sharded over %d ranks but no gatherer", sm.Shard.World)
+		return nil, fmt.Errorf("gather fp32 masters: sharded over %d ranks but no gatherer", o.Shard.World)
 	}
 	pn := p.Named(mc)
-	if len(pn) != len(sm.Names) {
-		return nil, fmt.Errorf("gather fp32 masters: %d parameters but masters for %d", len(pn), len(sm.Names))
+	if len(pn) != len(o.Names) {
+		return nil, fmt.Errorf("gather fp32 masters: %d parameters but masters for %d", len(pn), len(o.Names))
 	}
 	longest := 0
-	for i, n := range sm.Numel {
-		if sm.HalfOnly[i] {
-			longest = max(longest, sm.Shard.PaddedLen(n))
+	for i, n := range o.Numel {
+		if o.HalfOnly[i] {
+			longest = max(longest, o.Shard.PaddedLen(n))
 		}
 	}
-	var buf *Tensor
+	var buf *model.Tensor
 	if longest > 0 {
 		buf = b.New(longest)
-		if r, ok := b.(Releaser); ok {
+		if r, ok := b.(model.Releaser); ok {
 			defer r.Release(buf)
 		}
 	}
@@ -216,8 +172,8 @@ func (o *Optimizer) GatherMasters(b Backend, mc *Config, p *Params, g BlockGathe
 		out = make(map[string][]float32, len(pn))
 	}
 	for i, np := range pn {
-		n := sm.Numel[i]
-		if !sm.HalfOnly[i] {
+		n := o.Numel[i]
+		if !o.HalfOnly[i] {
 			if want {
 				host := make([]float32, n)
 				b.Download(*np.Ptr, host)
@@ -225,17 +181,17 @@ func (o *Optimizer) GatherMasters(b Backend, mc *Config, p *Params, g BlockGathe
 			}
 			continue
 		}
-		padded := sm.Shard.PaddedLen(n)
-		chunk := padded / max(1, sm.Shard.World)
-		if lo, hi := sm.Shard.Range(n); hi > lo {
-			at := sm.Shard.Rank * chunk
-			b.Copy(buf.Rows(at, at+hi-lo), sm.Master[i])
+		padded := o.Shard.PaddedLen(n)
+		chunk := padded / max(1, o.Shard.World)
+		if lo, hi := o.Shard.Range(n); hi > lo {
+			at := o.Shard.Rank * chunk
+			b.Copy(buf.Rows(at, at+hi-lo), o.Master[i])
 		}
 		if err := b.Err(); err != nil {
 			b.ResetErr()
 			return nil, fmt.Errorf("gather fp32 master of %s: %w", np.Name, err)
 		}
-		if err := g.GatherBlocks(buf.Rows(0, padded), sm.Shard); err != nil {
+		if err := g.GatherBlocks(buf.Rows(0, padded), o.Shard); err != nil {
 			return nil, fmt.Errorf("gather fp32 master of %s: %w", np.Name, err)
 		}
 		if want {
@@ -256,27 +212,26 @@ func (o *Optimizer) GatherMasters(b Backend, mc *Config, p *Params, g BlockGathe
 // size): each sharded parameter's Range goes to its master and the whole
 // parameter, rounded, to its bf16 weight; the other parameters are
 // uploaded whole. The folder is checked as LoadParams checks it.
-func (o *Optimizer) LoadMasters(b Backend, mc *Config, p *Params, dir string) error {
-	sm := o.Sharded
+func (o *ShardedAdamW) LoadMasters(b model.Backend, mc *model.Config, p *model.Params, dir string) error {
 	if !o.MastersSharded() {
 		return fmt.Errorf("load fp32 masters: the optimizer holds no sharded masters")
 	}
-	hw, ok := b.(HalfWeights)
+	hw, ok := b.(model.HalfWeights)
 	if !ok {
 		return fmt.Errorf("load fp32 masters: backend %s has no bf16-only weights", b.Name())
 	}
 	pn := p.Named(mc)
-	if len(pn) != len(sm.Names) {
-		return fmt.Errorf("load fp32 masters: %d parameters but masters for %d", len(pn), len(sm.Names))
+	if len(pn) != len(o.Names) {
+		return fmt.Errorf("load fp32 masters: %d parameters but masters for %d", len(pn), len(o.Names))
 	}
-	err := readParams(mc, p, dir, func(np NamedParam, host []float32) {
-		i := slices.IndexFunc(pn, func(q NamedParam) bool { return q.Name == np.Name })
-		if i < 0 || !sm.HalfOnly[i] {
+	err := model.ReadParams(mc, p, dir, func(np model.NamedParam, host []float32) {
+		i := slices.IndexFunc(pn, func(q model.NamedParam) bool { return q.Name == np.Name })
+		if i < 0 || !o.HalfOnly[i] {
 			b.Upload(*np.Ptr, host)
 			return
 		}
-		if lo, hi := sm.Shard.Range(len(host)); hi > lo {
-			b.Upload(sm.Master[i], host[lo:hi])
+		if lo, hi := o.Shard.Range(len(host)); hi > lo {
+			b.Upload(o.Master[i], host[lo:hi])
 		}
 		hw.WriteHalf(*np.Ptr, host)
 	})
