@@ -358,7 +358,8 @@ func (c Config) requireInputs() error {
 
 // validateValues checks every value: finite numbers first (a NaN passes
 // every comparison, so "lr > 0" alone lets .nan through to the first
-// step), then each key's range, naming the key.
+// step), then each section's own ranges (its Validate method, naming the
+// key), then the rules that tie sections together.
 func (c Config) validateValues() error {
 	if bad := nonFinite(reflect.ValueOf(c), ""); len(bad) > 0 {
 		var errs []error
@@ -367,132 +368,203 @@ func (c Config) validateValues() error {
 		}
 		return errors.Join(errs...)
 	}
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	errs := []error{c.methodAgrees(), c.Model.Validate(), c.Run.Validate(), c.Data.Validate(),
+		c.Rollout.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.Optim.Validate(), c.Loss.Validate()}
+	if err := c.GDRO.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gdro: %w", err))
+	}
+	errs = append(errs, c.Reward.Validate(), c.Validation.Validate(), c.Checkpoint.Validate(), c.Dist.Validate())
+	return errors.Join(errs...)
+}
+
+// problems collects a section's range errors, each naming its key.
+type problems []error
+
+func (p *problems) add(format string, a ...any) { *p = append(*p, fmt.Errorf(format, a...)) }
+func (p problems) err() error                   { return errors.Join(p...) }
+
+// methodAgrees: train.method is known, and the controllers' enabled flags
+// are what Resolved derives from it.
+func (c Config) methodAgrees() error {
 	switch r := c.Resolved().GDRO; c.Train.Method {
 	case MethodGRPO, MethodPromptGDRO, MethodRolloutGDRO:
 		if r.Prompt.Enabled != c.GDRO.Prompt.Enabled || r.Rollout.Enabled != c.GDRO.Rollout.Enabled {
-			bad("gdro.prompt.enabled = %v and gdro.rollout.enabled = %v disagree with train.method %s (Config.Resolved sets them)",
+			return fmt.Errorf("gdro.prompt.enabled = %v and gdro.rollout.enabled = %v disagree with train.method %s (Config.Resolved sets them)",
 				c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled, c.Train.Method)
 		}
+		return nil
 	default:
-		bad("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
+		return fmt.Errorf("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
 	}
-	if c.Model.Prompt != "chat" && c.Model.Prompt != "raw" {
-		bad("model.prompt %q: want chat or raw", c.Model.Prompt)
+}
+
+// kvBudgetAgrees: a paged KV cache is a bf16 one.
+func (c Config) kvBudgetAgrees() error {
+	if k := c.Rollout.KVCacheGiB; k > 0 && c.Run.KVCacheDType == "fp32" {
+		return fmt.Errorf("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 (or auto with bf16 products), or rollout.kv_cache_gib to 0", k)
 	}
-	if _, _, err := device.Parse(c.Run.Device); err != nil {
-		bad("run.%v", err)
+	return nil
+}
+
+// Validate checks model.prompt.
+func (m ModelConfig) Validate() error {
+	if m.Prompt != "chat" && m.Prompt != "raw" {
+		return fmt.Errorf("model.prompt %q: want chat or raw", m.Prompt)
 	}
-	if _, err := device.ParsePrecision(c.Run.MatMul); err != nil {
-		bad("run.matmul_precision: %v", err)
+	return nil
+}
+
+// Validate checks the run section: device, precisions and the run name.
+func (r RunConfig) Validate() error {
+	var p problems
+	if _, _, err := device.Parse(r.Device); err != nil {
+		p.add("run.%v", err)
 	}
-	if c.Run.ReferenceDType != "auto" && c.Run.ReferenceDType != "bf16" && c.Run.ReferenceDType != "fp32" {
-		bad("run.reference_dtype %q: want auto, bf16 or fp32", c.Run.ReferenceDType)
+	if _, err := device.ParsePrecision(r.MatMul); err != nil {
+		p.add("run.matmul_precision: %v", err)
 	}
-	if c.Run.KVCacheDType != "auto" && c.Run.KVCacheDType != "bf16" && c.Run.KVCacheDType != "fp32" {
-		bad("run.kv_cache_dtype %q: want auto, bf16 or fp32", c.Run.KVCacheDType)
+	if r.ReferenceDType != "auto" && r.ReferenceDType != "bf16" && r.ReferenceDType != "fp32" {
+		p.add("run.reference_dtype %q: want auto, bf16 or fp32", r.ReferenceDType)
 	}
-	if c.Run.Name == "" || c.Run.Name == "." || c.Run.Name == ".." || strings.ContainsAny(c.Run.Name, `/\`) {
-		bad("run.name %q must be a plain folder name", c.Run.Name)
+	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp32" {
+		p.add("run.kv_cache_dtype %q: want auto, bf16 or fp32", r.KVCacheDType)
 	}
-	if c.Data.MaxPromptLength < 1 {
-		bad("data.max_prompt_length = %d must be ≥ 1", c.Data.MaxPromptLength)
+	if r.Name == "" || r.Name == "." || r.Name == ".." || strings.ContainsAny(r.Name, `/\`) {
+		p.add("run.name %q must be a plain folder name", r.Name)
 	}
-	badSampling := func(section string, s SamplingConfig) {
-		if s.Temperature < 0 {
-			bad("%s.temperature = %v must be ≥ 0 (0: greedy)", section, s.Temperature)
-		}
-		if !(s.TopP > 0 && s.TopP <= 1) {
-			bad("%s.top_p = %v must be in (0, 1]", section, s.TopP)
-		}
-		if s.TopK < 0 {
-			bad("%s.top_k = %d must be ≥ 0 (0: off)", section, s.TopK)
-		}
-		if s.MaxNewTokens < 1 {
-			bad("%s.max_new_tokens = %d must be ≥ 1", section, s.MaxNewTokens)
-		}
+	return p.err()
+}
+
+// Validate checks data.max_prompt_length.
+func (d DataConfig) Validate() error {
+	if d.MaxPromptLength < 1 {
+		return fmt.Errorf("data.max_prompt_length = %d must be ≥ 1", d.MaxPromptLength)
 	}
-	badSampling("rollout", c.Rollout)
-	if c.Rollout.MaxSlots < 1 {
-		bad("rollout.max_slots = %d must be ≥ 1", c.Rollout.MaxSlots)
+	return nil
+}
+
+// checkSampling adds the sampling ranges of a section (rollout or
+// validation) to p.
+func checkSampling(p *problems, section string, temperature, topP float64, topK, maxNewTokens int) {
+	if temperature < 0 {
+		p.add("%s.temperature = %v must be ≥ 0 (0: greedy)", section, temperature)
 	}
-	if k := c.Rollout.KVCacheGiB; !(k >= 0) || math.IsInf(k, 0) {
-		bad("rollout.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
-	} else if k > 0 && c.Run.KVCacheDType == "fp32" {
-		bad("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 (or auto with bf16 products), or rollout.kv_cache_gib to 0", k)
+	if !(topP > 0 && topP <= 1) {
+		p.add("%s.top_p = %v must be in (0, 1]", section, topP)
 	}
-	t := c.Train
+	if topK < 0 {
+		p.add("%s.top_k = %d must be ≥ 0 (0: off)", section, topK)
+	}
+	if maxNewTokens < 1 {
+		p.add("%s.max_new_tokens = %d must be ≥ 1", section, maxNewTokens)
+	}
+}
+
+// Validate checks the training sampler's section.
+func (s SamplingConfig) Validate() error {
+	var p problems
+	checkSampling(&p, "rollout", s.Temperature, s.TopP, s.TopK, s.MaxNewTokens)
+	if s.MaxSlots < 1 {
+		p.add("rollout.max_slots = %d must be ≥ 1", s.MaxSlots)
+	}
+	if k := s.KVCacheGiB; !(k >= 0) || math.IsInf(k, 0) {
+		p.add("rollout.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
+	}
+	return p.err()
+}
+
+// Validate checks the loop's sizes.
+func (t TrainConfig) Validate() error {
+	var p problems
 	for _, k := range []struct {
 		name string
 		v    int
 	}{{"steps", t.Steps}, {"prompts_per_step", t.PromptsPerStep}, {"mini_batch_prompts", t.MiniBatchPrompts},
 		{"micro_batch_rows", t.MicroBatchRows}, {"ppo_epochs", t.PPOEpochs}} {
 		if k.v < 1 {
-			bad("train.%s = %d must be ≥ 1", k.name, k.v)
+			p.add("train.%s = %d must be ≥ 1", k.name, k.v)
 		}
 	}
 	if t.MiniBatchPrompts > t.PromptsPerStep {
-		bad("train.mini_batch_prompts (%d) exceeds train.prompts_per_step (%d)", t.MiniBatchPrompts, t.PromptsPerStep)
+		p.add("train.mini_batch_prompts (%d) exceeds train.prompts_per_step (%d)", t.MiniBatchPrompts, t.PromptsPerStep)
 	}
 	if t.LogEvery < 0 {
-		bad("train.log_every = %d must be ≥ 0", t.LogEvery)
+		p.add("train.log_every = %d must be ≥ 0", t.LogEvery)
 	}
-	o := c.Optim
+	return p.err()
+}
+
+// Validate checks AdamW, the warm-up and the clip.
+func (o OptimConfig) Validate() error {
+	var p problems
 	if o.LR <= 0 {
-		bad("optim.lr = %v must be > 0", o.LR)
+		p.add("optim.lr = %v must be > 0", o.LR)
 	}
 	if o.Beta1 < 0 || o.Beta1 >= 1 {
-		bad("optim.beta1 = %v must be in [0, 1)", o.Beta1)
+		p.add("optim.beta1 = %v must be in [0, 1)", o.Beta1)
 	}
 	if o.Beta2 < 0 || o.Beta2 >= 1 {
-		bad("optim.beta2 = %v must be in [0, 1)", o.Beta2)
+		p.add("optim.beta2 = %v must be in [0, 1)", o.Beta2)
 	}
 	if o.Eps <= 0 {
-		bad("optim.eps = %v must be > 0", o.Eps)
+		p.add("optim.eps = %v must be > 0", o.Eps)
 	}
 	if o.WeightDecay < 0 {
-		bad("optim.weight_decay = %v must be ≥ 0", o.WeightDecay)
+		p.add("optim.weight_decay = %v must be ≥ 0", o.WeightDecay)
 	}
 	if o.GradClip < 0 {
-		bad("optim.grad_clip = %v must be ≥ 0 (0: off)", o.GradClip)
+		p.add("optim.grad_clip = %v must be ≥ 0 (0: off)", o.GradClip)
 	}
 	if o.WarmupSteps < 0 {
-		bad("optim.warmup_steps = %d must be ≥ 0", o.WarmupSteps)
+		p.add("optim.warmup_steps = %d must be ≥ 0", o.WarmupSteps)
 	}
-	if err := c.Loss.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.GDRO.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("gdro: %w", err))
-	}
-	if c.Reward.Mode != "auto" {
-		if _, err := reward.New(reward.Mode(c.Reward.Mode)); err != nil {
-			bad("reward.mode %q: want auto, dapo, boxed, gpqa or symbolic", c.Reward.Mode)
+	return p.err()
+}
+
+// Validate checks reward.mode.
+func (r RewardConfig) Validate() error {
+	if r.Mode != "auto" {
+		if _, err := reward.New(reward.Mode(r.Mode)); err != nil {
+			return fmt.Errorf("reward.mode %q: want auto, dapo, boxed, gpqa or symbolic", r.Mode)
 		}
 	}
-	v := c.Validation
+	return nil
+}
+
+// Validate checks the held-out evaluation's settings.
+func (v ValidationConfig) Validate() error {
+	var p problems
 	if v.Every < 0 {
-		bad("validation.every = %d must be ≥ 0 (0: only at the end)", v.Every)
+		p.add("validation.every = %d must be ≥ 0 (0: only at the end)", v.Every)
 	}
 	if v.N < 1 {
-		bad("validation.n = %d must be ≥ 1", v.N)
+		p.add("validation.n = %d must be ≥ 1", v.N)
 	}
 	if v.MaxPrompts < 0 {
-		bad("validation.max_prompts = %d must be ≥ 0 (0: all)", v.MaxPrompts)
+		p.add("validation.max_prompts = %d must be ≥ 0 (0: all)", v.MaxPrompts)
 	}
-	badSampling("validation", SamplingConfig{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens})
-	ck := c.Checkpoint
+	checkSampling(&p, "validation", v.Temperature, v.TopP, v.TopK, v.MaxNewTokens)
+	return p.err()
+}
+
+// Validate checks the checkpoint cadence and retention.
+func (ck CheckpointConfig) Validate() error {
 	if ck.Every < 0 || ck.Keep < 0 || ck.PermanentEvery < 0 {
-		bad("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
+		return fmt.Errorf("checkpoint.every, checkpoint.keep and checkpoint.permanent_every must be ≥ 0 (got %d, %d, %d)", ck.Every, ck.Keep, ck.PermanentEvery)
 	}
-	if c.Dist.ZeROStage < 0 || c.Dist.ZeROStage > 2 {
-		bad("dist.zero_stage = %d: 0 (replicated optimizer state), 1 (AdamW moments sharded over the ranks) or 2 (gradients too); stage 3 is not built", c.Dist.ZeROStage)
+	return nil
+}
+
+// Validate checks the data-parallel settings.
+func (d DistConfig) Validate() error {
+	var p problems
+	if d.ZeROStage < 0 || d.ZeROStage > 2 {
+		p.add("dist.zero_stage = %d: 0 (replicated optimizer state), 1 (AdamW moments sharded over the ranks) or 2 (gradients too); stage 3 is not built", d.ZeROStage)
 	}
-	if c.Dist.StateCheckEvery < 0 || c.Dist.TimeoutS <= 0 {
-		bad("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", c.Dist.StateCheckEvery, c.Dist.TimeoutS)
+	if d.StateCheckEvery < 0 || d.TimeoutS <= 0 {
+		p.add("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", d.StateCheckEvery, d.TimeoutS)
 	}
-	return errors.Join(errs...)
+	return p.err()
 }
 
 // nonFinite returns the dotted YAML key (e.g. "optim.lr",
