@@ -7,11 +7,12 @@ package cuda
 // and lengths that are not tile multiples, contexts crossing KV pages, and
 // every sampling mode.
 //
-// The property tests draw a FIXED number of cases from a seeded generator,
-// so a run is reproducible and its cost bounded; each failure prints the
-// case's parameters (and its seed and index), enough to replay it alone.
-// Work per case is capped (maxWork) so the whole file stays within a
-// minute or so on the emulator on two cores.
+// The property tests draw a FIXED number of cases, each from a generator
+// seeded by the test's seed and the case's index, so a run is reproducible
+// and its cost bounded; a failing case prints its parameters and the -run
+// pattern of its subtest, which replays it alone. Attention's work per
+// case is capped (maxAttnWork), so the file takes about 20 s on the
+// emulator on two cores.
 
 import (
 	"fmt"
@@ -47,13 +48,13 @@ func fuzz(t *testing.T, seed uint64, n int, run func(t *testing.T, i int, rng *r
 // pick returns one of xs.
 func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
-// evenDim draws an even head dimension in [2, 2·ATT_THREADS] (everything
+// evenDim draws an even head dimension in [2, MaxHeadDim] (everything
 // model.Config.Validate admits that the CUDA backend serves) for which ok
 // holds, favouring none: sizes whose pieces per warp lane are not powers
 // of two come up as often as the rest.
 func evenDim(r *rand.Rand, ok func(D int) bool) int {
 	for {
-		if D := 2 + 2*r.IntN(attThreads); ok(D) {
+		if D := 2 + 2*r.IntN(MaxHeadDim/2); ok(D) {
 			return D
 		}
 	}
@@ -76,20 +77,50 @@ func roundedRandn(rng *rand.Rand, n int, scale float64, half bool) []float32 {
 	return out
 }
 
-// kvTensor uploads a key or value tensor: on a CUDA backend with half set,
-// as a bf16 KV cache (NewHalf, written by ScatterRows as the model writes
-// its cache); otherwise fp32.
+// tracked is the CUDA backend recording the tensors a case allocates, so
+// that the case gives them all back: the tests share one device, and
+// buffers left to the garbage collector would count as leaks in the
+// memory checks of tests that run later.
+type tracked struct {
+	*Backend
+	made []*model.Tensor
+}
+
+func track(b *Backend) *tracked { return &tracked{Backend: b} }
+
+func (b *tracked) add(t *model.Tensor) *model.Tensor { b.made = append(b.made, t); return t }
+
+func (b *tracked) New(shape ...int) *model.Tensor     { return b.add(b.Backend.New(shape...)) }
+func (b *tracked) NewHalf(shape ...int) *model.Tensor { return b.add(b.Backend.NewHalf(shape...)) }
+func (b *tracked) Scratch(shape ...int) *model.Tensor { return b.add(b.Backend.Scratch(shape...)) }
+func (b *tracked) ActivationHalf(shape ...int) *model.Tensor {
+	return b.add(b.Backend.ActivationHalf(shape...))
+}
+
+// releaseAll gives back every tensor made and not released since.
+func (b *tracked) releaseAll() {
+	for _, t := range b.made {
+		if buf, ok := t.Store.(*buffer); ok && !buf.released {
+			b.Backend.Release(t)
+		}
+	}
+	b.made = nil
+}
+
+// kvTensor uploads a key or value tensor: on a backend with bf16 storage
+// (model.HalfStore) with half set, as a bf16 KV cache (written by
+// ScatterRows as the model writes its cache); otherwise fp32.
 func kvTensor(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
-	gb, ok := b.(*Backend)
+	hs, ok := b.(model.HalfStore)
 	if !ok || !half {
 		return upload(b, vals, rows, heads, d)
 	}
-	t := gb.NewHalf(rows, heads, d)
+	t := hs.NewHalf(rows, heads, d)
 	idx := make([]int32, rows)
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	gb.ScatterRows(t.View(rows, heads*d), upload(b, vals, rows, heads*d), idx, false)
+	b.ScatterRows(t.View(rows, heads*d), upload(b, vals, rows, heads*d), idx, false)
 	return t
 }
 
@@ -147,7 +178,7 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 	segs := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 5, KLen: 37}, {Q0: 2, QLen: 1, K0: 50, KLen: 300}}
 	const nq, nk = 3, 350
 	cases, worst := 0, 0.0
-	for D := 2; D <= 2*attThreads; D += 2 {
+	for D := 2; D <= MaxHeadDim; D += 2 {
 		for ci, half := range []bool{false, true} {
 			r := ratios[(D/8+3*ci)%len(ratios)]
 			H, G := r[0], r[1]
@@ -169,7 +200,9 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 				be.Attention(out, lse, Q, K, V, segs, scale)
 				return download(be, out, lse)
 			}
-			want, got := run(ref), run(b)
+			tb := track(b)
+			want, got := run(ref), run(tb)
+			tb.releaseAll()
 			if !backendErrs(t, name, ref, b) {
 				continue
 			}
@@ -360,7 +393,9 @@ func TestFuzzAttention(t *testing.T) {
 			return res
 		}
 		before := d.Launches()
-		want, got := run(ref), run(b)
+		tb := track(b)
+		want, got := run(ref), run(tb)
+		tb.releaseAll()
 		if !backendErrs(t, *desc, ref, b) {
 			return
 		}
@@ -418,7 +453,9 @@ func TestFuzzRMSNorm(t *testing.T) {
 			be.RMSNormBackward(dx, dw, upload(be, dy, rows, n), X, W, rstd)
 			return append(res, download(be, dx, dw)...)
 		}
-		want, got := run(ref), run(b)
+		tb := track(b)
+		want, got := run(ref), run(tb)
+		tb.releaseAll()
 		if !backendErrs(t, *desc, ref, b) {
 			return
 		}
@@ -473,7 +510,9 @@ func TestFuzzRoPE(t *testing.T) {
 			be.RoPE(X, pos, theta, inverse)
 			return download(be, X)
 		}
-		want, got := run(ref), run(b)
+		tb := track(b)
+		want, got := run(ref), run(tb)
+		tb.releaseAll()
 		if backendErrs(t, *desc, ref, b) {
 			st := compareTo(t, *desc, got, want, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5})
 			t.Logf("max abs err %.2g, %.0f%% of the tolerance", st.MaxAbs, 100*st.Used)
@@ -520,7 +559,9 @@ func TestFuzzSplitQKV(t *testing.T) {
 			be.SplitQKVBackward(dx, dqw, dkw, upload(be, dq, N, H, D), upload(be, dk, N, G, D), upload(be, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
 			return download(be, qn, kn, v, rq, rk, dx, dqw, dkw)
 		}
-		want, got := run(ref), run(b)
+		tb := track(b)
+		want, got := run(ref), run(tb)
+		tb.releaseAll()
 		if !backendErrs(t, *desc, ref, b) {
 			return
 		}
@@ -577,9 +618,11 @@ func sortedTopK(row []float32, k int) ([]int32, []float32) {
 // exactly, ChunkSums' float64 sums within 1e-12 relative (the order of
 // the additions differs).
 func TestFuzzSampling(t *testing.T) {
-	b := NewBackend(testDevice(t), FP32)
+	base := NewBackend(testDevice(t), FP32)
 	modes := []string{"greedy", "tempered", "top-k", "top-k top-p", "top-p"}
 	fuzz(t, 0x5a3b, 8*len(modes), func(t *testing.T, i int, r *rand.Rand, desc *string) {
+		b := track(base)
+		defer b.releaseAll()
 		R := pick(r, 1, 1+r.IntN(8))
 		V := pick(r, 1, 2+r.IntN(40), pick(r, 255, 256, 257, 511, 513), 600+r.IntN(4000))
 		mode := modes[i%len(modes)]
@@ -607,7 +650,6 @@ func TestFuzzSampling(t *testing.T) {
 		}
 		*desc = fmt.Sprintf("R=%d V=%d %s %+v, logits ~ %g, ties %v, masked ids %v", R, V, mode, p, spread, ties, masked)
 		L := upload(b, logits, R, V)
-		defer b.Release(L)
 		row := func(i int) []float32 { return logits[i*V : (i+1)*V] }
 
 		k := 1 + r.IntN(min(V, 64))
@@ -667,7 +709,6 @@ func TestFuzzSampling(t *testing.T) {
 			draws[i] = model.Draw{Key: rng.Key(r.Uint64()), Counter: uint64(r.IntN(1000))}
 		}
 		out := b.New(R, 2)
-		defer b.Release(out)
 		b.SampleTokens(out, L, draws, p)
 		res := download(b, out)
 		if !backendErrs(t, *desc, b) {
@@ -729,7 +770,8 @@ func TestFuzzModelDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cb, gb := refBackend(), NewBackend(d, FP32)
+		cb, gb := refBackend(), track(NewBackend(d, FP32))
+		defer gb.releaseAll()
 		cpu := &model.Model{Cfg: cfg, B: cb, P: model.RandomParams(cb, cfg, 17, 0.2, 0.3)}
 		gpu := &model.Model{Cfg: cfg, B: gb, P: model.RandomParams(gb, cfg, 17, 0.2, 0.3), KVCacheBF16: cache != "fp32"}
 		ckv := cpu.NewKVCache(slots+1, maxLen)

@@ -40,12 +40,12 @@ func TestHeadDimRefused(t *testing.T) {
 		if _, err := model.LoadParams(b, cfg, t.TempDir()+"/absent"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("head_dim %d: LoadParams %v, want the head_dim refusal", c.D, err)
 		}
-		q, k, v := b.New(1, 2, c.D), b.New(1, 1, c.D), b.New(1, 1, c.D)
-		b.Attention(b.New(1, 2, c.D), nil, q, k, v, []model.Segment{{QLen: 1, KLen: 1}}, 1)
+		q, k, v, out := b.New(1, 2, c.D), b.New(1, 1, c.D), b.New(1, 1, c.D), b.New(1, 2, c.D)
+		b.Attention(out, nil, q, k, v, []model.Segment{{QLen: 1, KLen: 1}}, 1)
 		if err := b.Err(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("head_dim %d: attention %v, want the head_dim refusal", c.D, err)
 		}
 		b.ResetErr()
-		b.Release(q, k, v)
+		b.Release(q, k, v, out)
 	}
 }
