@@ -76,8 +76,8 @@ emulator:
 # The CUDA tests run on the emulator, then again in its other rounding modes
 # (see cuda/internal/emu): fused multiply-add in kernels and GEMMs (x86-64
 # with FMA only), and FAST_16BF products on tf32 inputs (the tests that use
-# bf16 products).
-CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke
+# bf16 products; the property tests of cuda/fuzz_test.go among them).
+CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
 # The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can
 # report a spurious "context deadline exceeded" at the end of a timed run
 # (golang/go#75804).

@@ -94,11 +94,35 @@ func (b *Backend) attentionDims(op string, out, q, k, v *model.Tensor, segs []mo
 	if !b.keep(err) {
 		return 0, 0, 0, false
 	}
-	if D > 2*attThreads {
-		b.keep(fmt.Errorf("%s: head dim %d above the kernel's %d", op, D, 2*attThreads))
+	if err := checkHeadDim(D); err != nil {
+		b.keep(fmt.Errorf("%s: %w", op, err))
 		return 0, 0, 0, false
 	}
 	return H, G, D, true
+}
+
+// MaxHeadDim is the largest head dimension the attention kernels take: the
+// per-row kernels hold two elements of a row per thread (D ≤ 2 ×
+// ATT_THREADS), and the other routes fall back to them. Every even head
+// dim up to it is served (model.Config.Validate admits only even ones);
+// the tests run each.
+const MaxHeadDim = 2 * attThreads
+
+// checkHeadDim refuses head dims the kernels cannot serve, naming the
+// config key.
+func checkHeadDim(D int) error {
+	if D < 1 || D > MaxHeadDim {
+		return fmt.Errorf("head_dim %d is not supported on cuda: its attention kernels take head_dim 1 to %d (run this model with --device cpu)", D, MaxHeadDim)
+	}
+	return nil
+}
+
+var _ model.ConfigChecker = (*Backend)(nil)
+
+// CheckConfig refuses a model whose attention the kernels cannot compute
+// (model.ConfigChecker), when it is loaded.
+func (b *Backend) CheckConfig(c *model.Config) error {
+	return checkHeadDim(c.HeadDim)
 }
 
 // Attention computes causal GQA attention per segment. q and out are fp32,

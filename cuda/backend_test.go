@@ -113,18 +113,20 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, NewBackend(d, FP32), o)
 }
 
-// TestConformanceBF16 runs the suite with bf16 tensor-core products. Only
-// MatMul rounds its inputs (to 8 significant bits, so an output summing K
+// TestConformanceBF16 runs the suite with bf16 tensor-core products. MatMul
+// rounds its inputs (to 8 significant bits, so an output summing K
 // unit-size products errs by ≈ 2⁻⁸·√K; the suite scales MatMul's atol by
-// √K); every other op is TestConformance's fp32 kernel and keeps its
-// tolerance. Observed on the emulator in its three modes (go test -v prints
-// each check's share of its tolerance): MatMul's worst element takes 43 % of
-// 2e-2·√K + 2e-2·|want| (31×33×127, |err| 0.065; 5 % with tf32 inputs); the
-// other ops at most 1 % of 2e-5 + 2e-4·|want|.
+// √K), and so does the prefill of AttentionHeadDims where it takes the
+// fused kernels (head dims in steps of 16 up to 128): TestAttentionMatchesCPU's
+// bf16 tolerance. Every other op is TestConformance's fp32 kernel and keeps
+// its tolerance. Observed on the emulator in its three modes (go test -v
+// prints each check's share of its tolerance): MatMul's worst element takes
+// 43 % of 2e-2·√K + 2e-2·|want| (31×33×127, |err| 0.065; 5 % with tf32
+// inputs); the other ops at most 1 % of 2e-5 + 2e-4·|want|.
 func TestConformanceBF16(t *testing.T) {
 	d := testDevice(t)
 	o := backendtest.Options{Tol: numcheck.Tol{Atol: 2e-5, Rtol: 2e-4}, FDTol: backendtest.FP32.FDTol,
-		Ops: map[string]numcheck.Tol{"MatMul": {Atol: 2e-2, Rtol: 2e-2}}}
+		Ops: map[string]numcheck.Tol{"MatMul": {Atol: 2e-2, Rtol: 2e-2}, "AttentionHeadDims": {Atol: 2e-2, Rtol: 2e-2}}}
 	backendtest.Run(t, NewBackend(d, BF16), o)
 }
 
@@ -259,18 +261,27 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol)
 			}
 		}
 	}()
-	cases := []struct {
-		name     string
-		H, G, D  int
-		nq, nk   int
-		segs     []model.Segment
-		backward bool
-	}{
+	cases := []attnCase{
 		{"packed training", 4, 2, 16, 330, 330, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}, {Q0: 20, QLen: 310, K0: 20, KLen: 310}}, true},
 		{"qwen3 head dim", 8, 2, 128, 140, 140, []model.Segment{{Q0: 0, QLen: 140, K0: 0, KLen: 140}}, true},
 		{"decode over slots", 4, 1, 16, 3, 600, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 290}, {Q0: 1, QLen: 1, K0: 300, KLen: 1}, {Q0: 2, QLen: 1, K0: 301, KLen: 299}}, false},
 		{"chunked prefill", 2, 2, 16, 50, 200, []model.Segment{{Q0: 0, QLen: 50, K0: 100, KLen: 100}}, true},
 		{"odd tiles, D=36", 6, 3, 36, 77, 77, []model.Segment{{Q0: 0, QLen: 33, K0: 0, KLen: 33}, {Q0: 33, QLen: 1, K0: 33, KLen: 1}, {Q0: 34, QLen: 43, K0: 34, KLen: 43}}, true},
+	}
+	if tiles != 0 || gemm != 0 || flash != 0 {
+		// Every head dim the forced route admits (model.Config.Validate
+		// takes every even one; the backend serves them up to MaxHeadDim):
+		// one query over 33 cache rows (past a 32-key tile) beside a
+		// 9-token sequence, forward and backward. The backend's own choice
+		// runs them in the conformance suite (AttentionHeadDims).
+		segs := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 33}, {Q0: 1, QLen: 9, K0: 33, KLen: 9}}
+		for D := 2; D <= MaxHeadDim; D += 2 {
+			admitted := (tiles <= 0 || gb.useTiles(D, segs, 10)) && (flash != 1 || gb.useFlash(D, segs, 10)) &&
+				(flash != -2 || gb.useDecodeSplit(D, 4, 2))
+			if admitted {
+				cases = append(cases, attnCase{fmt.Sprintf("head_dim %d", D), 4, 2, D, 10, 42, segs, true})
+			}
+		}
 	}
 	for _, c := range cases {
 		q, k, v := p.randn(c.nq*c.H*c.D, 1), p.randn(c.nk*c.G*c.D, 1), p.randn(c.nk*c.G*c.D, 1)
@@ -289,6 +300,16 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol)
 			return res
 		})
 	}
+}
+
+// attnCase is one attention comparison: H query heads over G key/value
+// heads of size D, nq query rows and nk key rows in segments.
+type attnCase struct {
+	name     string
+	H, G, D  int
+	nq, nk   int
+	segs     []model.Segment
+	backward bool
 }
 
 // TestAttentionHalf: attention on bf16 activations (a training pass under

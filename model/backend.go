@@ -250,6 +250,22 @@ type HalfStore interface {
 	NewHalf(shape ...int) *Tensor
 }
 
+// ConfigChecker is implemented by backends that cannot run every model
+// Config.Validate admits (the CUDA backend's attention kernels take head
+// dims up to a bound): CheckConfig says why, naming the config key, so a
+// model is refused when it is loaded rather than computed wrongly.
+type ConfigChecker interface {
+	CheckConfig(c *Config) error
+}
+
+// CheckBackend returns b's refusal of c, if b is a ConfigChecker.
+func CheckBackend(b Backend, c *Config) error {
+	if cc, ok := b.(ConfigChecker); ok {
+		return cc.CheckConfig(c)
+	}
+	return nil
+}
+
 // Releaser is implemented by backends whose memory is given back
 // explicitly (the CUDA backend, whose device memory is a stream-ordered
 // pool: a released block serves the next allocation of its size, which the

@@ -206,6 +206,9 @@ func (ws *weightSource) openSharded(dir, indexPath string, raw []byte) error {
 // onto backend b, checking each tensor's shape and reporting missing and
 // unused tensors together.
 func LoadParams(b Backend, cfg *Config, dir string) (*Params, error) {
+	if err := CheckBackend(b, cfg); err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
 	p := NewParams(b, cfg)
 	if err := ReadParams(cfg, p, dir, func(np NamedParam, host []float32) { b.Upload(*np.Ptr, host) }); err != nil {
 		return nil, err

@@ -4,7 +4,8 @@
 // head and one contiguous range of its keys, for every query head of the
 // group at once, so each key and value row is read once (not once per query
 // head) and with 16-byte loads: a key row of D elements is split over
-// lanes, 16 bytes each, and a warp takes 32 / lanesPerKey keys at a time.
+// lanes, 16 bytes each (lanesPerKey: the pieces rounded up to a power of
+// two), and a warp takes 32 / lanesPerKey keys at a time.
 // Each block leaves, per query head, its running max, its sum of
 // exponentials and its unnormalised output; attn_decode_combine merges the
 // splits in a fixed order (deterministic, no atomics) into out and lse.
@@ -51,9 +52,14 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	int chunk = (nk + splits - 1) / splits, j0 = s * chunk, j1 = min(nk, j0 + chunk);
 	for (int i = threadIdx.x; i < per * D; i += DEC_THREADS) qs[i] = q[(qr * H + g * per) * D + i];
 	__syncthreads();
-	int vecs = D / E;                        // 16-byte pieces per row
-	int lpk = min(32, vecs);                 // lanes per key (a power of two for D = 2^n·E)
-	int vpl = (vecs + lpk - 1) / lpk;        // pieces per lane
+	int vecs = D / E; // 16-byte pieces per row
+	// Lanes per key: the pieces rounded up to a power of two (at most 32),
+	// so that a key's lanes are an aligned group the xor shuffles below
+	// reduce within, and a warp holds a whole number of keys. Lanes past
+	// the pieces load nothing and add zeros. Where D/E is a power of two
+	// (D = 128) this is D/E itself: no lane idles.
+	int lpk = vecs >= 32 ? 32 : 1 << (32 - __clz(vecs - 1));
+	int vpl = (vecs + lpk - 1) / lpk; // pieces per lane
 	int kpw = 32 / lpk, sub = lane / lpk, li = lane % lpk; // keys per warp pass, this lane's key and piece
 	float m[DEC_PER], l[DEC_PER], acc[DEC_PER][VMAX * E];
 #pragma unroll

@@ -9,10 +9,12 @@ package selftest
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -33,6 +35,9 @@ type OpCase struct {
 	// rounded to the precision's significand scales with it, not with the
 	// result, which cancellation can make arbitrarily small.
 	Magnitude func(b model.Backend) []float32
+	// Locate, when set, names what output element i belongs to (a case
+	// that runs many shapes: the head dim), for the failure message.
+	Locate func(i int) string
 }
 
 // opTol is the tolerance of every op but the matrix products. Kernels
@@ -231,6 +236,7 @@ func OpCases() []OpCase {
 			return res
 		}})
 	}
+	cases = append(cases, headDimCases(g)...)
 	samp := g.randn(5*3001, 3)
 	add(OpCase{Name: "device sampling reductions", Kernels: "topk_rows, chunk_sums", Run: func(b model.Backend) []float32 {
 		L := upload(b, samp, 5, 3001)
@@ -240,6 +246,113 @@ func OpCases() []OpCase {
 		return sampling(hostTopK(download(b, L), 3001, 8))(hostChunkSums(download(b, L), 3001, 0.7, 512))
 	}})
 	return cases
+}
+
+// headDimCases run attention at every head dim the CUDA backend serves
+// (every even one up to cuda.MaxHeadDim; model configs admit only even
+// ones, and larger ones are refused when a model is loaded), since the
+// kernels split a row over threads and warp lanes in ways that can fail at
+// some sizes only (the split-K decode kernels did at 24, 40, 48, …): a
+// decode step (one query each over 1, 9 and 300 cache rows: the split-K
+// kernels, their 300 keys in two splits), one over a bf16 KV cache where
+// the backend keeps one (model.HalfStore), and a prefill of 17 tokens with
+// its backward (the tensor-core routes), GQA 2:1.
+func headDimCases(g *gen) []OpCase {
+	const H, G = 2, 1
+	var dims []int
+	for D := 2; D <= cuda.MaxHeadDim; D += 2 {
+		dims = append(dims, D)
+	}
+	decode := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 2, KLen: 9}, {Q0: 2, QLen: 1, K0: 12, KLen: 300}}
+	// Fewer cache rows for the bf16 cache: writing them (one thread per
+	// element) is most of the check's time on the emulator.
+	decodeHalf := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 2, KLen: 9}, {Q0: 2, QLen: 1, K0: 12, KLen: 40}}
+	prefill := []model.Segment{{Q0: 0, QLen: 17, K0: 0, KLen: 17}}
+	var cases []OpCase
+	for _, l := range []struct {
+		name, kernels string
+		nq, nk        int
+		segs          []model.Segment
+		halfKV        bool
+		backward      bool
+	}{
+		{"decode", "attn_decode_split, attn_decode_combine, attn_fwd", 3, 312, decode, false, false},
+		{"decode, bf16 KV cache", "attn_decode_split_kvh, attn_decode_combine, attn_fwd_kvh", 3, 52, decodeHalf, true, false},
+		{"prefill fwd+bwd", "attn_* or gemm", 17, 17, prefill, false, true},
+	} {
+		type inputs struct{ q, k, v, dout []float32 }
+		in := make([]inputs, len(dims))
+		var ends []int // the end of each head dim's outputs
+		n := 0
+		for i, D := range dims {
+			in[i] = inputs{g.randn(l.nq*H*D, 1), g.randn(l.nk*G*D, 1), g.randn(l.nk*G*D, 1), g.randn(l.nq*H*D, 1)}
+			if l.halfKV {
+				roundBF16(in[i].k)
+				roundBF16(in[i].v)
+			}
+			n += l.nq * H * (D + 1)
+			if l.backward {
+				n += (l.nq*H + 2*l.nk*G) * D
+			}
+			ends = append(ends, n)
+		}
+		cases = append(cases, OpCase{Name: "attention every head_dim, " + l.name, Kernels: l.kernels, Products: l.backward,
+			Run: func(b model.Backend) []float32 {
+				var res []float32
+				for i, D := range dims {
+					scale := float32(1 / math.Sqrt(float64(D)))
+					Q, K, V := upload(b, in[i].q, l.nq, H, D), kvUpload(b, in[i].k, l.halfKV, l.nk, G, D), kvUpload(b, in[i].v, l.halfKV, l.nk, G, D)
+					out, lse := b.New(l.nq, H, D), b.New(l.nq, H)
+					b.Attention(out, lse, Q, K, V, l.segs, scale)
+					res = append(res, download(b, out, lse)...)
+					if l.backward {
+						dq, dk, dv := b.New(l.nq, H, D), b.New(l.nk, G, D), b.New(l.nk, G, D)
+						b.AttentionBackward(dq, dk, dv, upload(b, in[i].dout, l.nq, H, D), Q, K, V, out, lse, l.segs, scale)
+						res = append(res, download(b, dq, dk, dv)...)
+					}
+					if r, ok := b.(model.Releaser); ok {
+						r.Release(Q, K, V, out, lse)
+					}
+				}
+				return res
+			},
+			Locate: func(i int) string {
+				k, _ := slices.BinarySearch(ends, i+1)
+				return fmt.Sprintf("head_dim %d", dims[min(k, len(dims)-1)])
+			}})
+	}
+	return cases
+}
+
+// kvUpload writes a key or value tensor as a bf16 KV cache where the
+// backend keeps one (half set, model.HalfStore: written by ScatterRows as
+// the model writes its cache), else in fp32.
+func kvUpload(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
+	hs, ok := b.(model.HalfStore)
+	if !half || !ok {
+		return upload(b, vals, rows, heads, d)
+	}
+	t := hs.NewHalf(rows, heads, d)
+	idx := make([]int32, rows)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	src := upload(b, vals, rows, heads*d)
+	b.ScatterRows(t.View(rows, heads*d), src, idx, false)
+	if r, ok := b.(model.Releaser); ok {
+		r.Release(src)
+	}
+	return t
+}
+
+// roundBF16 rounds x to bf16 values (nearest even) in place, so a bf16 KV
+// cache holds them exactly and both backends read the same numbers.
+func roundBF16(x []float32) {
+	for i, f := range x {
+		u := math.Float32bits(f)
+		u += 0x7fff + (u >> 16 & 1)
+		x[i] = math.Float32frombits(u &^ 0xffff)
+	}
 }
 
 // attnShape is one attention case: H query heads over G key/value heads of

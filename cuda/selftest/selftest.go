@@ -30,6 +30,7 @@ type Check struct {
 	Values  int
 	MaxAbs  float64
 	Err     error // nil when within tolerance
+	worst   int   // the worst element's index (−1: none)
 }
 
 // Report lists every check of one run.
@@ -95,15 +96,7 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 		logf("self-test %-34s %-6s max abs err %.2e over %d values", c.Name, status, c.MaxAbs, c.Values)
 	}
 	for _, c := range OpCases() {
-		if c.Magnitude != nil {
-			record(compareProducts(cpu, gpu, c, productRoundoff[string(prec)]))
-			continue
-		}
-		tol := opTol
-		if c.Products {
-			tol = productTol[string(prec)]
-		}
-		record(compareOn(cpu, gpu, c.Name, c.Kernels, tol, c.Run))
+		record(checkOp(cpu, gpu, c, prec))
 	}
 	for _, c := range trainingStep(cpu, gpu, prec) {
 		record(c)
@@ -116,10 +109,27 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 	return r, nil
 }
 
+// checkOp runs one op case on both backends and compares the outputs
+// within its tolerance in products of precision prec.
+func checkOp(cpu, gpu model.Backend, c OpCase, prec cuda.Precision) Check {
+	if c.Magnitude != nil {
+		return compareProducts(cpu, gpu, c, productRoundoff[string(prec)])
+	}
+	tol := opTol
+	if c.Products {
+		tol = productTol[string(prec)]
+	}
+	chk := compareOn(cpu, gpu, c.Name, c.Kernels, tol, c.Run)
+	if chk.Err != nil && chk.worst >= 0 && c.Locate != nil {
+		chk.Err = fmt.Errorf("%w (worst element: %s)", chk.Err, c.Locate(chk.worst))
+	}
+	return chk
+}
+
 // compareOn runs op on both backends and compares the outputs. A backend
 // error (a failed launch, an out-of-memory) fails the check with it.
 func compareOn(cpu, gpu model.Backend, name, kernels string, tol numcheck.Tol, op func(model.Backend) []float32) Check {
-	c := Check{Name: name, Kernels: kernels, Tol: tol}
+	c := Check{Name: name, Kernels: kernels, Tol: tol, worst: -1}
 	want, got, err := runBoth(cpu, gpu, op)
 	if err != nil {
 		c.Err = err
@@ -150,7 +160,7 @@ func compareValues(c Check, got, want []float32) Check {
 		w[i] = float64(v)
 	}
 	st, err := numcheck.Compare(got, w, c.Tol)
-	c.Values, c.MaxAbs, c.Err = len(got), st.MaxAbs, err
+	c.Values, c.MaxAbs, c.Err, c.worst = len(got), st.MaxAbs, err, st.Worst
 	if len(got) == 0 && err == nil {
 		c.Err = errors.New("no values compared")
 	}

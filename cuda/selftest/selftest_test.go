@@ -2,6 +2,7 @@ package selftest
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 var emuDir string // the emulator built by device, removed by TestMain
@@ -106,6 +108,44 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 	// Once the fault is gone the device passes again.
 	if _, err := Run(d, cuda.FP32, nil); err != nil {
 		t.Fatalf("after the faults: %v", err)
+	}
+}
+
+// TestHeadDimSweep: the checks that run attention at every head dim fail
+// when their kernels do, naming the head dim of the worst element, and the
+// sweep covers every even head dim up to cuda.MaxHeadDim. (Only these
+// checks run: a whole self-test per fault is TestSelfTestCatchesFaults'
+// business.)
+func TestHeadDimSweep(t *testing.T) {
+	d := device(t)
+	if emuDir == "" {
+		t.Skip("fault injection needs the emulator (this machine has a GPU)")
+	}
+	cpu, gpu := model.NewCPU(), cuda.NewBackend(d, cuda.FP32)
+	var sweep []OpCase
+	for _, c := range OpCases() {
+		if strings.HasPrefix(c.Name, "attention every head_dim") {
+			sweep = append(sweep, c)
+		}
+	}
+	if len(sweep) != 3 {
+		t.Fatalf("%d head-dim checks, want decode, decode over a bf16 cache and prefill", len(sweep))
+	}
+	if got := sweep[0].Locate(0); got != "head_dim 2" {
+		t.Errorf("the sweep's first element is in %s, want head_dim 2", got)
+	}
+	if got := sweep[0].Locate(1 << 30); got != fmt.Sprintf("head_dim %d", cuda.MaxHeadDim) {
+		t.Errorf("the sweep's last element is in %s, want head_dim %d", got, cuda.MaxHeadDim)
+	}
+	for _, c := range []struct {
+		fault string
+		check int
+	}{{"attn_decode_split", 0}, {"attn_decode_split_kvh", 1}, {"attn_fwd", 0}, {"attn_gemm_softmax", 2}} {
+		t.Setenv("GDROTRAIN_EMU_FAULT", c.fault)
+		chk := checkOp(cpu, gpu, sweep[c.check], cuda.FP32)
+		if chk.Err == nil || !strings.Contains(chk.Err.Error(), "(worst element: head_dim ") {
+			t.Errorf("fault %s: %s: %v, want a failure naming a head dim", c.fault, sweep[c.check].Name, chk.Err)
+		}
 	}
 }
 

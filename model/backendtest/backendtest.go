@@ -52,6 +52,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("RoPE", s.rope)
 	t.Run("SplitQKV", s.splitQKV)
 	t.Run("Attention", s.attention)
+	t.Run("AttentionHeadDims", s.attentionHeadDims)
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
 	t.Run("Rows", s.rows)
@@ -459,6 +460,46 @@ func (s *suite) attention(t *testing.T) {
 	s.b.Attention(ob, nil, qb, kb, vb, []model.Segment{{QLen: 1, KLen: 3}}, 1)
 	s.expect(t, "large scores", s.get(ob), []float64{1, 1}, s.tol(t))
 	s.noErr(t, "attention")
+}
+
+// MaxHeadDim is the largest head dim attentionHeadDims runs: Config.Validate
+// admits every even head dim, and the CUDA backend serves them up to 256
+// (and refuses larger ones, which its own tests check).
+const MaxHeadDim = 256
+
+// attentionHeadDims runs attention at every even head dim up to
+// MaxHeadDim, GQA 2:1, in a decode layout (one query each over 1, 9 and 70
+// cache rows) and a prefill layout (one 20-token sequence), against
+// refAttention. Kernels split a row of D elements over threads and lanes
+// in ways that can go wrong only at some sizes (a per-key lane count that
+// is not a power of two broke the split-K decode kernels at D = 24, 40,
+// 48, …), so every size the model accepts is run.
+func (s *suite) attentionHeadDims(t *testing.T) {
+	const H, G = 4, 2
+	layouts := []struct {
+		name   string
+		nq, nk int
+		segs   []model.Segment
+	}{
+		{"decode", 3, 90, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 5, KLen: 9}, {Q0: 2, QLen: 1, K0: 20, KLen: 70}}},
+		{"prefill", 20, 20, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}}},
+	}
+	for D := 2; D <= MaxHeadDim; D += 2 {
+		scale := 1 / math.Sqrt(float64(D))
+		for _, l := range layouts {
+			qv, kv, vv := s.randn(l.nq*H*D, 1), s.randn(l.nk*G*D, 1), s.randn(l.nk*G*D, 1)
+			out := s.b.New(l.nq, H, D)
+			s.b.Attention(out, nil, s.tensor(qv, l.nq, H, D), s.tensor(kv, l.nk, G, D), s.tensor(vv, l.nk, G, D), l.segs, float32(scale))
+			if err := s.b.Err(); err != nil {
+				s.b.ResetErr()
+				t.Fatalf("head_dim %d %s: %v", D, l.name, err)
+			}
+			want := refAttention(qv, kv, vv, H, G, D, l.segs, scale, l.nq)
+			if _, err := numcheck.Compare(s.get(out), want, s.tol(t)); err != nil {
+				t.Errorf("head_dim %d %s: %v", D, l.name, err)
+			}
+		}
+	}
 }
 
 func (s *suite) swiglu(t *testing.T) {
