@@ -10,10 +10,13 @@
 // copies and memsets, and cuBLAS products on it, are appended to a graph;
 // cuGraphLaunch of the instantiated graph runs them in order, each checked
 // again (a copy whose memory was freed since fails with an illegal
-// address). Only the global capture mode's rules are modelled: allocation,
-// freeing and synchronisation while a capture is under way invalidate it
-// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
-// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture).
+// address). The capture modes' rules are modelled
+// (cuThreadExchangeStreamCaptureMode's documentation): allocation, freeing
+// and synchronisation that a capture under way forbids the calling thread
+// invalidate it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture), and a
+// capture that is not relaxed must end on the OS thread that began it
+// (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD otherwise).
 //
 // Virtual memory management is real memory mapping: cuMemAddressReserve is
 // an mmap of the range with no access, cuMemCreate a memfd of the size,
@@ -29,6 +32,7 @@
 // one faults the process (kernel arguments carry no extents to check).
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +64,8 @@ struct Stream {
 	unsigned flags;
 	Graph* capture = nullptr;  // the graph being captured, if any
 	bool invalidated = false;  // the capture met a forbidden call
+	int mode = 0;              // the capture's CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	long thread = 0;           // the OS thread that began it
 };
 struct Event {
 	unsigned flags;
@@ -110,6 +116,9 @@ std::set<Module*> g_modules;
 std::set<Function*> g_funcs;
 std::set<Graph*> g_graphs;
 std::set<GraphExec*> g_execs;
+// The calling thread's capture interaction mode
+// (cuThreadExchangeStreamCaptureMode): global by default.
+__thread int t_capture_mode = 0;
 
 constexpr unsigned long long kDefaultMem = 8ull << 30;
 constexpr int kMaxSharedOptin = 232448;
@@ -213,6 +222,7 @@ const ErrorInfo kErrors[] = {
 	{801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 	{900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
 	{901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+	{908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
 	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 const ErrorInfo* error_info(int code) {
@@ -281,14 +291,35 @@ bool capture(void* stream, GraphOp op, int* rc) {
 	return true;
 }
 
+long os_thread() { return syscall(SYS_gettid); }
+
 bool forbidden_in_capture(void* s) {
-	(void)s;
+	// cuThreadExchangeStreamCaptureMode's rules: a thread in the global
+	// mode (the default) may not make a potentially unsafe call while it
+	// has a capture of its own under way that is not relaxed, or while any
+	// other thread has one begun in the global mode; a thread-local thread
+	// only minds its own captures; a relaxed one none. A call that names
+	// the capturing stream itself (synchronising it, say) conflicts with
+	// its capture in every mode. A refused call invalidates the captures
+	// that forbade it.
+	const long me = os_thread();
 	bool any = false;
-	for (Stream* st : g_streams)
-		if (st->capture) {
+	for (Stream* st : g_streams) {
+		if (!st->capture) continue;
+		bool forbids;
+		if (st == (Stream*)s)
+			forbids = true;
+		else if (t_capture_mode == 2)
+			forbids = false;
+		else if (st->thread == me)
+			forbids = st->mode != 2;
+		else
+			forbids = t_capture_mode == 0 && st->mode == 0;
+		if (forbids) {
 			st->invalidated = true;
 			any = true;
 		}
+	}
 	return any;
 }
 
@@ -805,6 +836,8 @@ EMU_API CUresult cuStreamBeginCapture_v2(void* s, int mode) {
 	if (st->capture) return CUDA_ERROR_ILLEGAL_STATE;
 	st->capture = new Graph();
 	st->invalidated = false;
+	st->mode = mode;
+	st->thread = os_thread();
 	return CUDA_SUCCESS;
 }
 
@@ -815,6 +848,15 @@ EMU_API CUresult cuStreamEndCapture(void* s, void** graph) {
 	if ((uintptr_t)s <= 2 || !g_streams.count((Stream*)s)) return CUDA_ERROR_INVALID_HANDLE;
 	Stream* st = (Stream*)s;
 	if (!st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+	if (st->mode != 2 && st->thread != os_thread()) {
+		// Only a relaxed capture may end on another thread. CUDA does not
+		// say what becomes of the capture; the emulator keeps it under way
+		// and invalidated, so the stream stays unusable until the thread
+		// that began it ends it (and gets no graph).
+		st->invalidated = true;
+		*graph = nullptr;
+		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+	}
 	Graph* g = st->capture;
 	st->capture = nullptr;
 	*graph = nullptr;
@@ -825,6 +867,16 @@ EMU_API CUresult cuStreamEndCapture(void* s, void** graph) {
 	}
 	g_graphs.insert(g);
 	*graph = g;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuThreadExchangeStreamCaptureMode(int* mode) {
+	LOCK;
+	NEED_INIT;
+	if (!mode || *mode < 0 || *mode > 2) return CUDA_ERROR_INVALID_VALUE;
+	const int prev = t_capture_mode;
+	t_capture_mode = *mode;
+	*mode = prev;
 	return CUDA_SUCCESS;
 }
 

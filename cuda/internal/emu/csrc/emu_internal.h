@@ -40,6 +40,7 @@ enum {
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
 	CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+	CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -87,11 +88,13 @@ bool stream_ok(void* s);
 typedef std::function<int()> GraphOp;
 bool capture(void* stream, GraphOp op, int* rc);
 
-// forbidden_in_capture is for calls CUDA refuses while a stream captures in
-// the global mode (allocation, synchronisation, synchronous copies): when a
-// capture is under way it invalidates it and returns true, and the caller
-// returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. s is the stream named by
-// the call (nullptr for context-wide calls).
+// forbidden_in_capture is for the calls CUDA calls potentially unsafe
+// during a capture (allocation, synchronisation, synchronous copies): when
+// a capture under way forbids the calling thread such calls (by the modes
+// of cuStreamBeginCapture and cuThreadExchangeStreamCaptureMode), it
+// invalidates that capture and returns true, and the caller returns
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. s is the stream named by the call
+// (nullptr for context-wide calls); its own capture is refused in any mode.
 bool forbidden_in_capture(void* s);
 
 // Kernel registry (filled by the kernel files' static constructors).
