@@ -146,6 +146,7 @@ func TestEmulator(t *testing.T) {
 		{"fault", nil},
 		{"nvrtc", nil},
 		{"threads", nil},
+		{"capture_modes", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestExports(t *testing.T) {
 		cublasGemmEx cublasGemmStridedBatchedEx
 		nvrtcVersion nvrtcGetErrorString nvrtcCreateProgram nvrtcCompileProgram nvrtcGetProgramLogSize
 		nvrtcGetProgramLog nvrtcGetPTXSize nvrtcGetPTX nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcDestroyProgram
-		cuStreamQuery ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommDestroy ncclCommAbort
+		cuStreamQuery cuStreamBeginCapture_v2 cuStreamEndCapture cuThreadExchangeStreamCaptureMode ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommDestroy ncclCommAbort
 		ncclCommGetAsyncError ncclGetErrorString ncclGetLastError ncclAllReduce ncclReduceScatter
 		ncclAllGather ncclBroadcast`) {
 		if !got[want] {

@@ -97,6 +97,11 @@ static int (*cuFuncSetAttribute)(handle, int, int);
 static int (*cuLaunchKernel)(handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, handle,
                              void**, void**);
 static int (*cuGetErrorName)(int, const char**);
+static int (*cuStreamBeginCapture)(handle, int);
+static int (*cuStreamEndCapture)(handle, handle*);
+static int (*cuStreamIsCapturing)(handle, int*);
+static int (*cuThreadExchangeStreamCaptureMode)(int*);
+static int (*cuGraphDestroy)(handle);
 static int (*cuGetErrorString)(int, const char**);
 
 static int (*cublasCreate)(handle*);
@@ -169,6 +174,11 @@ static void load(const char* dir) {
 	S(cuFuncSetAttribute, "cuFuncSetAttribute", 0);
 	S(cuLaunchKernel, "cuLaunchKernel", 0);
 	S(cuGetErrorName, "cuGetErrorName", 0);
+	S(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
+	S(cuStreamEndCapture, "cuStreamEndCapture", 0);
+	S(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
+	S(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 0);
+	S(cuGraphDestroy, "cuGraphDestroy", 0);
 	S(cuGetErrorString, "cuGetErrorString", 0);
 	S(cublasCreate, "cublasCreate_v2", 1);
 	S(cublasDestroy, "cublasDestroy_v2", 1);
@@ -1268,6 +1278,75 @@ static void test_nvrtc(const char*) {
 
 // ---- concurrency ----
 
+// capture_modes: the rules of cuThreadExchangeStreamCaptureMode's
+// documentation, by capture mode (global 0, thread-local 1, relaxed 2) and
+// by the calling thread's interaction mode; and a capture that is not
+// relaxed ends on its own thread only.
+static void test_capture_modes(const char*) {
+	setup();
+	handle s, g;
+	devptr p;
+	int st;
+	OK(cuStreamCreate(&s, 0));
+	auto other = [&](std::function<void()> f) {
+		std::thread t([&] {
+			OK(cuCtxSetCurrent(g_ctx));
+			f();
+		});
+		t.join();
+	};
+	// Global: another thread's allocation is refused and invalidates it...
+	OK(cuStreamBeginCapture(s, 0));
+	other([&] { EXPECT_RC(900, cuMemAlloc(&p, 64)); });
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	EXPECT(g == nullptr, "an invalidated capture gave a graph");
+	// ... unless that thread's interaction mode is thread-local or relaxed.
+	for (int m : {1, 2}) {
+		OK(cuStreamBeginCapture(s, 0));
+		other([&] {
+			int mode = m;
+			OK(cuThreadExchangeStreamCaptureMode(&mode));
+			EXPECT(mode == 0, "a thread's first interaction mode is %d, want 0 (global)", mode);
+			OK(cuMemAlloc(&p, 64));
+			OK(cuMemFree(p));
+		});
+		OK(cuStreamEndCapture(s, &g));
+		OK(cuGraphDestroy(g));
+	}
+	// Thread-local: other threads are free, the capturing one is not.
+	OK(cuStreamBeginCapture(s, 1));
+	other([&] {
+		OK(cuMemAlloc(&p, 64));
+		OK(cuMemFree(p));
+	});
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 1, "status %d, want 1 (active)", st);
+	EXPECT_RC(900, cuMemAlloc(&p, 64));
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	// The wrong thread's end is refused; the capture stays, invalidated,
+	// until its own thread ends it.
+	OK(cuStreamBeginCapture(s, 1));
+	other([&] { EXPECT_RC(908, cuStreamEndCapture(s, &g)); });
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 2, "status %d after the wrong thread's end, want 2 (invalidated)", st);
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 0, "status %d after the end, want 0", st);
+	// Relaxed: nothing is forbidden but what conflicts with the capture
+	// itself (synchronising its stream), and any thread may end it.
+	OK(cuStreamBeginCapture(s, 2));
+	OK(cuMemAlloc(&p, 64));
+	OK(cuMemFree(p));
+	other([&] { OK(cuStreamEndCapture(s, &g)); });
+	OK(cuGraphDestroy(g));
+	OK(cuStreamBeginCapture(s, 2));
+	EXPECT_RC(900, cuStreamSynchronize(s));
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	int bad = 3;
+	EXPECT_RC(1, cuThreadExchangeStreamCaptureMode(&bad));
+	OK(cuStreamDestroy(s));
+}
+
 static void test_threads(const char*) {
 	setup();
 	handle h;
@@ -1379,6 +1458,7 @@ int main(int argc, char** argv) {
 	    {"fault", test_fault},
 	    {"nvrtc", test_nvrtc},
 	    {"threads", test_threads},
+	    {"capture_modes", test_capture_modes},
 	    {"deadlock", test_deadlock},
 	    {"perf", test_perf},
 	};
