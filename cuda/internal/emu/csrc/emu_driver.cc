@@ -199,13 +199,21 @@ bool map_alloc(size_t bytes, Alloc* a) {
 // canaries that was overwritten (negative: in front), or 0 if none was.
 long long canary_break(const Alloc& a) {
 	if (!a.guarded) return 0;
+	// Compared a block at a time (this runs after every launch), byte by
+	// byte only where a block differs.
+	static unsigned char ref[4096];
+	if (ref[0] != kCanary) memset(ref, kCanary, sizeof ref);
 	const unsigned char* p = (const unsigned char*)a.base;
-	const unsigned char* lo = (const unsigned char*)a.map + host_page();
-	for (const unsigned char* q = lo; q < p; q++)
-		if (*q != kCanary) return q - p;
 	const size_t rounded = (a.size + 255) / 256 * 256;
-	for (size_t i = a.size; i < rounded; i++)
-		if (p[i] != kCanary) return (long long)i;
+	const unsigned char* ranges[2][2] = {{(const unsigned char*)a.map + host_page(), p},
+	                                     {p + a.size, p + rounded}};
+	for (auto& r : ranges)
+		for (const unsigned char* q = r[0]; q < r[1]; q += sizeof ref) {
+			const size_t n = (size_t)(r[1] - q) < sizeof ref ? (size_t)(r[1] - q) : sizeof ref;
+			if (memcmp(q, ref, n) == 0) continue;
+			for (size_t i = 0; i < n; i++)
+				if (q[i] != kCanary) return q + i - p;
+		}
 	return 0;
 }
 

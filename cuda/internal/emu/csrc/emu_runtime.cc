@@ -310,18 +310,17 @@ Worker* worker_of(long tid) {
 // when the faulting instruction runs again).
 void forward(int sig, siginfo_t* si, void* uc) {
 	const struct sigaction* old = sig == SIGBUS ? &g_old_bus : &g_old_segv;
-	if (old->sa_flags & SA_SIGINFO) {
+	if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {  // ignoring a fault would loop on it
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, nullptr);
+		return;
+	}
+	if (old->sa_flags & SA_SIGINFO)
 		old->sa_sigaction(sig, si, uc);
-		return;
-	}
-	if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+	else
 		old->sa_handler(sig);
-		return;
-	}
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	sigaction(sig, &dfl, nullptr);
 }
 
 void on_fault(int sig, siginfo_t* si, void* uc) {
