@@ -44,7 +44,9 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 // A block's threads all run on one host thread and blocks on different host
-// threads run in parallel, so a block's shared memory is a thread_local.
+// threads run in parallel, so a block's shared memory is a thread_local. The
+// build finds each kernel's in its object code (shared.go), and the runtime
+// poisons them at every block's start.
 #define __shared__ static thread_local
 #define __launch_bounds__(...)
 #define __maxnreg__(...)
