@@ -25,6 +25,10 @@ import (
 func TestGraphCapture(t *testing.T) {
 	d := testDevice(t)
 	drv := d.drv
+	// Each capture here must end on the OS thread that began it, as in
+	// graph.go (TestGraphCaptureThread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dev, _, err := d.alloc.get(4 * 64)
 	if err != nil {
 		t.Fatal(err)
