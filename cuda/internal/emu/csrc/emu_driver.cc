@@ -41,7 +41,8 @@
 // memsets, cuBLAS and NCCL calls that touch an unmapped granule of a
 // reserved range fail (copies and memsets with
 // CUDA_ERROR_ILLEGAL_ADDRESS) instead of faulting; a kernel that touches
-// one faults the process (kernel arguments carry no extents to check).
+// one faults, and the runtime's fault handler fails its launch with
+// CUDA_ERROR_ILLEGAL_ADDRESS (kernel arguments carry no extents to check).
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -402,7 +403,7 @@ std::string describe_address(uintptr_t a) {
 		         (unsigned long long)base);
 		return buf;
 	}
-	return a < 65536 ? "a null pointer" : "";
+	return a < 65536 ? "near a null pointer" : "";
 }
 
 bool capture(void* stream, GraphOp op, int* rc) {
