@@ -173,10 +173,14 @@ inline unsigned long long next_rand(unsigned long long* s) {
 }
 // below returns a number in [0, n).
 inline unsigned below(unsigned long long* s, unsigned n) { return (unsigned)(((next_rand(s) >> 32) * n) >> 32); }
-// random_bit returns the index of a random set bit of m (m != 0).
-inline unsigned random_bit(unsigned long long* s, unsigned m) {
-	for (unsigned r = below(s, (unsigned)__builtin_popcount(m)); r > 0; r--) m &= m - 1;
-	return (unsigned)__builtin_ctz(m);
+// pick returns a set bit of m (m != 0): the first at or after bit r,
+// cyclically. For r random, every set bit can come out (those after a run
+// of clear bits more often); it takes no branch, and the scheduler picks
+// at every switch.
+inline unsigned pick(unsigned m, unsigned r) {
+	r &= 31;
+	const unsigned rot = (m >> r) | (m << ((32 - r) & 31));
+	return ((unsigned)__builtin_ctz(rot) + r) & 31;
 }
 unsigned long long mix(unsigned long long a, unsigned long long b) {
 	unsigned long long s = a ^ (b * 0xd6e8feb86659fd93ull);
@@ -229,6 +233,11 @@ struct Worker {
 	ucontext_t sched_uc;
 #endif
 	Fiber* fibers = nullptr;  // kMaxThreads of them
+	// This thread's threadIdx and t_fiber: resume sets them at every
+	// switch, and a thread_local of a dlopen'ed library costs a call to
+	// __tls_get_addr per access.
+	uint3* tidx = nullptr;
+	Fiber** tfib = nullptr;
 	// The block being run: its random numbers and poison byte, and the
 	// fiber running now (nullptr while the scheduler runs), which tells
 	// the fault handler that a fault is the kernel's.
@@ -409,8 +418,8 @@ void fiber_reset(Fiber* f) {
 }
 
 inline void resume(Worker* w, Fiber* f) {
-	t_fiber = f;
-	threadIdx = f->tid;
+	*w->tfib = f;
+	*w->tidx = f->tid;
 	w->cur = f;
 #ifdef EMU_UCONTEXT
 	swapcontext(&w->sched_uc, &f->uc);
@@ -602,8 +611,9 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 			count = 0;
 			continue;
 		}
-		if (!(focus < 32 && (runnable >> focus & 1) && below(&w->rng, 16) < stay)) focus = random_bit(&w->rng, runnable);
-		const unsigned k = focus, l = random_bit(&w->rng, run_mask[k]), bit = 1u << l;
+		const unsigned long long r = next_rand(&w->rng);
+		if (!(focus < 32 && (runnable >> focus & 1) && (r & 15) < stay)) focus = pick(runnable, (unsigned)(r >> 4));
+		const unsigned k = focus, l = pick(run_mask[k], (unsigned)(r >> 9)), bit = 1u << l;
 		Fiber* f = &fs[32 * k + l];
 		run_mask[k] &= ~bit;
 		resume(w, f);
@@ -681,6 +691,8 @@ void run_worker(Worker* w) {
 void* worker_main(void* arg) {
 	Worker* w = static_cast<Worker*>(arg);
 	w->tid = syscall(SYS_gettid);
+	w->tidx = &threadIdx;
+	w->tfib = &t_fiber;
 	// Faults of kernel code are the kernel's (on_fault); they need a stack
 	// of their own, since a fiber's may be what overflowed.
 	stack_t ss;
@@ -907,14 +919,16 @@ __attribute__((constructor)) void check_fma() {
 using namespace emu;
 
 namespace {
-// warp_op_begin checks what CUDA requires of every warp operation: the
-// calling lane in its mask.
-void check_in_mask(Fiber* f, unsigned mask, const char* op) {
-	if (mask >> (f->lin & 31) & 1) return;
+[[noreturn]] __attribute__((noinline, cold)) void not_in_mask(Fiber* f, unsigned mask, const char* op) {
 	char msg[200];
 	snprintf(msg, sizeof msg, "%s calls %s with mask %08x, which leaves its lane (%u) out: undefined in CUDA",
 	         where(f).c_str(), op, mask, f->lin & 31);
 	die(msg);
+}
+// check_in_mask checks what CUDA requires of every warp operation: the
+// calling lane in its mask.
+inline void check_in_mask(Fiber* f, unsigned mask, const char* op) {
+	if (!(mask >> (f->lin & 31) & 1)) not_in_mask(f, mask, op);
 }
 }  // namespace
 
