@@ -93,6 +93,22 @@ func testDevice(t *testing.T) *Device {
 		// A failure instead where GDROTRAIN_REQUIRE_EMULATOR is set (CI).
 		emu.SkipUnavailable(t, "there is no GPU and no g++ for the CPU emulator")
 	}
+	if devKind == "emulator" {
+		// The emulator's schedule numbers launches from the scope's start:
+		// a test of its own replays alone, under -run, with the seed it
+		// prints when it fails.
+		os.Setenv(emu.SeedScopeEnv, t.Name())
+		t.Cleanup(func() {
+			if t.Failed() {
+				seed := os.Getenv(emu.SeedEnv)
+				if seed == "" {
+					seed = "1"
+				}
+				t.Logf("emulator schedule: %s=%s %s=%q (replays with: %s=%s go test -run '^%s$' ./cuda/)",
+					emu.SeedEnv, seed, emu.SeedScopeEnv, t.Name(), emu.SeedEnv, seed, t.Name())
+			}
+		})
+	}
 	return testDev
 }
 
@@ -1329,4 +1345,32 @@ func identity(n int) []float32 {
 		out[i*n+i] = 1
 	}
 	return out
+}
+
+// TestGoFaultsAfterEmulator: the emulator's fault handler, which turns a
+// kernel's faults into CUDA errors, hands faults of Go code back to the Go
+// runtime's handler: after kernels have run (and the handler is in place),
+// a nil dereference in Go is still a panic that recover sees.
+func TestGoFaultsAfterEmulator(t *testing.T) {
+	d := testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("on a GPU: nothing of the emulator's to check")
+	}
+	b := NewBackend(d, FP32)
+	x := b.New(4)
+	defer b.Release(x)
+	b.Upload(x, []float32{1, 2, 3, 4})
+	b.Scale(x, 2)
+	if err := b.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var p *int
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		t.Log(*p)
+	}()
+	if err, ok := got.(runtime.Error); !ok || !strings.Contains(err.Error(), "nil pointer dereference") {
+		t.Fatalf("recovered %v, want the runtime's nil pointer dereference error", got)
+	}
 }

@@ -13,7 +13,9 @@ package cuda
 //     pinned input block to its device twin (the graph's first node), every
 //     op of the step (its index tables written into the pinned block, their
 //     device addresses pointing into the twin), and a copy of the step's
-//     result into a pinned output block; the graph is then launched;
+//     result into a pinned output block; the graph is then launched. The
+//     goroutine stays on one OS thread from cuStreamBeginCapture to
+//     cuStreamEndCapture, which CUDA requires of a global-mode capture;
 //  3. replayed afterwards: the step runs on the host only — ops issue
 //     nothing, uploads write the pinned input block at the offsets they had
 //     in the capture — and every op's name, launch shape and arguments are
@@ -41,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -242,6 +245,12 @@ func (s *graphSet) capture(g *stepGraph, step func() (*model.Tensor, error)) ([]
 		return nil, err
 	}
 	g.snap = g.pool.freeLists()
+	// A capture in the global mode must end on the OS thread that began it
+	// (cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+	// otherwise), and the step between makes hundreds of cgo calls, at any
+	// of which the runtime may move an unlocked goroutine to another thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := d.drv.BeginCapture(d.stream); err != nil {
 		return nil, fmt.Errorf("%w: %v", errCapture, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -23,6 +25,10 @@ import (
 func TestGraphCapture(t *testing.T) {
 	d := testDevice(t)
 	drv := d.drv
+	// Each capture here must end on the OS thread that began it, as in
+	// graph.go (TestGraphCaptureThread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dev, _, err := d.alloc.get(4 * 64)
 	if err != nil {
 		t.Fatal(err)
@@ -513,4 +519,158 @@ func TestGraphStepErrors(t *testing.T) {
 			t.Errorf("gather run %d: %d graph launches, want %d", i, got, launches[i])
 		}
 	}
+}
+
+// leaveThread tries to move the calling goroutine off its OS thread, and
+// keeps that thread busy until release is called, so the goroutine cannot
+// come back to it meanwhile: a helper goroutine that finds itself on the
+// caller's thread (it is the next to run there once the caller blocks)
+// locks itself to that thread and blocks, so the caller resumes on
+// another. The helper lands elsewhere now and then; up to 100 tries. A
+// goroutine locked to its thread never moves (the helper can never run on
+// it). moved reports whether the caller now runs on another thread.
+func leaveThread() (moved bool, release func()) {
+	before := syscall.Gettid()
+	for range 100 {
+		hold := make(chan struct{})
+		took := make(chan bool)
+		go func() {
+			if syscall.Gettid() != before {
+				took <- false
+				return
+			}
+			runtime.LockOSThread()
+			took <- true
+			<-hold
+			runtime.UnlockOSThread()
+		}()
+		if <-took {
+			return syscall.Gettid() != before, func() { close(hold) }
+		}
+	}
+	return false, func() {}
+}
+
+// TestGraphCaptureThread: a capture in the global mode must end on the OS
+// thread that began it. At the driver level (on the emulator as on a GPU)
+// ending it from another thread fails with
+// CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD and leaves the capture invalidated
+// until its own thread ends it, and an allocation from another thread
+// invalidates it as well. At the graph level, the goroutine is pushed off
+// its thread in the middle of a step's capture and the capture must still
+// succeed: graph.go holds the goroutine on its thread for the capture's
+// duration (without that the capture fails and the step runs eagerly).
+func TestGraphCaptureThread(t *testing.T) {
+	b := NewBackend(testDevice(t), FP32)
+	d := b.Device()
+	drv := d.drv
+	// onThread runs f on a goroutine locked to an OS thread of its own.
+	onThread := func(f func()) {
+		done := make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			defer close(done)
+			f()
+		}()
+		<-done
+	}
+	begin, end := make(chan struct{}), make(chan struct{})
+	var beginErr, endErr, otherErr, allocErr error
+	status := -1
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		beginErr = drv.BeginCapture(d.stream)
+		begin <- struct{}{}
+		<-end
+		_, endErr = drv.EndCapture(d.stream)
+		end <- struct{}{}
+	}()
+	<-begin
+	onThread(func() {
+		_, otherErr = drv.EndCapture(d.stream)
+		status, _ = drv.IsCapturing(d.stream)
+	})
+	end <- struct{}{}
+	<-end
+	if beginErr != nil {
+		t.Fatal(beginErr)
+	}
+	if otherErr == nil || !strings.Contains(otherErr.Error(), "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD") {
+		t.Errorf("end capture on another thread: %v, want CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", otherErr)
+	}
+	if status != 2 {
+		t.Errorf("capture status after the wrong thread's end: %d, want 2 (invalidated, still capturing)", status)
+	}
+	if endErr == nil || !strings.Contains(endErr.Error(), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED") {
+		t.Errorf("end capture on its own thread after that: %v, want CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", endErr)
+	}
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		beginErr = drv.BeginCapture(d.stream)
+		begin <- struct{}{}
+		<-end
+		_, endErr = drv.EndCapture(d.stream)
+		end <- struct{}{}
+	}()
+	<-begin
+	onThread(func() {
+		var p uint64
+		if p, allocErr = drv.MemAlloc(4096); allocErr == nil {
+			drv.MemFree(p)
+		}
+	})
+	end <- struct{}{}
+	<-end
+	if beginErr != nil {
+		t.Fatal(beginErr)
+	}
+	if allocErr == nil || !strings.Contains(allocErr.Error(), "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED") {
+		t.Errorf("allocation on another thread during a global capture: %v, want CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", allocErr)
+	}
+	if endErr == nil || !strings.Contains(endErr.Error(), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED") {
+		t.Errorf("end capture after another thread's allocation: %v, want CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", endErr)
+	}
+
+	set, err := b.NewGraphSet(64, 1e6, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := set.(*graphSet)
+	defer gs.Release()
+	x := b.New(4)
+	defer b.Release(x)
+	b.Upload(x, []float32{1, 2, 3, 4})
+	moves := 0
+	for i := range 2 { // run 0 eager, run 1 captured
+		var release func()
+		words, err := gs.Run("scale", func() (*model.Tensor, error) {
+			out := b.Scratch(4)
+			b.Copy(out, x)
+			if i == 1 {
+				var moved bool
+				moved, release = leaveThread()
+				if moved {
+					moves++
+				}
+			}
+			b.Scale(out, 2)
+			return out, b.Err()
+		})
+		if release != nil {
+			release()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(words); got != fmt.Sprint([]uint32{0x40000000, 0x40800000, 0x40c00000, 0x41000000}) {
+			t.Errorf("run %d: got %v, want 2·x", i, got)
+		}
+	}
+	if g := gs.graphs["scale"]; g.exec == nil || gs.lastErr != nil {
+		t.Errorf("the capture failed when its goroutine was pushed off its thread: %v", gs.lastErr)
+	}
+	t.Logf("goroutine moved during the capture: %d time(s)", moves)
 }

@@ -11,7 +11,9 @@
 // GDROTRAIN_CUDA_LIB_DIR. The folder also gets emu-build/, the generated
 // sources and objects, which the fake NVRTC uses to check programs.
 //
-// How the emulator behaves:
+// How the emulator behaves. Where CUDA leaves behaviour undefined, it takes
+// the worst choice CUDA allows and fails loudly, so that a kernel or a
+// call sequence relying on luck fails here rather than on a GPU:
 //
 //   - Device pointers are host pointers (256-byte aligned). Fresh
 //     allocations are filled with 0xFF bytes (NaN as float). Copies,
@@ -19,6 +21,20 @@
 //     live allocations (CUDA_ERROR_INVALID_VALUE, or
 //     CUBLAS_STATUS_EXECUTION_FAILED). Device memory is
 //     GDROTRAIN_EMU_MEM_BYTES (default 8 GiB) for accounting.
+//   - Guard zones: each cuMemAlloc is a mapping of its own whose end (the
+//     size rounded up to 256 bytes) abuts an inaccessible page, with
+//     another in front. A kernel touching a guard page faults; the fault
+//     ends the launch with CUDA_ERROR_ILLEGAL_ADDRESS and a report on
+//     stderr naming the kernel, block, thread, address (relative to the
+//     allocation it missed) and seed. The bytes between the end and the
+//     256-byte boundary, and between the front guard and the start, hold a
+//     canary checked after each launch for the allocations its pointer
+//     arguments point into (and at cuMemFree): a kernel that wrote there
+//     fails the same way. Kernel errors are sticky, as on a GPU: every
+//     later call that needs the context returns the error (cuBLAS calls
+//     CUBLAS_STATUS_EXECUTION_FAILED) until the primary context's last
+//     reference goes. A fault outside kernel code goes to the signal
+//     handler that was there before (the Go runtime's).
 //   - Calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a
 //     host thread with none current; releasing the primary context's last
 //     reference frees everything allocated in it.
@@ -27,10 +43,18 @@
 //     and memsets and cuBLAS products on it are recorded, not run; each
 //     launch of the instantiated graph runs them in order, a host-to-device
 //     copy reading its (pinned) source then. Allocation, freeing and
-//     synchronisation during a capture fail with
-//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it (the global
-//     mode's rules); cuStreamEndCapture then returns
-//     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+//     synchronisation that a capture forbids the calling thread fail with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it, by the
+//     capture's mode and the thread's (cuThreadExchangeStreamCaptureMode:
+//     a global capture forbids them to every thread in the global mode, a
+//     thread-local one to its own thread, a relaxed one to none);
+//     cuStreamEndCapture then returns
+//     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. A capture that is not relaxed
+//     must end on the OS thread that began it: from another,
+//     cuStreamEndCapture fails with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD
+//     and leaves the capture under way and invalidated (CUDA does not say
+//     what becomes of it), so the stream is unusable until its own thread
+//     ends it.
 //   - Virtual memory management (cuMemAddressReserve … cuMemUnmap) maps for
 //     real: a reservation is an mmap with no access, a cuMemCreate
 //     allocation a memfd (filled with 0xFF like cuMemAlloc's), cuMemMap an
@@ -40,28 +64,66 @@
 //     (a multiple of the host page; read per call, kept per reservation).
 //     Copies and memsets touching an unmapped page of a reserved range fail
 //     with CUDA_ERROR_ILLEGAL_ADDRESS (cuBLAS and NCCL calls with their own
-//     errors); a kernel touching one faults the process.
+//     errors); a kernel touching one fails like one touching a guard page.
 //   - GDROTRAIN_EMU_NO_DEVICE=1 makes cuInit fail with CUDA_ERROR_NO_DEVICE.
 //   - GDROTRAIN_EMU_COUNT_ONLY=1 (read at every call) checks launches and
 //     GEMMs but computes nothing, leaves fresh memory unfilled and makes
 //     memsets and device-to-device copies no-ops, and downloads zeros: the
 //     CUDA backend's step
 //     profile counts a full-size model's step this way (results are
-//     garbage; pages never written are never touched).
+//     garbage; pages never written are never touched, guard canaries
+//     included).
 //   - Kernels: every extern "C" __global__ function defined in the sources
 //     is launchable by name, from any module. Launches are synchronous.
 //     Blocks run in parallel on a few host threads (one per CPU, at most 8;
 //     GDROTRAIN_EMU_WORKERS), so atomics are real; each __shared__ variable
 //     is a thread_local static, one copy per host thread. The threads of a
-//     block are fibers on one host thread, switched at __syncthreads and at
-//     warp operations (shuffles, ballots, __syncwarp), which complete when
-//     every live thread of the block, or every live lane of the mask, has
-//     reached them; threads that return leave the barriers, as on the GPU.
+//     block are fibers on one host thread, switched at __syncthreads, at
+//     warp operations (shuffles, votes, __syncwarp, mma), which complete
+//     when every live thread of the block, or every live lane of the mask,
+//     has reached them, and at preemption points (atomics one time in four,
+//     fences); threads that return leave the barriers, as on the GPU.
 //     Threads waiting at different barriers are a deadlock, reported on
-//     stderr before the process aborts. Between barriers the threads of a
-//     block run one after another, forwards in even blocks and backwards in
-//     odd ones, so a missing __syncthreads gives wrong results every time.
-//     Fiber stacks are GDROTRAIN_EMU_STACK_KB (default 256) KiB.
+//     stderr before the process aborts. Fiber stacks are
+//     GDROTRAIN_EMU_STACK_KB (default 256) KiB.
+//   - Adversarial schedule: each step runs one thread to its next switch,
+//     a random lane of a random warp; per block the worker keeps to the
+//     same warp never, half the time, 15 times in 16 or always, so warps
+//     run interleaved or several segments (or a whole barrier interval)
+//     ahead of each other, and their warp operations complete in any
+//     order. A missing __syncthreads, even with a shuffle or an mma
+//     between the write and the read, gives wrong results under most
+//     seeds. The schedule is seeded: GDROTRAIN_EMU_SEED (default 1, read
+//     at every launch) mixed with the launch's number since
+//     GDROTRAIN_EMU_SEED_SCOPE last changed and the block's index, so a
+//     run replays exactly; the cuda tests set the scope to the test's
+//     name, so a failing test (which prints the seed) replays alone under
+//     -run, and make test runs them under several seeds.
+//   - Shared memory is poisoned at every block's start: each kernel's
+//     __shared__ variables (found in its object code, with those of the
+//     functions it calls; shared.go) are filled with 0xff or 0x7f bytes,
+//     drawn per block (NaN, or a huge float that fmaxf does not hide). A
+//     kernel with more than 48 KiB of them fails the build, as ptxas
+//     fails; dynamic shared memory may use the rest of 48 KiB, or up to
+//     the opt-in limit less the static bytes once
+//     cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+//     allows it (CUDA_ERROR_INVALID_VALUE otherwise).
+//   - Warp operations: a shuffle reading a lane that has exited, does not
+//     exist (a partial warp) or is not in the mask returns the block's
+//     poison (undefined in CUDA); one whose source lies outside its
+//     segment of width lanes returns the caller's own value, as PTX
+//     defines. Exited lanes are not waited for, as PTX says; a live lane
+//     of the mask that never arrives is a deadlock. Lanes meeting with the
+//     same mask at different operations, a mask leaving out its caller, a
+//     width that is not a power of two and an mma.sync without all 32
+//     lanes abort the process with a message naming the kernel.
+//     __activemask returns the caller's lane only: the lanes run one at a
+//     time.
+//   - Misaligned accesses: kernels are compiled with g++'s
+//     -fsanitize=alignment, whose handler (in the runtime, no libubsan) ends
+//     the launch with CUDA_ERROR_MISALIGNED_ADDRESS (sticky), reporting the
+//     kernel, the source line and the type, as a GPU faults on a float4
+//     load from an address not 16-byte aligned (x86 would not).
 //   - NVRTC keeps the source: PTX and CUBIN are the source text. A program
 //     with an #error directive, or one g++ rejects (checked with emu.h, the
 //     program's headers and its -D/-U/-I options;
@@ -113,8 +175,9 @@
 //
 // Tests that need the emulator skip where g++ is missing, unless
 // GDROTRAIN_REQUIRE_EMULATOR is set (CI sets it): then they fail. make test
-// runs the CUDA tests in the default mode, with GDROTRAIN_EMU_FMA=1 and
-// with GDROTRAIN_EMU_FAST16BF=tf32.
+// runs the CUDA tests in the default mode (seed 1), with GDROTRAIN_EMU_FMA=1
+// (seed 2) and with GDROTRAIN_EMU_FAST16BF=tf32 (seed 3), and the tests that
+// launch every kernel under seed 3 as well.
 //
 // make emulator (cmd/build-emulator) builds the emulator with the real
 // kernels into .cache/cuda-emu, for running the binary without a GPU; give
@@ -182,6 +245,14 @@ const Fast16BFEnv = "GDROTRAIN_EMU_FAST16BF"
 // GEMM call, so a test may set it after the device is open.
 const FaultEnv = "GDROTRAIN_EMU_FAULT"
 
+// SeedEnv seeds the adversarial schedule (default 1); SeedScopeEnv names a
+// scope: launches are numbered from 0 again whenever it changes. Both are
+// read at every launch (see the package doc).
+const (
+	SeedEnv      = "GDROTRAIN_EMU_SEED"
+	SeedScopeEnv = "GDROTRAIN_EMU_SEED_SCOPE"
+)
+
 // RequireEnv, when set (as CI does), turns the tests' "no emulator" skips
 // into failures.
 const RequireEnv = "GDROTRAIN_REQUIRE_EMULATOR"
@@ -191,6 +262,12 @@ var csrc embed.FS
 
 // runtimeUnits are the emulator's own translation units.
 var runtimeUnits = []string{"emu_runtime.cc", "emu_driver.cc", "emu_cublas.cc", "emu_nvrtc.cc", "emu_nccl.cc"}
+
+// kernelFlags are added for kernel units: each function's code in a section
+// of its own (so that its relocations tell which __shared__ variables it
+// uses; shared.go), and g++'s alignment check, whose handler (in the
+// runtime) turns a misaligned access into CUDA_ERROR_MISALIGNED_ADDRESS.
+var kernelFlags = []string{"-ffunction-sections", "-fsanitize=alignment", "-fno-sanitize-recover=alignment"}
 
 var baseFlags = func() []string {
 	f := []string{"-std=c++17", "-O1", "-fPIC", "-pthread", "-fvisibility=hidden", "-fno-strict-aliasing"}
@@ -342,12 +419,16 @@ func Build(dir string, sources map[string]string) error {
 	flags = append(flags, strings.Fields(os.Getenv(FlagsEnv))...)
 	// The key has every flag but the -I folders, which differ between builds.
 	keyPrefix := tool + "\x00" + strings.Join(flags, " ") + "\x00" + headerKey.String()
+	kflags := append(append([]string{}, flags...), kernelFlags...)
+	kkeyPrefix := tool + "\x00" + strings.Join(kflags, " ") + "\x00" + headerKey.String()
 	flags = append(flags, "-I", work, "-I", srcDir)
+	kflags = append(kflags, "-I", work, "-I", srcDir)
 
 	sem := make(chan struct{}, max(2, runtime.NumCPU()))
 	type result struct {
 		obj     string
 		kernels []kernelDecl
+		shared  map[string][]sharedVar
 		err     error
 	}
 	units := append([]string{}, runtimeUnits...)
@@ -375,13 +456,20 @@ func Build(dir string, sources map[string]string) error {
 			if r.err != nil {
 				return
 			}
-			text := wrapper(u, sources[u], r.kernels)
+			text := wrapper(u, sources[u], r.kernels, anchorName(idx))
 			cc := filepath.Join(work, fmt.Sprintf("kernels%03d.cc", idx))
 			if r.err = os.WriteFile(cc, text, 0o644); r.err != nil {
 				return
 			}
 			r.obj = obj
-			r.err = compileCached(cc, text, obj, flags, keyPrefix, u)
+			if r.err = compileCached(cc, text, obj, kflags, kkeyPrefix, u); r.err != nil {
+				return
+			}
+			if r.shared, r.err = sharedVars(obj, r.kernels, anchorName(idx)); r.err != nil {
+				r.err = fmt.Errorf("emu: %s: %v", u, r.err)
+				return
+			}
+			r.err = checkShared(u, r.shared)
 		}()
 	}
 	wg.Wait()
@@ -389,12 +477,14 @@ func Build(dir string, sources map[string]string) error {
 	var errs []error
 	defined := map[string]string{}
 	var objs []string
+	shared := map[int]map[string][]sharedVar{}
 	for i, r := range results {
 		if r.err != nil {
 			errs = append(errs, r.err)
 			continue
 		}
 		objs = append(objs, r.obj)
+		shared[i] = r.shared
 		for _, k := range r.kernels {
 			if prev, ok := defined[k.Name]; ok {
 				errs = append(errs, fmt.Errorf("emu: kernel %s is defined in both %s and %s", k.Name, prev, units[i]))
@@ -405,6 +495,16 @@ func Build(dir string, sources map[string]string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	table := sharedTable(shared)
+	tableCC := filepath.Join(work, "shared_table.cc")
+	if err := os.WriteFile(tableCC, table, 0o644); err != nil {
+		return err
+	}
+	tableObj := filepath.Join(objDir, "shared_table.o")
+	if err := compileCached(tableCC, table, tableObj, flags, keyPrefix, "the table of __shared__ variables"); err != nil {
+		return err
+	}
+	objs = append(objs, tableObj)
 
 	// Link into a temporary name and rename, so that a library already
 	// loaded from dir is never overwritten in place.
@@ -435,11 +535,14 @@ func Build(dir string, sources map[string]string) error {
 	return nil
 }
 
-// wrapper is the translation unit for one kernel source: emu.h, the source
-// in an anonymous namespace, and the registration of its kernels.
-func wrapper(name, src string, kernels []kernelDecl) []byte {
+// wrapper is the translation unit for one kernel source: emu.h, the
+// anchor of its __shared__ variables (shared.go), the source in an
+// anonymous namespace, and the registration of its kernels.
+func wrapper(name, src string, kernels []kernelDecl, anchor string) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "// Generated by gdrotrain cuda/internal/emu for %s.\n#include \"emu.h\"\nnamespace {\n#line 1 \"%s\"\n", name, name)
+	fmt.Fprintf(&b, "// Generated by gdrotrain cuda/internal/emu for %s.\n#include \"emu.h\"\n", name)
+	fmt.Fprintf(&b, "extern \"C\" {\n__attribute__((visibility(\"hidden\"))) __thread char %s;\n}\n", anchor)
+	fmt.Fprintf(&b, "namespace {\n#line 1 \"%s\"\n", name)
 	b.WriteString(src)
 	b.WriteString("\n}  // namespace\n#line 1 \"<emu trampolines>\"\n")
 	if len(kernels) > 0 {

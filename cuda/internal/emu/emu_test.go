@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,6 +147,11 @@ func TestEmulator(t *testing.T) {
 		{"fault", nil},
 		{"nvrtc", nil},
 		{"threads", nil},
+		{"capture_modes", nil},
+		{"hazard_shuffle", nil},
+		{"shfl_exited", nil},
+		{"shared_uninit", nil},
+		{"spin_flag", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,6 +167,54 @@ func TestEmulator(t *testing.T) {
 		out, err := runDriver(t, "deadlock")
 		if err == nil || !strings.Contains(out, "kernel deadlock") || !strings.Contains(out, "barrier") {
 			t.Fatalf("want a deadlock report; got %v\n%s", err, out)
+		}
+	})
+}
+
+// TestAdversary runs the planted bugs whose detection ends the process or
+// the launch with a report: each must fail, and say what and where.
+func TestAdversary(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		abort bool     // the process aborts (undefined behaviour in a warp operation)
+		want  []string // in the output
+	}{
+		{"shfl_unreached", true, []string{"kernel shfl_unreached", "deadlock", "__syncthreads", "a shuffle (mask ffffffff)"}},
+		{"shfl_mismatch", true, []string{"kernel shfl_mismatch", "different warp operations", "a shuffle xor", "a vote"}},
+		{"shfl_not_in_mask", true, []string{"kernel shfl_not_in_mask", "thread (3,0,0) of block 0", "mask fffffff0", "leaves its lane (3) out"}},
+		{"misaligned", false, []string{"kernel misaligned_load: misaligned access (adversary.cu:", "aligned to 16 bytes", "CUDA_ERROR_MISALIGNED_ADDRESS", "GDROTRAIN_EMU_SEED=1"}},
+		{"oob_end", false, []string{"kernel write_at: illegal address", "at offset +1024 of the 1024-byte allocation", "past its end", "block (3,0,0) thread (0,0,0)", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"oob_slack", false, []string{"kernel write_at wrote at offset +1000 of the 1000-byte allocation", "past its end", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"oob_before", false, []string{"kernel write_at wrote at offset -4 of the 1024-byte allocation", "before its start"}},
+		{"oob_read", false, []string{"kernel read_at: illegal address", "at offset +4096 of the 4096-byte allocation"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runDriver(t, tc.name)
+			if tc.abort {
+				if err == nil || !strings.Contains(out, "aborting") {
+					t.Errorf("want the process to abort; got %v", err)
+				}
+			} else if err != nil || !strings.Contains(out, "PASS") {
+				t.Errorf("%v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the output lacks %q", w)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+	// A fault in host code is not a kernel's: it still ends the process.
+	t.Run("host_fault", func(t *testing.T) {
+		t.Parallel()
+		out, err := runDriver(t, "host_fault")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(ee.String(), "segmentation fault") || !strings.Contains(out, "faulting in host code") {
+			t.Errorf("want the driver killed by SIGSEGV; got %v\n%s", err, out)
 		}
 	})
 }
@@ -194,6 +248,51 @@ func TestBuildErrors(t *testing.T) {
 	err = Build(dir, map[string]string{"x.cu": "#error not for the emulator\n"})
 	if err == nil || !strings.Contains(err.Error(), "not for the emulator") {
 		t.Errorf("#error: got %v", err)
+	}
+
+	// ptxas refuses a kernel with more than 48 KiB of static shared memory,
+	// counting the __shared__ variables of the functions it calls; so does
+	// the build. CUDA allows no initialiser on a __shared__ variable.
+	for _, c := range []struct{ src, want string }{
+		{`extern "C" __global__ void too_big(float* x) {
+	__shared__ float big[49 * 256];
+	big[threadIdx.x] = x[threadIdx.x];
+	__syncthreads();
+	x[threadIdx.x] = big[255 - threadIdx.x];
+}
+`, "kernel too_big uses too much shared data (50176 bytes of __shared__ variables: big 50176; at most 49152"},
+		{`__device__ __noinline__ float h(int t) {
+	__shared__ float hs[8 * 256];
+	hs[t] = (float)t;
+	__syncthreads();
+	return hs[t ^ 1];
+}
+extern "C" __global__ void fits(float* x) {
+	__shared__ float s[48 * 256];
+	s[threadIdx.x] = x[0];
+	__syncthreads();
+	x[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+extern "C" __global__ void via_helper(float* x) {
+	__shared__ float s[41 * 256];
+	s[threadIdx.x] = h(threadIdx.x);
+	__syncthreads();
+	x[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+`, "kernel via_helper uses too much shared data (50176 bytes of __shared__ variables: "},
+		{`extern "C" __global__ void initialised(float* x) {
+	__shared__ float s = 1.0f;
+	s += x[0];
+	x[1] = s;
+}
+`, "kernel initialised: __shared__ variable s is not in the unit's .tbss"},
+	} {
+		err = Build(dir, map[string]string{"shared.cu": c.src})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error saying %q", err, c.want)
+		} else if strings.Contains(err.Error(), "kernel fits") {
+			t.Errorf("a kernel of exactly 48 KiB was refused: %v", err)
+		}
 	}
 
 	// A build that works after failures, into the same folder, with a
@@ -240,7 +339,7 @@ func TestExports(t *testing.T) {
 		cublasGemmEx cublasGemmStridedBatchedEx
 		nvrtcVersion nvrtcGetErrorString nvrtcCreateProgram nvrtcCompileProgram nvrtcGetProgramLogSize
 		nvrtcGetProgramLog nvrtcGetPTXSize nvrtcGetPTX nvrtcGetCUBINSize nvrtcGetCUBIN nvrtcDestroyProgram
-		cuStreamQuery ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommDestroy ncclCommAbort
+		cuStreamQuery cuStreamBeginCapture_v2 cuStreamEndCapture cuThreadExchangeStreamCaptureMode ncclGetVersion ncclGetUniqueId ncclCommInitRank ncclCommDestroy ncclCommAbort
 		ncclCommGetAsyncError ncclGetErrorString ncclGetLastError ncclAllReduce ncclReduceScatter
 		ncclAllGather ncclBroadcast`) {
 		if !got[want] {

@@ -44,7 +44,9 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __noinline__ __attribute__((noinline))
 // A block's threads all run on one host thread and blocks on different host
-// threads run in parallel, so a block's shared memory is a thread_local.
+// threads run in parallel, so a block's shared memory is a thread_local. The
+// build finds each kernel's in its object code (shared.go), and the runtime
+// poisons them at every block's start.
 #define __shared__ static thread_local
 #define __launch_bounds__(...)
 #define __maxnreg__(...)
@@ -93,9 +95,12 @@ static inline int __syncthreads_count(int p) { return emu_syncthreads_count(p); 
 static inline int __syncthreads_and(int p) { return emu_syncthreads_count(!p) == 0; }
 static inline int __syncthreads_or(int p) { return emu_syncthreads_count(p) != 0; }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { emu_syncwarp(mask); }
-static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
-static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+// Fences and atomics are preemption points: other threads of the block may
+// run between a thread's accesses around them (see emu_runtime.cc).
+static inline void __threadfence() { emu_preempt(1); __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { emu_preempt(1); __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { emu_preempt(1); __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#define EMU_PREEMPT_ATOMIC emu_preempt(4)
 
 template <typename T> static inline unsigned long long emu_to_bits(T v) {
 	static_assert(sizeof(T) == 4 || sizeof(T) == 8, "shuffle of a 4- or 8-byte type");
@@ -141,17 +146,19 @@ static inline unsigned __activemask() { return emu_activemask(); }
 
 // ---- atomics (real atomics: the threads of a block run in parallel) ----
 #define EMU_ATOMIC_INT(T)                                                                     \
-	static inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); } \
-	static inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); } \
-	static inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); } \
-	static inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); } \
-	static inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }   \
-	static inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); } \
+	static inline T atomicAdd(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); } \
+	static inline T atomicSub(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); } \
+	static inline T atomicExch(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); } \
+	static inline T atomicAnd(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); } \
+	static inline T atomicOr(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }   \
+	static inline T atomicXor(T* p, T v) { EMU_PREEMPT_ATOMIC; return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); } \
 	static inline T atomicCAS(T* p, T cmp, T v) {                                             \
+		EMU_PREEMPT_ATOMIC;                                                                   \
 		__atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);  \
 		return cmp;                                                                           \
 	}                                                                                         \
 	static inline T atomicMax(T* p, T v) {                                                    \
+		EMU_PREEMPT_ATOMIC;                                                                   \
 		T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                        \
 		while (old < v &&                                                                     \
 		       !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) \
@@ -159,6 +166,7 @@ static inline unsigned __activemask() { return emu_activemask(); }
 		return old;                                                                           \
 	}                                                                                         \
 	static inline T atomicMin(T* p, T v) {                                                    \
+		EMU_PREEMPT_ATOMIC;                                                                   \
 		T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);                                        \
 		while (old > v &&                                                                     \
 		       !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) \
@@ -170,24 +178,28 @@ EMU_ATOMIC_INT(unsigned)
 EMU_ATOMIC_INT(unsigned long long)
 #undef EMU_ATOMIC_INT
 static inline long long atomicMax(long long* p, long long v) {
+	EMU_PREEMPT_ATOMIC;
 	long long old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
 	while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
 	return old;
 }
 static inline long long atomicMin(long long* p, long long v) {
+	EMU_PREEMPT_ATOMIC;
 	long long old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
 	while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
 	return old;
 }
 static inline unsigned atomicInc(unsigned* p, unsigned lim) {
+	EMU_PREEMPT_ATOMIC;
 	unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
 	while (!__atomic_compare_exchange_n(p, &old, old >= lim ? 0u : old + 1, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		;
 	return old;
 }
 static inline unsigned atomicDec(unsigned* p, unsigned lim) {
+	EMU_PREEMPT_ATOMIC;
 	unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
 	while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > lim) ? lim : old - 1, true, __ATOMIC_SEQ_CST,
 	                                    __ATOMIC_SEQ_CST))
@@ -195,6 +207,7 @@ static inline unsigned atomicDec(unsigned* p, unsigned lim) {
 	return old;
 }
 static inline float atomicAdd(float* p, float v) {
+	EMU_PREEMPT_ATOMIC;
 	unsigned* u = (unsigned*)p;
 	unsigned old = __atomic_load_n(u, __ATOMIC_SEQ_CST);
 	for (;;) {
@@ -205,6 +218,7 @@ static inline float atomicAdd(float* p, float v) {
 	}
 }
 static inline double atomicAdd(double* p, double v) {
+	EMU_PREEMPT_ATOMIC;
 	unsigned long long* u = (unsigned long long*)p;
 	unsigned long long old = __atomic_load_n(u, __ATOMIC_SEQ_CST);
 	for (;;) {
@@ -215,6 +229,7 @@ static inline double atomicAdd(double* p, double v) {
 	}
 }
 static inline float atomicExch(float* p, float v) {
+	EMU_PREEMPT_ATOMIC;
 	return __builtin_bit_cast(float, __atomic_exchange_n((unsigned*)p, __builtin_bit_cast(unsigned, v), __ATOMIC_SEQ_CST));
 }
 
@@ -364,10 +379,12 @@ template <typename... P> struct emu_kernel_traits {
 		}
 	};
 };
+// Arguments are copied out of the caller's memory, which CUDA does not
+// require to be aligned for their types.
 template <typename... P, unsigned... I>
 static inline void emu_invoke_impl(void (*f)(P...), void** a, emu_seq<I...>) {
 	(void)a;
-	f(*static_cast<P*>(a[I])...);
+	f(emu_load<P>((const char*)a[I])...);
 }
 template <typename... P> static inline void emu_invoke(void (*f)(P...), void** a) {
 	emu_invoke_impl(f, a, typename emu_mkseq<sizeof...(P)>::type());
@@ -391,6 +408,25 @@ static inline void emu_pack_impl(void (*)(P...), void** a, char* buf, emu_seq<I.
 template <typename... P> static inline void emu_pack(void (*f)(P...), void** a, char* buf) {
 	emu_pack_impl(f, a, buf, typename emu_mkseq<sizeof...(P)>::type());
 }
+template <typename T> struct emu_is_ptr { static constexpr bool value = false; };
+template <typename T> struct emu_is_ptr<T*> { static constexpr bool value = true; };
+template <typename T> static inline unsigned long long emu_ptr_of(const char* p) {
+	if constexpr (emu_is_ptr<T>::value) {
+		return (unsigned long long)(__UINTPTR_TYPE__)emu_load<T>(p);
+	} else {
+		return 0;
+	}
+}
+template <typename... P, unsigned... I>
+static inline void emu_ptrs_impl(void (*)(P...), void** a, const char* buf, unsigned long long* out, emu_seq<I...>) {
+	constexpr typename emu_kernel_traits<P...>::layout l;
+	(void)a, (void)buf, (void)out;
+	int done[] = {0, (out[I] = emu_ptr_of<P>(a ? (const char*)a[I] : buf + l.off[I]), 0)...};
+	(void)done;
+}
+template <typename... P> static inline void emu_ptrs(void (*f)(P...), void** a, const char* buf, unsigned long long* out) {
+	emu_ptrs_impl(f, a, buf, out, typename emu_mkseq<sizeof...(P)>::type());
+}
 template <typename... P> static constexpr unsigned emu_nparams(void (*)(P...)) { return sizeof...(P); }
 template <typename... P> static constexpr size_t emu_packed_size(void (*)(P...)) {
 	constexpr typename emu_kernel_traits<P...>::layout l;
@@ -400,6 +436,7 @@ template <typename... P> static constexpr size_t emu_packed_size(void (*)(P...))
 // One registry entry; the build generates one per extern "C" __global__.
 #define EMU_KERNEL_DESC(NAME, FN)                                                                \
 	{NAME, [](void** a) { emu_invoke(&FN, a); }, [](const char* b) { emu_invoke_packed(&FN, b); }, \
-	 emu_nparams(&FN), emu_packed_size(&FN), [](void** a, char* b) { emu_pack(&FN, a, b); }}
+	 emu_nparams(&FN), emu_packed_size(&FN), [](void** a, char* b) { emu_pack(&FN, a, b); },       \
+	 [](void** a, const char* b, unsigned long long* o) { emu_ptrs(&FN, a, b, o); }}
 
 #pragma GCC visibility pop

@@ -27,7 +27,10 @@ extern dim3 gridDim;
 // One launchable kernel: call unpacks a cuLaunchKernel kernelParams array,
 // call_packed a CU_LAUNCH_PARAM_BUFFER_POINTER buffer of packed_size bytes;
 // pack copies a kernelParams array into such a buffer (stream capture keeps
-// a launch's argument values, as a graph's kernel node does).
+// a launch's argument values, as a graph's kernel node does). pointers
+// writes, for each parameter, its value if it is a pointer and 0 if not,
+// from params or (params null) a packed buffer: the driver checks the
+// guard bytes of the allocations a launch was given.
 struct emu_kernel_desc {
 	const char* name;
 	void (*call)(void** params);
@@ -35,10 +38,29 @@ struct emu_kernel_desc {
 	unsigned nparams;
 	size_t packed_size;
 	void (*pack)(void** params, char* buf);
+	void (*pointers)(void** params, const char* packed, unsigned long long* out);
+};
+
+// A kernel's __shared__ variables (thread_local statics, one copy per
+// worker), which the build finds in the kernel's object code: each at an
+// offset from an anchor, a thread_local of the same translation unit that
+// anchor() returns the calling thread's address of. bytes is their total,
+// the kernel's static shared memory.
+struct emu_shared_var {
+	long long offset;
+	size_t size;
+};
+struct emu_kernel_shared {
+	const char* kernel;
+	char* (*anchor)(void);
+	const emu_shared_var* vars;
+	unsigned nvars;
+	size_t bytes;
 };
 
 extern "C" {
 void emu_register_kernel(const emu_kernel_desc* k);
+void emu_register_shared(const emu_kernel_shared* s);
 
 // Block- and warp-level operations used by kernel code. __syncthreads waits
 // for every thread of the block that has not returned; a warp operation
@@ -54,6 +76,9 @@ unsigned emu_ballot(int pred, unsigned mask);
 // registers of bf16 pairs) and b (2) laid out as the PTX ISA documents.
 void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b);
 unsigned emu_activemask(void);
+// A preemption point: the calling thread yields to the scheduler, always
+// (one_in <= 1) or one time in one_in.
+void emu_preempt(int one_in);
 }
 
 #pragma GCC visibility pop

@@ -344,6 +344,7 @@ EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int
 	int rc = validate((Handle*)handle, transa, transb, m, n, k, alpha, Atype, lda, Btype, ldb, beta, Ctype, ldc,
 	                  computeType, algo, &rounding);
 	if (rc) return rc;
+	if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;  // a kernel's fault broke the context
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
 	       ldb, C, Ctype, ldc, rounding};
 	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -360,6 +361,7 @@ EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int
 	                  computeType, algo, &rounding);
 	if (rc) return rc;
 	if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
+	if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
 	       ldb, C, Ctype, ldc, rounding};
 	std::vector<Gemm> batch;

@@ -5,15 +5,30 @@
 // and cuBLAS call check its ranges, which real CUDA would only sometimes
 // catch. Everything runs synchronously; streams and events are bookkeeping.
 //
+// Each allocation is a mapping of its own whose end abuts an inaccessible
+// guard page, with another guard page in front: the allocation, rounded up
+// to 256 bytes (cuMemAlloc's alignment), ends where the guard begins, so a
+// kernel reading or writing past the end faults at once (the runtime turns
+// the fault into CUDA_ERROR_ILLEGAL_ADDRESS, naming the kernel). The bytes
+// between the end and the 256-byte boundary, and those between the front
+// guard and the start, hold a canary (0xfe) that is checked after every
+// launch for the allocations its pointer arguments point into, and at
+// cuMemFree: a kernel that wrote there fails the same way, as
+// compute-sanitizer's memcheck would report it. An error from a kernel is
+// sticky: every later call that needs the context returns it, as on a GPU.
+//
 // Stream capture records instead of running: while a stream captures, its
 // launches (argument values copied, as a kernel node keeps them), async
 // copies and memsets, and cuBLAS products on it, are appended to a graph;
 // cuGraphLaunch of the instantiated graph runs them in order, each checked
 // again (a copy whose memory was freed since fails with an illegal
-// address). Only the global capture mode's rules are modelled: allocation,
-// freeing and synchronisation while a capture is under way invalidate it
-// (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
-// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture).
+// address). The capture modes' rules are modelled
+// (cuThreadExchangeStreamCaptureMode's documentation): allocation, freeing
+// and synchronisation that a capture under way forbids the calling thread
+// invalidate it (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for the call,
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from cuStreamEndCapture), and a
+// capture that is not relaxed must end on the OS thread that began it
+// (CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD otherwise).
 //
 // Virtual memory management is real memory mapping: cuMemAddressReserve is
 // an mmap of the range with no access, cuMemCreate a memfd of the size,
@@ -26,9 +41,11 @@
 // memsets, cuBLAS and NCCL calls that touch an unmapped granule of a
 // reserved range fail (copies and memsets with
 // CUDA_ERROR_ILLEGAL_ADDRESS) instead of faulting; a kernel that touches
-// one faults the process (kernel arguments carry no extents to check).
+// one faults, and the runtime's fault handler fails its launch with
+// CUDA_ERROR_ILLEGAL_ADDRESS (kernel arguments carry no extents to check).
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +77,8 @@ struct Stream {
 	unsigned flags;
 	Graph* capture = nullptr;  // the graph being captured, if any
 	bool invalidated = false;  // the capture met a forbidden call
+	int mode = 0;              // the capture's CUstreamCaptureMode: 0 global, 1 thread-local, 2 relaxed
+	long thread = 0;           // the OS thread that began it
 };
 struct Event {
 	unsigned flags;
@@ -68,15 +87,20 @@ struct Event {
 };
 struct Function {
 	const emu_kernel_desc* k;
-	int max_dynamic_shared = 48 * 1024;
+	int static_shared;       // its __shared__ variables' bytes
+	int max_dynamic_shared;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 };
 struct Module {
 	std::map<std::string, Function*> funcs;
 };
 
+// A device allocation (see the file comment for its layout).
 struct Alloc {
-	void* base;
-	size_t size;
+	void* base;       // the device pointer
+	size_t size;      // the bytes asked for
+	char* map;        // the mapping: guard page, canary, base … base+size, canary, guard page
+	size_t map_size;
+	bool guarded;     // the canaries were written (not in count-only mode)
 };
 
 // A reserved address range: per granule, the physical allocation mapped
@@ -110,8 +134,13 @@ std::set<Module*> g_modules;
 std::set<Function*> g_funcs;
 std::set<Graph*> g_graphs;
 std::set<GraphExec*> g_execs;
+// The calling thread's capture interaction mode
+// (cuThreadExchangeStreamCaptureMode): global by default.
+__thread int t_capture_mode = 0;
 
 constexpr unsigned long long kDefaultMem = 8ull << 30;
+constexpr unsigned char kCanary = 0xfe;
+int g_sticky = 0;  // the error a kernel's fault left on the context
 constexpr int kMaxSharedOptin = 232448;
 
 #define LOCK std::lock_guard<std::mutex> lock_(api_mutex())
@@ -124,7 +153,7 @@ CUresult need_ctx() {
 	if (!g_inited) return CUDA_ERROR_NOT_INITIALIZED;
 	if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
 	if (t_current->refs == 0) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
-	return CUDA_SUCCESS;
+	return g_sticky;
 }
 
 // find returns the allocation holding p, or nullptr.
@@ -134,6 +163,94 @@ const Alloc* find(uintptr_t p) {
 	--it;
 	if (p >= it->first && p - it->first < it->second.size) return &it->second;
 	return nullptr;
+}
+
+size_t host_page() {
+	static const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	return page;
+}
+
+// map_alloc makes a guarded allocation of bytes (> 0) in a.
+bool map_alloc(size_t bytes, Alloc* a) {
+	const size_t page = host_page();
+	const size_t rounded = (bytes + 255) / 256 * 256;
+	if (rounded < bytes) return false;
+	const size_t data = (rounded + page - 1) / page * page;
+	if (data < rounded || data + 2 * page < data) return false;
+	char* m = (char*)mmap(nullptr, data + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED) return false;
+	if (mprotect(m + page, data, PROT_READ | PROT_WRITE) != 0) {
+		munmap(m, data + 2 * page);
+		return false;
+	}
+	char* p = m + page + data - rounded;
+	*a = Alloc{p, bytes, m, data + 2 * page, false};
+	if (!count_only()) {
+		// Count-only mode touches no page: a full-size model's memory is
+		// only address space.
+		memset(m + page, kCanary, (size_t)(p - (m + page)));
+		memset(p, 0xff, bytes);  // all-NaN: reading memory never written shows up
+		memset(p + bytes, kCanary, rounded - bytes);
+		a->guarded = true;
+	}
+	return true;
+}
+
+// canary_break returns the offset from a's start of the first byte of its
+// canaries that was overwritten (negative: in front), or 0 if none was.
+long long canary_break(const Alloc& a) {
+	if (!a.guarded) return 0;
+	// Compared a block at a time (this runs after every launch), byte by
+	// byte only where a block differs.
+	static unsigned char ref[4096];
+	if (ref[0] != kCanary) memset(ref, kCanary, sizeof ref);
+	const unsigned char* p = (const unsigned char*)a.base;
+	const size_t rounded = (a.size + 255) / 256 * 256;
+	const unsigned char* ranges[2][2] = {{(const unsigned char*)a.map + host_page(), p},
+	                                     {p + a.size, p + rounded}};
+	for (auto& r : ranges)
+		for (const unsigned char* q = r[0]; q < r[1]; q += sizeof ref) {
+			const size_t n = (size_t)(r[1] - q) < sizeof ref ? (size_t)(r[1] - q) : sizeof ref;
+			if (memcmp(q, ref, n) == 0) continue;
+			for (size_t i = 0; i < n; i++)
+				if (q[i] != kCanary) return q + i - p;
+		}
+	return 0;
+}
+
+// offset_words says where offset off of a lies: "at offset +1024 of the
+// 1024-byte allocation at 0x…, past its end".
+std::string offset_words(const Alloc& a, long long off) {
+	char buf[160];
+	snprintf(buf, sizeof buf, "at offset %+lld of the %zu-byte allocation at %p%s", off, a.size, a.base,
+	         off < 0 ? ", before its start" : off >= (long long)a.size ? ", past its end" : "");
+	return buf;
+}
+
+// after_launch checks the canaries of the allocations a launch's pointer
+// arguments point into, and makes a kernel's error sticky.
+int after_launch(const emu_kernel_desc* k, void** params, const char* packed, int rc) {
+	if (rc == CUDA_SUCCESS && k->nparams > 0) {
+		std::vector<unsigned long long> ptrs(k->nparams);
+		k->pointers(params, packed, ptrs.data());
+		for (unsigned long long p : ptrs) {
+			if (!p) continue;
+			const Alloc* a = find((uintptr_t)p);
+			if (!a) a = find((uintptr_t)p - 1);  // an end pointer
+			long long off = a ? canary_break(*a) : 0;
+			if (off == 0) continue;
+			fprintf(stderr,
+			        "gdrotrain CUDA emulator: kernel %s wrote %s (over its canary); the launch fails with "
+			        "CUDA_ERROR_ILLEGAL_ADDRESS\n",
+			        k->name, offset_words(*a, off).c_str());
+			fflush(stderr);
+			rc = CUDA_ERROR_ILLEGAL_ADDRESS;
+			break;
+		}
+	}
+	if (rc == CUDA_ERROR_ILLEGAL_ADDRESS || rc == CUDA_ERROR_MISALIGNED_ADDRESS || rc == CUDA_ERROR_LAUNCH_FAILED)
+		g_sticky = rc;
+	return rc;
 }
 
 // granularity is the VMM page: 2 MiB, or GDROTRAIN_EMU_VMM_GRANULARITY when
@@ -166,8 +283,9 @@ void unmap_physical(unsigned long long h) {
 
 // The primary context's state goes when its last reference does.
 void destroy_context_state() {
-	for (auto& a : g_allocs) free(a.second.base);
+	for (auto& a : g_allocs) munmap(a.second.map, a.second.map_size);
 	g_allocs.clear();
+	g_sticky = 0;
 	for (auto& r : g_reserved) munmap((void*)r.first, r.second.size);
 	g_reserved.clear();
 	for (auto& ph : g_phys) close(ph.second.fd);
@@ -209,10 +327,12 @@ const ErrorInfo kErrors[] = {
 	{700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
 	{701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
 	{709, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+	{716, "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address"},
 	{719, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
 	{801, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
 	{900, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
 	{901, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+	{908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "attempt to terminate a thread-local capture sequence from another thread"},
 	{999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 const ErrorInfo* error_info(int code) {
@@ -268,6 +388,24 @@ int dev_range_check(uintptr_t p, size_t n) {
 
 bool dev_range_ok(uintptr_t p, size_t n) { return dev_range_check(p, n) == CUDA_SUCCESS; }
 
+int sticky_error() { return g_sticky; }
+
+std::string describe_address(uintptr_t a) {
+	char buf[200];
+	for (const auto& e : g_allocs) {
+		const Alloc& al = e.second;
+		if (a >= (uintptr_t)al.map && a - (uintptr_t)al.map < al.map_size)
+			return offset_words(al, (long long)(a - (uintptr_t)al.base));
+	}
+	uintptr_t base = 0;
+	if (reservation(a, 1, &base)) {
+		snprintf(buf, sizeof buf, "in a page of the range reserved at %#llx that is not mapped or not accessible",
+		         (unsigned long long)base);
+		return buf;
+	}
+	return a < 65536 ? "near a null pointer" : "";
+}
+
 bool capture(void* stream, GraphOp op, int* rc) {
 	if ((uintptr_t)stream <= 2 || !g_streams.count((Stream*)stream)) return false;
 	Stream* st = (Stream*)stream;
@@ -281,14 +419,35 @@ bool capture(void* stream, GraphOp op, int* rc) {
 	return true;
 }
 
+long os_thread() { return syscall(SYS_gettid); }
+
 bool forbidden_in_capture(void* s) {
-	(void)s;
+	// cuThreadExchangeStreamCaptureMode's rules: a thread in the global
+	// mode (the default) may not make a potentially unsafe call while it
+	// has a capture of its own under way that is not relaxed, or while any
+	// other thread has one begun in the global mode; a thread-local thread
+	// only minds its own captures; a relaxed one none. A call that names
+	// the capturing stream itself (synchronising it, say) conflicts with
+	// its capture in every mode. A refused call invalidates the captures
+	// that forbade it.
+	const long me = os_thread();
 	bool any = false;
-	for (Stream* st : g_streams)
-		if (st->capture) {
+	for (Stream* st : g_streams) {
+		if (!st->capture) continue;
+		bool forbids;
+		if (st == (Stream*)s)
+			forbids = true;
+		else if (t_capture_mode == 2)
+			forbids = false;
+		else if (st->thread == me)
+			forbids = st->mode != 2;
+		else
+			forbids = t_capture_mode == 0 && st->mode == 0;
+		if (forbids) {
 			st->invalidated = true;
 			any = true;
 		}
+	}
 	return any;
 }
 
@@ -424,13 +583,11 @@ EMU_API CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
 	if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
 	if (forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (bytes > g_total - g_live) return CUDA_ERROR_OUT_OF_MEMORY;
-	size_t rounded = (bytes + 255) / 256 * 256;
-	void* p = nullptr;
-	if (rounded < bytes || posix_memalign(&p, 256, rounded) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!count_only()) memset(p, 0xff, rounded);  // all-NaN: reading memory never written shows up
-	g_allocs[(uintptr_t)p] = Alloc{p, bytes};
+	Alloc a;
+	if (!map_alloc(bytes, &a)) return CUDA_ERROR_OUT_OF_MEMORY;
+	g_allocs[(uintptr_t)a.base] = a;
 	g_live += bytes;
-	*dptr = (CUdeviceptr)(uintptr_t)p;
+	*dptr = (CUdeviceptr)(uintptr_t)a.base;
 	return CUDA_SUCCESS;
 }
 
@@ -440,8 +597,18 @@ EMU_API CUresult cuMemFree_v2(CUdeviceptr p) {
 	auto it = g_allocs.find((uintptr_t)p);
 	if (it == g_allocs.end()) return CUDA_ERROR_INVALID_VALUE;
 	if (forbidden_in_capture(nullptr)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (long long off = canary_break(it->second)) {
+		// Written past its bounds by a kernel whose pointer arguments did
+		// not lead to it (say, through a table of pointers).
+		fprintf(stderr,
+		        "gdrotrain CUDA emulator: cuMemFree: a kernel wrote %s (over its canary); "
+		        "CUDA_ERROR_ILLEGAL_ADDRESS\n",
+		        offset_words(it->second, off).c_str());
+		g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+		return g_sticky;
+	}
 	g_live -= it->second.size;
-	free(it->second.base);
+	munmap(it->second.map, it->second.map_size);
 	g_allocs.erase(it);
 	return CUDA_SUCCESS;
 }
@@ -805,6 +972,8 @@ EMU_API CUresult cuStreamBeginCapture_v2(void* s, int mode) {
 	if (st->capture) return CUDA_ERROR_ILLEGAL_STATE;
 	st->capture = new Graph();
 	st->invalidated = false;
+	st->mode = mode;
+	st->thread = os_thread();
 	return CUDA_SUCCESS;
 }
 
@@ -815,6 +984,15 @@ EMU_API CUresult cuStreamEndCapture(void* s, void** graph) {
 	if ((uintptr_t)s <= 2 || !g_streams.count((Stream*)s)) return CUDA_ERROR_INVALID_HANDLE;
 	Stream* st = (Stream*)s;
 	if (!st->capture) return CUDA_ERROR_ILLEGAL_STATE;
+	if (st->mode != 2 && st->thread != os_thread()) {
+		// Only a relaxed capture may end on another thread. CUDA does not
+		// say what becomes of the capture; the emulator keeps it under way
+		// and invalidated, so the stream stays unusable until the thread
+		// that began it ends it (and gets no graph).
+		st->invalidated = true;
+		*graph = nullptr;
+		return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+	}
 	Graph* g = st->capture;
 	st->capture = nullptr;
 	*graph = nullptr;
@@ -825,6 +1003,16 @@ EMU_API CUresult cuStreamEndCapture(void* s, void** graph) {
 	}
 	g_graphs.insert(g);
 	*graph = g;
+	return CUDA_SUCCESS;
+}
+
+EMU_API CUresult cuThreadExchangeStreamCaptureMode(int* mode) {
+	LOCK;
+	NEED_INIT;
+	if (!mode || *mode < 0 || *mode > 2) return CUDA_ERROR_INVALID_VALUE;
+	const int prev = t_capture_mode;
+	t_capture_mode = *mode;
+	*mode = prev;
 	return CUDA_SUCCESS;
 }
 
@@ -969,7 +1157,11 @@ EMU_API CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
 	if (!k) return CUDA_ERROR_NOT_FOUND;
 	Function*& f = (*it)->funcs[name];
 	if (!f) {
-		f = new Function{k};
+		// ptxas refuses more than 48 KiB of static shared memory (the
+		// build checks it too), and dynamic shared memory may fill the
+		// rest of 48 KiB unless the function opts into more.
+		const int st = (int)static_shared_bytes(k);
+		f = new Function{k, st, st < 48 * 1024 ? 48 * 1024 - st : 0};
 		g_funcs.insert(f);
 	}
 	*fn = f;
@@ -981,8 +1173,9 @@ EMU_API CUresult cuFuncSetAttribute(void* fn, int attrib, int value) {
 	NEED_CTX;
 	if (!g_funcs.count((Function*)fn)) return CUDA_ERROR_INVALID_HANDLE;
 	if (attrib == 8) {  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-		if (value < 0 || value > kMaxSharedOptin) return CUDA_ERROR_INVALID_VALUE;
-		((Function*)fn)->max_dynamic_shared = value > 48 * 1024 ? value : 48 * 1024;
+		Function* f = (Function*)fn;
+		if (value < 0 || value > kMaxSharedOptin - f->static_shared) return CUDA_ERROR_INVALID_VALUE;
+		f->max_dynamic_shared = value;
 	}
 	return CUDA_SUCCESS;
 }
@@ -1029,13 +1222,13 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		int rc = 0;
 		capture(stream, [=] {
 			if (fault_listed(k->name) || count_only()) return (int)CUDA_SUCCESS;
-			return launch(k, grid, block, nullptr, args.data());
+			return after_launch(k, nullptr, args.data(), launch(k, grid, block, nullptr, args.data()));
 		}, &rc);
 		return rc;
 	}
 	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
 	if (fault_listed(k->name) || count_only()) return CUDA_SUCCESS;
-	return launch(k, grid, block, params, packed);
+	return after_launch(k, params, packed, launch(k, grid, block, params, packed));
 }
 
 // ---- errors ----

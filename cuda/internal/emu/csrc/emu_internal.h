@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <mutex>
+#include <string>
 
 #include "emu_abi.h"
 
@@ -36,10 +37,12 @@ enum {
 	CUDA_ERROR_ILLEGAL_ADDRESS = 700,
 	CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
 	CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+	CUDA_ERROR_MISALIGNED_ADDRESS = 716,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
 	CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
 	CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+	CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -87,19 +90,36 @@ bool stream_ok(void* s);
 typedef std::function<int()> GraphOp;
 bool capture(void* stream, GraphOp op, int* rc);
 
-// forbidden_in_capture is for calls CUDA refuses while a stream captures in
-// the global mode (allocation, synchronisation, synchronous copies): when a
-// capture is under way it invalidates it and returns true, and the caller
-// returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. s is the stream named by
-// the call (nullptr for context-wide calls).
+// forbidden_in_capture is for the calls CUDA calls potentially unsafe
+// during a capture (allocation, synchronisation, synchronous copies): when
+// a capture under way forbids the calling thread such calls (by the modes
+// of cuStreamBeginCapture and cuThreadExchangeStreamCaptureMode), it
+// invalidates that capture and returns true, and the caller returns
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. s is the stream named by the call
+// (nullptr for context-wide calls); its own capture is refused in any mode.
 bool forbidden_in_capture(void* s);
 
 // Kernel registry (filled by the kernel files' static constructors).
 const emu_kernel_desc* find_kernel(const char* name);
 
 // Runs a kernel synchronously. Exactly one of params and packed is used.
+// A fault in the kernel (an illegal or misaligned address) ends it with
+// that CUresult, reported on stderr; the caller makes it sticky.
 int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
            const char* packed);
+
+// The bytes of a kernel's __shared__ variables (its static shared memory).
+size_t static_shared_bytes(const emu_kernel_desc* k);
+
+// describe_address says where an address a kernel faulted at lies
+// relative to device memory ("8 bytes past the end of the 1024-byte
+// allocation at 0x..."), or "" (emu_driver.cc). Call with api_mutex held.
+std::string describe_address(uintptr_t a);
+
+// sticky_error is the error a fault in a kernel left on the context (0
+// when none): every later call that needs the context returns it, as on a
+// GPU, until the primary context's last reference goes.
+int sticky_error();
 
 // Reads a non-negative integer from the environment (dflt when unset or bad).
 unsigned long long env_u64(const char* name, unsigned long long dflt);

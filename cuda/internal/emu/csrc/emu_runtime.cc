@@ -6,26 +6,60 @@
 // real. __shared__ variables are thread_local statics, so every worker has
 // its own copy for the block it runs. On a worker, the threads of a block
 // are fibers (user-level contexts with stacks of their own) that run until
-// they reach a barrier, a warp operation or the end:
+// they reach a barrier, a warp operation, a preemption point or the end:
 //
-//   - a warp operation (shuffle, ballot, __syncwarp) completes when every
-//     live lane of its mask has reached one; the worker then computes each
-//     lane's result from the values all of them posted, as the hardware
-//     does, and lets them go on;
+//   - a warp operation (shuffle, ballot, __syncwarp, mma) completes when
+//     every live lane of its mask has reached one with that mask; the
+//     worker then computes each lane's result from the values all of them
+//     posted, as the hardware does, and lets them go on;
 //   - __syncthreads completes when every live thread of the block waits at
 //     it; threads that have returned no longer count, as on the GPU, so
 //     "if (i >= n) return;" before a __syncthreads the rest reach is fine;
 //   - when nothing can go on (threads waiting at different barriers), the
 //     worker reports the deadlock and aborts the process instead of hanging.
 //
-// Between two synchronisation points the threads of a block run one after
-// another, forwards in even blocks and backwards in odd ones, so a missing
-// __syncthreads (one thread reading shared memory another has not written
-// yet) gives wrong results every time rather than now and then.
+// Where CUDA leaves something undefined the emulator takes the worst legal
+// choice, so that a kernel relying on it fails here:
+//
+//   - Scheduling is adversarial and seeded. Each step runs one fiber to its
+//     next synchronisation point, picked at random: a random lane of a
+//     random warp, the worker keeping to the same warp with a probability
+//     drawn per block (never, half the time, 15 in 16, always), so that
+//     some warps run several segments ahead of others or finish a whole
+//     barrier interval before another starts, and warps' operations
+//     complete in any order. Atomics preempt the calling thread one time in
+//     four and fences always. A missing __syncthreads or __syncwarp (a
+//     thread reading shared memory another has not written yet) gives
+//     wrong results under most seeds. The seed of a block mixes
+//     GDROTRAIN_EMU_SEED (default 1), the launch's number since
+//     GDROTRAIN_EMU_SEED_SCOPE last changed (tests set it to their name, so
+//     a failure replays under -run) and the block's index; a fault report
+//     names them.
+//   - Shared memory is poisoned at every block's start (0xff or 0x7f
+//     bytes, drawn per block: NaN, or a huge float that fmaxf does not
+//     hide), using the table of each kernel's __shared__ variables the
+//     build makes from its object code (emu_register_shared).
+//   - A shuffle reading a lane that has exited, does not exist or is not in
+//     the mask gets that poison; one whose source is outside its segment
+//     of width lanes keeps its own value (defined by PTX). Lanes meeting
+//     with the same mask at different operations, a mask leaving out its
+//     caller, a width that is not a power of two and an mma without all 32
+//     lanes abort the process, naming the kernel. __activemask is the
+//     caller's lane alone (lanes run one at a time).
+//   - A fault in a kernel (a guard page of device memory, an unmapped page
+//     of a reservation, a null pointer: SIGSEGV or SIGBUS on a worker) or a
+//     misaligned access (g++'s -fsanitize=alignment check, whose handler is
+//     here) ends the launch with CUDA_ERROR_ILLEGAL_ADDRESS or
+//     CUDA_ERROR_MISALIGNED_ADDRESS: the worker jumps out of the fiber,
+//     the other blocks are not started, and the report names the kernel,
+//     block, thread, address and seed. The driver then makes the error
+//     sticky, as a GPU does. Faults elsewhere go to the handler that was
+//     there before (the Go runtime's, in the backend).
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +137,7 @@ namespace {
 
 constexpr unsigned kMaxThreads = 1024;
 constexpr unsigned kMaxWarps = kMaxThreads / 32;
+constexpr unsigned kMaxWorkers = 256;
 
 long futex(int* addr, int op, int val, const struct timespec* ts) {
 	return syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
@@ -129,8 +164,37 @@ void wait_change(int* word, int old) {
 	while (load_acq(word) == old) futex(word, FUTEX_WAIT_PRIVATE, old, nullptr);
 }
 
+// ---- the scheduler's random numbers (splitmix64) ----
+inline unsigned long long next_rand(unsigned long long* s) {
+	unsigned long long z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+// below returns a number in [0, n).
+inline unsigned below(unsigned long long* s, unsigned n) { return (unsigned)(((next_rand(s) >> 32) * n) >> 32); }
+// pick returns a set bit of m (m != 0): the first at or after bit r,
+// cyclically. For r random, every set bit can come out (those after a run
+// of clear bits more often); it takes no branch, and the scheduler picks
+// at every switch.
+inline unsigned pick(unsigned m, unsigned r) {
+	r &= 31;
+	const unsigned rot = (m >> r) | (m << ((32 - r) & 31));
+	return ((unsigned)__builtin_ctz(rot) + r) & 31;
+}
+unsigned long long mix(unsigned long long a, unsigned long long b) {
+	unsigned long long s = a ^ (b * 0xd6e8feb86659fd93ull);
+	return next_rand(&s);
+}
+unsigned long long hash_str(const char* p) {
+	unsigned long long h = 14695981039346656037ull;
+	for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
 enum { F_RUN, F_WARP, F_BLOCK, F_DONE };
 enum { OP_SHFL, OP_BALLOT, OP_SYNC, OP_MMA };
+const char* const kOpName[] = {"a shuffle", "a vote", "__syncwarp", "mma.sync"};
 
 // What a lane posts for emu_mma_bf16_16816.
 struct MmaFrags {
@@ -162,12 +226,26 @@ struct Fiber {
 struct Worker {
 	pthread_t th;
 	unsigned idx = 0;
-	int go = 0;  // futex word: incremented for each launch the worker joins
+	long tid = 0;  // the OS thread, for the fault handler
+	int go = 0;    // futex word: incremented for each launch the worker joins
 	void* sched_sp = nullptr;
 #ifdef EMU_UCONTEXT
 	ucontext_t sched_uc;
 #endif
 	Fiber* fibers = nullptr;  // kMaxThreads of them
+	// This thread's threadIdx and t_fiber: resume sets them at every
+	// switch, and a thread_local of a dlopen'ed library costs a call to
+	// __tls_get_addr per access.
+	uint3* tidx = nullptr;
+	Fiber** tfib = nullptr;
+	// The block being run: its random numbers and poison byte, and the
+	// fiber running now (nullptr while the scheduler runs), which tells
+	// the fault handler that a fault is the kernel's.
+	unsigned long long rng = 0;
+	unsigned long long block = 0;
+	unsigned char poison = 0xff;
+	Fiber* volatile cur = nullptr;
+	sigjmp_buf jb;  // where a faulting fiber's block ends
 };
 
 size_t g_stack_size = 0;
@@ -175,15 +253,111 @@ __thread Fiber* t_fiber = nullptr;
 
 struct Launch {
 	const emu_kernel_desc* k;
+	const emu_kernel_shared* shared;  // its __shared__ variables, or nullptr
 	void** params;
 	const char* packed;
 	unsigned grid[3], block[3], nthreads, nworkers;
 	unsigned long long nblocks, next_block;
+	unsigned long long seed;  // the schedule's, before mixing in a block's index
 	int remaining;
 	int done;  // futex word
+	// The first fault: its CUresult (0: none), where, and what.
+	int fault;
+	uintptr_t fault_addr;
+	unsigned long long fault_block;
+	uint3 fault_thread;
+	char fault_what[512];
 } g_launch;
 
 std::vector<Worker*> g_workers;
+// The workers again, in a fixed array the signal handler can read.
+Worker* g_worker_tab[kMaxWorkers];
+unsigned g_nworker_tab = 0;
+
+// The schedule: GDROTRAIN_EMU_SEED, the scope and the launch's number in it.
+struct Schedule {
+	unsigned long long base = 1, launch = 0;
+	std::string scope;
+	bool started = false;
+} g_sched;
+
+// ---- faults ----
+
+// record_fault keeps the launch's first fault (it may run in a signal
+// handler: no allocation, no locks).
+void record_fault(Worker* w, int rc, uintptr_t addr, const char* what) {
+	Launch& L = g_launch;
+	int none = 0;
+	if (!__atomic_compare_exchange_n(&L.fault, &none, rc, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+	L.fault_addr = addr;
+	L.fault_block = w->block;
+	Fiber* f = w->cur;
+	L.fault_thread = f ? f->tid : uint3{0, 0, 0};
+	size_t i = 0;
+	for (; what[i] && i + 1 < sizeof L.fault_what; i++) L.fault_what[i] = what[i];
+	L.fault_what[i] = 0;
+}
+
+// fault_out ends the block of the running fiber after a fault: the
+// scheduler's sigsetjmp in run_block returns again.
+[[noreturn]] void fault_out(Worker* w, int rc, uintptr_t addr, const char* what) {
+	record_fault(w, rc, addr, what);
+	siglongjmp(w->jb, 1);
+}
+
+struct sigaction g_old_segv, g_old_bus;
+
+Worker* worker_of(long tid) {
+	unsigned n = __atomic_load_n(&g_nworker_tab, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		if (g_worker_tab[i]->tid == tid) return g_worker_tab[i];
+	return nullptr;
+}
+
+// forward hands a signal that is not a kernel's fault to the handler
+// installed before ours, or to the default action (which ends the process
+// when the faulting instruction runs again).
+void forward(int sig, siginfo_t* si, void* uc) {
+	const struct sigaction* old = sig == SIGBUS ? &g_old_bus : &g_old_segv;
+	if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {  // ignoring a fault would loop on it
+		struct sigaction dfl;
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, nullptr);
+		return;
+	}
+	if (old->sa_flags & SA_SIGINFO)
+		old->sa_sigaction(sig, si, uc);
+	else
+		old->sa_handler(sig);
+}
+
+void on_fault(int sig, siginfo_t* si, void* uc) {
+	Worker* w = worker_of(syscall(SYS_gettid));
+	Fiber* f = w ? w->cur : nullptr;
+	if (!f) {
+		forward(sig, si, uc);
+		return;
+	}
+	const uintptr_t a = (uintptr_t)si->si_addr, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	if (a < (uintptr_t)f->stack && a + page >= (uintptr_t)f->stack)
+		fault_out(w, CUDA_ERROR_LAUNCH_FAILED, a,
+		          "the thread overflowed its emulator stack (GDROTRAIN_EMU_STACK_KB, default 256, sets its size)");
+	fault_out(w, CUDA_ERROR_ILLEGAL_ADDRESS, a, sig == SIGBUS ? "bus error" : "illegal address");
+}
+
+void install_fault_handler() {
+	static bool done = false;
+	if (done) return;
+	done = true;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK;  // the Go runtime's handler, which we may call, needs the signal stack
+	sigfillset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, &g_old_segv);
+	sigaction(SIGBUS, &sa, &g_old_bus);
+}
 
 // ---- fibers ----
 
@@ -244,13 +418,15 @@ void fiber_reset(Fiber* f) {
 }
 
 inline void resume(Worker* w, Fiber* f) {
-	t_fiber = f;
-	threadIdx = f->tid;
+	*w->tfib = f;
+	*w->tidx = f->tid;
+	w->cur = f;
 #ifdef EMU_UCONTEXT
 	swapcontext(&w->sched_uc, &f->uc);
 #else
 	emu_ctx_switch(&w->sched_sp, f->sp);
 #endif
+	w->cur = nullptr;
 }
 
 inline void suspend(Fiber* f) {
@@ -277,15 +453,19 @@ int shfl_src(int lane, int mode, int b, int width) {
 	return ok ? j : -1;
 }
 
+std::string where(const Fiber* f) {
+	return "thread (" + std::to_string(f->tid.x) + "," + std::to_string(f->tid.y) + "," + std::to_string(f->tid.z) +
+	       ") of block " + std::to_string(f->w->block);
+}
+
 [[noreturn]] void deadlock(Worker* w) {
-	std::string msg = "deadlock in block (" + std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," +
-	                  std::to_string(blockIdx.z) + "): threads wait at different barriers:";
+	std::string msg = "deadlock in block " + std::to_string(w->block) + ": threads wait at different barriers:";
 	int shown = 0;
 	for (unsigned i = 0; i < g_launch.nthreads && shown < 8; i++) {
 		Fiber* f = &w->fibers[i];
 		if (f->state == F_DONE) continue;
 		msg += " thread (" + std::to_string(f->tid.x) + "," + std::to_string(f->tid.y) + "," +
-		       std::to_string(f->tid.z) + ") at " + (f->state == F_BLOCK ? "__syncthreads" : "a warp operation");
+		       std::to_string(f->tid.z) + ") at " + (f->state == F_BLOCK ? "__syncthreads" : kOpName[f->op]);
 		if (f->state == F_WARP) {
 			char m[24];
 			snprintf(m, sizeof m, " (mask %08x)", f->mask);
@@ -294,8 +474,8 @@ int shfl_src(int lane, int mode, int b, int width) {
 		msg += ";";
 		shown++;
 	}
-	msg += " CUDA requires every live thread of the block at __syncthreads, and every live lane of the mask at a "
-	       "warp operation";
+	msg += " CUDA requires every live thread of the block at __syncthreads, and every live lane of the mask at the "
+	       "same warp operation with the same mask";
 	die(msg.c_str());
 }
 
@@ -339,121 +519,155 @@ static void mma_warp(Fiber* wf) {
 	}
 }
 
-// complete_warp finishes the warp operations of a warp whose lanes have
-// all arrived, and returns the lanes it let go (0 if none).
-unsigned complete_warp(Fiber* wf, unsigned lanes, unsigned waiting, unsigned live_mask) {
-	unsigned group = 0;
-	for (unsigned l = 0; l < lanes; l++) {
-		if (!(waiting >> l & 1)) continue;
-		unsigned need = (wf[l].mask & live_mask) | (1u << l);
-		if ((need & ~waiting) == 0) group |= 1u << l;
-	}
-	bool mma = false;
-	for (unsigned l = 0; l < lanes; l++) {
-		if (!(group >> l & 1)) continue;
-		Fiber* f = &wf[l];
-		if (f->op == OP_MMA) {
-			if (group != 0xffffffffu || lanes != 32) {
-				die("mma.sync needs all 32 lanes of the warp, each calling it");
+// complete_warp finishes the warp operations of a warp whose lanes are
+// ready: for each mask, once every live lane of it waits with that mask,
+// they complete together. It returns the lanes it let go (0 if none).
+// poison is what a shuffle reading a lane outside the operation gets.
+unsigned complete_warp(Fiber* wf, unsigned waiting, unsigned live_mask, unsigned long long poison) {
+	unsigned done = 0;
+	for (unsigned rest = waiting; rest;) {
+		const unsigned l = (unsigned)__builtin_ctz(rest);
+		const unsigned m = wf[l].mask, group = m & live_mask;
+		rest &= ~group & ~(1u << l);
+		if (group & ~waiting) continue;  // a live lane of the mask has not arrived
+		bool same = true;
+		for (unsigned g = group; g; g &= g - 1)
+			if (wf[__builtin_ctz(g)].mask != m) same = false;
+		if (!same) continue;  // one waits at another operation first (a deadlock if it never completes)
+		const Fiber* f0 = &wf[l];
+		for (unsigned g = group; g; g &= g - 1) {
+			const Fiber* f = &wf[__builtin_ctz(g)];
+			if (f->op != f0->op || (f->op == OP_SHFL && f->mode != f0->mode)) {
+				static const char* const modes[] = {"idx", "up", "down", "xor"};
+				char msg[256];
+				snprintf(msg, sizeof msg,
+				         "lanes %u and %u of a warp of block %llu meet with mask %08x at different warp operations "
+				         "(%s%s%s and %s%s%s), which CUDA leaves undefined",
+				         l, (unsigned)__builtin_ctz(g), f0->w->block, m, kOpName[f0->op], f0->op == OP_SHFL ? " " : "",
+				         f0->op == OP_SHFL ? modes[f0->mode] : "", kOpName[f->op], f->op == OP_SHFL ? " " : "",
+				         f->op == OP_SHFL ? modes[f->mode] : "");
+				die(msg);
 			}
-			mma = true;
-		} else if (f->op == OP_SHFL) {
-			int j = shfl_src((int)l, f->mode, f->b, f->width);
-			f->result = (j >= 0 && (unsigned)j < lanes && (group >> j & 1)) ? wf[j].val : f->val;
-		} else if (f->op == OP_BALLOT) {
-			unsigned r = 0, from = group & f->mask;
-			for (unsigned m = 0; m < lanes; m++)
-				if ((from >> m & 1) && wf[m].pred) r |= 1u << m;
-			f->result = r;
 		}
-	}
-	if (mma) {
-		for (unsigned l = 0; l < lanes; l++) {
-			if (wf[l].op != OP_MMA) die("mma.sync: lanes of the warp are at different warp operations");
+		if (f0->op == OP_MMA) {
+			if (group != 0xffffffffu) die("mma.sync needs all 32 lanes of the warp, each calling it");
+			mma_warp(wf);
+		} else if (f0->op == OP_SHFL) {
+			for (unsigned g = group; g; g &= g - 1) {
+				Fiber* f = &wf[__builtin_ctz(g)];
+				const int j = shfl_src(__builtin_ctz(g), f->mode, f->b, f->width);
+				// Out of the segment: the caller's own value, as PTX
+				// defines. A lane that exited, does not exist or is not
+				// in the mask: undefined in CUDA, poison here.
+				f->result = j < 0 ? f->val : (group >> j & 1) ? wf[j].val : poison;
+			}
+		} else if (f0->op == OP_BALLOT) {
+			unsigned r = 0;
+			for (unsigned g = group; g; g &= g - 1)
+				if (wf[__builtin_ctz(g)].pred) r |= 1u << __builtin_ctz(g);
+			for (unsigned g = group; g; g &= g - 1) wf[__builtin_ctz(g)].result = r;
 		}
-		mma_warp(wf);
+		done |= group;
 	}
-	return group;
+	return done;
 }
 
-// run_block runs one block on worker w: rounds in which every runnable
-// thread runs to its next synchronisation point, then the operations all
-// their threads have reached complete.
-void run_block(Worker* w, bool backwards) {
+// poison_shared fills the launch's __shared__ variables on this worker
+// with the block's poison byte.
+void poison_shared(const emu_kernel_shared* sh, unsigned char poison) {
+	char* a = sh->anchor();
+	for (unsigned v = 0; v < sh->nvars; v++) memset(a + sh->vars[v].offset, poison, sh->vars[v].size);
+}
+
+// schedule runs the fibers of w's block to their ends (see the file
+// comment).
+void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 	Fiber* fs = w->fibers;
 	const unsigned n = g_launch.nthreads;
 	const unsigned nwarps = (n + 31) / 32;
-	unsigned live_mask[kMaxWarps], waiting[kMaxWarps];
-	unsigned short runq[kMaxThreads];
-	unsigned nrun = 0, live = n, at_block = 0;
-	unsigned pending = 0;  // warps with lanes waiting, or whose lanes exited
-	int count = 0;         // __syncthreads_count so far
-	for (unsigned j = 0; j < n; j++) {
-		unsigned i = backwards ? n - 1 - j : j;
-		fiber_reset(&fs[i]);
-		runq[nrun++] = (unsigned short)i;
-	}
+	unsigned live_mask[kMaxWarps], run_mask[kMaxWarps], wait_mask[kMaxWarps];
+	unsigned runnable = 0;  // warps with a runnable lane
+	unsigned live = n, at_block = 0;
+	int count = 0;  // __syncthreads_count so far
 	for (unsigned k = 0; k < nwarps; k++) {
-		live_mask[k] = n - 32 * k >= 32 ? 0xffffffffu : (1u << (n - 32 * k)) - 1;
-		waiting[k] = 0;
+		live_mask[k] = run_mask[k] = n - 32 * k >= 32 ? 0xffffffffu : (1u << (n - 32 * k)) - 1;
+		wait_mask[k] = 0;
+		runnable |= 1u << k;
 	}
+	unsigned focus = 0;
 	for (;;) {
-		for (unsigned r = 0; r < nrun; r++) {
-			unsigned i = runq[r];
-			Fiber* f = &fs[i];
-			resume(w, f);
-			unsigned k = i / 32, bit = 1u << (i % 32);
-			switch (f->state) {
-			case F_DONE:
-				live--;
-				live_mask[k] &= ~bit;
-				pending |= 1u << k;
-				break;
-			case F_WARP:
-				waiting[k] |= bit;
-				pending |= 1u << k;
-				break;
-			case F_BLOCK:
-				at_block++;
-				count += f->pred;
-				break;
-			}
-		}
-		nrun = 0;
-		if (live == 0) return;
-
-		// Complete the warp operations whose lanes have all arrived.
-		for (unsigned j = 0; j < nwarps; j++) {
-			unsigned k = backwards ? nwarps - 1 - j : j;
-			if (!(pending >> k & 1)) continue;
-			pending &= ~(1u << k);
-			if (!waiting[k]) continue;
-			unsigned lanes = n - 32 * k >= 32 ? 32 : n - 32 * k;
-			unsigned group = complete_warp(fs + 32 * k, lanes, waiting[k], live_mask[k]);
-			waiting[k] &= ~group;
-			for (unsigned m = 0; m < lanes; m++) {
-				unsigned l = backwards ? lanes - 1 - m : m;
-				if (group >> l & 1) {
-					fs[32 * k + l].state = F_RUN;
-					runq[nrun++] = (unsigned short)(32 * k + l);
-				}
-			}
-		}
-		if (nrun) continue;
-
-		// __syncthreads completes when every live thread waits at it.
-		if (at_block != live) deadlock(w);
-		for (unsigned j = 0; j < n; j++) {
-			unsigned i = backwards ? n - 1 - j : j;
-			if (fs[i].state == F_BLOCK) {
+		if (!runnable) {
+			if (live == 0) return;
+			// __syncthreads completes when every live thread waits at it.
+			if (at_block != live) deadlock(w);
+			for (unsigned i = 0; i < n; i++) {
+				if (fs[i].state != F_BLOCK) continue;
 				fs[i].result = (unsigned)count;
 				fs[i].state = F_RUN;
-				runq[nrun++] = (unsigned short)i;
+				run_mask[i / 32] |= 1u << (i % 32);
+				runnable |= 1u << (i / 32);
 			}
+			at_block = 0;
+			count = 0;
+			continue;
 		}
-		at_block = 0;
-		count = 0;
+		const unsigned long long r = next_rand(&w->rng);
+		if (!(focus < 32 && (runnable >> focus & 1) && (r & 15) < stay)) focus = pick(runnable, (unsigned)(r >> 4));
+		const unsigned k = focus, l = pick(run_mask[k], (unsigned)(r >> 9)), bit = 1u << l;
+		Fiber* f = &fs[32 * k + l];
+		run_mask[k] &= ~bit;
+		resume(w, f);
+		switch (f->state) {
+		case F_RUN:  // preempted: another warp's turn, or a spinning thread would starve the one it waits for
+			run_mask[k] |= bit;
+			focus = 32;
+			break;
+		case F_DONE:
+			live--;
+			live_mask[k] &= ~bit;
+			if (!wait_mask[k]) break;
+			[[fallthrough]];  // the lanes waiting for it may go on without it
+		case F_WARP: {
+			if (f->state == F_WARP) wait_mask[k] |= bit;
+			unsigned go = complete_warp(fs + 32 * k, wait_mask[k], live_mask[k], poison64);
+			wait_mask[k] &= ~go;
+			run_mask[k] |= go;
+			for (unsigned g = go; g; g &= g - 1) fs[32 * k + __builtin_ctz(g)].state = F_RUN;
+			break;
+		}
+		case F_BLOCK:
+			at_block++;
+			count += f->pred;
+			break;
+		}
+		if (run_mask[k])
+			runnable |= 1u << k;
+		else
+			runnable &= ~(1u << k);
 	}
+}
+
+// run_block runs block b on worker w, with the block's random numbers,
+// poison and policy.
+void run_block(Worker* w, unsigned long long b) {
+	const Launch& L = g_launch;
+	w->block = b;
+	w->rng = mix(L.seed, b);
+	w->poison = next_rand(&w->rng) & 1 ? 0xff : 0x7f;
+	unsigned long long poison64;
+	memset(&poison64, w->poison, sizeof poison64);
+	static const unsigned kStay[] = {0, 8, 15, 16};  // in 16ths: how often the next step keeps to the same warp
+	const unsigned stay = kStay[below(&w->rng, 4)];
+	if (L.shared) poison_shared(L.shared, w->poison);
+	for (unsigned i = 0; i < L.nthreads; i++) fiber_reset(&w->fibers[i]);
+	if (sigsetjmp(w->jb, 1)) {
+		// A fiber faulted (fault_out): the block ends here, the launch
+		// with the fault.
+		w->cur = nullptr;
+		t_fiber = nullptr;
+		return;
+	}
+	schedule(w, stay, poison64);
 }
 
 void run_worker(Worker* w) {
@@ -466,15 +680,31 @@ void run_worker(Worker* w) {
 	}
 	const unsigned long long gxy = (unsigned long long)L.grid[0] * L.grid[1];
 	for (;;) {
+		if (__atomic_load_n(&L.fault, __ATOMIC_ACQUIRE)) return;  // the grid is over, as on a GPU
 		unsigned long long b = __atomic_fetch_add(&L.next_block, 1, __ATOMIC_RELAXED);
 		if (b >= L.nblocks) return;
 		blockIdx = uint3{(unsigned)(b % L.grid[0]), (unsigned)(b / L.grid[0] % L.grid[1]), (unsigned)(b / gxy)};
-		run_block(w, b & 1);
+		run_block(w, b);
 	}
 }
 
 void* worker_main(void* arg) {
 	Worker* w = static_cast<Worker*>(arg);
+	w->tid = syscall(SYS_gettid);
+	w->tidx = &threadIdx;
+	w->tfib = &t_fiber;
+	// Faults of kernel code are the kernel's (on_fault); they need a stack
+	// of their own, since a fiber's may be what overflowed.
+	stack_t ss;
+	ss.ss_size = 64 << 10;
+	ss.ss_sp = mmap(nullptr, ss.ss_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ss.ss_flags = 0;
+	if (ss.ss_sp != MAP_FAILED) sigaltstack(&ss, nullptr);
+	sigset_t faults;
+	sigemptyset(&faults);
+	sigaddset(&faults, SIGSEGV);
+	sigaddset(&faults, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &faults, nullptr);
 	int seen = 0;
 	for (;;) {
 		wait_change(&w->go, seen);
@@ -490,8 +720,10 @@ void* worker_main(void* arg) {
 
 bool ensure_workers(unsigned n) {
 	if (g_workers.size() >= n) return true;
-	// Workers block every signal: they never run Go code, and signals meant
-	// for the process are better delivered to the threads that do.
+	install_fault_handler();
+	// Workers block every signal but the faults of the code they run: they
+	// never run Go code, and signals meant for the process are better
+	// delivered to the threads that do.
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -500,7 +732,7 @@ bool ensure_workers(unsigned n) {
 	pthread_attr_setstacksize(&attr, 1u << 20);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	bool ok = true;
-	while (g_workers.size() < n) {
+	while (g_workers.size() < n && g_workers.size() < kMaxWorkers) {
 		Worker* w = new Worker();
 		w->idx = (unsigned)g_workers.size();
 		w->fibers = new Fiber[kMaxThreads];
@@ -511,15 +743,37 @@ bool ensure_workers(unsigned n) {
 			break;
 		}
 		g_workers.push_back(w);
+		g_worker_tab[g_nworker_tab] = w;
+		__atomic_store_n(&g_nworker_tab, g_nworker_tab + 1, __ATOMIC_RELEASE);
 	}
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, nullptr);
-	return ok;
+	return ok && g_workers.size() >= n;
 }
 
 std::unordered_map<std::string, const emu_kernel_desc*>& registry() {
 	static auto* m = new std::unordered_map<std::string, const emu_kernel_desc*>();
 	return *m;
+}
+
+std::unordered_map<std::string, const emu_kernel_shared*>& shared_registry() {
+	static auto* m = new std::unordered_map<std::string, const emu_kernel_shared*>();
+	return *m;
+}
+
+// launch_seed numbers the launch in its scope and returns its seed.
+unsigned long long launch_seed(const char* kernel) {
+	Schedule& S = g_sched;
+	S.base = env_u64("GDROTRAIN_EMU_SEED", 1);
+	const char* scope = getenv("GDROTRAIN_EMU_SEED_SCOPE");
+	if (!scope) scope = "";
+	if (!S.started || S.scope != scope) {
+		S.scope = scope;
+		S.launch = 0;
+		S.started = true;
+	}
+	const unsigned long long n = S.launch++;
+	return mix(mix(mix(S.base, hash_str(S.scope.c_str())), n), hash_str(kernel));
 }
 
 }  // namespace
@@ -575,13 +829,19 @@ const emu_kernel_desc* find_kernel(const char* name) {
 	return it == r.end() ? nullptr : it->second;
 }
 
+size_t static_shared_bytes(const emu_kernel_desc* k) {
+	auto& r = shared_registry();
+	auto it = r.find(k->name);
+	return it == r.end() ? 0 : it->second->bytes;
+}
+
 int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
            const char* packed) {
 	const unsigned n = block[0] * block[1] * block[2];
 	const unsigned long long nblocks = (unsigned long long)grid[0] * grid[1] * grid[2];
 	static const unsigned ncpu = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned long long want = env_u64("GDROTRAIN_EMU_WORKERS", ncpu < 8 ? ncpu : 8);
-	if (want > 256) want = 256;
+	if (want > kMaxWorkers) want = kMaxWorkers;
 	unsigned nw = (unsigned)(want < 1 ? 1 : want > nblocks ? nblocks : want);
 	if (!ensure_workers(nw)) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	if (!g_stack_size) {
@@ -595,6 +855,8 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 
 	Launch& L = g_launch;
 	L.k = k;
+	auto sh = shared_registry().find(k->name);
+	L.shared = sh == shared_registry().end() ? nullptr : sh->second;
 	L.params = params;
 	L.packed = packed;
 	for (int d = 0; d < 3; d++) {
@@ -605,8 +867,10 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	L.nworkers = nw;
 	L.nblocks = nblocks;
 	L.next_block = 0;
+	L.seed = launch_seed(k->name);
 	L.remaining = (int)nw;
 	L.done = 0;
+	L.fault = 0;
 	blockDim = dim3(block[0], block[1], block[2]);
 	gridDim = dim3(grid[0], grid[1], grid[2]);
 	for (unsigned i = 0; i < nw; i++) {
@@ -616,6 +880,22 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	}
 	while (load_acq(&L.done) == 0) futex(&L.done, FUTEX_WAIT_PRIVATE, 0, nullptr);
 	g_kernel_name = "";
+	if (L.fault) {
+		const uint3 t = L.fault_thread;
+		const unsigned long long gx = L.grid[0], gxy = gx * L.grid[1], b = L.fault_block;
+		std::string addr = describe_address(L.fault_addr);
+		fprintf(stderr,
+		        "gdrotrain CUDA emulator: kernel %s: %s at %#llx%s%s, block (%llu,%llu,%llu) thread (%u,%u,%u); "
+		        "the launch fails with %s (GDROTRAIN_EMU_SEED=%llu, GDROTRAIN_EMU_SEED_SCOPE=\"%s\", launch %llu)\n",
+		        k->name, L.fault_what, (unsigned long long)L.fault_addr, addr.empty() ? "" : ": ", addr.c_str(), b % gx,
+		        b / gx % L.grid[1], b / gxy, t.x, t.y, t.z,
+		        L.fault == CUDA_ERROR_ILLEGAL_ADDRESS    ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+		        : L.fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "CUDA_ERROR_MISALIGNED_ADDRESS"
+		                                                   : "CUDA_ERROR_LAUNCH_FAILED",
+		        g_sched.base, g_sched.scope.c_str(), g_sched.launch - 1);
+		fflush(stderr);
+		return L.fault;
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -638,9 +918,25 @@ __attribute__((constructor)) void check_fma() {
 
 using namespace emu;
 
+namespace {
+[[noreturn]] __attribute__((noinline, cold)) void not_in_mask(Fiber* f, unsigned mask, const char* op) {
+	char msg[200];
+	snprintf(msg, sizeof msg, "%s calls %s with mask %08x, which leaves its lane (%u) out: undefined in CUDA",
+	         where(f).c_str(), op, mask, f->lin & 31);
+	die(msg);
+}
+// check_in_mask checks what CUDA requires of every warp operation: the
+// calling lane in its mask.
+inline void check_in_mask(Fiber* f, unsigned mask, const char* op) {
+	if (!(mask >> (f->lin & 31) & 1)) not_in_mask(f, mask, op);
+}
+}  // namespace
+
 extern "C" {
 
 void emu_register_kernel(const emu_kernel_desc* k) { registry().emplace(k->name, k); }
+
+void emu_register_shared(const emu_kernel_shared* s) { shared_registry().emplace(s->kernel, s); }
 
 void emu_syncthreads(void) {
 	Fiber* f = t_fiber;
@@ -659,6 +955,7 @@ int emu_syncthreads_count(int pred) {
 
 void emu_syncwarp(unsigned mask) {
 	Fiber* f = t_fiber;
+	check_in_mask(f, mask, "__syncwarp");
 	f->op = OP_SYNC;
 	f->mask = mask;
 	f->state = F_WARP;
@@ -667,6 +964,13 @@ void emu_syncwarp(unsigned mask) {
 
 unsigned long long emu_shfl(unsigned long long v, int mode, int b, int width, unsigned mask) {
 	Fiber* f = t_fiber;
+	check_in_mask(f, mask, "a shuffle");
+	if (width < 1 || width > 32 || (width & (width - 1))) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "%s shuffles with width %d, not a power of two up to 32: undefined in CUDA",
+		         where(f).c_str(), width);
+		die(msg);
+	}
 	f->op = OP_SHFL;
 	f->val = v;
 	f->mode = mode;
@@ -690,6 +994,7 @@ void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
 
 unsigned emu_ballot(int pred, unsigned mask) {
 	Fiber* f = t_fiber;
+	check_in_mask(f, mask, "a vote");
 	f->op = OP_BALLOT;
 	f->pred = pred != 0;
 	f->mask = mask;
@@ -698,14 +1003,45 @@ unsigned emu_ballot(int pred, unsigned mask) {
 	return (unsigned)f->result;
 }
 
-unsigned emu_activemask(void) {
+// The lanes of a warp run one at a time here, so the caller is the only
+// lane active when it asks.
+unsigned emu_activemask(void) { return 1u << (t_fiber->lin & 31); }
+
+void emu_preempt(int one_in) {
 	Fiber* f = t_fiber;
-	unsigned base = f->lin & ~31u, n = g_launch.nthreads - base;
-	unsigned m = n >= 32 ? 0xffffffffu : (1u << n) - 1;
-	Fiber* wf = &f->w->fibers[base];
-	for (unsigned l = 0; l < 32 && l < n; l++)
-		if (wf[l].state == F_DONE && &wf[l] != f) m &= ~(1u << l);
-	return m;
+	if (one_in > 1 && below(&f->w->rng, (unsigned)one_in) != 0) return;
+	f->state = F_RUN;
+	suspend(f);
 }
+
+// g++'s -fsanitize=alignment calls these (the _abort form under
+// -fno-sanitize-recover) when kernel code dereferences a pointer not
+// aligned for its type: a misaligned access, which faults on a GPU. The
+// data is what g++ emits for the check: the source location, the type and
+// its alignment.
+struct emu_ubsan_loc {
+	const char* file;
+	unsigned line, column;
+};
+struct emu_ubsan_type {
+	unsigned short kind, info;
+	char name[1];
+};
+struct emu_ubsan_mismatch {
+	emu_ubsan_loc loc;
+	const emu_ubsan_type* type;
+	unsigned char log_align, check_kind;
+};
+
+[[noreturn]] static void misaligned(const emu_ubsan_mismatch* d, uintptr_t p) {
+	char what[400];
+	snprintf(what, sizeof what, "misaligned access (%s:%u: %s, aligned to %u bytes)", d->loc.file, d->loc.line,
+	         d->type->name, 1u << d->log_align);
+	Fiber* f = t_fiber;
+	if (!f) die(what);
+	fault_out(f->w, CUDA_ERROR_MISALIGNED_ADDRESS, p, what);
+}
+void __ubsan_handle_type_mismatch_v1(const emu_ubsan_mismatch* d, uintptr_t p) { misaligned(d, p); }
+void __ubsan_handle_type_mismatch_v1_abort(const emu_ubsan_mismatch* d, uintptr_t p) { misaligned(d, p); }
 
 }  // extern "C"

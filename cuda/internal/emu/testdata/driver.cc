@@ -97,6 +97,11 @@ static int (*cuFuncSetAttribute)(handle, int, int);
 static int (*cuLaunchKernel)(handle, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, handle,
                              void**, void**);
 static int (*cuGetErrorName)(int, const char**);
+static int (*cuStreamBeginCapture)(handle, int);
+static int (*cuStreamEndCapture)(handle, handle*);
+static int (*cuStreamIsCapturing)(handle, int*);
+static int (*cuThreadExchangeStreamCaptureMode)(int*);
+static int (*cuGraphDestroy)(handle);
 static int (*cuGetErrorString)(int, const char**);
 
 static int (*cublasCreate)(handle*);
@@ -169,6 +174,11 @@ static void load(const char* dir) {
 	S(cuFuncSetAttribute, "cuFuncSetAttribute", 0);
 	S(cuLaunchKernel, "cuLaunchKernel", 0);
 	S(cuGetErrorName, "cuGetErrorName", 0);
+	S(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 0);
+	S(cuStreamEndCapture, "cuStreamEndCapture", 0);
+	S(cuStreamIsCapturing, "cuStreamIsCapturing", 0);
+	S(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", 0);
+	S(cuGraphDestroy, "cuGraphDestroy", 0);
 	S(cuGetErrorString, "cuGetErrorString", 0);
 	S(cublasCreate, "cublasCreate_v2", 1);
 	S(cublasDestroy, "cublasDestroy_v2", 1);
@@ -641,9 +651,17 @@ static void test_softmax(const char*) {
 	}
 }
 
-// shfl_ref models PTX shfl.sync for lane of a warp whose lanes hold vals.
-static int shfl_ref(const std::vector<int>& vals, unsigned base, unsigned nthreads, int lane, int mode, int b,
-                    int width) {
+// kPoison stands for the emulator's poison in shfl_ref's answers: a lane
+// reading a lane that does not exist gets 0xffffffff or 0x7f7f7f7f (the
+// block's poison byte repeated).
+static const long long kPoison = 1ll << 40;
+static bool poison_ok(int got) { return (unsigned)got == 0xffffffffu || (unsigned)got == 0x7f7f7f7fu; }
+
+// shfl_ref models PTX shfl.sync for lane of a warp whose lanes hold vals:
+// a source outside the segment gives the lane's own value, one past the
+// block's last thread (a lane that does not exist) kPoison.
+static long long shfl_ref(const std::vector<int>& vals, unsigned base, unsigned nthreads, int lane, int mode, int b,
+                          int width) {
 	int segmask = (32 - width) & 31, cval = mode == 1 ? 0 : 31;
 	int maxLane = (lane & segmask) | (cval & ~segmask), minLane = lane & segmask;
 	int j;
@@ -661,56 +679,65 @@ static int shfl_ref(const std::vector<int>& vals, unsigned base, unsigned nthrea
 		j = lane ^ b;
 		ok = j <= maxLane;
 	}
-	if (!ok || base + j >= nthreads) j = lane;
+	if (!ok) j = lane;
+	if (base + j >= nthreads) return kPoison;
 	return vals[base + j];
 }
 
 static void test_shuffle(const char*) {
 	setup();
+	int poisoned = 0;
 	for (unsigned block : {64u, 48u, 32u}) {
 		const unsigned grid = 2, n = grid * block;
-		devptr out = alloc<int>(8 * n);
+		devptr out = alloc<int>(9 * n);
 		Args args;
 		args.add(out);
 		OK(launch("shuffles", grid, 1, 1, block, 1, 1, args));
-		std::vector<int> o = download<int>(out, 8 * n);
+		std::vector<int> o = download<int>(out, 9 * n);
 		std::vector<int> vals(n);
 		for (unsigned t = 0; t < n; t++) vals[t] = (int)t * 10;
+		std::vector<int> lanev(n), halves(n);
+		for (unsigned i = 0; i < n; i++) {
+			lanev[i] = (int)(i % block) & 31;
+			float h = (float)lanev[i] + 0.5f;
+			memcpy(&halves[i], &h, 4);
+		}
 		int bad = 0;
 		for (unsigned t = 0; t < n; t++) {
 			unsigned blk = t / block, tid = t % block, base = blk * block + (tid & ~31u);
 			unsigned nthreads = blk * block + block;
 			int lane = tid & 31;
-			int want[8] = {
+			long long want[9] = {
 			    shfl_ref(vals, base, nthreads, lane, 3, 1, 32), shfl_ref(vals, base, nthreads, lane, 3, 16, 8),
 			    shfl_ref(vals, base, nthreads, lane, 2, 5, 32), shfl_ref(vals, base, nthreads, lane, 2, 5, 16),
 			    shfl_ref(vals, base, nthreads, lane, 1, 3, 8),  shfl_ref(vals, base, nthreads, lane, 0, 7, 16),
-			    0,                                              0};
+			    0,
+			    shfl_ref(lanev, base, nthreads, lane, 2, 1, 32), shfl_ref(halves, base, nthreads, lane, 3, 31, 32)};
 			unsigned lanes = nthreads - base >= 32 ? 32 : nthreads - base;
 			unsigned ballot = 0;
 			for (unsigned l = 0; l < lanes; l++)
 				if (l % 3 == 0) ballot |= 1u << l;
 			want[6] = (int)ballot;
-			std::vector<int> lanev(n);
-			for (unsigned i = 0; i < n; i++) lanev[i] = (int)(i % block) & 31;
-			int u = shfl_ref(lanev, base, nthreads, lane, 2, 1, 32);
-			int f = shfl_ref(lanev, base, nthreads, lane, 3, 31, 32);
-			want[7] = u * 1000 + f;
-			for (int k = 0; k < 8; k++)
-				if (o[8 * t + k] != want[k] && bad++ < 5)
-					fail("block %u thread %u: shuffle %d = %d, want %d", block, t, k, o[8 * t + k], want[k]);
+			for (int k = 0; k < 9; k++) {
+				int got = o[9 * t + k];
+				bool ok = want[k] == kPoison ? poison_ok(got) : got == want[k];
+				poisoned += want[k] == kPoison;
+				if (!ok && bad++ < 5)
+					fail("block %u thread %u: shuffle %d = %d (%#x), want %lld", block, t, k, got, got, want[k]);
+			}
 		}
 		EXPECT(bad == 0, "%d wrong shuffles (block %u)", bad, block);
 		OK(cuMemFree(out));
 	}
-	// The first lane's own value is 5 (the xor-15 partner of 10 is 5): check
-	// the model itself against values worked out by hand.
+	EXPECT(poisoned > 0, "no shuffle read a lane that does not exist");
+	// Check the model itself against values worked out by hand.
 	std::vector<int> v(32);
 	for (int i = 0; i < 32; i++) v[i] = i;
 	EXPECT(shfl_ref(v, 0, 32, 3, 2, 5, 16) == 8 && shfl_ref(v, 0, 32, 12, 2, 5, 16) == 12, "down model");
 	EXPECT(shfl_ref(v, 0, 32, 3, 3, 16, 8) == 3 && shfl_ref(v, 0, 32, 19, 3, 16, 8) == 3, "xor model");
 	EXPECT(shfl_ref(v, 0, 32, 9, 1, 3, 8) == 9 && shfl_ref(v, 0, 32, 12, 1, 3, 8) == 9, "up model");
 	EXPECT(shfl_ref(v, 0, 32, 20, 0, 7, 16) == 23, "idx model");
+	EXPECT(shfl_ref(v, 0, 16, 3, 3, 16, 32) == kPoison, "a lane that does not exist");
 }
 
 static void test_warp_reduce(const char*) {
@@ -1268,6 +1295,75 @@ static void test_nvrtc(const char*) {
 
 // ---- concurrency ----
 
+// capture_modes: the rules of cuThreadExchangeStreamCaptureMode's
+// documentation, by capture mode (global 0, thread-local 1, relaxed 2) and
+// by the calling thread's interaction mode; and a capture that is not
+// relaxed ends on its own thread only.
+static void test_capture_modes(const char*) {
+	setup();
+	handle s, g;
+	devptr p;
+	int st;
+	OK(cuStreamCreate(&s, 0));
+	auto other = [&](std::function<void()> f) {
+		std::thread t([&] {
+			OK(cuCtxSetCurrent(g_ctx));
+			f();
+		});
+		t.join();
+	};
+	// Global: another thread's allocation is refused and invalidates it...
+	OK(cuStreamBeginCapture(s, 0));
+	other([&] { EXPECT_RC(900, cuMemAlloc(&p, 64)); });
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	EXPECT(g == nullptr, "an invalidated capture gave a graph");
+	// ... unless that thread's interaction mode is thread-local or relaxed.
+	for (int m : {1, 2}) {
+		OK(cuStreamBeginCapture(s, 0));
+		other([&] {
+			int mode = m;
+			OK(cuThreadExchangeStreamCaptureMode(&mode));
+			EXPECT(mode == 0, "a thread's first interaction mode is %d, want 0 (global)", mode);
+			OK(cuMemAlloc(&p, 64));
+			OK(cuMemFree(p));
+		});
+		OK(cuStreamEndCapture(s, &g));
+		OK(cuGraphDestroy(g));
+	}
+	// Thread-local: other threads are free, the capturing one is not.
+	OK(cuStreamBeginCapture(s, 1));
+	other([&] {
+		OK(cuMemAlloc(&p, 64));
+		OK(cuMemFree(p));
+	});
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 1, "status %d, want 1 (active)", st);
+	EXPECT_RC(900, cuMemAlloc(&p, 64));
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	// The wrong thread's end is refused; the capture stays, invalidated,
+	// until its own thread ends it.
+	OK(cuStreamBeginCapture(s, 1));
+	other([&] { EXPECT_RC(908, cuStreamEndCapture(s, &g)); });
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 2, "status %d after the wrong thread's end, want 2 (invalidated)", st);
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	OK(cuStreamIsCapturing(s, &st));
+	EXPECT(st == 0, "status %d after the end, want 0", st);
+	// Relaxed: nothing is forbidden but what conflicts with the capture
+	// itself (synchronising its stream), and any thread may end it.
+	OK(cuStreamBeginCapture(s, 2));
+	OK(cuMemAlloc(&p, 64));
+	OK(cuMemFree(p));
+	other([&] { OK(cuStreamEndCapture(s, &g)); });
+	OK(cuGraphDestroy(g));
+	OK(cuStreamBeginCapture(s, 2));
+	EXPECT_RC(900, cuStreamSynchronize(s));
+	EXPECT_RC(901, cuStreamEndCapture(s, &g));
+	int bad = 3;
+	EXPECT_RC(1, cuThreadExchangeStreamCaptureMode(&bad));
+	OK(cuStreamDestroy(s));
+}
+
 static void test_threads(const char*) {
 	setup();
 	handle h;
@@ -1341,6 +1437,183 @@ static void test_perf(const char*) {
 	});
 }
 
+// ---- the adversary: planted bugs the emulator must catch ----
+
+static bool is_poison(unsigned bits) { return bits == 0xffffffffu || bits == 0x7f7f7f7fu; }
+
+// hazard_shuffle: a cross-warp hazard with only a shuffle between the write
+// and the read shows under the default seed; the schedule replays with the
+// same seed and scope and changes with another seed.
+static void test_hazard_shuffle(const char*) {
+	setup();
+	const unsigned blocks = 64;
+	devptr out = alloc<int>(64 * blocks);
+	Args a;
+	a.add(out);
+	OK(launch("hazard_fixed", blocks, 1, 1, 64, 1, 1, a));
+	std::vector<int> o = download<int>(out, 64 * blocks);
+	int bad = 0;
+	for (unsigned b = 0; b < blocks; b++)
+		for (unsigned t = 0; t < 64; t++) bad += o[b * 64 + t] != (int)(b * 100 + 63 - t);
+	EXPECT(bad == 0, "hazard_fixed: %d wrong values", bad);
+	Args nothing;  // vec_add of no elements
+	nothing.add((devptr)0).add((devptr)0).add((devptr)0).add(0);
+	auto run = [&](const char* seed) {
+		// A launch in another scope, so that the next one starts the
+		// numbering of "hazard" again.
+		setenv("GDROTRAIN_EMU_SEED", seed, 1);
+		setenv("GDROTRAIN_EMU_SEED_SCOPE", "other", 1);
+		OK(launch("vec_add", 1, 1, 1, 1, 1, 1, nothing));
+		setenv("GDROTRAIN_EMU_SEED_SCOPE", "hazard", 1);
+		OK(launch("hazard_shuffle", blocks, 1, 1, 64, 1, 1, a));
+		return download<int>(out, 64 * blocks);
+	};
+	std::vector<int> r1 = run("1"), r2 = run("1"), r3 = run("2");
+	int wrong = 0;
+	for (unsigned b = 0; b < blocks; b++) {
+		bool w = false;
+		for (unsigned t = 0; t < 64; t++) w |= r1[b * 64 + t] != (int)(b * 100 + 63 - t);
+		wrong += w;
+	}
+	printf("hazard_shuffle: %d of %u blocks read another warp's element before it was written\n", wrong, blocks);
+	EXPECT(wrong > 0, "a hazard with only a shuffle between the write and the read went unnoticed");
+	EXPECT(r1 == r2, "the same seed and scope gave another schedule");
+	EXPECT(r1 != r3, "seeds 1 and 2 gave the same results in all %u blocks", blocks);
+}
+
+// shfl_exited: shuffles reading exited lanes and lanes outside the mask get
+// poison; a source outside the segment keeps the caller's value.
+static void test_shfl_exited(const char*) {
+	setup();
+	devptr out = alloc<int>(48);
+	OK(cuMemsetD32(out, 0x11111111u, 48));
+	Args a;
+	a.add(out);
+	OK(launch("shfl_exited", 1, 1, 1, 32, 1, 1, a));
+	std::vector<int> o = download<int>(out, 48);
+	for (int l = 0; l < 16; l++) {
+		if (l < 8)
+			EXPECT(o[l] == (l + 8) * 10, "lane %d: down 8 = %d, want %d", l, o[l], (l + 8) * 10);
+		else
+			EXPECT(is_poison((unsigned)o[l]), "lane %d read exited lane %d: %#x, want poison", l, l + 8, o[l]);
+		EXPECT(is_poison((unsigned)o[16 + l]), "lane %d read lane 20, outside the mask: %#x, want poison", l, o[16 + l]);
+		int want = l < 8 ? (l + 8) * 10 : l * 10;
+		EXPECT(o[32 + l] == want, "lane %d: down 8 in a segment of 16 = %d, want %d", l, o[32 + l], want);
+	}
+}
+
+// The warp operations CUDA leaves undefined: each aborts (the Go test
+// checks the message).
+static void abort_case(const char* name) {
+	setup();
+	devptr out = alloc<int>(64);
+	Args a;
+	a.add(out);
+	launch(name, 1, 1, 1, 64, 1, 1, a);
+	fail("%s returned", name);
+}
+
+// shared_uninit: shared memory is poison at every block's start, in a
+// kernel's own variables and in those of the functions it calls. One
+// worker runs the blocks one after another, so each even block starts
+// with what the odd block before it left.
+static void test_shared_uninit(const char*) {
+	setup();
+	setenv("GDROTRAIN_EMU_WORKERS", "1", 1);
+	const unsigned blocks = 8;
+	devptr out = alloc<float>(64 * blocks), out2 = alloc<float>(64 * blocks);
+	Args a;
+	a.add(out).add(out2);
+	OK(launch("shared_uninit", blocks, 1, 1, 64, 1, 1, a));
+	std::vector<float> o = download<float>(out, 64 * blocks), o2 = download<float>(out2, 64 * blocks);
+	int bad = 0;
+	for (unsigned b = 0; b < blocks; b++)
+		for (unsigned t = 0; t < 64; t++) {
+			unsigned limit = b & 1 ? 64 : 32;
+			bool ok = t < limit ? o[b * 64 + t] == (float)(b * 100 + t) : is_poison(f2u(o[b * 64 + t]));
+			bool ok2 = (t & 31) < 16 ? o2[b * 64 + t] == (float)(t & 31) : is_poison(f2u(o2[b * 64 + t]));
+			if ((!ok || !ok2) && bad++ < 5)
+				fail("block %u thread %u: sh %g (%#x), helper %g (%#x)", b, t, o[b * 64 + t], f2u(o[b * 64 + t]),
+				     o2[b * 64 + t], f2u(o2[b * 64 + t]));
+		}
+	EXPECT(bad == 0, "%d threads read shared memory that was not poison", bad);
+}
+
+// misaligned: a float4 load from an address that is not 16-byte aligned
+// fails the launch with CUDA_ERROR_MISALIGNED_ADDRESS, which sticks.
+static void test_misaligned(const char*) {
+	setup();
+	handle f = func("misaligned_load");
+	std::vector<float> x(64);
+	for (int i = 0; i < 64; i++) x[i] = (float)i;
+	devptr dx = upload(x), dy = alloc<float>(1);
+	Args ok4;
+	ok4.add(dx).add(dy).add(4);
+	OK(launch("misaligned_load", 1, 1, 1, 32, 1, 1, ok4));
+	EXPECT(download<float>(dy, 1)[0] == 4 + 5 + 6 + 7, "aligned float4");
+	Args bad;
+	bad.add(dx).add(dy).add(1);
+	EXPECT_RC(716, launch("misaligned_load", 1, 1, 1, 32, 1, 1, bad));
+	EXPECT_RC(716, cuCtxSynchronize());
+	devptr p;
+	EXPECT_RC(716, cuMemAlloc(&p, 64));
+	handle g;
+	EXPECT_RC(716, cuModuleGetFunction(&g, g_module, "vec_add"));
+	EXPECT_RC(716, cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, nullptr, ok4.get(), nullptr));
+	const char* name = nullptr;
+	OK(cuGetErrorName(716, &name));
+	EXPECT(name && strcmp(name, "CUDA_ERROR_MISALIGNED_ADDRESS") == 0, "name %s", name);
+}
+
+// Out of bounds: each case in a process of its own, since the error sticks.
+static void oob(const char* kernel, size_t bytes, long long i) {
+	setup();
+	devptr p, out = alloc<float>(1);
+	OK(cuMemAlloc(&p, bytes));
+	EXPECT(p % 256 == 0, "cuMemAlloc returned %#llx, not 256-byte aligned", p);
+	Args in_bounds;
+	in_bounds.add(p).add((long long)(bytes / 4 - 1));
+	if (strcmp(kernel, "read_at") == 0) in_bounds.add(out);
+	OK(launch(kernel, 4, 1, 1, 32, 1, 1, in_bounds));
+	Args a;
+	a.add(p).add(i);
+	if (strcmp(kernel, "read_at") == 0) a.add(out);
+	EXPECT_RC(700, launch(kernel, 4, 1, 1, 32, 1, 1, a));
+	EXPECT_RC(700, cuCtxSynchronize());
+	EXPECT_RC(700, cuMemFree(p));
+}
+static void test_oob_end(const char*) { oob("write_at", 1024, 256); }
+static void test_oob_slack(const char*) { oob("write_at", 1000, 250); }
+static void test_oob_before(const char*) { oob("write_at", 1024, -1); }
+static void test_oob_read(const char*) { oob("read_at", 4096, 1024); }
+
+// host_fault: a fault outside kernel code still ends the process, once the
+// emulator's workers (and its fault handler) exist.
+static void test_host_fault(const char*) {
+	setup();
+	devptr p = alloc<float>(64);
+	Args a;
+	a.add(p).add(0ll);
+	OK(launch("write_at", 2, 1, 1, 32, 1, 1, a));
+	printf("faulting in host code\n");
+	fflush(stdout);
+	*(volatile int*)(uintptr_t)16 = 1;
+	fail("the host fault was survived");
+}
+
+// spin_flag: a thread spinning on an atomic lets the thread it waits for
+// run (atomics are preemption points), under every schedule.
+static void test_spin_flag(const char*) {
+	setup();
+	devptr flag = alloc<int>(1), out = alloc<int>(1);
+	for (int rep = 0; rep < 20; rep++) {
+		OK(cuMemsetD32(flag, 0, 1));
+		Args a;
+		a.add(flag).add(out);
+		OK(launch("spin_flag", 1, 1, 1, 64, 1, 1, a));
+	}
+}
+
 static void test_deadlock(const char*) {
 	setup();
 	devptr d = alloc<float>(64);
@@ -1379,7 +1652,21 @@ int main(int argc, char** argv) {
 	    {"fault", test_fault},
 	    {"nvrtc", test_nvrtc},
 	    {"threads", test_threads},
+	    {"capture_modes", test_capture_modes},
 	    {"deadlock", test_deadlock},
+	    {"hazard_shuffle", test_hazard_shuffle},
+	    {"shfl_exited", test_shfl_exited},
+	    {"shfl_unreached", abort_case},
+	    {"shfl_mismatch", abort_case},
+	    {"shfl_not_in_mask", abort_case},
+	    {"shared_uninit", test_shared_uninit},
+	    {"misaligned", test_misaligned},
+	    {"oob_end", test_oob_end},
+	    {"oob_slack", test_oob_slack},
+	    {"oob_before", test_oob_before},
+	    {"oob_read", test_oob_read},
+	    {"host_fault", test_host_fault},
+	    {"spin_flag", test_spin_flag},
 	    {"perf", test_perf},
 	};
 	if (strcmp(argv[2], "list") == 0) {

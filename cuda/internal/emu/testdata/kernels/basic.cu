@@ -88,12 +88,13 @@ extern "C" __global__ void row_softmax(const float* x, float* y, int cols) {
 	for (int j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = __expf(xr[j] - m) * inv;
 }
 
-// shuffles: per thread, the results of several shuffle forms.
+// shuffles: per thread, the results of several shuffle forms (with blocks
+// of 48 threads, lanes of a partial warp read lanes that do not exist).
 extern "C" __global__ void shuffles(int* out) {
 	unsigned t = threadIdx.x + blockIdx.x * blockDim.x;
 	int lane = threadIdx.x & 31;
 	int v = (int)t * 10;
-	int* o = out + 8 * t;
+	int* o = out + 9 * t;
 	o[0] = __shfl_xor_sync(FULL_MASK, v, 1);
 	o[1] = __shfl_xor_sync(FULL_MASK, v, 16, 8);  // partner in a later segment: own value
 	o[2] = __shfl_down_sync(FULL_MASK, v, 5);
@@ -103,7 +104,8 @@ extern "C" __global__ void shuffles(int* out) {
 	o[6] = (int)__ballot_sync(FULL_MASK, lane % 3 == 0);
 	unsigned u = __shfl_down_sync(FULL_MASK, (unsigned)lane, 1);
 	float f = __shfl_xor_sync(FULL_MASK, (float)lane + 0.5f, 31);
-	o[7] = (int)u * 1000 + (int)f;
+	o[7] = (int)u;
+	o[8] = __float_as_int(f);
 }
 
 // warp_reduce: a warp-level sum with xor and with down shuffles.
