@@ -575,25 +575,31 @@ func TestGraphCaptureThread(t *testing.T) {
 		}()
 		<-done
 	}
-	begin, end := make(chan struct{}), make(chan struct{})
-	var beginErr, endErr, otherErr, allocErr error
-	status := -1
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		beginErr = drv.BeginCapture(d.stream)
-		begin <- struct{}{}
-		<-end
-		_, endErr = drv.EndCapture(d.stream)
+	// capture begins a capture on a locked thread of its own, runs
+	// meanwhile on another OS thread, then ends the capture on the first.
+	capture := func(meanwhile func()) (beginErr, endErr error) {
+		begin, end := make(chan struct{}), make(chan struct{})
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			beginErr = drv.BeginCapture(d.stream)
+			close(begin)
+			<-end
+			_, endErr = drv.EndCapture(d.stream)
+			close(end)
+		}()
+		<-begin
+		onThread(meanwhile)
 		end <- struct{}{}
-	}()
-	<-begin
-	onThread(func() {
+		<-end
+		return beginErr, endErr
+	}
+	var otherErr, allocErr error
+	status := -1
+	beginErr, endErr := capture(func() {
 		_, otherErr = drv.EndCapture(d.stream)
 		status, _ = drv.IsCapturing(d.stream)
 	})
-	end <- struct{}{}
-	<-end
 	if beginErr != nil {
 		t.Fatal(beginErr)
 	}
@@ -606,24 +612,12 @@ func TestGraphCaptureThread(t *testing.T) {
 	if endErr == nil || !strings.Contains(endErr.Error(), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED") {
 		t.Errorf("end capture on its own thread after that: %v, want CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", endErr)
 	}
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		beginErr = drv.BeginCapture(d.stream)
-		begin <- struct{}{}
-		<-end
-		_, endErr = drv.EndCapture(d.stream)
-		end <- struct{}{}
-	}()
-	<-begin
-	onThread(func() {
+	beginErr, endErr = capture(func() {
 		var p uint64
 		if p, allocErr = drv.MemAlloc(4096); allocErr == nil {
 			drv.MemFree(p)
 		}
 	})
-	end <- struct{}{}
-	<-end
 	if beginErr != nil {
 		t.Fatal(beginErr)
 	}
