@@ -49,7 +49,7 @@ fixtures:
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency.
-NOCGO_PKGS := ./trainer/ ./optim/ ./gdro/ ./reward/... ./data/ ./rollout/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/ ./internal/configdoc/
+NOCGO_PKGS := ./trainer/ ./optim/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/ ./internal/configdoc/
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff

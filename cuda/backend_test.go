@@ -30,7 +30,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
 	"github.com/gdrotrain/gdrotrain/optim"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 var (
@@ -774,27 +774,27 @@ func TestGenerateMatchesCPU(t *testing.T) {
 	o.Vocab = 3000 // several sampling chunks
 	o.EOS = []int{2999}
 	cpu, gpu := tinyPair(t, FP32, o)
-	reqs := []rollout.Request{{UID: "a", Prompt: []int32{5, 17, 42, 99}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2}}
+	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42, 99}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2}}
 	d := gpu.B.(*Backend).Device()
 	var maxErr float64
 	ntok := 0
 	for _, c := range []struct {
 		name   string
-		p      rollout.Params
+		p      sampler.Params
 		kernel string
 	}{
-		{"greedy", rollout.Params{Temperature: 0, TopP: 1}, "topk_rows"},
-		{"top-k top-p", rollout.Params{Temperature: 0.6, TopK: 20, TopP: 0.8}, "topk_rows"},
-		{"unfiltered", rollout.Params{Temperature: 1, TopP: 1}, "chunk_sums"},
-		{"top-p only", rollout.Params{Temperature: 1, TopP: 0.9}, ""},
+		{"greedy", sampler.Params{Temperature: 0, TopP: 1}, "topk_rows"},
+		{"top-k top-p", sampler.Params{Temperature: 0.6, TopK: 20, TopP: 0.8}, "topk_rows"},
+		{"unfiltered", sampler.Params{Temperature: 1, TopP: 1}, "chunk_sums"},
+		{"top-p only", sampler.Params{Temperature: 1, TopP: 0.9}, ""},
 	} {
 		c.p.MaxNewTokens, c.p.MaxSlots, c.p.Seed, c.p.Step = 12, 4, 7, 3
 		before := d.Launches()[c.kernel]
-		want, err := rollout.Generate(context.Background(), cpu, reqs, c.p, nil)
+		want, err := sampler.Generate(context.Background(), cpu, reqs, c.p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := rollout.Generate(context.Background(), gpu, reqs, c.p, nil)
+		got, err := sampler.Generate(context.Background(), gpu, reqs, c.p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // fuzz runs n cases of a property, each a subtest "case=i" drawing from its
@@ -608,7 +608,7 @@ func sortedTopK(row []float32, k int) ([]int32, []float32) {
 // vocabularies from 1 to a few thousand ids (around the 256-thread
 // blocks too), logits with ties and masked (−∞) ids, in every sampling
 // mode. The draw (SampleTokens: greedy, tempered, top-k, top-k + top-p) is
-// rollout.Sample's with the same uniform: the same token, unless the
+// sampler.Sample's with the same uniform: the same token, unless the
 // uniform sits within float64 rounding of a boundary of the cumulative
 // distribution (both sums are float64, in different orders), and the same
 // log-prob within 1e-5 (two float32 roundings of logs whose inputs differ
@@ -716,19 +716,19 @@ func TestFuzzSampling(t *testing.T) {
 		}
 		for i := range R {
 			u := rng.Uniform(draws[i].Key, draws[i].Counter)
-			tok, lp := rollout.Sample(row(i), p.Temperature, p.TopK, p.TopP, u)
+			tok, lp := sampler.Sample(row(i), p.Temperature, p.TopK, p.TopP, u)
 			gt := int32(math.Float32bits(res[2*i]))
 			if gt != tok {
 				// A boundary case moves with u by a few float64 ulps.
-				lo, _ := rollout.Sample(row(i), p.Temperature, p.TopK, p.TopP, u*(1-1e-12))
-				hi, _ := rollout.Sample(row(i), p.Temperature, p.TopK, p.TopP, math.Min(u*(1+1e-12), math.Nextafter(1, 0)))
+				lo, _ := sampler.Sample(row(i), p.Temperature, p.TopK, p.TopP, u*(1-1e-12))
+				hi, _ := sampler.Sample(row(i), p.Temperature, p.TopK, p.TopP, math.Min(u*(1+1e-12), math.Nextafter(1, 0)))
 				if gt != lo && gt != hi {
-					t.Errorf("%s: row %d (u = %v): token %d, rollout.Sample %d", *desc, i, u, gt, tok)
+					t.Errorf("%s: row %d (u = %v): token %d, sampler.Sample %d", *desc, i, u, gt, tok)
 				}
 				continue
 			}
 			if dl := math.Abs(float64(res[2*i+1] - lp)); dl > 1e-5+1e-6*math.Abs(float64(lp)) {
-				t.Errorf("%s: row %d token %d: log-prob %v, rollout.Sample %v", *desc, i, tok, res[2*i+1], lp)
+				t.Errorf("%s: row %d token %d: log-prob %v, sampler.Sample %v", *desc, i, tok, res[2*i+1], lp)
 			}
 		}
 	})
@@ -741,7 +741,7 @@ func TestFuzzSampling(t *testing.T) {
 // granularity here) hold a few tokens each, so contexts cross pages;
 // decode steps eager (logits compared) or as CUDA graphs drawing the
 // token on the device (tokens and log-probs compared with
-// rollout.Sample on the reference's logits). Prompts of 1 to 40 tokens
+// sampler.Sample on the reference's logits). Prompts of 1 to 40 tokens
 // take the per-row, split-K and tiled or GEMM prefill routes.
 func TestFuzzModelDecode(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
@@ -844,7 +844,7 @@ func TestFuzzModelDecode(t *testing.T) {
 		for k := range steps {
 			next := make([]model.StepInput, slots)
 			for s := range next {
-				tok, _ := rollout.Sample(logits[s], 1, 0, 1, rng.Uniform(uint64(s), uint64(k)))
+				tok, _ := sampler.Sample(logits[s], 1, 0, 1, rng.Uniform(uint64(s), uint64(k)))
 				next[s] = model.StepInput{Slot: s, Tokens: []int32{tok}}
 			}
 			if !graphs {
@@ -862,7 +862,7 @@ func TestFuzzModelDecode(t *testing.T) {
 			}
 			logits = step(next, false)
 			for s := range next {
-				// The graph's draw is rollout.Sample's on its own logits:
+				// The graph's draw is sampler.Sample's on its own logits:
 				// the token whose cumulative interval (ids in order, the
 				// unfiltered walk) holds u there, which on the reference's
 				// logits lies within their error of u; its log-prob is the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // TestGraphCapture checks the driver's stream capture on its own (on the
@@ -295,7 +295,7 @@ func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 	}
 }
 
-// TestGenerateGraphsDeterministic: rollout.Generate with graphs gives the
+// TestGenerateGraphsDeterministic: sampler.Generate with graphs gives the
 // same completions whatever the slot count and the order of the requests,
 // and the same as without graphs (the draws' uniforms are the host's bit
 // for bit; the rare boundary case TestDeviceDrawMatchesHost measures did
@@ -306,21 +306,21 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 	o.EOS = []int{999}
 	m := graphModel(t, o)
 	d := m.B.(*Backend).Device()
-	reqs := []rollout.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
+	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
 		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 1}}
-	for _, p := range []rollout.Params{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8}, {Temperature: 0, TopP: 1}} {
+	for _, p := range []sampler.Params{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8}, {Temperature: 0, TopP: 1}} {
 		p.MaxNewTokens, p.Seed, p.Step, p.StopIDs = 30, 5, 2, []int32{999, 7}
 		gen := func(slots int, graphs, reverse bool) map[string]string {
 			q := p
 			q.MaxSlots, q.Graphs = slots, graphs
-			rs := append([]rollout.Request(nil), reqs...)
+			rs := append([]sampler.Request(nil), reqs...)
 			if reverse {
 				for i, j := 0, len(rs)-1; i < j; i, j = i+1, j-1 {
 					rs[i], rs[j] = rs[j], rs[i]
 				}
 			}
 			before := d.Profile().GraphLaunches
-			out, err := rollout.Generate(context.Background(), m, rs, q, nil)
+			out, err := sampler.Generate(context.Background(), m, rs, q, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -351,7 +351,7 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 }
 
 // TestDeviceDrawMatchesHost measures how often the device draw picks
-// another token than rollout.Sample on the same logits with the same
+// another token than sampler.Sample on the same logits with the same
 // uniform: the uniforms are the same bits, so only the float64 sums (in
 // another order, with the device's exp) can move a boundary, by a few
 // ulps. Over 12,288 draws on random rows none differ on the emulator; the
@@ -384,7 +384,7 @@ func TestDeviceDrawMatchesHost(t *testing.T) {
 			}
 			for r := range R {
 				u := rng.Uniform(draws[r].Key, draws[r].Counter)
-				tok, lp := rollout.Sample(host[r*V:(r+1)*V], p.Temperature, p.TopK, p.TopP, u)
+				tok, lp := sampler.Sample(host[r*V:(r+1)*V], p.Temperature, p.TopK, p.TopP, u)
 				gt := int32(math.Float32bits(got[2*r]))
 				total++
 				if gt != tok {

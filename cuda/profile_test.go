@@ -9,7 +9,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // profileShape is a small model whose step the emulator computes quickly.
@@ -151,8 +151,8 @@ func TestSteadyStateMemory(t *testing.T) {
 					return err
 				}
 				p.Release()
-				reqs := []rollout.Request{{UID: "a", Prompt: []int32{1, 2, 3}, N: 2}, {UID: "b", Prompt: []int32{4, 5}, N: 1}}
-				_, err = rollout.Generate(t.Context(), m, reqs, rollout.Params{Temperature: 1, TopP: 1, MaxNewTokens: 6, MaxSlots: 4}, nil)
+				reqs := []sampler.Request{{UID: "a", Prompt: []int32{1, 2, 3}, N: 2}, {UID: "b", Prompt: []int32{4, 5}, N: 1}}
+				_, err = sampler.Generate(t.Context(), m, reqs, sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 6, MaxSlots: 4}, nil)
 				return err
 			}
 			if err := work(); err != nil {

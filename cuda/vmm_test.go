@@ -9,7 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // TestVirtualMemory: the driver's virtual memory calls as the paged KV
@@ -128,11 +128,11 @@ func TestPagedGenerateMatches(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
 	m := pagedModel(t)
 	d := m.B.(*Backend).Device()
-	reqs := []rollout.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
+	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
 		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 2}}
-	gen := func(p rollout.Params) (map[string]string, rollout.Stats) {
+	gen := func(p sampler.Params) (map[string]string, sampler.Stats) {
 		t.Helper()
-		out, st, err := rollout.GenerateStats(context.Background(), m, reqs, p, nil)
+		out, st, err := sampler.GenerateStats(context.Background(), m, reqs, p, nil)
 		if err != nil {
 			t.Fatalf("%+v: %v", p, err)
 		}
@@ -146,7 +146,7 @@ func TestPagedGenerateMatches(t *testing.T) {
 	}
 	row := int64(2 * 4 * 64)
 	gran := m.B.(*Backend).KVPageBytes()
-	for _, p := range []rollout.Params{{Temperature: 1, TopP: 1}, {Temperature: 0, TopP: 1}} {
+	for _, p := range []sampler.Params{{Temperature: 1, TopP: 1}, {Temperature: 0, TopP: 1}} {
 		p.MaxNewTokens, p.Seed, p.Step, p.StopIDs, p.MaxSlots = 30, 5, 2, []int32{999, 7}, 4
 		p.Graphs = true
 		want, _ := gen(p)
@@ -180,8 +180,8 @@ func TestPagedGenerateMatches(t *testing.T) {
 		}
 	}
 	// Too small for one rollout: refused up front, naming the key.
-	q := rollout.Params{Temperature: 1, TopP: 1, MaxNewTokens: 30, MaxSlots: 4, KVBudgetBytes: 2 * gran * int64(2*m.Cfg.NumHiddenLayers)}
-	if _, err := rollout.Generate(context.Background(), m, reqs, q, nil); err == nil || !strings.Contains(err.Error(), "rollout.kv_cache_gib") {
+	q := sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 30, MaxSlots: 4, KVBudgetBytes: 2 * gran * int64(2*m.Cfg.NumHiddenLayers)}
+	if _, err := sampler.Generate(context.Background(), m, reqs, q, nil); err == nil || !strings.Contains(err.Error(), "rollout.kv_cache_gib") {
 		t.Fatalf("a budget of 2 pages: %v, want an error naming rollout.kv_cache_gib", err)
 	}
 }

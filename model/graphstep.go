@@ -29,7 +29,7 @@ type Draw struct {
 }
 
 // SampleParams are the sampling settings a device draw applies (as
-// rollout.Sample: temperature 0 is greedy; then top-k, then top-p).
+// sampler.Sample: temperature 0 is greedy; then top-k, then top-p).
 type SampleParams struct {
 	Temperature float64
 	TopK        int     // 0: off
@@ -43,7 +43,7 @@ type TokenSampler interface {
 	// log-probability under the (tempered, filtered) distribution into out
 	// (R, 2): the token's int32 bits, then the log-prob. The uniform is
 	// bit-exact; the inverse CDF sums float64 probabilities in another
-	// order than the host's rollout.Sample, so a draw within a rounding
+	// order than the host's sampler.Sample, so a draw within a rounding
 	// error of a boundary between two tokens may pick the neighbour.
 	SampleTokens(out, logits *Tensor, draws []Draw, p SampleParams)
 	// DeviceSamples reports whether SampleTokens supports p (top-p without

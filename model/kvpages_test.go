@@ -127,7 +127,7 @@ func TestPagedCacheRefusesUnbackedRows(t *testing.T) {
 }
 
 // TestRecomputeMatchesDecode: a row computed over keys and values that one
-// prefill recomputed (a pre-empted rollout's re-admission, rollout.Generate)
+// prefill recomputed (a pre-empted rollout's re-admission, sampler.Generate)
 // agrees with the row over the keys and values decode steps wrote, to
 // float32 rounding: not bit for bit, since a prefill's causal attention
 // sums in another order than a decode step's, and the next layers' keys

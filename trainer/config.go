@@ -112,7 +112,7 @@ type SamplingConfig struct {
 	// KVCacheGiB > 0 pages the sampler's KV cache within this many GiB:
 	// memory follows the rollouts' actual lengths, and a rollout is
 	// pre-empted (and later recomputed, with the same tokens) when the
-	// pages run out (rollout.Generate). 0 sizes every slot at full length.
+	// pages run out (sampler.Generate). 0 sizes every slot at full length.
 	// On CUDA it is the page pool (bf16 KV cache only); on the CPU the
 	// cache keeps full storage and the scheduler obeys the budget.
 	KVCacheGiB float64 `yaml:"kv_cache_gib" json:"kv_cache_gib"`

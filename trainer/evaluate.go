@@ -18,7 +18,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/reward"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // BenchResult summarises one benchmark.
@@ -74,11 +74,11 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	}
 	t.phase(PhaseValidate)
 	t.Log.Printf("validating at step %d: %d prompts × %d samples", t.step, len(prompts), v.N)
-	reqs := make([]rollout.Request, len(prompts))
+	reqs := make([]sampler.Request, len(prompts))
 	for i, p := range prompts {
-		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.val.ids[p.UID], N: v.N}
+		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.val.ids[p.UID], N: v.N}
 	}
-	params := rollout.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
+	params := sampler.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
 		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
 		MaxSlots: t.Cfg.Rollout.MaxSlots, Graphs: t.Cfg.Rollout.CUDAGraphs, // continuous batching: n may exceed the slots
 		KVBudgetBytes: t.Cfg.Rollout.KVBudgetBytes()}
@@ -153,7 +153,7 @@ type valPrompt struct {
 // order). Under data parallel each rank does a contiguous slice of the
 // prompts and the outcomes and verifier counts are all-gathered in rank
 // order, so every rank ends with the one-process records and counts.
-func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, reqs []rollout.Request, params rollout.Params) ([]valPrompt, error) {
+func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, reqs []sampler.Request, params sampler.Params) ([]valPrompt, error) {
 	lo, hi := 0, len(reqs)
 	if t.dp != nil {
 		n := make([]int, len(reqs))
@@ -163,7 +163,7 @@ func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, re
 		lo, hi = slicePrompts(n, t.dp.rank, t.dp.size)
 	}
 	before := t.rmet.Snapshot()
-	out, err := rollout.Generate(ctx, t.Policy, reqs[lo:hi], params, nil)
+	out, err := sampler.Generate(ctx, t.Policy, reqs[lo:hi], params, nil)
 	if err != nil {
 		return nil, err
 	}

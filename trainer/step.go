@@ -2,7 +2,7 @@ package trainer
 
 // One training step (docs/algorithm.md §1, with the decisions of §11):
 //
-//	prompts ─► gdro.Plan (classify, n_i) ─► rollout.Generate ─► reward
+//	prompts ─► gdro.Plan (classify, n_i) ─► sampler.Generate ─► reward
 //	  ─► old / reference log-probs ─► GRPO advantages ─► gdro.Weights
 //	  ─► mini-batches of micro-batches: forward, clipped loss, backward,
 //	     clip, AdamW ─► gdro.Observe (row signals, correctness) ─► metrics
@@ -22,7 +22,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // rowData is one response of the step.
@@ -241,19 +241,19 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 
 // generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
 // prompt in one process).
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, rollout.Stats, error) {
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, sampler.Stats, error) {
 	if lo == hi {
-		return nil, rollout.Stats{}, nil
+		return nil, sampler.Stats{}, nil
 	}
-	reqs := make([]rollout.Request, hi-lo)
+	reqs := make([]sampler.Request, hi-lo)
 	for i, p := range prompts[lo:hi] {
-		reqs[i] = rollout.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
+		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
 	s := t.Cfg.Rollout
-	params := rollout.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
+	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
-	out, st, err := rollout.GenerateStats(ctx, t.Policy, reqs, params, nil)
+	out, st, err := sampler.GenerateStats(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
 		return nil, st, fmt.Errorf("generate: %w", err)
 	}

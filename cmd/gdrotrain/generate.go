@@ -7,13 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/internal/progress"
-	"github.com/gdrotrain/gdrotrain/rollout"
+	"github.com/gdrotrain/gdrotrain/sampler"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
 func newGenerateCmd() *cobra.Command {
 	var dir, tokDir, prompt, mode string
-	var p rollout.Params
+	var p sampler.Params
 	var n int
 	var asJSON bool
 	var kvGiB float64
@@ -65,7 +65,7 @@ Temperature 0 is greedy.`,
 			}
 			p.KVBudgetBytes = int64(kvGiB * (1 << 30))
 			bar := progress.New(n, "sequences")
-			out, err := rollout.Generate(cmd.Context(), m, []rollout.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
+			out, err := sampler.Generate(cmd.Context(), m, []sampler.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
 			bar.Finish()
 			if err != nil {
 				return err

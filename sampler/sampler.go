@@ -44,7 +44,7 @@
 // are the same argmax (lowest id among ties). Either way the tokens do not
 // depend on the batch composition, the slot count or the order of prompts
 // (the padding rows of a graph's bucket are computed and ignored).
-package rollout
+package sampler
 
 import (
 	"context"
