@@ -135,6 +135,10 @@ type TrainConfig struct {
 	// recomputes the rest in the backward (activation checkpointing, verl's
 	// enable_gradient_checkpointing): far less memory for one more forward.
 	Recompute bool `yaml:"recompute" json:"recompute"`
+	// DynamicSampling drops groups whose rewards are all equal and draws
+	// more prompts until the step has prompts_per_step informative groups
+	// (dynamic.go).
+	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling" json:"dynamic_sampling"`
 }
 
 // OptimConfig is AdamW plus the schedule and clipping.
@@ -212,7 +216,7 @@ func Default() Config {
 		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
 		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
 		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
-			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1},
+			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1, DynamicSampling: DynamicSamplingConfig{MaxRounds: 10}},
 		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 			GradClip: 1},
 		Loss:       DefaultLoss(),
@@ -369,7 +373,7 @@ func (c Config) validateValues() error {
 		return errors.Join(errs...)
 	}
 	errs := []error{c.methodAgrees(), c.Model.Validate(), c.Run.Validate(), c.Data.Validate(),
-		c.Rollout.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.Optim.Validate(), c.Loss.Validate()}
+		c.Rollout.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.rlOptionsAgree(), c.Optim.Validate(), c.Loss.Validate()}
 	if err := c.GDRO.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("gdro: %w", err))
 	}
@@ -396,6 +400,31 @@ func (c Config) methodAgrees() error {
 	default:
 		return fmt.Errorf("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
 	}
+}
+
+// rlOptionsAgree: the rollout correction needs log-probs of the policy
+// itself from the sampler, the overlong ramp must fit under the limit, and
+// dynamic sampling needs controllers that can observe rows they did not
+// train on (docs/algorithm.md §5.10–5.12).
+func (c Config) rlOptionsAgree() error {
+	var p problems
+	if rc := c.Loss.RolloutCorrection; rc.Corrects() && !c.Rollout.samplerComparable() {
+		p.add("loss.rollout_correction.mode %s needs the sampler to draw from the policy itself (rollout.temperature 1, top_p 1, top_k 0; got %v, %v, %d): the trainer's log-probs are at temperature 1 without filters",
+			rc.Mode, c.Rollout.Temperature, c.Rollout.TopP, c.Rollout.TopK)
+	}
+	if err := c.Loss.Overlong.checkLimit(c.Rollout.MaxNewTokens); err != nil {
+		p = append(p, err)
+	}
+	if c.Train.DynamicSampling.Enabled {
+		r := c.Resolved().GDRO
+		if r.Prompt.Enabled && r.Prompt.Signal == gdro.SignalSurrogateKL {
+			p.add("train.dynamic_sampling with gdro.prompt.signal surrogate_kl: the KL of the rows a step drops is never computed; use signal surrogate")
+		}
+		if r.Rollout.Enabled && r.Rollout.Mode == gdro.ModeReferenceCompat {
+			p.add("train.dynamic_sampling with gdro.rollout.mode reference_compat: its positional labels assume one batch of prompts per step; use gdro.rollout.mode paper")
+		}
+	}
+	return p.err()
 }
 
 // kvBudgetAgrees: a paged KV cache is a bf16 one.
@@ -490,6 +519,9 @@ func (t TrainConfig) Validate() error {
 	}
 	if t.LogEvery < 0 {
 		p.add("train.log_every = %d must be ≥ 0", t.LogEvery)
+	}
+	if err := t.DynamicSampling.Validate(); err != nil {
+		p = append(p, err)
 	}
 	return p.err()
 }

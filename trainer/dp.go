@@ -193,6 +193,7 @@ func (t *Trainer) roundsMissing(k0, k1 int) int {
 type wireRow struct {
 	Prompt, Start, Group int
 	Tokens               []int32
+	Sampler              []float32 // the sampler's log-probs
 	Truncated            bool
 	Score                float64
 	Correct              bool
@@ -213,7 +214,7 @@ func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]r
 	now := t.rmet.Snapshot()
 	msg := rowsMsg{Verifier: subCounts(now, before)}
 	for _, r := range rows {
-		w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Truncated: r.truncated,
+		w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, Truncated: r.truncated,
 			Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
 		if r.result.Err != nil {
 			w.Err = r.result.Err.Error()
@@ -229,7 +230,7 @@ func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]r
 	for _, p := range parts {
 		total = addCounts(total, p.Verifier)
 		for _, w := range p.Rows {
-			r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, truncated: w.Truncated,
+			r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, truncated: w.Truncated,
 				result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
 			if w.Err != "" {
 				r.result.Err = errors.New(w.Err)
@@ -265,6 +266,7 @@ type updateMsg struct {
 	Rows       []int
 	Signal, KL []float64
 	Entropy    [][]float32
+	Mismatch   []rowMismatch // zero (not Measured) where the sampler's log-probs are not comparable
 	Micro      []microRec
 }
 
@@ -280,6 +282,11 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 			msg.Rows = append(msg.Rows, i)
 			msg.Signal, msg.KL = append(msg.Signal, signal[i]), append(msg.KL, kl[i])
 			msg.Entropy = append(msg.Entropy, rows[i].entropy)
+			var m rowMismatch // gob cannot send nil pointers in a slice
+			if rows[i].mismatch != nil {
+				m = *rows[i].mismatch
+			}
+			msg.Mismatch = append(msg.Mismatch, m)
 		}
 	}
 	msg.Micro = recs
@@ -291,6 +298,10 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 	for _, p := range parts {
 		for j, i := range p.Rows {
 			signal[i], kl[i], rows[i].entropy = p.Signal[j], p.KL[j], p.Entropy[j]
+			if j < len(p.Mismatch) && p.Mismatch[j].Measured {
+				m := p.Mismatch[j]
+				rows[i].mismatch = &m
+			}
 		}
 		for _, r := range p.Micro {
 			byKey[[2]int{r.Epoch, r.Index}] = r

@@ -24,6 +24,7 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -39,11 +40,17 @@ type LossConfig struct {
 	AdvClip     float64 `yaml:"adv_clip" json:"adv_clip"`       // |A| cap; 0 disables (reference: off)
 	AdvEps      float64 `yaml:"adv_eps" json:"adv_eps"`         // 1e-6
 	Aggregation string  `yaml:"aggregation" json:"aggregation"` // token-mean | seq-mean-token-mean | prompt-mean-token-mean
+	// RolloutCorrection measures and optionally corrects the gap between
+	// the sampler's and the trainer's log-probs (correction.go).
+	RolloutCorrection CorrectionConfig `yaml:"rollout_correction" json:"rollout_correction"`
+	// Overlong handles responses that reach max_new_tokens (overlong.go).
+	Overlong OverlongConfig `yaml:"overlong" json:"overlong"`
 }
 
 // DefaultLoss returns the reference settings.
 func DefaultLoss() LossConfig {
-	return LossConfig{ClipLow: 0.2, ClipHigh: 0.28, DualClip: 3, KLCoef: 0.001, AdvEps: 1e-6, Aggregation: "token-mean"}
+	return LossConfig{ClipLow: 0.2, ClipHigh: 0.28, DualClip: 3, KLCoef: 0.001, AdvEps: 1e-6, Aggregation: "token-mean",
+		RolloutCorrection: DefaultCorrection(), Overlong: DefaultOverlong()}
 }
 
 // Validate checks the loss settings.
@@ -64,7 +71,7 @@ func (c LossConfig) Validate() error {
 	case c.Aggregation != "token-mean" && c.Aggregation != "seq-mean-token-mean" && c.Aggregation != "prompt-mean-token-mean":
 		return fmt.Errorf("loss.aggregation must be token-mean, seq-mean-token-mean or prompt-mean-token-mean, got %q", c.Aggregation)
 	}
-	return nil
+	return errors.Join(c.RolloutCorrection.Validate(), c.Overlong.Validate())
 }
 
 // Advantages returns GRPO advantages for rewards grouped by group[i] (any
@@ -134,6 +141,12 @@ type Row struct {
 	Adv                float64 // unweighted GRPO advantage
 	Weight             float64 // Prompt-GDRO multiplier (1 when unused)
 	GroupSize          int     // rollouts of this row's prompt (prompt-mean-token-mean); 0 counts as 1
+	// IS are the rollout correction's per-token importance weights on the
+	// policy term (nil: all 1; correction.go).
+	IS []float32
+	// Masked drops the row from the loss (overlong filtering): no gradient,
+	// and it counts in no aggregation denominator.
+	Masked bool
 }
 
 // MicroStats accumulates logging statistics over tokens.
@@ -152,14 +165,16 @@ type MicroStats struct {
 func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 	st := MicroStats{RatioMin: math.Inf(1), RatioMax: math.Inf(-1)}
 	grads := make([][]float32, len(rows))
-	total := 0
-	for _, r := range rows {
-		total += len(r.LogProbs)
-	}
+	total, kept := 0, 0
 	// prompts counts the prompts in the micro-batch, a prompt whose rows are
 	// split over micro-batches counting by the fraction present.
 	var prompts float64
 	for _, r := range rows {
+		if r.Masked {
+			continue
+		}
+		total += len(r.LogProbs)
+		kept++
 		prompts += 1 / float64(max(r.GroupSize, 1))
 	}
 	var ratioSum float64
@@ -174,7 +189,7 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 		var denom float64
 		switch c.Aggregation {
 		case "seq-mean-token-mean":
-			denom = float64(n * len(rows))
+			denom = float64(n * kept)
 		case "prompt-mean-token-mean":
 			denom = float64(n*max(r.GroupSize, 1)) * prompts
 		default:
@@ -183,8 +198,16 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 		var signal, kl float64
 		for k := 0; k < n; k++ {
 			t := c.Token(float64(r.LogProbs[k]), float64(r.Old[k]), float64(r.Ref[k]), r.Adv*r.Weight, r.Adv)
-			st.Loss += (t.Policy + c.KLCoef*t.KL) / denom
-			grads[i][k] = float32((t.DPolicy + c.KLCoef*t.DKL) / denom / float64(ga))
+			if r.IS != nil { // the weight is a constant of the step: it scales the term and its derivative
+				w := float64(r.IS[k])
+				t.Policy, t.DPolicy = t.Policy*w, t.DPolicy*w
+			}
+			// A masked row still gives the controllers its signal and KL,
+			// and the logging sums its tokens; it only leaves the loss.
+			if !r.Masked {
+				st.Loss += (t.Policy + c.KLCoef*t.KL) / denom
+				grads[i][k] = float32((t.DPolicy + c.KLCoef*t.DKL) / denom / float64(ga))
+			}
 			st.PolicyLoss += t.Policy
 			st.KL += t.KL
 			st.PPOKL += t.NegLogRatio

@@ -134,7 +134,7 @@ func TestUpdateRowAlignment(t *testing.T) {
 	n := []int{2, 6, 3, 5, 2, 4, 6, 2} // prompts' rollout counts (arms 2…6)
 	prompts := tr.train.ds.Prompts[:len(n)]
 	met := &StepMetrics{}
-	rows, _, err := tr.generate(context.Background(), prompts, n, 0, len(n))
+	rows, _, err := tr.generate(context.Background(), prompts, n, 0, len(n), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

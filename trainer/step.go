@@ -20,6 +20,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/sampler"
@@ -38,6 +39,16 @@ type rowData struct {
 	group    int // rollouts of this row's prompt
 	// truncated: the response hit max_new_tokens.
 	truncated bool
+	// sampler: the sampler's log-prob of each response token (the
+	// distribution it drew from); is: the rollout correction's weights
+	// (nil: 1) and mismatch its figures, set with the old log-probs.
+	sampler  []float32
+	is       []float32
+	mismatch *rowMismatch
+	// penalty: the soft overlong penalty added to the score; masked: the
+	// overlong filter drops the row from the loss (overlong.go).
+	penalty float64
+	masked  bool
 }
 
 // StepMetrics is one line of metrics.jsonl. The embedded controller record
@@ -80,9 +91,18 @@ type StepMetrics struct {
 	// is gone before training, which the memory plan relies on).
 	GPUMemGenPeakGiB   float64 `json:"gpu_mem_gen_peak_gib,omitempty"`
 	GPUMemTrainPeakGiB float64 `json:"gpu_mem_train_peak_gib,omitempty"`
+	// dsCapHit: dynamic sampling ran out of rounds (DynamicSamplingMetrics).
+	dsCapHit bool
 	// RolloutPreemptions counts rollouts this process's sampler pre-empted
 	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
 	RolloutPreemptions int `json:"rollout_preemptions"`
+	// The sampler/trainer mismatch and the rollout correction (present
+	// when the sampler draws from the policy itself; correction.go).
+	*MismatchMetrics
+	// Dynamic sampling's rounds and drops (present when it is on).
+	*DynamicSamplingMetrics
+	// Overlong handling (present when loss.overlong does something).
+	*OverlongMetrics
 	*gdro.StepRecord
 }
 
@@ -134,60 +154,52 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	if t.dp != nil {
 		t.dp.g.SetStep(t.step)
 	}
-	prompts, epoch := t.loader.Next()
-	uids := make([]string, len(prompts))
-	for i, p := range prompts {
-		uids[i] = p.UID
-	}
-	plan, err := t.Ctrl.Plan(uids)
-	if err != nil {
-		return nil, fmt.Errorf("step %d: %w", t.step, err)
-	}
-	met := &StepMetrics{Step: t.step, Epoch: epoch}
+	met := &StepMetrics{Step: t.step}
 	mem, onGPU := t.Policy.B.(model.MemoryReporter)
 	if onGPU {
 		mem.ResetMemPeak()
 	}
 
-	// Generate and score (this rank's slice of the prompts), then share
-	// the rows.
-	t.phase(PhaseGenerate)
-	lo, hi := 0, len(prompts)
-	if t.dp != nil {
-		lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
-	}
-	rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi)
-	met.RolloutPreemptions = gst.Preemptions
+	// Generate and score (each rank its slice of the prompts, the rows
+	// then shared), in rounds while dynamic sampling wants more groups.
+	b, err := t.collect(ctx, met)
 	if err != nil {
-		if cause := ctx.Err(); cause != nil {
+		if cause := ctx.Err(); cause != nil && b.abandonable {
 			return nil, t.abandon(before, cause)
 		}
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
-	met.GenSeconds = time.Since(start).Seconds()
-	t.phase(PhaseScore)
-	t0 := time.Now()
-	t.score(prompts, rows)
-	if t.dp != nil {
-		if rows, err = t.gatherRows(rows, before.reward); err != nil {
-			return nil, fmt.Errorf("step %d: %w", t.step, err)
-		}
-	}
-	genTokens := rolloutMetrics(rows, met)
+	genTokens := rolloutMetrics(b.rows, met)
+	met.OverlongMetrics = overlongMetrics(t.Cfg.Loss.Overlong, b.rows)
 	met.GenTokensPerSec = float64(genTokens) / math.Max(met.GenSeconds, 1e-9)
-	met.ScoreSeconds = time.Since(t0).Seconds()
 	if cause := ctx.Err(); cause != nil {
 		return nil, t.abandon(before, cause)
 	}
-
 	if onGPU {
 		met.GPUMemGenPeakGiB = float64(mem.MemPeak()) / (1 << 30)
 		mem.ResetMemPeak()
 	}
 
-	// Old and reference log-probs (no gradient), then advantages and weights.
+	// Rewards with the overlong penalty, advantages over every generated
+	// group, then the groups the update trains on.
+	rewards, groups := make([]float64, len(b.rows)), make([]int, len(b.rows))
+	for i, r := range b.rows {
+		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
+	}
+	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
+	for i := range b.rows {
+		b.rows[i].adv = adv[i]
+	}
+	keep := t.keepGroups(b, met)
+	plan, err := b.plan.Subset(keep)
+	if err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	rows, rowOf := keptRows(b, keep)
+
+	// Old and reference log-probs (no gradient), then the weights.
 	t.phase(PhaseLogProbs)
-	t0 = time.Now()
+	t0 := time.Now()
 	spans := microBatches(plan.N, t.Cfg.Train.MiniBatchPrompts, t.Cfg.Train.MicroBatchRows)
 	if err := t.logProbs(rows, spans); err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
@@ -196,17 +208,14 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, t.abandon(before, cause)
 	}
 	met.LogProbSeconds = time.Since(t0).Seconds()
-	rewards, groups := make([]float64, len(rows)), make([]int, len(rows))
-	for i, r := range rows {
-		rewards[i], groups[i] = r.result.Score, r.prompt
-	}
-	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
-	w, err := t.Ctrl.Weights(plan)
-	if err != nil {
-		return nil, fmt.Errorf("step %d: %w", t.step, err)
-	}
-	for i := range rows {
-		rows[i].adv, rows[i].weight = adv[i], w.Row[i]
+	if len(rows) > 0 {
+		w, err := t.Ctrl.Weights(plan)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: %w", t.step, err)
+		}
+		for i := range rows {
+			rows[i].weight = w.Row[i]
+		}
 	}
 
 	// The actor update: it always finishes.
@@ -218,12 +227,21 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	}
 	met.UpdateSeconds = time.Since(t0).Seconds()
 	met.TrainTokensPerSec = float64(trained) / math.Max(met.UpdateSeconds+met.LogProbSeconds, 1e-9)
+	met.MismatchMetrics = mismatchMetrics(rows)
 
-	correct := make([]bool, len(rows))
-	for i, r := range rows {
-		correct[i] = r.result.Correct
+	// The controllers observe every generated row: a row the update did
+	// not train on has ρ = 1, so its loss signal is −A (0 for the groups
+	// dynamic sampling drops) and no KL is measured (docs/algorithm.md §5.12).
+	obs := gdro.Rows{Loss: make([]float64, len(b.rows)), KL: make([]float64, len(b.rows)), Correct: make([]bool, len(b.rows))}
+	for i, r := range b.rows {
+		obs.Correct[i] = r.result.Correct
+		if j := rowOf[i]; j >= 0 {
+			obs.Loss[i], obs.KL[i] = signal[j], kl[j]
+		} else {
+			obs.Loss[i] = -r.adv
+		}
 	}
-	rec, err := t.Ctrl.Observe(plan, gdro.Rows{Loss: signal, KL: kl, Correct: correct})
+	rec, err := t.Ctrl.Observe(b.plan, obs)
 	if err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
@@ -239,9 +257,93 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	return met, nil
 }
 
+// stepBatch is what a step generated: the prompts of every round, one
+// plan over all of them (gdro.MergePlans) and their rows,
+// prompt-contiguous in plan order.
+type stepBatch struct {
+	prompts []data.Prompt
+	plan    *gdro.Plan
+	rows    []rowData
+	rounds  int
+	// abandonable: an error may be the step's cancellation (generation
+	// stops on ctx); the exchange of rows is not abandoned mid-way.
+	abandonable bool
+}
+
+// collect runs the step's generation rounds: plan, generate, score, share
+// the rows. Without dynamic sampling there is one round.
+func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, error) {
+	var b stepBatch
+	var plans []*gdro.Plan
+	ds := t.Cfg.Train.DynamicSampling
+	for round := 0; ; round++ {
+		t.phase(PhaseGenerate)
+		t0 := time.Now()
+		prompts, epoch := t.loader.Next()
+		if round == 0 {
+			met.Epoch = epoch
+		}
+		uids := make([]string, len(prompts))
+		for i, p := range prompts {
+			uids[i] = p.UID
+		}
+		plan, err := t.Ctrl.Plan(uids)
+		if err != nil {
+			return b, err
+		}
+		lo, hi := 0, len(prompts)
+		if t.dp != nil {
+			lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
+		}
+		before := t.rmet.Snapshot()
+		rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi, round)
+		met.RolloutPreemptions += gst.Preemptions
+		if err != nil {
+			b.abandonable = true
+			return b, err
+		}
+		met.GenSeconds += time.Since(t0).Seconds()
+		t.phase(PhaseScore)
+		t0 = time.Now()
+		t.score(prompts, rows)
+		if t.dp != nil {
+			if rows, err = t.gatherRows(rows, before); err != nil {
+				return b, err
+			}
+		}
+		for i := range rows {
+			rows[i].prompt += len(b.prompts)
+			rows[i].penalty = t.Cfg.Loss.Overlong.Penalty(len(rows[i].tokens)-rows[i].start, t.Cfg.Rollout.MaxNewTokens)
+			rows[i].masked = t.Cfg.Loss.Overlong.Filter && rows[i].truncated
+		}
+		b.prompts, b.rows = append(b.prompts, prompts...), append(b.rows, rows...)
+		plans = append(plans, plan)
+		met.ScoreSeconds += time.Since(t0).Seconds()
+		b.rounds = round + 1
+		if !ds.Enabled || informativeGroups(b.rows) >= t.Cfg.Train.PromptsPerStep {
+			break
+		}
+		if round+1 >= ds.MaxRounds {
+			met.dsCapHit = true
+			t.Log.Printf("step %d: dynamic sampling found %d informative groups of %d wanted in %d rounds (train.dynamic_sampling.max_rounds); training on those",
+				t.step, informativeGroups(b.rows), t.Cfg.Train.PromptsPerStep, round+1)
+			break
+		}
+		if cause := ctx.Err(); cause != nil {
+			b.abandonable = true
+			return b, cause
+		}
+	}
+	var err error
+	b.plan, err = gdro.MergePlans(plans)
+	return b, err
+}
+
 // generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
-// prompt in one process).
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int) ([]rowData, sampler.Stats, error) {
+// prompt in one process). Round 0 draws with the run's seed; a dynamic
+// sampling round r > 0 with a key of its own, so a prompt drawn twice in
+// one step gets fresh rollouts.
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi, round int) ([]rowData, sampler.Stats, error) {
 	if lo == hi {
 		return nil, sampler.Stats{}, nil
 	}
@@ -250,8 +352,12 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
 	s := t.Cfg.Rollout
+	seed := t.Cfg.Run.Seed
+	if round > 0 {
+		seed = rng.Key(seed, rng.HashString("dynamic sampling"), uint64(round))
+	}
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
-		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
+		StopIDs: t.stops, Seed: seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
 	out, st, err := sampler.GenerateStats(ctx, t.Policy, reqs, params, nil)
 	if err != nil {
@@ -262,7 +368,8 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 		prompt := reqs[i].Prompt
 		for _, c := range comps {
 			seq := append(append([]int32(nil), prompt...), c.Tokens...)
-			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps), truncated: c.Truncated})
+			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps),
+				truncated: c.Truncated, sampler: c.LogProbs})
 		}
 	}
 	return rows, st, nil
@@ -337,6 +444,9 @@ func (t *Trainer) logProbsOf(rows []rowData) error {
 	p.Release() // only the log-probs are wanted
 	for i := range rows {
 		rows[i].old, rows[i].entropy = p.LogProbs[i], p.Entropy[i]
+	}
+	if err := t.correct(rows); err != nil {
+		return err
 	}
 	if t.Ref == nil {
 		for i := range rows {
@@ -460,7 +570,8 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 	}
 	lr := make([]Row, len(rows))
 	for i, r := range rows {
-		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group}
+		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group,
+			IS: r.is, Masked: r.masked}
 	}
 	grads, st := t.Cfg.Loss.MicroBatch(lr, ga)
 	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
