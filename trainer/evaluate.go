@@ -2,7 +2,9 @@ package trainer
 
 // Validation (docs/algorithm.md §9 and §11 item 24): n sampled responses
 // per held-out prompt; per benchmark (data_source) the mean accuracy
-// (mean@n) and the unbiased pass@k for k = 1, 2, 4, … ≤ n; pooled pass@n
+// (mean@n), the unbiased pass@k for k = 1, 2, 4, … ≤ n and, under its own
+// name, the reference's first_k_any@k (any correct among the first k
+// samples); pooled pass@n
 // over all prompts as the paper reports it (a prompt counts once, correct
 // iff any of its n samples is); and the worst benchmark's mean accuracy.
 
@@ -25,7 +27,12 @@ import (
 type BenchResult struct {
 	Prompts int                `json:"prompts"`
 	MeanAcc float64            `json:"mean_acc"` // mean@n
-	PassAtK map[string]float64 `json:"pass_at_k"`
+	PassAtK map[string]float64 `json:"pass_at_k"` // the unbiased estimator over all n samples
+	// FirstKAny is the reference's figure: the share of prompts with a
+	// correct answer among their first k samples (one draw of k, so a
+	// noisier estimate of the same quantity as pass@k). Named apart so the
+	// two are not compared by mistake.
+	FirstKAny map[string]float64 `json:"first_k_any"`
 }
 
 // ValResult is one line of validation.jsonl.
@@ -88,6 +95,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	}
 	res := &ValResult{Step: t.step, N: v.N, Prompts: len(prompts), Benchmarks: map[string]*BenchResult{}}
 	correct := map[string][]int{} // per benchmark, correct count per prompt
+	first := map[string][]int{}   // per benchmark, 1 + index of the first correct sample (0: none)
 	var rows, truncated, anyCorrect int
 	var accSum float64
 	for i, rec := range recs {
@@ -96,6 +104,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 		truncated += rec.Truncated
 		rows += rec.Rows
 		correct[p.DataSource] = append(correct[p.DataSource], c)
+		first[p.DataSource] = append(first[p.DataSource], rec.FirstCorrect)
 		res.PromptCorrect = append(res.PromptCorrect, c)
 		accSum += float64(c) / float64(v.N)
 		if c > 0 {
@@ -114,7 +123,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	sort.Strings(names)
 	for _, src := range names {
 		cs := correct[src]
-		b := &BenchResult{Prompts: len(cs), PassAtK: map[string]float64{}}
+		b := &BenchResult{Prompts: len(cs), PassAtK: map[string]float64{}, FirstKAny: map[string]float64{}}
 		for _, c := range cs {
 			b.MeanAcc += float64(c) / float64(v.N)
 		}
@@ -125,6 +134,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 				s += PassAtK(v.N, c, k)
 			}
 			b.PassAtK[fmt.Sprintf("pass@%d", k)] = s / float64(len(cs))
+			b.FirstKAny[fmt.Sprintf("first_k_any@%d", k)] = firstKAny(first[src], k)
 		}
 		res.Benchmarks[src] = b
 		if b.MeanAcc < res.WorstAcc {
@@ -144,9 +154,24 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	return res, nil
 }
 
+// firstKAny is the share of prompts whose first correct sample is among
+// their first k (first holds 1 + its index, 0 for none).
+func firstKAny(first []int, k int) float64 {
+	hit := 0
+	for _, f := range first {
+		if f > 0 && f <= k {
+			hit++
+		}
+	}
+	return float64(hit) / float64(max(len(first), 1))
+}
+
 // valPrompt is one validation prompt's outcome.
 type valPrompt struct {
 	Correct, Rows, Truncated, Tokens int
+	// FirstCorrect is 1 + the rollout index of the first correct sample
+	// (0: none correct).
+	FirstCorrect int
 }
 
 // validatePrompts samples and scores reqs (the validation prompts, in
@@ -173,6 +198,9 @@ func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, re
 		for _, comp := range comps {
 			if t.scorers[p.DataSource].Score(t.Tok.Decode32(comp.Tokens, true), p.GroundTruth).Correct {
 				recs[i].Correct++
+				if f := comp.Index + 1; recs[i].FirstCorrect == 0 || f < recs[i].FirstCorrect {
+					recs[i].FirstCorrect = f
+				}
 			}
 			recs[i].Tokens += len(comp.Tokens)
 			if comp.Truncated {
