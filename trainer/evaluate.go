@@ -26,7 +26,7 @@ import (
 // BenchResult summarises one benchmark.
 type BenchResult struct {
 	Prompts int                `json:"prompts"`
-	MeanAcc float64            `json:"mean_acc"` // mean@n
+	MeanAcc float64            `json:"mean_acc"`  // mean@n
 	PassAtK map[string]float64 `json:"pass_at_k"` // the unbiased estimator over all n samples
 	// FirstKAny is the reference's figure: the share of prompts with a
 	// correct answer among their first k samples (one draw of k, so a

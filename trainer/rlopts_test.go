@@ -32,9 +32,9 @@ func lps(p ...float64) []float32 {
 func TestCorrectionWeights(t *testing.T) {
 	old, samp := lps(0.9, 0.2, 0.9), lps(0.5, 0.4, 0.3)
 	cases := []struct {
-		mode, name       string
-		cap, low, high   float64
-		want             []float64 // nil: no weights
+		mode, name        string
+		cap, low, high    float64
+		want              []float64 // nil: no weights
 		truncated, masked int
 	}{
 		{CorrectNone, "none", 2, 0.6, 2.5, nil, 0, 0},
@@ -292,8 +292,8 @@ func TestKeepGroups(t *testing.T) {
 		return out
 	}
 	var rows []rowData
-	rows = append(rows, score(0, 1, 1)...)      // all equal: dropped
-	rows = append(rows, score(1, 1, -1)...)     // kept
+	rows = append(rows, score(0, 1, 1)...)       // all equal: dropped
+	rows = append(rows, score(1, 1, -1)...)      // kept
 	rows = append(rows, score(2, -1, -1, -1)...) // dropped
 	pen := score(3, 1, 1)                        // equal scores, unequal penalties: kept
 	pen[1].penalty = -0.5
