@@ -59,7 +59,31 @@ var trainSpecs = []trainSpec{
 		caption: "Generation throughput (gen_tokens_per_s: generated tokens per second of generation) and training throughput " +
 			"(train_tokens_per_s: tokens per second of log-prob and update passes).",
 		fields: []trainField{{key: "gen_tokens_per_s", label: "generation"}, {key: "train_tokens_per_s", label: "training"}}},
+	{name: "train_mismatch", title: "Sampler / trainer mismatch", yLabel: "nats/token, fraction", floor: true,
+		caption: "Gap between the sampler's log-probs and the trainer's old log-probs of the same tokens (docs/algorithm.md §5.10): " +
+			"mean |Δ log-prob| (mismatch_logp_abs_mean), KL(sampler ‖ trainer) by the k3 estimator (mismatch_kl) and the share of tokens " +
+			"whose ratio leaves the correction's band (mismatch_out_of_band).",
+		fields: []trainField{{key: "mismatch_logp_abs_mean", label: "mean |Δ log-prob|"}, {key: "mismatch_kl", label: "KL(sampler ‖ trainer)"},
+			{key: "mismatch_out_of_band", label: "out of band"}}},
+	{name: "train_is_weights", title: "Rollout-correction weights", yLabel: "weight, fraction", floor: true,
+		caption: "Importance weights of loss.rollout_correction over the step's tokens (is_weight_mean, is_weight_min, is_weight_max; all 1 in mode none) " +
+			"and the shares of tokens truncated at the cap (is_truncated_frac) or masked (is_masked_frac).",
+		fields: []trainField{{key: "is_weight_mean", label: "mean"}, {key: "is_weight_min", label: "min"}, {key: "is_weight_max", label: "max"},
+			{key: "is_truncated_frac", label: "truncated"}, {key: "is_masked_frac", label: "masked"}}},
+	{name: "train_dynamic_sampling", title: "Dynamic sampling", yLabel: "ratio", floor: true,
+		caption: "Generated rows per trained row (ds_oversampling, 1 when nothing is dropped) and generation rounds per step (ds_rounds); " +
+			"ds_cap_hit in metrics.jsonl marks steps that ran out of rounds (docs/algorithm.md §5.12).",
+		fields: []trainField{{key: "ds_oversampling", label: "over-sampling"}, {key: "ds_rounds", label: "rounds"}}},
+	{name: "train_overlong", title: "Overlong responses", yLabel: "fraction, reward", floor: false,
+		caption: "Share of rows the overlong filter took out of the loss (overlong_filtered_frac), share with a soft overlong penalty " +
+			"(overlong_penalized_frac) and the mean penalty (overlong_penalty_mean) (docs/algorithm.md §5.11).",
+		fields: []trainField{{key: "overlong_filtered_frac", label: "filtered"}, {key: "overlong_penalized_frac", label: "penalised"},
+			{key: "overlong_penalty_mean", label: "mean penalty"}}},
 }
+
+// optionalSpecs are figures of options a run may not use: their absence is
+// not noted.
+var optionalSpecs = map[string]bool{"train_mismatch": true, "train_is_weights": true, "train_dynamic_sampling": true, "train_overlong": true}
 
 // fieldSeries returns the series of f in run (its fallback when the key is
 // absent), ok false when neither is logged.
@@ -87,6 +111,9 @@ func trainingFigures(run *Run) ([]Figure, []Skipped) {
 				series = append(series, s)
 			}
 		}
+		if len(series) == 0 && optionalSpecs[sp.name] {
+			continue
+		}
 		if len(series) == 0 {
 			absent = append(absent, fmt.Sprintf("%s (%s)", sp.title, strings.Join(keys, ", ")))
 			skipped = append(skipped, Skipped{Section: secTraining, Name: sp.name, Title: sp.title,
@@ -98,7 +125,7 @@ func trainingFigures(run *Run) ([]Figure, []Skipped) {
 	}
 	// A gdro-sim or gdro-replay file has none of the training fields: one
 	// note says so instead of eight.
-	if len(absent) >= len(trainSpecs)-1 {
+	if len(absent) >= len(trainSpecs)-len(optionalSpecs)-1 {
 		names := make([]string, len(skipped))
 		for i, s := range skipped {
 			names[i] = s.Title

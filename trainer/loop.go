@@ -148,6 +148,18 @@ func summary(m *StepMetrics, steps int) string {
 	s := fmt.Sprintf("step %d/%d | acc %.3f reward %+.3f | len %.1f trunc %.2f | kl %.2e clip %.3f | gnorm %.3f | %.1fs (gen %.1fs, %.0f tok/s)",
 		m.Step, steps, m.AccMean, m.RewardMean, m.ResponseLenMean, m.TruncationRate, m.KL, m.ClipFrac, m.GradNorm,
 		m.StepSeconds, m.GenSeconds, m.GenTokensPerSec)
+	if mm := m.MismatchMetrics; mm != nil {
+		s += fmt.Sprintf(" | mismatch |Δ| %.1e kl %.1e w %.2f", mm.AbsMean, mm.KL, mm.ISWeightMean)
+	}
+	if d := m.DynamicSamplingMetrics; d != nil {
+		s += fmt.Sprintf(" | kept %d/%d groups, %d rounds", d.KeptPrompts, d.GeneratedPrompts, d.Rounds)
+		if d.CapHit {
+			s += " (cap)"
+		}
+	}
+	if o := m.OverlongMetrics; o != nil {
+		s += fmt.Sprintf(" | overlong filtered %.2f penalty %+.3f", o.FilteredFrac, o.PenaltyMean)
+	}
 	if r := m.StepRecord; r != nil {
 		s += fmt.Sprintf(" | mean bin %.2f", r.MeanBin)
 	}
