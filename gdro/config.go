@@ -107,6 +107,12 @@ type PromptConfig struct {
 	// Apply multiplies advantages by the weights; false computes and logs
 	// them only (the reference's Rollout-GDRO runs).
 	Apply bool `yaml:"apply" json:"apply"`
+	// Mode: reference_compat (the published code: softmax over the present
+	// bins plus γ/K, rescaled to mean 1 over rows, then capped) or paper
+	// (the paper's EMA-debiased exponential weights: each prompt's
+	// advantage times min(exp(η·clip(S, −C, C)), max_weight), unnormalised;
+	// docs/algorithm.md §6.7).
+	Mode string `yaml:"mode" json:"mode"`
 	// Eta is the exponential-weights rate η.
 	Eta float64 `yaml:"eta" json:"eta"`
 	// Gamma is the uniform mixing γ over present bins.
@@ -206,6 +212,7 @@ func DefaultConfig() Config {
 			Hysteresis: 0.03,
 		},
 		Prompt: PromptConfig{
+			Mode:      ModeReferenceCompat,
 			Apply:     true,
 			Eta:       0.65,
 			Gamma:     0.01,
@@ -444,6 +451,10 @@ func (c PromptConfig) ShareNormOn() bool {
 
 func (c PromptConfig) validate(numBins int) error {
 	switch {
+	case c.Mode != ModePaper && c.Mode != ModeReferenceCompat:
+		return fmt.Errorf("gdro config: prompt.mode = %q must be %s or %s", c.Mode, ModePaper, ModeReferenceCompat)
+	case c.Mode == ModePaper && c.Focus != nil:
+		return fmt.Errorf("gdro config: prompt.focus is the reference's schedule; prompt.mode %s has none", ModePaper)
 	case !finite(c.Eta) || c.Eta < 0:
 		return fmt.Errorf("gdro config: prompt.eta = %v must be finite and ≥ 0", c.Eta)
 	case !(c.Gamma >= 0 && c.Gamma <= 1):

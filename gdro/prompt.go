@@ -22,6 +22,14 @@ package gdro
 //
 // The softmax subtracts the largest exponent first; this is the reference's
 // value up to rounding and cannot overflow.
+//
+// Paper mode (PromptConfig.Mode, docs/algorithm.md §6.7) keeps the scores
+// and replaces the distribution and the multipliers by the paper's:
+//
+//	ω_c = exp(η·clip(S_c, −C, C))          (S_c = 0 for a never-observed class)
+//	q_c = (1 − γ)·ω_c/Σ_{c'} ω_{c'} + γ/B  over all B classes (logged as P)
+//	w_r = min(ω_{label(r)}, max_weight)     unnormalised: the normaliser is a
+//	                                        common factor of the step size
 
 import (
 	"fmt"
@@ -111,6 +119,9 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.cfg.Mode == ModePaper {
+		return p.paperWeights(classes, n, R), nil
+	}
 	rowsPer := make([]int, p.nClasses) // (C)
 	for i, c := range classes {
 		rowsPer[c] += n[i]
@@ -174,6 +185,47 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 		}
 	}
 	return w, nil
+}
+
+// paperWeights are the paper's multipliers and distribution (package doc).
+func (p *Prompt) paperWeights(classes, n []int, R int) *Weights {
+	C := p.nClasses
+	z := make([]float64, C) // η·clip(S_c)
+	zmax := math.Inf(-1)
+	for c := range z {
+		s := 0.0
+		if p.st.Has[c] {
+			s = p.st.Score[c]
+		}
+		if clip := p.cfg.ScoreClip; clip > 0 {
+			s = math.Max(-clip, math.Min(clip, s))
+		}
+		z[c] = p.cfg.Eta * s
+		zmax = math.Max(zmax, z[c])
+	}
+	w := &Weights{P: make([]float64, C), BinMult: make([]float64, C)}
+	sum := 0.0
+	for c := range z {
+		sum += math.Exp(z[c] - zmax)
+	}
+	all := make([]int, C)
+	for c := range z {
+		all[c] = c
+		w.P[c] = (1-p.cfg.Gamma)*math.Exp(z[c]-zmax)/sum + p.cfg.Gamma/float64(C)
+	}
+	w.Entropy = entropyOver(w.P, all)
+	for _, c := range classes {
+		w.BinMult[c] = math.Min(math.Exp(z[c]), p.cfg.MaxWeight)
+	}
+	w.Prompt = make([]float64, len(classes))
+	w.Row = make([]float64, 0, R)
+	for i, c := range classes {
+		w.Prompt[i] = w.BinMult[c]
+		for j := 0; j < n[i]; j++ {
+			w.Row = append(w.Row, w.BinMult[c])
+		}
+	}
+	return w
 }
 
 // focus is focus_c(U) (docs/algorithm.md §6.4): 1 while U ≤ warmup, then linear from 1 to
