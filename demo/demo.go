@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"runtime"
 	"strings"
 	"time"
 
@@ -68,6 +69,11 @@ type Settings struct {
 	Model  ModelSettings  `yaml:"model" json:"model"`
 	Task   TaskSettings   `yaml:"task" json:"task"`
 	Warmup WarmupSettings `yaml:"warmup" json:"warmup"`
+	// Compare also trains plain GRPO from the same warm-up, seed and
+	// prompts (run folder grpo-baseline) and reports the GDRO method
+	// against it, paired per held-out problem: the paper's claim is GDRO
+	// over GRPO, not RL over a warm-up. Ignored when train.method is grpo.
+	Compare bool `yaml:"compare" json:"compare"`
 }
 
 // ModelSettings size the random tiny Qwen3 and its tokenizer.
@@ -186,27 +192,98 @@ func Run(ctx context.Context, o Options, out, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	main, err := train(ctx, cfg, o, logw)
+	if err != nil {
+		return err
+	}
+	mainTime := time.Since(start) - warmTime
+	var base trained
+	compare := s.Compare && cfg.Train.Method != trainer.MethodGRPO
+	if compare {
+		bo := o
+		bo.Sets = append(append([]string{}, o.Sets...), "train.method="+trainer.MethodGRPO, "run.name="+BaselineRun)
+		bcfg, err := Config(bo, warmDir, trainPath, valPath)
+		if err != nil {
+			return err
+		}
+		logf("the GRPO baseline: same warm-up, seed and prompts, train.method grpo (run folder %s)", bcfg.RunDir())
+		if base, err = train(ctx, bcfg, o, logw); err != nil {
+			return err
+		}
+	}
+	total := time.Since(start)
+	if err := Report(out, filepath.Join(main.dir, "validation.jsonl"), valPath, main.dir); err != nil {
+		return err
+	}
+	if compare {
+		if err := CompareReport(out, filepath.Join(base.dir, "validation.jsonl"), filepath.Join(main.dir, "validation.jsonl"),
+			valPath, cfg.Train.Method); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "machine: %s; matrix products: %s\n", cpuModel(), main.library)
+	if compare {
+		fmt.Fprintf(out, "time: %s (warm-up %s, %s with validation %s, GRPO baseline %s)\n", round(total), round(warmTime),
+			cfg.Train.Method, round(mainTime), round(total-warmTime-mainTime))
+	} else {
+		fmt.Fprintf(out, "time: %s (warm-up %s, %s with validation %s)\n", round(total), round(warmTime), cfg.Train.Method, round(mainTime))
+	}
+	return nil
+}
+
+// BaselineRun is the run folder of the GRPO baseline (Settings.Compare).
+const BaselineRun = "grpo-baseline"
+
+// trained is a finished GRPO run of the demo.
+type trained struct {
+	dir     string
+	library string // what computed its matrix products
+}
+
+// train runs one GRPO run of the demo (afresh, or resumed with --resume).
+func train(ctx context.Context, cfg trainer.Config, o Options, logw io.Writer) (trained, error) {
 	opts := trainer.Options{Overwrite: true, Backend: o.Backend}
 	if o.Resume {
 		opts = trainer.Options{Resume: "auto", Backend: o.Backend}
 	}
 	t, err := trainer.Open(cfg, logw, opts)
 	if err != nil {
-		return err
+		return trained{}, err
 	}
 	defer t.Close()
+	lib := t.Policy.B.Name()
+	if m, ok := t.Policy.B.(interface{ MatMulLibrary() string }); ok {
+		lib = m.MatMulLibrary()
+	}
 	if err := t.Run(ctx); err != nil {
 		if errors.Is(err, trainer.ErrStopped) {
-			return Stopped{"demo: stopped by a signal; the GRPO run's last complete step is checkpointed: continue with `gdrotrain demo --resume` and the same flags"}
+			return trained{}, Stopped{"demo: stopped by a signal; the GRPO run's last complete step is checkpointed: continue with `gdrotrain demo --resume` and the same flags"}
 		}
-		return err
+		return trained{}, err
 	}
-	total := time.Since(start)
-	if err := Report(out, filepath.Join(t.Dir, "validation.jsonl"), valPath, t.Dir); err != nil {
-		return err
+	return trained{dir: t.Dir, library: lib}, nil
+}
+
+// cpuModel names the processor and its core count (Linux's /proc/cpuinfo;
+// "unknown CPU" elsewhere): the demo's numbers depend on its floating point.
+func cpuModel() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	name, cores := "unknown CPU", 0
+	if err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			switch strings.TrimSpace(k) {
+			case "model name":
+				name = strings.TrimSpace(v)
+			case "processor":
+				cores++
+			}
+		}
 	}
-	fmt.Fprintf(out, "time: %s (warm-up %s, GRPO with validation %s)\n", round(total), round(warmTime), round(total-warmTime))
-	return nil
+	return fmt.Sprintf("%s, %d logical cores, %s", name, max(cores, runtime.NumCPU()), runtime.GOARCH)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Second) }
@@ -540,6 +617,60 @@ func Report(w io.Writer, valPath, heldoutPath, runDir string) error {
 	fmt.Fprintf(w, "improvement: %+.3f = %.1f standard errors (paired over the %d problems: SE = sd of the per-problem change / √%d)\n",
 		all.Delta, all.Z(), all.Problems, all.Problems)
 	fmt.Fprintf(w, "run folder: %s\n", runDir)
+	return nil
+}
+
+// CompareReport writes the GDRO run against the GRPO baseline at their
+// last validations, per group and in all, paired per held-out problem
+// (the difference GDRO − GRPO and its standard error).
+func CompareReport(w io.Writer, baseVal, mainVal, heldoutPath, method string) error {
+	b, err := trainer.ReadValidation(baseVal)
+	if err != nil {
+		return err
+	}
+	m, err := trainer.ReadValidation(mainVal)
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 || len(m) == 0 {
+		return fmt.Errorf("demo: no validation in %s or %s", baseVal, mainVal)
+	}
+	bl, ml := b[len(b)-1], m[len(m)-1]
+	groups, err := readGroups(heldoutPath)
+	if err != nil {
+		return err
+	}
+	if len(bl.PromptCorrect) != len(groups) || len(ml.PromptCorrect) != len(groups) || bl.N != ml.N || bl.Step != ml.Step {
+		return fmt.Errorf("demo: the baseline (%s: step %d, n = %d, %d problems) and %s (%s: step %d, n = %d, %d problems) do not pair",
+			baseVal, bl.Step, bl.N, len(bl.PromptCorrect), method, mainVal, ml.Step, ml.N, len(ml.PromptCorrect))
+	}
+	byGroup := map[string][2][]int{}
+	for i, g := range groups {
+		e := byGroup[g]
+		e[0], e[1] = append(e[0], bl.PromptCorrect[i]), append(e[1], ml.PromptCorrect[i])
+		byGroup[g] = e
+	}
+	names := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "\n%s against GRPO (same warm-up, seed and prompts; held-out mean@%d at step %d)\n", method, ml.N, ml.Step)
+	fmt.Fprintf(w, "%-16s %10s %12s %17s\n", "group", "grpo", method, "difference ± SE")
+	for _, g := range names {
+		c, err := PairedChange(byGroup[g][0], byGroup[g][1], ml.N)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%-16s %10.3f %12.3f %+9.3f ± %.3f\n", g, c.Before, c.After, c.Delta, c.SE)
+	}
+	all, err := PairedChange(bl.PromptCorrect, ml.PromptCorrect, ml.N)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%-16s %10.3f %12.3f %+9.3f ± %.3f\n", "all", all.Before, all.After, all.Delta, all.SE)
+	fmt.Fprintf(w, "%-16s %10.3f %12.3f\n", "worst group", bl.WorstAcc, ml.WorstAcc)
+	fmt.Fprintf(w, "%s − grpo: %+.3f = %.1f standard errors (paired over the %d problems)\n", method, all.Delta, all.Z(), all.Problems)
 	return nil
 }
 

@@ -53,18 +53,26 @@ func TestSettingsInDemoYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inFile map[string]map[string]any
+	var inFile map[string]any
 	if err := yaml.Unmarshal(sec, &inFile); err != nil {
 		t.Fatal(err)
 	}
-	var fields map[string]map[string]any
+	var fields map[string]any
 	all, _ := yaml.Marshal(Settings{})
 	if err := yaml.Unmarshal(all, &fields); err != nil {
 		t.Fatal(err)
 	}
-	for section, keys := range fields {
+	for section, v := range fields {
+		keys, nested := v.(map[string]any)
+		if !nested { // a top-level setting (demo.compare)
+			if _, ok := inFile[section]; !ok {
+				t.Errorf("configs/demo.yaml does not set demo.%s", section)
+			}
+			continue
+		}
+		sub, _ := inFile[section].(map[string]any)
 		for k := range keys {
-			if _, ok := inFile[section][k]; !ok {
+			if _, ok := sub[k]; !ok {
 				t.Errorf("configs/demo.yaml does not set demo.%s.%s", section, k)
 			}
 		}
@@ -273,6 +281,58 @@ run folder: ` + dir + "\n"
 	}
 }
 
+// TestCompareReport: the GDRO run against the GRPO baseline at their last
+// validations, paired per problem, by hand.
+func TestCompareReport(t *testing.T) {
+	dir := t.TempDir()
+	held := filepath.Join(dir, "heldout.jsonl")
+	if err := synth.WriteJSONL(held, []synth.Problem{
+		{Problem: "1", DataSource: "synth/b"}, {Problem: "2", DataSource: "synth/a"},
+		{Problem: "3", DataSource: "synth/b"}, {Problem: "4", DataSource: "synth/a"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, rs ...trainer.ValResult) string {
+		var buf bytes.Buffer
+		for _, r := range rs {
+			line, _ := json.Marshal(r)
+			buf.Write(append(line, '\n'))
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	base := write("base.jsonl", trainer.ValResult{Step: 0, N: 4, PromptCorrect: []int{0, 0, 0, 0}},
+		trainer.ValResult{Step: 10, N: 4, WorstAcc: 0.25, PromptCorrect: []int{2, 1, 4, 1}})
+	gdro := write("gdro.jsonl", trainer.ValResult{Step: 0, N: 4, PromptCorrect: []int{0, 0, 0, 0}},
+		trainer.ValResult{Step: 10, N: 4, WorstAcc: 0.5, PromptCorrect: []int{2, 2, 4, 2}})
+	var out strings.Builder
+	if err := CompareReport(&out, base, gdro, held, "prompt_gdro"); err != nil {
+		t.Fatal(err)
+	}
+	// a: .25→.5 twice (differences .25, .25: mean .25, SE 0); b: .5→.5 and
+	// 1→1 (0, 0); all: .25, .25, 0, 0 → mean .125, SE sd(.25,.25,0,0)/2 =
+	// 0.144338/2 = 0.072169, 1.7 SE.
+	want := `
+prompt_gdro against GRPO (same warm-up, seed and prompts; held-out mean@4 at step 10)
+group                  grpo  prompt_gdro   difference ± SE
+synth/a               0.250        0.500    +0.250 ± 0.000
+synth/b               0.750        0.750    +0.000 ± 0.000
+all                   0.500        0.625    +0.125 ± 0.072
+worst group           0.250        0.500
+prompt_gdro − grpo: +0.125 = 1.7 standard errors (paired over the 4 problems)
+`
+	if out.String() != want {
+		t.Errorf("compare report:\n%s\nwant:\n%s", out.String(), want)
+	}
+	short := write("short.jsonl", trainer.ValResult{Step: 5, N: 4, PromptCorrect: []int{0, 0, 0, 0}})
+	if err := CompareReport(&out, base, short, held, "prompt_gdro"); err == nil || !strings.Contains(err.Error(), "do not pair") {
+		t.Errorf("runs ending at different steps: %v", err)
+	}
+}
+
 // TestConfig: the demo's files and seed fill the trainer's part of
 // configs/demo.yaml, and Sets override it (demo.* keys are not the
 // trainer's).
@@ -304,12 +364,14 @@ func TestRun(t *testing.T) {
 	if err := Run(context.Background(), o, &out, &log); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	for _, want := range []string{"held-out accuracy (mean@1 over 6 problems never trained on)", "worst group", "standard errors", "time: "} {
+	for _, want := range []string{"held-out accuracy (mean@1 over 6 problems never trained on)", "worst group", "standard errors", "time: ",
+		"prompt_gdro against GRPO", "prompt_gdro − grpo:", "machine: ", "matrix products: ", "GRPO baseline"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl"} {
+	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl",
+		BaselineRun + "/metrics.jsonl"} {
 		if _, err := os.Stat(filepath.Join(o.Out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
