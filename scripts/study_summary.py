@@ -187,7 +187,8 @@ def main(out):
         nb = " · ".join(cell("n/prompt " + k)[0].split(" (")[0] for k in ("bin0", "frontier", "bin4"))
         sh = " · ".join(cell("prompt share " + k)[0].split(" (")[0] for k in ("bin0", "frontier", "bin4"))
         nf = cell("n/prompt frontier")[1]
-        gates[m] = (mv, wv, nf)
+        n0 = cell("n/prompt bin0")[1]
+        gates[m] = (mv, wv, nf, n0)
         print("| %s | %s | %s | %s | %s |" % (m, mult, wse, nb, sh))
 
     print("\n## 5. Pre-registered verdict (README): primary = hard-group pass@8, method − GRPO\n")
@@ -195,14 +196,19 @@ def main(out):
         if (m, "hard pass@8") not in verdict_in:
             continue
         mu, lo, hi, k = verdict_in[(m, "hard pass@8")]
-        mv, wv, nf = gates.get(m, (None, None, None))
+        mv, wv, nf, n0 = gates.get(m, (None, None, None, None))
         if m == "prompt_gdro":
             engaged = mv is not None and mv >= 1.5
             why = "hard/easy multiplier %.2f (gate ≥ 1.5)" % mv if mv is not None else "no multipliers logged"
         else:
-            engaged = wv is not None and wv < 1 and nf is not None and nf > 4
-            why = "WSE ratio %s (gate < 1), frontier rollouts/prompt %s (gate > n̄ = 4)" % (
-                "%.3f" % wv if wv is not None else "-", "%.2f" % nf if nf is not None else "-")
+            # The paper's mechanism: a lower WSE than uniform rollouts, and
+            # the hard bins (the hardest, bin 0, and the frontier) given
+            # more than n̄ rollouts per prompt (revised 2026-11-27, issue 31:
+            # the gate used to ask only for the frontier).
+            engaged = wv is not None and wv < 1 and nf is not None and nf > 4 and n0 is not None and n0 > 4
+            why = "WSE ratio %s (gate < 1), rollouts/prompt in bin 0 %s and the frontier %s (gates > n̄ = 4)" % (
+                "%.3f" % wv if wv is not None else "-", "%.2f" % n0 if n0 is not None else "-",
+                "%.2f" % nf if nf is not None else "-")
         pooled = verdict_in.get((m, "all mean@8"))
         if k < 4:
             v = "INCOMPLETE (%d seed(s); the design needs ≥ 4)" % k
