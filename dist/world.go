@@ -7,7 +7,7 @@
 // environment: SLURM_PROCID is the rank, SLURM_NTASKS the world size,
 // SLURM_LOCALID the rank on the node (the GPU to use) and rank 0 runs on the
 // first host of the step's node list (SLURM_STEP_NODELIST, else
-// SLURM_JOB_NODELIST). MASTER_ADDR and MASTER_PORT override the address and
+// SLURM_JOB_NODELIST), or on 127.0.0.1 when that list holds one host. MASTER_ADDR and MASTER_PORT override the address and
 // port as with torchrun; without MASTER_PORT the port is derived from
 // SLURM_JOB_ID so that two jobs sharing a node do not collide. Elsewhere
 // the values are given explicitly (flags --rank, --world-size,
@@ -102,8 +102,15 @@ func FromSlurm(getenv func(string) string) (World, error) {
 		if list == "" {
 			return w, fmt.Errorf("dist: neither MASTER_ADDR nor SLURM_JOB_NODELIST is set")
 		}
-		if w.Addr, err = FirstHost(list); err != nil {
+		hosts, err := ExpandHostlist(list)
+		if err != nil {
 			return w, fmt.Errorf("dist: %s: %w", name, err)
+		}
+		w.Addr = hosts[0]
+		if len(hosts) == 1 {
+			// Every task runs on this node: rank 0 listens on loopback
+			// only, out of reach of other hosts.
+			w.Addr = "127.0.0.1"
 		}
 	}
 	w.Port = DefaultPort
