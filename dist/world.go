@@ -127,3 +127,21 @@ func FromSlurm(getenv func(string) string) (World, error) {
 	}
 	return w, w.Validate()
 }
+
+// CheckBind checks an address for rank 0 to listen on (dist.bind): empty
+// (the address rank 0 is reached at), a host name, or an IP address, with no
+// port.
+func CheckBind(host string) error {
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if strings.Contains(host, ":") {
+		return fmt.Errorf("not a host name or an IP address (no port: rank 0's port is --master-port)")
+	}
+	for _, c := range host {
+		if !(c == '-' || c == '.' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return fmt.Errorf("not a host name or an IP address (%q)", c)
+		}
+	}
+	return nil
+}
