@@ -1,6 +1,8 @@
 // Package dist says where this process stands in a multi-GPU job (its rank,
-// the world size, its rank on its node, the address of rank 0) and carries
-// NCCL's 128-byte unique id from rank 0 to every rank over TCP. It is pure
+// the world size, its rank on its node, the address of rank 0) and forms
+// the job's control plane over TCP (group.go), which carries NCCL's
+// 128-byte unique id from rank 0 to every rank and everything else that is
+// small; its ranks prove they hold the job's token (auth.go). It is pure
 // Go: the cuda package makes the id and opens the communicator.
 //
 // Under Slurm (srun, one task per GPU) everything comes from the task's
