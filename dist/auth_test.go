@@ -2,6 +2,7 @@ package dist
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -172,7 +173,7 @@ func TestImpostorRefused(t *testing.T) {
 	}
 }
 
-func errorsIsTimeout(err error) bool { return err != nil && strings.Contains(err.Error(), ErrTimeout.Error()) }
+func errorsIsTimeout(err error) bool { return errors.Is(err, ErrTimeout) }
 
 // TestWrongTokenNamesTheVariable: the ranks' tokens differ. The rank learns
 // it at once (rank 0's proof fails), in words that name the variable, and
