@@ -163,3 +163,16 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+func TestCheckBind(t *testing.T) {
+	for _, ok := range []string{"", "127.0.0.1", "0.0.0.0", "::1", "::", "gpu07", "node-1.cluster_a"} {
+		if err := CheckBind(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"gpu07:29500", "[::1]", "a b", "host/24", "10.0.0.1:1"} {
+		if err := CheckBind(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -355,3 +355,23 @@ func TestTrainNeedsToken(t *testing.T) {
 		}
 	}
 }
+
+// TestBindAddrFlag: --bind-addr sets dist.bind, which is checked.
+func TestBindAddrFlag(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"train", "--config", "demo", "--print-config"}, args...))
+		err := root.Execute()
+		return out.String(), err
+	}
+	out, err := run("--bind-addr", "::1")
+	if err != nil || !strings.Contains(out, "bind: ::1") {
+		t.Errorf("--bind-addr ::1: %v\n%s", err, out)
+	}
+	if _, err := run("--bind-addr", "gpu07:29500"); err == nil || !strings.Contains(err.Error(), "dist.bind") {
+		t.Errorf("--bind-addr with a port: %v", err)
+	}
+}
