@@ -231,8 +231,18 @@ func (h *Hub) Accept() (*Group, error) {
 	go func() {
 		for {
 			conn, err := h.ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			if err != nil {
-				return // closed
+				// Out of file descriptors, say, under a flood of
+				// connections: wait for some to be dropped.
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
 			}
 			go func() {
 				r, l, err := h.greet(conn, deadline)
@@ -442,7 +452,7 @@ func dialOnce(w World, tok Token, addr string, deadline time.Time) (*link, error
 		conn.Close()
 		return nil, err, retry
 	}
-	conn.SetDeadline(deadline)
+	conn.SetDeadline(earliest(deadline, time.Now().Add(handshakeLimit))) // a silent listener is retried
 	hello := makeHello(w, tok)
 	if _, err := conn.Write(hello); err != nil {
 		return fail(err, true)
