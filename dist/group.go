@@ -16,14 +16,18 @@ package dist
 // group is then broken: rank 0 closes every connection, so the ranks still
 // waiting learn it at once rather than at their own time limit.
 //
-// Wire format (big-endian). Setup: hello = "GDRG" uint32(version)
-// uint32(rank) uint32(size); reply = byte(0), or byte(1) uint16(length) and
-// a refusal. A call: uint64(sequence) byte(kind) uint16(name length) name
-// uint64(payload length) payload. Rank 0's answer: byte(0) uint64(length)
-// payload, or byte(1) uint16(length) and why the call failed.
+// Wire format (big-endian), after the handshake of auth.go: a call is
+// uint64(sequence) byte(kind) uint16(name length) name uint64(payload
+// length) payload; rank 0's answer is byte(0) uint64(length) payload, or
+// byte(1) uint16(length) and why the call failed. In an authenticated group
+// each message is followed by its tag (auth.go). Every length is checked
+// against its limit before anything is allocated, and a payload's buffer
+// grows only as its bytes arrive.
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,8 +43,9 @@ import (
 
 var groupMagic = [4]byte{'G', 'D', 'R', 'G'}
 
-// maxPayload bounds one message, so that a stray connection cannot make a
-// rank allocate without bound.
+// maxPayload bounds one message's payload (the CPU backend's gradients
+// travel here). A payload's buffer grows only as its bytes arrive, so a
+// length alone never allocates more than readChunk (auth.go).
 const maxPayload = 1 << 36
 
 // kind names a collective on the wire and in errors.
@@ -77,7 +82,8 @@ func (k kind) String() string {
 type Group struct {
 	w       World
 	timeout time.Duration
-	peers   []net.Conn // rank 0: peers[r] for r ≥ 1; others: peers[0] is rank 0
+	authed  bool
+	peers   []*link // rank 0: peers[r] for r ≥ 1; others: peers[0] is rank 0
 	seq     uint64
 	step    int   // named in errors when > 0
 	broken  error // the first failure; every later call returns it
@@ -92,45 +98,108 @@ func (g *Group) Size() int { return g.w.Size }
 // Timeout is the time limit of each call.
 func (g *Group) Timeout() time.Duration { return g.timeout }
 
+// Authenticated reports whether the group was formed with a token: every
+// rank proved it holds it and every message carries a tag.
+func (g *Group) Authenticated() bool { return g.authed }
+
 // SetStep names the training step in later errors (0: none).
 func (g *Group) SetStep(step int) { g.step = step }
 
-// NewGroup connects this rank to the others: rank 0 listens on w.Port and
-// waits for every other rank; the others connect, retrying until rank 0 is
-// up. Setup and every later call run under timeout. A world of one rank
-// needs no connection.
-func NewGroup(w World, timeout time.Duration) (*Group, error) {
+// Options say how a rank joins its group.
+type Options struct {
+	// Timeout limits forming the group and each later call.
+	Timeout time.Duration
+	// Token is the job's secret (TokenEnv): only ranks that prove they
+	// hold it join. The zero Token forms an unauthenticated group, which
+	// only ranks without a token join.
+	Token Token
+	// Bind is the address rank 0 listens on; "" is World.Addr, the address
+	// the other ranks reach it at (so not every interface).
+	Bind string
+	// Logf, when set, reports on rank 0 where it listens and each
+	// connection it refuses, as it happens.
+	Logf func(format string, args ...any)
+}
+
+// Join connects this rank to the others: rank 0 listens on w.Port (at
+// o.Bind) and waits for every other rank; the others connect, retrying
+// until rank 0 is up. Setup and every later call run under o.Timeout. A
+// world of one rank needs no connection.
+func Join(w World, o Options) (*Group, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
+	if w.Size == 1 {
+		return &Group{w: w, timeout: o.Timeout, authed: !o.Token.IsZero(), peers: make([]*link, 1)}, nil
+	}
 	if w.Rank == 0 {
-		h, err := ListenGroup(w)
+		h, err := ListenGroup(w, o)
 		if err != nil {
 			return nil, err
 		}
 		defer h.Close()
-		return h.Accept(timeout)
+		return h.Accept()
 	}
-	return DialGroup(w, timeout)
+	return DialGroup(w, o)
+}
+
+// NewGroup forms an unauthenticated group (any process that reaches rank
+// 0's port may join as a missing rank): for tests whose ranks run on one
+// machine. A job joins with its token (Join).
+func NewGroup(w World, timeout time.Duration) (*Group, error) {
+	return Join(w, Options{Timeout: timeout})
 }
 
 // Hub is rank 0's listener while the group forms.
 type Hub struct {
 	w  World
+	o  Options
 	ln net.Listener
 }
 
+// handshakeLimit bounds one connection's handshake (a rank sends its hello
+// as soon as it connects), so that silent connections do not pile up.
+const handshakeLimit = 30 * time.Second
+
+// Refusals beyond these counts are counted, not listed or logged.
+const (
+	maxListedRefusals = 8
+	maxLoggedRefusals = 32
+)
+
 // ListenGroup opens rank 0's port (port 0: a free port, which Port
-// reports; for tests).
-func ListenGroup(w World) (*Hub, error) {
+// reports; for tests) at o.Bind, else at w.Addr.
+func ListenGroup(w World, o Options) (*Hub, error) {
 	if w.Rank != 0 {
 		return nil, fmt.Errorf("dist: rank %d cannot be the hub; rank 0 is", w.Rank)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(w.Port)))
-	if err != nil {
-		return nil, fmt.Errorf("dist: rank 0 cannot listen on port %d (in use? set --master-port or MASTER_PORT): %w", w.Port, err)
+	host := o.Bind
+	if host == "" {
+		host = w.Addr
 	}
-	return &Hub{w: w, ln: ln}, nil
+	addr := net.JoinHostPort(host, strconv.Itoa(w.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dist: rank 0 cannot listen on %s (port in use? set --master-port or MASTER_PORT; not an address of this host? set dist.bind): %w", addr, err)
+	}
+	h := &Hub{w: w, o: o, ln: ln}
+	at := ln.Addr().(*net.TCPAddr)
+	h.logf("rank 0 listens on %s", at)
+	if at.IP.IsLoopback() && host != "localhost" && !isLoopbackIP(host) {
+		h.logf("warning: %s is %s on this host, a loopback address: ranks on other nodes cannot reach it (set dist.bind to this node's address on the network the ranks share)", host, at.IP)
+	}
+	return h, nil
+}
+
+func isLoopbackIP(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (h *Hub) logf(format string, args ...any) {
+	if h.o.Logf != nil {
+		h.o.Logf(format, args...)
+	}
 }
 
 // Port is the port the hub listens on.
@@ -139,15 +208,20 @@ func (h *Hub) Port() int { return h.ln.Addr().(*net.TCPAddr).Port }
 // Close stops listening; connections already accepted stay open.
 func (h *Hub) Close() error { return h.ln.Close() }
 
-// Accept waits until every other rank has connected, or fails after timeout
-// naming the ranks that did not.
-func (h *Hub) Accept(timeout time.Duration) (*Group, error) {
-	g := &Group{w: h.w, timeout: timeout, peers: make([]net.Conn, h.w.Size)}
+// Accept waits until every other rank has joined, or fails after the time
+// limit naming the ranks that did not. A connection that fails the
+// handshake (wrong or missing token, wrong world, not a gdrotrain rank) or
+// names a rank that has already joined is refused and logged, and the wait
+// goes on for the real rank.
+func (h *Hub) Accept() (*Group, error) {
+	timeout := h.o.Timeout
+	g := &Group{w: h.w, timeout: timeout, authed: !h.o.Token.IsZero(), peers: make([]*link, h.w.Size)}
 	if h.w.Size == 1 {
 		return g, nil
 	}
 	type arrival struct {
 		rank int
+		l    *link
 		conn net.Conn
 		err  error
 	}
@@ -157,13 +231,23 @@ func (h *Hub) Accept(timeout time.Duration) (*Group, error) {
 	go func() {
 		for {
 			conn, err := h.ln.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
 			if err != nil {
-				return // closed
+				// Out of file descriptors, say, under a flood of
+				// connections: wait for some to be dropped.
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
 			}
 			go func() {
-				r, err := h.greet(conn, deadline)
+				r, l, err := h.greet(conn, deadline)
 				select {
-				case arrivals <- arrival{r, conn, err}:
+				case arrivals <- arrival{r, l, conn, err}:
 				case <-done:
 					conn.Close()
 				}
@@ -173,19 +257,41 @@ func (h *Hub) Accept(timeout time.Duration) (*Group, error) {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var refused []string
+	nRefused := 0
+	refuse := func(why string) {
+		nRefused++
+		if len(refused) < maxListedRefusals {
+			refused = append(refused, why)
+		}
+		switch {
+		case nRefused <= maxLoggedRefusals:
+			h.logf("refused %s", why)
+		case nRefused == maxLoggedRefusals+1:
+			h.logf("refused more connections; further refusals are counted, not logged")
+		}
+	}
+	from := make([]string, h.w.Size)
 	for n := 1; n < h.w.Size; {
 		select {
 		case a := <-arrivals:
 			switch {
 			case a.err != nil:
 				a.conn.Close()
-				refused = append(refused, a.err.Error())
+				refuse(a.err.Error())
 			case g.peers[a.rank] != nil:
+				why := fmt.Sprintf("rank %d has already joined (from %s): a second connection for it is refused", a.rank, from[a.rank])
+				a.conn.Write(refusal(why))
 				a.conn.Close()
-				refused = append(refused, fmt.Sprintf("rank %d connected twice", a.rank))
+				refuse(fmt.Sprintf("%s (rank %d): %s", a.conn.RemoteAddr(), a.rank, why))
 			default:
+				if _, err := a.conn.Write([]byte{0}); err != nil {
+					a.conn.Close()
+					refuse(fmt.Sprintf("%s (rank %d): admitting it: %v", a.conn.RemoteAddr(), a.rank, err))
+					continue
+				}
 				a.conn.SetDeadline(time.Time{})
-				g.peers[a.rank] = a.conn
+				g.peers[a.rank] = a.l
+				from[a.rank] = a.conn.RemoteAddr().String()
 				n++
 			}
 		case <-timer.C:
@@ -199,7 +305,11 @@ func (h *Hub) Accept(timeout time.Duration) (*Group, error) {
 			}
 			extra := ""
 			if len(refused) > 0 {
-				extra = " (refused: " + strings.Join(refused, "; ") + ")"
+				more := ""
+				if nRefused > len(refused) {
+					more = fmt.Sprintf("; and %d more", nRefused-len(refused))
+				}
+				extra = " (refused: " + strings.Join(refused, "; ") + more + ")"
 			}
 			return nil, fmt.Errorf("dist: rank 0: %w after %s: rank(s) %s of %d did not join the group on port %d%s",
 				ErrTimeout, timeout, strings.Join(missing, ", "), h.w.Size, h.Port(), extra)
@@ -209,36 +319,76 @@ func (h *Hub) Accept(timeout time.Duration) (*Group, error) {
 	return g, nil
 }
 
-// greet reads and answers one rank's hello.
-func (h *Hub) greet(conn net.Conn, deadline time.Time) (int, error) {
-	conn.SetDeadline(deadline)
-	var hello [16]byte
-	if _, err := io.ReadFull(conn, hello[:]); err != nil {
-		return 0, fmt.Errorf("%s: reading hello: %v", conn.RemoteAddr(), err)
+// greet runs rank 0's side of one connection's handshake (auth.go) up to
+// the admission, which Accept decides: it returns the rank the connection
+// proved to be, with its link.
+func (h *Hub) greet(conn net.Conn, deadline time.Time) (int, *link, error) {
+	conn.SetDeadline(earliest(deadline, time.Now().Add(handshakeLimit)))
+	from := conn.RemoteAddr()
+	hello := make([]byte, helloLen)
+	if _, err := io.ReadFull(conn, hello[:16]); err != nil {
+		return 0, nil, fmt.Errorf("%s: reading its hello: %v", from, err)
 	}
 	if !bytes.Equal(hello[:4], groupMagic[:]) {
-		return 0, fmt.Errorf("%s: not a gdrotrain rank", conn.RemoteAddr())
+		return 0, nil, fmt.Errorf("%s: not a gdrotrain rank", from)
 	}
 	ver := binary.BigEndian.Uint32(hello[4:])
-	rank := int(binary.BigEndian.Uint32(hello[8:]))
-	size := int(binary.BigEndian.Uint32(hello[12:]))
-	var why string
-	switch {
-	case ver != protoVersion:
-		why = fmt.Sprintf("protocol version %d, rank 0 speaks %d (mixed gdrotrain binaries?)", ver, protoVersion)
-	case size != h.w.Size:
-		why = fmt.Sprintf("world size %d, rank 0 has %d", size, h.w.Size)
-	case rank < 1 || rank >= h.w.Size:
-		why = fmt.Sprintf("rank %d is not in 1…%d", rank, h.w.Size-1)
-	}
-	if why != "" {
+	rank := int64(binary.BigEndian.Uint32(hello[8:]))
+	size := int64(binary.BigEndian.Uint32(hello[12:]))
+	refuse := func(why string) (int, *link, error) {
 		conn.Write(refusal(why))
-		return 0, fmt.Errorf("%s (rank %d): %s", conn.RemoteAddr(), rank, why)
+		return 0, nil, fmt.Errorf("%s (rank %d): %s", from, rank, why)
 	}
-	if _, err := conn.Write([]byte{0}); err != nil {
-		return 0, fmt.Errorf("rank %d at %s: %v", rank, conn.RemoteAddr(), err)
+	if ver != protoVersion {
+		return refuse(fmt.Sprintf("protocol version %d, rank 0 speaks %d (mixed gdrotrain binaries?)", ver, protoVersion))
 	}
-	return rank, nil
+	if _, err := io.ReadFull(conn, hello[16:]); err != nil {
+		return 0, nil, fmt.Errorf("%s (rank %d): reading its hello: %v", from, rank, err)
+	}
+	mode, tok := hello[16], h.o.Token
+	switch {
+	case size != int64(h.w.Size):
+		return refuse(fmt.Sprintf("world size %d, rank 0 has %d", size, h.w.Size))
+	case rank < 1 || rank >= int64(h.w.Size):
+		return refuse(fmt.Sprintf("rank %d is not in 1…%d", rank, h.w.Size-1))
+	case mode != modeNone && mode != modeHMAC:
+		return refuse(fmt.Sprintf("unknown authentication mode %d", mode))
+	case mode == modeNone && !tok.IsZero():
+		return refuse(fmt.Sprintf("no %s: rank 0 admits only ranks that hold the job's token (give every rank of the job the same %s)", TokenEnv, TokenEnv))
+	case mode == modeHMAC && tok.IsZero():
+		return refuse(fmt.Sprintf("the rank holds a %s but rank 0 runs unauthenticated (--insecure-dist): give every rank the token, or none", TokenEnv))
+	}
+	nonce0 := make([]byte, nonceLen)
+	rand.Read(nonce0)
+	if _, err := conn.Write(slices.Concat([]byte{0}, nonce0, tok.proof("rank 0", hello, nonce0))); err != nil {
+		return 0, nil, fmt.Errorf("%s (rank %d): %v", from, rank, err)
+	}
+	var st [1]byte
+	if _, err := io.ReadFull(conn, st[:]); err != nil {
+		return 0, nil, fmt.Errorf("%s (rank %d): reading its proof: %v", from, rank, err)
+	}
+	switch st[0] {
+	case 0:
+	case 1:
+		return 0, nil, fmt.Errorf("%s (rank %d) refused rank 0: %s", from, rank, readRefusal(conn))
+	default:
+		return 0, nil, fmt.Errorf("%s (rank %d): not a gdrotrain rank (status %d)", from, rank, st[0])
+	}
+	proof := make([]byte, proofLen)
+	if _, err := io.ReadFull(conn, proof); err != nil {
+		return 0, nil, fmt.Errorf("%s (rank %d): reading its proof: %v", from, rank, err)
+	}
+	if !hmac.Equal(proof, tok.proof("rank", hello, nonce0)) {
+		return refuse(fmt.Sprintf("wrong %s: the rank's proof does not match rank 0's token", TokenEnv))
+	}
+	return int(rank), newLink(conn, tok, hello, nonce0, true), nil
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func refusal(msg string) []byte {
@@ -248,7 +398,8 @@ func refusal(msg string) []byte {
 	return append([]byte{1, byte(len(msg) >> 8), byte(len(msg))}, msg...)
 }
 
-// readRefusal reads the uint16-prefixed message after a status byte of 1.
+// readRefusal reads the uint16-prefixed reason after a status byte of 1
+// during the handshake.
 func readRefusal(r io.Reader) string {
 	var n [2]byte
 	if _, err := io.ReadFull(r, n[:]); err != nil {
@@ -256,25 +407,25 @@ func readRefusal(r io.Reader) string {
 	}
 	msg := make([]byte, int(n[0])<<8|int(n[1]))
 	io.ReadFull(r, msg)
-	return string(msg)
+	return strings.ToValidUTF8(string(msg), "?")
 }
 
-// DialGroup connects a rank other than 0 to rank 0, retrying until timeout.
-func DialGroup(w World, timeout time.Duration) (*Group, error) {
+// DialGroup connects a rank other than 0 to rank 0, retrying until the
+// time limit.
+func DialGroup(w World, o Options) (*Group, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
 	if w.Rank == 0 {
-		return nil, errors.New("dist: rank 0 listens (NewGroup or ListenGroup), it does not dial")
+		return nil, errors.New("dist: rank 0 listens (Join or ListenGroup), it does not dial")
 	}
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(o.Timeout)
 	addr := w.Endpoint()
 	var last error
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		conn, err, retry := dialOnce(w, addr, deadline)
+		l, err, retry := dialOnce(w, o.Token, addr, deadline)
 		if err == nil {
-			g := &Group{w: w, timeout: timeout, peers: []net.Conn{conn}}
-			return g, nil
+			return &Group{w: w, timeout: o.Timeout, authed: !o.Token.IsZero(), peers: []*link{l}}, nil
 		}
 		if !retry {
 			return nil, fmt.Errorf("dist: rank %d: %w", w.Rank, err)
@@ -286,37 +437,53 @@ func DialGroup(w World, timeout time.Duration) (*Group, error) {
 		time.Sleep(delay)
 	}
 	return nil, fmt.Errorf("dist: rank %d: %w after %s: could not join rank 0 at %s (is rank 0 running and the port reachable?); last error: %v",
-		w.Rank, ErrTimeout, timeout, addr, last)
+		w.Rank, ErrTimeout, o.Timeout, addr, last)
 }
 
-func dialOnce(w World, addr string, deadline time.Time) (net.Conn, error, bool) {
+// dialOnce runs one connection's handshake from rank w.Rank's side; retry
+// says whether another attempt may succeed.
+func dialOnce(w World, tok Token, addr string, deadline time.Time) (*link, error, bool) {
 	d := net.Dialer{Deadline: deadline}
 	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err, true
 	}
-	conn.SetDeadline(deadline)
-	var hello [16]byte
-	copy(hello[:], groupMagic[:])
-	binary.BigEndian.PutUint32(hello[4:], protoVersion)
-	binary.BigEndian.PutUint32(hello[8:], uint32(w.Rank))
-	binary.BigEndian.PutUint32(hello[12:], uint32(w.Size))
-	var status [1]byte
-	if _, err := conn.Write(hello[:]); err != nil {
+	fail := func(err error, retry bool) (*link, error, bool) {
 		conn.Close()
-		return nil, err, true
+		return nil, err, retry
 	}
-	if _, err := io.ReadFull(conn, status[:]); err != nil {
-		conn.Close()
-		return nil, err, true
+	conn.SetDeadline(earliest(deadline, time.Now().Add(handshakeLimit))) // a silent listener is retried
+	hello := makeHello(w, tok)
+	if _, err := conn.Write(hello); err != nil {
+		return fail(err, true)
 	}
-	if status[0] != 0 {
-		msg := readRefusal(conn)
-		conn.Close()
-		return nil, fmt.Errorf("rank 0 at %s refused: %s", addr, msg), false
+	var st [1]byte
+	if _, err := io.ReadFull(conn, st[:]); err != nil {
+		return fail(err, true) // a stale listener, or rank 0 restarting
+	}
+	if st[0] != 0 {
+		return fail(fmt.Errorf("rank 0 at %s refused: %s", addr, readRefusal(conn)), false)
+	}
+	challenge := make([]byte, nonceLen+proofLen)
+	if _, err := io.ReadFull(conn, challenge); err != nil {
+		return fail(err, true)
+	}
+	nonce0, proof0 := challenge[:nonceLen], challenge[nonceLen:]
+	if !hmac.Equal(proof0, tok.proof("rank 0", hello, nonce0)) {
+		conn.Write(refusal(fmt.Sprintf("rank 0's proof of %s is wrong: the ranks' tokens differ", TokenEnv)))
+		return fail(fmt.Errorf("the process at %s did not prove it holds this job's %s: the ranks' tokens differ, or it is not this job's rank 0 (another job's, or a stranger's, on this port)", addr, TokenEnv), false)
+	}
+	if _, err := conn.Write(append([]byte{0}, tok.proof("rank", hello, nonce0)...)); err != nil {
+		return fail(err, true)
+	}
+	if _, err := io.ReadFull(conn, st[:]); err != nil {
+		return fail(err, true)
+	}
+	if st[0] != 0 {
+		return fail(fmt.Errorf("rank 0 at %s refused: %s", addr, readRefusal(conn)), false)
 	}
 	conn.SetDeadline(time.Time{})
-	return conn, nil, false
+	return newLink(conn, tok, hello, nonce0, false), nil, false
 }
 
 // Close closes this rank's connections; the other ranks' next call fails,
@@ -465,21 +632,17 @@ func (g *Group) call(k kind, name string, payload []byte, combine func(parts [][
 }
 
 func (g *Group) callLeaf(k kind, name string, payload []byte) ([]byte, error) {
-	c := g.peers[0]
-	c.SetDeadline(time.Now().Add(g.timeout))
-	if err := writeCall(c, g.seq, k, name, payload); err != nil {
+	l := g.peers[0]
+	l.conn.SetDeadline(time.Now().Add(g.timeout))
+	if err := writeCall(l, g.seq, k, name, payload); err != nil {
 		return nil, g.fail(k, name, peerErr(0, err, g.timeout))
 	}
-	var status [1]byte
-	if _, err := io.ReadFull(c, status[:]); err != nil {
-		return nil, g.fail(k, name, peerErr(0, err, g.timeout))
-	}
-	if status[0] != 0 {
-		return nil, g.fail(k, name, fmt.Errorf("rank 0 failed the call: %s", readRefusal(c)))
-	}
-	out, err := readBlob(c)
+	out, why, err := readAnswer(l)
 	if err != nil {
 		return nil, g.fail(k, name, peerErr(0, err, g.timeout))
+	}
+	if why != "" {
+		return nil, g.fail(k, name, fmt.Errorf("rank 0 failed the call: %s", why))
 	}
 	return out, nil
 }
@@ -511,11 +674,10 @@ func (g *Group) callHub(k kind, name string, payload []byte, combine func(parts 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := g.peers[r]
-			c.SetDeadline(deadline)
-			hdr := make([]byte, 9)
-			binary.BigEndian.PutUint64(hdr[1:], uint64(len(out)))
-			if _, err := c.Write(append(hdr, out...)); err != nil {
+			l := g.peers[r]
+			l.conn.SetDeadline(deadline)
+			hdr := binary.BigEndian.AppendUint64([]byte{0}, uint64(len(out)))
+			if err := l.send(hdr, out); err != nil {
 				errs[r] = peerErr(r, err, g.timeout)
 			}
 		}()
@@ -530,18 +692,9 @@ func (g *Group) callHub(k kind, name string, payload []byte, combine func(parts 
 // readFrom reads rank r's part of the current call and checks that r is at
 // the same call.
 func (g *Group) readFrom(r int, deadline time.Time, k kind, name string) ([]byte, error) {
-	c := g.peers[r]
-	c.SetDeadline(deadline)
-	var hdr [11]byte
-	if _, err := io.ReadFull(c, hdr[:]); err != nil {
-		return nil, peerErr(r, err, g.timeout)
-	}
-	seq, rk := binary.BigEndian.Uint64(hdr[:]), kind(hdr[8])
-	nm := make([]byte, int(hdr[9])<<8|int(hdr[10]))
-	if _, err := io.ReadFull(c, nm); err != nil {
-		return nil, peerErr(r, err, g.timeout)
-	}
-	p, err := readBlob(c)
+	l := g.peers[r]
+	l.conn.SetDeadline(deadline)
+	seq, rk, nm, p, err := readCall(l)
 	if err != nil {
 		return nil, peerErr(r, err, g.timeout)
 	}
@@ -556,9 +709,9 @@ func (g *Group) readFrom(r int, deadline time.Time, k kind, name string) ([]byte
 // they report rank 0's reason rather than a closed connection.
 func (g *Group) tellAll(why string, deadline time.Time) {
 	for r := 1; r < g.w.Size; r++ {
-		if c := g.peers[r]; c != nil {
-			c.SetDeadline(deadline)
-			c.Write(refusal(why))
+		if l := g.peers[r]; l != nil {
+			l.conn.SetDeadline(deadline)
+			l.send(refusal(why))
 		}
 	}
 }
@@ -611,32 +764,67 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-func writeCall(w io.Writer, seq uint64, k kind, name string, payload []byte) error {
+// writeCall sends one call: uint64(seq) byte(kind) uint16(name length)
+// name uint64(payload length) payload.
+func writeCall(l *link, seq uint64, k kind, name string, payload []byte) error {
 	if len(name) > math.MaxUint16 {
 		name = name[:math.MaxUint16]
 	}
-	buf := make([]byte, 0, 19+len(name)+len(payload))
-	buf = binary.BigEndian.AppendUint64(buf, seq)
-	buf = append(buf, byte(k), byte(len(name)>>8), byte(len(name)))
-	buf = append(buf, name...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(payload)))
-	buf = append(buf, payload...)
-	_, err := w.Write(buf)
-	return err
+	hdr := make([]byte, 0, 19+len(name))
+	hdr = binary.BigEndian.AppendUint64(hdr, seq)
+	hdr = append(hdr, byte(k), byte(len(name)>>8), byte(len(name)))
+	hdr = append(hdr, name...)
+	hdr = binary.BigEndian.AppendUint64(hdr, uint64(len(payload)))
+	return l.send(hdr, payload)
 }
 
-func readBlob(r io.Reader) ([]byte, error) {
-	var n [8]byte
-	if _, err := io.ReadFull(r, n[:]); err != nil {
-		return nil, err
+// readCall reads one call from a rank (rank 0's side of writeCall).
+func readCall(l *link) (seq uint64, k kind, name string, payload []byte, err error) {
+	l.begin()
+	var hdr [11]byte
+	if err := l.read(hdr[:]); err != nil {
+		return 0, 0, "", nil, err
 	}
-	size := binary.BigEndian.Uint64(n[:])
-	if size > maxPayload {
-		return nil, fmt.Errorf("message of %d bytes: over the %d-byte limit (not a gdrotrain rank?)", size, uint64(maxPayload))
+	nm := make([]byte, int(hdr[9])<<8|int(hdr[10]))
+	if err := l.read(nm); err != nil {
+		return 0, 0, "", nil, err
 	}
-	b := make([]byte, size)
-	_, err := io.ReadFull(r, b)
-	return b, err
+	if payload, err = l.readBlob(maxPayload); err != nil {
+		return 0, 0, "", nil, err
+	}
+	if err := l.end(); err != nil {
+		return 0, 0, "", nil, err
+	}
+	return binary.BigEndian.Uint64(hdr[:]), kind(hdr[8]), strings.ToValidUTF8(string(nm), "?"), payload, nil
+}
+
+// readAnswer reads rank 0's answer to a call: its payload, or why rank 0
+// failed the call.
+func readAnswer(l *link) (out []byte, why string, err error) {
+	l.begin()
+	var status [1]byte
+	if err := l.read(status[:]); err != nil {
+		return nil, "", err
+	}
+	switch status[0] {
+	case 0:
+		out, err = l.readBlob(maxPayload)
+	case 1:
+		why, err = l.readRefusal()
+		why = strings.ToValidUTF8(why, "?")
+		if err == nil && why == "" {
+			why = "(no reason given)"
+		}
+	default:
+		err = fmt.Errorf("an answer of unknown status %d (not a gdrotrain rank 0?)", status[0])
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := l.end(); err != nil {
+		return nil, "", err
+	}
+	return out, why, nil
 }
 
 // packBlobs concatenates blobs, each with its uint64 length.
@@ -652,6 +840,9 @@ func packBlobs(parts [][]byte) []byte {
 func unpackBlobs(b []byte, n int) ([][]byte, error) {
 	out := make([][]byte, 0, n)
 	for len(b) > 0 {
+		if len(out) == n {
+			return nil, fmt.Errorf("all-gather answer holds more than %d parts", n)
+		}
 		if len(b) < 8 {
 			return nil, errors.New("truncated all-gather answer")
 		}

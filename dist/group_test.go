@@ -167,28 +167,28 @@ func TestGroupFailures(t *testing.T) {
 
 func TestGroupSetup(t *testing.T) {
 	// Nobody joins: rank 0 names the missing ranks.
-	hub, err := ListenGroup(World{Rank: 0, Size: 3, Addr: "127.0.0.1", Port: 0})
+	hub, err := ListenGroup(World{Rank: 0, Size: 3, Addr: "127.0.0.1", Port: 0}, Options{Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = hub.Accept(200 * time.Millisecond)
+	_, err = hub.Accept()
 	hub.Close()
 	if err == nil || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "rank(s) 1, 2 of 3 did not join") {
 		t.Errorf("no ranks joined: %v", err)
 	}
 	// No rank 0: the others give up naming the address.
-	_, err = DialGroup(World{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: hub.Port()}, 200*time.Millisecond)
+	_, err = DialGroup(World{Rank: 1, Size: 2, Addr: "127.0.0.1", Port: hub.Port()}, Options{Timeout: 200 * time.Millisecond})
 	if err == nil || !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "could not join rank 0 at 127.0.0.1") {
 		t.Errorf("no rank 0: %v", err)
 	}
 	// A world-size mismatch is refused with both sizes.
-	hub, err = ListenGroup(World{Rank: 0, Size: 2, Addr: "127.0.0.1", Port: 0})
+	hub, err = ListenGroup(World{Rank: 0, Size: 2, Addr: "127.0.0.1", Port: 0}, Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer hub.Close()
-	go hub.Accept(time.Second)
-	_, err = DialGroup(World{Rank: 1, Size: 3, Addr: "127.0.0.1", Port: hub.Port()}, time.Second)
+	go hub.Accept()
+	_, err = DialGroup(World{Rank: 1, Size: 3, Addr: "127.0.0.1", Port: hub.Port()}, Options{Timeout: time.Second})
 	if err == nil || !strings.Contains(err.Error(), "world size 3, rank 0 has 2") {
 		t.Errorf("size mismatch: %v", err)
 	}

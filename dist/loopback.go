@@ -8,12 +8,14 @@ import (
 )
 
 // Loopback forms a control plane of size ranks inside this process, over
-// TCP on 127.0.0.1 (rank 0 listens on a free port, the others dial it):
-// what tests and in-process data-parallel runs need to exercise the same
-// code as separate processes. It returns the groups by rank; on failure
-// every group formed is closed and the error names each rank that failed.
+// TCP on 127.0.0.1 (rank 0 listens on a free port, the others dial it),
+// authenticated by a fresh random token: what tests and in-process
+// data-parallel runs need to exercise the same code as separate processes.
+// It returns the groups by rank; on failure every group formed is closed
+// and the error names each rank that failed.
 func Loopback(size int, timeout time.Duration) ([]*Group, error) {
-	hub, err := ListenGroup(World{Rank: 0, Size: size, Addr: "127.0.0.1"})
+	o := Options{Timeout: timeout, Token: NewToken()}
+	hub, err := ListenGroup(World{Rank: 0, Size: size, Addr: "127.0.0.1"}, o)
 	if err != nil {
 		return nil, err
 	}
@@ -25,10 +27,10 @@ func Loopback(size int, timeout time.Duration) ([]*Group, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			groups[r], errs[r] = DialGroup(World{Rank: r, Size: size, Addr: "127.0.0.1", Port: hub.Port()}, timeout)
+			groups[r], errs[r] = DialGroup(World{Rank: r, Size: size, Addr: "127.0.0.1", Port: hub.Port()}, o)
 		}()
 	}
-	groups[0], errs[0] = hub.Accept(timeout)
+	groups[0], errs[0] = hub.Accept()
 	wg.Wait()
 	for r, e := range errs {
 		if e != nil {

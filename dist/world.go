@@ -1,13 +1,15 @@
 // Package dist says where this process stands in a multi-GPU job (its rank,
-// the world size, its rank on its node, the address of rank 0) and carries
-// NCCL's 128-byte unique id from rank 0 to every rank over TCP. It is pure
+// the world size, its rank on its node, the address of rank 0) and forms
+// the job's control plane over TCP (group.go), which carries NCCL's
+// 128-byte unique id from rank 0 to every rank and everything else that is
+// small; its ranks prove they hold the job's token (auth.go). It is pure
 // Go: the cuda package makes the id and opens the communicator.
 //
 // Under Slurm (srun, one task per GPU) everything comes from the task's
 // environment: SLURM_PROCID is the rank, SLURM_NTASKS the world size,
 // SLURM_LOCALID the rank on the node (the GPU to use) and rank 0 runs on the
 // first host of the step's node list (SLURM_STEP_NODELIST, else
-// SLURM_JOB_NODELIST). MASTER_ADDR and MASTER_PORT override the address and
+// SLURM_JOB_NODELIST), or on 127.0.0.1 when that list holds one host. MASTER_ADDR and MASTER_PORT override the address and
 // port as with torchrun; without MASTER_PORT the port is derived from
 // SLURM_JOB_ID so that two jobs sharing a node do not collide. Elsewhere
 // the values are given explicitly (flags --rank, --world-size,
@@ -102,8 +104,15 @@ func FromSlurm(getenv func(string) string) (World, error) {
 		if list == "" {
 			return w, fmt.Errorf("dist: neither MASTER_ADDR nor SLURM_JOB_NODELIST is set")
 		}
-		if w.Addr, err = FirstHost(list); err != nil {
+		hosts, err := ExpandHostlist(list)
+		if err != nil {
 			return w, fmt.Errorf("dist: %s: %w", name, err)
+		}
+		w.Addr = hosts[0]
+		if len(hosts) == 1 {
+			// Every task runs on this node: rank 0 listens on loopback
+			// only, out of reach of other hosts.
+			w.Addr = "127.0.0.1"
 		}
 	}
 	w.Port = DefaultPort
@@ -119,4 +128,22 @@ func FromSlurm(getenv func(string) string) (World, error) {
 		w.Port = 20000 + id%20000
 	}
 	return w, w.Validate()
+}
+
+// CheckBind checks an address for rank 0 to listen on (dist.bind): empty
+// (the address rank 0 is reached at), a host name, or an IP address, with no
+// port.
+func CheckBind(host string) error {
+	if host == "" || net.ParseIP(host) != nil {
+		return nil
+	}
+	if strings.Contains(host, ":") {
+		return fmt.Errorf("not a host name or an IP address (no port: rank 0's port is --master-port)")
+	}
+	for _, c := range host {
+		if !(c == '-' || c == '.' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return fmt.Errorf("not a host name or an IP address (%q)", c)
+		}
+	}
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gdrotrain/gdrotrain/device"
+	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -203,6 +204,13 @@ type DistConfig struct {
 	// inputs). false keeps the whole fp32 policy on every rank. Elsewhere
 	// it does nothing.
 	ShardMasters bool `yaml:"shard_masters" json:"shard_masters"`
+	// Bind is the address rank 0 listens on for the other ranks: empty
+	// (the default) is the address they reach it at (--master-addr,
+	// MASTER_ADDR or Slurm's first host; 127.0.0.1 when all ranks run on
+	// one node), not every interface; 0.0.0.0 is every interface. Either
+	// way a rank joins only by proving it holds the job's
+	// GDROTRAIN_DIST_TOKEN (docs/data-parallel.md).
+	Bind string `yaml:"bind" json:"bind"`
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -595,6 +603,9 @@ func (d DistConfig) Validate() error {
 	}
 	if d.StateCheckEvery < 0 || d.TimeoutS <= 0 {
 		p.add("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", d.StateCheckEvery, d.TimeoutS)
+	}
+	if err := dist.CheckBind(d.Bind); err != nil {
+		p.add("dist.bind = %q: %v", d.Bind, err)
 	}
 	return p.err()
 }

@@ -20,12 +20,14 @@ import (
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
-// distFlags are --rank, --world-size, --local-rank, --master-addr and
-// --master-port.
+// distFlags are --rank, --world-size, --local-rank, --master-addr,
+// --master-port, --bind-addr and --insecure-dist.
 type distFlags struct {
 	rank, size, localRank int
 	addr                  string
 	port                  int
+	bind                  string // sets dist.bind
+	insecure              bool   // no token: an unauthenticated group
 }
 
 func addDistFlags(cmd *cobra.Command, f *distFlags) {
@@ -34,6 +36,8 @@ func addDistFlags(cmd *cobra.Command, f *distFlags) {
 	cmd.Flags().IntVar(&f.localRank, "local-rank", -1, "this process's rank on its node, which picks its GPU (default: --rank, one node)")
 	cmd.Flags().StringVar(&f.addr, "master-addr", "", "host of rank 0 (default: MASTER_ADDR, else 127.0.0.1)")
 	cmd.Flags().IntVar(&f.port, "master-port", 0, fmt.Sprintf("TCP port of rank 0 (default: MASTER_PORT, else %d)", dist.DefaultPort))
+	cmd.Flags().StringVar(&f.bind, "bind-addr", "", "address rank 0 listens on (sets dist.bind; default: the address of rank 0 the others dial, not every interface)")
+	cmd.Flags().BoolVar(&f.insecure, "insecure-dist", false, "form the ranks' group without "+dist.TokenEnv+": any process that reaches rank 0's port can join it (give it to every rank)")
 }
 
 // world resolves this process's place: the flags when --world-size is
@@ -99,17 +103,37 @@ func rankDevice(name string, w dist.World, getenv func(string) string) (string, 
 }
 
 // joinGroup forms the control plane of a world of several ranks (nil for
-// one process).
-func joinGroup(cmd *cobra.Command, w dist.World, timeout time.Duration) (*dist.Group, error) {
+// one process). Its ranks prove they hold the job's token, read from the
+// environment (dist.TokenEnv), unless --insecure-dist opts out; without
+// either it refuses to start. The token is never printed.
+func joinGroup(cmd *cobra.Command, w dist.World, cfg trainer.Config, insecure bool, getenv func(string) string) (*dist.Group, error) {
 	if w.Size == 1 {
 		return nil, nil
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "data parallel: %s: joining the group\n", w)
-	g, err := dist.NewGroup(w, timeout)
-	if err != nil {
-		return nil, err
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "data parallel: "+format+"\n", args...)
 	}
-	return g, nil
+	o := dist.Options{Timeout: cfg.DistTimeout(), Bind: cfg.Dist.Bind, Logf: logf}
+	how := "ranks prove they hold " + dist.TokenEnv
+	switch v := getenv(dist.TokenEnv); {
+	case insecure:
+		how = "unauthenticated"
+		ignored := ""
+		if v != "" {
+			ignored = "; " + dist.TokenEnv + " is ignored"
+		}
+		logf("--insecure-dist: the group is unauthenticated: any process that reaches rank 0's port can join it as a missing rank, read what it sends and add to its sums%s", ignored)
+	case v == "":
+		return nil, fmt.Errorf("data parallel: %s is not set: the ranks of a job prove to each other that they hold this secret, so that no other process joins the job (the Slurm scripts set it; by hand, run export %s=$(openssl rand -hex 32) once and start every rank from that shell), or give every rank --insecure-dist for an unauthenticated group", dist.TokenEnv, dist.TokenEnv)
+	default:
+		tok, err := dist.ParseToken(v)
+		if err != nil {
+			return nil, fmt.Errorf("data parallel: %w", err)
+		}
+		o.Token = tok
+	}
+	logf("%s: joining the group (%s)", w, how)
+	return dist.Join(w, o)
 }
 
 // reducerFor makes the gradient reducer of backend b: NCCL on CUDA (the id

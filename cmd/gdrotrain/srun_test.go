@@ -20,7 +20,9 @@ import (
 // binary, rendezvous from Slurm's variables: SIGUSR1 to the batch shell
 // reaches both ranks, which checkpoint the same step and exit 3; the
 // script requeues the job; the requeued job resumes from that checkpoint
-// with both ranks and finishes. Per-rank logs land in LOG_DIR.
+// with both ranks and finishes. Per-rank logs land in LOG_DIR. The ranks
+// hold the job token the script generates (the test's environment has
+// none), so they form an authenticated group.
 func TestSrunScriptTwoRanks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a batch script and two processes")
@@ -58,7 +60,7 @@ func TestSrunScriptTwoRanks(t *testing.T) {
 			"dist.timeout_s=60", "checkpoint.every=1000", "train.steps="+steps)...)
 		cmd := exec.Command("bash", args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "FAKE_LOG="+filepath.Join(dir, "fake.log"),
+		cmd.Env = append(os.Environ(), "GDROTRAIN_DIST_TOKEN=", "PATH="+dir+":"+os.Getenv("PATH"), "FAKE_LOG="+filepath.Join(dir, "fake.log"),
 			"SRUN=srun", "GDROTRAIN="+gdrotrain, "CONFIG=demo", "DEVICE=cpu", "LOG_DIR="+logs,
 			"SLURM_JOB_ID=4242", "SLURM_JOB_NAME=gt", "SLURM_NTASKS=2", "SLURM_JOB_NUM_NODES=1",
 			"SLURM_JOB_NODELIST=localhost", "MASTER_ADDR=127.0.0.1", fmt.Sprintf("MASTER_PORT=%d", port),
@@ -88,6 +90,13 @@ func TestSrunScriptTwoRanks(t *testing.T) {
 	}
 	if !fileHas(filepath.Join(dir, "fake.log"), "scontrol requeue 4242") {
 		t.Fatal("the job was not requeued")
+	}
+	// The script made the job's token and srun passed it to both ranks,
+	// which formed an authenticated group.
+	for _, r := range []string{"0", "1"} {
+		if log := filepath.Join(logs, "gt-4242-rank"+r+".out"); !fileHas(log, "joining the group (ranks prove they hold GDROTRAIN_DIST_TOKEN)") {
+			t.Errorf("rank %s did not join an authenticated group:\n%s", r, readOr(log))
+		}
 	}
 	runDir := filepath.Join(task.Dir, "srun")
 	steps := lineCount(filepath.Join(runDir, "metrics.jsonl"))

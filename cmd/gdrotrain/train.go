@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -42,7 +43,11 @@ scripts requeue; --resume auto continues exactly.
 Several GPUs (data parallel, one process per GPU): under srun the rank,
 world size and GPU come from Slurm's variables; elsewhere start one process
 per rank with --rank R --world-size W (and --local-rank, --master-addr,
---master-port across nodes; or MASTER_ADDR/MASTER_PORT). Every rank holds
+--master-port across nodes; or MASTER_ADDR/MASTER_PORT). The ranks prove to
+each other that they hold the job's secret, GDROTRAIN_DIST_TOKEN (the Slurm
+scripts generate it; by hand: export GDROTRAIN_DIST_TOKEN=$(openssl rand
+-hex 32) before starting the ranks), so no other process can join the job;
+--insecure-dist opts out. Every rank holds
 the whole state and only rank 0 writes the run folder; a signal on any rank
 stops all at the next step boundary with one checkpoint (exit status 3),
 which resumes at any world size.`,
@@ -54,6 +59,9 @@ which resumes at any world size.`,
 			}
 			if device != "" {
 				sets = append(sets, "run.device="+device)
+			}
+			if df.bind != "" {
+				sets = append(sets, "dist.bind="+strconv.Quote(df.bind))
 			}
 			if printConfig || dryRun {
 				// Both work on a shipped config before its paths are set.
@@ -85,7 +93,7 @@ which resumes at any world size.`,
 			if cfg.Run.Device, err = rankDevice(cfg.Run.Device, w, os.Getenv); err != nil {
 				return err
 			}
-			g, err := joinGroup(cmd, w, cfg.DistTimeout())
+			g, err := joinGroup(cmd, w, cfg, df.insecure, os.Getenv)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,12 @@
 # SLURM_JOB_ID unless MASTER_PORT is set). The tasks see every GPU of their
 # node and each takes the one of its local rank, as torchrun does.
 #
+# The job's secret: a random GDROTRAIN_DIST_TOKEN made here, on every start
+# of the job, and passed to every task through srun's environment; the ranks
+# prove to each other that they hold it, so no other process reaching rank
+# 0's port joins the job. It is written nowhere (not to the job's output,
+# nor the run folder).
+#
 # Pre-emption: Slurm signals this batch shell (--signal=B:USR1@300); the
 # trap sends SIGUSR1 to srun, which forwards it to every task. Any rank that
 # gets it makes all ranks finish the step, write one checkpoint and exit 3
@@ -26,6 +32,12 @@ SRUN=${SRUN:-srun}
 LOG_DIR=${LOG_DIR:-logs}
 EXIT_REQUEUE=3
 mkdir -p "$LOG_DIR"
+
+# 32 random bytes as 64 hex digits, straight into the environment (no echo,
+# no file, no command line: nothing prints it).
+GDROTRAIN_DIST_TOKEN=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+[ ${#GDROTRAIN_DIST_TOKEN} -eq 64 ] || { echo "could not read 32 random bytes from /dev/urandom" >&2; exit 1; }
+export GDROTRAIN_DIST_TOKEN
 
 name=${SLURM_JOB_NAME:-gdrotrain}
 job=${SLURM_JOB_ID:-0}

@@ -44,6 +44,7 @@ echo "slurm script: ok"
 cat > "$tmp/gdrotrain" <<'FAKE'
 #!/usr/bin/env bash
 echo "rank $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS: gdrotrain $*" >> "$FAKE_LOG"
+echo "$GDROTRAIN_DIST_TOKEN" >> "$FAKE_LOG.tokens"  # the job token each task received
 trap 'echo "rank $SLURM_PROCID: got USR1" >> "$FAKE_LOG"; exit 3' USR1
 for _ in $(seq 100); do sleep 0.1; done
 exit 0
@@ -60,10 +61,12 @@ for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
   grep -q "^#SBATCH --gpus-per-node=8" "$multi" || { echo "$1: not 8 GPUs per node"; exit 1; }
   grep -q "^#SBATCH --nodes=$3\$" "$multi" || { echo "$1: not $3 node(s)"; exit 1; }
   : > "$tmp/log"
+  : > "$tmp/log.tokens"
   mkdir -p "$tmp/submit/scripts"
   ln -sfn "$here" "$tmp/submit/scripts/slurm"
   ( cd "$tmp/submit" && exec env SLURM_SUBMIT_DIR="$tmp/submit" SLURM_JOB_ID=77 SLURM_JOB_NAME=gt \
       SLURM_NTASKS=$2 SLURM_JOB_NUM_NODES=$3 CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" \
+      GDROTRAIN_DIST_TOKEN=submit-shell-token \
       bash "$multi" --set optim.lr=1e-6 ) > "$tmp/out" 2>&1 &
   job=$!
   for _ in $(seq 50); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge "$2" ] && break; sleep 0.1; done
@@ -76,5 +79,15 @@ for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
   done
   expect "scontrol requeue 77"
   [ -d "$tmp/submit/logs" ] || { echo "$1: no logs folder"; exit 1; }
+  # Every task got the same job token: 64 hex digits, a fresh one (not the
+  # submitting shell's), printed nowhere.
+  [ "$(sort -u "$tmp/log.tokens" | wc -l)" -eq 1 ] && [ "$(wc -l < "$tmp/log.tokens")" -eq "$2" ] ||
+    { echo "$1: the tasks' tokens differ or are missing"; cat "$tmp/log.tokens"; exit 1; }
+  token=$(head -1 "$tmp/log.tokens")
+  [[ $token =~ ^[0-9a-f]{64}$ ]] || { echo "$1: the job token is not 64 hex digits"; exit 1; }
+  [ "$token" != "submit-shell-token" ] || { echo "$1: the job token is the submitting shell's"; exit 1; }
+  if grep -rqF -- "$token" "$tmp/out" "$tmp/log" "$tmp/submit/logs"; then
+    echo "$1: the job token was printed"; exit 1
+  fi
 done
 echo "multi-GPU slurm scripts: ok"
