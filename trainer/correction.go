@@ -41,9 +41,10 @@ type CorrectionConfig struct {
 	// Cap is C of the truncated modes (token_tis, seq_tis): weights above it
 	// are set to it.
 	Cap float64 `yaml:"cap" json:"cap"`
-	// Low and High bound the masked modes' band (token_mis, seq_mis), and
-	// the band of the mismatch_out_of_band metric in every mode.
-	Low  float64 `yaml:"low" json:"low"`
+	// Low is the lower end of the masked modes' band (token_mis, seq_mis),
+	// and of the band of the mismatch_out_of_band metric in every mode.
+	Low float64 `yaml:"low" json:"low"`
+	// High is the upper end of the same band.
 	High float64 `yaml:"high" json:"high"`
 }
 
