@@ -575,11 +575,13 @@ func (r *Run) DeltaMeanBin() Series {
 	return d
 }
 
-// LeadLag returns corr(Δμ_t, Δmean_bin_{t+k}) for k = −maxLag … maxLag
-// (index k+maxLag; positive k: Δμ leads), computed as gdro-sim's summary
-// does: over steps t ≥ 2 with t+k ≥ 2 (1-based), Pearson correlation, 0 when
-// either side is constant. ok is false without dmu.
-func (r *Run) LeadLag(maxLag int) (lags, corrs []float64, ok bool) {
+// LeadLagCorr returns corr(dmu_t, Δmean_bin_{t+k}) for k = −maxLag … maxLag
+// (index k+maxLag; positive k: dmu leads), dmu the shadow price's step change
+// μ(t+1) − μ(t), computed as gdro-sim's summary does: over steps t ≥ 2 with
+// t+k ≥ 2 (1-based), Pearson correlation, 0 when either side is constant.
+// ok is false without dmu. gdrotrain's own diagnostic, not the paper's
+// lead–lag (LeadLagGap).
+func (r *Run) LeadLagCorr(maxLag int) (lags, corrs []float64, ok bool) {
 	if !r.Has("dmu") || !r.Has("mean_bin") {
 		return nil, nil, false
 	}

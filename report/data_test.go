@@ -116,7 +116,7 @@ func TestScalarDynamics(t *testing.T) {
 // rise together: correlation 1. Other lags have < 2 pairs: 0.
 func TestLeadLagByHand(t *testing.T) {
 	r := loadFixture(t)
-	lags, corrs, ok := r.LeadLag(3)
+	lags, corrs, ok := r.LeadLagCorr(3)
 	if !ok {
 		t.Fatal("LeadLag not ok")
 	}

@@ -101,7 +101,7 @@ func dynamicsFigures(run *Run) ([]Figure, []Skipped) {
 		skip("dyn_weight_entropy", "Prompt-GDRO weight entropy", "no Prompt-GDRO fields (weight_entropy)")
 	}
 
-	if lags, corrs, ok := run.LeadLag(3); ok {
+	if lags, corrs, ok := run.LeadLagCorr(3); ok {
 		figs = append(figs, leadLagFigure(run, lags, corrs))
 	} else {
 		skip("dyn_lead_lag_corr", "Shadow price change vs the mean bin (correlation)", "no Rollout-GDRO fields (dmu)")
