@@ -205,7 +205,7 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 // wseFigure: WSE and its uniform-allocation counterpart above their ratio.
 func wseFigure(run *Run) Figure {
 	wse, uni := run.Scalar("wse"), run.Scalar("wse_uniform")
-	wse.Label, uni.Label = "wse (per-step σ)", "wse_uniform (every prompt at n̄)"
+	wse.Label, uni.Label = "wse (per-step σ)", "wse_uniform (every prompt at the mean budget)"
 	top := newPlot("Per-step WSE proxy vs the uniform allocation — "+run.Name, "step", "WSE_step")
 	stepAxis(top)
 	addLines(top, []Series{wse, uni}, 0, true)

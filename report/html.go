@@ -1,9 +1,9 @@
 package report
 
 // html.go: index.html, a single self-contained page (inline CSS, relative
-// image links, no scripts or external assets) that shows every figure with
-// its caption, the figures that were skipped and why, and each run's
-// config.yaml.
+// image links, no scripts or external assets) that shows the key numbers of
+// the paper's measurements, every figure with its caption, the figures that
+// were skipped and why, and each run's config.yaml.
 
 import (
 	"bytes"
@@ -70,7 +70,7 @@ code { font-size: .95em; }
 <tr><th>measure</th><th>value</th><th>how</th></tr>
 {{range .Measures}}<tr><td>{{.Name}}</td><td>{{.Value}}</td><td>{{.Note}}</td></tr>
 {{end}}</table>
-{{end}}<nav>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#config">Config</a></nav>
+{{end}}<nav>{{if .Measures}}<a href="#measures">Key numbers</a>{{end}}{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#config">Config</a></nav>
 {{range .Sections}}
 <h2 id="{{.ID}}">{{.Title}}</h2>
 {{if .Skipped}}<div class="skipped">Not drawn:<ul>{{range .Skipped}}<li><b>{{.Title}}</b> — {{.Reason}}</li>{{end}}</ul></div>{{end}}

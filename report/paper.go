@@ -461,7 +461,16 @@ func (r *Run) ValByBin() (*ValBins, error) {
 		vb.Count[vb.Bin[i]]++
 	}
 	for b := range vb.Acc {
-		vb.Acc[b].Label = fmt.Sprintf("bin %d (%d prompts)", b, vb.Count[b])
+		lo, hi := 0.0, 1.0
+		if b > 0 {
+			lo = edges[b-1]
+		}
+		rng := fmt.Sprintf("[%g, 1]", lo)
+		if b < len(edges) {
+			hi = edges[b]
+			rng = fmt.Sprintf("[%g, %g)", lo, hi)
+		}
+		vb.Acc[b].Label = fmt.Sprintf("bin %d, pass rate %s (%d prompts)", b, rng, vb.Count[b])
 	}
 	vb.Worst.Label = "worst bin"
 	for _, v := range r.Val {

@@ -216,6 +216,9 @@ func TestPaperValidation(t *testing.T) {
 	if vb.Count[0] != 3 || vb.Count[1] != 2 || vb.Count[2] != 3 {
 		t.Errorf("counts %v", vb.Count)
 	}
+	if vb.Acc[0].Label != "bin 0, pass rate [0, 0.4) (3 prompts)" || vb.Acc[2].Label != "bin 2, pass rate [0.75, 1] (3 prompts)" {
+		t.Errorf("labels %q, %q", vb.Acc[0].Label, vb.Acc[2].Label)
+	}
 	x := []float64{0, 2, 5}
 	// bin 0 = prompts 0, 1, 5: (0+1+0)/12; step 2 (1+2+1)/12; step 5 (n = 8) (2+4+2)/24.
 	checkSeries(t, "bin 0", vb.Acc[0], x, []float64{1.0 / 12, 1.0 / 3, 1.0 / 3})
@@ -362,7 +365,7 @@ func TestPaperReport(t *testing.T) {
 		"Figure 1: rollouts per prompt, tail average = 0: 7.00, 1: 4.00, 2: 3.00",
 		"High-bin budget share, tail mean = 0.438 (prompt share 0.250)",
 		"Validation worst-bin accuracy = 0.333 at step 5 (bin 0); 0.083 at step 0",
-		"Peak checkpoint = step 2 (mean accuracy 0.6250)",
+		"Peak checkpoint = step 2 (mean accuracy 0.6250), checkpoint kept",
 		"AIME (2024 + 2025) / 2 = AIME mean@8 0.5000 at step 5, 0.5000 at the peak; AIME pass@8 1.0000 at step 5",
 	} {
 		if !strings.Contains(all, want) {

@@ -105,8 +105,8 @@ func paperMeasures(run *Run) []Measure {
 		if run.Dir == "" {
 			state = "no run folder to look in"
 		}
-		ms = append(ms, Measure{"Peak checkpoint", fmt.Sprintf("step %d (mean accuracy %.4f)", pk.Step, pk.MeanAcc),
-			fmt.Sprintf("%s: %s", pk.Checkpoint, state)})
+		ms = append(ms, Measure{"Peak checkpoint", fmt.Sprintf("step %d (mean accuracy %.4f), checkpoint %s", pk.Step, pk.MeanAcc, state),
+			pk.Checkpoint + "; the validation with the highest mean accuracy, the earliest on ties (§8.1)"})
 	}
 	if mean, pass, names, ok := run.AIMEAverage(); ok {
 		v := ""
@@ -195,8 +195,8 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 	// WSE with σ̂ once per run.
 	if wse, uni, ratio, ok := run.PaperWSE(); ok {
 		sigma, pbar, _ := run.SigmaHat()
-		wse.Label, uni.Label = "WSE of the allocation used", "WSE uniform (n̄ rollouts per prompt)"
-		top := newPlot(title("Weighted standard error, σ̂ estimated once"), "step", "WSE")
+		wse.Label, uni.Label = "WSE of the allocation used", "WSE uniform (every prompt at the mean budget)"
+		top := newPlot(title("Weighted standard error, σ estimated once per run"), "step", "WSE")
 		stepAxis(top)
 		cap := addSmoothLines(top, []Series{wse, uni}, 0, true)
 		yFloor(top)
@@ -230,7 +230,7 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 	}
 	if tb, ok := run.TailRollouts(); ok {
 		figs = append(figs, tailFigure(run, tb, "paper_tail_rollouts", "Figure 1: Rollout-GDRO rollouts per prompt, tail average",
-			"tail average of rollouts per prompt", fmt.Sprintf("uniform n̄ = %.2f", tb.Uniform),
+			"tail average of rollouts per prompt", fmt.Sprintf("uniform: the mean budget, %.2f", tb.Uniform),
 			fmt.Sprintf("Figure 1's Rollout-GDRO bars (docs/algorithm.md §8.1): rollouts per prompt each bin received (bin_n_mean), averaged over "+
 				"the steps ≥ %g (the 60th percentile of the run's steps, %d steps) at which the bin had prompts, against the uniform n̄ (the tail "+
 				"average of Σ_b q̂_b·n_b). A bin never present in the tail has no bar. Values: %s.",
