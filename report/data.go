@@ -52,6 +52,7 @@ type Record struct {
 	Arrays    map[string][]float64 // per-class arrays by JSON name, each (C)
 	Arms      []float64            // (K) arms, nil when absent
 	Scalars   map[string]float64
+	Flags     map[string]bool // every top-level true/false of the line by its JSON name
 	HasFields map[string]bool // every top-level key of the line
 }
 
@@ -223,9 +224,12 @@ func parseRecord(line []byte) (Record, error) {
 	if err := json.Unmarshal(line, &raw); err != nil {
 		return Record{}, fmt.Errorf("not a JSON object: %w", err)
 	}
-	rec := Record{Arrays: map[string][]float64{}, Scalars: map[string]float64{}, HasFields: map[string]bool{}}
+	rec := Record{Arrays: map[string][]float64{}, Scalars: map[string]float64{}, Flags: map[string]bool{}, HasFields: map[string]bool{}}
 	for k, v := range raw {
 		rec.HasFields[k] = true
+		if b := string(v); b == "true" || b == "false" {
+			rec.Flags[k] = b == "true"
+		}
 		if len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
 			x, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {

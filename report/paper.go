@@ -163,6 +163,19 @@ func (r *Run) SigmaHat() (sigma, pbar []float64, ok bool) {
 	return sigma, pbar, true
 }
 
+// WeightsNotApplied is the number of steps whose Prompt-GDRO weights were
+// computed and logged but not applied to the advantages (weights_applied
+// false: a Rollout-GDRO run, or prompt.apply off).
+func (r *Run) WeightsNotApplied() int {
+	n := 0
+	for _, rec := range r.Records {
+		if applied, ok := rec.Flags["weights_applied"]; ok && !applied && rec.Arrays["bin_weight"] != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // hasArray reports whether any record has the per-class array key.
 func (r *Run) hasArray(key string) bool {
 	for _, rec := range r.Records {

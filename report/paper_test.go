@@ -174,6 +174,18 @@ func TestTailWeightsAbsentBin(t *testing.T) {
 	}
 	checkVec(t, "tail p_b", tw.Mean, []float64{0.7, 0.3, 0})
 	checkVec(t, "uniform over present", tw.UniformPresent, []float64{0.5, 0.5, 0})
+	if n := r.WeightsNotApplied(); n != 0 {
+		t.Errorf("WeightsNotApplied = %d without the flag", n)
+	}
+	// weights logged but not applied (a Rollout-GDRO run) are said so
+	r, err = LoadRun(writeRun(t, strings.Replace(l(1, "[1,0,0]", "[1,0,0]"), "}", `,"weights_applied":false}`, 1),
+		strings.Replace(l(2, "[1,0,0]", "[1,0,0]"), "}", `,"weights_applied":true}`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.WeightsNotApplied(); n != 1 || !strings.Contains(notApplied(r), "At 1 of 2 steps") {
+		t.Errorf("WeightsNotApplied = %d, %q", n, notApplied(r))
+	}
 }
 
 func TestPaperHighBinAndSnapshots(t *testing.T) {

@@ -131,6 +131,17 @@ func paperMeasures(run *Run) []Measure {
 	return ms
 }
 
+// notApplied is a caption sentence for weights that were logged but not
+// applied, or "".
+func notApplied(run *Run) string {
+	n := run.WeightsNotApplied()
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" At %d of %d steps the weights were computed but not applied (weights_applied false): they show what Prompt-GDRO "+
+		"would have done, not what the gradient saw.", n, len(run.Records))
+}
+
 func fmtEdges(e []float64) string {
 	s := make([]string, len(e))
 	for i, x := range e {
@@ -186,7 +197,7 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 				"the step's rollouts (μ_rollout); accbin_excl is not counted and each distribution is renormalised over the bins. Bottom: the gap " +
 				"Δμ(t) = μ_weight(t) − μ_data(t) (and μ_rollout − μ_data). Bin 0 is the hardest, so a negative gap means the controller puts its " +
 				"mass on harder bins than the data hold: it leads the curriculum. Not the same Δμ as dmu, the shadow price's step change, which " +
-				"dyn_lead_lag_corr correlates with the mean bin." + cap,
+				"dyn_lead_lag_corr correlates with the mean bin." + notApplied(run) + cap,
 			Width: sizeTall[0], Height: sizeTall[1], draw: stacked(top, bot)})
 	} else {
 		skip("dyn_lead_lag", "Lead–lag Δμ(t) = μ_weight(t) − μ_data(t)", "no Prompt-GDRO weights (bin_weight) or Rollout-GDRO fields (bin_n)")
@@ -224,7 +235,7 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 			fmt.Sprintf("Figure 1's Prompt-GDRO bars (docs/algorithm.md §8.1): Prompt-GDRO's probability p_b (bin_weight) averaged over the steps at or above "+
 				"the 60th percentile of the run's steps (steps ≥ %g, %d steps; 0 where the bin has no prompts, so the bars sum to 1), against the uniform "+
 				"line 1/%d. Dots: the same average for uniform weights over the bins present at each step, the fair reference when some bins are "+
-				"empty. Values: %s.", roundSig(tb.From, 6), tb.Steps, len(run.Labels), fmtVec(run.Labels, tb.Mean, "%.3f"))))
+				"empty. Values: %s.%s", roundSig(tb.From, 6), tb.Steps, len(run.Labels), fmtVec(run.Labels, tb.Mean, "%.3f"), notApplied(run))))
 	} else {
 		skip("paper_tail_weight", "Figure 1: Prompt-GDRO probability per bin, tail average", "no Prompt-GDRO fields (bin_weight)")
 	}
