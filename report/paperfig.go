@@ -183,7 +183,11 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 		if okW {
 			gaps[0].Label = "Δμ = μ_weight − μ_data"
 		}
-		top := newPlot(title("Lead–lag: mean bin under the weights vs the data"), "step", "mean bin index (0 = hardest)")
+		figTitle := "Lead–lag Δμ(t) = μ_weight(t) − μ_data(t)"
+		if !okW {
+			figTitle = "Lead–lag Δμ(t) = μ_rollout(t) − μ_data(t)"
+		}
+		top := newPlot(title("Lead–lag: mean bin under the controller vs the data"), "step", "mean bin index (0 = hardest)")
 		stepAxis(top)
 		cap := addSmoothLines(top, mus, 0, true)
 		bot := newPlot("", "step", "Δμ (< 0: on harder bins than the data)")
@@ -191,7 +195,7 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 		lo, hi := xRange(gaps...)
 		addHLine(bot, 0, lo, hi, "")
 		addSmoothLines(bot, gaps, 1, true)
-		figs = append(figs, Figure{Name: "dyn_lead_lag", Section: secPaper, Title: "Lead–lag Δμ(t) = μ_weight(t) − μ_data(t)",
+		figs = append(figs, Figure{Name: "dyn_lead_lag", Section: secPaper, Title: figTitle,
 			Caption: "The paper's lead–lag (docs/algorithm.md §8.1). Top: the mean bin index μ(t) = Σ_b b·d_b / Σ_b d_b under the prompt share " +
 				"(μ_data, bin_share), under Prompt-GDRO's normalised weights p_b (μ_weight, bin_weight) and, for Rollout-GDRO, under the share of " +
 				"the step's rollouts (μ_rollout); accbin_excl is not counted and each distribution is renormalised over the bins. Bottom: the gap " +
