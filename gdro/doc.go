@@ -86,7 +86,7 @@
 //	bin_n_unconstrained [C]float   unconstrained choice n_b^u (paper)
 //	arm_prob            [C][K]float arm probabilities at decision time
 //	arm_entropy         float      mean H(p_b) over the DP's classes, nats
-//	mu, dmu             float      μ used; μ_{t+1} − μ_t (lead–lag diagnostic)
+//	mu, dmu             float      μ used; μ_{t+1} − μ_t (report's dyn_lead_lag_corr)
 //	violation           float      Σ_b q̂_b·n_b^u − n̄
 //	budget_target/total int        N·n̄, Σ n_i;  budget_exact bool
 //	using_prev_labels   bool       reference_compat: stale labels drove the DP

@@ -76,9 +76,25 @@ func compareSpecs(runs []*Run) []compareSpec {
 			caption: "Entropy of the adversarial bin weights (weight_entropy).", get: scalarGetter("weight_entropy")},
 		compareSpec{name: "cmp_dmu", section: secDynamics, title: "Δμ(t)", yLabel: "Δμ",
 			caption: "Step change of Rollout-GDRO's shadow price (dmu).", get: scalarGetter("dmu")},
-		compareSpec{name: "cmp_wse_ratio", section: secDynamics, title: "WSE relative to the uniform allocation", yLabel: "WSE / WSE uniform",
-			caption: "wse_ratio: below 1 the run's rollout allocation estimates the step's mean reward more precisely than n̄ rollouts per prompt.",
-			get:     scalarGetter("wse_ratio")},
+		compareSpec{name: "cmp_wse_step_ratio", section: secDynamics, title: "Per-step WSE proxy relative to the uniform allocation", yLabel: "wse_ratio",
+			caption: "wse_ratio, the controller's per-step proxy (σ re-estimated each step; not the paper's WSE, which is cmp_wse_ratio): below 1 the " +
+				"run's rollout allocation estimates the step's mean reward more precisely than n̄ rollouts per prompt.",
+			get: scalarGetter("wse_ratio")},
+		compareSpec{name: "cmp_wse_ratio", section: secPaper, title: "WSE relative to the uniform allocation (paper)", yLabel: "WSE / WSE uniform",
+			caption: "The paper's WSE ratio, Σ_b q_t(b)·σ̂_b/√n_b(t) over the same with n_b = n̄, σ̂_b estimated once per run (docs/algorithm.md §8.1).",
+			get: func(r *Run) (Series, bool) {
+				_, _, ratio, ok := r.PaperWSE()
+				return ratio, ok && ratio.Len() > 0
+			}},
+		compareSpec{name: "cmp_lead_lag", section: secPaper, title: "Lead–lag Δμ = μ_weight − μ_data", yLabel: "Δμ (< 0: harder than the data)",
+			caption: "The paper's lead–lag: mean bin index under Prompt-GDRO's weights minus under the prompt share (docs/algorithm.md §8.1).",
+			get:     func(r *Run) (Series, bool) { return r.LeadLagGap(DistWeight) }},
+		compareSpec{name: "cmp_high_bin_budget", section: secPaper, title: "High-bin budget share", yLabel: "share of the rollouts", floor: true,
+			caption: "Share of each step's rollouts that went to the hardest half of the bins (docs/algorithm.md §8.1).",
+			get: func(r *Run) (Series, bool) {
+				b, _, ok := r.HighBinBudget()
+				return b, ok
+			}},
 		compareSpec{name: "cmp_mu", section: secDynamics, title: "Shadow price μ(t)", yLabel: "μ", floor: true,
 			caption: "Rollout-GDRO's shadow price μ (mu).", get: scalarGetter("mu")},
 	)
@@ -99,6 +115,21 @@ func compareSpecs(runs []*Run) []compareSpec {
 			caption: "Pooled pass@n over all validation prompts (pooled_pass_at_n).", get: valGetter("pooled_pass_at_n")},
 		compareSpec{name: "cmp_val_worst", section: secValidation, title: "Validation worst benchmark", yLabel: "accuracy", floor: true,
 			caption: "Mean accuracy of the worst benchmark at each validation (worst_group_acc).", get: valGetter("worst_group_acc")},
+		compareSpec{name: "cmp_val_worst_bin", section: secValidation, title: "Validation worst difficulty bin", yLabel: "accuracy", floor: true,
+			caption: "Accuracy of the worst bin when the validation prompts are grouped by the initial model's pass rate (docs/algorithm.md §8.1).",
+			get: func(r *Run) (Series, bool) {
+				vb, err := r.ValByBin()
+				if err != nil {
+					return Series{}, false
+				}
+				return vb.Worst, vb.Worst.Len() > 0
+			}},
+		compareSpec{name: "cmp_val_aime", section: secValidation, title: "AIME 2024 and 2025 averaged: mean@n", yLabel: "accuracy", floor: true,
+			caption: "The paper's AIME column, the mean of AIME 2024 and AIME 2025 mean@n (docs/algorithm.md §8.1).",
+			get: func(r *Run) (Series, bool) {
+				m, _, _, ok := r.AIMEAverage()
+				return m, ok && m.Len() > 0
+			}},
 	)
 	seen := map[string]bool{}
 	var benches []string

@@ -52,6 +52,7 @@ type Record struct {
 	Arrays    map[string][]float64 // per-class arrays by JSON name, each (C)
 	Arms      []float64            // (K) arms, nil when absent
 	Scalars   map[string]float64
+	Flags     map[string]bool // every top-level true/false of the line by its JSON name
 	HasFields map[string]bool // every top-level key of the line
 }
 
@@ -75,6 +76,9 @@ type ValRecord struct {
 	WorstGroup string                  `json:"worst_group"`
 	WorstAcc   *float64                `json:"worst_group_acc"`
 	Benchmarks map[string]*BenchRecord `json:"benchmarks"`
+	// PromptCorrect is each validation prompt's correct count of N, in the
+	// order of the validation files (absent in older runs).
+	PromptCorrect []int `json:"prompt_correct"`
 }
 
 // Run is one run's data.
@@ -220,9 +224,12 @@ func parseRecord(line []byte) (Record, error) {
 	if err := json.Unmarshal(line, &raw); err != nil {
 		return Record{}, fmt.Errorf("not a JSON object: %w", err)
 	}
-	rec := Record{Arrays: map[string][]float64{}, Scalars: map[string]float64{}, HasFields: map[string]bool{}}
+	rec := Record{Arrays: map[string][]float64{}, Scalars: map[string]float64{}, Flags: map[string]bool{}, HasFields: map[string]bool{}}
 	for k, v := range raw {
 		rec.HasFields[k] = true
+		if b := string(v); b == "true" || b == "false" {
+			rec.Flags[k] = b == "true"
+		}
 		if len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')) {
 			x, err := strconv.ParseFloat(string(v), 64)
 			if err != nil {
@@ -572,11 +579,13 @@ func (r *Run) DeltaMeanBin() Series {
 	return d
 }
 
-// LeadLag returns corr(Δμ_t, Δmean_bin_{t+k}) for k = −maxLag … maxLag
-// (index k+maxLag; positive k: Δμ leads), computed as gdro-sim's summary
-// does: over steps t ≥ 2 with t+k ≥ 2 (1-based), Pearson correlation, 0 when
-// either side is constant. ok is false without dmu.
-func (r *Run) LeadLag(maxLag int) (lags, corrs []float64, ok bool) {
+// LeadLagCorr returns corr(dmu_t, Δmean_bin_{t+k}) for k = −maxLag … maxLag
+// (index k+maxLag; positive k: dmu leads), dmu the shadow price's step change
+// μ(t+1) − μ(t), computed as gdro-sim's summary does: over steps t ≥ 2 with
+// t+k ≥ 2 (1-based), Pearson correlation, 0 when either side is constant.
+// ok is false without dmu. gdrotrain's own diagnostic, not the paper's
+// lead–lag (LeadLagGap).
+func (r *Run) LeadLagCorr(maxLag int) (lags, corrs []float64, ok bool) {
 	if !r.Has("dmu") || !r.Has("mean_bin") {
 		return nil, nil, false
 	}
@@ -603,13 +612,21 @@ func (r *Run) LeadLag(maxLag int) (lags, corrs []float64, ok bool) {
 	return lags, corrs, true
 }
 
-// SnapshotIndices are the record indices of the four snapshots: start,
-// early-mid (1/3), late-mid (2/3) and end, i.e. round(j·(T−1)/3) for
-// j = 0…3, with repeats removed (runs shorter than 4 steps).
+// SnapshotFractions place the paper's four snapshots in the run: start,
+// early (a quarter of the way), mid (half way) and late (the last step)
+// (docs/algorithm.md §8.1).
+var SnapshotFractions = []float64{0, 0.25, 0.5, 1}
+
+// SnapshotNames name the snapshots of SnapshotIndices in order.
+var SnapshotNames = []string{"start", "early", "mid", "late"}
+
+// SnapshotIndices are the record indices of the four snapshots,
+// round(f·(T−1)) for f in SnapshotFractions, with repeats removed (runs
+// shorter than 5 steps).
 func SnapshotIndices(T int) []int {
 	var idx []int
-	for j := 0; j < 4; j++ {
-		i := int(math.Round(float64(j) * float64(T-1) / 3))
+	for _, f := range SnapshotFractions {
+		i := int(math.Round(f * float64(T-1)))
 		if len(idx) == 0 || idx[len(idx)-1] != i {
 			idx = append(idx, i)
 		}
@@ -617,19 +634,15 @@ func SnapshotIndices(T int) []int {
 	return idx
 }
 
-// SnapshotNames name the snapshots of SnapshotIndices in order.
-var SnapshotNames = []string{"start", "early-mid", "late-mid", "end"}
-
 // Snapshot is one step's per-class shares for the paired bars.
 type Snapshot struct {
 	Step  int
-	Name  string    // start, early-mid, late-mid, end
+	Name  string    // start, early, mid, late
 	Share []float64 // (C) data share q̂_b
 	// Weight is Prompt-GDRO's p_b (nil without Prompt-GDRO).
 	Weight []float64 // (C)
-	// Rollout is the share of the step's rollouts given to class b,
-	// q̂_b·n̄_b / Σ_c q̂_c·n̄_c with n̄_b = bin_n_mean (nil without
-	// Rollout-GDRO).
+	// Rollout is the share of the step's rollouts given to class b
+	// (RolloutShare; nil without Rollout-GDRO).
 	Rollout []float64 // (C)
 }
 
@@ -641,26 +654,37 @@ func (r *Run) Snapshots() []Snapshot {
 		rec := r.Records[i]
 		s := Snapshot{Step: rec.Step, Name: SnapshotNames[j], Share: rec.Arrays["bin_share"]}
 		if len(idx) < 4 && j == len(idx)-1 {
-			s.Name = "end"
+			s.Name = SnapshotNames[len(SnapshotNames)-1]
 		}
 		s.Weight = rec.Arrays["bin_weight"]
-		if _, ok := rec.Arrays["bin_n"]; ok {
-			nm := rec.Arrays["bin_n_mean"]
-			if nm != nil {
-				s.Rollout = make([]float64, len(s.Share))
-				tot := 0.0
-				for c, q := range s.Share {
-					s.Rollout[c] = q * nm[c]
-					tot += s.Rollout[c]
-				}
-				for c := range s.Rollout {
-					if tot > 0 {
-						s.Rollout[c] /= tot
-					}
-				}
-			}
-		}
+		s.Rollout = RolloutShare(rec)
 		out[j] = s
+	}
+	return out
+}
+
+// RolloutShare is the share of the step's rollouts given to each class,
+// q̂_b·n̄_b / Σ_c q̂_c·n̄_c with n̄_b = bin_n_mean (what was generated); nil
+// when the record has no Rollout-GDRO fields (bin_n) or no bin_n_mean.
+func RolloutShare(rec Record) []float64 {
+	if _, ok := rec.Arrays["bin_n"]; !ok {
+		return nil
+	}
+	nm := rec.Arrays["bin_n_mean"]
+	if nm == nil {
+		return nil
+	}
+	share := rec.Arrays["bin_share"]
+	out := make([]float64, len(share))
+	tot := 0.0
+	for c, q := range share {
+		out[c] = q * nm[c]
+		tot += out[c]
+	}
+	for c := range out {
+		if tot > 0 {
+			out[c] /= tot
+		}
 	}
 	return out
 }

@@ -116,7 +116,7 @@ func TestScalarDynamics(t *testing.T) {
 // rise together: correlation 1. Other lags have < 2 pairs: 0.
 func TestLeadLagByHand(t *testing.T) {
 	r := loadFixture(t)
-	lags, corrs, ok := r.LeadLag(3)
+	lags, corrs, ok := r.LeadLagCorr(3)
 	if !ok {
 		t.Fatal("LeadLag not ok")
 	}
@@ -173,7 +173,7 @@ func TestDownsample(t *testing.T) {
 	}
 }
 
-// TestSnapshots: 3 steps give three snapshots (start, early-mid, end); the
+// TestSnapshots: 3 steps give three snapshots (start, early, late); the
 // rollout share is count·n / Σ count·n: step 2 (4·6, 2·2, 1·2, 1·2)/32,
 // step 3 (2·8, 2·4, 2·2, 2·2)/32.
 func TestSnapshots(t *testing.T) {
@@ -185,7 +185,7 @@ func TestSnapshots(t *testing.T) {
 	for i, want := range []struct {
 		step int
 		name string
-	}{{1, "start"}, {2, "early-mid"}, {3, "end"}} {
+	}{{1, "start"}, {2, "early"}, {3, "late"}} {
 		if sn[i].Step != want.step || sn[i].Name != want.name {
 			t.Errorf("snapshot %d: step %d %q, want %d %q", i, sn[i].Step, sn[i].Name, want.step, want.name)
 		}
@@ -199,7 +199,7 @@ func TestSnapshots(t *testing.T) {
 	for _, c := range []struct {
 		T    int
 		want []int
-	}{{1, []int{0}}, {2, []int{0, 1}}, {4, []int{0, 1, 2, 3}}, {300, []int{0, 100, 199, 299}}} {
+	}{{1, []int{0}}, {2, []int{0, 1}}, {4, []int{0, 1, 2, 3}}, {5, []int{0, 1, 2, 4}}, {300, []int{0, 75, 150, 299}}} {
 		got := SnapshotIndices(c.T)
 		if len(got) != len(c.want) {
 			t.Errorf("SnapshotIndices(%d) = %v, want %v", c.T, got, c.want)

@@ -1,8 +1,10 @@
 package report
 
 // dynamics.go: scalar curriculum dynamics over steps (mean bin index, mass
-// in the easier bins, weight entropy, lead–lag of Δμ, WSE against the
-// uniform allocation, μ) and the four snapshots of paired bars.
+// in the easier bins, weight entropy, the correlation of the shadow price's
+// change with the mean bin, the per-step WSE proxy against the uniform
+// allocation, μ) and the four snapshots of paired bars. The paper's own
+// lead–lag and WSE are in paperfig.go.
 
 import (
 	"fmt"
@@ -99,16 +101,16 @@ func dynamicsFigures(run *Run) ([]Figure, []Skipped) {
 		skip("dyn_weight_entropy", "Prompt-GDRO weight entropy", "no Prompt-GDRO fields (weight_entropy)")
 	}
 
-	if lags, corrs, ok := run.LeadLag(3); ok {
+	if lags, corrs, ok := run.LeadLagCorr(3); ok {
 		figs = append(figs, leadLagFigure(run, lags, corrs))
 	} else {
-		skip("dyn_lead_lag", "Lead–lag of Δμ", "no Rollout-GDRO fields (dmu)")
+		skip("dyn_lead_lag_corr", "Shadow price change vs the mean bin (correlation)", "no Rollout-GDRO fields (dmu)")
 	}
 
 	if run.Has("wse") && run.Has("wse_uniform") {
 		figs = append(figs, wseFigure(run))
 	} else {
-		skip("dyn_wse", "WSE against the uniform allocation", "no wse / wse_uniform fields")
+		skip("dyn_wse_step", "Per-step WSE proxy against the uniform allocation", "no wse / wse_uniform fields")
 	}
 
 	if run.Has("mu") {
@@ -142,14 +144,14 @@ func addDashed(p *plot.Plot, s Series, i int) {
 // change of the mean bin index at lags −3…3.
 func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 	dmu := run.Scalar("dmu")
-	dmu.Label = "Δμ(t) = μ(t+1) − μ(t)"
-	top := newPlot("Lead–lag of the shadow price — "+run.Name, "step", "Δμ")
+	dmu.Label = "dmu(t) = μ(t+1) − μ(t)"
+	top := newPlot("Shadow price change vs the mean bin — "+run.Name, "step", "dmu")
 	stepAxis(top)
 	lo, hi := xRange(dmu)
 	addHLine(top, 0, lo, hi, "")
 	addLines(top, []Series{dmu}, 0, false)
 
-	bot := newPlot("", "lag k in steps (k > 0: Δμ leads the mean bin)", "corr(Δμ(t), Δmean bin(t+k))")
+	bot := newPlot("", "lag k in steps (k > 0: dmu leads the mean bin)", "corr(dmu(t), Δmean bin(t+k))")
 	vals := make(plotter.Values, len(corrs))
 	copy(vals, corrs)
 	bars, err := plotter.NewBarChart(vals, vg.Points(22))
@@ -192,8 +194,9 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 		}
 		bot.Add(lb)
 	}
-	return Figure{Name: "dyn_lead_lag", Section: secDynamics, Title: "Lead–lag of Δμ",
-		Caption: "Top: the step change of Rollout-GDRO's shadow price, Δμ(t) (dmu). Bottom: Pearson correlation of Δμ_t with the change of the mean " +
+	return Figure{Name: "dyn_lead_lag_corr", Section: secDynamics, Title: "Shadow price change vs the mean bin (correlation)",
+		Caption: "Not the paper's lead–lag (that is dyn_lead_lag, docs/algorithm.md §8.1): a diagnostic of gdrotrain's own. Top: the step change of " +
+			"Rollout-GDRO's shadow price, dmu(t) = μ(t+1) − μ(t). Bottom: Pearson correlation of dmu_t with the change of the mean " +
 			"bin index k steps later, Δmean_bin_{t+k} = mean_bin(t+k) − mean_bin(t+k−1), computed as gdro-sim's summary does. " +
 			"A bar away from 0 at k > 0 means μ moves before the curriculum does.",
 		Width: sizeTall[0], Height: sizeTall[1], draw: stacked(top, bot)}
@@ -202,14 +205,14 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 // wseFigure: WSE and its uniform-allocation counterpart above their ratio.
 func wseFigure(run *Run) Figure {
 	wse, uni := run.Scalar("wse"), run.Scalar("wse_uniform")
-	wse.Label, uni.Label = "WSE of the allocation used", "WSE if every prompt got the mean budget"
-	top := newPlot("Weighted standard error vs the uniform allocation — "+run.Name, "step", "WSE")
+	wse.Label, uni.Label = "wse (per-step σ)", "wse_uniform (every prompt at the mean budget)"
+	top := newPlot("Per-step WSE proxy vs the uniform allocation — "+run.Name, "step", "WSE_step")
 	stepAxis(top)
 	addLines(top, []Series{wse, uni}, 0, true)
 	yFloor(top)
 
 	ratio := run.Scalar("wse_ratio")
-	ratio.Label = "WSE / WSE uniform"
+	ratio.Label = "wse_ratio"
 	bot := newPlot("", "step", "ratio (< 1: better than uniform)")
 	stepAxis(bot)
 	lo, hi := xRange(ratio)
@@ -221,8 +224,10 @@ func wseFigure(run *Run) Figure {
 		series = append(series, best)
 	}
 	addLines(bot, series, 0, true)
-	return Figure{Name: "dyn_wse", Section: secDynamics, Title: "WSE against the uniform allocation",
-		Caption: "Top: the weighted standard-error proxy sqrt((1/N)·Σ_i σ_i²/n_i) of the step's mean-reward estimate under the rollout counts used (wse) " +
+	return Figure{Name: "dyn_wse_step", Section: secDynamics, Title: "Per-step WSE proxy against the uniform allocation",
+		Caption: "Not the paper's WSE (that is dyn_wse, with σ̂ estimated once per run, docs/algorithm.md §8.1): the controller's per-step proxy, " +
+			"σ_i² re-estimated every step from the step's own rows (docs/algorithm.md §8). " +
+			"Top: the weighted standard-error proxy sqrt((1/N)·Σ_i σ_i²/n_i) of the step's mean-reward estimate under the rollout counts used (wse) " +
 			"and under the uniform n_i = n̄ (wse_uniform). Bottom: their ratio (wse_ratio); below 1 the allocation estimates the mean reward more " +
 			"precisely than uniform sampling with the same budget. gdro-sim also logs the best ratio a per-bin allocation could reach.",
 		Width: sizeTall[0], Height: sizeTall[1], draw: stacked(top, bot)}
@@ -240,8 +245,8 @@ func snapshotFigures(run *Run) ([]Figure, []Skipped) {
 	if snaps[len(snaps)-1].Weight != nil {
 		figs = append(figs, snapshotFigure(run, snaps, "snap_weight", "Prompt share vs Prompt-GDRO weight",
 			"adversarial weight p_b", func(s Snapshot) []float64 { return s.Weight },
-			"Paired bars per accuracy bin at four steps (start, one third, two thirds, end of the run): the share of the step's prompts in the bin "+
-				"(bin_share) and the adversarial weight Prompt-GDRO gave it (bin_weight). Weight above share: the bin's advantages are scaled up."))
+			"Paired bars per accuracy bin at the paper's four snapshots (start, early = a quarter, mid = half way, late = the last step; "+
+				"docs/algorithm.md §8.1): the share of the step's prompts in the bin (bin_share) and the adversarial weight Prompt-GDRO gave it (bin_weight). Weight above share: the bin's advantages are scaled up."))
 	} else {
 		skipped = append(skipped, Skipped{Section: secSnapshots, Name: "snap_weight", Title: "Prompt share vs Prompt-GDRO weight",
 			Reason: "no Prompt-GDRO fields (bin_weight)"})
@@ -249,8 +254,8 @@ func snapshotFigures(run *Run) ([]Figure, []Skipped) {
 	if snaps[len(snaps)-1].Rollout != nil {
 		figs = append(figs, snapshotFigure(run, snaps, "snap_rollout", "Prompt share vs rollout budget share",
 			"share of the step's rollouts", func(s Snapshot) []float64 { return s.Rollout },
-			"Paired bars per accuracy bin at four steps (start, one third, two thirds, end of the run): the share of the step's prompts in the bin "+
-				"(bin_share) and the share of the step's rollouts they received, bin_share·bin_n_mean normalized to 1. A bin above its prompt share "+
+			"Paired bars per accuracy bin at the paper's four snapshots (start, early = a quarter, mid = half way, late = the last step; "+
+				"docs/algorithm.md §8.1): the share of the step's prompts in the bin (bin_share) and the share of the step's rollouts they received, bin_share·bin_n_mean normalized to 1. A bin above its prompt share "+
 				"gets more than n̄ rollouts per prompt."))
 	} else {
 		skipped = append(skipped, Skipped{Section: secSnapshots, Name: "snap_rollout", Title: "Prompt share vs rollout budget share",

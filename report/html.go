@@ -1,9 +1,9 @@
 package report
 
 // html.go: index.html, a single self-contained page (inline CSS, relative
-// image links, no scripts or external assets) that shows every figure with
-// its caption, the figures that were skipped and why, and each run's
-// config.yaml.
+// image links, no scripts or external assets) that shows the key numbers of
+// the paper's measurements, every figure with its caption, the figures that
+// were skipped and why, and each run's config.yaml.
 
 import (
 	"bytes"
@@ -32,6 +32,7 @@ type htmlPage struct {
 	Title    string
 	Compare  bool
 	Runs     []htmlRun
+	Measures []Measure
 	Sections []htmlSection
 }
 
@@ -63,7 +64,13 @@ code { font-size: .95em; }
 {{range .Runs}}{{if .Notes}}<ul class="notes">{{range .Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}{{end}}
 <p class="notes">Accuracy bins: bin 0 (<code>accbin_0</code>) holds the prompts with the lowest estimated solve rate, i.e. the hardest;
 <code>excl</code> is <code>accbin_excl</code>, prompts the classifier excludes (always or never solved). Click a figure for its SVG.</p>
-<nav>{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#config">Config</a></nav>
+{{if .Measures}}<h2 id="measures">Key numbers: the paper's measurements</h2>
+<p class="notes">Definitions: docs/algorithm.md §8.1. Bin 0 is the hardest.</p>
+<table>
+<tr><th>measure</th><th>value</th><th>how</th></tr>
+{{range .Measures}}<tr><td>{{.Name}}</td><td>{{.Value}}</td><td>{{.Note}}</td></tr>
+{{end}}</table>
+{{end}}<nav>{{if .Measures}}<a href="#measures">Key numbers</a>{{end}}{{range .Sections}}<a href="#{{.ID}}">{{.Title}}</a>{{end}}<a href="#config">Config</a></nav>
 {{range .Sections}}
 <h2 id="{{.ID}}">{{.Title}}</h2>
 {{if .Skipped}}<div class="skipped">Not drawn:<ul>{{range .Skipped}}<li><b>{{.Title}}</b> — {{.Reason}}</li>{{end}}</ul></div>{{end}}
@@ -83,7 +90,7 @@ code { font-size: .95em; }
 
 // HTML renders index.html.
 func (r *Report) HTML() string {
-	pg := htmlPage{Title: r.Title, Compare: r.Compare}
+	pg := htmlPage{Title: r.Title, Compare: r.Compare, Measures: r.Measures}
 	for _, run := range r.Runs {
 		hr := htmlRun{Name: run.Name, Method: run.Method(), Metrics: run.MetricsPath,
 			Bins:       fmt.Sprintf("%d (%s)", len(run.Labels), strings.Join(run.Labels, ", ")),

@@ -3,9 +3,10 @@
 // readable offline (relative paths, no external assets).
 //
 // Files: data.go reads metrics.jsonl / validation.jsonl / config.yaml and
-// extracts every plotted number; figure.go renders and styles; heatmap.go,
-// dynamics.go, training.go and compare.go build the figures; html.go writes
-// index.html; this file puts a report together.
+// extracts every plotted number, paper.go the paper's measurements
+// (docs/algorithm.md §8.1); figure.go renders and styles; heatmap.go,
+// dynamics.go, paperfig.go, training.go and compare.go build the figures;
+// html.go writes index.html; this file puts a report together.
 //
 // Usage:
 //
@@ -38,22 +39,45 @@ type Report struct {
 	Compare bool
 	Figures []Figure
 	Skipped []Skipped
+	// Measures are the key numbers of the paper's measurements (one run).
+	Measures []Measure
 }
 
 // Sections in display order.
-var sections = []string{secHeatmaps, secDynamics, secSnapshots, secTraining, secValidation}
+var sections = []string{secHeatmaps, secDynamics, secPaper, secSnapshots, secTraining, secValidation}
 
 // Build makes the report of one run: every figure the run has data for.
 func Build(run *Run) *Report {
 	rep := &Report{Title: "gdrotrain run " + run.Name, Runs: []*Run{run}}
 	for _, part := range []func(*Run) ([]Figure, []Skipped){
-		heatmapFigures, dynamicsFigures, snapshotFigures, trainingFigures, validationFigures,
+		heatmapFigures, dynamicsFigures, paperFigures, snapshotFigures, trainingFigures, validationFigures, paperValidationFigures,
 	} {
 		f, s := part(run)
 		rep.Figures = append(rep.Figures, f...)
 		rep.Skipped = append(rep.Skipped, s...)
 	}
+	rep.Measures = paperMeasures(run)
+	// The validation overview (training.go) names the peak checkpoint.
+	if pk, ok := run.PeakCheckpoint(); ok {
+		for i := range rep.Figures {
+			if rep.Figures[i].Name == "val_all" {
+				rep.Figures[i].Caption += " " + peakSentence(run, pk)
+			}
+		}
+	}
 	return rep
+}
+
+// peakSentence names the peak checkpoint and whether the run kept it.
+func peakSentence(run *Run, pk Peak) string {
+	s := fmt.Sprintf("Peak: step %d, mean accuracy %.4f (the best validation; docs/algorithm.md §8.1);", pk.Step, pk.MeanAcc)
+	switch {
+	case run.Dir == "":
+		return s + " no run folder to look for its checkpoint in."
+	case pk.Exists:
+		return s + " its checkpoint is " + pk.Checkpoint + "."
+	}
+	return s + " no checkpoint " + pk.Checkpoint + " (not saved at that step, or pruned)."
 }
 
 // BuildCompare makes the overlay report of several runs. Run names must be

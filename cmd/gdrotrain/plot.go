@@ -30,10 +30,18 @@ index.html that shows them with the run's config, readable offline:
     share, Prompt-GDRO weights, realized accuracy, Rollout-GDRO rollouts per
     prompt;
   dynamics: mean bin index, mass in bins ≥ 3 and ≥ 8, weight entropy,
-    lead–lag of Δμ, WSE against the uniform allocation, μ(t);
-  snapshots at the start, one third, two thirds and the end: prompt share
-    next to the weight and the rollout budget share per bin;
-  training curves and validation mean@n / pass@k per benchmark.
+    the shadow price's change against the mean bin (correlation), the
+    per-step WSE proxy, μ(t);
+  the paper's measurements (docs/algorithm.md §8.1): lead–lag Δμ =
+    μ_weight − μ_data, WSE with σ̂ estimated once per run against uniform,
+    Figure 1's tail averages (steps ≥ the 60th percentile) of the
+    Prompt-GDRO probabilities and Rollout-GDRO rollouts per prompt, the
+    high-bin budget share; their key numbers are printed and tabled;
+  snapshots at the start, early (a quarter), mid (half way) and late (the
+    last step): prompt share next to the weight and the rollout budget share;
+  training curves and validation mean@n / pass@k per benchmark, accuracy per
+    difficulty bin of the initial model (worst bin), AIME 24/25 averaged and
+    the peak checkpoint.
 
 Figures whose fields the run does not log (no Rollout-GDRO in a Prompt-GDRO
 run, no training fields in a gdro-sim file) are skipped with a note in
@@ -109,5 +117,8 @@ func writeReport(cmd *cobra.Command, rep *report.Report, out string) error {
 		fmt.Fprintf(w, ", %d skipped (no data; see index.html)", n)
 	}
 	fmt.Fprintf(w, "\n  open %s\n", files[len(files)-1])
+	for _, m := range rep.Measures {
+		fmt.Fprintf(w, "  %s: %s\n", m.Name, m.Value)
+	}
 	return nil
 }

@@ -17,7 +17,7 @@ func TestPlotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(msg, "24 figures") {
+	if !strings.Contains(msg, "29 figures") {
 		t.Errorf("output %q", msg)
 	}
 	for _, f := range []string{"index.html", "heat_share.png", "heat_share.svg", "snap_rollout.png", "train_kl.svg", "val_01_aime24.png"} {
