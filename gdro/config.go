@@ -102,10 +102,15 @@ type ClassifierConfig struct {
 
 // PromptConfig configures Prompt-GDRO (docs/algorithm.md §6).
 type PromptConfig struct {
-	// Enabled turns the controller on (score updates, weights).
-	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Enabled turns the controller on (score updates, weights). It is not a
+	// config key: a preset sets it, and a run derives it from train.method
+	// (trainer.Config.Resolved).
+	Enabled bool `yaml:"-" json:"-"`
 	// Apply multiplies advantages by the weights; false computes and logs
-	// them only (the reference's Rollout-GDRO runs).
+	// them only. In a run, train.method prompt_gdro runs Prompt-GDRO either
+	// way; rollout_gdro runs it beside Rollout-GDRO only with apply: false,
+	// computed and logged but not applied (the reference's Rollout-GDRO
+	// runs), and not at all with apply: true.
 	Apply bool `yaml:"apply" json:"apply"`
 	// Eta is the exponential-weights rate η.
 	Eta float64 `yaml:"eta" json:"eta"`
@@ -129,8 +134,10 @@ type PromptConfig struct {
 	// Signal is the per-row loss signal: surrogate (default), surrogate_kl,
 	// reward.
 	Signal string `yaml:"signal" json:"signal"`
-	// KLCoef is β_KL in the surrogate_kl signal.
-	KLCoef float64 `yaml:"kl_coef" json:"kl_coef"`
+	// KLCoef is β_KL in the surrogate_kl signal. It is not a config key: a
+	// run sets it to loss.kl_coef (trainer.Config.Resolved), one β_KL for
+	// the loss and the signal.
+	KLCoef float64 `yaml:"-" json:"-"`
 	// Focus is the optional focus schedule (docs/algorithm.md §6.4); nil = off.
 	Focus *FocusConfig `yaml:"focus,omitempty" json:"focus,omitempty"`
 }
@@ -147,8 +154,9 @@ type FocusConfig struct {
 // the fixed rollout count.
 type RolloutConfig struct {
 	// Enabled turns variable rollout counts on; when false every prompt gets
-	// NMean rollouts.
-	Enabled bool `yaml:"enabled" json:"enabled"`
+	// NMean rollouts. It is not a config key: a preset sets it, and a run
+	// derives it from train.method (trainer.Config.Resolved).
+	Enabled bool `yaml:"-" json:"-"`
 	// Mode is paper (default) or reference_compat.
 	Mode string `yaml:"mode" json:"mode"`
 	// NMin, NMax give the arms {NMin, …, NMax} when Arms is empty.
@@ -457,7 +465,7 @@ func (c PromptConfig) validate(numBins int) error {
 	case !finite(c.ScoreClip) || c.ScoreClip < 0:
 		return fmt.Errorf("gdro config: prompt.score_clip = %v must be finite and ≥ 0 (0 = off)", c.ScoreClip)
 	case !finite(c.KLCoef) || c.KLCoef < 0:
-		return fmt.Errorf("gdro config: prompt.kl_coef = %v must be finite and ≥ 0", c.KLCoef)
+		return fmt.Errorf("gdro config: prompt's β_KL = %v (loss.kl_coef in a run) must be finite and ≥ 0", c.KLCoef)
 	}
 	switch c.Signal {
 	case SignalSurrogate, SignalSurrogateKL, SignalReward:

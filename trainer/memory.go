@@ -63,15 +63,15 @@ func (p MemoryPlan) String() string {
 
 // planTokens is a micro-batch's tokens at the longest sequence.
 func planTokens(cfg Config) int64 {
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
 	return int64(cfg.Train.MicroBatchRows) * seq
 }
 
 // kvSlots is the sampler's cache slots: one more under CUDA graphs (the
 // padding rows' spare, model.DecodeGraph).
 func kvSlots(cfg Config) int64 {
-	n := int64(cfg.Rollout.MaxSlots) // continuous batching: n may exceed the slots
-	if cfg.Rollout.CUDAGraphs {
+	n := int64(cfg.Sampling.MaxSlots) // continuous batching: n may exceed the slots
+	if cfg.Sampling.CUDAGraphs {
 		n++
 	}
 	return n
@@ -81,7 +81,7 @@ func kvSlots(cfg Config) int64 {
 // 0: not paged). The CUDA backend creates pages up to it as slots grow and
 // the graphs' spare slot holds its pages within it, so the pool, not
 // kvSlots × the longest sequence, is what the cache can take.
-func kvPool(cfg Config) int64 { return cfg.Rollout.KVBudgetBytes() }
+func kvPool(cfg Config) int64 { return cfg.Sampling.KVBudgetBytes() }
 
 // PlanMemory estimates a run's peak memory from the model and run configs.
 func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
@@ -89,7 +89,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	params := mc.NumParams() * f32
 	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
 	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
 	tokens := planTokens(cfg)
 	// Saved per token per layer by the training forward (model's
 	// layerActs): the layer's input, xMid and the statistics, fp32
@@ -258,11 +258,11 @@ func PlanBudget(cfg Config) (Budget, error) {
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
 	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters}
-	if gpu && cfg.Run.RefBF16() {
+	if gpu && cfg.Precision.RefBF16() {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need
 	}
-	if gpu && cfg.Run.KVBF16() {
+	if gpu && cfg.Precision.KVBF16() {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = true
 		if pool := kvPool(cfg); pool > 0 {
@@ -271,7 +271,7 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 			bud.KVPaged = true
 		}
 	}
-	if gpu && cfg.Run.MatMul == "bf16" {
+	if gpu && cfg.Precision.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
 		// Every activation but the residual stream and the statistics is
 		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
@@ -323,7 +323,7 @@ func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (mod
 	if open == nil {
 		open = CPUOnly
 	}
-	b, err := open(cfg.Run.Device, cfg.Run.MatMul, logf)
+	b, err := open(cfg.Run.Device, cfg.Precision.MatMul, logf)
 	if err != nil {
 		kind, _, _ := device.Parse(cfg.Run.Device)
 		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)

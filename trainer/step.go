@@ -249,7 +249,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	for i, p := range prompts[lo:hi] {
 		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
-	s := t.Cfg.Rollout
+	s := t.Cfg.Sampling
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: t.Cfg.Run.Seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
