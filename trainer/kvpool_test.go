@@ -7,7 +7,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// TestPlanCountsKVPool: with rollout.kv_cache_gib set, a GPU plan with a
+// TestPlanCountsKVPool: with sampling.kv_cache_gib set, a GPU plan with a
 // bf16 cache counts the page pool instead of every slot at full length
 // (never more than that), and names the row; the CPU plan, whose cache
 // keeps full storage, does not change.

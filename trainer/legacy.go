@@ -44,6 +44,22 @@ var renamedSections = []struct{ old, new, why string }{
 	{"rollout", "sampling", "the training sampler; gdro.rollout stays Rollout-GDRO's"},
 }
 
+// OldKeys lists the old keys still read, each with what it became (the
+// config reference, docs/config.md, prints them).
+func OldKeys() [][2]string {
+	var out [][2]string
+	for _, r := range renamedKeys {
+		out = append(out, [2]string{r.oldSec + "." + r.oldKey, "`" + r.newSec + "." + r.newKey + "`"})
+	}
+	for _, r := range renamedSections {
+		out = append(out, [2]string{r.old + ".KEY", "`" + r.new + ".KEY` (" + r.why + ")"})
+	}
+	return append(out,
+		[2]string{"gdro.prompt.enabled", "derived from `train.method`; accepted when it agrees"},
+		[2]string{"gdro.rollout.enabled", "derived from `train.method`; accepted when it agrees"},
+		[2]string{"gdro.prompt.kl_coef", "`loss.kl_coef`, one β_KL for the loss and the surrogate_kl signal; accepted when equal to it, or when the signal is not surrogate_kl (which alone read it)"})
+}
+
 // legacy collects what upgrading the documents of one config found: the
 // notices, and the values of removed keys, checked against the resolved
 // config (a later --set may change train.method or loss.kl_coef).

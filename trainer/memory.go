@@ -77,7 +77,7 @@ func kvSlots(cfg Config) int64 {
 	return n
 }
 
-// kvPool is the paged KV cache's page pool in bytes (rollout.kv_cache_gib;
+// kvPool is the paged KV cache's page pool in bytes (sampling.kv_cache_gib;
 // 0: not paged). The CUDA backend creates pages up to it as slots grow and
 // the graphs' spare slot holds its pages within it, so the pool, not
 // kvSlots × the longest sequence, is what the cache can take.
@@ -140,7 +140,7 @@ type Budget struct {
 	// ActBF16: the saved activations too, but for the residual stream and
 	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
-	// KVPaged: the KV cache is the page pool of rollout.kv_cache_gib.
+	// KVPaged: the KV cache is the page pool of sampling.kv_cache_gib.
 	KVPaged bool
 	// World is the number of data-parallel ranks the plan is per rank of
 	// (0 or 1: one process); ZeRO the sharding stage (1: the AdamW
@@ -366,7 +366,7 @@ func checkMemory(p MemoryPlan, avail int64) error {
 		return nil
 	}
 	return fmt.Errorf("out of memory before starting: the run needs about %.2f GiB (%s) but %.2f GiB is available; "+
-		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, bound the KV cache (rollout.kv_cache_gib), use a smaller model, "+
+		"lower train.micro_batch_rows, sampling.max_slots or sampling.max_new_tokens, bound the KV cache (sampling.kv_cache_gib), use a smaller model, "+
 		"or spread the run over several GPUs with dist.zero_stage 2 (the per-rank plan: --dry-run --world-size N)",
 		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
 }

@@ -292,7 +292,7 @@ func (t *Trainer) setup() error {
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	} else if copies && !t.Opt.MastersSharded() {
-		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
+		t.Log.Printf("policy matrices also held in bf16 for products (precision.matmul bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
@@ -308,7 +308,7 @@ func (t *Trainer) setup() error {
 				return fmt.Errorf("reference policy: %w", err)
 			}
 			if frozen {
-				t.Log.Printf("reference policy held in bf16 (run.reference_dtype)")
+				t.Log.Printf("reference policy held in bf16 (precision.reference)")
 			}
 		}
 	}

@@ -81,7 +81,7 @@ type StepMetrics struct {
 	GPUMemGenPeakGiB   float64 `json:"gpu_mem_gen_peak_gib,omitempty"`
 	GPUMemTrainPeakGiB float64 `json:"gpu_mem_train_peak_gib,omitempty"`
 	// RolloutPreemptions counts rollouts this process's sampler pre-empted
-	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
+	// for KV pages (sampling.kv_cache_gib; 0 when the cache is not paged).
 	RolloutPreemptions int `json:"rollout_preemptions"`
 	*gdro.StepRecord
 }
