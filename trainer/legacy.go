@@ -98,11 +98,10 @@ func (l *legacy) decode(raw []byte, cfg *Config) error {
 	if err := yaml.Unmarshal(raw, &doc); err != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return decodeStrict(raw, cfg) // nothing to upgrade: the strict decoder names any error
 	}
-	changed, err := l.upgrade(doc.Content[0])
-	if err != nil || !changed {
-		if err != nil {
-			return err
-		}
+	switch changed, err := l.upgrade(doc.Content[0]); {
+	case err != nil:
+		return err
+	case !changed:
 		return decodeStrict(raw, cfg)
 	}
 	up, err := yaml.Marshal(&doc)
@@ -219,10 +218,10 @@ func (l *legacy) check(c Config) error {
 	m := c.Train.Method
 	known := m == MethodGRPO || m == MethodPromptGDRO || m == MethodRolloutGDRO // else Validate names the method
 	for _, e := range []struct {
-		name      string
-		got       *bool
-		want      bool
-		ifEnabled string
+		name string
+		got  *bool
+		want bool
+		rule string
 	}{
 		{"gdro.prompt.enabled", l.promptEnabled, c.GDRO.Prompt.Enabled, methodControllers(m)},
 		{"gdro.rollout.enabled", l.rolloutEnabled, c.GDRO.Rollout.Enabled, methodControllers(m)},
@@ -230,7 +229,7 @@ func (l *legacy) check(c Config) error {
 		switch {
 		case e.got == nil || !known:
 		case *e.got != e.want:
-			return fmt.Errorf("%s: %v disagrees with train.method %s, which decides it: %s. Remove %s (and choose the method)", e.name, *e.got, m, e.ifEnabled, e.name)
+			return fmt.Errorf("%s: %v disagrees with train.method %s, which decides it: %s. Remove %s (and choose the method)", e.name, *e.got, m, e.rule, e.name)
 		default:
 			l.note(e.name, "remove it", "%s is no longer a key: train.method %s decides it (%v, as set)", e.name, m, e.want)
 		}
