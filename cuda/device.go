@@ -329,7 +329,7 @@ func (a *allocator) get(bytes int64) (uint64, int64, error) {
 		st := a.stats()
 		hint := ""
 		if isOOM(err) {
-			hint = "; lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, or page the KV cache with rollout.kv_cache_gib (gdrotrain train --dry-run shows the plan)"
+			hint = "; lower train.micro_batch_rows, sampling.max_slots or sampling.max_new_tokens, or page the KV cache with sampling.kv_cache_gib (gdrotrain train --dry-run shows the plan)"
 		}
 		return 0, 0, fmt.Errorf("%w (gdrotrain holds %.2f GiB in tensors, peak %.2f GiB%s)", err,
 			float64(st.InUse)/(1<<30), float64(st.Peak)/(1<<30), hint)

@@ -37,7 +37,7 @@ const (
 func dpRun(t *testing.T, task testfix.Task, name string, g *dist.Group, extra ...string) {
 	t.Helper()
 	cfg, err := trainer.LoadBytes(nil, "", append(append(task.Sets(), "run.name="+name, "run.device=cuda",
-		"run.matmul_precision=fp32", "validation.every=0", "checkpoint.every=0", "dist.state_check_every=1", "dist.timeout_s=120"), extra...))
+		"precision.matmul=fp32", "validation.every=0", "checkpoint.every=0", "dist.state_check_every=1", "dist.timeout_s=120"), extra...))
 	if err != nil {
 		t.Fatal(err)
 	}

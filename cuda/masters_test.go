@@ -40,7 +40,7 @@ const (
 // a config.json, for the test to compare with the checkpoint's masters.
 func mastersRun(t *testing.T, task testfix.Task, name, resume string, sets []string, g *dist.Group, host bool) {
 	t.Helper()
-	all := append(task.Sets(), "run.name="+name, "run.device=cuda", "run.matmul_precision=bf16",
+	all := append(task.Sets(), "run.name="+name, "run.device=cuda", "precision.matmul=bf16",
 		"validation.every=0", "checkpoint.every=1", "dist.state_check_every=1", "dist.timeout_s=120")
 	cfg, err := trainer.LoadBytes(nil, "", append(all, sets...))
 	if err != nil {

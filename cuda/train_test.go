@@ -27,7 +27,7 @@ import (
 // config for a 2-step run in dir.
 func fixture(t *testing.T) (sets []string) {
 	task := testfix.TinyTask(t)
-	return append(task.Sets(), "loss.kl_coef=0.01", "checkpoint.every=1", "run.matmul_precision=fp32")
+	return append(task.Sets(), "loss.kl_coef=0.01", "checkpoint.every=1", "precision.matmul=fp32")
 }
 
 func run(t *testing.T, sets []string, resume string, extra ...string) string {
@@ -110,7 +110,7 @@ func TestTrainOnCUDA(t *testing.T) {
 	if !fast16BFRoundsToBF16(t, d) {
 		klTol = 1e-4
 	}
-	bf := testfix.Metrics(t, run(t, sets, "", "run.name=bf16", "run.device=cuda", "run.matmul_precision=bf16", "train.mini_batch_prompts=4"))
+	bf := testfix.Metrics(t, run(t, sets, "", "run.name=bf16", "run.device=cuda", "precision.matmul=bf16", "train.mini_batch_prompts=4"))
 	if kl := bf[0]["kl"].(float64); math.Abs(kl) > klTol {
 		t.Errorf("bf16 products with the auto (bf16) reference: first-step KL %g, want rounding level (≤ %g)", kl, klTol)
 	}

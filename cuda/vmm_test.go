@@ -181,8 +181,8 @@ func TestPagedGenerateMatches(t *testing.T) {
 	}
 	// Too small for one rollout: refused up front, naming the key.
 	q := sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 30, MaxSlots: 4, KVBudgetBytes: 2 * gran * int64(2*m.Cfg.NumHiddenLayers)}
-	if _, err := sampler.Generate(context.Background(), m, reqs, q, nil); err == nil || !strings.Contains(err.Error(), "rollout.kv_cache_gib") {
-		t.Fatalf("a budget of 2 pages: %v, want an error naming rollout.kv_cache_gib", err)
+	if _, err := sampler.Generate(context.Background(), m, reqs, q, nil); err == nil || !strings.Contains(err.Error(), "sampling.kv_cache_gib") {
+		t.Fatalf("a budget of 2 pages: %v, want an error naming sampling.kv_cache_gib", err)
 	}
 }
 
@@ -223,7 +223,7 @@ func TestDecodeProfilePaged(t *testing.T) {
 func TestPagedNeedsBF16(t *testing.T) {
 	m := pagedModel(t)
 	m.KVCacheBF16 = false
-	if _, err := m.NewPagedKVCache(3, 16, model.KVPaging{BudgetBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "run.kv_cache_dtype") {
-		t.Fatalf("paged fp32 cache: %v, want an error naming run.kv_cache_dtype", err)
+	if _, err := m.NewPagedKVCache(3, 16, model.KVPaging{BudgetBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "precision.kv_cache") {
+		t.Fatalf("paged fp32 cache: %v, want an error naming precision.kv_cache", err)
 	}
 }

@@ -102,10 +102,15 @@ type ClassifierConfig struct {
 
 // PromptConfig configures Prompt-GDRO (docs/algorithm.md §6).
 type PromptConfig struct {
-	// Enabled turns the controller on (score updates, weights).
-	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Enabled turns the controller on (score updates, weights). It is not a
+	// config key: a preset sets it, and a run derives it from train.method
+	// (trainer.Config.Resolved).
+	Enabled bool `yaml:"-" json:"-"`
 	// Apply multiplies advantages by the weights; false computes and logs
-	// them only (the reference's Rollout-GDRO runs).
+	// them only. In a run, train.method prompt_gdro runs Prompt-GDRO either
+	// way; rollout_gdro runs it beside Rollout-GDRO only with apply: false,
+	// computed and logged but not applied (the reference's Rollout-GDRO
+	// runs), and not at all with apply: true.
 	Apply bool `yaml:"apply" json:"apply"`
 	// Mode: reference_compat (the published code: softmax over the present
 	// bins plus γ/K, rescaled to mean 1 over rows, then capped) or paper
@@ -132,11 +137,13 @@ type PromptConfig struct {
 	// ScoreClip clips scores to [−C, C] before the softmax (the paper's
 	// clip(S, −C, C)); 0 = off (the reference).
 	ScoreClip float64 `yaml:"score_clip" json:"score_clip"`
-	// Signal is the per-row loss signal: surrogate (default), surrogate_kl,
-	// reward.
+	// Signal is the per-row loss signal: surrogate (default), surrogate_kl
+	// (adds β_KL·KL, β_KL being loss.kl_coef in a run), reward.
 	Signal string `yaml:"signal" json:"signal"`
-	// KLCoef is β_KL in the surrogate_kl signal.
-	KLCoef float64 `yaml:"kl_coef" json:"kl_coef"`
+	// KLCoef is β_KL in the surrogate_kl signal. It is not a config key: a
+	// run sets it to loss.kl_coef (trainer.Config.Resolved), one β_KL for
+	// the loss and the signal.
+	KLCoef float64 `yaml:"-" json:"-"`
 	// Focus is the optional focus schedule (docs/algorithm.md §6.4); nil = off.
 	Focus *FocusConfig `yaml:"focus,omitempty" json:"focus,omitempty"`
 }
@@ -153,8 +160,9 @@ type FocusConfig struct {
 // the fixed rollout count.
 type RolloutConfig struct {
 	// Enabled turns variable rollout counts on; when false every prompt gets
-	// NMean rollouts.
-	Enabled bool `yaml:"enabled" json:"enabled"`
+	// NMean rollouts. It is not a config key: a preset sets it, and a run
+	// derives it from train.method (trainer.Config.Resolved).
+	Enabled bool `yaml:"-" json:"-"`
 	// Mode is paper (default) or reference_compat.
 	Mode string `yaml:"mode" json:"mode"`
 	// NMin, NMax give the arms {NMin, …, NMax} when Arms is empty.
@@ -344,14 +352,40 @@ func (c Config) Clone() Config {
 }
 
 // ParseConfig decodes YAML (or JSON, a subset of YAML) over base, rejecting
-// unknown fields, and validates the result.
+// unknown fields, and validates the result. It reads a controller config of
+// its own (gdro-sim, gdro-replay), where prompt.enabled, rollout.enabled and
+// prompt.kl_coef are keys too: a run config has no such keys (its
+// train.method decides the controllers, its loss.kl_coef is the β_KL).
 func ParseConfig(data []byte, base Config) (Config, error) {
 	c := base.Clone()
+	var f struct {
+		Classifier ClassifierConfig `yaml:"classifier"`
+		Prompt     struct {
+			PromptConfig `yaml:",inline"`
+			Enabled      *bool    `yaml:"enabled"`
+			KLCoef       *float64 `yaml:"kl_coef"`
+		} `yaml:"prompt"`
+		Rollout struct {
+			RolloutConfig `yaml:",inline"`
+			Enabled       *bool `yaml:"enabled"`
+		} `yaml:"rollout"`
+	}
+	f.Classifier, f.Prompt.PromptConfig, f.Rollout.RolloutConfig = c.Classifier, c.Prompt, c.Rollout
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	// An empty document decodes to io.EOF and keeps base unchanged.
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("gdro config: %w", err)
+	}
+	c.Classifier, c.Prompt, c.Rollout = f.Classifier, f.Prompt.PromptConfig, f.Rollout.RolloutConfig
+	if f.Prompt.Enabled != nil {
+		c.Prompt.Enabled = *f.Prompt.Enabled
+	}
+	if f.Prompt.KLCoef != nil {
+		c.Prompt.KLCoef = *f.Prompt.KLCoef
+	}
+	if f.Rollout.Enabled != nil {
+		c.Rollout.Enabled = *f.Rollout.Enabled
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
@@ -468,7 +502,7 @@ func (c PromptConfig) validate(numBins int) error {
 	case !finite(c.ScoreClip) || c.ScoreClip < 0:
 		return fmt.Errorf("gdro config: prompt.score_clip = %v must be finite and ≥ 0 (0 = off)", c.ScoreClip)
 	case !finite(c.KLCoef) || c.KLCoef < 0:
-		return fmt.Errorf("gdro config: prompt.kl_coef = %v must be finite and ≥ 0", c.KLCoef)
+		return fmt.Errorf("gdro config: prompt.kl_coef = %v (loss.kl_coef in a run config) must be finite and ≥ 0", c.KLCoef)
 	}
 	switch c.Signal {
 	case SignalSurrogate, SignalSurrogateKL, SignalReward:

@@ -151,6 +151,7 @@ classifier:
 prompt:
   enabled: true
   signal: reward
+  kl_coef: 0.05
   focus: {targets: {0: 0.5}, warmup: 3, ramp: 4}
 rollout:
   enabled: true
@@ -164,7 +165,8 @@ rollout:
 	}
 	if !reflect.DeepEqual(got.Classifier.Edges, []float64{0.4, 0.75}) || got.Classifier.NumClasses() != 4 ||
 		!got.Prompt.Enabled || got.Prompt.ShareNormOn() || got.Prompt.Focus.Targets[0] != 0.5 ||
-		!reflect.DeepEqual(got.Rollout.ArmList(), []int{2, 4, 8}) || got.Prompt.Eta != 0.65 {
+		!reflect.DeepEqual(got.Rollout.ArmList(), []int{2, 4, 8}) || got.Prompt.Eta != 0.65 ||
+		!got.Rollout.Enabled || got.Prompt.KLCoef != 0.05 {
 		t.Errorf("ParseConfig: %+v", got)
 	}
 	if !reflect.DeepEqual(base, DefaultConfig()) {
@@ -197,6 +199,9 @@ func TestConfigJSONRoundTripAndClone(t *testing.T) {
 	if err := json.Unmarshal(b, &d); err != nil {
 		t.Fatal(err)
 	}
+	// The switches and the β_KL are no keys: a preset, a standalone config
+	// (ParseConfig) or the run's train.method and loss.kl_coef set them.
+	d.Prompt.Enabled, d.Rollout.Enabled, d.Prompt.KLCoef = c.Prompt.Enabled, c.Rollout.Enabled, c.Prompt.KLCoef
 	if !reflect.DeepEqual(c, d) {
 		t.Errorf("JSON round trip differs:\n%+v\n%+v", c, d)
 	}

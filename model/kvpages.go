@@ -201,7 +201,7 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	if paged && !(half && m.KVCacheBF16) {
 		// Pages back bf16 rows only; an fp32 cache here would silently
 		// take every slot's full length instead of the budget.
-		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 (run.kv_cache_dtype bf16, or auto with bf16 products)", m.B.Name())
+		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 (precision.kv_cache bf16, or auto with bf16 products)", m.B.Name())
 	}
 	elem := int64(4)
 	if half && m.KVCacheBF16 {

@@ -104,8 +104,8 @@ func TestPagedBudgetTooSmall(t *testing.T) {
 	p.MaxNewTokens, p.MaxSlots, p.KVBudgetBytes = 20, 4, 5*4
 	lm := &pagedScripted{newScripted(16, historyLogits), 4}
 	_, err := Generate(context.Background(), lm, []Request{{UID: "a", Prompt: []int32{1, 2, 3}, N: 2}}, p, nil)
-	if err == nil || !strings.Contains(err.Error(), "rollout.kv_cache_gib") {
-		t.Fatalf("error %v, want one naming rollout.kv_cache_gib", err)
+	if err == nil || !strings.Contains(err.Error(), "sampling.kv_cache_gib") {
+		t.Fatalf("error %v, want one naming sampling.kv_cache_gib", err)
 	}
 	// A model that cannot page is refused too, not silently unpaged.
 	if _, err := Generate(context.Background(), newScripted(16, historyLogits), []Request{{UID: "a", Prompt: []int32{1}, N: 1}}, p, nil); err == nil {

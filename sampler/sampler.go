@@ -78,7 +78,7 @@ type Params struct {
 	Step         int // training step, part of every sequence's random key
 	MaxSlots     int // concurrent sequences (KV-cache slots); 0 means 64
 	// KVBudgetBytes > 0 pages the KV cache within this many bytes
-	// (rollout.kv_cache_gib), pre-empting rollouts when it is full (see
+	// (sampling.kv_cache_gib), pre-empting rollouts when it is full (see
 	// Generate); 0 allocates every slot at full length.
 	KVBudgetBytes int64
 	// KVPageBytes is the page of a paged cache per layer K/V range: 0 is
@@ -301,7 +301,7 @@ func checkBudget(pg *model.KVPages, maxLen int, p Params) error {
 		return nil
 	}
 	if need := pg.SlotPages(maxLen); need+pg.Used > pg.Budget {
-		return fmt.Errorf("rollout.kv_cache_gib = %.3g GiB is %d KV pages of %d KiB per layer K/V (%d MiB each in all); one rollout of up to %d tokens needs %d%s: raise rollout.kv_cache_gib (0 sizes the cache for every slot at full length) or lower rollout.max_new_tokens",
+		return fmt.Errorf("sampling.kv_cache_gib = %.3g GiB is %d KV pages of %d KiB per layer K/V (%d MiB each in all); one rollout of up to %d tokens needs %d%s: raise sampling.kv_cache_gib (0 sizes the cache for every slot at full length) or lower sampling.max_new_tokens",
 			float64(p.KVBudgetBytes)/(1<<30), pg.Budget, pg.PageBytes>>10, pg.Bytes(1)>>20, maxLen, need, spareNote(pg.Used))
 	}
 	return nil
@@ -536,14 +536,14 @@ func (sc *scheduler) admitRequest(pre *batch) (bool, error) {
 }
 
 // openCache makes the sampler's KV cache: paged within p.KVBudgetBytes
-// (rollout.kv_cache_gib), or every slot at full length.
+// (sampling.kv_cache_gib), or every slot at full length.
 func openCache(lm LM, slots, maxLen int, p Params) (*model.KVCache, error) {
 	if p.KVBudgetBytes <= 0 {
 		return lm.NewKVCache(slots, maxLen), nil
 	}
 	plm, ok := lm.(PagedLM)
 	if !ok {
-		return nil, fmt.Errorf("rollout.kv_cache_gib is set but the model cannot page its KV cache")
+		return nil, fmt.Errorf("sampling.kv_cache_gib is set but the model cannot page its KV cache")
 	}
 	return plm.NewPagedKVCache(slots, maxLen, model.KVPaging{BudgetBytes: p.KVBudgetBytes, PageBytes: p.KVPageBytes})
 }

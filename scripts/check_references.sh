@@ -82,7 +82,7 @@ cat >"$W/train/config.yaml" <<EOF
 run: {name: t, out_dir: $W/train/runs, seed: 1, device: cpu}
 model: {path: $P, prompt: raw}
 data: {train: [$W/train/train.jsonl], template: none, max_prompt_length: 64}
-rollout: {max_new_tokens: 6, max_slots: 16}
+sampling: {max_new_tokens: 6, max_slots: 16}
 train: {method: grpo, steps: 1, prompts_per_step: 4, mini_batch_prompts: 4, micro_batch_rows: 16}
 optim: {lr: 0.01, weight_decay: 0.1}
 gdro: {rollout: {n_mean: 4}}

@@ -35,9 +35,10 @@ const (
 // Config is a whole run.
 type Config struct {
 	Run        RunConfig        `yaml:"run" json:"run"`
+	Precision  PrecisionConfig  `yaml:"precision" json:"precision"`
 	Model      ModelConfig      `yaml:"model" json:"model"`
 	Data       DataConfig       `yaml:"data" json:"data"`
-	Rollout    SamplingConfig   `yaml:"rollout" json:"rollout"`
+	Sampling   SamplingConfig   `yaml:"sampling" json:"sampling"`
 	Train      TrainConfig      `yaml:"train" json:"train"`
 	Optim      OptimConfig      `yaml:"optim" json:"optim"`
 	Loss       LossConfig       `yaml:"loss" json:"loss"`
@@ -46,15 +47,17 @@ type Config struct {
 	Validation ValidationConfig `yaml:"validation" json:"validation"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
 	Dist       DistConfig       `yaml:"dist" json:"dist"`
+
+	notices []string // one line per old key the decoding upgraded (legacy.go)
 }
 
 // RefBF16 reports whether the reference policy is held in bf16 on the GPU.
-func (r RunConfig) RefBF16() bool {
+func (r PrecisionConfig) RefBF16() bool {
 	return r.ReferenceDType == "bf16" || (r.ReferenceDType == "auto" && r.MatMul == "bf16")
 }
 
 // KVBF16 reports whether the sampler's KV cache is held in bf16 on the GPU.
-func (r RunConfig) KVBF16() bool {
+func (r PrecisionConfig) KVBF16() bool {
 	return r.KVCacheDType == "bf16" || (r.KVCacheDType == "auto" && r.MatMul == "bf16")
 }
 
@@ -64,21 +67,27 @@ type RunConfig struct {
 	OutDir string `yaml:"out_dir" json:"out_dir"` // parent folder of run folders
 	Seed   uint64 `yaml:"seed" json:"seed"`       // one seed for shuffles, sampling and controllers
 	Device string `yaml:"device" json:"device"`   // cpu, cuda, cuda:N or auto (GPU if present, else CPU)
+}
+
+// PrecisionConfig holds the GPU's number formats (run.matmul_precision,
+// run.reference_dtype and run.kv_cache_dtype before, still read with a
+// notice). The CPU always computes and stores fp32.
+type PrecisionConfig struct {
 	// MatMul is the GPU's matrix-product precision: bf16 (tensor cores,
-	// fp32 accumulation), tf32 or fp32. The CPU is always fp32.
-	MatMul string `yaml:"matmul_precision" json:"matmul_precision"`
+	// fp32 accumulation), tf32 or fp32.
+	MatMul string `yaml:"matmul" json:"matmul"`
 	// ReferenceDType is the GPU storage of the frozen reference policy:
-	// bf16 (half the memory), fp32, or auto: bf16 when matmul_precision is
+	// bf16 (half the memory), fp32, or auto: bf16 when precision.matmul is
 	// bf16 (the policy's products already round their inputs to bf16, so
 	// policy and reference agree at step 0 and the KL starts at 0), else
 	// fp32. A bf16 reference beside an fp32/tf32 policy puts a rounding
-	// floor under the KL. The CPU always keeps fp32.
-	ReferenceDType string `yaml:"reference_dtype" json:"reference_dtype"`
+	// floor under the KL.
+	ReferenceDType string `yaml:"reference" json:"reference"`
 	// KVCacheDType is the GPU sampler's KV cache storage: bf16 (half the
 	// memory and decode bandwidth; keys and values rounded as written),
-	// fp32, or auto: bf16 when matmul_precision is bf16, else fp32. The
+	// fp32, or auto: bf16 when precision.matmul is bf16, else fp32. The
 	// trainer recomputes old log-probs, so this only affects sampling.
-	KVCacheDType string `yaml:"kv_cache_dtype" json:"kv_cache_dtype"`
+	KVCacheDType string `yaml:"kv_cache" json:"kv_cache"`
 }
 
 // ModelConfig says what to train.
@@ -97,7 +106,8 @@ type DataConfig struct {
 	SkipBadRows     bool     `yaml:"skip_bad_rows" json:"skip_bad_rows"`         // skip (and count) malformed rows instead of failing
 }
 
-// SamplingConfig are the rollout sampling settings (training).
+// SamplingConfig is the training sampler's settings (the section was
+// rollout: before, still read with a notice).
 type SamplingConfig struct {
 	Temperature  float64 `yaml:"temperature" json:"temperature"`       // training sampling temperature (the reference's 1.0; docs/algorithm.md §5.1)
 	TopP         float64 `yaml:"top_p" json:"top_p"`                   // nucleus sampling mass; 1 = off
@@ -119,7 +129,7 @@ type SamplingConfig struct {
 	KVCacheGiB float64 `yaml:"kv_cache_gib" json:"kv_cache_gib"`
 }
 
-// KVBudgetBytes is rollout.kv_cache_gib in bytes (0: not paged).
+// KVBudgetBytes is sampling.kv_cache_gib in bytes (0: not paged).
 func (s SamplingConfig) KVBudgetBytes() int64 { return int64(s.KVCacheGiB * (1 << 30)) }
 
 // TrainConfig shapes the loop. Rollouts per prompt are gdro.rollout.n_mean
@@ -219,10 +229,11 @@ type DistConfig struct {
 func Default() Config {
 	g := gdro.DefaultConfig()
 	return Config{
-		Run:     RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto", MatMul: "bf16", ReferenceDType: "auto", KVCacheDType: "auto"},
-		Model:   ModelConfig{Prompt: "chat"},
-		Data:    DataConfig{Template: "auto", MaxPromptLength: 3200},
-		Rollout: SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
+		Run:       RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto"},
+		Precision: PrecisionConfig{MatMul: "bf16", ReferenceDType: "auto", KVCacheDType: "auto"},
+		Model:     ModelConfig{Prompt: "chat"},
+		Data:      DataConfig{Template: "auto", MaxPromptLength: 3200},
+		Sampling:  SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
 		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
 			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1, DynamicSampling: DynamicSamplingConfig{MaxRounds: 10}},
 		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
@@ -250,7 +261,8 @@ func Load(path string, sets []string) (Config, error) {
 
 // LoadBytes decodes YAML over the defaults (unknown keys are errors),
 // applies --set overrides ("section.key=value", value in YAML syntax) and
-// validates. source names the YAML in errors.
+// validates. source names the YAML in errors. Old keys are upgraded
+// (legacy.go); Notices has one line for each.
 func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
 	cfg, err := Resolve(raw, source, sets)
 	if err != nil {
@@ -269,18 +281,31 @@ func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
 func Resolve(raw []byte, source string, sets []string) (Config, error) {
 	cfg := Default()
 	source = orDefaults(source)
-	if err := decodeStrict(raw, &cfg); err != nil {
+	var old legacy
+	if err := old.decode(raw, &cfg); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
-	if err := ApplySets(&cfg, sets); err != nil {
+	if err := applySets(&cfg, sets, &old); err != nil {
 		return cfg, err
 	}
 	cfg = cfg.Resolved()
+	if err := old.check(cfg); err != nil {
+		return cfg, fmt.Errorf("config %s: %w", source, err)
+	}
+	cfg.notices = old.notices
 	if err := cfg.validateValues(); err != nil {
+		if len(cfg.notices) > 0 { // the error names the new keys
+			err = fmt.Errorf("%w\n%s", err, strings.Join(cfg.notices, "\n"))
+		}
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
 	return cfg, nil
 }
+
+// Notices are the lines saying which old keys the config was read with and
+// what they became (legacy.go), one per old key; the caller prints them
+// (the run's log, or stderr before there is one).
+func (c Config) Notices() []string { return c.notices }
 
 func orDefaults(source string) string {
 	if source == "" {
@@ -302,8 +327,15 @@ func decodeStrict(raw []byte, cfg *Config) error {
 }
 
 // ApplySets applies overrides such as "optim.lr=1e-6" or
-// "data.train=[a.jsonl, b.jsonl]" through the same strict decoder.
+// "data.train=[a.jsonl, b.jsonl]" through the same strict decoder. An old
+// key is upgraded as in a file, but its notice is lost and the keys
+// train.method derives are not checked: Resolve does both.
 func ApplySets(cfg *Config, sets []string) error {
+	var old legacy
+	return applySets(cfg, sets, &old)
+}
+
+func applySets(cfg *Config, sets []string, old *legacy) error {
 	for _, s := range sets {
 		key, value, ok := strings.Cut(s, "=")
 		if !ok || key == "" {
@@ -314,7 +346,7 @@ func ApplySets(cfg *Config, sets []string) error {
 		for i := len(parts) - 1; i >= 0; i-- {
 			doc = fmt.Sprintf("{%q: %s}", parts[i], orNull(doc))
 		}
-		if err := decodeStrict([]byte(doc), cfg); err != nil {
+		if err := old.decode([]byte(doc), cfg); err != nil {
 			return fmt.Errorf("--set %s: %w", s, err)
 		}
 	}
@@ -332,12 +364,15 @@ func orNull(v string) string {
 // It is the one place a decoded config is changed (Resolve calls it, and so
 // does Open for a Config built in code); Validate only checks.
 //
-// train.method decides which GDRO controllers run: grpo turns both off,
-// prompt_gdro turns Prompt-GDRO on and Rollout-GDRO off, and rollout_gdro
-// turns Rollout-GDRO on and leaves gdro.prompt.enabled as configured (the
-// reference's Rollout-GDRO runs compute Prompt-GDRO weights without
-// applying them, gdro.prompt.apply: false). An unknown method changes
-// nothing; Validate names it.
+// train.method alone decides which GDRO controllers run (gdro's
+// Prompt.Enabled and Rollout.Enabled, which are not YAML keys): grpo runs
+// neither, prompt_gdro runs Prompt-GDRO, and rollout_gdro runs Rollout-GDRO
+// and, when gdro.prompt.apply is false, Prompt-GDRO beside it, its weights
+// computed and logged but not applied (the reference's Rollout-GDRO runs).
+// An unknown method changes nothing; Validate names it.
+//
+// The surrogate_kl signal's β_KL is loss.kl_coef (one β_KL for the loss and
+// the signal).
 func (c Config) Resolved() Config {
 	switch c.Train.Method {
 	case MethodGRPO:
@@ -345,8 +380,9 @@ func (c Config) Resolved() Config {
 	case MethodPromptGDRO:
 		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, false
 	case MethodRolloutGDRO:
-		c.GDRO.Rollout.Enabled = true
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = !c.GDRO.Prompt.Apply, true
 	}
+	c.GDRO.Prompt.KLCoef = c.Loss.KLCoef
 	return c
 }
 
@@ -380,8 +416,8 @@ func (c Config) validateValues() error {
 		}
 		return errors.Join(errs...)
 	}
-	errs := []error{c.methodAgrees(), c.Model.Validate(), c.Run.Validate(), c.Data.Validate(),
-		c.Rollout.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.rlOptionsAgree(), c.Optim.Validate(), c.Loss.Validate()}
+	errs := []error{c.methodAgrees(), c.Model.Validate(), c.Run.Validate(), c.Precision.Validate(), c.Data.Validate(),
+		c.Sampling.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.rlOptionsAgree(), c.Optim.Validate(), c.Loss.Validate()}
 	if err := c.GDRO.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("gdro: %w", err))
 	}
@@ -395,14 +431,18 @@ type problems []error
 func (p *problems) add(format string, a ...any) { *p = append(*p, fmt.Errorf(format, a...)) }
 func (p problems) err() error                   { return errors.Join(p...) }
 
-// methodAgrees: train.method is known, and the controllers' enabled flags
-// are what Resolved derives from it.
+// methodAgrees: train.method is known, and the fields Resolved derives (the
+// controllers' Enabled flags, the signal's β_KL) are what it derives: a
+// Config built in code and changed after Resolved is caught here.
 func (c Config) methodAgrees() error {
 	switch r := c.Resolved().GDRO; c.Train.Method {
 	case MethodGRPO, MethodPromptGDRO, MethodRolloutGDRO:
 		if r.Prompt.Enabled != c.GDRO.Prompt.Enabled || r.Rollout.Enabled != c.GDRO.Rollout.Enabled {
-			return fmt.Errorf("gdro.prompt.enabled = %v and gdro.rollout.enabled = %v disagree with train.method %s (Config.Resolved sets them)",
+			return fmt.Errorf("gdro: Prompt.Enabled = %v and Rollout.Enabled = %v disagree with train.method %s (Config.Resolved derives them from it)",
 				c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled, c.Train.Method)
+		}
+		if r.Prompt.KLCoef != c.GDRO.Prompt.KLCoef {
+			return fmt.Errorf("gdro: Prompt.KLCoef = %v differs from loss.kl_coef = %v (Config.Resolved sets it)", c.GDRO.Prompt.KLCoef, c.Loss.KLCoef)
 		}
 		return nil
 	default:
@@ -416,11 +456,11 @@ func (c Config) methodAgrees() error {
 // train on (docs/algorithm.md §5.10–5.12).
 func (c Config) rlOptionsAgree() error {
 	var p problems
-	if rc := c.Loss.RolloutCorrection; rc.Corrects() && !c.Rollout.samplerComparable() {
-		p.add("loss.rollout_correction.mode %s needs the sampler to draw from the policy itself (rollout.temperature 1, top_p 1, top_k 0; got %v, %v, %d): the trainer's log-probs are at temperature 1 without filters",
-			rc.Mode, c.Rollout.Temperature, c.Rollout.TopP, c.Rollout.TopK)
+	if rc := c.Loss.RolloutCorrection; rc.Corrects() && !c.Sampling.samplerComparable() {
+		p.add("loss.rollout_correction.mode %s needs the sampler to draw from the policy itself (sampling.temperature 1, top_p 1, top_k 0; got %v, %v, %d): the trainer's log-probs are at temperature 1 without filters",
+			rc.Mode, c.Sampling.Temperature, c.Sampling.TopP, c.Sampling.TopK)
 	}
-	if err := c.Loss.Overlong.checkLimit(c.Rollout.MaxNewTokens); err != nil {
+	if err := c.Loss.Overlong.checkLimit(c.Sampling.MaxNewTokens); err != nil {
 		p = append(p, err)
 	}
 	if c.Train.DynamicSampling.Enabled {
@@ -437,8 +477,8 @@ func (c Config) rlOptionsAgree() error {
 
 // kvBudgetAgrees: a paged KV cache is a bf16 one.
 func (c Config) kvBudgetAgrees() error {
-	if k := c.Rollout.KVCacheGiB; k > 0 && c.Run.KVCacheDType == "fp32" {
-		return fmt.Errorf("rollout.kv_cache_gib = %v pages a bf16 KV cache, but run.kv_cache_dtype is fp32: set it to bf16 (or auto with bf16 products), or rollout.kv_cache_gib to 0", k)
+	if k := c.Sampling.KVCacheGiB; k > 0 && c.Precision.KVCacheDType == "fp32" {
+		return fmt.Errorf("sampling.kv_cache_gib = %v pages a bf16 KV cache, but precision.kv_cache is fp32: set it to bf16 (or auto with bf16 products), or sampling.kv_cache_gib to 0", k)
 	}
 	return nil
 }
@@ -451,23 +491,29 @@ func (m ModelConfig) Validate() error {
 	return nil
 }
 
-// Validate checks the run section: device, precisions and the run name.
+// Validate checks the run section: device and the run name.
 func (r RunConfig) Validate() error {
 	var p problems
 	if _, _, err := device.Parse(r.Device); err != nil {
 		p.add("run.%v", err)
 	}
-	if _, err := device.ParsePrecision(r.MatMul); err != nil {
-		p.add("run.matmul_precision: %v", err)
-	}
-	if r.ReferenceDType != "auto" && r.ReferenceDType != "bf16" && r.ReferenceDType != "fp32" {
-		p.add("run.reference_dtype %q: want auto, bf16 or fp32", r.ReferenceDType)
-	}
-	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp32" {
-		p.add("run.kv_cache_dtype %q: want auto, bf16 or fp32", r.KVCacheDType)
-	}
 	if r.Name == "" || r.Name == "." || r.Name == ".." || strings.ContainsAny(r.Name, `/\`) {
 		p.add("run.name %q must be a plain folder name", r.Name)
+	}
+	return p.err()
+}
+
+// Validate checks the precision section.
+func (r PrecisionConfig) Validate() error {
+	var p problems
+	if _, err := device.ParsePrecision(r.MatMul); err != nil {
+		p.add("precision.matmul: %v", err)
+	}
+	if r.ReferenceDType != "auto" && r.ReferenceDType != "bf16" && r.ReferenceDType != "fp32" {
+		p.add("precision.reference %q: want auto, bf16 or fp32", r.ReferenceDType)
+	}
+	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp32" {
+		p.add("precision.kv_cache %q: want auto, bf16 or fp32", r.KVCacheDType)
 	}
 	return p.err()
 }
@@ -480,7 +526,7 @@ func (d DataConfig) Validate() error {
 	return nil
 }
 
-// checkSampling adds the sampling ranges of a section (rollout or
+// checkSampling adds the sampling ranges of a section (sampling or
 // validation) to p.
 func checkSampling(p *problems, section string, temperature, topP float64, topK, maxNewTokens int) {
 	if temperature < 0 {
@@ -500,12 +546,12 @@ func checkSampling(p *problems, section string, temperature, topP float64, topK,
 // Validate checks the training sampler's section.
 func (s SamplingConfig) Validate() error {
 	var p problems
-	checkSampling(&p, "rollout", s.Temperature, s.TopP, s.TopK, s.MaxNewTokens)
+	checkSampling(&p, "sampling", s.Temperature, s.TopP, s.TopK, s.MaxNewTokens)
 	if s.MaxSlots < 1 {
-		p.add("rollout.max_slots = %d must be ≥ 1", s.MaxSlots)
+		p.add("sampling.max_slots = %d must be ≥ 1", s.MaxSlots)
 	}
 	if k := s.KVCacheGiB; !(k >= 0) || math.IsInf(k, 0) {
-		p.add("rollout.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
+		p.add("sampling.kv_cache_gib = %v must be ≥ 0 (0: every slot at full length)", k)
 	}
 	return p.err()
 }

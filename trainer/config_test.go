@@ -42,19 +42,19 @@ func TestConfigStrictAndOverrides(t *testing.T) {
 		{base, []string{"optim.grad_clip=.nan"}, "optim.grad_clip = NaN: must be a finite number"},
 		{base, []string{"optim.lr=.inf"}, "optim.lr = +Inf: must be a finite number"},
 		{base, []string{"loss.kl_coef=-.inf"}, "loss.kl_coef = -Inf"},
-		{base, []string{"rollout.temperature=.nan"}, "rollout.temperature = NaN"},
+		{base, []string{"sampling.temperature=.nan"}, "sampling.temperature = NaN"},
 		{base, []string{"validation.top_p=.nan"}, "validation.top_p = NaN"},
 		{base, []string{"gdro.classifier.edges=[0.5, .nan]"}, "gdro.classifier.edges[1] = NaN"},
 		{base, []string{"gdro.prompt.focus={targets: {2: .inf}}"}, "gdro.prompt.focus.targets[2] = +Inf"},
 		// Out-of-range values name their key.
 		{base, []string{"optim.beta2=1"}, "optim.beta2 = 1 must be in [0, 1)"},
 		{base, []string{"optim.grad_clip=-1"}, "optim.grad_clip = -1 must be ≥ 0"},
-		{base, []string{"rollout.top_p=0"}, "rollout.top_p = 0 must be in (0, 1]"},
+		{base, []string{"sampling.top_p=0"}, "sampling.top_p = 0 must be in (0, 1]"},
 		{base, []string{"validation.max_new_tokens=0"}, "validation.max_new_tokens = 0 must be ≥ 1"},
-		{base, []string{"rollout.max_slots=0"}, "rollout.max_slots = 0 must be ≥ 1"},
-		{base, []string{"rollout.kv_cache_gib=-1"}, "rollout.kv_cache_gib = -1 must be ≥ 0"},
-		{base, []string{"rollout.kv_cache_gib=.nan"}, "rollout.kv_cache_gib = NaN"},
-		{base, []string{"rollout.kv_cache_gib=40", "run.kv_cache_dtype=fp32"}, "run.kv_cache_dtype is fp32"},
+		{base, []string{"sampling.max_slots=0"}, "sampling.max_slots = 0 must be ≥ 1"},
+		{base, []string{"sampling.kv_cache_gib=-1"}, "sampling.kv_cache_gib = -1 must be ≥ 0"},
+		{base, []string{"sampling.kv_cache_gib=.nan"}, "sampling.kv_cache_gib = NaN"},
+		{base, []string{"sampling.kv_cache_gib=40", "precision.kv_cache=fp32"}, "precision.kv_cache is fp32"},
 		{base, []string{"data.max_prompt_length=0"}, "data.max_prompt_length = 0 must be ≥ 1"},
 		{base, []string{"train.ppo_epochs=0"}, "train.ppo_epochs = 0 must be ≥ 1"},
 		{base, []string{"loss.adv_eps=0"}, "loss.adv_eps must be > 0"},
@@ -162,20 +162,22 @@ func TestMemoryPlan(t *testing.T) {
 // refuses a config built in code whose switches disagree with its method.
 func TestResolvedThenValidate(t *testing.T) {
 	for _, c := range []struct {
-		method                string
-		promptIn, prompt, rol bool
+		method                       string
+		promptIn, apply, prompt, rol bool
 	}{
-		{MethodGRPO, true, false, false},
-		{MethodPromptGDRO, false, true, false},
-		{MethodRolloutGDRO, false, false, true}, // the prompt switch is left as set
-		{MethodRolloutGDRO, true, true, true},
+		{MethodGRPO, true, true, false, false},
+		{MethodGRPO, true, false, false, false},
+		{MethodPromptGDRO, false, true, true, false},
+		{MethodPromptGDRO, false, false, true, false}, // computed and logged, not applied
+		{MethodRolloutGDRO, true, true, false, true},  // Prompt-GDRO off
+		{MethodRolloutGDRO, false, false, true, true}, // the reference's runs: computed, not applied
 	} {
 		cfg := Default()
 		cfg.Model.Path, cfg.Data.Train = "m", []string{"a.jsonl"}
-		cfg.Train.Method, cfg.GDRO.Prompt.Enabled = c.method, c.promptIn
+		cfg.Train.Method, cfg.GDRO.Prompt.Enabled, cfg.GDRO.Prompt.Apply = c.method, c.promptIn, c.apply
 		r := cfg.Resolved()
 		if r.GDRO.Prompt.Enabled != c.prompt || r.GDRO.Rollout.Enabled != c.rol {
-			t.Errorf("%s (prompt %v): resolved prompt %v rollout %v, want %v %v", c.method, c.promptIn, r.GDRO.Prompt.Enabled, r.GDRO.Rollout.Enabled, c.prompt, c.rol)
+			t.Errorf("%s (prompt %v, apply %v): resolved prompt %v rollout %v, want %v %v", c.method, c.promptIn, c.apply, r.GDRO.Prompt.Enabled, r.GDRO.Rollout.Enabled, c.prompt, c.rol)
 		}
 		if err := r.Validate(); err != nil {
 			t.Errorf("%s: resolved config: %v", c.method, err)

@@ -183,7 +183,7 @@ func overlongMetrics(o OverlongConfig, rows []rowData) *OverlongMetrics {
 // their old and sampler log-probs (correction.go), when the sampler drew
 // from the policy itself.
 func (t *Trainer) correct(rows []rowData) error {
-	if !t.Cfg.Rollout.samplerComparable() {
+	if !t.Cfg.Sampling.samplerComparable() {
 		return nil
 	}
 	for i := range rows {

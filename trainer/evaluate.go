@@ -87,8 +87,8 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 	}
 	params := sampler.Params{Temperature: v.Temperature, TopP: v.TopP, TopK: v.TopK, MaxNewTokens: v.MaxNewTokens,
 		StopIDs: t.stops, Seed: rng.Key(t.Cfg.Run.Seed, rng.HashString("validation")), Step: t.step,
-		MaxSlots: t.Cfg.Rollout.MaxSlots, Graphs: t.Cfg.Rollout.CUDAGraphs, // continuous batching: n may exceed the slots
-		KVBudgetBytes: t.Cfg.Rollout.KVBudgetBytes()}
+		MaxSlots: t.Cfg.Sampling.MaxSlots, Graphs: t.Cfg.Sampling.CUDAGraphs, // continuous batching: n may exceed the slots
+		KVBudgetBytes: t.Cfg.Sampling.KVBudgetBytes()}
 	recs, err := t.validatePrompts(ctx, prompts, reqs, params)
 	if err != nil {
 		return nil, fmt.Errorf("validation: %w", err)

@@ -63,25 +63,25 @@ func (p MemoryPlan) String() string {
 
 // planTokens is a micro-batch's tokens at the longest sequence.
 func planTokens(cfg Config) int64 {
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
 	return int64(cfg.Train.MicroBatchRows) * seq
 }
 
 // kvSlots is the sampler's cache slots: one more under CUDA graphs (the
 // padding rows' spare, model.DecodeGraph).
 func kvSlots(cfg Config) int64 {
-	n := int64(cfg.Rollout.MaxSlots) // continuous batching: n may exceed the slots
-	if cfg.Rollout.CUDAGraphs {
+	n := int64(cfg.Sampling.MaxSlots) // continuous batching: n may exceed the slots
+	if cfg.Sampling.CUDAGraphs {
 		n++
 	}
 	return n
 }
 
-// kvPool is the paged KV cache's page pool in bytes (rollout.kv_cache_gib;
+// kvPool is the paged KV cache's page pool in bytes (sampling.kv_cache_gib;
 // 0: not paged). The CUDA backend creates pages up to it as slots grow and
 // the graphs' spare slot holds its pages within it, so the pool, not
 // kvSlots × the longest sequence, is what the cache can take.
-func kvPool(cfg Config) int64 { return cfg.Rollout.KVBudgetBytes() }
+func kvPool(cfg Config) int64 { return cfg.Sampling.KVBudgetBytes() }
 
 // PlanMemory estimates a run's peak memory from the model and run configs.
 func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
@@ -89,7 +89,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	params := mc.NumParams() * f32
 	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
 	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Rollout.MaxNewTokens, cfg.Validation.MaxNewTokens))
+	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
 	tokens := planTokens(cfg)
 	// Saved per token per layer by the training forward (model's
 	// layerActs): the layer's input, xMid and the statistics, fp32
@@ -140,7 +140,7 @@ type Budget struct {
 	// ActBF16: the saved activations too, but for the residual stream and
 	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
-	// KVPaged: the KV cache is the page pool of rollout.kv_cache_gib.
+	// KVPaged: the KV cache is the page pool of sampling.kv_cache_gib.
 	KVPaged bool
 	// World is the number of data-parallel ranks the plan is per rank of
 	// (0 or 1: one process); ZeRO the sharding stage (1: the AdamW
@@ -258,11 +258,11 @@ func PlanBudget(cfg Config) (Budget, error) {
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
 	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters}
-	if gpu && cfg.Run.RefBF16() {
+	if gpu && cfg.Precision.RefBF16() {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need
 	}
-	if gpu && cfg.Run.KVBF16() {
+	if gpu && cfg.Precision.KVBF16() {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = true
 		if pool := kvPool(cfg); pool > 0 {
@@ -271,7 +271,7 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 			bud.KVPaged = true
 		}
 	}
-	if gpu && cfg.Run.MatMul == "bf16" {
+	if gpu && cfg.Precision.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
 		// Every activation but the residual stream and the statistics is
 		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
@@ -323,7 +323,7 @@ func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (mod
 	if open == nil {
 		open = CPUOnly
 	}
-	b, err := open(cfg.Run.Device, cfg.Run.MatMul, logf)
+	b, err := open(cfg.Run.Device, cfg.Precision.MatMul, logf)
 	if err != nil {
 		kind, _, _ := device.Parse(cfg.Run.Device)
 		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
@@ -366,7 +366,7 @@ func checkMemory(p MemoryPlan, avail int64) error {
 		return nil
 	}
 	return fmt.Errorf("out of memory before starting: the run needs about %.2f GiB (%s) but %.2f GiB is available; "+
-		"lower train.micro_batch_rows, rollout.max_slots or rollout.max_new_tokens, bound the KV cache (rollout.kv_cache_gib), use a smaller model, "+
+		"lower train.micro_batch_rows, sampling.max_slots or sampling.max_new_tokens, bound the KV cache (sampling.kv_cache_gib), use a smaller model, "+
 		"or spread the run over several GPUs with dist.zero_stage 2 (the per-rank plan: --dry-run --world-size N)",
 		float64(p.Total())/(1<<30), p, float64(avail)/(1<<30))
 }

@@ -23,7 +23,7 @@ func TestPlanForWorld(t *testing.T) {
 		}
 		for _, prec := range []string{"bf16", "fp32"} {
 			cfg := Default()
-			cfg.Run.MatMul = prec
+			cfg.Precision.MatMul = prec
 			one := planFor(mc, cfg, true, "cuda")
 			for _, tc := range []struct{ world, zero int }{{1, 1}, {8, 0}, {2, 1}, {8, 1}, {8, 2}, {1, 2}} {
 				b := planFor(mc, cfg, true, "cuda")

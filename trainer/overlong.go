@@ -1,7 +1,7 @@
 package trainer
 
 // Overlong responses (docs/algorithm.md §5.11): a response that reaches
-// rollout.max_new_tokens was cut, not finished, so its reward says little
+// sampling.max_new_tokens was cut, not finished, so its reward says little
 // about the answer it would have given. DAPO (Yu et al., 2025, §3.4)
 // offers two remedies, both options here and off by default:
 //   - overlong filtering: the truncated rows leave the loss (their group's
@@ -42,7 +42,7 @@ func (o OverlongConfig) Validate() error {
 // checkLimit: the ramp must fit under the response limit.
 func (o OverlongConfig) checkLimit(maxNew int) error {
 	if o.SoftPenaltyTokens >= maxNew && o.SoftPenaltyTokens > 0 {
-		return fmt.Errorf("loss.overlong.soft_penalty_tokens = %d must be below rollout.max_new_tokens = %d", o.SoftPenaltyTokens, maxNew)
+		return fmt.Errorf("loss.overlong.soft_penalty_tokens = %d must be below sampling.max_new_tokens = %d", o.SoftPenaltyTokens, maxNew)
 	}
 	return nil
 }

@@ -324,7 +324,7 @@ func dsConfig(t *testing.T, extra ...string) Config {
 	task := testfix.TinyTask(t)
 	cfg, err := LoadBytes(nil, "", append(append(task.Sets(), "train.steps=4", "checkpoint.every=1", "validation.every=0",
 		"train.dynamic_sampling.enabled=true", "train.dynamic_sampling.max_rounds=3", "gdro.rollout.n_mean=3",
-		"rollout.max_new_tokens=6", "loss.overlong.filter=true", "loss.overlong.soft_penalty_tokens=2",
+		"sampling.max_new_tokens=6", "loss.overlong.filter=true", "loss.overlong.soft_penalty_tokens=2",
 		"loss.rollout_correction.mode=token_tis"), extra...))
 	if err != nil {
 		t.Fatal(err)
@@ -425,11 +425,11 @@ func TestRLOptionRules(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{[]string{"loss.rollout_correction.mode=token_tis", "rollout.temperature=0.7"}, "rollout.temperature 1"},
-		{[]string{"loss.rollout_correction.mode=seq_mis", "rollout.top_k=20"}, "rollout.temperature 1"},
-		{[]string{"loss.overlong.soft_penalty_tokens=4", "rollout.max_new_tokens=4"}, "soft_penalty_tokens"},
+		{[]string{"loss.rollout_correction.mode=token_tis", "sampling.temperature=0.7"}, "sampling.temperature 1"},
+		{[]string{"loss.rollout_correction.mode=seq_mis", "sampling.top_k=20"}, "sampling.temperature 1"},
+		{[]string{"loss.overlong.soft_penalty_tokens=4", "sampling.max_new_tokens=4"}, "soft_penalty_tokens"},
 		{[]string{"train.dynamic_sampling.enabled=true", "gdro.prompt.signal=surrogate_kl"}, "surrogate_kl"},
-		{[]string{"train.dynamic_sampling.enabled=true", "train.method=rollout_gdro", "gdro.prompt.enabled=false", "gdro.rollout.mode=reference_compat"}, "reference_compat"},
+		{[]string{"train.dynamic_sampling.enabled=true", "train.method=rollout_gdro", "gdro.rollout.mode=reference_compat"}, "reference_compat"},
 		{[]string{"train.dynamic_sampling.max_rounds=0"}, "max_rounds"},
 	} {
 		_, err := LoadBytes(nil, "", append(task.Sets(), c.sets...))

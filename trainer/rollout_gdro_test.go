@@ -28,9 +28,9 @@ func rolloutTrainer(t *testing.T, extra ...string) *Trainer {
 	task := testfix.TinyTask(t)
 	sets := append(task.Sets(), "run.name=rollout", "train.method=rollout_gdro", "train.steps=3",
 		"train.prompts_per_step=24", "train.mini_batch_prompts=5", "train.micro_batch_rows=7", "train.ppo_epochs=2",
-		"optim.lr=1e-9", "rollout.max_new_tokens=6", "gdro.rollout.n_min=2", "gdro.rollout.n_max=6", "gdro.rollout.n_mean=3",
+		"optim.lr=1e-9", "sampling.max_new_tokens=6", "gdro.rollout.n_min=2", "gdro.rollout.n_max=6", "gdro.rollout.n_mean=3",
 		"gdro.classifier.edges=[0.5]", "gdro.classifier.history_len=4", "gdro.classifier.hysteresis=0",
-		"gdro.prompt.enabled=true", "gdro.prompt.apply=false", "gdro.prompt.share_norm=false")
+		"gdro.prompt.apply=false", "gdro.prompt.share_norm=false")
 	cfg, err := LoadBytes(nil, "", append(sets, extra...))
 	if err != nil {
 		t.Fatal(err)

@@ -116,6 +116,11 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.rank() == 0 {
+		for _, n := range cfg.Notices() { // old keys the config was read with, one line each
+			t.Log.Print(n)
+		}
+	}
 	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("model.path: %w", err)
@@ -287,23 +292,23 @@ func (t *Trainer) setup() error {
 	if copies, err := t.Policy.ShadowWeights(); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	} else if copies && !t.Opt.MastersSharded() {
-		t.Log.Printf("policy matrices also held in bf16 for products (run.matmul_precision bf16); fp32 stays the master copy")
+		t.Log.Printf("policy matrices also held in bf16 for products (precision.matmul bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
-	t.Policy.KVCacheBF16 = cfg.Run.KVBF16()
+	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
 	if plan.NeedRef {
 		// The reference policy is the frozen initial checkpoint.
 		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)
 		}
-		if cfg.Run.RefBF16() {
+		if cfg.Precision.RefBF16() {
 			frozen, err := t.Ref.Freeze()
 			if err != nil {
 				return fmt.Errorf("reference policy: %w", err)
 			}
 			if frozen {
-				t.Log.Printf("reference policy held in bf16 (run.reference_dtype)")
+				t.Log.Printf("reference policy held in bf16 (precision.reference)")
 			}
 		}
 	}

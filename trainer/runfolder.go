@@ -287,12 +287,16 @@ func (t *Trainer) checkResumeConfig(dir string, m *checkpoint.Manifest, allow bo
 			dir, m.Reference.Path, m.Reference.Hash, t.refID.Path, t.refID.Hash)
 	}
 	// Keys missing from an older checkpoint's config take today's defaults
-	// (logged): decode over Default(), as a config file is.
-	old := Default()
-	if err := json.Unmarshal(m.Config, &old); err != nil {
+	// (logged): decode over Default(), as a config file is, with the old
+	// keys of an older build upgraded (legacy.go, logged).
+	old, recorded, notices, err := upgradeRecorded(m.Config)
+	if err != nil {
 		return fmt.Errorf("resume %s: the checkpoint's config: %w", dir, err)
 	}
-	oldKeys, err := flatKeys(m.Config)
+	for _, n := range notices {
+		t.Log.Printf("resume: the checkpoint's %s", n)
+	}
+	oldKeys, err := flatKeys(recorded)
 	if err != nil {
 		return fmt.Errorf("resume %s: the checkpoint's config: %w", dir, err)
 	}

@@ -94,7 +94,7 @@ type StepMetrics struct {
 	// dsCapHit: dynamic sampling ran out of rounds (DynamicSamplingMetrics).
 	dsCapHit bool
 	// RolloutPreemptions counts rollouts this process's sampler pre-empted
-	// for KV pages (rollout.kv_cache_gib; 0 when the cache is not paged).
+	// for KV pages (sampling.kv_cache_gib; 0 when the cache is not paged).
 	RolloutPreemptions int `json:"rollout_preemptions"`
 	// The sampler/trainer mismatch and the rollout correction (present
 	// when the sampler draws from the policy itself; correction.go).
@@ -313,7 +313,7 @@ func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, err
 		}
 		for i := range rows {
 			rows[i].prompt += len(b.prompts)
-			rows[i].penalty = t.Cfg.Loss.Overlong.Penalty(len(rows[i].tokens)-rows[i].start, t.Cfg.Rollout.MaxNewTokens)
+			rows[i].penalty = t.Cfg.Loss.Overlong.Penalty(len(rows[i].tokens)-rows[i].start, t.Cfg.Sampling.MaxNewTokens)
 			rows[i].masked = t.Cfg.Loss.Overlong.Filter && rows[i].truncated
 		}
 		b.prompts, b.rows = append(b.prompts, prompts...), append(b.rows, rows...)
@@ -351,7 +351,7 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 	for i, p := range prompts[lo:hi] {
 		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
-	s := t.Cfg.Rollout
+	s := t.Cfg.Sampling
 	seed := t.Cfg.Run.Seed
 	if round > 0 {
 		seed = rng.Key(seed, rng.HashString("dynamic sampling"), uint64(round))

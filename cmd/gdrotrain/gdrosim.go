@@ -27,7 +27,7 @@ func (f *gdroConfigFlags) add(cmd *cobra.Command, defaultPreset string) {
 	cmd.Flags().StringVar(&f.preset, "preset", defaultPreset,
 		"controller preset: "+strings.Join(gdro.PresetNames(), ", "))
 	cmd.Flags().StringVar(&f.config, "config", "",
-		"YAML file with gdro settings (classifier/prompt/rollout keys) applied over the preset")
+		"YAML file with gdro settings (classifier/prompt/rollout keys; prompt.enabled and rollout.enabled switch the controllers, prompt.kl_coef is the surrogate_kl β_KL) applied over the preset")
 	cmd.Flags().StringVar(&f.mode, "mode", "",
 		"override rollout.mode: paper or reference_compat")
 }

@@ -98,8 +98,8 @@ Temperature 0 is greedy.`,
 	f.Float64Var(&p.TopP, "top-p", 1, "nucleus sampling mass")
 	f.IntVar(&p.TopK, "top-k", 0, "keep the k most likely tokens (0: off)")
 	f.IntVar(&p.MaxNewTokens, "max-new-tokens", 256, "maximum generated tokens")
-	f.BoolVar(&p.Graphs, "cuda-graphs", true, "on CUDA, run each decode step as one CUDA graph with the draw on the GPU (rollout.cuda_graphs)")
-	f.Float64Var(&kvGiB, "kv-cache-gib", 0, "page the KV cache within this many GiB, pre-empting and recomputing completions when it is full (rollout.kv_cache_gib; 0: every slot at full length)")
+	f.BoolVar(&p.Graphs, "cuda-graphs", true, "on CUDA, run each decode step as one CUDA graph with the draw on the GPU (sampling.cuda_graphs)")
+	f.Float64Var(&kvGiB, "kv-cache-gib", 0, "page the KV cache within this many GiB, pre-empting and recomputing completions when it is full (sampling.kv_cache_gib; 0: every slot at full length)")
 	f.Uint64Var(&p.Seed, "seed", 0, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per completion")
 	return cmd

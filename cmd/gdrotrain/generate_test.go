@@ -37,7 +37,7 @@ func TestGenerateKVCacheGiB(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("paged: %v\n%s\nunpaged:\n%s", err, got, want)
 	}
-	if _, err := runCmd(t, "", append(args, "--kv-cache-gib", "0.0001")...); err == nil || !strings.Contains(err.Error(), "rollout.kv_cache_gib") {
+	if _, err := runCmd(t, "", append(args, "--kv-cache-gib", "0.0001")...); err == nil || !strings.Contains(err.Error(), "sampling.kv_cache_gib") {
 		t.Fatalf("a budget below one rollout: %v", err)
 	}
 }

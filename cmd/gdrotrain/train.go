@@ -69,6 +69,9 @@ which resumes at any world size.`,
 				if err != nil {
 					return err
 				}
+				for _, n := range cfg.Notices() { // a run logs them; here stderr, beside the printed config
+					fmt.Fprintln(cmd.ErrOrStderr(), n)
+				}
 				if dryRun {
 					if cfg.Model.Path == "" {
 						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
@@ -106,7 +109,7 @@ which resumes at any world size.`,
 			if err := trainer.Preflight(cfg, o); err != nil {
 				return err
 			}
-			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Run.MatMul, skipSelfTest); err != nil {
+			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
 				return err
 			}
 			o.Backend = backend.Open

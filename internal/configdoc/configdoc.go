@@ -323,5 +323,13 @@ func Markdown(secs []Section) string {
 			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.Path, k.Type, k.Default, strings.ReplaceAll(k.Doc, "|", "\\|"))
 		}
 	}
+	b.WriteString("\n## Old keys\n\n")
+	b.WriteString("Configs written for an older gdrotrain, and the configs its checkpoints recorded, still load:\n")
+	b.WriteString("each old key is read as its new form with one notice line (an old key and its new key set to\n")
+	b.WriteString("different values in the same file, or a removed key that disagrees, is an error naming both).\n\n")
+	b.WriteString("| old key | now |\n|---|---|\n")
+	for _, o := range trainer.OldKeys() {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", o[0], o[1])
+	}
 	return b.String()
 }
