@@ -30,6 +30,9 @@ const (
 	MethodGRPO        = "grpo"
 	MethodPromptGDRO  = "prompt_gdro"
 	MethodRolloutGDRO = "rollout_gdro"
+	// MethodPromptRolloutGDRO runs both controllers, Prompt-GDRO's weights
+	// applied (gdro.prompt.apply as set).
+	MethodPromptRolloutGDRO = "prompt_rollout_gdro"
 )
 
 // Config is a whole run.
@@ -135,7 +138,7 @@ func (s SamplingConfig) KVBudgetBytes() int64 { return int64(s.KVCacheGiB * (1 <
 // TrainConfig shapes the loop. Rollouts per prompt are gdro.rollout.n_mean
 // (fixed unless Rollout-GDRO is on).
 type TrainConfig struct {
-	Method           string `yaml:"method" json:"method"`                         // grpo | prompt_gdro | rollout_gdro
+	Method           string `yaml:"method" json:"method"`                         // grpo | prompt_gdro | rollout_gdro | prompt_rollout_gdro
 	Steps            int    `yaml:"steps" json:"steps"`                           // optimizer-step batches of prompts
 	PromptsPerStep   int    `yaml:"prompts_per_step" json:"prompts_per_step"`     // N
 	MiniBatchPrompts int    `yaml:"mini_batch_prompts" json:"mini_batch_prompts"` // prompts per optimizer step (rows = their rollouts)
@@ -366,9 +369,11 @@ func orNull(v string) string {
 //
 // train.method alone decides which GDRO controllers run (gdro's
 // Prompt.Enabled and Rollout.Enabled, which are not YAML keys): grpo runs
-// neither, prompt_gdro runs Prompt-GDRO, and rollout_gdro runs Rollout-GDRO
+// neither, prompt_gdro runs Prompt-GDRO, rollout_gdro runs Rollout-GDRO
 // and, when gdro.prompt.apply is false, Prompt-GDRO beside it, its weights
-// computed and logged but not applied (the reference's Rollout-GDRO runs).
+// computed and logged but not applied (the reference's Rollout-GDRO runs),
+// and prompt_rollout_gdro runs both (Prompt-GDRO's weights applied unless
+// gdro.prompt.apply is false).
 // An unknown method changes nothing; Validate names it.
 //
 // The surrogate_kl signal's β_KL is loss.kl_coef (one β_KL for the loss and
@@ -381,6 +386,8 @@ func (c Config) Resolved() Config {
 		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, false
 	case MethodRolloutGDRO:
 		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = !c.GDRO.Prompt.Apply, true
+	case MethodPromptRolloutGDRO:
+		c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled = true, true
 	}
 	c.GDRO.Prompt.KLCoef = c.Loss.KLCoef
 	return c
@@ -436,7 +443,7 @@ func (p problems) err() error                   { return errors.Join(p...) }
 // Config built in code and changed after Resolved is caught here.
 func (c Config) methodAgrees() error {
 	switch r := c.Resolved().GDRO; c.Train.Method {
-	case MethodGRPO, MethodPromptGDRO, MethodRolloutGDRO:
+	case MethodGRPO, MethodPromptGDRO, MethodRolloutGDRO, MethodPromptRolloutGDRO:
 		if r.Prompt.Enabled != c.GDRO.Prompt.Enabled || r.Rollout.Enabled != c.GDRO.Rollout.Enabled {
 			return fmt.Errorf("gdro: Prompt.Enabled = %v and Rollout.Enabled = %v disagree with train.method %s (Config.Resolved derives them from it)",
 				c.GDRO.Prompt.Enabled, c.GDRO.Rollout.Enabled, c.Train.Method)
@@ -446,7 +453,7 @@ func (c Config) methodAgrees() error {
 		}
 		return nil
 	default:
-		return fmt.Errorf("train.method %q: want grpo, prompt_gdro or rollout_gdro", c.Train.Method)
+		return fmt.Errorf("train.method %q: want grpo, prompt_gdro, rollout_gdro or prompt_rollout_gdro", c.Train.Method)
 	}
 }
 

@@ -125,10 +125,10 @@ func dpConfigs(t *testing.T) map[string]Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roll, err := LoadBytes(nil, "", append(common, "train.method=rollout_gdro", "train.prompts_per_step=12",
+	roll, err := LoadBytes(nil, "", append(common, "train.method=prompt_rollout_gdro", "train.prompts_per_step=12",
 		"train.mini_batch_prompts=5", "train.micro_batch_rows=7", "train.ppo_epochs=2", "sampling.max_new_tokens=6",
 		"gdro.rollout.n_min=2", "gdro.rollout.n_max=6", "gdro.rollout.n_mean=3", "gdro.classifier.edges=[0.5]",
-		"gdro.classifier.history_len=4", "gdro.classifier.hysteresis=0", "gdro.prompt.apply=false"))
+		"gdro.classifier.history_len=4", "gdro.classifier.hysteresis=0"))
 	if err != nil {
 		t.Fatal(err)
 	}

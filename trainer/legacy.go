@@ -216,7 +216,7 @@ func moveKey(top *yaml.Node, section, key string, v *yaml.Node, oldName, newName
 // notes each one that agrees.
 func (l *legacy) check(c Config) error {
 	m := c.Train.Method
-	known := m == MethodGRPO || m == MethodPromptGDRO || m == MethodRolloutGDRO // else Validate names the method
+	known := m == MethodGRPO || m == MethodPromptGDRO || m == MethodRolloutGDRO || m == MethodPromptRolloutGDRO // else Validate names the method
 	for _, e := range []struct {
 		name string
 		got  *bool
@@ -254,8 +254,10 @@ func methodControllers(m string) string {
 		return "grpo runs neither controller"
 	case MethodPromptGDRO:
 		return "prompt_gdro runs Prompt-GDRO and not Rollout-GDRO"
+	case MethodPromptRolloutGDRO:
+		return "prompt_rollout_gdro runs both"
 	default:
-		return "rollout_gdro runs Rollout-GDRO, and Prompt-GDRO beside it only with gdro.prompt.apply: false (its weights computed and logged, not applied, as in the reference's Rollout-GDRO runs)"
+		return "rollout_gdro runs Rollout-GDRO, and Prompt-GDRO beside it only with gdro.prompt.apply: false (its weights computed and logged, not applied, as in the reference's Rollout-GDRO runs); prompt_rollout_gdro runs both, weights applied"
 	}
 }
 
