@@ -45,7 +45,7 @@ func TestPaperConfigsValidateOnShippedBenchmarks(t *testing.T) {
 		}
 	}
 	for _, name := range configs.Names() {
-		if !strings.HasPrefix(name, "paper-") {
+		if !strings.HasPrefix(name, "paper-") && !strings.HasPrefix(name, "reference-") {
 			continue
 		}
 		raw, _ := configs.Get(name)

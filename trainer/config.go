@@ -231,6 +231,10 @@ type DistConfig struct {
 // path the user must set.
 func Default() Config {
 	g := gdro.DefaultConfig()
+	// The trainer's Rollout-GDRO scores arms by the paper's utility, −mean
+	// loss (docs/algorithm.md §7.6); gdro's own default, variance, serves
+	// gdro-sim and gdro-replay, whose traces need carry no losses.
+	g.Rollout.Utility = gdro.UtilityNegLoss
 	return Config{
 		Run:       RunConfig{Name: "run", OutDir: "runs", Seed: 1, Device: "auto"},
 		Precision: PrecisionConfig{MatMul: "bf16", ReferenceDType: "auto", KVCacheDType: "auto"},

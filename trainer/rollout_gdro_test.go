@@ -22,7 +22,8 @@ import (
 // 24 prompts per step (every training prompt), arms 2…6 at n̄ = 3,
 // mini-batches of 5 prompts (the last one 4), micro-batches of 7 rows, two
 // PPO epochs, and a learning rate so small that the ratio stays 1 to ~1e−7.
-// Prompt-GDRO is on but not applied, so its per-class signal is logged.
+// Prompt-GDRO is on but not applied, so its per-class signal is logged;
+// the arms are scored by the variance utility, whose state the test reads.
 func rolloutTrainer(t *testing.T, extra ...string) *Trainer {
 	t.Helper()
 	task := testfix.TinyTask(t)
@@ -30,7 +31,7 @@ func rolloutTrainer(t *testing.T, extra ...string) *Trainer {
 		"train.prompts_per_step=24", "train.mini_batch_prompts=5", "train.micro_batch_rows=7", "train.ppo_epochs=2",
 		"optim.lr=1e-9", "sampling.max_new_tokens=6", "gdro.rollout.n_min=2", "gdro.rollout.n_max=6", "gdro.rollout.n_mean=3",
 		"gdro.classifier.edges=[0.5]", "gdro.classifier.history_len=4", "gdro.classifier.hysteresis=0",
-		"gdro.prompt.apply=false", "gdro.prompt.share_norm=false")
+		"gdro.prompt.apply=false", "gdro.prompt.share_norm=false", "gdro.rollout.utility=variance")
 	cfg, err := LoadBytes(nil, "", append(sets, extra...))
 	if err != nil {
 		t.Fatal(err)
