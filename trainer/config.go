@@ -45,6 +45,7 @@ type Config struct {
 	Validation ValidationConfig `yaml:"validation" json:"validation"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
 	Dist       DistConfig       `yaml:"dist" json:"dist"`
+	Log        LogConfig        `yaml:"log" json:"log"`
 }
 
 // RefBF16 reports whether the reference policy is held in bf16 on the GPU.
