@@ -309,7 +309,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
-	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl"} {
+	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl", "grpo-prompt-gdro/tb"} {
 		if _, err := os.Stat(filepath.Join(o.Out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}

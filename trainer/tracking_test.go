@@ -115,3 +115,22 @@ func checkPythonReader(t *testing.T, dir string) {
 	}
 	t.Logf("read_tbevents.py: %s", out)
 }
+
+// TestTensorBoardRankZero: in a data-parallel run only rank 0 writes tb/:
+// one event file, each step once.
+func TestTensorBoardRankZero(t *testing.T) {
+	cfg := dpConfigs(t)["prompt_gdro"]
+	cfg.Run.Name, cfg.Log.TensorBoard = "tb-dp", true
+	for r, err := range runRanks(t, cfg, 2, "", nil, nil) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	files, _ := tbevents.Files(filepath.Join(cfg.RunDir(), tbevents.Dir))
+	if len(files) != 1 {
+		t.Errorf("%d event files, want 1 (rank 0's)", len(files))
+	}
+	if got := tbSteps(t, cfg.RunDir()); fmt.Sprint(got) != "[1 2]" {
+		t.Errorf("train/ steps %v, want [1 2]", got)
+	}
+}

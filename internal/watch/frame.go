@@ -135,7 +135,11 @@ func (s *state) frame(width int, now time.Time) []string {
 					continue
 				}
 				xs := s.binSeries(c.key, b)
-				row += fmt.Sprintf(" "+c.f+"  %-*s", lastOf(xs), sw, spark(xs, sw))
+				v := fmt.Sprintf(c.f, xs[len(xs)-1])
+				if math.IsNaN(xs[len(xs)-1]) {
+					v = fmt.Sprintf("%6s", "–") // no prompts in the bin now
+				}
+				row += fmt.Sprintf(" %s  %-*s", v, sw, spark(xs, sw))
 			}
 			out = append(out, row)
 		}

@@ -221,18 +221,28 @@ func (s *state) series(key string) []float64 {
 	return out
 }
 
-// binSeries is element b of the per-bin list key over the steps.
+// binSeries is element b of the per-bin list key over the steps; NaN
+// where the bin had no prompts (its weight and rollouts mean nothing
+// there), except for bin_share itself.
 func (s *state) binSeries(key string, b int) []float64 {
 	out := make([]float64, len(s.steps))
 	for i, m := range s.steps {
-		out[i] = math.NaN()
-		if l, ok := m[key].([]any); ok && b < len(l) {
-			if x, ok := l[b].(float64); ok {
-				out[i] = x
-			}
+		out[i] = elem(m, key, b)
+		if key != "bin_share" && elem(m, "bin_share", b) == 0 {
+			out[i] = math.NaN()
 		}
 	}
 	return out
+}
+
+// elem is element b of the list key of m (NaN when absent).
+func elem(m map[string]any, key string, b int) float64 {
+	if l, ok := m[key].([]any); ok && b < len(l) {
+		if x, ok := l[b].(float64); ok {
+			return x
+		}
+	}
+	return math.NaN()
 }
 
 // stepLine is the one-line summary of a metrics line, as the trainer logs it.
@@ -267,9 +277,14 @@ func valLine(v map[string]any) string {
 	return line
 }
 
-// printLines is the plain view: one line per new step and validation.
+// printLines is the plain view: one line per new step and validation, in
+// step order (a validation after its step's line).
 func (s *state) printLines(w io.Writer, lines, vals []map[string]any) {
 	for i, m := range lines {
+		for len(vals) > 0 && num(vals[0], "step") < num(m, "step") {
+			fmt.Fprintln(w, valLine(vals[0]))
+			vals = vals[1:]
+		}
 		line := s.stepLine(m)
 		if d, ok := s.eta(); ok && i == len(lines)-1 && s.last() < s.total {
 			line += " | eta " + dur(d)
