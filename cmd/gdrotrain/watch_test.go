@@ -262,7 +262,9 @@ func TestWatchTmux(t *testing.T) {
 		t.Errorf("cursor_flag %s while watching, want 0 (hidden)", c)
 	}
 	tmux("send-keys", "-t", "w", "C-c")
-	waitFor("the exit", func(string) bool { return strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead}")) == "1" })
+	waitFor("the exit", func(string) bool {
+		return strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead}")) == "1"
+	})
 	if status := strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead_status}")); status != "0" {
 		t.Errorf("watch exited with status %s on Ctrl-C, want 0:\n%s", status, screen)
 	}
