@@ -17,14 +17,16 @@ import (
 
 var ticks = []rune("▁▂▃▄▅▆▇█")
 
-// spark draws the last width values of xs as a sparkline scaled to their
-// own range (a blank where a value is absent).
+// spark draws xs as a sparkline scaled to their own range, one cell per
+// value, or, when there are more than width values, each cell the mean of
+// a run of consecutive values, so the line always spans the whole run (a
+// blank where a value is absent).
 func spark(xs []float64, width int) string {
 	if width <= 0 {
 		return ""
 	}
 	if len(xs) > width {
-		xs = xs[len(xs)-width:]
+		xs = squeeze(xs, width)
 	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, x := range xs {
@@ -44,6 +46,26 @@ func spark(xs []float64, width int) string {
 		}
 	}
 	return b.String()
+}
+
+// squeeze averages xs into width cells of consecutive values (NaNs
+// skipped; a cell of NaNs only is NaN).
+func squeeze(xs []float64, width int) []float64 {
+	out := make([]float64, width)
+	for c := range out {
+		lo, hi := c*len(xs)/width, (c+1)*len(xs)/width
+		sum, n := 0.0, 0
+		for _, x := range xs[lo:hi] {
+			if !math.IsNaN(x) {
+				sum, n = sum+x, n+1
+			}
+		}
+		out[c] = math.NaN()
+		if n > 0 {
+			out[c] = sum / float64(n)
+		}
+	}
+	return out
 }
 
 // lastOf is the newest non-NaN value of xs (NaN when none).
@@ -95,7 +117,7 @@ func (s *state) frame(width int, now time.Time) []string {
 	if len(s.steps) == 0 {
 		return append(out, "", "Ctrl-C to exit")
 	}
-	out = append(out, s.stepLine(s.steps[len(s.steps)-1]), "")
+	out = append(out, s.stepLine(s.newest), "")
 
 	const label = 12
 	w := max(width-label-13, 8)
@@ -110,7 +132,7 @@ func (s *state) frame(width int, now time.Time) []string {
 		out = append(out, fmt.Sprintf("%-*s %10s  %s", label, r.name, fmt.Sprintf(r.f, lastOf(xs)), spark(xs, w)))
 	}
 
-	m := s.steps[len(s.steps)-1]
+	m := s.newest
 	labels, _ := m["bin_labels"].([]any)
 	if len(labels) > 0 {
 		_, hasW := m["bin_weight"]

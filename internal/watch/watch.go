@@ -38,12 +38,15 @@ type Options struct {
 	Now func() time.Time
 }
 
-// history is how many steps the sparklines can draw from.
-const history = 4096
+// kept are the keys of each metrics line the view keeps for its
+// sparklines and estimates (the newest line is kept whole).
+var kept = []string{"step", "reward_mean", "acc_mean", "kl", "grad_norm", "gen_tokens_per_s", "time_step_s",
+	"bin_share", "bin_weight", "bin_n_mean"}
 
 // state is what the view knows of the run.
 type state struct {
-	steps    []map[string]any // the metrics lines read, oldest first (at most history)
+	steps    []map[string]any // the metrics lines read, oldest first, with the kept keys
+	newest   map[string]any   // the last metrics line, whole
 	val      map[string]any   // the last validation line
 	total    int              // train.steps
 	method   string           // train.method
@@ -103,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("watch: %w", err)
 		}
 		if reset {
-			s.steps, s.resets = nil, s.resets+1
+			s.steps, s.newest, s.resets = nil, nil, s.resets+1
 			if !o.TTY {
 				fmt.Fprintln(o.Out, "metrics.jsonl was rewritten (the run resumed from a checkpoint); reading it again")
 			}
@@ -163,9 +166,15 @@ func (s *state) readConfig(path string) {
 }
 
 func (s *state) add(lines []map[string]any) {
-	s.steps = append(s.steps, lines...)
-	if n := len(s.steps); n > history {
-		s.steps = append([]map[string]any(nil), s.steps[n-history:]...)
+	for _, m := range lines {
+		small := make(map[string]any, len(kept))
+		for _, k := range kept {
+			if v, ok := m[k]; ok {
+				small[k] = v
+			}
+		}
+		s.steps = append(s.steps, small)
+		s.newest = m
 	}
 }
 

@@ -41,8 +41,8 @@ func TestSpark(t *testing.T) {
 	if got := spark([]float64{0, 1, 2, math.NaN(), 7}, 10); got != "▁▂▃ █" {
 		t.Errorf("spark = %q", got)
 	}
-	if got := spark([]float64{5, 5, 1, 2}, 2); got != "▁█" {
-		t.Errorf("last two = %q", got)
+	if got := spark([]float64{5, 5, 1, 2, math.NaN(), math.NaN()}, 3); got != "█▁ " {
+		t.Errorf("squeezed = %q (cells: 5, 1.5, absent)", got)
 	}
 	if got := spark([]float64{3, 3}, 4); got != "▅▅" {
 		t.Errorf("flat = %q", got)
