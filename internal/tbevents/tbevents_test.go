@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc32"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,4 +245,28 @@ func TestGeneratedCurrent(t *testing.T) {
 			t.Errorf("%s is out of date: run go generate ./internal/tbevents (%v)", c, err)
 		}
 	}
+}
+
+// BenchmarkMirrorLine: the cost of one metrics.jsonl line in the event
+// file (decode, summary, encode, frame, write), on the demo's last line
+// (5 bins; testdata/demo_metrics_line.json).
+func BenchmarkMirrorLine(b *testing.B) {
+	line, err := os.ReadFile(filepath.Join("testdata", "demo_metrics_line.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := OpenRun(b.TempDir(), -1, []byte("run: {}\n"), func(string, ...any) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	w := r.Tee(io.Discard, Metrics)
+	line = append(bytes.TrimSpace(line), '\n')
+	b.ResetTimer()
+	for range b.N {
+		w.Write(line)
+	}
+	b.StopTimer()
+	info, _ := os.Stat(r.w.Path())
+	b.ReportMetric(float64(info.Size())/float64(b.N), "B/line")
 }
