@@ -9,7 +9,6 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -52,8 +51,9 @@ type state struct {
 	method   string           // train.method
 	hasVal   bool             // validation.files is set
 	name     string
-	updated  time.Time // metrics.jsonl's last change
-	resets   int       // times the metrics file was rewritten (a resume)
+	updated  time.Time       // metrics.jsonl's last change
+	resets   int             // times the metrics file was rewritten (a resume)
+	printed  map[string]bool // the plain view's lines already printed
 	finished bool
 }
 
@@ -141,10 +141,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 		select {
 		case <-ctx.Done():
-			if !errors.Is(ctx.Err(), context.Canceled) && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return ctx.Err()
-			}
-			return nil
+			return nil // Ctrl-C (or the caller's deadline): a normal end
 		case <-tick.C:
 		}
 	}
@@ -287,20 +284,31 @@ func valLine(v map[string]any) string {
 }
 
 // printLines is the plain view: one line per new step and validation, in
-// step order (a validation after its step's line).
+// step order (a validation after its step's line). A line printed before
+// is not printed again, so after a resume (metrics.jsonl read again from
+// its start) only the steps the resumed run redoes are printed.
 func (s *state) printLines(w io.Writer, lines, vals []map[string]any) {
+	if s.printed == nil {
+		s.printed = map[string]bool{}
+	}
+	out := func(line, suffix string) {
+		if !s.printed[line] {
+			s.printed[line] = true
+			fmt.Fprintln(w, line+suffix)
+		}
+	}
 	for i, m := range lines {
 		for len(vals) > 0 && num(vals[0], "step") < num(m, "step") {
-			fmt.Fprintln(w, valLine(vals[0]))
+			out(valLine(vals[0]), "")
 			vals = vals[1:]
 		}
-		line := s.stepLine(m)
+		suffix := ""
 		if d, ok := s.eta(); ok && i == len(lines)-1 && s.last() < s.total {
-			line += " | eta " + dur(d)
+			suffix = " | eta " + dur(d)
 		}
-		fmt.Fprintln(w, line)
+		out(s.stepLine(m), suffix)
 	}
 	for _, v := range vals {
-		fmt.Fprintln(w, valLine(v))
+		out(valLine(v), "")
 	}
 }

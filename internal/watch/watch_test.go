@@ -80,3 +80,28 @@ func TestFrameAndETA(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainAfterResume: read again from its start after a resume,
+// metrics.jsonl's unchanged steps are not printed twice; the redone ones
+// (new times) are.
+func TestPlainAfterResume(t *testing.T) {
+	line := func(step int, secs float64) map[string]any {
+		return map[string]any{"step": float64(step), "time_step_s": secs}
+	}
+	s := &state{total: 10}
+	var out bytes.Buffer
+	first := []map[string]any{line(1, 2), line(2, 2), line(3, 2)}
+	s.add(first)
+	s.printLines(&out, first, []map[string]any{{"step": 2.0, "n": 4.0}})
+	again := []map[string]any{line(1, 2), line(2, 2), line(3, 2.5)}
+	s.steps = nil
+	s.add(again)
+	s.printLines(&out, again, []map[string]any{{"step": 2.0, "n": 4.0}})
+	got := out.String()
+	if n := strings.Count(got, "step 3/10"); n != 2 || strings.Count(got, "step 1/10") != 1 || strings.Count(got, "validation step 2") != 1 {
+		t.Errorf("after the resume:\n%s", got)
+	}
+	if i, j := strings.Index(got, "step 2/10"), strings.Index(got, "validation step 2"); i > j {
+		t.Errorf("the validation of step 2 comes before its step:\n%s", got)
+	}
+}
