@@ -3,6 +3,7 @@ package tbevents
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
@@ -269,4 +270,49 @@ func BenchmarkMirrorLine(b *testing.B) {
 	b.StopTimer()
 	info, _ := os.Stat(r.w.Path())
 	b.ReportMetric(float64(info.Size())/float64(b.N), "B/line")
+}
+
+// TestTee: lines split across writes are mirrored once complete; the JSONL
+// writer gets every byte; a failing event file is logged once and the
+// JSONL writes go on.
+func TestTee(t *testing.T) {
+	dir := t.TempDir()
+	var logs []string
+	logf := func(f string, a ...any) { logs = append(logs, fmt.Sprintf(f, a...)) }
+	r, err := OpenRun(dir, 4, []byte("train: {steps: 9}\n"), logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jsonl bytes.Buffer
+	w := r.Tee(&jsonl, Metrics)
+	for _, part := range []string{`{"step":5,"kl":0.`, "5}\n{\"step\":6,", `"kl":0.25}` + "\n"} {
+		if _, err := w.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events, err := ReadFile(r.w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// file_version, SessionLog START at 5, the config text at 5, steps 5 and 6
+	if len(events) != 5 || events[1].GetSessionLog().GetStatus() != tbpb.SessionLog_START || events[1].Step != 5 ||
+		events[2].GetSummary().GetValue()[0].GetTag() != "config" || events[4].Step != 6 ||
+		events[4].GetSummary().GetValue()[0].GetSimpleValue() != 0.25 {
+		t.Fatalf("events: %v", events)
+	}
+	r.w.f.Close() // the next event write fails
+	w.Write([]byte(`{"step":7,"kl":1}` + "\n"))
+	w.Write([]byte(`{"step":8,"kl":1}` + "\n"))
+	if n := strings.Count(jsonl.String(), "\n"); n != 4 {
+		t.Errorf("the JSONL writer got %d lines, want 4", n)
+	}
+	failures := 0
+	for _, l := range logs {
+		if strings.Contains(l, "no more events") {
+			failures++
+		}
+	}
+	if failures != 1 {
+		t.Errorf("%d failure messages, want 1: %q", failures, logs)
+	}
 }
