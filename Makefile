@@ -19,7 +19,7 @@ ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
 export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
 endif
 
-.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build gpu-kit cuda-tools kernel-report emulator config-doc
+.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build gpu-kit cuda-tools kernel-report emulator config-doc tbproto
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
@@ -28,6 +28,11 @@ build:
 # run from this checkout on a GPU node.
 gpu-check-build: build
 	$(GO) test -c -o bin/cuda.test ./cuda/
+
+# tbproto: the Go types of TensorBoard's event messages (internal/tbevents/tbpb)
+# from the vendored .proto files; needs protoc (Debian: protobuf-compiler).
+tbproto:
+	$(GO) generate ./internal/tbevents
 
 # config-doc: docs/config.md from the config structs' field comments
 # (internal/configdoc; its test fails when the page is out of date).
@@ -49,7 +54,7 @@ fixtures:
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency.
-NOCGO_PKGS := ./trainer/ ./optim/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/ ./internal/configdoc/
+NOCGO_PKGS := ./trainer/ ./optim/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/ ./internal/configdoc/ ./internal/tbevents/... ./internal/watch/
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff

@@ -371,7 +371,7 @@ func TestRun(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"warmup.jsonl", "train.jsonl", "heldout.jsonl", "model-init/config.json", "model-warm/" + warmStampFile, "grpo-prompt-gdro/metrics.jsonl",
-		BaselineRun + "/metrics.jsonl"} {
+		"grpo-prompt-gdro/tb", BaselineRun + "/metrics.jsonl"} {
 		if _, err := os.Stat(filepath.Join(o.Out, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}

@@ -50,6 +50,7 @@ type Config struct {
 	Validation ValidationConfig `yaml:"validation" json:"validation"`
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
 	Dist       DistConfig       `yaml:"dist" json:"dist"`
+	Log        LogConfig        `yaml:"log" json:"log"`
 
 	notices []string // one line per old key the decoding upgraded (legacy.go)
 }

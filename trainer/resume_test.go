@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -62,6 +63,7 @@ func TestExactResumeAfterKills(t *testing.T) {
 	cfg, dir := fixture(t)
 	cfg.Train.Steps = 4 * kills
 	cfg.Checkpoint.Every, cfg.Checkpoint.Keep = 1, 2
+	cfg.Log.TensorBoard = true // the event files must survive the kills too (checked at the end)
 	cfg.Run.Name = "uninterrupted"
 	start := time.Now()
 	refDir := runFixture(t, cfg)
@@ -163,6 +165,17 @@ func TestExactResumeAfterKills(t *testing.T) {
 			}
 		}
 	}
+	// TensorBoard: every step once across the attempts' event files (torn
+	// tails and the steps after each resumed checkpoint dropped), and every
+	// figure equal to the final metrics.jsonl's.
+	var want []int64
+	for s := 1; s <= cfg.Train.Steps; s++ {
+		want = append(want, int64(s))
+	}
+	if got := tbSteps(t, killedDir); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("tb/ of the killed run holds steps %v, want 1…%d once each", got, cfg.Train.Steps)
+	}
+	checkPythonReader(t, killedDir)
 }
 
 // stripTimes returns a JSONL file with wall-clock fields removed.

@@ -241,7 +241,7 @@ func (t *Trainer) start(dir string, m *checkpoint.Manifest) error {
 	}
 	t.valLog = valLog
 	t.closers = append(t.closers, valLog)
-	return nil
+	return t.openTracking(keep)
 }
 
 // tokDir is the tokenizer folder (model.tokenizer, else model.path).

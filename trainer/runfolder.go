@@ -59,7 +59,7 @@ func (c Config) RunDir() string { return filepath.Join(c.Run.OutDir, c.Run.Name)
 
 // runFiles are the files and folders a run writes in its folder; --overwrite
 // removes these and nothing else.
-var runFiles = []string{"config.yaml", "metrics.jsonl", "validation.jsonl", "train.log", "checkpoints", "plots"}
+var runFiles = []string{"config.yaml", "metrics.jsonl", "validation.jsonl", "train.log", "checkpoints", "plots", "tb"}
 
 // Preflight checks, without writing or loading anything, that a run can
 // start: every input path exists (naming its config key) and the run folder
@@ -266,9 +266,9 @@ func sameDir(a, b string) bool {
 
 // freeKeys are config keys a resumed run may change: they do not alter the
 // training trajectory (where the run writes, on which device it runs, how
-// long it goes on, what it logs, validates and keeps). model.path is
+// long it goes on, what it logs and tracks, validates and keeps). model.path is
 // checked by content (the reference model's hash), not by path.
-var freeKeys = []string{"run.name", "run.out_dir", "run.device", "model.path", "train.steps", "train.log_every", "validation.", "checkpoint.", "dist."}
+var freeKeys = []string{"run.name", "run.out_dir", "run.device", "model.path", "train.steps", "train.log_every", "validation.", "checkpoint.", "dist.", "log."}
 
 func freeKey(k string) bool {
 	for _, f := range freeKeys {

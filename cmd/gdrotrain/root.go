@@ -27,6 +27,7 @@ update with the Prompt-GDRO or Rollout-GDRO curriculum controllers.`,
 		newGDROSimCmd(),    // gdrosim.go
 		newGDROReplayCmd(), // gdroreplay.go
 		newPlotCmd(),       // plot.go
+		newWatchCmd(),      // watch.go
 		// Models and devices.
 		newExportCmd(),    // export.go
 		newInitTinyCmd(),  // inittiny.go
