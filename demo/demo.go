@@ -30,8 +30,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
