@@ -29,9 +29,9 @@ import (
 // GDROTRAIN_REQUIRE_FIXTURES is set.
 func TestTensorBoardResume(t *testing.T) {
 	task := testfix.TinyTask(t)
-	cfg, err := LoadBytes(nil, "", append(task.Sets(), "run.name=tb", "train.method=rollout_gdro", "train.steps=3",
+	cfg, err := LoadBytes(nil, "", append(task.Sets(), "run.name=tb", "train.method=prompt_rollout_gdro", "train.steps=3",
 		"gdro.rollout.n_min=2", "gdro.rollout.n_max=4", "gdro.rollout.n_mean=3", "gdro.classifier.edges=[0.5]",
-		"gdro.prompt.enabled=true", "validation.before_training=true", "checkpoint.every=2", "log.tensorboard=true"))
+		"validation.before_training=true", "checkpoint.every=2", "log.tensorboard=true"))
 	if err != nil {
 		t.Fatal(err)
 	}
