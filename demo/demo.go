@@ -585,17 +585,7 @@ func Report(w io.Writer, valPath, heldoutPath, runDir string) error {
 		return fmt.Errorf("demo: %s has %d and %d per-problem results (n = %d, %d) for the %d problems of %s",
 			valPath, len(first.PromptCorrect), len(last.PromptCorrect), first.N, last.N, len(groups), heldoutPath)
 	}
-	byGroup := map[string][2][]int{}
-	for i, g := range groups {
-		e := byGroup[g]
-		e[0], e[1] = append(e[0], first.PromptCorrect[i]), append(e[1], last.PromptCorrect[i])
-		byGroup[g] = e
-	}
-	names := make([]string, 0, len(byGroup))
-	for g := range byGroup {
-		names = append(names, g)
-	}
-	sort.Strings(names)
+	names, byGroup := pairByGroup(groups, first.PromptCorrect, last.PromptCorrect)
 	fmt.Fprintf(w, "\nheld-out accuracy (mean@%d over %d problems never trained on)\n", first.N, len(groups))
 	fmt.Fprintf(w, "%-16s %10s %10s %18s\n", "group", "step "+fmt.Sprint(first.Step), "step "+fmt.Sprint(last.Step), "change ± SE")
 	row := func(name string, c Change) {
@@ -644,17 +634,7 @@ func CompareReport(w io.Writer, baseVal, mainVal, heldoutPath, method string) er
 		return fmt.Errorf("demo: the baseline (%s: step %d, n = %d, %d problems) and %s (%s: step %d, n = %d, %d problems) do not pair",
 			baseVal, bl.Step, bl.N, len(bl.PromptCorrect), method, mainVal, ml.Step, ml.N, len(ml.PromptCorrect))
 	}
-	byGroup := map[string][2][]int{}
-	for i, g := range groups {
-		e := byGroup[g]
-		e[0], e[1] = append(e[0], bl.PromptCorrect[i]), append(e[1], ml.PromptCorrect[i])
-		byGroup[g] = e
-	}
-	names := make([]string, 0, len(byGroup))
-	for g := range byGroup {
-		names = append(names, g)
-	}
-	sort.Strings(names)
+	names, byGroup := pairByGroup(groups, bl.PromptCorrect, ml.PromptCorrect)
 	fmt.Fprintf(w, "\n%s against GRPO (same warm-up, seed and prompts; held-out mean@%d at step %d)\n", method, ml.N, ml.Step)
 	fmt.Fprintf(w, "%-16s %10s %12s %17s\n", "group", "grpo", method, "difference ± SE")
 	for _, g := range names {
@@ -672,6 +652,23 @@ func CompareReport(w io.Writer, baseVal, mainVal, heldoutPath, method string) er
 	fmt.Fprintf(w, "%-16s %10.3f %12.3f\n", "worst group", bl.WorstAcc, ml.WorstAcc)
 	fmt.Fprintf(w, "%s − grpo: %+.3f = %.1f standard errors (paired over the %d problems)\n", method, all.Delta, all.Z(), all.Problems)
 	return nil
+}
+
+// pairByGroup splits two per-problem result lists by the problems' groups
+// and returns the group names in order.
+func pairByGroup(groups []string, a, b []int) ([]string, map[string][2][]int) {
+	byGroup := map[string][2][]int{}
+	for i, g := range groups {
+		e := byGroup[g]
+		e[0], e[1] = append(e[0], a[i]), append(e[1], b[i])
+		byGroup[g] = e
+	}
+	names := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	return names, byGroup
 }
 
 // readGroups returns the data_source of each row of a task file, in order.

@@ -137,14 +137,7 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 	z := make([]float64, p.nClasses)
 	zmax := math.Inf(-1)
 	for _, c := range present {
-		s := 0.0
-		if p.st.Has[c] {
-			s = p.st.Score[c]
-		}
-		if C := p.cfg.ScoreClip; C > 0 {
-			s = math.Max(-C, math.Min(C, s))
-		}
-		z[c] = p.cfg.Eta * s
+		z[c] = p.exponent(c)
 		zmax = math.Max(zmax, z[c])
 	}
 	sum := 0.0
@@ -176,6 +169,25 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 		w.BinMult[c] = math.Min(m, p.cfg.MaxWeight)
 	}
 	w.FocusFallback = !(tot > 0)
+	w.expand(classes, n, R)
+	return w, nil
+}
+
+// exponent is η·clip(S_c, −C, C), 0 for a never-observed class (C = 0: no
+// clip).
+func (p *Prompt) exponent(c int) float64 {
+	s := 0.0
+	if p.st.Has[c] {
+		s = p.st.Score[c]
+	}
+	if C := p.cfg.ScoreClip; C > 0 {
+		s = math.Max(-C, math.Min(C, s))
+	}
+	return p.cfg.Eta * s
+}
+
+// expand sets the prompts' and rows' multipliers from the classes'.
+func (w *Weights) expand(classes, n []int, R int) {
 	w.Prompt = make([]float64, len(classes))
 	w.Row = make([]float64, 0, R)
 	for i, c := range classes {
@@ -184,7 +196,6 @@ func (p *Prompt) Weights(classes, n []int) (*Weights, error) {
 			w.Row = append(w.Row, w.BinMult[c])
 		}
 	}
-	return w, nil
 }
 
 // paperWeights are the paper's multipliers and distribution (package doc).
@@ -193,14 +204,7 @@ func (p *Prompt) paperWeights(classes, n []int, R int) *Weights {
 	z := make([]float64, C) // η·clip(S_c)
 	zmax := math.Inf(-1)
 	for c := range z {
-		s := 0.0
-		if p.st.Has[c] {
-			s = p.st.Score[c]
-		}
-		if clip := p.cfg.ScoreClip; clip > 0 {
-			s = math.Max(-clip, math.Min(clip, s))
-		}
-		z[c] = p.cfg.Eta * s
+		z[c] = p.exponent(c)
 		zmax = math.Max(zmax, z[c])
 	}
 	w := &Weights{P: make([]float64, C), BinMult: make([]float64, C)}
@@ -217,14 +221,7 @@ func (p *Prompt) paperWeights(classes, n []int, R int) *Weights {
 	for _, c := range classes {
 		w.BinMult[c] = math.Min(math.Exp(z[c]), p.cfg.MaxWeight)
 	}
-	w.Prompt = make([]float64, len(classes))
-	w.Row = make([]float64, 0, R)
-	for i, c := range classes {
-		w.Prompt[i] = w.BinMult[c]
-		for j := 0; j < n[i]; j++ {
-			w.Row = append(w.Row, w.BinMult[c])
-		}
-	}
+	w.expand(classes, n, R)
 	return w
 }
 
