@@ -1,12 +1,12 @@
 package cuda
 
 // Backend tests run on a real GPU where libcuda is found, and otherwise on
-// the CPU emulator (cuda/internal/emu): the same bindings, launches, cuBLAS
+// the CPU emulator (internal/cudaemu): the same bindings, launches, cuBLAS
 // calls and kernel arithmetic, executed by a g++ build of the kernels behind
 // a fake libcuda/libcublas/libnvrtc. Only the emulator's absence (no g++)
 // skips them, with a message, or fails them where GDROTRAIN_REQUIRE_EMULATOR
 // is set (as in CI). The emulator's modes (GDROTRAIN_EMU_FAST16BF=tf32,
-// GDROTRAIN_EMU_FMA=1; see cuda/internal/emu) change its rounding as a GPU
+// GDROTRAIN_EMU_FMA=1; see internal/cudaemu) change its rounding as a GPU
 // might; every tolerance here holds in each, and make test runs them.
 
 import (
@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
@@ -68,7 +68,7 @@ func testDevice(t *testing.T) *Device {
 				return
 			}
 		}
-		if !emu.Available() {
+		if !cudaemu.Available() {
 			devKind = "none"
 			return
 		}
@@ -78,7 +78,7 @@ func testDevice(t *testing.T) *Device {
 			return
 		}
 		emuDir = dir
-		if devErr = emu.Build(dir, Sources()); devErr != nil {
+		if devErr = cudaemu.Build(dir, Sources()); devErr != nil {
 			return
 		}
 		os.Setenv(LibDirEnv, dir)
@@ -91,21 +91,21 @@ func testDevice(t *testing.T) *Device {
 	}
 	if testDev == nil {
 		// A failure instead where GDROTRAIN_REQUIRE_EMULATOR is set (CI).
-		emu.SkipUnavailable(t, "there is no GPU and no g++ for the CPU emulator")
+		cudaemu.SkipUnavailable(t, "there is no GPU and no g++ for the CPU emulator")
 	}
 	if devKind == "emulator" {
 		// The emulator's schedule numbers launches from the scope's start:
 		// a test of its own replays alone, under -run, with the seed it
 		// prints when it fails.
-		os.Setenv(emu.SeedScopeEnv, t.Name())
+		os.Setenv(cudaemu.SeedScopeEnv, t.Name())
 		t.Cleanup(func() {
 			if t.Failed() {
-				seed := os.Getenv(emu.SeedEnv)
+				seed := os.Getenv(cudaemu.SeedEnv)
 				if seed == "" {
 					seed = "1"
 				}
 				t.Logf("emulator schedule: %s=%s %s=%q (replays with: %s=%s go test -run '^%s$' ./cuda/)",
-					emu.SeedEnv, seed, emu.SeedScopeEnv, t.Name(), emu.SeedEnv, seed, t.Name())
+					cudaemu.SeedEnv, seed, cudaemu.SeedScopeEnv, t.Name(), cudaemu.SeedEnv, seed, t.Name())
 			}
 		})
 	}

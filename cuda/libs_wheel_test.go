@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 )
 
 // mkfiles creates each path under root (a folder when it ends in /, else
@@ -206,8 +206,8 @@ func TestSearchOrder(t *testing.T) {
 // dependency sits beside it, with no RPATH, loads by path because its
 // companion is loaded first (and does not load without that).
 func TestLoadsCompanionFirst(t *testing.T) {
-	if !emu.Available() {
-		emu.SkipUnavailable(t, "no g++ to build the two test libraries")
+	if !cudaemu.Available() {
+		cudaemu.SkipUnavailable(t, "no g++ to build the two test libraries")
 	}
 	withTestKind(t, nil)
 	dir := t.TempDir()
@@ -256,7 +256,7 @@ func TestWheelLayoutOnEmulator(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		// Links, as emu.Build makes them: one emulator object serves all.
+		// Links, as cudaemu.Build makes them: one emulator object serves all.
 		if err := os.Symlink(filepath.Join(emuDir, "libcuda.so.1"), p); err != nil {
 			t.Fatal(err)
 		}

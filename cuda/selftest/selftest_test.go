@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -33,7 +33,7 @@ func device(t *testing.T) *cuda.Device {
 		} else if !cuda.IsNoGPU(err) {
 			t.Fatal(err)
 		}
-		if !emu.Available() {
+		if !cudaemu.Available() {
 			if os.Getenv("GDROTRAIN_REQUIRE_EMULATOR") != "" {
 				t.Fatal("GDROTRAIN_REQUIRE_EMULATOR is set but g++ is missing")
 			}
@@ -44,7 +44,7 @@ func device(t *testing.T) *cuda.Device {
 			t.Fatal(err)
 		}
 		emuDir = dir
-		if err := emu.Build(dir, cuda.Sources()); err != nil {
+		if err := cudaemu.Build(dir, cuda.Sources()); err != nil {
 			t.Fatal(err)
 		}
 		os.Setenv(cuda.LibDirEnv, dir)
