@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -155,7 +156,7 @@ type pair struct {
 }
 
 func newPair(t *testing.T, prec Precision) *pair {
-	return &pair{t: t, cpu: model.NewCPU(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
+	return &pair{t: t, cpu: fastcpu.NewBackend(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
 }
 
 // inputs is a set of host arrays uploaded identically to both backends.
@@ -432,7 +433,7 @@ func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *mode
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, gb := model.NewCPU(), NewBackend(testDevice(t), prec)
+	cb, gb := fastcpu.NewBackend(), NewBackend(testDevice(t), prec)
 	cpu = &model.Model{Cfg: cfg, B: cb, P: model.RandomParams(cb, cfg, 17, 0.2, 0.3)}
 	gpu = &model.Model{Cfg: cfg, B: gb, P: model.RandomParams(gb, cfg, 17, 0.2, 0.3)}
 	return cpu, gpu

@@ -2,7 +2,7 @@ package cuda
 
 // Profiling one decode step of rollout generation: a token for each of
 // batch cache slots holding context tokens, the logits reduced on the
-// device as the sampler does for unfiltered sampling (model.DecodeStep),
+// device as the sampler does for unfiltered sampling (bench.DecodeStep),
 // with the policy's bf16 weight copies and a bf16 KV cache, as generation
 // runs. Counted at one and two layers and extrapolated, as the training
 // step is (profile_step.go). A decode step is bound by what it must read:
@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -122,7 +123,7 @@ func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, err
 		in[i] = model.StepInput{Slot: i, Tokens: []int32{int32(i % cfg.VocabSize)}}
 		draws[i] = model.Draw{Key: uint64(i)}
 	}
-	run := func() error { return model.DecodeStep(m, kv, in) }
+	run := func() error { return bench.DecodeStep(m, kv, in) }
 	if s.Graphs {
 		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1})
 		if err != nil {
@@ -214,14 +215,14 @@ func DecodeShapes() []DecodeShape {
 				if graphs {
 					name += "-graph"
 				}
-				out = append(out, DecodeShape{Name: name, Opts: model.Qwen3_1_7B(), Batch: batch, Context: ctx, Graphs: graphs})
+				out = append(out, DecodeShape{Name: name, Opts: bench.Qwen3_1_7B(), Batch: batch, Context: ctx, Graphs: graphs})
 			}
 		}
 	}
 	// The paged cache at batch 256: the same graph, plus the host's page
 	// mapping between steps.
 	for _, ctx := range []int{1024, 4096} {
-		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: model.Qwen3_1_7B(),
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: bench.Qwen3_1_7B(),
 			Batch: 256, Context: ctx, Graphs: true, Paged: true})
 	}
 	return out

@@ -16,6 +16,7 @@ import (
 	"io"
 	"math/rand/v2"
 
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 )
@@ -28,14 +29,14 @@ type StepProfile struct {
 	CountedLayers [2]int  // the depths actually run
 	First         Profile // the first step at CountedLayers[1] (allocations, tables)
 	Step          Profile // the second step, extrapolated to Layers (DeviceAllocs: as counted at CountedLayers[1])
-	ModelFLOPs    float64 // the step's useful arithmetic (model.TrainFLOPs)
+	ModelFLOPs    float64 // the step's useful arithmetic (bench.TrainFLOPs)
 }
 
 // ProfileTrainStep counts one optimizer step of s on b, at one and two
 // layers, extrapolated to s.Opts.Layers.
-func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
+func ProfileTrainStep(b *Backend, s bench.Shape) (StepProfile, error) {
 	sp := StepProfile{Shape: s.Name, Rows: s.Batch, Tokens: s.Batch * s.SeqLen, Layers: s.Opts.Layers,
-		CountedLayers: [2]int{1, 2}, ModelFLOPs: model.TrainFLOPs(s)}
+		CountedLayers: [2]int{1, 2}, ModelFLOPs: bench.TrainFLOPs(s)}
 	var at [2]Profile
 	for i, L := range sp.CountedLayers {
 		o := s.Opts
@@ -58,7 +59,7 @@ func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
 
 // profileAt runs two optimizer steps of o and returns the first one's
 // counts and the second's.
-func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step Profile, err error) {
+func profileAt(b *Backend, o model.TinyOptions, s bench.Shape) (first, step Profile, err error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return first, step, err
@@ -164,9 +165,9 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 // ProfileShapes are the shapes `gdrotrain bench --profile` counts: a
 // Qwen3-1.7B training step of 8 rows × 2k tokens and of 2 rows × 8k
 // (16k tokens each, a 256-token prompt per row).
-func ProfileShapes() []model.BenchShape {
-	o := model.Qwen3_1_7B()
-	return []model.BenchShape{
+func ProfileShapes() []bench.Shape {
+	o := bench.Qwen3_1_7B()
+	return []bench.Shape{
 		{Name: "qwen3-1.7b-8x2k", Opts: o, Batch: 8, SeqLen: 2048, ResponseTokens: 2048 - 256},
 		{Name: "qwen3-1.7b-2x8k", Opts: o, Batch: 2, SeqLen: 8192, ResponseTokens: 8192 - 256},
 	}

@@ -7,16 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // profileShape is a small model whose step the emulator computes quickly.
-func profileShape(layers int) model.BenchShape {
+func profileShape(layers int) bench.Shape {
 	o := model.DefaultTiny()
 	o.Layers, o.Vocab = layers, 300
-	return model.BenchShape{Name: "tiny", Opts: o, Batch: 2, SeqLen: 48, ResponseTokens: 40}
+	return bench.Shape{Name: "tiny", Opts: o, Batch: 2, SeqLen: 48, ResponseTokens: 40}
 }
 
 // TestProfileExtrapolation: a step counted at one and two layers and
@@ -57,7 +58,7 @@ func TestProfileExtrapolation(t *testing.T) {
 }
 
 // TestProfileCountsArithmetic: the GEMM arithmetic the profile counts is
-// the model's matrix arithmetic (model.TrainFLOPs less attention, plus the
+// the model's matrix arithmetic (bench.TrainFLOPs less attention, plus the
 // head's recomputation), all on tensor cores in bf16 and none in fp32.
 // Attention through the kernels is 14·D per causal pair and head per layer
 // (forward 4·D, backward 10·D) on CUDA cores; through the tensor-core
@@ -72,7 +73,7 @@ func TestProfileCountsArithmetic(t *testing.T) {
 	productAttn := 14 * HD * B * T * T * L
 	// TrainFLOPs counts attention as 3 × 2·T²·HD (T² over two for QKᵀ
 	// and PV each); the rest is the matrices.
-	matrices := model.TrainFLOPs(s) - 3*L*B*2*T*T*HD
+	matrices := bench.TrainFLOPs(s) - 3*L*B*2*T*T*HD
 	// The backward recomputes the LM head's logits chunk by chunk rather
 	// than keep them (a vocabulary row per response token): one more head
 	// forward.
@@ -267,7 +268,7 @@ func TestProfileFlashRoute(t *testing.T) {
 	if p.Flops[EngineAttention] != 0 || p.Flops[EngineFP32GEMM] != 0 {
 		t.Errorf("CUDA-core attention %g, fp32 GEMM %g flops; want 0", p.Flops[EngineAttention], p.Flops[EngineFP32GEMM])
 	}
-	matrices := model.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD +
+	matrices := bench.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD +
 		2*float64(o.Hidden*o.Vocab)*float64(s.Batch*s.ResponseTokens)
 	if got := p.Flops[EngineTensorBF16]; math.Abs(got-matrices) > 1e-9*matrices {
 		t.Errorf("cuBLAS flops %g, want the matrices' %g", got, matrices)

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
-	"github.com/gdrotrain/gdrotrain/model"
 )
 
 var emuDir string // the emulator built by device, removed by TestMain
@@ -121,7 +121,7 @@ func TestHeadDimSweep(t *testing.T) {
 	if emuDir == "" {
 		t.Skip("fault injection needs the emulator (this machine has a GPU)")
 	}
-	cpu, gpu := model.NewCPU(), cuda.NewBackend(d, cuda.FP32)
+	cpu, gpu := fastcpu.NewBackend(), cuda.NewBackend(d, cuda.FP32)
 	var sweep []OpCase
 	for _, c := range OpCases() {
 		if strings.HasPrefix(c.Name, "attention every head_dim") {
