@@ -96,13 +96,13 @@ test: fixtures vet
 		{ grep -v -e '^=== ' -e '--- PASS' $(CUDA_SEED3_LOG) | tail -200; exit 1; }
 	@grep -o 'CUDA coverage: .*' $(CUDA_SEED3_LOG) || true
 	@if [ "$$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then \
-		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./internal/cudaemu/"; \
-		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./internal/cudaemu/; \
+		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/"; \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/; \
 	else \
 		echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped; seed 2 without it"; \
-		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m ./cuda/; \
+		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/; \
 	fi
-	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/
+	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/ ./cuda/profile/
 	bash scripts/slurm/test_sbatch.sh
 	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
+	cudaprofile "github.com/gdrotrain/gdrotrain/cuda/profile"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 )
 
@@ -50,13 +51,13 @@ count, and warns when that is not an optimized BLAS.`,
 					return err
 				}
 				if cb, ok := b.(*cuda.Backend); ok && profile {
-					if err := cuda.WriteProfiles(cmd.OutOrStdout(), cb, asJSON); err != nil {
+					if err := cudaprofile.WriteTrain(cmd.OutOrStdout(), cb, asJSON); err != nil {
 						return err
 					}
-					return cuda.WriteDecodeProfiles(cmd.OutOrStdout(), cb, asJSON)
+					return cudaprofile.WriteDecode(cmd.OutOrStdout(), cb, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
-					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
+					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,
 						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs,
 						JSON: asJSON})
 				}

@@ -1,17 +1,31 @@
-package cuda
+package profile
 
 import (
+	"encoding/json"
 	"math"
-	"runtime"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/cuda/internal/cudatest"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/optim"
-	"github.com/gdrotrain/gdrotrain/sampler"
 )
+
+// device opens the GPU, or the CPU emulator where there is none (built
+// once for the package's tests).
+func device(t *testing.T) *cuda.Device {
+	d, _ := cudatest.Device(t, "./cuda/profile/")
+	return d
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	cudatest.Cleanup()
+	os.Exit(code)
+}
 
 // profileShape is a small model whose step the emulator computes quickly.
 func profileShape(layers int) bench.Shape {
@@ -23,9 +37,9 @@ func profileShape(layers int) bench.Shape {
 // TestProfileExtrapolation: a step counted at one and two layers and
 // extrapolated to four gives the counts of a step run at four layers.
 func TestProfileExtrapolation(t *testing.T) {
-	b := NewBackend(testDevice(t), BF16)
+	b := cuda.NewBackend(device(t), cuda.BF16)
 	s := profileShape(4)
-	sp, err := ProfileTrainStep(b, s)
+	sp, err := TrainStep(b, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +61,11 @@ func TestProfileExtrapolation(t *testing.T) {
 	}
 	for e := range got.Flops {
 		if math.Abs(got.Flops[e]-want.Flops[e]) > 1e-9*want.Flops[e] {
-			t.Errorf("%s flops: extrapolated %g, counted %g", engineNames[e], got.Flops[e], want.Flops[e])
+			t.Errorf("%s flops: extrapolated %g, counted %g", cuda.Engine(e), got.Flops[e], want.Flops[e])
 		}
 	}
-	if math.Abs(got.EstSeconds(H100)-want.EstSeconds(H100)) > 1e-9 {
-		t.Errorf("estimate: extrapolated %g s, counted %g s", got.EstSeconds(H100), want.EstSeconds(H100))
+	if math.Abs(got.EstSeconds(cuda.H100)-want.EstSeconds(cuda.H100)) > 1e-9 {
+		t.Errorf("estimate: extrapolated %g s, counted %g s", got.EstSeconds(cuda.H100), want.EstSeconds(cuda.H100))
 	}
 	t.Logf("4-layer tiny step: %d launches, %d GEMMs, %d host syncs, %d device allocs (first step %d)",
 		got.Launches, got.GEMMs, got.HostSyncs, got.DeviceAllocs, sp.First.DeviceAllocs)
@@ -78,16 +92,16 @@ func TestProfileCountsArithmetic(t *testing.T) {
 	// than keep them (a vocabulary row per response token): one more head
 	// forward.
 	matrices += 2 * float64(o.Hidden*o.Vocab) * float64(s.Batch*s.ResponseTokens)
-	for _, prec := range []Precision{BF16, FP32} {
+	for _, prec := range []cuda.Precision{cuda.BF16, cuda.FP32} {
 		for _, route := range []int{-1, 1} {
-			b := NewBackend(testDevice(t), prec)
-			b.attnGEMM = route
-			sp, err := ProfileTrainStep(b, s)
+			b := cuda.NewBackend(device(t), prec)
+			b.ForceAttention(route, 0)
+			sp, err := TrainStep(b, s)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := sp.Step
-			tc, fp := p.FlopsTensorCore(), p.Flops[EngineFP32GEMM]
+			tc, fp := p.FlopsTensorCore(), p.Flops[cuda.EngineFP32GEMM]
 			wantGEMM, wantAttn := matrices, kernelAttn
 			if route > 0 {
 				wantGEMM, wantAttn = matrices+productAttn, 0
@@ -95,151 +109,15 @@ func TestProfileCountsArithmetic(t *testing.T) {
 			if gemm := tc + fp; math.Abs(gemm-wantGEMM) > 1e-9*wantGEMM {
 				t.Errorf("%s route %d: GEMM flops %g, want %g", prec, route, gemm, wantGEMM)
 			}
-			if prec == BF16 && fp != 0 || prec == FP32 && tc != 0 {
+			if prec == cuda.BF16 && fp != 0 || prec == cuda.FP32 && tc != 0 {
 				t.Errorf("%s route %d: tensor-core %g, fp32 GEMM %g flops", prec, route, tc, fp)
 			}
-			if got := p.Flops[EngineAttention]; math.Abs(got-wantAttn) > 1e-9*wantAttn {
+			if got := p.Flops[cuda.EngineAttention]; math.Abs(got-wantAttn) > 1e-9*wantAttn {
 				t.Errorf("%s route %d: attention-kernel flops %g, want %g", prec, route, got, wantAttn)
 			}
-			t.Logf("%s route %d: tensor-core fraction %.3f, est %.3f ms on an H100", prec, route, p.TensorCoreFraction(), 1e3*p.EstSeconds(H100))
+			t.Logf("%s route %d: tensor-core fraction %.3f, est %.3f ms on an H100", prec, route, p.TensorCoreFraction(), 1e3*p.EstSeconds(cuda.H100))
 		}
 	}
-}
-
-// TestSteadyStateMemory: after a first optimizer step has filled the pool,
-// a step asks cuMemAlloc for nothing and leaves no buffer behind; so do a
-// forward-only pass (old and reference log-probs) and a sampled
-// generation, on both attention routes and with recomputation. Any
-// temporary the model or backend forgets to release shows up as a live
-// buffer added (and a use after release as an error).
-func TestSteadyStateMemory(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		route     int
-		recompute bool
-	}{{"kernels", -1, false}, {"cuBLAS attention", 1, false}, {"fused attention", 0, false}, {"recompute", 0, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			b := NewBackend(testDevice(t), BF16)
-			b.attnGEMM = c.route
-			if c.route != 0 {
-				b.attnFlash = -1
-			}
-			s := profileShape(2)
-			cfg, err := s.Opts.Config()
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), Recompute: c.recompute}
-			if c.route == 0 { // as the trainer does: the products read bf16 weight copies
-				if _, err := m.ShadowWeights(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			grads := model.NewParams(b, cfg)
-			opt := optim.NewAdamW(b, cfg, optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
-			seqs := []model.Sequence{{Tokens: make([]int32, 40), Start: 10}, {Tokens: make([]int32, 33), Start: 5}}
-			for i := range seqs {
-				for j := range seqs[i].Tokens {
-					seqs[i].Tokens[j] = int32((7*i + 13*j) % cfg.VocabSize)
-				}
-			}
-			work := func() error {
-				if err := optimizerStep(m, seqs, grads, opt); err != nil {
-					return err
-				}
-				p, err := m.Forward(seqs)
-				if err != nil {
-					return err
-				}
-				p.Release()
-				reqs := []sampler.Request{{UID: "a", Prompt: []int32{1, 2, 3}, N: 2}, {UID: "b", Prompt: []int32{4, 5}, N: 1}}
-				_, err = sampler.Generate(t.Context(), m, reqs, sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 6, MaxSlots: 4}, nil)
-				return err
-			}
-			if err := work(); err != nil {
-				t.Fatal(err)
-			}
-			before := b.Device().Profile()
-			if err := work(); err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Err(); err != nil {
-				t.Fatal(err)
-			}
-			// Tensors other tests dropped (they share the device) may come
-			// back through the garbage collector meanwhile: each lowers
-			// the live count by one and raises the leak count by one, so
-			// live + leaked counts what this step left behind either way.
-			d := b.Device().Profile().Sub(before)
-			if d.DeviceAllocs != 0 || d.LiveBuffers+d.Leaked != 0 {
-				t.Errorf("second step: %d device allocations, %d buffers left live, %d returned by the garbage collector; want 0 and 0 in all",
-					d.DeviceAllocs, d.LiveBuffers, d.Leaked)
-			}
-		})
-	}
-}
-
-// TestReleaseErrors: a released tensor cannot be used or released again,
-// and the error names the op.
-func TestReleaseErrors(t *testing.T) {
-	b := NewBackend(testDevice(t), BF16)
-	x := b.New(4)
-	b.Release(x)
-	b.Scale(x, 2)
-	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "scale: tensor argument 0 [4] was released") {
-		t.Errorf("use after release: got %v", err)
-	}
-	b.ResetErr()
-	b.Release(x)
-	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "already released") {
-		t.Errorf("double release: got %v", err)
-	}
-	b.ResetErr()
-}
-
-// TestLeakedBlockWaitsForSync: a tensor the garbage collector finds
-// unreleased gives its block back only at the next synchronisation, not
-// at once: an op may still hold the block's raw address after the tensor's
-// last use (a temporary argument) and allocate before its last read of it,
-// which on the old behaviour let a widened copy overwrite the op's own
-// input (TestAttentionHalf failed under frequent collection).
-func TestLeakedBlockWaitsForSync(t *testing.T) {
-	d := testDevice(t)
-	b := NewBackend(d, FP32)
-	const n = 12345 // a size no other test's buffers round to
-	addr := func() uint64 {
-		x := b.New(n)
-		p := x.Store.(*buffer).ptr
-		return p
-	}
-	before := d.MemStats().Leaked
-	leaked := addr() // its tensor is garbage once addr returns
-	for deadline := time.Now().Add(10 * time.Second); d.MemStats().Leaked == before; {
-		if time.Now().After(deadline) {
-			t.Skip("the collector did not run the finalizer in time")
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-	x := b.New(n)
-	if p := x.Store.(*buffer).ptr; p == leaked {
-		t.Fatal("a leaked block was handed out again before a synchronisation")
-	}
-	b.Release(x)
-	if err := d.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	got := map[uint64]bool{}
-	var held []*model.Tensor
-	for range 2 { // x's block and the leaked one are both free now
-		y := b.New(n)
-		got[y.Store.(*buffer).ptr] = true
-		held = append(held, y)
-	}
-	if !got[leaked] {
-		t.Error("the leaked block did not return to the pool at the synchronisation")
-	}
-	b.Release(held...)
 }
 
 // TestProfileFlashRoute: under bf16 products the automatic route is the
@@ -250,8 +128,8 @@ func TestLeakedBlockWaitsForSync(t *testing.T) {
 func TestProfileFlashRoute(t *testing.T) {
 	s := profileShape(2)
 	o := s.Opts
-	b := NewBackend(testDevice(t), BF16)
-	sp, err := ProfileTrainStep(b, s)
+	b := cuda.NewBackend(device(t), cuda.BF16)
+	sp, err := TrainStep(b, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,15 +140,15 @@ func TestProfileFlashRoute(t *testing.T) {
 	// the dk/dv kernel visits the same pairs.
 	pairs := float64(s.Batch) * 64 * 64
 	want := 18 * HD * pairs * L
-	if got := p.Flops[EngineFlash]; math.Abs(got-want) > 1e-9*want {
+	if got := p.Flops[cuda.EngineFlash]; math.Abs(got-want) > 1e-9*want {
 		t.Errorf("fused attention flops %g, want %g", got, want)
 	}
-	if p.Flops[EngineAttention] != 0 || p.Flops[EngineFP32GEMM] != 0 {
-		t.Errorf("CUDA-core attention %g, fp32 GEMM %g flops; want 0", p.Flops[EngineAttention], p.Flops[EngineFP32GEMM])
+	if p.Flops[cuda.EngineAttention] != 0 || p.Flops[cuda.EngineFP32GEMM] != 0 {
+		t.Errorf("CUDA-core attention %g, fp32 GEMM %g flops; want 0", p.Flops[cuda.EngineAttention], p.Flops[cuda.EngineFP32GEMM])
 	}
 	matrices := bench.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD +
 		2*float64(o.Hidden*o.Vocab)*float64(s.Batch*s.ResponseTokens)
-	if got := p.Flops[EngineTensorBF16]; math.Abs(got-matrices) > 1e-9*matrices {
+	if got := p.Flops[cuda.EngineTensorBF16]; math.Abs(got-matrices) > 1e-9*matrices {
 		t.Errorf("cuBLAS flops %g, want the matrices' %g", got, matrices)
 	}
 }
@@ -282,11 +160,11 @@ func TestProfileFlashRoute(t *testing.T) {
 // least its bandwidth bound, and reports the keys bench --profile --json
 // promises.
 func TestDecodeProfile(t *testing.T) {
-	b := NewBackend(testDevice(t), BF16)
+	b := cuda.NewBackend(device(t), cuda.BF16)
 	o := model.DefaultTiny()
 	o.Layers, o.Vocab = 3, 3000
 	for _, graphs := range []bool{false, true} {
-		dp, err := ProfileDecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 40, Graphs: graphs})
+		dp, err := DecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 40, Graphs: graphs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +191,7 @@ func TestDecodeProfile(t *testing.T) {
 		if bytes < dp.BoundBytes {
 			t.Errorf("graphs %v: decode step counts %.0f bytes, below its bound %.0f (bf16 weights + live KV)", graphs, bytes, dp.BoundBytes)
 		}
-		j := dp.JSON(H100)
+		j := dp.JSON(cuda.H100)
 		for _, k := range []string{"decode_batch", "context", "launches_per_step", "graph_launches_per_step", "host_syncs_per_step",
 			"bytes_per_step", "est_tok_s", "est_fraction_of_bound"} {
 			if _, ok := j[k]; !ok {
@@ -325,5 +203,91 @@ func TestDecodeProfile(t *testing.T) {
 		}
 		t.Logf("tiny decode step, graphs %v: %d launches (%d graph launches of %d nodes), %d GEMMs, %d host syncs, %.0f bytes (bound %.0f), est %.1f%% of the bound",
 			graphs, j["launches_per_step"], p.GraphLaunches, p.GraphNodes, p.GEMMs, p.HostSyncs, bytes, dp.BoundBytes, 100*j["est_fraction_of_bound"].(float64))
+	}
+}
+
+// TestDecodeProfilePaged: with a paged cache a steady-state graphed decode
+// step is still one graph launch, one host sync and no other launch or
+// allocation; the page mapping between steps is cuMemMap calls only, one
+// per K and V range for each page a slot crosses into. Rows of 2 KiB (8 KV
+// heads of 128 dimensions, as Qwen3-1.7B) in 4 KiB emulator pages: the
+// slots whose counted token starts a page (3 of 5 here) map one.
+func TestDecodeProfilePaged(t *testing.T) {
+	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
+	d, kind := cudatest.Device(t, "./cuda/profile/")
+	b := cuda.NewBackend(d, cuda.BF16)
+	if kind != "emulator" {
+		t.Skip("the page arithmetic below assumes the emulator's 4 KiB pages")
+	}
+	o := model.DefaultTiny()
+	o.Layers, o.Vocab, o.Heads, o.KVHeads, o.HeadDim = 3, 3000, 8, 8, 128
+	dp, err := DecodeStep(b, DecodeShape{Name: "tiny-paged", Opts: o, Batch: 5, Context: 40, Graphs: true, Paged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dp.Step
+	if p.GraphLaunches != 1 || p.Launches+p.GEMMs+p.Memsets != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
+		t.Fatalf("paged graph step: %d graph launches, %d other launches, %d host syncs, %d allocations, %d buffers left; want 1, 0, 1, 0, 0",
+			p.GraphLaunches, p.Launches+p.GEMMs+p.Memsets, p.HostSyncs, p.DeviceAllocs, p.LiveBuffers+p.Leaked)
+	}
+	if dp.PagesMapped != 3 || p.PageMaps != int64(dp.PagesMapped*2*o.Layers) {
+		t.Fatalf("%d pages mapped, %d cuMemMap calls; want 3 pages and 2·%d calls each", dp.PagesMapped, p.PageMaps, o.Layers)
+	}
+	j := dp.JSON(cuda.H100)
+	if j["page_maps_per_step"] != p.PageMaps || j["kv_page_tokens"] != 2 || j["page_maps_per_step_mean"] != float64(5*2*3)/2 {
+		t.Fatalf("JSON: page_maps_per_step %v, kv_page_tokens %v, page_maps_per_step_mean %v", j["page_maps_per_step"], j["kv_page_tokens"], j["page_maps_per_step_mean"])
+	}
+}
+
+// TestBenchSmoke runs the GPU benchmark's code path on the tiny shape (the
+// numbers mean nothing on the emulator; the table and MFU arithmetic run).
+func TestBenchSmoke(t *testing.T) {
+	d := device(t)
+	var out strings.Builder
+	err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tiny-256", "decode-b1-c64", "decode-b4-c64", "MFU", "baseline skipped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log("\n" + out.String())
+
+	// --json, beside a fake PyTorch baseline (a shell script speaking the
+	// baseline's protocol): ratios and PyTorch's MFU come from its numbers.
+	script := filepath.Join(t.TempDir(), "baseline.sh")
+	fake := "cat >/dev/null\n" +
+		`echo '{"name": "tiny-256", "train_tok_s": 1000, "torch": "fake torch"}'` + "\n" +
+		`echo '{"name": "decode-b1-c64", "tok_s": 50, "torch": "fake torch"}'` + "\n" +
+		`echo '{"name": "decode-b4-c64", "note": "out of memory"}'` + "\n"
+	if err := os.WriteFile(script, []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+		Python: "/bin/sh", Script: script, JSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r BenchReport
+	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out.String())
+	}
+	if len(r.Train) != 1 || len(r.Decode) != 2 || r.Baseline != "baseline: fake torch" {
+		t.Fatalf("report %+v", r)
+	}
+	tr := r.Train[0]
+	tokens := float64(tr.Batch * tr.SeqLen)
+	if tr.TokPerS <= 0 || math.Abs(tr.StepSeconds*tr.TokPerS-tokens) > 1e-6*tokens || tr.MFU <= 0 ||
+		tr.TorchTokPerS != 1000 || math.Abs(tr.Ratio-tr.TokPerS/1000) > 1e-9 || math.Abs(tr.TorchMFU/tr.MFU-1000/tr.TokPerS) > 1e-9 {
+		t.Errorf("training row %+v", tr)
+	}
+	if d := r.Decode[0]; d.TokPerS <= 0 || d.BoundFraction <= 0 || d.TorchTokPerS != 50 || math.Abs(d.Ratio-d.TokPerS/50) > 1e-9 {
+		t.Errorf("decode row %+v", d)
+	}
+	if d := r.Decode[1]; d.TokPerS <= 0 || d.Ratio != 0 || d.TorchNote != "out of memory" {
+		t.Errorf("decode row without a baseline number %+v", d)
 	}
 }

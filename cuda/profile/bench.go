@@ -1,4 +1,4 @@
-package cuda
+package profile
 
 // The GPU benchmark: training forward+backward tokens/s, step time and MFU
 // at 2k and 8k tokens, and cached decode tokens/s at batch 1, 64 and 256
@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -80,13 +81,13 @@ type BenchDecode struct {
 
 // Bench measures training and decode throughput on b and prints a table
 // beside the PyTorch baseline.
-func Bench(w io.Writer, b *Backend, o BenchOptions) error {
+func Bench(w io.Writer, b *cuda.Backend, o BenchOptions) error {
 	g := &gpuBench{b: b, BenchOptions: o}
 	return g.run(w)
 }
 
 type gpuBench struct {
-	b *Backend
+	b *cuda.Backend
 	BenchOptions
 }
 
@@ -256,7 +257,7 @@ func num(v float64, format string) string {
 func (g *gpuBench) failed(err error) string {
 	g.b.ResetErr()
 	runtime.GC()
-	g.b.Device().alloc.release()
+	g.b.Device().ReleaseCache()
 	msg := err.Error()
 	if isOOMText(msg) {
 		msg = "out of memory"
