@@ -110,9 +110,9 @@ func TestReleaseErrors(t *testing.T) {
 // TestLeakedBlockWaitsForSync: a tensor the garbage collector finds
 // unreleased gives its block back only at the next synchronisation, not
 // at once: an op may still hold the block's raw address after the tensor's
-// last use (a temporary argument) and allocate before its last read of it,
-// which on the old behaviour let a widened copy overwrite the op's own
-// input (TestAttentionHalf failed under frequent collection).
+// last use (a temporary argument) and allocate before its last read of it:
+// a block handed out again at once would let a widened copy overwrite the
+// op's own input (as TestAttentionHalf does under frequent collection).
 func TestLeakedBlockWaitsForSync(t *testing.T) {
 	d := testDevice(t)
 	b := NewBackend(d, FP32)

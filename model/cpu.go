@@ -1,7 +1,7 @@
 package model
 
 // The reference CPU backend: the float32 specification every other backend
-// is tested against (STYLE.md practice 3). Plain loops, float64
+// is tested against (docs/architecture.md, decision 1). Plain loops, float64
 // accumulators, no cleverness beyond splitting independent rows across cores.
 // Shapes are checked on every call; a bad call records an error (see
 // Backend) and leaves its outputs untouched.
