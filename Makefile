@@ -73,13 +73,13 @@ kernel-report: cuda-tools
 	$(GO) run ./cuda/internal/kernelreport/cmd/kernel-report
 
 # emulator: the CPU emulator of libcuda/libcublas/libnvrtc with our kernels
-# (cuda/internal/emu), so the binary runs without a GPU:
+# (internal/cudaemu), so the binary runs without a GPU:
 #   GDROTRAIN_CUDA_LIB_DIR=.cache/cuda-emu GDROTRAIN_KERNEL_CACHE=.cache/cuda-emu/kernels bin/gdrotrain cuda-info
 emulator:
-	$(GO) run ./cuda/internal/emu/cmd/build-emulator .cache/cuda-emu
+	$(GO) run ./internal/cudaemu/cmd/build-emulator .cache/cuda-emu
 
 # The CUDA tests run on the emulator, then again in its other rounding modes
-# (see cuda/internal/emu): fused multiply-add in kernels and GEMMs (x86-64
+# (see internal/cudaemu): fused multiply-add in kernels and GEMMs (x86-64
 # with FMA only), and FAST_16BF products on tf32 inputs (the tests that use
 # bf16 products; the property tests of cuda/fuzz_test.go among them). The emulator schedules a block's threads adversarially
 # from a seed (GDROTRAIN_EMU_SEED), so each run is a different schedule: the
@@ -101,13 +101,13 @@ test: fixtures vet
 		{ grep -v -e '^=== ' -e '--- PASS' $(CUDA_SEED3_LOG) | tail -200; exit 1; }
 	@grep -o 'CUDA coverage: .*' $(CUDA_SEED3_LOG) || true
 	@if [ "$$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then \
-		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/internal/emu/"; \
-		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/internal/emu/; \
+		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/"; \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/; \
 	else \
 		echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped; seed 2 without it"; \
-		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m ./cuda/; \
+		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/; \
 	fi
-	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/
+	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/ ./cuda/profile/
 	bash scripts/slurm/test_sbatch.sh
 	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh

@@ -1,13 +1,14 @@
-// Package backend opens the model backend a device name asks for: the CPU
-// reference, or the CUDA backend on a GPU (cpu, cuda, cuda:N, or auto: the
-// GPU when one is usable, else the CPU with a log line). It is the one
-// place that links the CUDA bindings; the trainer receives Open as a
+// Package backend opens the model backend a device name asks for: the fast
+// CPU backend (backend/cpu), or the CUDA backend on a GPU (cpu, cuda, cuda:N,
+// or auto: the GPU when one is usable, else the CPU with a log line). It is
+// the one place that links the CUDA bindings; the trainer receives Open as a
 // function (trainer.Options.Backend) and builds without cgo.
 package backend
 
 import (
 	"fmt"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -25,13 +26,13 @@ func Open(name, prec string, logf func(string, ...any)) (model.Backend, error) {
 		return nil, err
 	}
 	if kind == device.CPU {
-		return model.NewCPU(), nil
+		return cpu.NewBackend(), nil
 	}
 	d, err := cuda.Open(gpu, logf)
 	if err != nil {
 		if kind == device.Auto && cuda.IsNoGPU(err) {
 			logf("device auto: no GPU usable here (%v); using the CPU backend", err)
-			return model.NewCPU(), nil
+			return cpu.NewBackend(), nil
 		}
 		return nil, fmt.Errorf("device %s: %w", name, err)
 	}

@@ -98,6 +98,13 @@ func NewBackend(d *Device, prec Precision) *Backend {
 	return &Backend{d: d, compute: computeTypes[prec], prec: prec}
 }
 
+// ForceAttention overrides the per-call choice of attention
+// implementation, for tests and profiles that compare them (cuda/profile):
+// gemm −1 never puts attention's products in cuBLAS, +1 always (fp32 K/V),
+// 0 chooses per call; flash the same for the fused tensor-core kernels. A
+// new backend chooses per call.
+func (b *Backend) ForceAttention(gemm, flash int) { b.attnGEMM, b.attnFlash = gemm, flash }
+
 // Name identifies the backend and its matmul precision in logs.
 func (b *Backend) Name() string { return "cuda/" + string(b.prec) }
 

@@ -1,12 +1,12 @@
 package cuda
 
 // Backend tests run on a real GPU where libcuda is found, and otherwise on
-// the CPU emulator (cuda/internal/emu): the same bindings, launches, cuBLAS
+// the CPU emulator (internal/cudaemu): the same bindings, launches, cuBLAS
 // calls and kernel arithmetic, executed by a g++ build of the kernels behind
 // a fake libcuda/libcublas/libnvrtc. Only the emulator's absence (no g++)
 // skips them, with a message, or fails them where GDROTRAIN_REQUIRE_EMULATOR
 // is set (as in CI). The emulator's modes (GDROTRAIN_EMU_FAST16BF=tf32,
-// GDROTRAIN_EMU_FMA=1; see cuda/internal/emu) change its rounding as a GPU
+// GDROTRAIN_EMU_FMA=1; see internal/cudaemu) change its rounding as a GPU
 // might; every tolerance here holds in each, and make test runs them.
 
 import (
@@ -25,7 +25,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
@@ -68,7 +69,7 @@ func testDevice(t *testing.T) *Device {
 				return
 			}
 		}
-		if !emu.Available() {
+		if !cudaemu.Available() {
 			devKind = "none"
 			return
 		}
@@ -78,7 +79,7 @@ func testDevice(t *testing.T) *Device {
 			return
 		}
 		emuDir = dir
-		if devErr = emu.Build(dir, Sources()); devErr != nil {
+		if devErr = cudaemu.Build(dir, Sources()); devErr != nil {
 			return
 		}
 		os.Setenv(LibDirEnv, dir)
@@ -91,21 +92,21 @@ func testDevice(t *testing.T) *Device {
 	}
 	if testDev == nil {
 		// A failure instead where GDROTRAIN_REQUIRE_EMULATOR is set (CI).
-		emu.SkipUnavailable(t, "there is no GPU and no g++ for the CPU emulator")
+		cudaemu.SkipUnavailable(t, "there is no GPU and no g++ for the CPU emulator")
 	}
 	if devKind == "emulator" {
 		// The emulator's schedule numbers launches from the scope's start:
 		// a test of its own replays alone, under -run, with the seed it
 		// prints when it fails.
-		os.Setenv(emu.SeedScopeEnv, t.Name())
+		os.Setenv(cudaemu.SeedScopeEnv, t.Name())
 		t.Cleanup(func() {
 			if t.Failed() {
-				seed := os.Getenv(emu.SeedEnv)
+				seed := os.Getenv(cudaemu.SeedEnv)
 				if seed == "" {
 					seed = "1"
 				}
 				t.Logf("emulator schedule: %s=%s %s=%q (replays with: %s=%s go test -run '^%s$' ./cuda/)",
-					emu.SeedEnv, seed, emu.SeedScopeEnv, t.Name(), emu.SeedEnv, seed, t.Name())
+					cudaemu.SeedEnv, seed, cudaemu.SeedScopeEnv, t.Name(), cudaemu.SeedEnv, seed, t.Name())
 			}
 		})
 	}
@@ -155,7 +156,7 @@ type pair struct {
 }
 
 func newPair(t *testing.T, prec Precision) *pair {
-	return &pair{t: t, cpu: model.NewCPU(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
+	return &pair{t: t, cpu: fastcpu.NewBackend(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
 }
 
 // inputs is a set of host arrays uploaded identically to both backends.
@@ -432,7 +433,7 @@ func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *mode
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, gb := model.NewCPU(), NewBackend(testDevice(t), prec)
+	cb, gb := fastcpu.NewBackend(), NewBackend(testDevice(t), prec)
 	cpu = &model.Model{Cfg: cfg, B: cb, P: model.RandomParams(cb, cfg, 17, 0.2, 0.3)}
 	gpu = &model.Model{Cfg: cfg, B: gb, P: model.RandomParams(gb, cfg, 17, 0.2, 0.3)}
 	return cpu, gpu

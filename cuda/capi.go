@@ -301,7 +301,7 @@ type driver struct {
 	n                                                                calls // what was asked of the device
 }
 
-// calls counts the driver calls a profile reports (profile.go).
+// calls counts the driver calls a profile reports (profile.go, cuda/profile).
 type calls struct {
 	launches, syncs, allocs, memsets       atomic.Int64
 	h2d, d2h, d2d                          atomic.Int64 // copies (h2d and d2h: synchronous ones)

@@ -248,6 +248,11 @@ func (d *Device) ResetPeak() {
 	d.alloc.mu.Unlock()
 }
 
+// ReleaseCache gives the allocator's idle blocks back to the driver (the
+// step profile starts each depth from an empty cache; the benchmark frees
+// what a failed measurement left).
+func (d *Device) ReleaseCache() { d.alloc.release() }
+
 // MemInfo reports the driver's free and total device memory.
 func (d *Device) MemInfo() (free, total int64, err error) { return d.drv.MemInfo() }
 

@@ -7,7 +7,7 @@ package cuda
 //  1. the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache): what
 //     the node's administrator or the user configured (`module load cuda`
 //     sets LD_LIBRARY_PATH), and what every other program there gets;
-//  2. NVIDIA's pip wheels in the active Python environments (pyenv.go):
+//  2. NVIDIA's pip wheels in the active Python environments (internal/wheels):
 //     the libraries the node's PyTorch runs with, found with no setting, on
 //     the many nodes that have CUDA only that way;
 //  3. the usual toolkit folders, which nothing registered with the linker:
@@ -41,10 +41,18 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gdrotrain/gdrotrain/cuda/internal/wheels"
 )
 
 // LibDirEnv names a folder searched before any other for the CUDA libraries.
 const LibDirEnv = "GDROTRAIN_CUDA_LIB_DIR"
+
+// How cuda-info names the places that are not folders of their own.
+const (
+	fromEnv    = LibDirEnv
+	fromLinker = "dynamic linker (LD_LIBRARY_PATH, ld.so.cache)"
+)
 
 // libCandidate is one file name tried for a library and the CUDA major
 // version it belongs to (0: unversioned, read from the file it resolves to).
@@ -80,18 +88,18 @@ func findLibrary(kind, dir string) (*library, error) { return findLibraryFor(kin
 // findLibraryFor searches dir (if not empty), then the default places, and
 // returns the first library whose major version is ≤ maxMajor (0: any).
 func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
-	return searchLibrary(kind, dir, maxMajor, func() []place { return defaultPlaces(kind, processSitePackages(), realPyEnv) })
+	return searchLibrary(kind, dir, maxMajor, func() []wheels.Place { return defaultPlaces(kind, wheels.ForProcess(), wheels.RealEnv) })
 }
 
 // defaultPlaces are the places after GDROTRAIN_CUDA_LIB_DIR, in order. The
 // driver library is never in a wheel (it comes with the driver).
-func defaultPlaces(kind string, sps []sitePackages, env pyEnv) []place {
-	ps := []place{{"", fromLinker}}
+func defaultPlaces(kind string, sps []wheels.SitePackages, env wheels.Env) []wheels.Place {
+	ps := []wheels.Place{{From: fromLinker}}
 	if kind != "cuda" {
-		ps = append(ps, wheelPlaces(kind, sps, env)...)
+		ps = append(ps, wheels.Places(kind, sps, env)...)
 	}
 	for _, d := range toolkitDirs {
-		ps = append(ps, place{d, "toolkit folder " + d})
+		ps = append(ps, wheels.Place{Dir: d, From: "toolkit folder " + d})
 	}
 	return ps
 }
@@ -99,7 +107,7 @@ func defaultPlaces(kind string, sps []sitePackages, env pyEnv) []place {
 // searchLibrary searches dir (if not empty) for every name of kind, then,
 // name by name newest major first, the places that places returns (called
 // only when dir has no acceptable library: it may start python3).
-func searchLibrary(kind, dir string, maxMajor int, places func() []place) (*library, error) {
+func searchLibrary(kind, dir string, maxMajor int, places func() []wheels.Place) (*library, error) {
 	e := &LibraryError{Kind: kind, MaxMajor: maxMajor}
 	for _, c := range libNames[kind] {
 		e.Names = append(e.Names, c.name)
@@ -150,13 +158,13 @@ func searchLibrary(kind, dir string, maxMajor int, places func() []place) (*libr
 	for _, c := range libNames[kind] {
 		for _, p := range ps {
 			path := c.name // the dynamic linker's search
-			if p.dir != "" {
-				path = filepath.Join(p.dir, c.name)
+			if p.Dir != "" {
+				path = filepath.Join(p.Dir, c.name)
 				if _, err := os.Stat(path); err != nil {
 					continue // not there: not worth an entry in the error
 				}
 			}
-			if l := try(path, c, p.from); l != nil {
+			if l := try(path, c, p.From); l != nil {
 				return found(l), nil
 			}
 		}

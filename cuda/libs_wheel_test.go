@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/cuda/internal/wheels"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 )
 
 // mkfiles creates each path under root (a folder when it ends in /, else
@@ -35,21 +36,21 @@ func mkfiles(t *testing.T, root string, paths ...string) {
 
 // fakePyEnv is an environment with vars set, python3 at python (relative
 // to root; "" for none), and a python3 that answers asked when asked.
-func fakePyEnv(root string, vars map[string]string, python string, asked []string, calls *int) pyEnv {
-	return pyEnv{
-		getenv: func(k string) string {
+func fakePyEnv(root string, vars map[string]string, python string, asked []string, calls *int) wheels.Env {
+	return wheels.Env{
+		Getenv: func(k string) string {
 			if v, ok := vars[k]; ok {
 				return filepath.Join(root, v)
 			}
 			return ""
 		},
-		lookPath: func(string) (string, error) {
+		LookPath: func(string) (string, error) {
 			if python == "" {
 				return "", errors.New("no python3")
 			}
 			return filepath.Join(root, python), nil
 		},
-		askPython: func(string) []string {
+		AskPython: func(string) []string {
 			*calls++
 			var out []string
 			for _, a := range asked {
@@ -60,88 +61,18 @@ func fakePyEnv(root string, vars map[string]string, python string, asked []strin
 	}
 }
 
-// TestFindSitePackages: the site-packages folders of the active Python
-// environments, most specific first, each once, and python3 asked only
-// when no globbed folder holds NVIDIA's wheels.
-func TestFindSitePackages(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		files  []string
-		links  map[string]string // link → target, relative to the root
-		vars   map[string]string // environment, relative to the root
-		python string            // python3 on PATH
-		asked  []string          // what python3 answers
-		want   []string          // site-packages, relative to the root
-		what   []string          // how each is named
-		asks   int               // python3 calls
-	}{
-		{name: "venv with wheels, then the base interpreter it links to, then ~/.local",
-			files: []string{"venv/lib/python3.12/site-packages/nvidia/cu13/lib/", "venv/bin/", "base/bin/python3.12",
-				"base/lib/python3.12/site-packages/", "home/.local/lib/python3.12/site-packages/"},
-			links: map[string]string{"venv/bin/python3": "base/bin/python3.12", "venv/lib64": "venv/lib"},
-			vars:  map[string]string{"VIRTUAL_ENV": "venv", "HOME": "home"}, python: "venv/bin/python3",
-			want: []string{"venv/lib/python3.12/site-packages", "base/lib/python3.12/site-packages", "home/.local/lib/python3.12/site-packages"},
-			what: []string{"VIRTUAL_ENV", "python3 on PATH", "~/.local"}},
-		{name: "conda environment before python3 on PATH",
-			files: []string{"conda/lib/python3.11/site-packages/nvidia/nccl/lib/", "usr/bin/python3", "usr/lib/python3/dist-packages/",
-				"usr/local/lib/python3.11/dist-packages/"},
-			vars: map[string]string{"CONDA_PREFIX": "conda"}, python: "usr/bin/python3",
-			want: []string{"conda/lib/python3.11/site-packages", "usr/lib/python3/dist-packages", "usr/local/lib/python3.11/dist-packages"},
-			what: []string{"CONDA_PREFIX", "python3 on PATH", "python3 on PATH"}},
-		{name: "Fedora's lib64 and Debian's pip folder under the same prefix",
-			files:  []string{"usr/bin/python3", "usr/lib64/python3.9/site-packages/", "usr/local/lib/python3.9/site-packages/nvidia/"},
-			python: "usr/bin/python3",
-			want:   []string{"usr/lib64/python3.9/site-packages", "usr/local/lib/python3.9/site-packages"},
-			what:   []string{"python3 on PATH", "python3 on PATH"}},
-		{name: "a pyenv shim: python3 is asked, once",
-			files:  []string{"pyenv/shims/python3", "pyenv/versions/3.11/lib/python3.11/site-packages/nvidia/"},
-			python: "pyenv/shims/python3", asked: []string{"pyenv/versions/3.11/lib/python3.11/site-packages", "missing/site-packages"},
-			want: []string{"pyenv/versions/3.11/lib/python3.11/site-packages"}, what: []string{"python3 on PATH (asked)"}, asks: 1},
-		{name: "site-packages without wheels: python3 is asked too",
-			files: []string{"venv/lib/python3.12/site-packages/"}, vars: map[string]string{"VIRTUAL_ENV": "venv"},
-			python: "venv/bin/python3", want: []string{"venv/lib/python3.12/site-packages"}, what: []string{"VIRTUAL_ENV"}, asks: 1},
-		{name: "no Python at all", want: nil},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			root := t.TempDir()
-			mkfiles(t, root, c.files...)
-			for link, target := range c.links {
-				if err := os.Symlink(filepath.Join(root, target), filepath.Join(root, link)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			calls := 0
-			got := findSitePackages(fakePyEnv(root, c.vars, c.python, c.asked, &calls))
-			var dirs, whats []string
-			for _, sp := range got {
-				rel, err := filepath.Rel(root, sp.dir)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dirs, whats = append(dirs, rel), append(whats, sp.what)
-			}
-			if !slices.Equal(dirs, c.want) || !slices.Equal(whats, c.what) {
-				t.Errorf("got %q (%q), want %q (%q)", dirs, whats, c.want, c.what)
-			}
-			if calls != c.asks {
-				t.Errorf("python3 asked %d times, want %d", calls, c.asks)
-			}
-		})
-	}
-}
-
 // withTestKind registers a library kind whose files exist nowhere but in
 // the test's folders, so the search order can be observed on any machine,
 // a GPU node with real CUDA libraries included.
 func withTestKind(t *testing.T, toolkit []string) {
 	t.Helper()
-	oldNames, oldSub, oldBefore, oldTK := libNames["gdtest"], wheelSubdirs["gdtest"], loadsBefore["gdtest"], toolkitDirs
+	oldNames, oldSub, oldBefore, oldTK := libNames["gdtest"], wheels.Subdirs["gdtest"], loadsBefore["gdtest"], toolkitDirs
 	libNames["gdtest"] = []libCandidate{{"libgdtest.so.13", 13}, {"libgdtest.so.12", 12}}
-	wheelSubdirs["gdtest"] = []string{"nvidia/cu13/lib", "nvidia/gdtest/lib"}
+	wheels.Subdirs["gdtest"] = []string{"nvidia/cu13/lib", "nvidia/gdtest/lib"}
 	loadsBefore["gdtest"] = "libgdtestLt.so."
 	toolkitDirs = toolkit
 	t.Cleanup(func() {
-		libNames["gdtest"], wheelSubdirs["gdtest"], loadsBefore["gdtest"], toolkitDirs = oldNames, oldSub, oldBefore, oldTK
+		libNames["gdtest"], wheels.Subdirs["gdtest"], loadsBefore["gdtest"], toolkitDirs = oldNames, oldSub, oldBefore, oldTK
 	})
 }
 
@@ -157,7 +88,7 @@ func TestSearchOrder(t *testing.T) {
 		sp+"/nvidia/gdtest/lib/libgdtestLt.so.12", "toolkit/libgdtest.so.13", "toolkit/libgdtest.so.12", "conda/lib/")
 	withTestKind(t, []string{filepath.Join(root, "toolkit")})
 	env := fakePyEnv(root, map[string]string{"VIRTUAL_ENV": "venv", "CONDA_PREFIX": "conda"}, "", nil, new(int))
-	places := func() []place { return defaultPlaces("gdtest", findSitePackages(env), env) }
+	places := func() []wheels.Place { return defaultPlaces("gdtest", wheels.Find(env), env) }
 	for _, c := range []struct {
 		dir  string
 		want []string
@@ -188,14 +119,14 @@ func TestSearchOrder(t *testing.T) {
 	}
 	// The driver library is never in a wheel, and wheels come before the
 	// toolkit folders.
-	for _, p := range defaultPlaces("cuda", findSitePackages(env), env) {
-		if strings.Contains(p.from, "wheel") || strings.Contains(p.from, "conda") {
-			t.Errorf("the driver library is searched in %s", p.from)
+	for _, p := range defaultPlaces("cuda", wheels.Find(env), env) {
+		if strings.Contains(p.From, "wheel") || strings.Contains(p.From, "conda") {
+			t.Errorf("the driver library is searched in %s", p.From)
 		}
 	}
 	var froms []string
-	for _, p := range defaultPlaces("nvrtc", []sitePackages{{filepath.Join(root, sp), "VIRTUAL_ENV"}}, env) {
-		froms = append(froms, strings.Fields(p.from)[0])
+	for _, p := range defaultPlaces("nvrtc", []wheels.SitePackages{{Dir: filepath.Join(root, sp), What: "VIRTUAL_ENV"}}, env) {
+		froms = append(froms, strings.Fields(p.From)[0])
 	}
 	if want := []string{"dynamic", "pip", "conda", "toolkit"}; !slices.Equal(froms, want) {
 		t.Errorf("nvrtc places %q, want %q (nvidia/cu13/lib, not the absent nvidia/cuda_nvrtc/lib)", froms, want)
@@ -206,8 +137,8 @@ func TestSearchOrder(t *testing.T) {
 // dependency sits beside it, with no RPATH, loads by path because its
 // companion is loaded first (and does not load without that).
 func TestLoadsCompanionFirst(t *testing.T) {
-	if !emu.Available() {
-		emu.SkipUnavailable(t, "no g++ to build the two test libraries")
+	if !cudaemu.Available() {
+		cudaemu.SkipUnavailable(t, "no g++ to build the two test libraries")
 	}
 	withTestKind(t, nil)
 	dir := t.TempDir()
@@ -230,7 +161,7 @@ func TestLoadsCompanionFirst(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "libgdtestLt.so.12") {
 		t.Fatalf("want a failure naming the missing companion, got %v", err)
 	}
-	l, err := searchLibrary("gdtest", "", 0, func() []place { return []place{{dir, "test folder"}} })
+	l, err := searchLibrary("gdtest", "", 0, func() []wheels.Place { return []wheels.Place{{Dir: dir, From: "test folder"}} })
 	if err != nil {
 		t.Fatalf("with the companion loaded first: %v", err)
 	}
@@ -256,7 +187,7 @@ func TestWheelLayoutOnEmulator(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		// Links, as emu.Build makes them: one emulator object serves all.
+		// Links, as cudaemu.Build makes them: one emulator object serves all.
 		if err := os.Symlink(filepath.Join(emuDir, "libcuda.so.1"), p); err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +199,7 @@ func TestWheelLayoutOnEmulator(t *testing.T) {
 			t.Logf("%s: the dynamic linker finds %s here first; not checked", kind, filepath.Base(rel))
 			continue
 		}
-		l, err := searchLibrary(kind, "", 13, func() []place { return defaultPlaces(kind, findSitePackages(env), env) })
+		l, err := searchLibrary(kind, "", 13, func() []wheels.Place { return defaultPlaces(kind, wheels.Find(env), env) })
 		if err != nil {
 			t.Fatalf("%s: %v", kind, err)
 		}

@@ -32,6 +32,9 @@ const (
 
 var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention", "kernel"}
 
+// String is the engine's name in profiles' JSON (tensor_bf16, attention, …).
+func (e Engine) String() string { return engineNames[e] }
+
 // Roofline are the throughputs an estimate assumes.
 type Roofline struct {
 	Name                         string

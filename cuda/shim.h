@@ -1,6 +1,6 @@
 // The CUDA entry points and constants the shim (capi.go) uses, declared
 // from NVIDIA's public API documentation so that the binary builds without
-// CUDA headers (DESIGN.md decision 2).
+// CUDA headers (docs/architecture.md, decision 2).
 //
 // Every type is written GD_T(real, abi): a normal build sees the ABI type
 // (an opaque pointer, an int for enums and status codes), and the header

@@ -186,38 +186,6 @@ func TestPagedGenerateMatches(t *testing.T) {
 	}
 }
 
-// TestDecodeProfilePaged: with a paged cache a steady-state graphed decode
-// step is still one graph launch, one host sync and no other launch or
-// allocation; the page mapping between steps is cuMemMap calls only, one
-// per K and V range for each page a slot crosses into. Rows of 2 KiB (8 KV
-// heads of 128 dimensions, as Qwen3-1.7B) in 4 KiB emulator pages: the
-// slots whose counted token starts a page (3 of 5 here) map one.
-func TestDecodeProfilePaged(t *testing.T) {
-	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
-	b := NewBackend(testDevice(t), BF16)
-	if devKind != "emulator" {
-		t.Skip("the page arithmetic below assumes the emulator's 4 KiB pages")
-	}
-	o := model.DefaultTiny()
-	o.Layers, o.Vocab, o.Heads, o.KVHeads, o.HeadDim = 3, 3000, 8, 8, 128
-	dp, err := ProfileDecodeStep(b, DecodeShape{Name: "tiny-paged", Opts: o, Batch: 5, Context: 40, Graphs: true, Paged: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := dp.Step
-	if p.GraphLaunches != 1 || p.Launches+p.GEMMs+p.Memsets != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
-		t.Fatalf("paged graph step: %d graph launches, %d other launches, %d host syncs, %d allocations, %d buffers left; want 1, 0, 1, 0, 0",
-			p.GraphLaunches, p.Launches+p.GEMMs+p.Memsets, p.HostSyncs, p.DeviceAllocs, p.LiveBuffers+p.Leaked)
-	}
-	if dp.PagesMapped != 3 || p.PageMaps != int64(dp.PagesMapped*2*o.Layers) {
-		t.Fatalf("%d pages mapped, %d cuMemMap calls; want 3 pages and 2·%d calls each", dp.PagesMapped, p.PageMaps, o.Layers)
-	}
-	j := dp.JSON(H100)
-	if j["page_maps_per_step"] != p.PageMaps || j["kv_page_tokens"] != 2 || j["page_maps_per_step_mean"] != float64(5*2*3)/2 {
-		t.Fatalf("JSON: page_maps_per_step %v, kv_page_tokens %v, page_maps_per_step_mean %v", j["page_maps_per_step"], j["kv_page_tokens"], j["page_maps_per_step_mean"])
-	}
-}
-
 // TestPagedNeedsBF16: an fp32 cache cannot be paged (pages hold bf16
 // rows); asking is an error, not a silently full-size cache.
 func TestPagedNeedsBF16(t *testing.T) {

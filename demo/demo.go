@@ -37,6 +37,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
@@ -476,11 +477,11 @@ func WarmUp(ctx context.Context, o Options, s Settings, warm []synth.Problem, wa
 	if err != nil {
 		return err
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	if err := model.WriteFolder(initDir, mcfg, b, model.RandomParams(b, mcfg, o.Seed, opts.InitStd, 0), model.F32); err != nil {
 		return err
 	}
-	m, err := model.Load(model.NewCPU(), initDir)
+	m, err := model.Load(cpu.NewBackend(), initDir)
 	if err != nil {
 		return err
 	}

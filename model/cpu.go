@@ -1,14 +1,14 @@
 package model
 
 // The reference CPU backend: the float32 specification every other backend
-// is tested against (STYLE.md practice 3). Plain loops, float64
+// is tested against (docs/architecture.md, decision 1). Plain loops, float64
 // accumulators, no cleverness beyond splitting independent rows across cores.
 // Shapes are checked on every call; a bad call records an error (see
 // Backend) and leaves its outputs untouched.
 //
-// Users run the fast CPU backend (cpu_fast.go, NewCPU), which embeds this
-// one for its argument checks, error recording and the ops that are plain
-// copies, and replaces the hot ops with BLAS products and row-parallel
+// Users run the fast CPU backend (backend/cpu), which embeds this one for
+// its argument checks, error recording and the ops that are plain copies
+// (cpu_embed.go), and replaces the hot ops with BLAS products and row-parallel
 // float32 loops. The model tests that need an independent oracle, and the
 // fast backend's own tests, compare against this one.
 
@@ -429,13 +429,13 @@ func (b *ReferenceCPU) attentionArgs(out, lse, q, k, v *Tensor, segs []Segment) 
 	return H, G, D, b.data(q), b.data(k), b.data(v), b.data(out), L, true
 }
 
-// attnBackwardData are AttentionBackward's tensors' data.
-type attnBackwardData struct{ Q, K, V, O, DO, L, DQ, DK, DV []float32 }
+// AttentionBackwardData are AttentionBackward's tensors' data.
+type AttentionBackwardData struct{ Q, K, V, O, DO, L, DQ, DK, DV []float32 }
 
 // attentionBackwardArgs validates AttentionBackward's arguments and returns
 // the dimensions and the data, dq, dk and dv cleared (rows outside every
 // segment stay 0).
-func (b *ReferenceCPU) attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment) (H, G, D int, t attnBackwardData, ok bool) {
+func (b *ReferenceCPU) attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment) (H, G, D int, t AttentionBackwardData, ok bool) {
 	const op = "attention backward"
 	if !b.check(op, dq, dk, dv, dout, q, k, v, out, lse) {
 		return
@@ -446,7 +446,7 @@ func (b *ReferenceCPU) attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse
 	if !b.sameSize(op, dq, q, dout) || !b.sameSize(op, dk, k, dv) || lse.Numel() != q.Shape[0]*H {
 		return H, G, D, t, false
 	}
-	t = attnBackwardData{Q: b.data(q), K: b.data(k), V: b.data(v), O: b.data(out), DO: b.data(dout), L: b.data(lse),
+	t = AttentionBackwardData{Q: b.data(q), K: b.data(k), V: b.data(v), O: b.data(out), DO: b.data(dout), L: b.data(lse),
 		DQ: b.data(dq), DK: b.data(dk), DV: b.data(dv)}
 	clear(t.DQ)
 	clear(t.DK)

@@ -7,13 +7,9 @@ import (
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
 )
 
-// TestCPUConformance runs the backend conformance suite on the backend
-// users get (NewCPU: OpenBLAS where installed), on its Go-kernel fallback
-// and on the reference.
+// TestCPUConformance runs the backend conformance suite on the reference
+// (backend/cpu's TestCPUConformance runs it on the fast CPU backend users
+// get).
 func TestCPUConformance(t *testing.T) {
-	t.Run("default", func(t *testing.T) { backendtest.Run(t, model.NewCPU(), backendtest.FP32) })
-	t.Run("go-kernels", func(t *testing.T) {
-		backendtest.Run(t, model.NewCPUWith(model.CPUOptions{NoBLAS: true}), backendtest.FP32)
-	})
 	t.Run("reference", func(t *testing.T) { backendtest.Run(t, model.NewReferenceCPU(), backendtest.FP32) })
 }

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
@@ -113,7 +114,7 @@ func grpoWeights(g *golden) [][]float32 {
 
 func loadGolden(t *testing.T, dir string) (*model.Model, *golden) {
 	t.Helper()
-	m, err := model.Load(model.NewCPU(), dir)
+	m, err := model.Load(cpu.NewBackend(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,8 +26,8 @@ type RandomOptions struct {
 	NormJitter float64
 }
 
-// TinyOptions is the former name of RandomOptions, kept until model/bench.go
-// and the cuda package use the new one.
+// TinyOptions is the former name of RandomOptions, kept until the cuda
+// package uses the new one.
 //
 // Deprecated: use RandomOptions.
 type TinyOptions = RandomOptions

@@ -18,7 +18,7 @@ func writeTiny(t *testing.T, dir string, tied bool) *Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewCPU()
+	b := NewTestBackend()
 	if err := WriteFolder(dir, cfg, b, RandomParams(b, cfg, 1, 0.02, 0), F32); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestLoadErrors(t *testing.T) {
 		dir := t.TempDir()
 		writeTiny(t, dir, false)
 		c.mutate(dir)
-		_, err := Load(NewCPU(), dir)
+		_, err := Load(NewTestBackend(), dir)
 		if err == nil {
 			t.Errorf("%s: no error", c.name)
 			continue
@@ -251,7 +251,7 @@ func TestLoadErrors(t *testing.T) {
 func TestShardedLoad(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeTiny(t, dir, true)
-	single, err := Load(NewCPU(), dir)
+	single, err := Load(NewTestBackend(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestShardedLoad(t *testing.T) {
 	}
 	idx, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 0}, "weight_map": index})
 	os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
-	sharded, err := Load(NewCPU(), dir)
+	sharded, err := Load(NewTestBackend(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestShardedLoad(t *testing.T) {
 		index[name] = other
 		idx, _ = json.Marshal(map[string]any{"weight_map": index})
 		os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
-		_, err := Load(NewCPU(), dir)
+		_, err := Load(NewTestBackend(), dir)
 		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "does not contain it") {
 			t.Fatalf("misrouted %s: error %v", name, err)
 		}

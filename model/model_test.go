@@ -6,6 +6,12 @@ import (
 	"testing"
 )
 
+// NewTestBackend returns the backend the model's tests build their models
+// on: the fast CPU backend (backend/cpu), the one users run. model cannot
+// import it (backend/cpu imports model), so the external test file
+// fastcpu_test.go sets it before any test runs.
+var NewTestBackend func() Backend
+
 // tinyModel builds a random tiny model (GQA, jittered norms) on the CPU.
 func tinyModel(t testing.TB, tied bool, seed uint64) *Model {
 	t.Helper()
@@ -15,7 +21,7 @@ func tinyModel(t testing.TB, tied bool, seed uint64) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := NewCPU()
+	b := NewTestBackend()
 	return &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, seed, 0.2, 0.3)}
 }
 

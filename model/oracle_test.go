@@ -124,7 +124,7 @@ func oracleConfig(t *testing.T, tied bool) *Config {
 
 func oracleModel(t *testing.T, tied bool, seed uint64) *Model {
 	cfg := oracleConfig(t, tied)
-	b := NewCPU()
+	b := NewTestBackend()
 	// std 0.2 keeps every branch O(1) against the residual stream; jitter
 	// 0.3 makes every norm weight matter.
 	return &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, seed, 0.2, 0.3)}

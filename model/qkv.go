@@ -85,12 +85,15 @@ func (b *ReferenceCPU) SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, k
 	splitQKVBackward(b, b, dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, theta)
 }
 
-// SplitQKV splits the fused projection with the fast RMSNorm and RoPE.
-func (b *CPU) SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *Tensor, pos []int32, theta float64, eps float32) {
-	splitQKV(b, &b.ReferenceCPU, qn, kn, v, rstdQ, rstdK, qkv, qw, kw, pos, theta, eps)
+// SplitQKVWith is SplitQKV for a backend that embeds the reference
+// (backend/cpu): ops supplies RMSNorm and RoPE, ref the storage, argument
+// checks and error recording.
+func SplitQKVWith(ops Backend, ref *ReferenceCPU, qn, kn, v, rstdQ, rstdK, qkv, qw, kw *Tensor, pos []int32, theta float64, eps float32) {
+	splitQKV(ops, ref, qn, kn, v, rstdQ, rstdK, qkv, qw, kw, pos, theta, eps)
 }
 
-// SplitQKVBackward is the split's backward with the fast ops.
-func (b *CPU) SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK *Tensor, pos []int32, theta float64) {
-	splitQKVBackward(b, &b.ReferenceCPU, dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, theta)
+// SplitQKVBackwardWith is SplitQKVBackward for a backend that embeds the
+// reference, as SplitQKVWith.
+func SplitQKVBackwardWith(ops Backend, ref *ReferenceCPU, dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK *Tensor, pos []int32, theta float64) {
+	splitQKVBackward(ops, ref, dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, theta)
 }

@@ -121,8 +121,7 @@ func (m *Model) ShadowWeights() (bool, error) {
 // read: 883 rows at Qwen3's vocabulary (2·883·C FLOPs per head element
 // read, about the H100's ratio of bf16 FLOPs to bytes), for 512 MiB of
 // fp32 logits (the backward holds a second chunk, of their gradient).
-// At 8M elements (55 rows) the head was 70 % of a 1.7B training step's
-// estimated time.
+// docs/gpu.md has what shorter chunks cost a 1.7B training step.
 const HeadChunkElems = 128 << 20
 
 func (m *Model) headChunkRows() int { return max(1, HeadChunkElems/m.Cfg.VocabSize) }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -37,7 +38,7 @@ func TestShardMastersCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	p := model.RandomParams(b, mc, 1, 0.1, 0)
 	before := hostParams(b, mc, p)
 	o, err := NewShardedAdamW(b, mc, p, AdamWConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, Shard{Rank: 1, World: 2})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -24,7 +25,7 @@ func TestNewPicksStrategy(t *testing.T) {
 		world, zero int
 		want        string
 	}{{0, 1, "*optim.single"}, {1, 2, "*optim.single"}, {2, 0, "*optim.replicated"}, {2, 1, "*optim.zero1"}, {3, 2, "*optim.zero2"}} {
-		b := model.NewCPU()
+		b := cpu.NewBackend()
 		m := &model.Model{Cfg: mc, B: b, P: model.RandomParams(b, mc, 1, 0.1, 0)}
 		s, err := New(m, Setup{Shard: Shard{Rank: 1 % max(tc.world, 1), World: tc.world}, ZeRO: tc.zero,
 			Reducer: comm, Comm: comm, Group: sum})
@@ -49,7 +50,7 @@ func TestNewPicksStrategy(t *testing.T) {
 			t.Errorf("world %d, ZeRO-%d: masters sharded on the CPU, or %d steps", tc.world, tc.zero, s.Steps())
 		}
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	m := &model.Model{Cfg: mc, B: b, P: model.RandomParams(b, mc, 1, 0.1, 0)}
 	if _, err := New(m, Setup{Shard: Shard{World: 2}, ZeRO: 0}); err == nil {
 		t.Error("replicated without a reducer accepted")

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -106,7 +107,7 @@ func tinyModel(t testing.TB, tied bool, seed uint64) *model.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	return &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, seed, 0.2, 0.3)}
 }
 

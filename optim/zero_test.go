@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -126,7 +127,7 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 		return model.RandomParams(b, mc, uint64(100+step), 0.5, 0.5)
 	}
 	// The reference: one unsharded optimizer.
-	rb := model.NewCPU()
+	rb := cpu.NewBackend()
 	rp := model.RandomParams(rb, mc, 3, 0.2, 0.3)
 	ro := NewAdamW(rb, mc, cfg)
 	refAt := []map[string][]float32{hostParams(rb, mc, rp)} // weights after s steps
@@ -147,7 +148,7 @@ func TestShardedAdamWMatchesUnsharded(t *testing.T) {
 			wg.Add(1)
 			go func(r int) {
 				defer wg.Done()
-				b := model.NewCPU()
+				b := cpu.NewBackend()
 				p := model.RandomParams(b, mc, 3, 0.2, 0.3)
 				opt, err := NewShardedAdamW(b, mc, p, cfg, Shard{Rank: r, World: world})
 				if err != nil {
@@ -300,7 +301,7 @@ func TestClipShardGradNorm(t *testing.T) {
 	}
 	for _, world := range []int{2, 3} {
 		for _, maxNorm := range []float64{0, 1e9, 0.5} {
-			b := model.NewCPU()
+			b := cpu.NewBackend()
 			whole := model.RandomParams(b, mc, 7, 0.5, 0.5)
 			want, err := ClipGradNorm(b, mc, whole, maxNorm)
 			if err != nil {

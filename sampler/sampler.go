@@ -1,4 +1,4 @@
-// Package rollout generates completions: batched prefill and KV-cached
+// Package sampler generates completions: batched prefill and KV-cached
 // decode over the model, with temperature / top-k / top-p / greedy sampling,
 // stop tokens, a max_new_tokens cap (recorded as truncation), variable
 // rollout counts per prompt and a shared prompt prefix.
@@ -38,10 +38,9 @@
 // bit; with top-k (and top-p) the device repeats the host's arithmetic on
 // the same k logits, in the same order, with its own exp. A draw therefore
 // picks the neighbouring token only when u·Σ lies within a few ulps of a
-// boundary of the cumulative sum; over 12,288 draws on random logits
-// (greedy, unfiltered, top-k, top-k + top-p) none differed on the emulator
-// (cuda TestDeviceDrawMatchesHost, which allows 1 in 1,000). Greedy draws
-// are the same argmax (lowest id among ties). Either way the tokens do not
+// boundary of the cumulative sum (cuda TestDeviceDrawMatchesHost bounds how
+// often; what it measured is in docs/evidence.md and docs/gpu.md). Greedy
+// draws are the same argmax (lowest id among ties). Either way the tokens do not
 // depend on the batch composition, the slot count or the order of prompts
 // (the padding rows of a graph's bucket are computed and ignored).
 package sampler

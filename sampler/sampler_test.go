@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -282,7 +283,7 @@ func tinyCPUModel(t *testing.T) *model.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	return &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 5, 0.3, 0.2)}
 }
 

@@ -94,7 +94,7 @@ build the kit on a machine (or in a container) whose glibc is no newer than the 
 	die "$gdrotrain does not start: $err"
 fi
 # A Python named by path decides which environment's pip wheels the CUDA
-# library search looks in (it looks beside python3 on PATH; cuda/pyenv.go).
+# library search looks in (it looks beside python3 on PATH; cuda/internal/wheels).
 if [ -n "$python" ] && [[ $python == */* ]]; then
 	PATH="$(cd "$(dirname "$python")" && pwd):$PATH"
 	export PATH

@@ -150,7 +150,7 @@ echo "test_gpu_kit: fakes ok ($(($(date +%s) - start)) s)"
 # compiling what the first build compiled.
 export GDROTRAIN_EMU_CACHE=${GDROTRAIN_EMU_CACHE:-$tmp/emu-cache}
 go test -c -o "$tmp/real/cuda.test" ./cuda/
-go run ./cuda/internal/emu/cmd/build-emulator "$tmp/emu" >/dev/null
+go run ./internal/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
 bash scripts/make_gpu_kit.sh --gdrotrain "$tmp/real/gdrotrain" --cuda-test "$tmp/real/cuda.test" --out "$tmp/kit.tar.gz" >/dev/null
 mkdir "$tmp/node"
 tar -C "$tmp/node" -xzf "$tmp/kit.tar.gz"

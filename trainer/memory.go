@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -307,7 +308,7 @@ func CPUOnly(name, precision string, logf func(string, ...any)) (model.Backend, 
 	case device.Auto:
 		logf("device auto: this program opens no GPU backend; using the CPU backend")
 	}
-	return model.NewCPU(), nil
+	return cpu.NewBackend(), nil
 }
 
 // OpenBackend opens the device run.device names with open (nil: CPUOnly)

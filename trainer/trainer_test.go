@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -87,7 +88,7 @@ func TestRunEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := model.Load(model.NewCPU(), filepath.Join(dir, "checkpoints", checkpoint.Name(2))); err != nil {
+	if _, err := model.Load(cpu.NewBackend(), filepath.Join(dir, "checkpoints", checkpoint.Name(2))); err != nil {
 		t.Fatalf("saved weights do not load: %v", err)
 	}
 
@@ -145,7 +146,7 @@ func TestBadInputs(t *testing.T) {
 func TestTrainingStepGradient(t *testing.T) {
 	o := model.DefaultTiny()
 	mc, _ := o.Config()
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	m := &model.Model{Cfg: mc, B: b, P: model.RandomParams(b, mc, 9, 0.3, 0.2)}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []Row

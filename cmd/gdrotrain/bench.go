@@ -15,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/model"
+	cudaprofile "github.com/gdrotrain/gdrotrain/cuda/profile"
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 )
 
 func init() { register(newBenchCmd) }
@@ -49,19 +51,19 @@ count, and warns when that is not an optimized BLAS.`,
 					return err
 				}
 				if cb, ok := b.(*cuda.Backend); ok && profile {
-					if err := cuda.WriteProfiles(cmd.OutOrStdout(), cb, asJSON); err != nil {
+					if err := cudaprofile.WriteTrain(cmd.OutOrStdout(), cb, asJSON); err != nil {
 						return err
 					}
-					return cuda.WriteDecodeProfiles(cmd.OutOrStdout(), cb, asJSON)
+					return cudaprofile.WriteDecode(cmd.OutOrStdout(), cb, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
-					return cuda.Bench(cmd.OutOrStdout(), cb, cuda.BenchOptions{Shape: gpuShape, Python: torchPython,
+					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,
 						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs,
 						JSON: asJSON})
 				}
 			}
-			var shapes []model.BenchShape
-			for _, s := range model.BenchShapes() {
+			var shapes []bench.Shape
+			for _, s := range bench.Shapes() {
 				if only == "" || only == s.Name {
 					shapes = append(shapes, s)
 				}
@@ -116,14 +118,14 @@ type torchResult struct {
 // in PyTorch on the same number of threads, interleaved shape by shape for
 // o.rounds rounds (the machine's load then weighs on both sides alike), and
 // prints each side's best round and their ratio, then every round's ratios.
-func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
+func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 	threads := o.threads
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads))
 	rounds := max(o.rounds, 1)
-	b := model.NewCPUWith(model.CPUOptions{Workers: threads})
+	b := cpu.NewBackendWith(cpu.Options{Workers: threads})
 	fmt.Fprintf(w, "gdrotrain: CPU backend, %d threads, float32; matrix products: %s\n", b.Workers(), b.MatMulLibrary())
 	torch, note := startTorch(shapes, o.python, o.script, threads)
 	if torch != nil {
@@ -142,9 +144,9 @@ func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
 				"install OpenBLAS for the baseline (apt-get install libopenblas0-pthread; `make bench` does)")
 		}
 	}
-	benchers := make([]*model.Bencher, len(shapes))
+	benchers := make([]*bench.Bencher, len(shapes))
 	for i, s := range shapes {
-		x, err := model.NewBencher(b, s)
+		x, err := bench.NewBencher(b, s)
 		if err != nil {
 			return err
 		}
@@ -153,7 +155,7 @@ func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
 		}
 		benchers[i] = x
 	}
-	ours := make([][]model.BenchResult, len(shapes))
+	ours := make([][]bench.Result, len(shapes))
 	theirs := make([][]torchResult, len(shapes))
 	for r := 0; r < rounds; r++ {
 		for i, s := range shapes {
@@ -178,8 +180,8 @@ func runBench(w io.Writer, shapes []model.BenchShape, o cpuBenchOptions) error {
 	fmt.Fprintf(w, "%-10s %8s %7s %12s %12s %12s %12s %8s %8s\n", "shape", "params", "tokens", "fwd tok/s", "torch fwd", "train tok/s", "torch train", "fwd ×", "train ×")
 	var spread []string
 	for i, s := range shapes {
-		of := best(ours[i], func(r model.BenchResult) float64 { return r.FwdTokPerS })
-		ot := best(ours[i], func(r model.BenchResult) float64 { return r.TrainTokPerS })
+		of := best(ours[i], func(r bench.Result) float64 { return r.FwdTokPerS })
+		ot := best(ours[i], func(r bench.Result) float64 { return r.TrainTokPerS })
 		tf, tt, rf, rt := "-", "-", "-", "-"
 		if len(theirs[i]) == rounds {
 			f := best(theirs[i], func(r torchResult) float64 { return r.FwdTokS })
@@ -239,7 +241,7 @@ type torchProc struct {
 // startTorch starts the PyTorch script on the shapes with threads threads
 // for torch and its BLAS; a missing torch is a note, not an error, so `make
 // bench` works everywhere.
-func startTorch(shapes []model.BenchShape, py, script string, threads int) (*torchProc, string) {
+func startTorch(shapes []bench.Shape, py, script string, threads int) (*torchProc, string) {
 	if py == "" {
 		return nil, "PyTorch baseline skipped (--torch-python empty)"
 	}

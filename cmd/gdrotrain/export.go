@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -34,7 +35,7 @@ AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.`,
 			if _, err := checkpoint.Verify(ckpt); err != nil {
 				return err
 			}
-			m, err := model.Load(model.NewCPU(), ckpt)
+			m, err := model.Load(cpu.NewBackend(), ckpt)
 			if err != nil {
 				return err
 			}

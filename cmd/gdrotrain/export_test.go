@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -18,7 +19,7 @@ func TestExportRoundTrip(t *testing.T) {
 	root := t.TempDir()
 	o := model.DefaultTiny()
 	cfg, _ := o.Config()
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	p := model.RandomParams(b, cfg, 4, 0.1, 0.2)
 	w, err := checkpoint.Begin(filepath.Join(root, "checkpoints"), 7)
 	if err != nil {
@@ -47,7 +48,7 @@ func TestExportRoundTrip(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
 			t.Errorf("%s: tokenizer not exported", c.dtype)
 		}
-		m, err := model.Load(model.NewCPU(), out)
+		m, err := model.Load(cpu.NewBackend(), out)
 		if err != nil {
 			t.Fatal(err)
 		}

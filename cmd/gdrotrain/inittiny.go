@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -33,7 +34,7 @@ drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
 			if err != nil {
 				return err
 			}
-			b := model.NewCPU()
+			b := cpu.NewBackend()
 			p := model.RandomParams(b, cfg, seed, o.InitStd, 0)
 			if err := model.WriteFolder(out, cfg, b, p, dt); err != nil {
 				return err

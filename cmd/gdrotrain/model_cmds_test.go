@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -32,7 +33,7 @@ func TestInitTinyAndLogits(t *testing.T) {
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatal(err)
 	}
-	m, err := model.Load(model.NewCPU(), dir)
+	m, err := model.Load(cpu.NewBackend(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

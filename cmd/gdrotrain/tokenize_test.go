@@ -57,7 +57,7 @@ func TestTokenizeCmd(t *testing.T) {
 	if pieces != "\"a\"\n\" \"\n\" b\"\n" {
 		t.Errorf("--pieces: %q", pieces)
 	}
-	// Ids outside the vocabulary are an error (they used to be dropped silently).
+	// Ids outside the vocabulary are an error (never dropped silently).
 	for _, ids := range []string{"1 512 2", "5,-1"} {
 		if _, err := runCmd(t, "", "tokenize", "--tokenizer", dir, "--decode", ids); err == nil || !strings.Contains(err.Error(), "not in the tokenizer's vocabulary") {
 			t.Errorf("--decode %q: %v, want an out-of-vocabulary error", ids, err)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -86,7 +87,7 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 	}
 	start := time.Now()
 	r := &Report{Device: d.Info.Name, Precision: prec}
-	cpu, gpu := model.NewCPU(), cuda.NewBackend(d, prec)
+	cpu, gpu := fastcpu.NewBackend(), cuda.NewBackend(d, prec)
 	record := func(c Check) {
 		r.Checks = append(r.Checks, c)
 		status := "ok"

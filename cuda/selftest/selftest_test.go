@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
-	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 )
 
 var emuDir string // the emulator built by device, removed by TestMain
@@ -33,7 +33,7 @@ func device(t *testing.T) *cuda.Device {
 		} else if !cuda.IsNoGPU(err) {
 			t.Fatal(err)
 		}
-		if !emu.Available() {
+		if !cudaemu.Available() {
 			if os.Getenv("GDROTRAIN_REQUIRE_EMULATOR") != "" {
 				t.Fatal("GDROTRAIN_REQUIRE_EMULATOR is set but g++ is missing")
 			}
@@ -44,7 +44,7 @@ func device(t *testing.T) *cuda.Device {
 			t.Fatal(err)
 		}
 		emuDir = dir
-		if err := emu.Build(dir, cuda.Sources()); err != nil {
+		if err := cudaemu.Build(dir, cuda.Sources()); err != nil {
 			t.Fatal(err)
 		}
 		os.Setenv(cuda.LibDirEnv, dir)
@@ -121,7 +121,7 @@ func TestHeadDimSweep(t *testing.T) {
 	if emuDir == "" {
 		t.Skip("fault injection needs the emulator (this machine has a GPU)")
 	}
-	cpu, gpu := model.NewCPU(), cuda.NewBackend(d, cuda.FP32)
+	cpu, gpu := fastcpu.NewBackend(), cuda.NewBackend(d, cuda.FP32)
 	var sweep []OpCase
 	for _, c := range OpCases() {
 		if strings.HasPrefix(c.Name, "attention every head_dim") {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -40,7 +41,7 @@ func (Parity) Score(response, truth string) reward.Result {
 // LoadWeights reads a model folder's (or checkpoint's) parameters by name.
 func LoadWeights(t testing.TB, dir string) map[string][]float32 {
 	t.Helper()
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	m, err := model.Load(b, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/synth"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -40,7 +41,7 @@ func TinyTask(t testing.TB) Task {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := model.NewCPU()
+	b := cpu.NewBackend()
 	if err := model.WriteFolder(task.Model, mc, b, model.RandomParams(b, mc, 3, 0.1, 0), model.F32); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // single-precision matrix product. Like the CUDA libraries (docs/architecture.md
 // decision 2) it is opened with dlopen and called through our own
 // prototypes, so the binary builds without BLAS headers and starts where no
-// BLAS is installed; model.CPU then falls back to its Go kernels.
+// BLAS is installed; the fast CPU backend (backend/cpu) then falls back to its Go kernels.
 //
 // Only the LP64 interface is used (32-bit integer arguments, as Debian's
 // libopenblas0-pthread and Homebrew's openblas are built); shapes above

@@ -1,4 +1,4 @@
-package cuda
+package profile
 
 // Profiling one optimizer step of a model shape: forward, the per-token
 // gradient of a token-mean loss, backward, gradient clipping and AdamW, as
@@ -16,6 +16,8 @@ import (
 	"io"
 	"math/rand/v2"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 )
@@ -24,19 +26,19 @@ import (
 type StepProfile struct {
 	Shape         string
 	Rows, Tokens  int
-	Layers        int     // the shape's depth, which Step is extrapolated to
-	CountedLayers [2]int  // the depths actually run
-	First         Profile // the first step at CountedLayers[1] (allocations, tables)
-	Step          Profile // the second step, extrapolated to Layers (DeviceAllocs: as counted at CountedLayers[1])
-	ModelFLOPs    float64 // the step's useful arithmetic (model.TrainFLOPs)
+	Layers        int          // the shape's depth, which Step is extrapolated to
+	CountedLayers [2]int       // the depths actually run
+	First         cuda.Profile // the first step at CountedLayers[1] (allocations, tables)
+	Step          cuda.Profile // the second step, extrapolated to Layers (DeviceAllocs: as counted at CountedLayers[1])
+	ModelFLOPs    float64      // the step's useful arithmetic (bench.TrainFLOPs)
 }
 
-// ProfileTrainStep counts one optimizer step of s on b, at one and two
+// TrainStep counts one optimizer step of s on b, at one and two
 // layers, extrapolated to s.Opts.Layers.
-func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
+func TrainStep(b *cuda.Backend, s bench.Shape) (StepProfile, error) {
 	sp := StepProfile{Shape: s.Name, Rows: s.Batch, Tokens: s.Batch * s.SeqLen, Layers: s.Opts.Layers,
-		CountedLayers: [2]int{1, 2}, ModelFLOPs: model.TrainFLOPs(s)}
-	var at [2]Profile
+		CountedLayers: [2]int{1, 2}, ModelFLOPs: bench.TrainFLOPs(s)}
+	var at [2]cuda.Profile
 	for i, L := range sp.CountedLayers {
 		o := s.Opts
 		o.Layers = L
@@ -58,7 +60,7 @@ func ProfileTrainStep(b *Backend, s model.BenchShape) (StepProfile, error) {
 
 // profileAt runs two optimizer steps of o and returns the first one's
 // counts and the second's.
-func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step Profile, err error) {
+func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first, step cuda.Profile, err error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return first, step, err
@@ -82,7 +84,7 @@ func profileAt(b *Backend, o model.TinyOptions, s model.BenchShape) (first, step
 		return first, step, err
 	}
 	d := b.Device()
-	d.alloc.release() // each depth starts from an empty allocator cache
+	d.ReleaseCache() // each depth starts from an empty allocator cache
 	for i := 0; i < 2; i++ {
 		before := d.Profile()
 		if err := optimizerStep(m, seqs, grads, opt); err != nil {
@@ -130,7 +132,7 @@ func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, o
 }
 
 // JSON returns the profile as one flat object with the estimate on r.
-func (sp StepProfile) JSON(r Roofline) map[string]any {
+func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 	p := sp.Step
 	est := p.EstSeconds(r)
 	return map[string]any{
@@ -148,8 +150,8 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 		"d2h_bytes":                p.D2HBytes,
 		"flops_tensor_core":        p.FlopsTensorCore(),
 		"flops_cuda_core":          p.FlopsCUDACore(),
-		"flops_attention_tc":       p.Flops[EngineFlash],     // fused attention on tensor cores (in flops_tensor_core)
-		"flops_attention_cuda":     p.Flops[EngineAttention], // attention kernels on CUDA cores (in flops_cuda_core)
+		"flops_attention_tc":       p.Flops[cuda.EngineFlash],     // fused attention on tensor cores (in flops_tensor_core)
+		"flops_attention_cuda":     p.Flops[cuda.EngineAttention], // attention kernels on CUDA cores (in flops_cuda_core)
 		"tensor_core_fraction":     p.TensorCoreFraction(),
 		"model_flops":              sp.ModelFLOPs,
 		"est_h100_ms":              1e3 * est,
@@ -161,33 +163,33 @@ func (sp StepProfile) JSON(r Roofline) map[string]any {
 	}
 }
 
-// ProfileShapes are the shapes `gdrotrain bench --profile` counts: a
+// TrainShapes are the shapes `gdrotrain bench --profile` counts: a
 // Qwen3-1.7B training step of 8 rows × 2k tokens and of 2 rows × 8k
 // (16k tokens each, a 256-token prompt per row).
-func ProfileShapes() []model.BenchShape {
-	o := model.Qwen3_1_7B()
-	return []model.BenchShape{
+func TrainShapes() []bench.Shape {
+	o := bench.Qwen3_1_7B()
+	return []bench.Shape{
 		{Name: "qwen3-1.7b-8x2k", Opts: o, Batch: 8, SeqLen: 2048, ResponseTokens: 2048 - 256},
 		{Name: "qwen3-1.7b-2x8k", Opts: o, Batch: 2, SeqLen: 8192, ResponseTokens: 8192 - 256},
 	}
 }
 
-// WriteProfiles counts every profile shape on b and writes one JSON object
+// WriteTrain counts every training shape on b and writes one JSON object
 // per shape (asJSON) or a table to w.
-func WriteProfiles(w io.Writer, b *Backend, asJSON bool) error {
-	shapes := ProfileShapes()
-	header := fmt.Sprintf("step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", H100) +
+func WriteTrain(w io.Writer, b *cuda.Backend, asJSON bool) error {
+	shapes := TrainShapes()
+	header := fmt.Sprintf("step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", cuda.H100) +
 		fmt.Sprintf("%-18s %9s %7s %6s %7s %8s %9s %9s %7s %9s %7s", "shape", "launches", "gemms", "syncs",
 			"allocs", "TC frac", "attn TF", "total TF", "est ms", "est MFU", "layers")
 	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
-		sp, err := ProfileTrainStep(b, s)
+		sp, err := TrainStep(b, s)
 		if err != nil {
 			return nil, "", err
 		}
-		j, p := sp.JSON(H100), sp.Step
+		j, p := sp.JSON(cuda.H100), sp.Step
 		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d", s.Name, p.Launches, p.GEMMs,
-			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[EngineFlash]+p.Flops[EngineAttention])/1e12,
+			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[cuda.EngineFlash]+p.Flops[cuda.EngineAttention])/1e12,
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers), nil
 	})
 }
@@ -217,21 +219,21 @@ func writeProfiles(w io.Writer, asJSON bool, header string, n int, row func(i in
 }
 
 // gbByEngine is the ops' DRAM traffic by engine, in GB.
-func gbByEngine(p Profile) map[string]float64 {
+func gbByEngine(p cuda.Profile) map[string]float64 {
 	out := map[string]float64{}
 	for e, b := range p.Bytes {
-		out[engineNames[e]] = b / 1e9
+		out[cuda.Engine(e).String()] = b / 1e9
 	}
 	return out
 }
 
 // msByEngine is the estimate's op time by engine, plus launches and syncs.
-func msByEngine(p Profile) map[string]float64 {
+func msByEngine(p cuda.Profile) map[string]float64 {
 	out := map[string]float64{}
 	for e, s := range p.Seconds {
-		out[engineNames[e]] = 1e3 * s
+		out[cuda.Engine(e).String()] = 1e3 * s
 	}
-	out["launch_overhead"] = 1e3 * float64(p.Launches+p.GEMMs+p.Memsets) * H100.LaunchUs * 1e-6
-	out["host_syncs"] = 1e3 * float64(p.HostSyncs) * H100.SyncUs * 1e-6
+	out["launch_overhead"] = 1e3 * float64(p.Launches+p.GEMMs+p.Memsets) * cuda.H100.LaunchUs * 1e-6
+	out["host_syncs"] = 1e3 * float64(p.HostSyncs) * cuda.H100.SyncUs * 1e-6
 	return out
 }

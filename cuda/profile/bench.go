@@ -1,4 +1,4 @@
-package cuda
+package profile
 
 // The GPU benchmark: training forward+backward tokens/s, step time and MFU
 // at 2k and 8k tokens, and cached decode tokens/s at batch 1, 64 and 256
@@ -17,6 +17,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -79,13 +81,13 @@ type BenchDecode struct {
 
 // Bench measures training and decode throughput on b and prints a table
 // beside the PyTorch baseline.
-func Bench(w io.Writer, b *Backend, o BenchOptions) error {
+func Bench(w io.Writer, b *cuda.Backend, o BenchOptions) error {
 	g := &gpuBench{b: b, BenchOptions: o}
 	return g.run(w)
 }
 
 type gpuBench struct {
-	b *Backend
+	b *cuda.Backend
 	BenchOptions
 }
 
@@ -125,7 +127,7 @@ type gpuTorchResult struct {
 
 type gpuPlan struct {
 	opts   model.TinyOptions
-	train  []model.BenchShape
+	train  []bench.Shape
 	decode [][2]int // batch, context
 	steps  int
 }
@@ -133,11 +135,11 @@ type gpuPlan struct {
 func (g *gpuBench) plan() (gpuPlan, error) {
 	switch g.Shape {
 	case "qwen3-1.7b":
-		return gpuPlan{opts: model.Qwen3_1_7B(), train: model.GPUBenchShapes(model.Qwen3_1_7B(), g.Shape),
+		return gpuPlan{opts: bench.Qwen3_1_7B(), train: bench.GPUShapes(bench.Qwen3_1_7B(), g.Shape),
 			decode: [][2]int{{1, 1024}, {64, 1024}, {256, 1024}, {1, 4096}, {64, 4096}, {256, 4096}}, steps: 32}, nil
 	case "tiny":
 		o := model.DefaultTiny()
-		return gpuPlan{opts: o, train: []model.BenchShape{{Name: "tiny-256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
+		return gpuPlan{opts: o, train: []bench.Shape{{Name: "tiny-256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
 			decode: [][2]int{{1, 64}, {4, 64}}, steps: 4}, nil
 	}
 	return gpuPlan{}, fmt.Errorf("--gpu-shape %q: want qwen3-1.7b or tiny", g.Shape)
@@ -159,7 +161,7 @@ func (g *gpuBench) run(w io.Writer) error {
 	for _, s := range p.train {
 		t := BenchTrain{Name: s.Name, Batch: s.Batch, SeqLen: s.SeqLen, ResponseTokens: s.ResponseTokens}
 		tokens := float64(s.Batch * s.SeqLen)
-		mfu := func(tokS float64) float64 { return model.TrainFLOPs(s) * tokS / tokens / (g.PeakTFLOPs * 1e12) }
+		mfu := func(tokS float64) float64 { return bench.TrainFLOPs(s) * tokS / tokens / (g.PeakTFLOPs * 1e12) }
 		res, err := g.measureTrain(s)
 		if err != nil {
 			t.Error = g.failed(err)
@@ -189,7 +191,7 @@ func (g *gpuBench) run(w io.Writer) error {
 	}
 	for _, d := range p.decode {
 		x := BenchDecode{Name: fmt.Sprintf("decode-b%d-c%d", d[0], d[1]), Batch: d[0], Context: d[1], Steps: p.steps}
-		res, err := model.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
+		res, err := bench.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
 		if err != nil {
 			x.Error = g.failed(err)
 		} else {
@@ -230,13 +232,13 @@ func (g *gpuBench) run(w io.Writer) error {
 // measureTrain times a training shape after one untimed forward+backward
 // (allocator growth, cuBLAS heuristics, first-touch), as the PyTorch
 // baseline warms up too.
-func (g *gpuBench) measureTrain(s model.BenchShape) (model.BenchResult, error) {
-	x, err := model.NewBencher(g.b, s)
+func (g *gpuBench) measureTrain(s bench.Shape) (bench.Result, error) {
+	x, err := bench.NewBencher(g.b, s)
 	if err != nil {
-		return model.BenchResult{}, err
+		return bench.Result{}, err
 	}
 	if err := x.Warm(); err != nil {
-		return model.BenchResult{}, err
+		return bench.Result{}, err
 	}
 	return x.Run()
 }
@@ -255,7 +257,7 @@ func num(v float64, format string) string {
 func (g *gpuBench) failed(err error) string {
 	g.b.ResetErr()
 	runtime.GC()
-	g.b.Device().alloc.release()
+	g.b.Device().ReleaseCache()
 	msg := err.Error()
 	if isOOMText(msg) {
 		msg = "out of memory"

@@ -1,15 +1,14 @@
-package model
-
-// The fast CPU backend: what NewCPU returns and users without a GPU run
-// (the demo, the miniature studies, CI). It computes the same functions as
-// the reference (cpu.go) to float32 rounding, at the machine's speed:
+// Package cpu is the fast CPU backend: what users without a GPU run (the
+// demo, the miniature studies, CI). It computes the same functions as the
+// reference (model.ReferenceCPU, model/cpu.go) to float32 rounding, at the
+// machine's speed:
 //
 //   - Matrix products, including attention's q·kᵀ and p·v, go through
-//     OpenBLAS sgemm (cpu_gemm.go), or gonum's Go Sgemm where OpenBLAS is
+//     OpenBLAS sgemm (gemm.go), or gonum's Go Sgemm where OpenBLAS is
 //     missing (with one log line).
 //   - RMSNorm, RoPE, SwiGLU, attention's softmax and the log-softmax over
 //     the vocabulary run in parallel over rows (and heads), in float32 with
-//     the float32 exponential of model/internal/fastexp (a vectorized C loop
+//     the float32 exponential of internal/fastexp (a vectorized C loop
 //     where cgo is on, the same bits in Go otherwise), on per-worker scratch
 //     taken from a pool: no allocation inside the loops.
 //
@@ -26,9 +25,9 @@ package model
 //   - SumSquares (its contract) and the RoPE angles, computed once per
 //     (position, frequency) into a cached float32 table.
 //
-// Everything else is the reference's code (Embedding and its backward,
-// Gather/ScatterRows, Copy, SumSquares), or that code run in parallel
-// chunks (AdamW): copies and per-element updates with no arithmetic worth a
+// Everything else is the reference's code, embedded (Embedding and its
+// backward, Gather/ScatterRows, Copy, SumSquares), or that code run in
+// parallel chunks (AdamW): copies and per-element updates with no arithmetic worth a
 // second version.
 //
 // Results do not depend on the number of workers or on goroutine timing:
@@ -37,22 +36,24 @@ package model
 // exponential gives the same bits with and without cgo. So a run resumed
 // on a machine with another core count (and the same CPU type, which
 // decides OpenBLAS's kernels) repeats the uninterrupted one.
+package cpu
 
 import (
 	"math"
 	"runtime"
 	"sync"
 
-	"github.com/gdrotrain/gdrotrain/model/internal/cblas"
-	"github.com/gdrotrain/gdrotrain/model/internal/fastexp"
+	"github.com/gdrotrain/gdrotrain/backend/cpu/internal/cblas"
+	"github.com/gdrotrain/gdrotrain/backend/cpu/internal/fastexp"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// CPU is the fast CPU backend. Its tensors are the reference's ([]float32),
+// Backend is the fast CPU backend. Its tensors are the reference's ([]float32),
 // so tensors move freely between the two.
-type CPU struct {
-	ReferenceCPU
-	blas    *cblas.Lib // nil: gonum's Go kernels
-	blasErr error      // why blas is nil
+type Backend struct {
+	*model.ReferenceCPU            // argument checks, error recording, workers, and the ops that are plain copies
+	blas                *cblas.Lib // nil: gonum's Go kernels
+	blasErr             error      // why blas is nil
 
 	ropeMu sync.Mutex
 	rope   map[ropeKey]*ropeTable
@@ -60,23 +61,23 @@ type CPU struct {
 	scratch sync.Pool // *[]float32, per-worker buffers
 }
 
-// CPUOptions configure NewCPUWith.
-type CPUOptions struct {
+// Options configure NewBackendWith.
+type Options struct {
 	Workers int  // goroutines for parallel loops (0: GOMAXPROCS)
 	NoBLAS  bool // use the Go matrix kernels even where OpenBLAS is installed
 }
 
-// NewCPU returns the fast CPU backend on every core, with OpenBLAS when the
+// NewBackend returns the fast CPU backend on every core, with OpenBLAS when the
 // machine has it (see cblas.Env to choose or refuse a library).
-func NewCPU() *CPU { return NewCPUWith(CPUOptions{}) }
+func NewBackend() *Backend { return NewBackendWith(Options{}) }
 
-// NewCPUWith returns the fast CPU backend with options.
-func NewCPUWith(o CPUOptions) *CPU {
+// NewBackendWith returns the fast CPU backend with options.
+func NewBackendWith(o Options) *Backend {
 	w := o.Workers
 	if w <= 0 {
 		w = runtime.GOMAXPROCS(0)
 	}
-	b := &CPU{ReferenceCPU: ReferenceCPU{workers: w}, rope: map[ropeKey]*ropeTable{}}
+	b := &Backend{ReferenceCPU: model.NewReferenceCPUWorkers(w), rope: map[ropeKey]*ropeTable{}}
 	if o.NoBLAS {
 		b.blasErr = cblas.ErrOff
 	} else {
@@ -86,11 +87,11 @@ func NewCPUWith(o CPUOptions) *CPU {
 }
 
 // Name identifies the backend in logs.
-func (b *CPU) Name() string { return "cpu" }
+func (b *Backend) Name() string { return "cpu" }
 
 // MatMulLibrary describes what computes the matrix products, for logs and
 // the benchmark: the OpenBLAS build and its file, or the Go fallback and why.
-func (b *CPU) MatMulLibrary() string {
+func (b *Backend) MatMulLibrary() string {
 	if b.blas != nil {
 		s := "OpenBLAS " + b.blas.Path
 		if b.blas.Config != "" {
@@ -101,12 +102,9 @@ func (b *CPU) MatMulLibrary() string {
 	return "Go kernels (gonum Sgemm): " + b.blasErr.Error()
 }
 
-// Workers is the number of goroutines the parallel loops use.
-func (b *CPU) Workers() int { return b.workers }
-
 // buf returns a scratch slice of n floats (contents undefined) and the
 // handle to give back with put.
-func (b *CPU) buf(n int) (*[]float32, []float32) {
+func (b *Backend) buf(n int) (*[]float32, []float32) {
 	p, _ := b.scratch.Get().(*[]float32)
 	if p == nil {
 		p = new([]float32)
@@ -117,15 +115,27 @@ func (b *CPU) buf(n int) (*[]float32, []float32) {
 	return p, (*p)[:n]
 }
 
-func (b *CPU) put(p *[]float32) { b.scratch.Put(p) }
+func (b *Backend) put(p *[]float32) { b.scratch.Put(p) }
+
+// sameSize records an error unless every tensor has the same number of
+// elements, as the reference checks.
+func (b *Backend) sameSize(op string, ts ...*model.Tensor) bool {
+	return b.Keep(model.SizeCheck(op, ts...))
+}
+
+// checkLSG validates log-softmax-gather shapes, as the reference does.
+func (b *Backend) checkLSG(op string, logits *model.Tensor, targets []int32, perRow ...*model.Tensor) (M, V int, ok bool) {
+	M, V, err := model.LSGDims(op, logits, targets, perRow...)
+	return M, V, b.Keep(err)
+}
 
 // Add accumulates dst += src.
-func (b *CPU) Add(dst, src *Tensor) {
-	if !b.check("add", dst, src) || !b.sameSize("add", dst, src) {
+func (b *Backend) Add(dst, src *model.Tensor) {
+	if !b.Check("add", dst, src) || !b.sameSize("add", dst, src) {
 		return
 	}
-	d, s := b.data(dst), b.data(src)
-	b.parallelFor(len(d), 1, func(lo, hi int) {
+	d, s := b.Data(dst), b.Data(src)
+	b.ParallelFor(len(d), 1, func(lo, hi int) {
 		d, s := d[lo:hi], s[lo:hi]
 		for i := range d {
 			d[i] += s[i]
@@ -134,12 +144,12 @@ func (b *CPU) Add(dst, src *Tensor) {
 }
 
 // Scale multiplies t by s.
-func (b *CPU) Scale(t *Tensor, s float32) {
-	if !b.check("scale", t) {
+func (b *Backend) Scale(t *model.Tensor, s float32) {
+	if !b.Check("scale", t) {
 		return
 	}
-	d := b.data(t)
-	b.parallelFor(len(d), 1, func(lo, hi int) {
+	d := b.Data(t)
+	b.ParallelFor(len(d), 1, func(lo, hi int) {
 		for i := range d[lo:hi] {
 			d[lo+i] *= s
 		}
@@ -181,12 +191,12 @@ func dot32(a, b []float32) float32 {
 }
 
 // RMSNorm normalizes rows of x over the last dimension, rows in parallel.
-func (b *CPU) RMSNorm(out, rstd, x, w *Tensor, eps float32) {
-	R, n, X, O, W, RS, ok := b.rmsNormArgs(out, rstd, x, w)
+func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
+	R, n, X, O, W, RS, ok := b.RMSNormArgs(out, rstd, x, w)
 	if !ok {
 		return
 	}
-	b.parallelFor(R, n, func(lo, hi int) {
+	b.ParallelFor(R, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row, o := X[r*n:(r+1)*n], O[r*n:(r+1)*n]
 			rs64 := 1 / math.Sqrt(sumSq64(row)/float64(n)+float64(eps))
@@ -217,19 +227,19 @@ const rmsRowBlock = 64
 // the formula). Blocks of rows run in parallel; each block sums its rows'
 // dw terms into its own buffer, and the buffers are added to dw in block
 // order (so the result does not depend on which goroutine finishes first).
-func (b *CPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
-	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
+func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
+	if !b.Check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
 		return
 	}
-	R, n, err := RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
-	if !b.keep(err) {
+	R, n, err := model.RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
+	if !b.Keep(err) {
 		return
 	}
-	X, DX, DO, W, DW, RS := b.data(x), b.data(dx), b.data(dout), b.data(w), b.data(dw), b.data(rstd)
+	X, DX, DO, W, DW, RS := b.Data(x), b.Data(dx), b.Data(dout), b.Data(w), b.Data(dw), b.Data(rstd)
 	nb := (R + rmsRowBlock - 1) / rmsRowBlock
 	pp, part := b.buf(nb * n) // (blocks, n)
 	defer b.put(pp)
-	b.parallelFor(nb, 4*n*rmsRowBlock, func(lo, hi int) {
+	b.ParallelFor(nb, 4*n*rmsRowBlock, func(lo, hi int) {
 		for blk := lo; blk < hi; blk++ {
 			acc := part[blk*n : (blk+1)*n]
 			clear(acc)
@@ -273,7 +283,7 @@ type ropeTable struct{ cos, sin []float32 }
 
 // ropeTab returns a table covering positions [0, maxPos], growing it to the
 // next power of two when needed. Tables are never modified once published.
-func (b *CPU) ropeTab(theta float64, d, maxPos int) *ropeTable {
+func (b *Backend) ropeTab(theta float64, d, maxPos int) *ropeTable {
 	half := d / 2
 	key := ropeKey{theta, d}
 	b.ropeMu.Lock()
@@ -302,12 +312,12 @@ func (b *CPU) ropeTab(theta float64, d, maxPos int) *ropeTable {
 }
 
 // RoPE rotates pairs (i, i+D/2) of every head, tokens in parallel.
-func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
-	if !b.check("rope", x) {
+func (b *Backend) RoPE(x *model.Tensor, pos []int32, theta float64, inverse bool) {
+	if !b.Check("rope", x) {
 		return
 	}
-	N, H, D, err := RoPEDims(x, pos)
-	if !b.keep(err) {
+	N, H, D, err := model.RoPEDims(x, pos)
+	if !b.Keep(err) {
 		return
 	}
 	if N == 0 {
@@ -323,12 +333,12 @@ func (b *CPU) RoPE(x *Tensor, pos []int32, theta float64, inverse bool) {
 	}
 	half := D / 2
 	tab := b.ropeTab(theta, D, maxPos)
-	X := b.data(x)
+	X := b.Data(x)
 	sign := float32(1)
 	if inverse {
 		sign = -1
 	}
-	b.parallelFor(N, H*D, func(lo, hi int) {
+	b.ParallelFor(N, H*D, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			cs := tab.cos[int(pos[n])*half:][:half]
 			sn := tab.sin[int(pos[n])*half:][:half]
@@ -356,7 +366,7 @@ const attnBlock = 64
 type attnItem struct{ s, h, i0, i1 int }
 
 // attnItems lists the forward's work items of segs for H heads.
-func attnItems(segs []Segment, H int) []attnItem {
+func attnItems(segs []model.Segment, H int) []attnItem {
 	var items []attnItem
 	for si, s := range segs {
 		for h := 0; h < H; h++ {
@@ -371,8 +381,8 @@ func attnItems(segs []Segment, H int) []attnItem {
 // Attention computes causal GQA attention per segment: for each (segment,
 // head, block of query rows), S = q·kᵀ·scale by sgemm, a causal softmax over
 // each row in float32, and out = P·v by sgemm.
-func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32) {
-	H, G, D, Q, K, Vv, O, L, ok := b.attentionArgs(out, lse, q, k, v, segs)
+func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
+	H, G, D, Q, K, Vv, O, L, ok := b.AttentionArgs(out, lse, q, k, v, segs)
 	if !ok {
 		return
 	}
@@ -382,7 +392,7 @@ func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32
 	for _, s := range segs {
 		maxK = max(maxK, s.KLen)
 	}
-	b.parallelFor(len(items), attnBlock*maxK*D, func(lo, hi int) {
+	b.ParallelFor(len(items), attnBlock*maxK*D, func(lo, hi int) {
 		p, S := b.buf(attnBlock * maxK)
 		defer b.put(p)
 		pm, mx := b.buf(attnBlock)
@@ -430,8 +440,8 @@ func (b *CPU) Attention(out, lse, q, k, v *Tensor, segs []Segment, scale float32
 //
 //	P = exp(q·kᵀ·scale − lse) (causal),  dP = dout·vᵀ,  dS = P ⊙ (dP − Σ dout⊙out)·scale,
 //	dv += Pᵀ·dout,  dk += dSᵀ·q,  dq = dS·k.
-func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, segs []Segment, scale float32) {
-	H, G, D, t, ok := b.attentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse, segs)
+func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.Tensor, segs []model.Segment, scale float32) {
+	H, G, D, t, ok := b.AttentionBackwardArgs(dq, dk, dv, dout, q, k, v, out, lse, segs)
 	if !ok {
 		return
 	}
@@ -460,7 +470,7 @@ func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, seg
 			items = append(items, item{si, si + 1, g})
 		}
 	}
-	b.parallelFor(len(items), 4*maxK*maxK*D, func(lo, hi int) {
+	b.ParallelFor(len(items), 4*maxK*maxK*D, func(lo, hi int) {
 		pp, P := b.buf(attnBlock * maxK)
 		defer b.put(pp)
 		pd, dP := b.buf(attnBlock * maxK)
@@ -475,7 +485,7 @@ func (b *CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *Tensor, seg
 
 // attnBackwardSegment is AttentionBackward for one segment and group g, with
 // scratch P and dP of attnBlock·KLen floats each.
-func (b *CPU) attnBackwardSegment(s Segment, g, H, G, D, groups int, scale float32,
+func (b *Backend) attnBackwardSegment(s model.Segment, g, H, G, D, groups int, scale float32,
 	Q, K, Vv, O, DO, L, DQ, DK, DV, P, dP []float32) {
 	var lse [attnBlock]float32
 	ko := (s.K0*G + g) * D
@@ -513,47 +523,47 @@ func (b *CPU) attnBackwardSegment(s Segment, g, H, G, D, groups int, scale float
 }
 
 // SwiGLU computes silu(gate) ⊙ up in parallel chunks.
-func (b *CPU) SwiGLU(out, gate, up *Tensor) {
-	if !b.check("swiglu", out, gate, up) || !b.sameSize("swiglu", out, gate, up) {
+func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
+	if !b.Check("swiglu", out, gate, up) || !b.sameSize("swiglu", out, gate, up) {
 		return
 	}
-	O, Gt, U := b.data(out), b.data(gate), b.data(up)
-	b.parallelFor(len(O), 16, func(lo, hi int) {
+	O, Gt, U := b.Data(out), b.Data(gate), b.Data(up)
+	b.ParallelFor(len(O), 16, func(lo, hi int) {
 		fastexp.SiLUMul(O[lo:hi], Gt[lo:hi], U[lo:hi])
 	})
 }
 
 // SwiGLUBackward: d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
-func (b *CPU) SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) {
-	if !b.check("swiglu backward", dgate, dup, dout, gate, up) || !b.sameSize("swiglu backward", dgate, dup, dout, gate, up) {
+func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
+	if !b.Check("swiglu backward", dgate, dup, dout, gate, up) || !b.sameSize("swiglu backward", dgate, dup, dout, gate, up) {
 		return
 	}
-	DG, DU, DO, Gt, U := b.data(dgate), b.data(dup), b.data(dout), b.data(gate), b.data(up)
-	b.parallelFor(len(Gt), 16, func(lo, hi int) {
+	DG, DU, DO, Gt, U := b.Data(dgate), b.Data(dup), b.Data(dout), b.Data(gate), b.Data(up)
+	b.ParallelFor(len(Gt), 16, func(lo, hi int) {
 		fastexp.SiLUMulBackward(DG[lo:hi], DU[lo:hi], DO[lo:hi], Gt[lo:hi], U[lo:hi])
 	})
 }
 
 // LogSoftmaxGather computes target log-probabilities, log-sum-exp and
 // entropy, rows in parallel; the sums over the vocabulary are float64.
-func (b *CPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int32) {
-	ts := []*Tensor{logp, lse, logits}
+func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, targets []int32) {
+	ts := []*model.Tensor{logp, lse, logits}
 	if entropy != nil {
 		ts = append(ts, entropy)
 	}
-	if !b.check("logsoftmax gather", ts...) {
+	if !b.Check("logsoftmax gather", ts...) {
 		return
 	}
 	M, V, ok := b.checkLSG("logsoftmax gather", logits, targets, logp, lse, entropy)
 	if !ok {
 		return
 	}
-	X, LP, LS := b.data(logits), b.data(logp), b.data(lse)
+	X, LP, LS := b.Data(logits), b.Data(logp), b.Data(lse)
 	var E []float32
 	if entropy != nil {
-		E = b.data(entropy)
+		E = b.Data(entropy)
 	}
-	b.parallelFor(M, 8*V, func(lo, hi int) {
+	b.ParallelFor(M, 8*V, func(lo, hi int) {
 		for m := lo; m < hi; m++ {
 			row := X[m*V : (m+1)*V]
 			mx := fastexp.Max(row)
@@ -580,16 +590,16 @@ func (b *CPU) LogSoftmaxGather(logp, lse, entropy, logits *Tensor, targets []int
 }
 
 // LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
-func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targets []int32) {
-	if !b.check("logsoftmax gather backward", dlogits, dlogp, logits, lse) || !b.sameSize("logsoftmax gather backward", dlogits, logits) {
+func (b *Backend) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *model.Tensor, targets []int32) {
+	if !b.Check("logsoftmax gather backward", dlogits, dlogp, logits, lse) || !b.sameSize("logsoftmax gather backward", dlogits, logits) {
 		return
 	}
 	M, V, ok := b.checkLSG("logsoftmax gather backward", logits, targets, dlogp, lse)
 	if !ok {
 		return
 	}
-	X, DX, DL, LS := b.data(logits), b.data(dlogits), b.data(dlogp), b.data(lse)
-	b.parallelFor(M, 4*V, func(lo, hi int) {
+	X, DX, DL, LS := b.Data(logits), b.Data(dlogits), b.Data(dlogp), b.Data(lse)
+	b.ParallelFor(M, 4*V, func(lo, hi int) {
 		for m := lo; m < hi; m++ {
 			g, l := DL[m], LS[m]
 			x, dx := X[m*V:(m+1)*V], DX[m*V:(m+1)*V]
@@ -604,12 +614,12 @@ func (b *CPU) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targ
 }
 
 // AdamW is the reference's update (float64 per element), split over workers.
-func (b *CPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
-	if !b.check("adamw", p, g, m, v) || !b.keep(AdamWCheck(p, g, m, v, h)) {
+func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
+	if !b.Check("adamw", p, g, m, v) || !b.Keep(model.AdamWCheck(p, g, m, v, h)) {
 		return
 	}
 	n := p.Numel()
-	b.parallelFor(n, 16, func(lo, hi int) {
+	b.ParallelFor(n, 16, func(lo, hi int) {
 		b.ReferenceCPU.AdamW(p.View(n).Rows(lo, hi), g.View(n).Rows(lo, hi), m.View(n).Rows(lo, hi), v.View(n).Rows(lo, hi), h)
 	})
 }

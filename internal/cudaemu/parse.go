@@ -1,4 +1,4 @@
-package emu
+package cudaemu
 
 // Finding the launchable kernels of a (preprocessed) CUDA C++ source: every
 // definition of an extern "C" __global__ function at namespace scope.

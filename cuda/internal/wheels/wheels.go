@@ -1,6 +1,5 @@
-package cuda
-
-// Finding CUDA libraries installed as NVIDIA's pip wheels. Many GPU nodes
+// Package wheels finds CUDA libraries installed as NVIDIA's pip wheels,
+// for the CUDA backend's library search (cuda/libs.go). Many GPU nodes
 // have no CUDA toolkit, only PyTorch's dependencies in a Python environment:
 // CUDA 12 wheels put each library in a folder of its own
 // (site-packages/nvidia/cublas/lib/libcublas.so.12, nvidia/cuda_nvrtc/lib/
@@ -16,6 +15,7 @@ package cuda
 // them holds an nvidia/ folder (python3 is a shim, as pyenv's is, or lives
 // in an unusual layout) is python3 itself asked, once per process and under
 // a time limit, so a broken interpreter cannot hang the binary.
+package wheels
 
 import (
 	"context"
@@ -27,9 +27,10 @@ import (
 	"time"
 )
 
-// wheelSubdirs are the folders of a site-packages that hold each library,
-// newest CUDA layout first.
-var wheelSubdirs = map[string][]string{
+// Subdirs are the folders of a site-packages that hold each library,
+// newest CUDA layout first (the library search's tests add a kind of their
+// own).
+var Subdirs = map[string][]string{
 	"cublas": {"nvidia/cu13/lib", "nvidia/cublas/lib"},
 	"nvrtc":  {"nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"},
 	"nccl":   {"nvidia/nccl/lib", "nvidia/cu13/lib"},
@@ -38,16 +39,17 @@ var wheelSubdirs = map[string][]string{
 // askPythonTimeout bounds the one python3 call of the last resort.
 const askPythonTimeout = 5 * time.Second
 
-// pyEnv is what the search reads of the process's surroundings, replaced
+// Env is what the search reads of the process's surroundings, replaced
 // in tests.
-type pyEnv struct {
-	getenv   func(string) string
-	lookPath func(string) (string, error)
-	// askPython returns the site-packages folders python reports.
-	askPython func(python string) []string
+type Env struct {
+	Getenv   func(string) string
+	LookPath func(string) (string, error)
+	// AskPython returns the site-packages folders python reports.
+	AskPython func(python string) []string
 }
 
-var realPyEnv = pyEnv{getenv: os.Getenv, lookPath: exec.LookPath, askPython: askPython}
+// RealEnv is this process's environment, PATH and python3.
+var RealEnv = Env{Getenv: os.Getenv, LookPath: exec.LookPath, AskPython: askPython}
 
 // askPython runs python to print its site-packages folders (nil on any
 // failure or after askPythonTimeout).
@@ -75,21 +77,21 @@ type pyPrefix struct {
 // PATH (its folder's parent, as found and with links resolved: a venv's
 // python3 links to the base interpreter, whose packages a venv may also
 // see), and the user's ~/.local.
-func pythonPrefixes(env pyEnv) []pyPrefix {
+func pythonPrefixes(env Env) []pyPrefix {
 	var ps []pyPrefix
-	if v := env.getenv("VIRTUAL_ENV"); v != "" {
+	if v := env.Getenv("VIRTUAL_ENV"); v != "" {
 		ps = append(ps, pyPrefix{v, "VIRTUAL_ENV"})
 	}
-	if v := env.getenv("CONDA_PREFIX"); v != "" {
+	if v := env.Getenv("CONDA_PREFIX"); v != "" {
 		ps = append(ps, pyPrefix{v, "CONDA_PREFIX"})
 	}
-	if py, err := env.lookPath("python3"); err == nil {
+	if py, err := env.LookPath("python3"); err == nil {
 		ps = append(ps, pyPrefix{filepath.Dir(filepath.Dir(py)), "python3 on PATH"})
 		if real, err := filepath.EvalSymlinks(py); err == nil {
 			ps = append(ps, pyPrefix{filepath.Dir(filepath.Dir(real)), "python3 on PATH"})
 		}
 	}
-	if h := env.getenv("HOME"); h != "" {
+	if h := env.Getenv("HOME"); h != "" {
 		ps = append(ps, pyPrefix{filepath.Join(h, ".local"), "~/.local"})
 	}
 	return ps
@@ -103,17 +105,17 @@ var sitePackagesGlobs = []string{
 	"lib/python3*/dist-packages", "local/lib/python3*/dist-packages", "local/lib/python3*/site-packages",
 }
 
-// A sitePackages is one site-packages folder and the installation it
+// A SitePackages is one site-packages folder and the installation it
 // belongs to.
-type sitePackages struct {
-	dir, what string
+type SitePackages struct {
+	Dir, What string
 }
 
-// findSitePackages lists the site-packages folders of env's Python
+// Find lists the site-packages folders of env's Python
 // installations, each once (by its resolved path), most specific first;
 // python3 is asked only when none of the globbed folders holds nvidia/.
-func findSitePackages(env pyEnv) []sitePackages {
-	var out []sitePackages
+func Find(env Env) []SitePackages {
+	var out []SitePackages
 	seen := map[string]bool{}
 	add := func(dir, what string) {
 		real, err := filepath.EvalSymlinks(dir)
@@ -124,7 +126,7 @@ func findSitePackages(env pyEnv) []sitePackages {
 			return
 		}
 		seen[real] = true
-		out = append(out, sitePackages{dir, what})
+		out = append(out, SitePackages{dir, what})
 	}
 	for _, p := range pythonPrefixes(env) {
 		for _, g := range sitePackagesGlobs {
@@ -135,12 +137,12 @@ func findSitePackages(env pyEnv) []sitePackages {
 		}
 	}
 	for _, sp := range out {
-		if _, err := os.Stat(filepath.Join(sp.dir, "nvidia")); err == nil {
+		if _, err := os.Stat(filepath.Join(sp.Dir, "nvidia")); err == nil {
 			return out
 		}
 	}
-	if py, err := env.lookPath("python3"); err == nil && env.askPython != nil {
-		for _, d := range env.askPython(py) {
+	if py, err := env.LookPath("python3"); err == nil && env.AskPython != nil {
+		for _, d := range env.AskPython(py) {
 			if filepath.IsAbs(d) {
 				add(d, "python3 on PATH (asked)")
 			}
@@ -149,45 +151,40 @@ func findSitePackages(env pyEnv) []sitePackages {
 	return out
 }
 
-// A place is where the search looks for a library: a folder, or the
-// dynamic linker's own search (dir ""), and how cuda-info names it.
-type place struct {
-	dir, from string
+// A Place is where the search looks for a library: a folder, or the
+// dynamic linker's own search (Dir ""), and how cuda-info names it.
+type Place struct {
+	Dir, From string
 }
 
-const (
-	fromEnv    = LibDirEnv
-	fromLinker = "dynamic linker (LD_LIBRARY_PATH, ld.so.cache)"
-)
-
-// wheelPlaces are the wheel folders holding kind's library under the
+// Places are the wheel folders holding kind's library under the
 // site-packages folders sps, in their order, newest layout first within
 // each; then the lib folder of an active conda environment, where conda's
 // own CUDA packages put the libraries.
-func wheelPlaces(kind string, sps []sitePackages, env pyEnv) []place {
-	var ps []place
+func Places(kind string, sps []SitePackages, env Env) []Place {
+	var ps []Place
 	for _, sp := range sps {
-		for _, sub := range wheelSubdirs[kind] {
-			d := filepath.Join(sp.dir, filepath.FromSlash(sub))
+		for _, sub := range Subdirs[kind] {
+			d := filepath.Join(sp.Dir, filepath.FromSlash(sub))
 			if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-				ps = append(ps, place{d, "pip wheel in " + sp.dir + " (" + sp.what + ")"})
+				ps = append(ps, Place{Dir: d, From: "pip wheel in " + sp.Dir + " (" + sp.What + ")"})
 			}
 		}
 	}
-	if c := env.getenv("CONDA_PREFIX"); c != "" && len(wheelSubdirs[kind]) > 0 {
-		ps = append(ps, place{filepath.Join(c, "lib"), "conda environment " + c})
+	if c := env.Getenv("CONDA_PREFIX"); c != "" && len(Subdirs[kind]) > 0 {
+		ps = append(ps, Place{Dir: filepath.Join(c, "lib"), From: "conda environment " + c})
 	}
 	return ps
 }
 
 var (
 	sitePackagesOnce sync.Once
-	sitePackagesList []sitePackages
+	sitePackagesList []SitePackages
 )
 
-// processSitePackages is findSitePackages of this process's environment,
-// computed once (it may start python3).
-func processSitePackages() []sitePackages {
-	sitePackagesOnce.Do(func() { sitePackagesList = findSitePackages(realPyEnv) })
+// ForProcess is Find of this process's environment (RealEnv), computed
+// once (it may start python3).
+func ForProcess() []SitePackages {
+	sitePackagesOnce.Do(func() { sitePackagesList = Find(RealEnv) })
 	return sitePackagesList
 }

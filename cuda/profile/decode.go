@@ -1,11 +1,11 @@
-package cuda
+package profile
 
 // Profiling one decode step of rollout generation: a token for each of
 // batch cache slots holding context tokens, the logits reduced on the
-// device as the sampler does for unfiltered sampling (model.DecodeStep),
+// device as the sampler does for unfiltered sampling (bench.DecodeStep),
 // with the policy's bf16 weight copies and a bf16 KV cache, as generation
 // runs. Counted at one and two layers and extrapolated, as the training
-// step is (profile_step.go). A decode step is bound by what it must read:
+// step is (step.go). A decode step is bound by what it must read:
 // the estimate is set against the bandwidth bound of the bf16 weights plus
 // the live keys and values, read once at the full data-sheet bandwidth.
 //
@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -41,18 +43,18 @@ type DecodeShape struct {
 type DecodeProfile struct {
 	Shape         DecodeShape
 	CountedLayers [2]int
-	Step          Profile // one steady-state step, extrapolated to the shape's depth
-	BoundBytes    float64 // bf16 weights (matrices once) + live bf16 keys and values
+	Step          cuda.Profile // one steady-state step, extrapolated to the shape's depth
+	BoundBytes    float64      // bf16 weights (matrices once) + live bf16 keys and values
 	// Paged caches: the pages (each mapped in every range) the counted
 	// step mapped at the deeper counted depth, and the tokens a page holds.
 	PagesMapped, PageTokens int
 }
 
-// ProfileDecodeStep counts one decode step of s on b at one and two layers
+// DecodeStep counts one decode step of s on b at one and two layers
 // and extrapolates to s.Opts.Layers.
-func ProfileDecodeStep(b *Backend, s DecodeShape) (DecodeProfile, error) {
+func DecodeStep(b *cuda.Backend, s DecodeShape) (DecodeProfile, error) {
 	dp := DecodeProfile{Shape: s, CountedLayers: [2]int{1, 2}}
-	var at [2]Profile
+	var at [2]cuda.Profile
 	for i, L := range dp.CountedLayers {
 		o := s.Opts
 		o.Layers = L
@@ -87,14 +89,14 @@ func matrixParams(cfg *model.Config) int64 {
 // decodeAt runs two decode steps of o's model after filling the cache
 // (zeros: the counts do not depend on the values) and returns the second's
 // counts, and for a paged cache the pages that step mapped.
-func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, error) {
+func decodeAt(b *cuda.Backend, o model.TinyOptions, s DecodeShape) (cuda.Profile, int, error) {
 	cfg, err := o.Config()
 	if err != nil {
-		return Profile{}, 0, err
+		return cuda.Profile{}, 0, err
 	}
 	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), KVCacheBF16: true}
 	if _, err := m.ShadowWeights(); err != nil {
-		return Profile{}, 0, err
+		return cuda.Profile{}, 0, err
 	}
 	const warm = 2 // steps before the counted one: a graph's eager run and its capture
 	slots, maxLen := s.Batch+1, s.Context+warm+1
@@ -106,7 +108,7 @@ func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, err
 		page, rows := b.KVPageBytes(), int64(2*cfg.NumKeyValueHeads*cfg.HeadDim)
 		pages := (int64(slots)*int64(maxLen)*rows+page-1)/page + int64(slots)
 		if kv, err = m.NewPagedKVCache(slots, maxLen, model.KVPaging{BudgetBytes: pages * page * int64(2*cfg.NumHiddenLayers)}); err != nil {
-			return Profile{}, 0, err
+			return cuda.Profile{}, 0, err
 		}
 	} else {
 		kv = m.NewKVCache(slots, maxLen)
@@ -116,17 +118,17 @@ func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, err
 	draws := make([]model.Draw, s.Batch)
 	for i := range in {
 		if err := kv.Grow(i, s.Context-warm); err != nil {
-			return Profile{}, 0, err
+			return cuda.Profile{}, 0, err
 		}
 		kv.Len[i] = s.Context - warm
 		in[i] = model.StepInput{Slot: i, Tokens: []int32{int32(i % cfg.VocabSize)}}
 		draws[i] = model.Draw{Key: uint64(i)}
 	}
-	run := func() error { return model.DecodeStep(m, kv, in) }
+	run := func() error { return bench.DecodeStep(m, kv, in) }
 	if s.Graphs {
 		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1})
 		if err != nil {
-			return Profile{}, 0, err
+			return cuda.Profile{}, 0, err
 		}
 		defer dg.Release()
 		run = func() error { _, _, err := dg.Step(in, draws); return err }
@@ -142,12 +144,12 @@ func decodeAt(b *Backend, o model.TinyOptions, s DecodeShape) (Profile, int, err
 	}
 	for range warm {
 		if err := step(); err != nil {
-			return Profile{}, 0, err
+			return cuda.Profile{}, 0, err
 		}
 	}
 	before, maps := b.Device().Profile(), pageMaps(kv)
 	if err := step(); err != nil {
-		return Profile{}, 0, err
+		return cuda.Profile{}, 0, err
 	}
 	return b.Device().Profile().Sub(before), pageMaps(kv) - maps, b.Err()
 }
@@ -161,7 +163,7 @@ func pageMaps(kv *model.KVCache) int {
 }
 
 // JSON returns the profile as one flat object with the estimate on r.
-func (dp DecodeProfile) JSON(r Roofline) map[string]any {
+func (dp DecodeProfile) JSON(r cuda.Roofline) map[string]any {
 	p := dp.Step
 	est := p.EstSeconds(r)
 	bound := dp.BoundBytes / (r.BandwidthGBs * 1e9)
@@ -214,33 +216,33 @@ func DecodeShapes() []DecodeShape {
 				if graphs {
 					name += "-graph"
 				}
-				out = append(out, DecodeShape{Name: name, Opts: model.Qwen3_1_7B(), Batch: batch, Context: ctx, Graphs: graphs})
+				out = append(out, DecodeShape{Name: name, Opts: bench.Qwen3_1_7B(), Batch: batch, Context: ctx, Graphs: graphs})
 			}
 		}
 	}
 	// The paged cache at batch 256: the same graph, plus the host's page
 	// mapping between steps.
 	for _, ctx := range []int{1024, 4096} {
-		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: model.Qwen3_1_7B(),
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: bench.Qwen3_1_7B(),
 			Batch: 256, Context: ctx, Graphs: true, Paged: true})
 	}
 	return out
 }
 
-// WriteDecodeProfiles counts every decode shape on b and writes one JSON
+// WriteDecode counts every decode shape on b and writes one JSON
 // object per shape (asJSON) or a table to w.
-func WriteDecodeProfiles(w io.Writer, b *Backend, asJSON bool) error {
+func WriteDecode(w io.Writer, b *cuda.Backend, asJSON bool) error {
 	shapes := DecodeShapes()
 	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays)\n" +
 		fmt.Sprintf("%-38s %9s %6s %6s %9s %9s %9s %11s %11s %8s %6s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
 			"est ms", "est tok/s", "bound tok/s", "of bound", "maps")
 	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
-		dp, err := ProfileDecodeStep(b, s)
+		dp, err := DecodeStep(b, s)
 		if err != nil {
 			return nil, "", err
 		}
-		j := dp.JSON(H100)
+		j := dp.JSON(cuda.H100)
 		maps := "-"
 		if s.Paged {
 			maps = fmt.Sprintf("%d/%.1f", dp.Step.PageMaps, j["page_maps_per_step_mean"])

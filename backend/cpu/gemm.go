@@ -1,7 +1,7 @@
-package model
+package cpu
 
 // Matrix products of the fast CPU backend: OpenBLAS's cblas_sgemm loaded at
-// run time (model/internal/cblas), or, where it is missing, gonum's pure-Go
+// run time (internal/cblas), or, where it is missing, gonum's pure-Go
 // Sgemm (float32, blocked and parallel, about a tenth of OpenBLAS's speed).
 //
 // Threads: OpenBLAS is set to one thread and the Go side owns every core.
@@ -20,7 +20,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
-	"github.com/gdrotrain/gdrotrain/model/internal/cblas"
+	"github.com/gdrotrain/gdrotrain/backend/cpu/internal/cblas"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 var (
@@ -68,7 +69,7 @@ const (
 // cblas.Lib.Sgemm for the layout); beta = 0 overwrites c without reading it.
 // With split, a large product is divided over the workers; without, it runs
 // on the calling goroutine (callers already inside a parallel loop).
-func (b *CPU) gemm(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
+func (b *Backend) gemm(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
@@ -108,7 +109,7 @@ func (b *CPU) gemm(split, tA, tB bool, m, n, k int, alpha float32, a []float32, 
 		b.blas.Sgemm(tA, tB, m, n, k, alpha, a, max(lda, 1), bm, max(ldb, 1), beta, c, max(ldc, 1))
 		return
 	}
-	b.parallelFor(nb, 1<<15, func(lo, hi int) {
+	b.ParallelFor(nb, 1<<15, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			r0, r1 := min(panels*i/nb*16, long), min(panels*(i+1)/nb*16, long)
 			if alongM {
@@ -173,19 +174,19 @@ func trans(t bool) blas.Transpose {
 }
 
 // MatMul computes c = op(a)·op(b) or c += op(a)·op(b).
-func (b *CPU) MatMul(c, a, bm *Tensor, transA, transB, accumulate bool) {
-	if !b.check("matmul", c, a, bm) {
+func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool) {
+	if !b.Check("matmul", c, a, bm) {
 		return
 	}
-	M, N, K, err := MatMulDims(c, a, bm, transA, transB)
-	if !b.keep(err) {
+	M, N, K, err := model.MatMulDims(c, a, bm, transA, transB)
+	if !b.Keep(err) {
 		return
 	}
-	_, ac := Matrix(a)
-	_, bc := Matrix(bm)
+	_, ac := model.Matrix(a)
+	_, bc := model.Matrix(bm)
 	var beta float32
 	if accumulate {
 		beta = 1
 	}
-	b.gemm(true, transA, transB, M, N, K, 1, b.data(a), ac, b.data(bm), bc, beta, b.data(c), N)
+	b.gemm(true, transA, transB, M, N, K, 1, b.Data(a), ac, b.Data(bm), bc, beta, b.Data(c), N)
 }

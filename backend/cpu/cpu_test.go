@@ -1,4 +1,4 @@
-package model
+package cpu
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // The fast CPU backend against the reference on random inputs at sizes the
@@ -22,25 +23,25 @@ var fastTol = numcheck.Tol{Atol: 1e-5, Rtol: 1e-4}
 
 type fastPair struct {
 	t    *testing.T
-	ref  *ReferenceCPU
-	fast *CPU
+	ref  *model.ReferenceCPU
+	fast *Backend
 	rng  *rand.Rand
 }
 
 func fastVariants(t *testing.T, f func(t *testing.T, p *fastPair)) {
 	for _, v := range []struct {
 		name string
-		o    CPUOptions
-	}{{"blas", CPUOptions{}}, {"go-kernels", CPUOptions{NoBLAS: true}}, {"blas-3-workers", CPUOptions{Workers: 3}}} {
+		o    Options
+	}{{"blas", Options{}}, {"go-kernels", Options{NoBLAS: true}}, {"blas-3-workers", Options{Workers: 3}}} {
 		t.Run(v.name, func(t *testing.T) {
-			fast := NewCPUWith(v.o)
+			fast := NewBackendWith(v.o)
 			if !v.o.NoBLAS && fast.blas == nil {
 				if os.Getenv("GDROTRAIN_REQUIRE_BLAS") != "" {
 					t.Fatalf("GDROTRAIN_REQUIRE_BLAS is set but: %v", fast.blasErr)
 				}
 				t.Skipf("no OpenBLAS: %v", fast.blasErr)
 			}
-			f(t, &fastPair{t: t, ref: NewReferenceCPU(), fast: fast, rng: rand.New(rand.NewPCG(3, 4))})
+			f(t, &fastPair{t: t, ref: model.NewReferenceCPU(), fast: fast, rng: rand.New(rand.NewPCG(3, 4))})
 		})
 	}
 }
@@ -54,7 +55,7 @@ func (p *fastPair) randn(n int, scale float64) []float32 {
 }
 
 // both holds one tensor's copy on each backend.
-type both struct{ r, f *Tensor }
+type both struct{ r, f *model.Tensor }
 
 func (p *fastPair) tensor(vals []float32, shape ...int) both {
 	r, f := p.ref.New(shape...), p.fast.New(shape...)
@@ -86,7 +87,7 @@ func (p *fastPair) compare(what string, x both, tol numcheck.Tol) {
 
 // repeatable runs op twice on the fast backend and checks out is bitwise
 // the same (op must overwrite out).
-func (p *fastPair) repeatable(what string, out *Tensor, op func()) {
+func (p *fastPair) repeatable(what string, out *model.Tensor, op func()) {
 	p.t.Helper()
 	first := make([]float32, out.Numel())
 	p.fast.Download(out, first)
@@ -182,7 +183,7 @@ func TestFastCPURowOps(t *testing.T) {
 		p.fast.Scale(a.f, -0.7)
 		p.compare("add, scale", a, fastTol)
 		mm, vv := p.tensor(p.randn(m, 0.1), m), p.tensor(make([]float32, m), m)
-		h := AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3}
+		h := model.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3}
 		p.ref.AdamW(a.r, c.r, mm.r, vv.r, h)
 		p.fast.AdamW(a.f, c.f, mm.f, vv.f, h)
 		p.compare("adamw p", a, numcheck.Tol{}) // the same float64 code: bitwise equal
@@ -226,13 +227,13 @@ func TestFastCPUAttention(t *testing.T) {
 		layouts := []struct {
 			name     string
 			nq, nk   int
-			segs     []Segment
+			segs     []model.Segment
 			backward bool
 		}{
-			{"packed", 220, 220, []Segment{{Q0: 0, QLen: 150, K0: 0, KLen: 150}, {Q0: 150, QLen: 70, K0: 150, KLen: 70}}, true},
-			{"chunked prefill", 100, 240, []Segment{{Q0: 0, QLen: 100, K0: 10, KLen: 230}}, true},
-			{"overlapping keys", 30, 50, []Segment{{Q0: 0, QLen: 10, K0: 0, KLen: 40}, {Q0: 10, QLen: 20, K0: 20, KLen: 30}}, true},
-			{"decode", 3, 300, []Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 7}, {Q0: 1, QLen: 1, K0: 100, KLen: 200}, {Q0: 2, QLen: 1, K0: 299, KLen: 1}}, false},
+			{"packed", 220, 220, []model.Segment{{Q0: 0, QLen: 150, K0: 0, KLen: 150}, {Q0: 150, QLen: 70, K0: 150, KLen: 70}}, true},
+			{"chunked prefill", 100, 240, []model.Segment{{Q0: 0, QLen: 100, K0: 10, KLen: 230}}, true},
+			{"overlapping keys", 30, 50, []model.Segment{{Q0: 0, QLen: 10, K0: 0, KLen: 40}, {Q0: 10, QLen: 20, K0: 20, KLen: 30}}, true},
+			{"decode", 3, 300, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 7}, {Q0: 1, QLen: 1, K0: 100, KLen: 200}, {Q0: 2, QLen: 1, K0: 299, KLen: 1}}, false},
 		}
 		scale := float32(1 / math.Sqrt(float64(D)))
 		for _, l := range layouts {
@@ -267,29 +268,29 @@ func TestFastCPUAttention(t *testing.T) {
 // (several query blocks per sequence, GQA, untied head) on both backends.
 func TestFastCPUModel(t *testing.T) {
 	fastVariants(t, func(t *testing.T, p *fastPair) {
-		o := TinyOptions{Layers: 2, Hidden: 96, Intermediate: 160, Heads: 4, KVHeads: 2, HeadDim: 24,
+		o := model.TinyOptions{Layers: 2, Hidden: 96, Intermediate: 160, Heads: 4, KVHeads: 2, HeadDim: 24,
 			Vocab: 300, RopeTheta: 1e4, MaxPositions: 512, InitStd: 0.05}
 		cfg, err := o.Config()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var seqs []Sequence
+		var seqs []model.Sequence
 		var dl [][]float32
 		for i, n := range []int{150, 33, 70} {
 			toks := make([]int32, n)
 			for j := range toks {
 				toks[j] = int32(p.rng.IntN(o.Vocab))
 			}
-			seqs = append(seqs, Sequence{Tokens: toks, Start: 1 + i})
+			seqs = append(seqs, model.Sequence{Tokens: toks, Start: 1 + i})
 			dl = append(dl, p.randn(n-1-i, 1))
 		}
-		run := func(b Backend) (*Pass, *Params) {
-			m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 7, cfg.InitializerRange, 0)}
+		run := func(b model.Backend) (*model.Pass, *model.Params) {
+			m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 7, cfg.InitializerRange, 0)}
 			pass, err := m.Forward(seqs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := NewParams(b, cfg)
+			g := model.NewParams(b, cfg)
 			if err := m.Backward(pass, dl, g); err != nil {
 				t.Fatal(err)
 			}
@@ -324,21 +325,21 @@ func TestFastCPUModel(t *testing.T) {
 // fixed-size row blocks for reductions), so a run resumed on a machine with
 // another core count repeats the same arithmetic.
 func TestFastCPUWorkerCountInvariant(t *testing.T) {
-	o := TinyOptions{Layers: 2, Hidden: 128, Intermediate: 352, Heads: 4, KVHeads: 2, HeadDim: 32,
+	o := model.TinyOptions{Layers: 2, Hidden: 128, Intermediate: 352, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 3000, RopeTheta: 1e4, MaxPositions: 512, InitStd: 0.05}
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(8, 9))
-	var seqs []Sequence
+	var seqs []model.Sequence
 	var dl [][]float32
 	for _, n := range []int{200, 130, 90} {
 		toks := make([]int32, n)
 		for j := range toks {
 			toks[j] = int32(rng.IntN(o.Vocab))
 		}
-		seqs = append(seqs, Sequence{Tokens: toks, Start: 10})
+		seqs = append(seqs, model.Sequence{Tokens: toks, Start: 10})
 		d := make([]float32, n-10)
 		for j := range d {
 			d[j] = float32(rng.NormFloat64())
@@ -348,13 +349,13 @@ func TestFastCPUWorkerCountInvariant(t *testing.T) {
 	for _, noBLAS := range []bool{false, true} {
 		var first [][]float32
 		for _, w := range []int{1, 2, 3, 5} {
-			b := NewCPUWith(CPUOptions{Workers: w, NoBLAS: noBLAS})
-			m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 7, cfg.InitializerRange, 0)}
+			b := NewBackendWith(Options{Workers: w, NoBLAS: noBLAS})
+			m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 7, cfg.InitializerRange, 0)}
 			pass, err := m.Forward(seqs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := NewParams(b, cfg)
+			g := model.NewParams(b, cfg)
 			if err := m.Backward(pass, dl, g); err != nil {
 				t.Fatal(err)
 			}

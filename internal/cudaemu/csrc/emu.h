@@ -1,6 +1,6 @@
 // emu.h: included before every kernel source when the CPU emulator is built.
 // It maps the CUDA C++ subset our kernels use onto g++ (see the package doc
-// of cuda/internal/emu). It aims to provide what NVRTC provides built in and
+// of internal/cudaemu). It aims to provide what NVRTC provides built in and
 // little more, so that a kernel that compiles here also compiles there.
 #pragma once
 

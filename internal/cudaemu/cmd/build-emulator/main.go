@@ -1,15 +1,15 @@
 // Command build-emulator builds the CPU emulator of libcuda, libcublas and
-// libnvrtc (cuda/internal/emu) with the real kernels (cuda.Sources()) into a
+// libnvrtc (internal/cudaemu) with the real kernels (cuda.Sources()) into a
 // folder, so that the binary runs on a machine without a GPU:
 //
-//	go run ./cuda/internal/emu/cmd/build-emulator .cache/cuda-emu   # make emulator
+//	go run ./internal/cudaemu/cmd/build-emulator .cache/cuda-emu   # make emulator
 //	GDROTRAIN_CUDA_LIB_DIR=.cache/cuda-emu GDROTRAIN_KERNEL_CACHE=.cache/cuda-emu/kernels bin/gdrotrain cuda-info
 //
 // Give the emulator a kernel cache of its own (GDROTRAIN_KERNEL_CACHE): its
 // NVRTC reports version 13.0 and its "CUBINs" are source text, which must
 // not land in the cache a GPU's NVRTC 13.0 would read. The emulator's
 // switches (GDROTRAIN_EMU_FMA, GDROTRAIN_EMU_CXXFLAGS, GDROTRAIN_EMU_CACHE;
-// see the package doc of cuda/internal/emu) apply to the build.
+// see the package doc of internal/cudaemu) apply to the build.
 package main
 
 import (
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
+	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
 )
 
 func main() {
@@ -33,7 +33,7 @@ func main() {
 		os.Exit(2)
 	}
 	start := time.Now()
-	if err := emu.Build(dir, cuda.Sources()); err != nil {
+	if err := cudaemu.Build(dir, cuda.Sources()); err != nil {
 		fmt.Fprintln(os.Stderr, "build-emulator:", err)
 		os.Exit(1)
 	}
@@ -41,7 +41,7 @@ func main() {
 	if err != nil {
 		abs = dir
 	}
-	fma, _ := emu.FMA() // Build has checked it
+	fma, _ := cudaemu.FMA() // Build has checked it
 	fmt.Printf("CUDA emulator (%d kernel files, FMA %v) built in %s in %.1fs; use it with\n"+
 		"  GDROTRAIN_CUDA_LIB_DIR=%s GDROTRAIN_KERNEL_CACHE=%s\n",
 		len(cuda.Sources()), fma, abs, time.Since(start).Seconds(), abs, filepath.Join(abs, "kernels"))

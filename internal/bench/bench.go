@@ -1,36 +1,41 @@
-package model
-
-// Throughput measurement shared by `gdrotrain bench` and the Go benchmarks.
+// Package bench measures the throughput of a Qwen3 model's training step and
+// cached decoding on any backend: the benchmark shapes, the timing loops and
+// the FLOP count a step's MFU is computed from. `gdrotrain bench` (CPU), the
+// CUDA benchmark and profiles (cuda) and the Go benchmarks share it; it is
+// tooling, not part of the model's definition.
+package bench
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// BenchShape is a model size and batch to measure.
-type BenchShape struct {
+// Shape is a model size and batch to measure.
+type Shape struct {
 	Name           string
-	Opts           TinyOptions
+	Opts           model.RandomOptions
 	Batch, SeqLen  int
 	Iters          int
 	ResponseTokens int // log-probs are taken over the last ResponseTokens of each sequence
 }
 
-// BenchShapes are the sizes `make bench` reports: the unit-test model and a
+// Shapes are the sizes `make bench` reports: the unit-test model and a
 // ≈50M-parameter model.
-func BenchShapes() []BenchShape {
-	tiny := DefaultTiny()
-	small := TinyOptions{Layers: 8, Hidden: 512, Intermediate: 1536, Heads: 8, KVHeads: 4, HeadDim: 64,
+func Shapes() []Shape {
+	tiny := model.DefaultTiny()
+	small := model.RandomOptions{Layers: 8, Hidden: 512, Intermediate: 1536, Heads: 8, KVHeads: 4, HeadDim: 64,
 		Vocab: 50000, Tied: true, RopeTheta: 1e6, MaxPositions: 4096, InitStd: 0.02}
-	return []BenchShape{
+	return []Shape{
 		{Name: "tiny", Opts: tiny, Batch: 8, SeqLen: 128, Iters: 20, ResponseTokens: 96},
 		{Name: "small-50M", Opts: small, Batch: 2, SeqLen: 128, Iters: 1, ResponseTokens: 96},
 	}
 }
 
-// BenchResult holds tokens per second for a forward and a forward+backward.
-type BenchResult struct {
+// Result holds tokens per second for a forward and a forward+backward.
+type Result struct {
 	Params       int64
 	FwdTokPerS   float64
 	TrainTokPerS float64
@@ -40,33 +45,33 @@ type BenchResult struct {
 // the same work repeatedly (interleaved with a baseline) without rebuilding
 // the model.
 type Bencher struct {
-	s     BenchShape
-	m     *Model
-	seqs  []Sequence
+	s     Shape
+	m     *model.Model
+	seqs  []model.Sequence
 	w     [][]float32
-	grads *Params
+	grads *model.Params
 }
 
 // NewBencher builds a random model of the shape on backend b and its batch.
-func NewBencher(b Backend, s BenchShape) (*Bencher, error) {
+func NewBencher(b model.Backend, s Shape) (*Bencher, error) {
 	cfg, err := s.Opts.Config()
 	if err != nil {
 		return nil, err
 	}
-	x := &Bencher{s: s, m: &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}}
+	x := &Bencher{s: s, m: &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := 0; i < s.Batch; i++ {
 		toks := make([]int32, s.SeqLen)
 		for j := range toks {
 			toks[j] = int32(rng.IntN(cfg.VocabSize))
 		}
-		x.seqs = append(x.seqs, Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens})
+		x.seqs = append(x.seqs, model.Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens})
 		x.w = append(x.w, make([]float32, s.ResponseTokens))
 		for j := range x.w[i] {
 			x.w[i][j] = 1 / float32(s.ResponseTokens)
 		}
 	}
-	x.grads = NewParams(b, cfg)
+	x.grads = model.NewParams(b, cfg)
 	return x, nil
 }
 
@@ -84,13 +89,13 @@ func (x *Bencher) Warm() error {
 }
 
 // Run times Iters training forwards, then Iters forward+backward passes.
-func (x *Bencher) Run() (BenchResult, error) {
+func (x *Bencher) Run() (Result, error) {
 	s := x.s
 	tokens := float64(s.Batch * s.SeqLen * s.Iters)
 	start := time.Now()
 	for i := 0; i < s.Iters; i++ {
 		if _, err := x.m.Forward(x.seqs); err != nil {
-			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
+			return Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 	}
 	fwd := time.Since(start).Seconds()
@@ -98,38 +103,38 @@ func (x *Bencher) Run() (BenchResult, error) {
 	for i := 0; i < s.Iters; i++ {
 		p, err := x.m.Forward(x.seqs)
 		if err != nil {
-			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
+			return Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 		if err := x.m.Backward(p, x.w, x.grads); err != nil {
-			return BenchResult{}, fmt.Errorf("bench %s: %w", s.Name, err)
+			return Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
 		}
 	}
 	train := time.Since(start).Seconds()
-	return BenchResult{Params: x.m.Cfg.NumParams(), FwdTokPerS: tokens / fwd, TrainTokPerS: tokens / train}, nil
+	return Result{Params: x.m.Cfg.NumParams(), FwdTokPerS: tokens / fwd, TrainTokPerS: tokens / train}, nil
 }
 
 // Measure times the training forward and forward+backward on backend b
 // once, without a warm-up pass.
-func Measure(b Backend, s BenchShape) (BenchResult, error) {
+func Measure(b model.Backend, s Shape) (Result, error) {
 	x, err := NewBencher(b, s)
 	if err != nil {
-		return BenchResult{}, err
+		return Result{}, err
 	}
 	return x.Run()
 }
 
 // Qwen3_1_7B are the Qwen/Qwen3-1.7B-Base shapes (random weights) used by
 // the GPU benchmark.
-func Qwen3_1_7B() TinyOptions {
-	return TinyOptions{Layers: 28, Hidden: 2048, Intermediate: 6144, Heads: 16, KVHeads: 8, HeadDim: 128,
+func Qwen3_1_7B() model.RandomOptions {
+	return model.RandomOptions{Layers: 28, Hidden: 2048, Intermediate: 6144, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, Tied: true, RopeTheta: 1e6, MaxPositions: 40960, InitStd: 0.02}
 }
 
-// GPUBenchShapes are the training shapes of the GPU benchmark: one
+// GPUShapes are the training shapes of the GPU benchmark: one
 // sequence per step at 2k and 8k tokens, log-probabilities over all but a
 // 256-token prompt (a GRPO response).
-func GPUBenchShapes(o TinyOptions, name string) []BenchShape {
-	return []BenchShape{
+func GPUShapes(o model.RandomOptions, name string) []Shape {
+	return []Shape{
 		{Name: name + "-2k", Opts: o, Batch: 4, SeqLen: 2048, Iters: 3, ResponseTokens: 2048 - 256},
 		{Name: name + "-8k", Opts: o, Batch: 1, SeqLen: 8192, Iters: 3, ResponseTokens: 8192 - 256},
 	}
@@ -139,7 +144,7 @@ func GPUBenchShapes(o TinyOptions, name string) []BenchShape {
 // forward's 2·params multiply-adds per token in the decoder's matrices, the
 // LM head on response tokens, and causal attention (QKᵀ and PV over half
 // the sequence on average).
-func TrainFLOPs(s BenchShape) float64 {
+func TrainFLOPs(s Shape) float64 {
 	o := s.Opts
 	C, F, HD, GD := float64(o.Hidden), float64(o.Intermediate), float64(o.Heads*o.HeadDim), float64(o.KVHeads*o.HeadDim)
 	perLayer := C*HD*2 + C*GD*2 + 3*C*F // q, o; k, v; gate, up, down
@@ -154,9 +159,9 @@ func TrainFLOPs(s BenchShape) float64 {
 // backend (as the sampler does there) each row's chunk sums, then one
 // chunk of 1024 logits per row in one download, the logits staying on the
 // device.
-func DecodeStep(m *Model, kv *KVCache, in []StepInput) error {
+func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
 	b := m.B
-	rs, ok := b.(RowSampler)
+	rs, ok := b.(model.RowSampler)
 	if !ok {
 		_, err := m.Step(kv, in)
 		return err
@@ -165,14 +170,18 @@ func DecodeStep(m *Model, kv *KVCache, in []StepInput) error {
 	if err != nil {
 		return err
 	}
-	defer Release(b, t)
+	defer model.Release(b, t)
 	rs.ChunkSums(t, 1, 1024)
 	rows, chunks := make([]int32, len(in)), make([]int32, len(in))
 	for r := range rows {
 		rows[r] = int32(r)
 	}
 	rs.Chunks(t, rows, chunks, 1024)
-	return m.checkErr("decode step")
+	if err := b.Err(); err != nil { // as the model's own steps report a backend error
+		b.ResetErr()
+		return fmt.Errorf("decode step: %w", err)
+	}
+	return nil
 }
 
 // DecodeResult is the throughput of cached decoding.
@@ -187,12 +196,12 @@ type DecodeResult struct {
 // decode steps of one token per slot, the logits reaching the host as the
 // sampler receives them (whole rows, or device-side reductions on a
 // RowSampler backend).
-func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeResult, error) {
+func MeasureDecode(b model.Backend, o model.RandomOptions, batch, context, steps int) (DecodeResult, error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return DecodeResult{}, err
 	}
-	m := &Model{Cfg: cfg, B: b, P: RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
+	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
 	// As generation runs: bf16 weight copies and a bf16 KV cache where the
 	// backend keeps them.
 	wBytes, kvBytes := 4.0, 4.0
@@ -201,7 +210,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 	} else if made {
 		wBytes = 2
 	}
-	if _, ok := b.(HalfStore); ok {
+	if _, ok := b.(model.HalfStore); ok {
 		m.KVCacheBF16, kvBytes = true, 2
 	}
 	kv := m.NewKVCache(batch, context+steps+1)
@@ -213,7 +222,7 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 	}
 	const chunk = 2048 // prefill in chunks to bound activation memory
 	for lo := 0; lo < context; lo += chunk {
-		if _, err := m.Step(kv, []StepInput{{Slot: 0, Tokens: prompt[lo:min(lo+chunk, context)]}}); err != nil {
+		if _, err := m.Step(kv, []model.StepInput{{Slot: 0, Tokens: prompt[lo:min(lo+chunk, context)]}}); err != nil {
 			return DecodeResult{}, fmt.Errorf("decode bench prefill: %w", err)
 		}
 	}
@@ -222,9 +231,9 @@ func MeasureDecode(b Backend, o TinyOptions, batch, context, steps int) (DecodeR
 			return DecodeResult{}, err
 		}
 	}
-	in := make([]StepInput, batch)
+	in := make([]model.StepInput, batch)
 	for s := range in {
-		in[s] = StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
+		in[s] = model.StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
 	}
 	step := func() error { return DecodeStep(m, kv, in) }
 	if err := step(); err != nil { // warm-up
