@@ -23,7 +23,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gdrotrain/gdrotrain/cuda/internal/emu"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
@@ -589,17 +588,49 @@ func TestFrozenReference(t *testing.T) {
 	o.Tied = true
 	cpu, gpu := tinyPair(t, FP32, o)
 	want := snapshot(cpu, cpu.P)
-	before := gpu.B.(*Backend).Device().MemStats().InUse
+	// Freeze releases each fp32 block as its bf16 copy is made (no garbage
+	// collection involved): memory in use drops at once by exactly the fp32
+	// blocks' bytes less the bf16 ones', buffer for buffer.
+	var tensors []*model.Tensor
+	for _, np := range gpu.P.Named(gpu.Cfg) {
+		tensors = append(tensors, *np.Ptr)
+	}
+	for _, l := range gpu.P.Layers {
+		tensors = append(tensors, l.GateUp, l.QKV)
+	}
+	fp32 := map[*buffer]bool{}
+	for _, w := range tensors {
+		fp32[w.Store.(*buffer)] = true
+	}
+	dev := gpu.B.(*Backend).Device()
+	before := dev.MemStats()
 	frozen, err := gpu.Freeze()
 	if err != nil || !frozen {
 		t.Fatalf("freeze: %v, %v", frozen, err)
 	}
-	runtime.GC() // return the fp32 blocks to the allocator
-	time.Sleep(50 * time.Millisecond)
-	after := gpu.B.(*Backend).Device().MemStats().InUse
-	t.Logf("tensor bytes in use: %d before freezing, %d after", before, after)
-	if after >= before {
-		t.Errorf("freezing did not reduce memory in use (%d → %d)", before, after)
+	after := dev.MemStats()
+	var freed, made int64
+	halves := map[*buffer]bool{}
+	for buf := range fp32 {
+		if !buf.released {
+			continue
+		}
+		freed += buf.size
+		if h := buf.frozenAs; h == nil || !h.bf16 || halves[h] {
+			t.Errorf("a released fp32 block of %d bytes has no bf16 copy of its own", buf.size)
+		} else {
+			halves[h] = true
+			made += h.size
+		}
+	}
+	t.Logf("tensor bytes in use: %d before freezing, %d after (%d fp32 blocks of %d bytes released, %d bytes of bf16 copies)",
+		before.InUse, after.InUse, len(halves), freed, made)
+	if len(halves) == 0 || made >= freed {
+		t.Errorf("freezing released %d fp32 blocks (%d bytes) for %d bytes of bf16: want fewer bytes", len(halves), freed, made)
+	}
+	if after.InUse != before.InUse-freed+made || after.Live != before.Live || after.Leaked != before.Leaked {
+		t.Errorf("allocator after freezing: %d bytes in %d live buffers (%d leaked), want %d bytes in %d (%d leaked)",
+			after.InUse, after.Live, after.Leaked, before.InUse-freed+made, before.Live, before.Leaked)
 	}
 	got := snapshot(gpu, gpu.P)
 	for name, w := range want {
