@@ -635,9 +635,12 @@ func TestFrozenReference(t *testing.T) {
 	if len(halves) == 0 || made >= freed {
 		t.Errorf("freezing released %d fp32 blocks (%d bytes) for %d bytes of bf16: want fewer bytes", len(halves), freed, made)
 	}
-	if after.InUse != before.InUse-freed+made || after.Live != before.Live || after.Leaked != before.Leaked {
-		t.Errorf("allocator after freezing: %d bytes in %d live buffers (%d leaked), want %d bytes in %d (%d leaked)",
-			after.InUse, after.Live, after.Leaked, before.InUse-freed+made, before.Live, before.Leaked)
+	// (Leaked is no measure here: the collector may find other tests'
+	// garbage meanwhile; what it returns waits for a synchronisation, which
+	// Freeze does not make, so InUse and Live are exact.)
+	if after.InUse != before.InUse-freed+made || after.Live != before.Live {
+		t.Errorf("allocator after freezing: %d bytes in %d live buffers, want %d bytes in %d",
+			after.InUse, after.Live, before.InUse-freed+made, before.Live)
 	}
 	got := snapshot(gpu, gpu.P)
 	for name, w := range want {
