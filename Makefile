@@ -126,8 +126,8 @@ test: fixtures vet
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 
-# test-short: the quick lane (README, "Tests"): go test -short, where the
-# CUDA tests run each route once and skip the repetitions and sweeps.
+# test-short: the quick lane (README, "The two commands"): go test -short,
+# where the CUDA tests run each route once, without repetitions and sweeps.
 test-short: fixtures
 	$(GO) test -short $(PKGS)
 
