@@ -78,19 +78,36 @@ kernel-report: cuda-tools
 emulator:
 	$(GO) run ./internal/cudaemu/cmd/build-emulator .cache/cuda-emu
 
-# The CUDA tests run on the emulator, then again in its other rounding modes
-# (see internal/cudaemu): fused multiply-add in kernels and GEMMs (x86-64
-# with FMA only), and FAST_16BF products on tf32 inputs (the tests that use
-# bf16 products; the property tests of cuda/fuzz_test.go among them). The emulator schedules a block's threads adversarially
-# from a seed (GDROTRAIN_EMU_SEED), so each run is a different schedule: the
-# whole package runs under seed 1 (the default) and, with FMA, seed 2; the
-# kernel tests (CUDA_KERNEL_TESTS: every backend op, the attention routes,
-# the sampler) and the bf16 tests under seed 3, so every kernel they launch
-# meets three schedules. The first run's coverage report comes from the
-# seed-3 run's log.
-CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
+# The CUDA tests run on the emulator (see internal/cudaemu), which schedules
+# a block's threads adversarially from a seed (GDROTRAIN_EMU_SEED), so each
+# run meets another schedule, and has two more rounding modes: fused
+# multiply-add in kernels and GEMMs (GDROTRAIN_EMU_FMA=1, x86-64 with FMA
+# only) and FAST_16BF products on tf32 inputs (GDROTRAIN_EMU_FAST16BF=tf32).
+# make test runs
+#   - the whole package once, under seed 1 (the default), in go test ./...;
+#   - the kernel tests (CUDA_KERNEL_TESTS: every backend op, the attention
+#     routes, the sampler) under seed 3; the coverage report comes from
+#     this run's log;
+#   - under seed 2 with FMA, the tests whose results depend on rounding:
+#     the kernel tests, the bf16 and training tests (CUDA_BF16_TESTS: the
+#     property tests of cuda/fuzz_test.go among them) and those that compare
+#     with the CPU, the host's draws or PyTorch's numbers
+#     (CUDA_ROUNDING_TESTS); and the emulator's own tests (internal/cudaemu);
+#   - the bf16 tests under seed 3 with tf32 products.
+# So every kernel the kernel tests launch meets three schedules and both
+# roundings. The rest (CUDA graphs, the NCCL, data-parallel and sharded-
+# master ranks, the step profile, paging, library loading) compares a route
+# with itself or checks plumbing, and runs once.
 CUDA_KERNEL_TESTS := TestConformance$$|TestAttentionMatchesCPU|TestAttentionHalf|TestFlashAttentionCausal|TestMMAFragments|TestHalfKVCache|TestRowSampler|TestFuzz|TestDecodeSplitEveryHeadDim|TestReportCoverage
+CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
+CUDA_ROUNDING_TESTS := TestGenerateMatchesCPU|TestGoldenPyTorchOnCUDA|TestDeviceDrawMatchesHost|TestWeightCopies|TestActivationHalf|TestHalfOnlyWeights
+CUDA_FMA_TESTS := $(CUDA_KERNEL_TESTS)|$(CUDA_BF16_TESTS)|$(CUDA_ROUNDING_TESTS)
 CUDA_SEED3_LOG := .cache/cuda-seed3.log
+# One folder of compiled emulator objects (keyed by their sources, flags and
+# compiler) for every run: each test process, and each rank process the
+# NCCL and data-parallel tests start, links the emulator from it instead of
+# running g++ again (about 10 CPU seconds each).
+test test-short: export GDROTRAIN_EMU_CACHE ?= $(CURDIR)/.cache/cuda-emu-objects
 # The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can
 # report a spurious "context deadline exceeded" at the end of a timed run
 # (golang/go#75804).
@@ -101,11 +118,12 @@ test: fixtures vet
 		{ grep -v -e '^=== ' -e '--- PASS' $(CUDA_SEED3_LOG) | tail -200; exit 1; }
 	@grep -o 'CUDA coverage: .*' $(CUDA_SEED3_LOG) || true
 	@if [ "$$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then \
-		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/"; \
-		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/ ./internal/cudaemu/; \
+		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '\$$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/ && ... ./internal/cudaemu/"; \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/ && \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 ./internal/cudaemu/; \
 	else \
 		echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped; seed 2 without it"; \
-		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m ./cuda/ ./cuda/profile/; \
+		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/; \
 	fi
 	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/ ./cuda/profile/
 	bash scripts/slurm/test_sbatch.sh
@@ -113,6 +131,8 @@ test: fixtures vet
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
 
+# test-short: the quick lane (README, "The two commands"): go test -short,
+# where the CUDA tests run each route once, without repetitions and sweeps.
 test-short: fixtures
 	$(GO) test -short $(PKGS)
 

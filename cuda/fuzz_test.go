@@ -12,7 +12,9 @@ package cuda
 // and its cost bounded; a failing case prints its parameters and the -run
 // pattern of its subtest, which replays it alone. Attention's work per
 // case is capped (maxAttnWork), so the file takes about 20 s on the
-// emulator on two cores.
+// emulator on two cores. Under go test -short (make test-short) each
+// property runs fewer cases (cases) and the head-dim sweeps a sample
+// (headDims).
 
 import (
 	"fmt"
@@ -43,6 +45,32 @@ func fuzz(t *testing.T, seed uint64, n int, run func(t *testing.T, i int, rng *r
 			run(t, i, rand.New(rand.NewPCG(seed, uint64(i))), &desc)
 		})
 	}
+}
+
+// cases is a property's case count: full, or short under go test -short
+// (make test-short), where each property still meets every route, layout or
+// mode it cycles through once. Case i draws from the same generator either
+// way, so the short lane's cases are the first of the full lane's.
+func cases(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+// headDims is every even head dim up to MaxHeadDim, or under go test -short
+// a sample of them: the smallest, sizes whose 16-byte pieces per row are
+// not a power of two (24, 48, 96: issue 28), the tiny models' and Qwen3's
+// (64, 128), one past a power of two (130) and the largest.
+func headDims() []int {
+	if testing.Short() {
+		return []int{2, 8, 24, 36, 48, 64, 96, 128, 130, MaxHeadDim}
+	}
+	var ds []int
+	for D := 2; D <= MaxHeadDim; D += 2 {
+		ds = append(ds, D)
+	}
+	return ds
 }
 
 // pick returns one of xs.
@@ -178,7 +206,7 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 	segs := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 5, KLen: 37}, {Q0: 2, QLen: 1, K0: 50, KLen: 300}}
 	const nq, nk = 3, 350
 	cases, worst := 0, 0.0
-	for D := 2; D <= MaxHeadDim; D += 2 {
+	for _, D := range headDims() {
 		for ci, half := range []bool{false, true} {
 			r := ratios[(D/8+3*ci)%len(ratios)]
 			H, G := r[0], r[1]
@@ -213,7 +241,11 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 			cases++
 		}
 	}
-	if cases < 60 {
+	want := 60 // of the 32 multiples of 8 up to 256, × 2 caches
+	if testing.Short() {
+		want = 12 // of headDims' 7 multiples of 8, × 2 caches
+	}
+	if cases < want {
 		t.Errorf("only %d head dims × caches admitted: the gate no longer takes D %% 8 == 0 up to 256", cases)
 	}
 	t.Logf("%d cases, worst |err| %.2g", cases, worst)
@@ -332,7 +364,7 @@ func TestFuzzAttention(t *testing.T) {
 	backends := map[Precision]*Backend{FP32: NewBackend(d, FP32), BF16: NewBackend(d, BF16)}
 	ref := refBackend()
 	kinds := []string{"packed", "decode", "chunked"}
-	fuzz(t, 0xa77e, 12*len(attnRoutes), func(t *testing.T, i int, r *rand.Rand, desc *string) {
+	fuzz(t, 0xa77e, cases(12*len(attnRoutes), len(kinds)*len(attnRoutes)), func(t *testing.T, i int, r *rand.Rand, desc *string) {
 		// Every route takes every layout, in turn.
 		route, kind := attnRoutes[i%len(attnRoutes)], kinds[i/len(attnRoutes)%len(kinds)]
 		prec := pick(r, FP32, BF16)
@@ -428,7 +460,7 @@ func TestFuzzRMSNorm(t *testing.T) {
 	d := testDevice(t)
 	backends := map[Precision]*Backend{FP32: NewBackend(d, FP32), BF16: NewBackend(d, BF16)}
 	ref := refBackend()
-	fuzz(t, 0x4e05, 24, func(t *testing.T, _ int, r *rand.Rand, desc *string) {
+	fuzz(t, 0x4e05, cases(24, 6), func(t *testing.T, _ int, r *rand.Rand, desc *string) {
 		rows := pick(r, 1, 1+r.IntN(40))
 		n := pick(r, 1, 2+r.IntN(300), pick(r, 255, 256, 257, 511, 513, 1025), 1000+r.IntN(3200))
 		scale := pick(r, 1e-3, 1.0, 1e3)
@@ -493,7 +525,7 @@ func TestFuzzRMSNorm(t *testing.T) {
 func TestFuzzRoPE(t *testing.T) {
 	b := NewBackend(testDevice(t), FP32)
 	ref := refBackend()
-	fuzz(t, 0x20be, 24, func(t *testing.T, _ int, r *rand.Rand, desc *string) {
+	fuzz(t, 0x20be, cases(24, 6), func(t *testing.T, _ int, r *rand.Rand, desc *string) {
 		N, H := pick(r, 1, 1+r.IntN(40)), 1+r.IntN(6)
 		D := evenDim(r, func(int) bool { return true })
 		theta := pick(r, 1e4, 1e6)
@@ -528,7 +560,7 @@ func TestFuzzSplitQKV(t *testing.T) {
 	d := testDevice(t)
 	backends := map[Precision]*Backend{FP32: NewBackend(d, FP32), BF16: NewBackend(d, BF16)}
 	ref := refBackend()
-	fuzz(t, 0x9c7, 24, func(t *testing.T, _ int, r *rand.Rand, desc *string) {
+	fuzz(t, 0x9c7, cases(24, 6), func(t *testing.T, _ int, r *rand.Rand, desc *string) {
 		G := pick(r, 1, 2, 3)
 		dims := model.QKVDims{N: pick(r, 1, 1+r.IntN(24)), G: G, H: G * pick(r, 1, 2, 4, 12)}
 		dims.D = evenDim(r, func(int) bool { return true })
@@ -620,7 +652,7 @@ func sortedTopK(row []float32, k int) ([]int32, []float32) {
 func TestFuzzSampling(t *testing.T) {
 	base := NewBackend(testDevice(t), FP32)
 	modes := []string{"greedy", "tempered", "top-k", "top-k top-p", "top-p"}
-	fuzz(t, 0x5a3b, 8*len(modes), func(t *testing.T, i int, r *rand.Rand, desc *string) {
+	fuzz(t, 0x5a3b, cases(8*len(modes), len(modes)), func(t *testing.T, i int, r *rand.Rand, desc *string) {
 		b := track(base)
 		defer b.releaseAll()
 		R := pick(r, 1, 1+r.IntN(8))
@@ -747,7 +779,7 @@ func TestFuzzModelDecode(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
 	d := testDevice(t)
 	caches := []string{"fp32", "bf16", "paged bf16"}
-	fuzz(t, 0xdec0de, 24, func(t *testing.T, i int, r *rand.Rand, desc *string) {
+	fuzz(t, 0xdec0de, cases(24, 2*len(caches)), func(t *testing.T, i int, r *rand.Rand, desc *string) {
 		o := model.DefaultTiny()
 		o.Layers, o.Hidden, o.Intermediate, o.Vocab = pick(r, 1, 2), pick(r, 32, 64), 64, 300
 		o.KVHeads = pick(r, 1, 2)

@@ -242,7 +242,7 @@ func stompMainPool(b *Backend, c *model.Config, R int) {
 // bucket changes (greedy, unfiltered and top-k + top-p draws), with
 // prefills and NaN-filled main-pool blocks between the steps (pool
 // safety: a graph's memory is its own); the graphs were replayed and
-// nothing leaked.
+// nothing leaked. Under -short, the top-k + top-p draws only.
 func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 	o := model.DefaultTiny()
 	o.Vocab = 1000
@@ -257,6 +257,9 @@ func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 		{"top-k top-p", model.SampleParams{Temperature: 0.7, TopK: 20, TopP: 0.9}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if testing.Short() && c.name != "top-k top-p" {
+				t.Skip("-short: the filtered draw only")
+			}
 			want := runDecode(t, m, 6, c.p, true)
 			before := d.MemStats() // after the backend's caches (index tables, RoPE) are made
 			p0 := d.Profile()
@@ -299,7 +302,8 @@ func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 // same completions whatever the slot count and the order of the requests,
 // and the same as without graphs (the draws' uniforms are the host's bit
 // for bit; the rare boundary case TestDeviceDrawMatchesHost measures did
-// not occur here).
+// not occur here). Under -short, the top-k + top-p draws against two of the
+// variants.
 func TestGenerateGraphsDeterministic(t *testing.T) {
 	o := model.DefaultTiny()
 	o.Vocab = 1000
@@ -308,7 +312,18 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 	d := m.B.(*Backend).Device()
 	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
 		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 1}}
-	for _, p := range []sampler.Params{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8}, {Temperature: 0, TopP: 1}} {
+	params := []sampler.Params{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8}, {Temperature: 0, TopP: 1}}
+	type variant struct {
+		slots           int
+		graphs, reverse bool
+	}
+	variants := []variant{{4, true, false}, {5, true, true}, {16, true, true}, {8, false, false}}
+	if testing.Short() {
+		// The filtered draw, with other slots and the requests reversed,
+		// and without graphs.
+		params, variants = params[1:2], []variant{{5, true, true}, {8, false, false}}
+	}
+	for _, p := range params {
 		p.MaxNewTokens, p.Seed, p.Step, p.StopIDs = 30, 5, 2, []int32{999, 7}
 		gen := func(slots int, graphs, reverse bool) map[string]string {
 			q := p
@@ -336,10 +351,7 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 			return got
 		}
 		want := gen(8, true, false)
-		for _, c := range []struct {
-			slots           int
-			graphs, reverse bool
-		}{{4, true, false}, {5, true, true}, {16, true, true}, {8, false, false}} {
+		for _, c := range variants {
 			got := gen(c.slots, c.graphs, c.reverse)
 			for k, w := range want {
 				if got[k] != w {
@@ -354,8 +366,8 @@ func TestGenerateGraphsDeterministic(t *testing.T) {
 // another token than sampler.Sample on the same logits with the same
 // uniform: the uniforms are the same bits, so only the float64 sums (in
 // another order, with the device's exp) can move a boundary, by a few
-// ulps. Over 12,288 draws on random rows none differ on the emulator; the
-// bound allows 1 in 1,000.
+// ulps. Over 12,288 draws on random rows (2,048 under -short) none differ
+// on the emulator; the bound allows 1 in 1,000.
 func TestDeviceDrawMatchesHost(t *testing.T) {
 	b := NewBackend(testDevice(t), FP32)
 	const R, V = 256, 3000
@@ -369,9 +381,13 @@ func TestDeviceDrawMatchesHost(t *testing.T) {
 	out := b.New(R, 2)
 	defer b.Release(logits, out)
 	total, differ := 0, 0
+	reps := 12
+	if testing.Short() {
+		reps = 2 // 2,048 draws: the bound still allows 2
+	}
 	for _, p := range []model.SampleParams{{Temperature: 1, TopP: 1}, {Temperature: 0.6, TopK: 20, TopP: 0.8},
 		{Temperature: 1.3, TopK: 50, TopP: 1}, {Temperature: 0, TopP: 1}} {
-		for rep := range 12 {
+		for rep := range reps {
 			draws := make([]model.Draw, R)
 			for r := range draws {
 				draws[r] = model.Draw{Key: rng.Key(uint64(rep), uint64(r)), Counter: uint64(rep*7 + r)}

@@ -82,11 +82,13 @@ func sumsMatch(world int) string {
 	return "within the rounding bound of any summation order"
 }
 
-// TestNCCLCollectives: 2 and 4 processes all-reduce, reduce-scatter,
-// all-gather and broadcast odd sizes and get bitwise the expected values.
+// TestNCCLCollectives: 2 and 4 processes (2 under -short) all-reduce,
+// reduce-scatter, all-gather and broadcast odd sizes and get bitwise the
+// expected values.
 func TestNCCLCollectives(t *testing.T) {
 	for _, world := range []int{2, 4} {
 		t.Run(fmt.Sprintf("world%d", world), func(t *testing.T) {
+			shortWorld(t, world)
 			needNCCL(t, world)
 			roles := make([]string, world)
 			for r := range roles {
@@ -97,15 +99,16 @@ func TestNCCLCollectives(t *testing.T) {
 	}
 }
 
-// TestNCCLShardedAdamW: ZeRO-1 between 2 and 3 processes — AdamW on each
-// rank's shard of the moments, then GatherShards through NCCL — leaves
-// every rank's weights bitwise equal to an unsharded AdamW's on the same
-// device (3 ranks: ranges of unequal length, and empty ones for small
+// TestNCCLShardedAdamW: ZeRO-1 between 2 and 3 processes (2 under -short)
+// — AdamW on each rank's shard of the moments, then GatherShards through
+// NCCL — leaves every rank's weights bitwise equal to an unsharded AdamW's
+// on the same device (3 ranks: ranges of unequal length, and empty ones for small
 // tensors); ReduceScatterShards leaves each rank's range the rank-order
 // sum, bitwise.
 func TestNCCLShardedAdamW(t *testing.T) {
 	for _, world := range []int{2, 3} {
 		t.Run(fmt.Sprintf("world%d", world), func(t *testing.T) {
+			shortWorld(t, world)
 			needNCCL(t, world)
 			roles := make([]string, world)
 			for r := range roles {
@@ -125,9 +128,11 @@ func TestNCCLGradientReducer(t *testing.T) {
 }
 
 // TestNCCLMissingRank: a rank that never joins, or joins and never calls
-// the collective, makes the others fail within the limit, naming ranks.
+// the collective, makes the others fail within the limit, naming ranks
+// (the second only under -short).
 func TestNCCLMissingRank(t *testing.T) {
 	t.Run("init", func(t *testing.T) {
+		shortWorld(t, 3)
 		needNCCL(t, 3)
 		if devKind != "emulator" {
 			t.Skip("skipped: the message checked is the emulator's NCCL's own")
@@ -146,6 +151,13 @@ func TestNCCLMissingRank(t *testing.T) {
 		}
 		runRanks(t, []string{"collective-times-out", "sleep-before-collective"}, limit)
 	})
+}
+
+// shortWorld skips, under -short, the runs of more than 2 ranks.
+func shortWorld(t *testing.T, world int) {
+	if testing.Short() && world > 2 {
+		t.Skipf("-short: %d ranks (2 only)", world)
+	}
 }
 
 // needNCCL skips a test of world ranks that cannot run here: on GPUs each

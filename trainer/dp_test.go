@@ -150,6 +150,8 @@ func primeClasses(r int, tr *Trainer) {
 	}
 }
 
+// TestDataParallelMatchesOneRank: both runs at 2 and 4 ranks under ZeRO-0,
+// 1 and 2 (2 ranks under ZeRO-1 and 2 with -short) end where one rank ends.
 func TestDataParallelMatchesOneRank(t *testing.T) {
 	cfgs := dpConfigs(t)
 	names := []string{"prompt_gdro", "rollout_gdro"}
@@ -174,6 +176,9 @@ func TestDataParallelMatchesOneRank(t *testing.T) {
 			}
 		}
 		for _, tc := range []struct{ size, zero int }{{2, 1}, {4, 1}, {2, 0}, {2, 2}, {4, 2}} {
+			if testing.Short() && (tc.size != 2 || tc.zero == 0) {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/%d ranks ZeRO-%d", name, tc.size, tc.zero), func(t *testing.T) {
 				c := cfg
 				c.Run.Name = fmt.Sprintf("%s-%d-%d", name, tc.size, tc.zero)

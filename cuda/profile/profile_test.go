@@ -242,6 +242,9 @@ func TestDecodeProfilePaged(t *testing.T) {
 // TestBenchSmoke runs the GPU benchmark's code path on the tiny shape (the
 // numbers mean nothing on the emulator; the table and MFU arithmetic run).
 func TestBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the benchmark's code path is left to make test")
+	}
 	d := device(t)
 	var out strings.Builder
 	err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1})

@@ -58,10 +58,14 @@ func device(t *testing.T) *cuda.Device {
 }
 
 // TestSelfTestPasses: the self-test passes on the device (the emulator
-// here) in each product precision.
+// here) in each product precision (bf16 alone under -short).
 func TestSelfTestPasses(t *testing.T) {
 	d := device(t)
-	for _, prec := range []cuda.Precision{cuda.FP32, cuda.BF16, cuda.TF32} {
+	precs := []cuda.Precision{cuda.FP32, cuda.BF16, cuda.TF32}
+	if testing.Short() {
+		precs = []cuda.Precision{cuda.BF16}
+	}
+	for _, prec := range precs {
 		r, err := Run(d, prec, t.Logf)
 		if err != nil {
 			t.Fatalf("%s: %v", prec, err)
@@ -75,7 +79,8 @@ func TestSelfTestPasses(t *testing.T) {
 
 // TestSelfTestCatchesFaults injects faults into the emulator (a kernel that
 // does not run, a GEMM off by one) and requires the self-test to fail,
-// naming the op and the tolerance.
+// naming the op and the tolerance. Under -short: a kernel's fault and the
+// GEMM's only.
 func TestSelfTestCatchesFaults(t *testing.T) {
 	d := device(t)
 	if emuDir == "" {
@@ -90,6 +95,9 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 		{"topk_rows", "device sampling reductions"},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
+			if testing.Short() && c.fault != "rmsnorm_fwd" && c.fault != "gemm" {
+				t.Skip("-short: a kernel's fault and the GEMM's only")
+			}
 			t.Setenv("GDROTRAIN_EMU_FAULT", c.fault)
 			r, err := Run(d, cuda.FP32, nil)
 			var se *Error

@@ -473,9 +473,18 @@ const MaxHeadDim = 256
 // refAttention. Kernels split a row of D elements over threads and lanes
 // in ways that can go wrong only at some sizes (a per-key lane count that
 // is not a power of two broke the split-K decode kernels at D = 24, 40,
-// 48, …), so every size the model accepts is run.
+// 48, …), so every size the model accepts is run; under go test -short
+// (make test-short) a sample: the smallest, 24, 36, 48 and 96 (lane counts
+// not powers of two), 64, 128, 130 and the largest.
 func (s *suite) attentionHeadDims(t *testing.T) {
 	const H, G = 4, 2
+	var dims []int
+	for D := 2; D <= MaxHeadDim; D += 2 {
+		dims = append(dims, D)
+	}
+	if testing.Short() {
+		dims = []int{2, 8, 24, 36, 48, 64, 96, 128, 130, MaxHeadDim}
+	}
 	layouts := []struct {
 		name   string
 		nq, nk int
@@ -484,7 +493,7 @@ func (s *suite) attentionHeadDims(t *testing.T) {
 		{"decode", 3, 90, []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 5, KLen: 9}, {Q0: 2, QLen: 1, K0: 20, KLen: 70}}},
 		{"prefill", 20, 20, []model.Segment{{Q0: 0, QLen: 20, K0: 0, KLen: 20}}},
 	}
-	for D := 2; D <= MaxHeadDim; D += 2 {
+	for _, D := range dims {
 		scale := 1 / math.Sqrt(float64(D))
 		for _, l := range layouts {
 			qv, kv, vv := s.randn(l.nq*H*D, 1), s.randn(l.nk*G*D, 1), s.randn(l.nk*G*D, 1)

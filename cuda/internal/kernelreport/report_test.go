@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
@@ -27,11 +28,39 @@ func toolsOrSkip(t *testing.T) Tools {
 	return tools
 }
 
-// collectOrSkip compiles and reads back every kernel for sm_80 and sm_90.
+// archs are the architectures the tests compile for: sm_80 and sm_90, or
+// sm_90 alone under go test -short.
+func archs() []Arch {
+	if testing.Short() {
+		return []Arch{{9, 0}}
+	}
+	return []Arch{{8, 0}, {9, 0}}
+}
+
+// collected is the kernels of every architecture, compiled and read back
+// once for all the tests of this package (each took a whole NVRTC and
+// cuobjdump pass before).
+var collected struct {
+	once    sync.Once
+	version string
+	ks      []Kernel
+	err     error
+}
+
+// collectOrSkip compiles and reads back every kernel for archs (once).
 func collectOrSkip(t *testing.T) (string, []Kernel) {
 	t.Helper()
 	tools := toolsOrSkip(t)
-	version, ks, err := Collect(tools, []Arch{{8, 0}, {9, 0}}, t.TempDir(), t.Logf)
+	collected.once.Do(func() {
+		work, err := os.MkdirTemp("", "kernelreport-")
+		if err != nil {
+			collected.err = err
+			return
+		}
+		defer os.RemoveAll(work)
+		collected.version, collected.ks, collected.err = Collect(tools, archs(), work, t.Logf)
+	})
+	version, ks, err := collected.version, collected.ks, collected.err
 	var le *cuda.LibraryError
 	if errors.As(err, &le) {
 		if os.Getenv("GDROTRAIN_REQUIRE_NVRTC") != "" {
@@ -48,7 +77,7 @@ func collectOrSkip(t *testing.T) (string, []Kernel) {
 
 // TestKernelsNoLocalMemory fails if any kernel has a stack frame, local
 // memory or local loads/stores (spills, or an array indexed at run time) on
-// sm_80 or sm_90. `make kernel-report` prints the whole table.
+// sm_80 or sm_90 (archs). `make kernel-report` prints the whole table.
 func TestKernelsNoLocalMemory(t *testing.T) {
 	_, ks := collectOrSkip(t)
 	if len(ks) == 0 {
@@ -68,7 +97,7 @@ func describe(k Kernel) string {
 }
 
 // TestDecodeKernelsVectorLoads: the split-K decode kernels read keys and
-// values with 16-byte loads (LDG.128), on sm_80 and sm_90.
+// values with 16-byte loads (LDG.128), on sm_80 and sm_90 (archs).
 func TestDecodeKernelsVectorLoads(t *testing.T) {
 	_, ks := collectOrSkip(t)
 	seen := 0
@@ -83,14 +112,14 @@ func TestDecodeKernelsVectorLoads(t *testing.T) {
 				k.Arch, k.Name, k.GlobalLoads[16], k.GlobalLoads)
 		}
 	}
-	if seen != 4 {
-		t.Errorf("found %d of the 4 decode kernels (2 per architecture)", seen)
+	if want := 2 * len(archs()); seen != want {
+		t.Errorf("found %d of the %d decode kernels (2 per architecture)", seen, want)
 	}
 }
 
 // TestFlashHalfKernelsVectorLoads: the fused attention kernels for bf16
 // activations stage keys and values (and, for dk/dv, queries) with 16-byte
-// loads (LDG.128), on sm_80 and sm_90; the fp32 ones cannot (each element
+// loads (LDG.128), on sm_80 and sm_90 (archs); the fp32 ones cannot (each element
 // is rounded as it is staged).
 func TestFlashHalfKernelsVectorLoads(t *testing.T) {
 	_, ks := collectOrSkip(t)
@@ -106,7 +135,7 @@ func TestFlashHalfKernelsVectorLoads(t *testing.T) {
 			t.Errorf("%s %s: no 16-byte global loads; loads by width %v", k.Arch, k.Name, k.GlobalLoads)
 		}
 	}
-	if seen != 2*len(want) {
-		t.Errorf("found %d of the %d bf16 fused attention kernels (%d per architecture)", seen, 2*len(want), len(want))
+	if n := len(archs()) * len(want); seen != n {
+		t.Errorf("found %d of the %d bf16 fused attention kernels (%d per architecture)", seen, n, len(want))
 	}
 }
