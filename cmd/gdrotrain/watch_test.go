@@ -262,10 +262,13 @@ func TestWatchTmux(t *testing.T) {
 		t.Errorf("cursor_flag %s while watching, want 0 (hidden)", c)
 	}
 	tmux("send-keys", "-t", "w", "C-c")
+	// tmux marks the pane dead before it has collected the exit status
+	// (both formats read empty for a moment): wait for one of them.
 	waitFor("the exit", func(string) bool {
-		return strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead}")) == "1"
+		return strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead}")) == "1" &&
+			strings.Trim(tmux("display-message", "-p", "-t", "w", "#{pane_dead_status}/#{pane_dead_signal}"), "/\n ") != ""
 	})
-	if status := strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead_status}")); status != "0" {
+	if status := strings.TrimSpace(tmux("display-message", "-p", "-t", "w", "#{pane_dead_status}/#{pane_dead_signal}")); status != "0/" { // status/signal
 		t.Errorf("watch exited with status %s on Ctrl-C, want 0:\n%s", status, screen)
 	}
 	// (tmux hides the cursor of a dead pane, so the restore is read from
