@@ -254,7 +254,7 @@ func train(ctx context.Context, cfg trainer.Config, o Options, logw io.Writer) (
 	defer t.Close()
 	lib := t.Policy.B.Name()
 	if m, ok := t.Policy.B.(interface{ MatMulLibrary() string }); ok {
-		lib = m.MatMulLibrary()
+		lib = shortLibrary(m.MatMulLibrary())
 	}
 	if err := t.Run(ctx); err != nil {
 		if errors.Is(err, trainer.ErrStopped) {
@@ -263,6 +263,25 @@ func train(ctx context.Context, cfg trainer.Config, o Options, logw io.Writer) (
 		return trained{}, err
 	}
 	return trained{dir: t.Dir, library: lib}, nil
+}
+
+// shortLibrary is the part of a backend's MatMulLibrary that decides the
+// demo's numbers: OpenBLAS's version and the core whose kernels it chose
+// ("OpenBLAS 0.3.21 … , core Cooperlake (path)" → "OpenBLAS 0.3.21, core
+// Cooperlake"), or the Go kernels.
+func shortLibrary(lib string) string {
+	if strings.HasPrefix(lib, "Go kernels") {
+		return "Go kernels (no OpenBLAS)"
+	}
+	f := strings.Fields(lib)
+	if len(f) < 2 || f[0] != "OpenBLAS" {
+		return lib
+	}
+	out := "OpenBLAS " + f[1]
+	if _, core, ok := strings.Cut(lib, ", core "); ok {
+		out += ", core " + strings.Fields(core)[0]
+	}
+	return out
 }
 
 // cpuModel names the processor and its core count (Linux's /proc/cpuinfo;

@@ -333,6 +333,19 @@ prompt_gdro − grpo: +0.125 = 1.7 standard errors (paired over the 4 problems)
 	}
 }
 
+func TestShortLibrary(t *testing.T) {
+	for in, want := range map[string]string{
+		"OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64, core Cooperlake (/usr/lib/x/libopenblasp-r0.3.21.so)": "OpenBLAS 0.3.21, core Cooperlake",
+		"OpenBLAS /usr/lib/x/libopenblas.so.0":                   "OpenBLAS /usr/lib/x/libopenblas.so.0",
+		"Go kernels (gonum Sgemm): no OpenBLAS found (dlopen …)": "Go kernels (no OpenBLAS)",
+		"cuda": "cuda",
+	} {
+		if got := shortLibrary(in); got != want {
+			t.Errorf("shortLibrary(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestConfig: the demo's files and seed fill the trainer's part of
 // configs/demo.yaml, and Sets override it (demo.* keys are not the
 // trainer's).

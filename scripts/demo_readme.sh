@@ -86,10 +86,9 @@ regions = {
             "× %s samples never trained on): %s ± %s, %s standard errors of the paired per-problem change. "
             "Plain GRPO from the same warm-up, seed and prompts reached %s: Prompt-GDRO − GRPO = %s ± %s "
             "(%s SE, paired per problem), the comparison the paper makes. "
-            "These numbers come from one machine (%s; matrix products: %s): they depend on its floating "
-            "point, and another CPU gives other numbers (on another 2-core Xeon an earlier commit's "
-            "0.503 → 0.637 came out as 0.367 → 0.433). "
-            "The whole demo took %s there (warm-up %s, Prompt-GDRO with its validations %s, the GRPO baseline %s). "
+            "Measured on %s with %s; another CPU's floating point gives other numbers "
+            "(an earlier commit's 0.503 → 0.637 came out as 0.367 → 0.433 on a 2-core Xeon). "
+            "The demo took %s (warm-up %s, Prompt-GDRO %s, GRPO baseline %s). "
             "Across seeds (`SEEDS=\"%s\" bash scripts/demo_readme.sh`):"
             % (first["before"], first["after"], first["n"], first["problems"], first["n"], first["delta"],
                first["se"], first["z"], first["grpo_acc"], first["vs"], first["vs_se"], first["vs_z"],
@@ -114,9 +113,9 @@ if not row.search(new):
     sys.exit("demo_readme.sh: README.md has no 'Demo held-out accuracy' row")
 zs = [float(r["z"]) for r in R.values()]
 new = row.sub(lambda m: "| Demo held-out accuracy before → after RL | %s → %s (mean@%s, %s held-out problems), %s ± %s = %s SE; "
-              "%d seeds: %s–%s SE; %s on 2 cores | `make demo`, `bash scripts/demo_readme.sh` |"
+              "%d seeds: %s–%s SE; Prompt-GDRO − GRPO %s ± %s; %s on 2 cores | `make demo`, `bash scripts/demo_readme.sh` |"
               % (first["before"], first["after"], first["n"], first["problems"], first["delta"], first["se"], first["z"],
-                 len(zs), min(zs), max(zs), first["time"]), new)
+                 len(zs), min(zs), max(zs), first["vs"], first["vs_se"], first["time"]), new)
 if check:
     # timings vary from run to run: compare everything else
     mask = lambda t: re.sub(r"\b\d+m\d+s\b|\b\d+(\.\d+)?s\b", "T", t)
