@@ -175,9 +175,10 @@
 //
 // Tests that need the emulator skip where g++ is missing, unless
 // GDROTRAIN_REQUIRE_EMULATOR is set (CI sets it): then they fail. make test
-// runs the CUDA tests in the default mode (seed 1), with GDROTRAIN_EMU_FMA=1
-// (seed 2) and with GDROTRAIN_EMU_FAST16BF=tf32 (seed 3), and the tests that
-// launch every kernel under seed 3 as well.
+// runs the whole CUDA package in the default mode (seed 1); the tests that
+// launch every kernel under seed 3; the kernel, bf16 and rounding-sensitive
+// tests with GDROTRAIN_EMU_FMA=1 (seed 2); and the bf16 tests with
+// GDROTRAIN_EMU_FAST16BF=tf32 (seed 3). The Makefile says which and why.
 //
 // make emulator (cmd/build-emulator) builds the emulator with the real
 // kernels into .cache/cuda-emu, for running the binary without a GPU; give
