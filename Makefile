@@ -24,10 +24,11 @@ endif
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
 
-# gpu-check-build: the binary and the CUDA test binary, for scripts/gpu_kit.sh
+# gpu-check-build: the binary and the CUDA test binaries, for scripts/gpu_kit.sh
 # run from this checkout on a GPU node.
 gpu-check-build: build
 	$(GO) test -c -o bin/cuda.test ./cuda/
+	$(GO) test -c -o bin/cuda-profile.test ./cuda/profile/
 
 # tbproto: the Go types of TensorBoard's event messages (internal/tbevents/tbpb)
 # from the vendored .proto files; needs protoc (Debian: protobuf-compiler).

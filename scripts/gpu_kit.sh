@@ -10,6 +10,8 @@
 #                 each library and where it was found
 #   selftest-*    `cuda-info --self-test` in fp32 and bf16
 #   cuda-tests    the CUDA backend's tests (bin/cuda.test) on the GPU
+#   profile-tests the step-profile and benchmark tests (bin/cuda-profile.test,
+#                 from cuda/profile) on the GPU
 #   nccl-tests    the multi-process NCCL, data-parallel and ZeRO tests, one
 #                 GPU per rank (when two or more GPUs are visible)
 #   hf-*          an init-tiny model's logits against transformers' (Python
@@ -32,7 +34,7 @@
 #   --tests REGEX        which CUDA tests to run (default: all)
 #   --nccl auto|on|off   the NCCL tests: auto runs them with ≥ 2 GPUs
 #   --nccl-tests REGEX   which of them (default: all multi-process tests)
-# GDROTRAIN and CUDA_TEST override the programs (scripts/test_gpu_kit.sh
+# GDROTRAIN, CUDA_TEST and CUDA_PROFILE_TEST override the programs (scripts/test_gpu_kit.sh
 # runs the script against fakes and on the emulator).
 set -uo pipefail # not -e: a failed step is recorded and the next one runs
 
@@ -77,12 +79,14 @@ mkdir -p "$out" || die "cannot create $out"
 out=$(cd "$out" && pwd)
 gdrotrain=${GDROTRAIN:-$root/bin/gdrotrain}
 cudatest=${CUDA_TEST:-$root/bin/cuda.test}
-for p in "$gdrotrain" "$cudatest"; do
+profiletest=${CUDA_PROFILE_TEST:-$root/bin/cuda-profile.test}
+for p in "$gdrotrain" "$cudatest" "$profiletest"; do
 	[ -x "$p" ] || die "$p is missing or not executable (build the kit with make gpu-kit, or make gpu-check-build in a checkout)"
 done
 # The tests run from cuda/: the programs' paths must not be relative.
 [[ $gdrotrain == /* ]] || gdrotrain=$PWD/$gdrotrain
 [[ $cudatest == /* ]] || cudatest=$PWD/$cudatest
+[[ $profiletest == /* ]] || profiletest=$PWD/$profiletest
 # cgo links the programs against the build machine's glibc: on a node with
 # an older one they do not start, and nothing below could run.
 if ! err=$("$gdrotrain" --help 2>&1 >/dev/null); then
@@ -237,6 +241,11 @@ if want cuda-tests; then
 	[ -n "$tests" ] && args+=(-test.run "$tests")
 	cd "$root/cuda" || die "no $root/cuda"
 	run cuda-tests 960 cuda-tests.log "${testenv[@]}" "$cudatest" "${args[@]}"
+	cd "$OLDPWD" || die "cannot return to $OLDPWD"
+fi
+if want profile-tests; then
+	cd "$root/cuda/profile" || die "no $root/cuda/profile"
+	run profile-tests 960 profile-tests.log "${testenv[@]}" "$profiletest" "${testargs[@]}" -test.timeout 15m
 	cd "$OLDPWD" || die "cannot return to $OLDPWD"
 fi
 if want nccl-tests; then

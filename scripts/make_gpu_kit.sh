@@ -5,7 +5,7 @@
 #   tar xzf gdrotrain-gpu-kit.tar.gz && cd gdrotrain-gpu-kit && ./run.sh
 #
 # `make gpu-kit` builds the two programs and calls this. Usage:
-#   bash scripts/make_gpu_kit.sh [--gdrotrain BIN] [--cuda-test BIN] [--out ARCHIVE]
+#   bash scripts/make_gpu_kit.sh [--gdrotrain BIN] [--cuda-test BIN] [--cuda-profile-test BIN] [--out ARCHIVE]
 # (defaults bin/gdrotrain, bin/cuda.test, bin/gdrotrain-gpu-kit.tar.gz).
 #
 # The archive holds run.sh (scripts/gpu_kit.sh), the two programs, what the
@@ -19,26 +19,29 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 gdrotrain=$root/bin/gdrotrain
 cudatest=$root/bin/cuda.test
+profiletest=$root/bin/cuda-profile.test
 out=$root/bin/gdrotrain-gpu-kit.tar.gz
 while [ $# -gt 0 ]; do
 	case $1 in
 	--gdrotrain) gdrotrain=${2:?}; shift ;;
 	--cuda-test) cudatest=${2:?}; shift ;;
+	--cuda-profile-test) profiletest=${2:?}; shift ;;
 	--out) out=${2:?}; shift ;;
 	*) echo "make_gpu_kit: unknown option $1" >&2; exit 2 ;;
 	esac
 	shift
 done
-for p in "$gdrotrain" "$cudatest"; do
+for p in "$gdrotrain" "$cudatest" "$profiletest"; do
 	[ -x "$p" ] || { echo "make_gpu_kit: $p is missing (make gpu-check-build builds it)" >&2; exit 1; }
 done
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 kit=$stage/gdrotrain-gpu-kit
-mkdir -p "$kit/bin" "$kit/cuda" "$kit/model" "$kit/scripts" "$kit/docs"
+mkdir -p "$kit/bin" "$kit/cuda/profile" "$kit/model" "$kit/scripts" "$kit/docs"
 cp "$gdrotrain" "$kit/bin/gdrotrain"
 cp "$cudatest" "$kit/bin/cuda.test"
+cp "$profiletest" "$kit/bin/cuda-profile.test"
 cp "$root/scripts/gpu_kit.sh" "$kit/run.sh"
 chmod +x "$kit/run.sh"
 cp "$root/cuda/shim.h" "$kit/cuda/"
@@ -49,7 +52,7 @@ cp "$root/docs/gpu-kit.md" "$kit/docs/"
 # The newest GLIBC_x.y either program needs, when binutils is here to say.
 glibc=unknown
 if command -v objdump >/dev/null; then
-	glibc=$(objdump -T "$gdrotrain" "$cudatest" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | sed 's/GLIBC_//')
+	glibc=$(objdump -T "$gdrotrain" "$cudatest" "$profiletest" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1 | sed 's/GLIBC_//')
 fi
 commit=$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)
 gover=$(go version 2>/dev/null || echo "go version unknown")

@@ -34,7 +34,7 @@ go build -o "$tmp/real/gdrotrain" ./cmd/gdrotrain
 # first argument, is in $FAIL; the one named $SLEEPER hangs. The fake gdrotrain describes two GPUs (so the
 # NCCL tests run) and leaves kit-report to the real binary.
 mkdir -p "$tmp/fake"
-for prog in gdrotrain cuda.test python; do
+for prog in gdrotrain cuda.test cuda-profile.test python; do
 	cat >"$tmp/fake/$prog" <<FAKE
 #!/usr/bin/env bash
 echo "fake $prog \$*" >>"\$FAKE_LOG"
@@ -65,7 +65,7 @@ kit() {
 	rm -rf "$tmp/out"
 	: >"$tmp/log"
 	FAIL=$FAIL FAKE_LOG="$tmp/log" GDROTRAIN="$tmp/fake/gdrotrain" CUDA_TEST="$tmp/fake/cuda.test" \
-		bash scripts/gpu_kit.sh --out "$tmp/out" --python "$tmp/fake/python" "$@" >"$tmp/stdout" 2>&1 || rc=$?
+		CUDA_PROFILE_TEST="$tmp/fake/cuda-profile.test" bash scripts/gpu_kit.sh --out "$tmp/out" --python "$tmp/fake/python" "$@" >"$tmp/stdout" 2>&1 || rc=$?
 	[ "$rc" = "$want" ] || fail "FAIL=\"$FAIL\" $*: exit $rc, want $want"
 }
 # status STEP WANT: the step's status in steps.tsv.
@@ -77,11 +77,12 @@ status() {
 ran() { grep -q -- "$1" "$tmp/log" || fail "FAIL=\"$FAIL\": \"$1\" did not run"; }
 
 kit "" 0
-for s in info selftest-fp32 selftest-bf16 cuda-tests nccl-tests hf-model hf-logits-fp32 hf-logits-bf16 hf-fp32 hf-bf16 bench report; do
+for s in info selftest-fp32 selftest-bf16 cuda-tests profile-tests nccl-tests hf-model hf-logits-fp32 hf-logits-bf16 hf-fp32 hf-bf16 bench report; do
 	status $s pass
 done
 ran "fake cuda.test -test.v -test.count=1 -test.timeout 15m -test.skip"
 ran "fake cuda.test .* -test.run ^(TestNCCLCollectives"
+ran "fake cuda-profile.test -test.v -test.count=1 -test.timeout 15m"
 ran "--torch-python $tmp/fake/python"
 grep -q '"result": "pass"' "$tmp/out/summary.json" || fail "summary.json does not say pass"
 grep -q "^# gdrotrain GPU kit: PASS" "$tmp/out/report.md" || fail "report.md does not say PASS"
@@ -89,6 +90,7 @@ grep -q "^# gdrotrain GPU kit: PASS" "$tmp/out/report.md" || fail "report.md doe
 kit "cuda.test" 1
 status cuda-tests fail
 status nccl-tests fail
+status profile-tests pass
 status bench pass
 grep -q '"result": "fail"' "$tmp/out/summary.json" || fail "summary.json does not say fail"
 grep -q "2 step(s) FAILED" "$tmp/stdout" || fail "the failure count is not printed"
@@ -120,7 +122,7 @@ kit "" 2 --size huge
 rm -rf "$tmp/out"
 : >"$tmp/log"
 SLEEPER=cuda.test FAKE_LOG="$tmp/log" GDROTRAIN="$tmp/fake/gdrotrain" CUDA_TEST="$tmp/fake/cuda.test" \
-	bash scripts/gpu_kit.sh --out "$tmp/out" --python "$tmp/fake/python" >"$tmp/stdout" 2>&1 &
+	CUDA_PROFILE_TEST="$tmp/fake/cuda-profile.test" bash scripts/gpu_kit.sh --out "$tmp/out" --python "$tmp/fake/python" >"$tmp/stdout" 2>&1 &
 kitpid=$!
 for _ in $(seq 100); do
 	[ -s "$tmp/log.pids" ] && break
@@ -150,12 +152,14 @@ echo "test_gpu_kit: fakes ok ($(($(date +%s) - start)) s)"
 # compiling what the first build compiled.
 export GDROTRAIN_EMU_CACHE=${GDROTRAIN_EMU_CACHE:-$tmp/emu-cache}
 go test -c -o "$tmp/real/cuda.test" ./cuda/
+go test -c -o "$tmp/real/cuda-profile.test" ./cuda/profile/
 go run ./internal/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
-bash scripts/make_gpu_kit.sh --gdrotrain "$tmp/real/gdrotrain" --cuda-test "$tmp/real/cuda.test" --out "$tmp/kit.tar.gz" >/dev/null
+bash scripts/make_gpu_kit.sh --gdrotrain "$tmp/real/gdrotrain" --cuda-test "$tmp/real/cuda.test" \
+	--cuda-profile-test "$tmp/real/cuda-profile.test" --out "$tmp/kit.tar.gz" >/dev/null
 mkdir "$tmp/node"
 tar -C "$tmp/node" -xzf "$tmp/kit.tar.gz"
 kitdir=$tmp/node/gdrotrain-gpu-kit
-for f in run.sh bin/gdrotrain bin/cuda.test cuda/shim.h model/testdata/qwen3_tiny_tied/golden.json scripts/hf_check.py \
+for f in run.sh bin/gdrotrain bin/cuda.test bin/cuda-profile.test cuda/shim.h model/testdata/qwen3_tiny_tied/golden.json scripts/hf_check.py \
 	scripts/bench_torch_gpu.py VERSION README.txt docs/gpu-kit.md; do
 	[ -e "$kitdir/$f" ] || fail "the kit lacks $f"
 done

@@ -91,7 +91,7 @@ type Summary struct {
 	NvidiaSMI []map[string]string `json:"nvidia_smi,omitempty"` // one row per GPU
 	Python    string              `json:"python,omitempty"`     // the versions, or why the Python steps were skipped
 	SelfTest  map[string]string   `json:"self_test,omitempty"`  // by precision: the summary line
-	Tests     map[string]*TestRun `json:"tests,omitempty"`      // cuda-tests, nccl-tests
+	Tests     map[string]*TestRun `json:"tests,omitempty"`      // cuda-tests, profile-tests, nccl-tests
 	HF        map[string]any      `json:"hf,omitempty"`         // by precision: scripts/hf_check.py's line
 	// Bench is `gdrotrain bench --device cuda --json`'s object as written:
 	// measured training step time, tokens/s and MFU, decode tokens/s,
@@ -155,7 +155,7 @@ func Summarize(dir string) (*Summary, error) {
 			}
 		}
 	}
-	for _, name := range []string{"cuda-tests", "nccl-tests"} {
+	for _, name := range []string{"cuda-tests", "profile-tests", "nccl-tests"} {
 		raw, err := os.ReadFile(filepath.Join(dir, name+".log"))
 		if err != nil {
 			continue

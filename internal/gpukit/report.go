@@ -143,7 +143,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 
 	if len(s.Tests) > 0 {
 		p("## Tests\n\n")
-		for _, name := range []string{"cuda-tests", "nccl-tests"} {
+		for _, name := range []string{"cuda-tests", "profile-tests", "nccl-tests"} {
 			t := s.Tests[name]
 			if t == nil {
 				continue
