@@ -6,7 +6,7 @@
 #
 # `make gpu-kit` builds the two programs and calls this. Usage:
 #   bash scripts/make_gpu_kit.sh [--gdrotrain BIN] [--cuda-test BIN] [--cuda-profile-test BIN] [--out ARCHIVE]
-# (defaults bin/gdrotrain, bin/cuda.test, bin/gdrotrain-gpu-kit.tar.gz).
+# (defaults bin/gdrotrain, bin/cuda.test, bin/cuda-profile.test, bin/gdrotrain-gpu-kit.tar.gz).
 #
 # The archive holds run.sh (scripts/gpu_kit.sh), the two programs, what the
 # CUDA tests read beside their package folder (cuda/shim.h, the PyTorch
