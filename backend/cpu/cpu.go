@@ -90,14 +90,11 @@ func NewBackendWith(o Options) *Backend {
 func (b *Backend) Name() string { return "cpu" }
 
 // MatMulLibrary describes what computes the matrix products, for logs and
-// the benchmark: the OpenBLAS build and its file, or the Go fallback and why.
+// the benchmark: the OpenBLAS build, the core whose kernels it runs and how
+// that core was chosen, and its file; or the Go fallback and why.
 func (b *Backend) MatMulLibrary() string {
 	if b.blas != nil {
-		s := "OpenBLAS " + b.blas.Path
-		if b.blas.Config != "" {
-			s = b.blas.Config + " (" + b.blas.Path + ")"
-		}
-		return s
+		return b.blas.Describe() + " (" + b.blas.Path + ")"
 	}
 	return "Go kernels (gonum Sgemm): " + b.blasErr.Error()
 }

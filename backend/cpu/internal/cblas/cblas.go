@@ -57,7 +57,9 @@ import (
 // Lib is a loaded CBLAS library.
 type Lib struct {
 	Path   string // the file the dynamic linker mapped
-	Config string // what the library says of itself (openblas_get_config and core), or ""
+	Config string // what the library says of itself (openblas_get_config), or ""
+	Core   string // the core whose kernels it runs (openblas_get_corename), or ""
+	Note   string // how that core was chosen, when not by the library alone (coretype.go), or ""
 
 	sgemm, setThreads, getThreads unsafe.Pointer
 }
@@ -86,15 +88,15 @@ func open(name string) (*Lib, error) {
 		}
 	}
 	l.setThreads, l.getThreads = sym("openblas_set_num_threads"), sym("openblas_get_num_threads")
-	var parts []string
-	for _, s := range []string{"openblas_get_config", "openblas_get_corename"} {
+	get := func(s string) string {
 		if f := sym(s); f != nil {
 			if cs := C.gd_get_string(f); cs != nil {
-				parts = append(parts, strings.TrimSpace(C.GoString(cs)))
+				return strings.TrimSpace(C.GoString(cs))
 			}
 		}
+		return ""
 	}
-	l.Config = strings.Join(parts, ", core ")
+	l.Config, l.Core = get("openblas_get_config"), get("openblas_get_corename")
 	return l, nil
 }
 
