@@ -130,3 +130,48 @@ func TestOpenCore(t *testing.T) {
 		t.Errorf("user's %s: %+v, %q", CoreEnv, ch, note)
 	}
 }
+
+// TestDecideCore: the probes behind the choice, against a fake library that
+// picks Prescott by itself and accepts only the cores in accepts; and the
+// cache that spares the probes on the next start.
+func TestDecideCore(t *testing.T) {
+	lib := t.TempDir() + "/libfake.so"
+	if err := os.WriteFile(lib, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(p func([]string, string) (probeResult, error)) { probeCore = p }(probeCore)
+	bf16 := CPU{Vendor: "GenuineIntel", AVX2: true, AVX512: true, AVX512BF16: true, Signature: "fake"}
+	for _, c := range []struct {
+		name    string
+		accepts []string
+		set     string
+		reason  string
+		probes  int
+	}{
+		{"accepted", []string{"Cooperlake", "SkylakeX", "Haswell"}, "Cooperlake", "set: the library picked Prescott on an AVX-512 BF16 CPU it does not know", 2},
+		{"an older OpenBLAS without Cooperlake", []string{"SkylakeX", "Haswell"}, "SkylakeX", "; it refuses Cooperlake", 3},
+		{"none accepted", nil, "", "the library picked Prescott and refuses OPENBLAS_CORETYPE=Cooperlake, SkylakeX, Haswell", 4},
+	} {
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+		probes := 0
+		probeCore = func(names []string, core string) (probeResult, error) {
+			probes++
+			r := probeResult{Path: lib, Config: "OpenBLAS 0.3.21 DYNAMIC_ARCH", Core: "Prescott"}
+			for _, a := range c.accepts {
+				if a == core {
+					r.Core = core
+				}
+			}
+			return r, nil
+		}
+		for start := 0; start < 2; start++ {
+			ch, err := decideCore([]string{"libfake.so"}, bf16)
+			if err != nil || ch.Set != c.set || !strings.Contains(ch.Reason, c.reason) || ch.Picked != "Prescott" || ch.Path != lib {
+				t.Errorf("%s, start %d: %+v, %v; want set %q, reason %q", c.name, start, ch, err, c.set, c.reason)
+			}
+		}
+		if probes != c.probes {
+			t.Errorf("%s: %d probes over two starts, want %d (the second from the cache)", c.name, probes, c.probes)
+		}
+	}
+}

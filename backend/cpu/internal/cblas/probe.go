@@ -57,6 +57,9 @@ func init() {
 	os.Exit(0)
 }
 
+// probeCore is probe; tests replace it with a fake library.
+var probeCore = probe
+
 // probe loads the first of names that loads in a child process with
 // OPENBLAS_CORETYPE set to core ("": unset) and reports what it says.
 func probe(names []string, core string) (probeResult, error) {
@@ -118,7 +121,7 @@ func decideCore(names []string, c CPU) (coreChoice, error) {
 	if ch, ok := cache[key]; ok && ch.valid() {
 		return ch, nil
 	}
-	own, err := probe(names, "")
+	own, err := probeCore(names, "")
 	if err != nil {
 		return coreChoice{}, err
 	}
@@ -131,7 +134,7 @@ func decideCore(names []string, c CPU) (coreChoice, error) {
 	// a library that does not know a name warns and falls back to Prescott.
 	var refused []string
 	for set != "" && coreRank[strings.ToLower(set)] > coreRank[strings.ToLower(own.Core)] {
-		got, err := probe(names, set)
+		got, err := probeCore(names, set)
 		if err == nil && strings.EqualFold(got.Core, set) {
 			break
 		}
