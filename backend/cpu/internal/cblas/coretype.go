@@ -39,9 +39,9 @@ const CoreEnv = "OPENBLAS_CORETYPE"
 
 // CPU is what the kernel choice needs to know of the processor.
 type CPU struct {
-	Vendor                     string // CPUID vendor string: GenuineIntel, AuthenticAMD, HygonGenuine; "" if unknown
-	AVX2, AVX512, AVX512BF16   bool   // usable by user code (the OS saves the registers)
-	Signature                  string // vendor, family, model, stepping and flags: the probe cache's key
+	Vendor                   string // CPUID vendor string: GenuineIntel, AuthenticAMD, HygonGenuine; "" if unknown
+	AVX2, AVX512, AVX512BF16 bool   // usable by user code (the OS saves the registers)
+	Signature                string // vendor, family, model, stepping and flags: the probe cache's key
 }
 
 // coreRank orders OpenBLAS's x86 core names (driver/others/dynamic.c's
@@ -52,13 +52,13 @@ type CPU struct {
 // not replaced by each other.
 var coreRank = map[string]int{
 	"unknown": -1,
-	"katmai": 0, "coppermine": 0, "northwood": 0, "prescott": 0, "banias": 0, "atom": 0, "core2": 0,
+	"katmai":  0, "coppermine": 0, "northwood": 0, "prescott": 0, "banias": 0, "atom": 0, "core2": 0,
 	"penryn": 0, "dunnington": 0, "nehalem": 0, "athlon": 0, "opteron": 0, "opteron_sse3": 0,
 	"barcelona": 0, "nano": 0, "bobcat": 0,
 	"sandybridge": 1, "bulldozer": 1, "piledriver": 1, "steamroller": 1, "excavator": 1,
 	"haswell": 2, "zen": 2,
-	"skylakex": 3,
-	"cooperlake": 4,
+	"skylakex":       3,
+	"cooperlake":     4,
 	"sapphirerapids": 5,
 }
 
