@@ -99,6 +99,15 @@ func (b *Backend) MatMulLibrary() string {
 	return "Go kernels (gonum Sgemm): " + b.blasErr.Error()
 }
 
+// BLASCore is the OpenBLAS core whose kernels compute the products
+// ("SkylakeX"), or "" (the Go kernels, or a CBLAS that does not say).
+func (b *Backend) BLASCore() string {
+	if b.blas == nil {
+		return ""
+	}
+	return b.blas.Core
+}
+
 // buf returns a scratch slice of n floats (contents undefined) and the
 // handle to give back with put.
 func (b *Backend) buf(n int) (*[]float32, []float32) {
