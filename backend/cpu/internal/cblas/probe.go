@@ -3,7 +3,8 @@ package cblas
 // The probe: which core a library picks by itself, asked of a child process
 // (this executable again, with probeEnv set) because the answer is only
 // known after loading, and one process loads the library once
-// (coretype.go). The child loads it with one thread and prints one JSON line;
+// (coretype.go). The child loads it with one thread, runs one small product
+// on its kernels and prints one JSON line;
 // the parent keeps the answer in the user's cache folder, keyed by the names
 // searched, LD_LIBRARY_PATH and the CPU, and checked against the library
 // file's size and time, so only the first start on a machine (or after an
@@ -50,6 +51,17 @@ func init() {
 			continue
 		}
 		r = probeResult{Path: l.Path, Config: l.Config, Core: l.Core}
+		// Run the kernels once: a core the CPU cannot run (a hypervisor
+		// that hides AVX-512 state) dies here, in the child.
+		const n = 32
+		a, c := make([]float32, n*n), make([]float32, n*n)
+		for i := range a {
+			a[i] = 1
+		}
+		l.Sgemm(false, true, n, n, n, 1, a, n, a, n, 0, c, n)
+		if c[0] != n || c[n*n-1] != n {
+			r.Err = fmt.Sprintf("%s, core %s: sgemm of ones gives %v, want %d", l.Path, l.Core, c[0], n)
+		}
 		break
 	}
 	out, _ := json.Marshal(r)
