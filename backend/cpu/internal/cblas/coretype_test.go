@@ -1,6 +1,7 @@
 package cblas
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -126,7 +127,7 @@ func TestOpenCore(t *testing.T) {
 		t.Errorf("probe with %s=Prescott: core %q", CoreEnv, r.Core)
 	}
 	t.Setenv(CoreEnv, "Prescott")
-	if ch, note := chooseFor(Names); ch.Set != "" || !strings.Contains(note, "the user's setting") {
+	if ch, note, err := chooseFor(Names); err != nil || ch.Set != "" || !strings.Contains(note, "the user's setting") {
 		t.Errorf("user's %s: %+v, %q", CoreEnv, ch, note)
 	}
 }
@@ -173,5 +174,28 @@ func TestDecideCore(t *testing.T) {
 		if probes != c.probes {
 			t.Errorf("%s: %d probes over two starts, want %d (the second from the cache)", c.name, probes, c.probes)
 		}
+	}
+}
+
+// TestOpenProbeFails: a library that loads here but could not be probed
+// keeps its own core, and the note says it was not checked.
+func TestOpenProbeFails(t *testing.T) {
+	if class, _ := thisCPU().Class(); class == "" {
+		t.Skip("no core class on this CPU: nothing is probed")
+	}
+	t.Setenv(Env, "")
+	t.Setenv(CoreEnv, "")
+	if err := os.Unsetenv(CoreEnv); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	defer func(p func([]string, string) (probeResult, error)) { probeCore = p }(probeCore)
+	probeCore = func([]string, string) (probeResult, error) { return probeResult{}, errors.New("exec refused") }
+	l, err := Open()
+	if err != nil {
+		t.Skip(err)
+	}
+	if want := "the library's own pick, not checked against the CPU: exec refused"; l.Note != want {
+		t.Errorf("note %q, want %q", l.Note, want)
 	}
 }

@@ -35,7 +35,7 @@ func Open() (*Lib, error) {
 	default:
 		names = []string{v}
 	}
-	ch, note := chooseFor(names)
+	ch, note, perr := chooseFor(names)
 	if ch.Set != "" {
 		// OpenBLAS reads the variable in its load-time constructor; it is
 		// unset again after, so child processes (the benchmark's PyTorch)
@@ -49,6 +49,11 @@ func Open() (*Lib, error) {
 		return nil, err
 	}
 	l.Note = note
+	if perr != nil {
+		// The library loads here but not in the child (no exec allowed, a
+		// crash on the CPU's kernels): its own pick stands, unchecked.
+		l.Note = "the library's own pick, not checked against the CPU: " + perr.Error()
+	}
 	if ch.Path != "" && l.Path != ch.Path {
 		// The linker found another file than the probe did (a library
 		// installed meanwhile): this choice was made for the other one.
@@ -62,21 +67,21 @@ func Open() (*Lib, error) {
 
 // chooseFor returns the core choice for the library names resolve to and
 // the note to show with it: the user's own setting, the core set and why,
-// or "".
-func chooseFor(names []string) (coreChoice, string) {
+// or ""; and why the library could not be probed.
+func chooseFor(names []string) (coreChoice, string, error) {
 	if v := os.Getenv(CoreEnv); v != "" {
 		_, reason := ChooseCore(CPU{}, "", false, v)
-		return coreChoice{}, reason
+		return coreChoice{}, reason, nil
 	}
 	c := thisCPU()
 	if class, _ := c.Class(); class == "" {
-		return coreChoice{}, ""
+		return coreChoice{}, "", nil
 	}
 	ch, err := decideCore(names, c)
 	if err != nil {
-		return coreChoice{}, "" // no library, no cgo, or no probe: load as the library likes
+		return coreChoice{}, "", err // the library loads as it likes, if it loads at all
 	}
-	return ch, ch.Reason
+	return ch, ch.Reason, nil
 }
 
 // openFirst loads the first of names that loads. Its error says what was
