@@ -5,6 +5,8 @@
 // decision 2) it is opened with dlopen and called through our own
 // prototypes, so the binary builds without BLAS headers and starts where no
 // BLAS is installed; the fast CPU backend (backend/cpu) then falls back to its Go kernels.
+// Loading it ourselves also lets Open choose OpenBLAS's kernels before the
+// load where the library does not know the CPU (coretype.go, probe.go).
 //
 // Only the LP64 interface is used (32-bit integer arguments, as Debian's
 // libopenblas0-pthread and Homebrew's openblas are built); shapes above
