@@ -266,9 +266,11 @@ func train(ctx context.Context, cfg trainer.Config, o Options, logw io.Writer) (
 }
 
 // shortLibrary is the part of a backend's MatMulLibrary that decides the
-// demo's numbers: OpenBLAS's version and the core whose kernels it chose
-// ("OpenBLAS 0.3.21 … , core Cooperlake (path)" → "OpenBLAS 0.3.21, core
-// Cooperlake"), or the Go kernels.
+// demo's numbers: OpenBLAS's version, the core whose kernels it runs and,
+// when that core was not the library's own choice, how it was chosen
+// ("OpenBLAS 0.3.21 … , core SkylakeX (set: the library picked Prescott …)
+// (path)" → "OpenBLAS 0.3.21, core SkylakeX (set: the library picked
+// Prescott …)"), or the Go kernels.
 func shortLibrary(lib string) string {
 	if strings.HasPrefix(lib, "Go kernels") {
 		return "Go kernels (no OpenBLAS)"
@@ -279,7 +281,12 @@ func shortLibrary(lib string) string {
 	}
 	out := "OpenBLAS " + f[1]
 	if _, core, ok := strings.Cut(lib, ", core "); ok {
-		out += ", core " + strings.Fields(core)[0]
+		name := strings.Fields(core)[0]
+		out += ", core " + name
+		// What follows the name: " (note) (path)" or " (path)".
+		if rest := strings.TrimPrefix(core, name); strings.Count(rest, " (") >= 2 {
+			out += rest[:strings.LastIndex(rest, " (")]
+		}
 	}
 	return out
 }

@@ -335,7 +335,9 @@ prompt_gdro − grpo: +0.125 = 1.7 standard errors (paired over the 4 problems)
 
 func TestShortLibrary(t *testing.T) {
 	for in, want := range map[string]string{
-		"OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64, core Cooperlake (/usr/lib/x/libopenblasp-r0.3.21.so)": "OpenBLAS 0.3.21, core Cooperlake",
+		"OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Cooperlake MAX_THREADS=64, core Cooperlake (/usr/lib/x/libopenblasp-r0.3.21.so)":                                                                   "OpenBLAS 0.3.21, core Cooperlake",
+		"OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY SkylakeX MAX_THREADS=64, core SkylakeX (set: the library picked Prescott on an AVX-512 CPU it does not know) (/usr/lib/x/libopenblasp-r0.3.21.so)": "OpenBLAS 0.3.21, core SkylakeX (set: the library picked Prescott on an AVX-512 CPU it does not know)",
+		"OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell, core Haswell (OPENBLAS_CORETYPE=Haswell, the user's setting) (/l.so)":                                                                                            "OpenBLAS 0.3.21, core Haswell (OPENBLAS_CORETYPE=Haswell, the user's setting)",
 		"OpenBLAS /usr/lib/x/libopenblas.so.0":                   "OpenBLAS /usr/lib/x/libopenblas.so.0",
 		"Go kernels (gonum Sgemm): no OpenBLAS found (dlopen …)": "Go kernels (no OpenBLAS)",
 		"cuda": "cuda",

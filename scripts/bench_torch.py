@@ -7,7 +7,9 @@ line of stdin and prints one JSON line describing this PyTorch first:
   {"info": {"torch": version, "threads": torch threads, "blas": the BLAS
             library mapped into the process after a matrix product, "blas_kind":
             OpenBLAS / MKL / reference / ..., "blas_config": what OpenBLAS says of
-            itself, "blas_threads": OpenBLAS's thread count, "parallel": ATen's
+            itself, "blas_core": the core whose kernels OpenBLAS runs
+            (OPENBLAS_CORETYPE, when set, chooses it), "blas_threads":
+            OpenBLAS's thread count, "parallel": ATen's
             parallel backend, "build_blas": BLAS_INFO of the build}}
 
 Then, for each further stdin line holding a shape name, it times that shape
@@ -138,7 +140,7 @@ def blas_info(threads):
             "parallel": next((l.split(":", 1)[1].strip() for l in torch.__config__.parallel_info().splitlines()
                               if l.startswith("ATen parallel backend")), ""),
             "build_blas": (re.search(r"BLAS_INFO=([^,]*)", torch.__config__.show()) or [None, ""])[1],
-            "blas": "", "blas_kind": "", "blas_config": "", "blas_threads": 0}
+            "blas": "", "blas_kind": "", "blas_config": "", "blas_core": "", "blas_threads": 0}
     real = [os.path.realpath(p) for p in mapped if "lapack" not in os.path.basename(p).lower()]
     info["blas"] = ", ".join(real)
     for p in real:
@@ -151,6 +153,8 @@ def blas_info(threads):
                     lib.openblas_set_num_threads(threads)
                 info["blas_config"] = lib.openblas_get_config().decode()
                 info["blas_threads"] = lib.openblas_get_num_threads()
+                lib.openblas_get_corename.restype = ctypes.c_char_p
+                info["blas_core"] = lib.openblas_get_corename().decode()
             except (OSError, AttributeError):
                 pass
             break

@@ -90,16 +90,22 @@ func NewBackendWith(o Options) *Backend {
 func (b *Backend) Name() string { return "cpu" }
 
 // MatMulLibrary describes what computes the matrix products, for logs and
-// the benchmark: the OpenBLAS build and its file, or the Go fallback and why.
+// the benchmark: the OpenBLAS build, the core whose kernels it runs and how
+// that core was chosen, and its file; or the Go fallback and why.
 func (b *Backend) MatMulLibrary() string {
 	if b.blas != nil {
-		s := "OpenBLAS " + b.blas.Path
-		if b.blas.Config != "" {
-			s = b.blas.Config + " (" + b.blas.Path + ")"
-		}
-		return s
+		return b.blas.Describe() + " (" + b.blas.Path + ")"
 	}
 	return "Go kernels (gonum Sgemm): " + b.blasErr.Error()
+}
+
+// BLASCore is the OpenBLAS core whose kernels compute the products
+// ("SkylakeX"), or "" (the Go kernels, or a CBLAS that does not say).
+func (b *Backend) BLASCore() string {
+	if b.blas == nil {
+		return ""
+	}
+	return b.blas.Core
 }
 
 // buf returns a scratch slice of n floats (contents undefined) and the

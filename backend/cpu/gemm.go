@@ -31,7 +31,8 @@ var (
 )
 
 // loadBLAS opens OpenBLAS once per process and logs one line when the Go
-// kernels are used instead.
+// kernels are used instead, or when its core was not the library's own
+// choice (set by cblas.Open or by the user's OPENBLAS_CORETYPE).
 func loadBLAS() (*cblas.Lib, error) {
 	blasOnce.Do(func() {
 		blasLib, blasErr = cblas.Open()
@@ -40,6 +41,9 @@ func loadBLAS() (*cblas.Lib, error) {
 				log.Printf("cpu backend: %v; matrix products use the Go kernels (several times slower)", blasErr)
 			}
 			return
+		}
+		if blasLib.Note != "" {
+			log.Printf("cpu backend: matrix products: %s", blasLib.Describe())
 		}
 		if !blasLib.SetThreads(1) {
 			log.Printf("cpu backend: %s has no openblas_set_num_threads; set its own thread count to 1 "+

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -106,6 +107,7 @@ type torchInfo struct {
 	BLASKind    string `json:"blas_kind"`
 	BLASConfig  string `json:"blas_config"`
 	BLASThreads int    `json:"blas_threads"`
+	BLASCore    string `json:"blas_core"`
 }
 
 type torchResult struct {
@@ -114,10 +116,19 @@ type torchResult struct {
 	TrainTokS float64 `json:"train_tok_s"`
 }
 
+// baseline is one PyTorch process the benchmark compares with.
+type baseline struct {
+	label   string // which kernels: "default kernels", "OPENBLAS_CORETYPE=SkylakeX"
+	torch   *torchProc
+	results [][]torchResult // per shape, per round
+}
+
 // runBench times every shape on the CPU backend and, when PyTorch is found,
-// in PyTorch on the same number of threads, interleaved shape by shape for
-// o.rounds rounds (the machine's load then weighs on both sides alike), and
-// prints each side's best round and their ratio, then every round's ratios.
+// in PyTorch on the same number of threads (with its default kernels, and
+// with gdrotrain's OpenBLAS core where that differs), interleaved shape by
+// shape for o.rounds rounds (the machine's load then weighs on every side
+// alike), and prints each side's best round and their ratio, then every
+// round's ratios.
 func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 	threads := o.threads
 	if threads <= 0 {
@@ -127,23 +138,32 @@ func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 	rounds := max(o.rounds, 1)
 	b := cpu.NewBackendWith(cpu.Options{Workers: threads})
 	fmt.Fprintf(w, "gdrotrain: CPU backend, %d threads, float32; matrix products: %s\n", b.Workers(), b.MatMulLibrary())
-	torch, note := startTorch(shapes, o.python, o.script, threads)
+	var bases []*baseline
+	var notes []string
+	torch, note := startTorch(shapes, o.python, o.script, threads, "")
 	if torch != nil {
-		defer torch.close()
-		i := torch.info
-		fmt.Fprintf(w, "PyTorch %s (%s): %d threads (%s); BLAS: %s", i.Torch, o.python, i.Threads, i.Parallel, orUnknown(i.BLASKind))
-		if i.BLASConfig != "" {
-			fmt.Fprintf(w, " (%s)", i.BLASConfig)
-		}
-		if i.BLASThreads > 0 {
-			fmt.Fprintf(w, " with %d threads", i.BLASThreads)
-		}
-		fmt.Fprintf(w, "; %s\n", orUnknown(i.BLAS))
-		if i.BLASKind != "OpenBLAS" && i.BLASKind != "MKL" {
+		bases = append(bases, &baseline{label: "PyTorch's default kernels", torch: torch})
+		printTorchInfo(w, o.python, "", torch.info)
+		if i := torch.info; i.BLASKind != "OpenBLAS" && i.BLASKind != "MKL" {
 			fmt.Fprintln(w, "WARNING: PyTorch's matrix products do not use an optimized BLAS, so the ratios flatter gdrotrain; "+
 				"install OpenBLAS for the baseline (apt-get install libopenblas0-pthread; `make bench` does)")
 		}
+		same, n := sameCoreBaseline(shapes, o, threads, b.BLASCore(), torch.info)
+		if same != nil {
+			bases = append(bases, same)
+			printTorchInfo(w, o.python, " with "+cblasCoreEnv+"="+b.BLASCore(), same.torch.info)
+		}
+		notes = append(notes, n)
+	} else {
+		notes = append(notes, note)
 	}
+	defer func() {
+		for _, x := range bases {
+			if x.torch != nil {
+				x.torch.close()
+			}
+		}
+	}()
 	benchers := make([]*bench.Bencher, len(shapes))
 	for i, s := range shapes {
 		x, err := bench.NewBencher(b, s)
@@ -156,7 +176,9 @@ func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 		benchers[i] = x
 	}
 	ours := make([][]bench.Result, len(shapes))
-	theirs := make([][]torchResult, len(shapes))
+	for _, x := range bases {
+		x.results = make([][]torchResult, len(shapes))
+	}
 	for r := 0; r < rounds; r++ {
 		for i, s := range shapes {
 			res, err := benchers[i].Run()
@@ -164,52 +186,120 @@ func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 				return err
 			}
 			ours[i] = append(ours[i], res)
-			if torch == nil {
-				continue
+			for _, x := range bases {
+				if x.torch == nil {
+					continue
+				}
+				t, err := x.torch.measure(s.Name)
+				if err != nil {
+					notes = append(notes, fmt.Sprintf("PyTorch baseline (%s) failed: %v", x.label, err))
+					x.torch.close()
+					x.torch = nil
+					continue
+				}
+				x.results[i] = append(x.results[i], t)
 			}
-			t, err := torch.measure(s.Name)
-			if err != nil {
-				note = fmt.Sprintf("PyTorch baseline failed: %v", err)
-				torch.close()
-				torch = nil
-				continue
-			}
-			theirs[i] = append(theirs[i], t)
 		}
 	}
-	fmt.Fprintf(w, "%-10s %8s %7s %12s %12s %12s %12s %8s %8s\n", "shape", "params", "tokens", "fwd tok/s", "torch fwd", "train tok/s", "torch train", "fwd ×", "train ×")
+	if len(bases) == 0 {
+		bases = append(bases, &baseline{results: make([][]torchResult, len(shapes))})
+	}
 	var spread []string
-	for i, s := range shapes {
-		of := best(ours[i], func(r bench.Result) float64 { return r.FwdTokPerS })
-		ot := best(ours[i], func(r bench.Result) float64 { return r.TrainTokPerS })
-		tf, tt, rf, rt := "-", "-", "-", "-"
-		if len(theirs[i]) == rounds {
-			f := best(theirs[i], func(r torchResult) float64 { return r.FwdTokS })
-			t := best(theirs[i], func(r torchResult) float64 { return r.TrainTokS })
-			tf, tt = fmt.Sprintf("%.1f", f), fmt.Sprintf("%.1f", t)
-			rf, rt = fmt.Sprintf("%.2f", of/f), fmt.Sprintf("%.2f", ot/t)
-			line := fmt.Sprintf("%s per round: fwd ×", s.Name)
-			for r := range theirs[i] {
-				line += fmt.Sprintf(" %.2f", ours[i][r].FwdTokPerS/theirs[i][r].FwdTokS)
-			}
-			line += ", train ×"
-			for r := range theirs[i] {
-				line += fmt.Sprintf(" %.2f", ours[i][r].TrainTokPerS/theirs[i][r].TrainTokS)
-			}
-			spread = append(spread, line)
+	for k, x := range bases {
+		if len(bases) > 1 {
+			fmt.Fprintf(w, "against %s:\n", x.label)
 		}
-		fmt.Fprintf(w, "%-10s %7.1fM %7d %12.1f %12s %12.1f %12s %8s %8s\n", s.Name, float64(ours[i][0].Params)/1e6, s.Batch*s.SeqLen,
-			of, tf, ot, tt, rf, rt)
+		if k == 0 || len(bases) > 1 {
+			fmt.Fprintf(w, "%-10s %8s %7s %12s %12s %12s %12s %8s %8s\n", "shape", "params", "tokens", "fwd tok/s", "torch fwd", "train tok/s", "torch train", "fwd ×", "train ×")
+		}
+		for i, s := range shapes {
+			of := best(ours[i], func(r bench.Result) float64 { return r.FwdTokPerS })
+			ot := best(ours[i], func(r bench.Result) float64 { return r.TrainTokPerS })
+			tf, tt, rf, rt := "-", "-", "-", "-"
+			if theirs := x.results[i]; len(theirs) == rounds {
+				f := best(theirs, func(r torchResult) float64 { return r.FwdTokS })
+				t := best(theirs, func(r torchResult) float64 { return r.TrainTokS })
+				tf, tt = fmt.Sprintf("%.1f", f), fmt.Sprintf("%.1f", t)
+				rf, rt = fmt.Sprintf("%.2f", of/f), fmt.Sprintf("%.2f", ot/t)
+				line := fmt.Sprintf("%s per round: fwd ×", s.Name)
+				if len(bases) > 1 {
+					line = fmt.Sprintf("%s per round against %s: fwd ×", s.Name, x.label)
+				}
+				for r := range theirs {
+					line += fmt.Sprintf(" %.2f", ours[i][r].FwdTokPerS/theirs[r].FwdTokS)
+				}
+				line += ", train ×"
+				for r := range theirs {
+					line += fmt.Sprintf(" %.2f", ours[i][r].TrainTokPerS/theirs[r].TrainTokS)
+				}
+				spread = append(spread, line)
+			}
+			fmt.Fprintf(w, "%-10s %7.1fM %7d %12.1f %12s %12.1f %12s %8s %8s\n", s.Name, float64(ours[i][0].Params)/1e6, s.Batch*s.SeqLen,
+				of, tf, ot, tt, rf, rt)
+		}
 	}
 	fmt.Fprintf(w, "best of %d interleaved rounds for each side; ratio × = gdrotrain / PyTorch (higher is better); train = forward + backward\n", rounds)
 	for _, l := range spread {
 		fmt.Fprintln(w, l)
 	}
-	if note != "" {
-		fmt.Fprintln(w, note)
+	for _, n := range notes {
+		if n != "" {
+			fmt.Fprintln(w, n)
+		}
 	}
 	return nil
 }
+
+// printTorchInfo prints which BLAS a PyTorch process calls, its kernels and
+// threads; with says what its environment adds (" with OPENBLAS_CORETYPE=…").
+func printTorchInfo(w io.Writer, python, with string, i torchInfo) {
+	fmt.Fprintf(w, "PyTorch %s (%s)%s: %d threads (%s); BLAS: %s", i.Torch, python, with, i.Threads, i.Parallel, orUnknown(i.BLASKind))
+	if i.BLASConfig != "" {
+		fmt.Fprintf(w, " (%s)", i.BLASConfig)
+	}
+	if i.BLASCore != "" {
+		fmt.Fprintf(w, ", core %s", i.BLASCore)
+	}
+	if i.BLASThreads > 0 {
+		fmt.Fprintf(w, " with %d threads", i.BLASThreads)
+	}
+	fmt.Fprintf(w, "; %s\n", orUnknown(i.BLAS))
+}
+
+// sameCoreBaseline starts a second PyTorch with OPENBLAS_CORETYPE set to
+// gdrotrain's core, when PyTorch's BLAS is an OpenBLAS that picked another
+// core by itself; otherwise it says why one baseline is enough, or why the
+// same kernels cannot be had (PyTorch calls another BLAS, or its OpenBLAS
+// ignores the variable), so no ratio pretends to compare equal kernels.
+func sameCoreBaseline(shapes []bench.Shape, o cpuBenchOptions, threads int, core string, def torchInfo) (*baseline, string) {
+	switch {
+	case core == "":
+		return nil, ""
+	case def.BLASKind != "OpenBLAS":
+		return nil, fmt.Sprintf("PyTorch calls %s, not OpenBLAS: OPENBLAS_CORETYPE does not reach its kernels, so no ratio "+
+			"compares the same matrix kernels (gdrotrain's: OpenBLAS core %s)", orUnknown(def.BLASKind), core)
+	case def.BLASCore == "":
+		return nil, fmt.Sprintf("PyTorch's OpenBLAS does not report its core; gdrotrain's is %s", core)
+	case strings.EqualFold(def.BLASCore, core):
+		return nil, fmt.Sprintf("PyTorch's OpenBLAS runs core %s by itself, as gdrotrain does: the ratios compare the same matrix kernels", core)
+	}
+	t, note := startTorch(shapes, o.python, o.script, threads, core)
+	if t == nil {
+		return nil, fmt.Sprintf("PyTorch with %s=%s: %s", cblasCoreEnv, core, note)
+	}
+	if !strings.EqualFold(t.info.BLASCore, core) {
+		t.close()
+		return nil, fmt.Sprintf("PyTorch's OpenBLAS ignores %s=%s (it runs core %s): no ratio compares the same matrix kernels",
+			cblasCoreEnv, core, orUnknown(t.info.BLASCore))
+	}
+	return &baseline{label: fmt.Sprintf("%s=%s (gdrotrain's core)", cblasCoreEnv, core), torch: t},
+		fmt.Sprintf("PyTorch's OpenBLAS picks core %s by itself and gdrotrain %s: the first ratios compare the programs as "+
+			"each runs by default, the second with the same matrix kernels", def.BLASCore, core)
+}
+
+// cblasCoreEnv is OpenBLAS's variable for its kernels (cblas.CoreEnv; that
+// package is internal to backend/cpu).
+const cblasCoreEnv = "OPENBLAS_CORETYPE"
 
 func orUnknown(s string) string {
 	if s == "" {
@@ -239,9 +329,10 @@ type torchProc struct {
 }
 
 // startTorch starts the PyTorch script on the shapes with threads threads
-// for torch and its BLAS; a missing torch is a note, not an error, so `make
-// bench` works everywhere.
-func startTorch(shapes []bench.Shape, py, script string, threads int) (*torchProc, string) {
+// for torch and its BLAS, and OPENBLAS_CORETYPE=core unless core is ""
+// (then the caller's environment, with the user's own setting if any); a
+// missing torch is a note, not an error, so `make bench` works everywhere.
+func startTorch(shapes []bench.Shape, py, script string, threads int, core string) (*torchProc, string) {
 	if py == "" {
 		return nil, "PyTorch baseline skipped (--torch-python empty)"
 	}
@@ -259,6 +350,9 @@ func startTorch(shapes []bench.Shape, py, script string, threads int) (*torchPro
 	t := &torchProc{cmd: exec.Command(py, script, "--threads", strconv.Itoa(threads)), stderr: &bytes.Buffer{}}
 	n := strconv.Itoa(threads)
 	t.cmd.Env = append(os.Environ(), "OMP_NUM_THREADS="+n, "OPENBLAS_NUM_THREADS="+n, "MKL_NUM_THREADS="+n)
+	if core != "" {
+		t.cmd.Env = append(t.cmd.Env, cblasCoreEnv+"="+core)
+	}
 	t.cmd.Stderr = t.stderr
 	if t.in, err = t.cmd.StdinPipe(); err != nil {
 		return nil, err.Error()

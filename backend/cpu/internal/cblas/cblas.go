@@ -5,6 +5,8 @@
 // decision 2) it is opened with dlopen and called through our own
 // prototypes, so the binary builds without BLAS headers and starts where no
 // BLAS is installed; the fast CPU backend (backend/cpu) then falls back to its Go kernels.
+// Loading it ourselves also lets Open choose OpenBLAS's kernels before the
+// load where the library does not know the CPU (coretype.go, probe.go).
 //
 // Only the LP64 interface is used (32-bit integer arguments, as Debian's
 // libopenblas0-pthread and Homebrew's openblas are built); shapes above
@@ -57,7 +59,9 @@ import (
 // Lib is a loaded CBLAS library.
 type Lib struct {
 	Path   string // the file the dynamic linker mapped
-	Config string // what the library says of itself (openblas_get_config and core), or ""
+	Config string // what the library says of itself (openblas_get_config), or ""
+	Core   string // the core whose kernels it runs (openblas_get_corename), or ""
+	Note   string // how that core was chosen, when not by the library alone (coretype.go), or ""
 
 	sgemm, setThreads, getThreads unsafe.Pointer
 }
@@ -86,15 +90,15 @@ func open(name string) (*Lib, error) {
 		}
 	}
 	l.setThreads, l.getThreads = sym("openblas_set_num_threads"), sym("openblas_get_num_threads")
-	var parts []string
-	for _, s := range []string{"openblas_get_config", "openblas_get_corename"} {
+	get := func(s string) string {
 		if f := sym(s); f != nil {
 			if cs := C.gd_get_string(f); cs != nil {
-				parts = append(parts, strings.TrimSpace(C.GoString(cs)))
+				return strings.TrimSpace(C.GoString(cs))
 			}
 		}
+		return ""
 	}
-	l.Config = strings.Join(parts, ", core ")
+	l.Config, l.Core = get("openblas_get_config"), get("openblas_get_corename")
 	return l, nil
 }
 

@@ -3,7 +3,7 @@
 package cblas
 
 // Lib is a loaded CBLAS library; without cgo none can be loaded.
-type Lib struct{ Path, Config string }
+type Lib struct{ Path, Config, Core, Note string }
 
 func open(name string) (*Lib, error) {
 	return nil, errNoCgo
