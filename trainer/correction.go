@@ -124,25 +124,18 @@ func (c CorrectionConfig) Weights(old, samp []float32) ([]float32, rowMismatch, 
 	seq := math.Exp(clampLog(m.LogRatio))
 	for k := range old {
 		r := math.Exp(clampLog(float64(old[k]) - float64(samp[k])))
-		var x float64
+		x := r // the ratio the mode weighs by: the token's or the row's
+		if c.Mode == CorrectSeqTIS || c.Mode == CorrectSeqMIS {
+			x = seq
+		}
 		switch c.Mode {
-		case CorrectTokenTIS:
-			x = math.Min(r, c.Cap)
-			if r > c.Cap {
+		case CorrectTokenTIS, CorrectSeqTIS: // truncate at the cap
+			if x > c.Cap {
+				x = c.Cap
 				m.Truncated++
 			}
-		case CorrectTokenMIS:
-			if x = r; r < c.Low || r > c.High {
-				x = 0
-				m.Masked++
-			}
-		case CorrectSeqTIS:
-			x = math.Min(seq, c.Cap)
-			if seq > c.Cap {
-				m.Truncated++
-			}
-		case CorrectSeqMIS:
-			if x = seq; seq < c.Low || seq > c.High {
+		case CorrectTokenMIS, CorrectSeqMIS: // mask outside the band
+			if x < c.Low || x > c.High {
 				x = 0
 				m.Masked++
 			}
