@@ -150,6 +150,15 @@ type Backend interface {
 	// dlogp[m] · (onehot(targets[m]) − softmax(logits[m])).
 	LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *Tensor, targets []int32)
 
+	// AddCols accumulates src (R, w) into columns [col0, col0+w) of dst
+	// (R, W): dst[r, col0+j] += src[r, j]. dst may be a bf16 activation
+	// (ActivationStore), rounded as it is written. LoRA adds each adapted
+	// projection's low-rank term into the fused q/k/v product with it.
+	AddCols(dst, src *Tensor, col0 int)
+	// CopyCols overwrites dst (R, w) with columns [col0, col0+w) of src
+	// (R, W), both fp32.
+	CopyCols(dst, src *Tensor, col0 int)
+
 	// GatherRows overwrites dst[i] = src[idx[i]] (rows along the first dim).
 	GatherRows(dst, src *Tensor, idx []int32)
 	// ScatterRows writes dst[idx[i]] = src[i], or += when accumulate.

@@ -24,6 +24,9 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")
 	}
 	defer p.Release()
+	if (m.A != nil) != (grads.LoRA != nil) {
+		return fmt.Errorf("backward: the model has adapters %v but the gradients are an adapter set %v (LoRA trains the adapters alone)", m.A != nil, grads.LoRA != nil)
+	}
 	if len(dLogp) != len(p.spans) {
 		return fmt.Errorf("backward: %d gradient rows for %d sequences", len(dLogp), len(p.spans))
 	}
@@ -42,6 +45,18 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 
 	// LM head, chunk by chunk: recompute logits, then
 	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
+	// With adapters the weights are frozen: their gradients are skipped,
+	// and the norms' (which the ops accumulate as they go) land in sinks.
+	lora := grads.LoRA != nil
+	fg := frozenGrads{}
+	if lora {
+		fg = frozenGrads{C: b.New(C), D: b.New(c.HeadDim)}
+		defer Release(b, fg.C, fg.D)
+	}
+	finalNorm := grads.FinalNorm
+	if lora {
+		finalNorm = fg.C
+	}
 	dxf := b.New(n, C)
 	chunk := min(m.headChunkRows(), max(M, 1))
 	dlogits := Scratch(b, chunk, c.VocabSize)
@@ -51,8 +66,10 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		k := hi - lo
 		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
 		b.LogSoftmaxGatherBackward(dlc, dl.Rows(lo, hi), logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
-		b.GatherRows(h, p.xf, p.rows[lo:hi])
-		b.MatMul(grads.LMHead, dlc, h, true, false, true)
+		if !lora {
+			b.GatherRows(h, p.xf, p.rows[lo:hi])
+			b.MatMul(grads.LMHead, dlc, h, true, false, true)
+		}
 		b.MatMul(dhc, dlc, m.P.LMHead, false, false, false)
 		b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
 	})
@@ -60,7 +77,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	Release(b, dl, dlogits, dh, hc)
 
 	dx := Scratch(b, n, C)
-	b.RMSNormBackward(dx, grads.FinalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
+	b.RMSNormBackward(dx, finalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
 	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
 	var parts GradParts
@@ -74,7 +91,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		return flush(named)
 	}
 	if flush != nil {
-		parts = PartsOf(c)
+		parts = PartsOfNamed(grads.Named(c), c.NumHiddenLayers)
 	}
 	s := m.newLayerGrads(n)
 	var scratchOut *Tensor
@@ -93,7 +110,11 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 			a = p.recompute
 			m.layerForward(l, a, p.layers[l].x, scratchOut, p.pos, kvPlan{segs: p.segs})
 		}
-		m.layerBackward(l, a, s, dx, p, &grads.Layers[l])
+		if lora {
+			m.layerBackward(l, a, s, dx, p, fg.layer(), &grads.Adapters[l])
+		} else {
+			m.layerBackward(l, a, s, dx, p, &grads.Layers[l], nil)
+		}
 		p.releaseLayer(l)
 		if flush != nil {
 			if err := send(parts.Layers[l]); err != nil {
@@ -101,11 +122,23 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 			}
 		}
 	}
-	b.EmbeddingBackward(grads.Embed, dx, p.ids)
+	if !lora {
+		b.EmbeddingBackward(grads.Embed, dx, p.ids)
+	}
 	if err := send(parts.Embed); err != nil {
 		return fmt.Errorf("backward: gradients of the embedding: %w", err)
 	}
 	return m.checkErr("backward")
+}
+
+// frozenGrads are where a LoRA backward's norm gradients land (the ops
+// accumulate them as they go; nothing reads them): C and D floats.
+type frozenGrads struct{ C, D *Tensor }
+
+// layer is the gradient layer of a frozen model: its norms' sinks, and no
+// weight matrices (layerBackward skips theirs).
+func (f frozenGrads) layer() *Layer {
+	return &Layer{InputNorm: f.C, PostNorm: f.C, QNorm: f.D, KNorm: f.D}
 }
 
 // layerGrads are scratch activation gradients reused across layers.
@@ -116,10 +149,15 @@ type layerGrads struct {
 	datt, dqn  *Tensor // (N, H, D)
 	dkn, dv    *Tensor // (N, G, D)
 	dqkv       *Tensor // (N, (H+2G)·D) the fused projection's gradient
+	lora       *loraGrads
 }
 
 func (s *layerGrads) tensors() []*Tensor {
-	return []*Tensor{s.dxMid, s.dxn, s.dh, s.dgu, s.datt, s.dqn, s.dkn, s.dv, s.dqkv}
+	ts := []*Tensor{s.dxMid, s.dxn, s.dh, s.dgu, s.datt, s.dqn, s.dkn, s.dv, s.dqkv}
+	if s.lora != nil {
+		ts = append(ts, s.lora.tensors()...)
+	}
+	return ts
 }
 
 func (m *Model) newLayerGrads(n int) *layerGrads {
@@ -132,35 +170,59 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 		dh: s(F, n), dgu: s(2*F, n),
 		datt: s(n, H, D), dqn: s(n, H, D),
 		dkn: s(n, G, D), dv: s(n, G, D), dqkv: s(n, (H+2*G)*D),
+		lora: m.newLoRAGrads(n),
 	}
 }
 
 // layerBackward takes dx = ∂J/∂(layer output) and overwrites it with
-// ∂J/∂(layer input), accumulating parameter gradients into g.
-func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p *Pass, g *Layer) {
+// ∂J/∂(layer input), accumulating parameter gradients into g, or, for a
+// model with adapters, into ga (g then holds only the norms' sinks and the
+// weight matrices' gradients are skipped).
+func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p *Pass, g *Layer, ga *LayerLoRA) {
 	b, c, w := m.B, m.Cfg, &m.P.Layers[l]
 	n := dx.Shape[0]
 	H, D := c.NumAttentionHeads, c.HeadDim
+	weights := ga == nil
 
 	// out = xMid + h·Wdᵀ with h = silu(xn2·Wgᵀ) ⊙ xn2·Wuᵀ, xn2 = rmsnorm(xMid);
 	// h, gate, up and their gradients are held transposed (layerActs).
 	F := a.h.Shape[0]
-	b.MatMul(g.Down, dx, a.h, true, true, true)   // dWd += dxᵀ·hᵀᵀ
+	if weights {
+		b.MatMul(g.Down, dx, a.h, true, true, true) // dWd += dxᵀ·hᵀᵀ
+	}
 	b.MatMul(s.dh, w.Down, dx, true, true, false) // dhᵀ = Wdᵀ·dxᵀ
+	if ga != nil {
+		m.loraDownBackward(l, a, s, dx, ga)
+	}
 	b.SwiGLUBackward(s.dgu.Rows(0, F), s.dgu.Rows(F, 2*F), s.dh, a.gate(), a.up())
-	b.MatMul(g.GateUp, s.dgu, a.xn2, false, false, true) // dWgu += dguᵀ·xn2
+	if weights {
+		b.MatMul(g.GateUp, s.dgu, a.xn2, false, false, true) // dWgu += dguᵀ·xn2
+	}
 	b.MatMul(s.dxn, s.dgu, w.GateUp, true, false, false) // dxn = dgu·Wgu
+	if ga != nil {
+		m.loraGateUpBackward(l, a, s, ga)
+	}
 	b.RMSNormBackward(s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2)
 	b.Add(s.dxMid, dx) // residual
 
 	// xMid = x + att·Woᵀ.
-	b.MatMul(g.O, s.dxMid, a.att.View(n, H*D), true, false, true)
+	if weights {
+		b.MatMul(g.O, s.dxMid, a.att.View(n, H*D), true, false, true)
+	}
 	b.MatMul(s.datt.View(n, H*D), s.dxMid, w.O, false, false, false)
+	if ga != nil {
+		m.loraOBackward(l, a, s, a.att.View(n, H*D), s.datt.View(n, H*D), ga)
+	}
 	b.AttentionBackward(s.dqn, s.dkn, s.dv, s.datt, a.qn, a.kn, a.v, a.att, a.lse, p.segs, m.attnScale())
 	// qkv = xn1·Wqkvᵀ, split into qn, kn (normed, rotated) and v.
 	b.SplitQKVBackward(s.dqkv, g.QNorm, g.KNorm, s.dqn, s.dkn, s.dv, a.qkv, w.QNorm, w.KNorm, a.rstdQ, a.rstdK, p.pos, c.RopeTheta)
-	b.MatMul(g.QKV, s.dqkv, a.xn1, true, false, true)   // dWqkv += dqkvᵀ·xn1
+	if weights {
+		b.MatMul(g.QKV, s.dqkv, a.xn1, true, false, true) // dWqkv += dqkvᵀ·xn1
+	}
 	b.MatMul(s.dxn, s.dqkv, w.QKV, false, false, false) // dxn = dqkv·Wqkv
+	if ga != nil {
+		m.loraQKVBackward(l, a, s, ga)
+	}
 	// dx (the output's gradient) has been read for the last time: the
 	// input's gradient overwrites it, then the residual adds in.
 	b.RMSNormBackward(dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)

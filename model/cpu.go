@@ -700,3 +700,35 @@ func (b *ReferenceCPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
 		P[i] = float32(pi)
 	}
 }
+
+// AddCols accumulates src into columns [col0, col0+w) of dst.
+func (b *ReferenceCPU) AddCols(dst, src *Tensor, col0 int) {
+	if !b.check("add cols", dst, src) {
+		return
+	}
+	R, W, w, err := ColsDims("add cols", dst, src, col0)
+	if !b.keep(err) {
+		return
+	}
+	d, s := b.data(dst), b.data(src)
+	for r := range R {
+		for j := range w {
+			d[r*W+col0+j] += s[r*w+j]
+		}
+	}
+}
+
+// CopyCols overwrites dst with columns [col0, col0+w) of src.
+func (b *ReferenceCPU) CopyCols(dst, src *Tensor, col0 int) {
+	if !b.check("copy cols", dst, src) {
+		return
+	}
+	R, W, w, err := ColsDims("copy cols", src, dst, col0)
+	if !b.keep(err) {
+		return
+	}
+	d, s := b.data(dst), b.data(src)
+	for r := range R {
+		copy(d[r*w:(r+1)*w], s[r*W+col0:r*W+col0+w])
+	}
+}

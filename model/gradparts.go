@@ -26,9 +26,14 @@ type GradParts struct {
 }
 
 // PartsOf returns cfg's GradParts.
-func PartsOf(cfg *Config) GradParts {
-	gp := GradParts{Layers: make([][]int, cfg.NumHiddenLayers)}
-	for i, np := range ParamShapes(cfg) {
+func PartsOf(cfg *Config) GradParts { return PartsOfNamed(ParamShapes(cfg), cfg.NumHiddenLayers) }
+
+// PartsOfNamed returns the GradParts of a name table of a model with
+// layers decoder layers (a full model's or an adapter set's: adapters are
+// in their layer's part, and an adapter set has no head or embedding).
+func PartsOfNamed(named []NamedParam, layers int) GradParts {
+	gp := GradParts{Layers: make([][]int, layers)}
+	for i, np := range named {
 		var l int
 		switch {
 		case np.Name == "model.embed_tokens.weight":

@@ -449,7 +449,7 @@ func TestOracleLayer(t *testing.T) {
 		a := m.newLayerActs(n, true)
 		m.layerForward(l, a, x, out, pos, kvPlan{segs: segs})
 		grads := NewParams(b, c)
-		m.layerBackward(l, a, m.newLayerGrads(n), dx, &Pass{pos: pos, segs: segs}, &grads.Layers[l])
+		m.layerBackward(l, a, m.newLayerGrads(n), dx, &Pass{pos: pos, segs: segs}, &grads.Layers[l], nil)
 		if err := b.Err(); err != nil {
 			t.Fatal(err)
 		}

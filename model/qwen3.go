@@ -27,6 +27,9 @@ type Model struct {
 	Cfg *Config
 	B   Backend
 	P   *Params
+	// A holds the LoRA adapters (an adapter set, lora.go) added to P's
+	// projections; nil for a plain model.
+	A *Params
 	// Recompute keeps only each layer's input from a training forward and
 	// recomputes the layer's activations in the backward (activation
 	// checkpointing): about (C + one layer's activations) per token instead
@@ -153,6 +156,9 @@ type layerActs struct {
 	// is a row view.
 	gu *Tensor // (2F, N) gateᵀ over upᵀ
 	h  *Tensor // (F, N) (silu(gate) ⊙ up)ᵀ
+	// lora holds the adapters' low-rank inputs (lora_pass.go); nil
+	// without adapters.
+	lora *loraActs
 }
 
 // gate and up are the row views of gu.
@@ -162,8 +168,12 @@ func (a *layerActs) up() *Tensor   { return a.gu.Rows(a.h.Shape[0], 2*a.h.Shape[
 // tensors lists the activations a layer owns: all but x, which is the
 // previous layer's output (or the embedding) and released with it.
 func (a *layerActs) tensors() []*Tensor {
-	return []*Tensor{a.xn1, a.rstd1, a.qkv, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
+	ts := []*Tensor{a.xn1, a.rstd1, a.qkv, a.v, a.qn, a.kn, a.rstdQ, a.rstdK, a.att, a.lse,
 		a.xMid, a.xn2, a.rstd2, a.gu, a.h}
+	if a.lora != nil {
+		ts = append(ts, a.lora.tensors()...)
+	}
+	return ts
 }
 
 // newLayerActs allocates one layer's activations for n tokens. Every
@@ -194,6 +204,9 @@ func (m *Model) newLayerActs(n int, train bool) *layerActs {
 		att: att(n, H, D), lse: s(n, H),
 		xMid: s(n, C), xn2: half(n, C), rstd2: s(n),
 		gu: half(2*F, n), h: half(F, n),
+		// Inference owns its adapters' scratch; a training pass shares
+		// one among its layers (Forward).
+		lora: m.newLoRAActs(n, !train),
 	}
 }
 
@@ -217,6 +230,9 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 
 	b.RMSNorm(a.xn1, a.rstd1, x, w.InputNorm, eps)
 	b.MatMul(a.qkv, a.xn1, w.QKV, false, true, false) // (N, (H+2G)·D) = xn1·Wqkvᵀ
+	if a.lora != nil {
+		m.loraQKV(l, a)
+	}
 	b.SplitQKV(a.qn, a.kn, a.v, a.rstdQ, a.rstdK, a.qkv, w.QNorm, w.KNorm, pos, c.RopeTheta, eps)
 	if kv.cacheK == nil {
 		b.Attention(a.att, a.lse, a.qn, a.kn, a.v, kv.segs, m.attnScale())
@@ -228,12 +244,21 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 	}
 	b.Copy(a.xMid, x)
 	b.MatMul(a.xMid, a.att.View(n, H*D), w.O, false, true, true)
+	if a.lora != nil {
+		m.loraO(l, a, a.att.View(n, H*D))
+	}
 
 	b.RMSNorm(a.xn2, a.rstd2, a.xMid, w.PostNorm, eps)
 	b.MatMul(a.gu, w.GateUp, a.xn2, false, true, false) // (2F, N) = Wgu·xn2ᵀ
+	if a.lora != nil {
+		m.loraGateUp(l, a)
+	}
 	b.SwiGLU(a.h, a.gate(), a.up())
 	b.Copy(out, a.xMid)
 	b.MatMul(out, a.h, w.Down, true, true, true) // out += hᵀ·Wdᵀ
+	if a.lora != nil {
+		m.loraDown(l, a, out)
+	}
 }
 
 // Sequence is one training row: the tokens (prompt and response) and the
@@ -258,6 +283,7 @@ type Pass struct {
 	// recompute, when not nil, is the scratch set the backward refills
 	// from each layer's saved input (Model.Recompute).
 	recompute *layerActs
+	loraTmp   *Tensor  // the adapters' term scratch (loraActs.tmp); nil without
 	m         *Model   // the model that made the pass, for Release
 	xL        *Tensor  // (N, C) last layer output
 	xf        *Tensor  // (N, C) final-normed
@@ -314,10 +340,14 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	if m.Recompute {
 		shared = m.newLayerActs(n, true)
 	}
+	p.loraTmp = m.newLoRATmp(n) // the adapters' term scratch, shared by the layers
 	for l := range m.P.Layers {
 		a := shared
 		if a == nil {
 			a = m.newLayerActs(n, true)
+		}
+		if a.lora != nil {
+			a.lora.tmp = p.loraTmp
 		}
 		out := Scratch(b, n, C)
 		m.layerForward(l, a, x, out, p.pos, kv)
@@ -384,8 +414,8 @@ func (p *Pass) Release() {
 	if p.recompute != nil {
 		Release(b, p.recompute.tensors()...)
 	}
-	Release(b, p.xL, p.xf, p.rstdF, p.headLSE)
-	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil, nil, nil
+	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.loraTmp)
+	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.loraTmp = nil, nil, nil, nil, nil, nil, nil
 }
 
 // releaseLayer gives back layer l's saved activations and its input (the

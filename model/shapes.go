@@ -196,3 +196,15 @@ func AdamWCheck(p, g, m, v *Tensor, h AdamWParams) error {
 	}
 	return nil
 }
+
+// ColsDims checks a column-block op between wide (R, W) and narrow (R, w),
+// both viewed as matrices (Matrix): the narrow block is columns
+// [col0, col0+w) of the wide one. It returns R, W and w.
+func ColsDims(op string, wide, narrow *Tensor, col0 int) (R, W, w int, err error) {
+	R, W = Matrix(wide)
+	r, w := Matrix(narrow)
+	if r != R || col0 < 0 || col0+w > W {
+		return 0, 0, 0, fmt.Errorf("%s: columns [%d, %d) of %v do not match %v", op, col0, col0+w, wide.Shape, narrow.Shape)
+	}
+	return R, W, w, nil
+}

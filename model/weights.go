@@ -52,6 +52,11 @@ type Params struct {
 	FinalNorm *Tensor // (C)
 	LMHead    *Tensor // (V, C); the same tensor as Embed when embeddings are tied
 	Tied      bool
+
+	// LoRA, when set, makes this an adapter set (lora.go): it holds only
+	// Adapters, and the name table lists them instead of the weights.
+	LoRA     *LoRAConfig
+	Adapters []LayerLoRA
 }
 
 // NamedParam is one row of the name table.
@@ -62,8 +67,12 @@ type NamedParam struct {
 }
 
 // Named returns the name table in a stable order. A tied LM head is not
-// listed separately: it is the embedding.
+// listed separately: it is the embedding. An adapter set lists its
+// adapters.
 func (p *Params) Named(cfg *Config) []NamedParam {
+	if p.LoRA != nil {
+		return p.namedAdapters(cfg)
+	}
 	C, F, V := cfg.HiddenSize, cfg.IntermediateSize, cfg.VocabSize
 	HD, GD, D := cfg.NumAttentionHeads*cfg.HeadDim, cfg.NumKeyValueHeads*cfg.HeadDim, cfg.HeadDim
 	out := []NamedParam{{"model.embed_tokens.weight", []int{V, C}, &p.Embed}}

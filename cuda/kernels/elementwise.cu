@@ -99,3 +99,30 @@ extern "C" __global__ void adamw(float* p, unsigned short* p16, const float* g, 
 		if (p16) p16[i] = f32_to_bf16_bits((float)pi);
 	}
 }
+
+// add_cols: dst[r·W + col0 + j] += src[r·w + j] for r < R, j < w (LoRA's
+// low-rank terms added into column blocks of the fused q/k/v product);
+// T is float, or unsigned short for a bf16 activation, rounded once.
+template <typename T>
+__device__ __forceinline__ void add_cols_body(T* dst, const float* src, long long R, int W, int w, int col0) {
+	for (long long i = gtid(); i < R * w; i += gstride()) {
+		long long r = i / w, d = r * W + col0 + (i - r * w);
+		store_as(dst, d, ld(dst, d) + src[i]);
+	}
+}
+
+extern "C" __global__ void add_cols_f32(float* dst, const float* src, long long R, int W, int w, int col0) {
+	add_cols_body(dst, src, R, W, w, col0);
+}
+
+extern "C" __global__ void add_cols_h(unsigned short* dst, const float* src, long long R, int W, int w, int col0) {
+	add_cols_body(dst, src, R, W, w, col0);
+}
+
+// copy_cols: dst[r·w + j] = src[r·W + col0 + j].
+extern "C" __global__ void copy_cols(float* dst, const float* src, long long R, int W, int w, int col0) {
+	for (long long i = gtid(); i < R * w; i += gstride()) {
+		long long r = i / w;
+		dst[i] = src[r * W + col0 + (i - r * w)];
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
@@ -56,6 +57,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
 	t.Run("Rows", s.rows)
+	t.Run("Cols", s.cols)
 	t.Run("AdamW", s.adamw)
 	t.Run("BadArguments", s.badArguments)
 }
@@ -587,6 +589,57 @@ func (s *suite) rows(t *testing.T) {
 	s.noErr(t, "rows")
 }
 
+// cols checks AddCols and CopyCols against index arithmetic done here, on
+// an odd width and every column offset, and AddCols into a bf16 activation
+// (ActivationStore) against the fp32 sum rounded once.
+func (s *suite) cols(t *testing.T) {
+	const R, W, w = 3, 7, 3
+	wide, narrow := s.randn(R*W, 1), s.randn(R*w, 1)
+	for col0 := 0; col0+w <= W; col0++ {
+		add, cp := make([]float64, R*W), make([]float64, R*w)
+		for r := range R {
+			for j := range W {
+				add[r*W+j] = float64(wide[r*W+j])
+			}
+			for j := range w {
+				add[r*W+col0+j] += float64(narrow[r*w+j])
+				cp[r*w+j] = float64(wide[r*W+col0+j])
+			}
+		}
+		dst := s.tensor(wide, R, W)
+		s.b.AddCols(dst, s.tensor(narrow, R, w), col0)
+		s.expect(t, fmt.Sprintf("add cols at %d", col0), s.get(dst), add, s.tol(t))
+		out := s.tensor(s.randn(R*w, 1), R, w)
+		s.b.CopyCols(out, s.tensor(wide, R, W), col0)
+		s.expect(t, fmt.Sprintf("copy cols at %d", col0), s.get(out), cp, numcheck.Tol{})
+		if as, ok := s.b.(model.ActivationStore); ok {
+			h, eye := as.ActivationHalf(R, W), make([]float32, W*W)
+			for j := range W {
+				eye[j*W+j] = 1
+			}
+			// A product is what writes a bf16 activation: wide·I.
+			s.b.MatMul(h, s.tensor(wide, R, W), s.tensor(eye, W, W), false, false, false)
+			// wide rounded to bf16, or wide itself where the backend's
+			// products (and so its activations) are fp32.
+			before := s.get(h)
+			half := !slices.Equal(before, wide)
+			s.b.AddCols(h, s.tensor(narrow, R, w), col0)
+			want, tol := f64(before), numcheck.Tol{}
+			for r := range R {
+				for j := range w {
+					sum := float32(want[r*W+col0+j]) + narrow[r*w+j]
+					if half {
+						sum = model.BF16ToF32(model.F32ToBF16(sum))
+					}
+					want[r*W+col0+j] = float64(sum)
+				}
+			}
+			s.expect(t, fmt.Sprintf("add cols into an activation (bf16 %v) at %d", half, col0), s.get(h), want, tol)
+		}
+	}
+	s.noErr(t, "cols")
+}
+
 // adamw checks two steps against values computed by hand from the update
 // rule m = β1 m + (1−β1) g, v = β2 v + (1−β2) g², p ← p(1−lr·wd) − lr·m̂/(√v̂+ε).
 func (s *suite) adamw(t *testing.T) {
@@ -640,6 +693,9 @@ func (s *suite) badArguments(t *testing.T) {
 		{"scatter count", func() { b.ScatterRows(b.New(2, 2), b.New(1, 2), []int32{0, 1}, false) }},
 		{"adamw step 0", func() { b.AdamW(b.New(1), b.New(1), b.New(1), b.New(1), model.AdamWParams{LR: 1}) }},
 		{"add sizes", func() { b.Add(b.New(2), b.New(3)) }},
+		{"add cols past the end", func() { b.AddCols(b.New(2, 4), b.New(2, 2), 3) }},
+		{"add cols rows", func() { b.AddCols(b.New(2, 4), b.New(3, 2), 0) }},
+		{"copy cols negative", func() { b.CopyCols(b.New(2, 2), b.New(2, 4), -1) }},
 		{"upload size", func() { b.Upload(b.New(2), []float32{1}) }},
 	}
 	for _, c := range cases {
