@@ -250,6 +250,23 @@ func (o *oracleGraph) param(name string, rows, cols int, b Backend, t *Tensor) *
 // oracleLayerW holds one layer's parameter nodes, HF layout (out, in).
 type oracleLayerW struct {
 	inputNorm, q, k, v, o, qNorm, kNorm, postNorm, gate, up, down *G.Node
+	// lora: each adapted projection's A (r, in) and B (out, r), added
+	// as s·(x·Aᵀ)·Bᵀ (lora_oracle_test.go); nil without adapters.
+	lora      map[string][2]*G.Node
+	loraScale float64
+}
+
+// proj is x·Wᵀ for the layer's projection target (weight w), plus its
+// adapter's term where it has one.
+func (o *oracleGraph) proj(x, w *G.Node, lw *oracleLayerW, target string) *G.Node {
+	y := o.linear(x, w)
+	ab, ok := lw.lora[target]
+	if !ok {
+		return y
+	}
+	low := o.linear(o.linear(x, ab[0]), ab[1]) // (x·Aᵀ)·Bᵀ
+	rows, cols := low.Shape()[0], low.Shape()[1]
+	return o.must(G.Add(y, o.must(G.HadamardProd(low, o.fill(rows, cols, lw.loraScale)))))
 }
 
 // layerParams adds layer l's parameters of m, named as in Params.Named.
@@ -257,7 +274,7 @@ func (o *oracleGraph) layerParams(m *Model, l int) *oracleLayerW {
 	c, w, b := m.Cfg, &m.P.Layers[l], m.B
 	C, F, HD, GD, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim, c.HeadDim
 	pre := fmt.Sprintf("model.layers.%d.", l)
-	return &oracleLayerW{
+	lw := &oracleLayerW{
 		inputNorm: o.param(pre+"input_layernorm.weight", 1, C, b, w.InputNorm),
 		q:         o.param(pre+"self_attn.q_proj.weight", HD, C, b, w.Q),
 		k:         o.param(pre+"self_attn.k_proj.weight", GD, C, b, w.K),
@@ -270,6 +287,8 @@ func (o *oracleGraph) layerParams(m *Model, l int) *oracleLayerW {
 		up:        o.param(pre+"mlp.up_proj.weight", F, C, b, w.Up),
 		down:      o.param(pre+"mlp.down_proj.weight", C, F, b, w.Down),
 	}
+	o.layerAdapters(m, l, lw)
+	return lw
 }
 
 // rmsNorm: x (R, n) / sqrt(mean(x²) + eps) ⊙ w (1, n), row by row.
@@ -314,7 +333,7 @@ func (o *oracleGraph) layer(x *G.Node, w *oracleLayerW) *G.Node {
 	c := o.cfg
 	H, Gkv, D := c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	xn := o.rmsNorm(x, w.inputNorm)
-	q, k, v := o.linear(xn, w.q), o.linear(xn, w.k), o.linear(xn, w.v) // (N, H·D), (N, G·D), (N, G·D)
+	q, k, v := o.proj(xn, w.q, w, "q"), o.proj(xn, w.k, w, "k"), o.proj(xn, w.v, w, "v") // (N, H·D), (N, G·D), (N, G·D)
 	ks, vs := make([]*G.Node, Gkv), make([]*G.Node, Gkv)
 	for g := range Gkv {
 		ks[g] = o.rope(o.rmsNorm(o.cols(k, g*D, (g+1)*D), w.kNorm))
@@ -327,11 +346,11 @@ func (o *oracleGraph) layer(x *G.Node, w *oracleLayerW) *G.Node {
 		heads[h] = o.attention(qh, ks[g], vs[g])
 	}
 	att := o.must(G.Concat(1, heads...)) // (N, H·D)
-	xMid := o.must(G.Add(x, o.linear(att, w.o)))
+	xMid := o.must(G.Add(x, o.proj(att, w.o, w, "o")))
 	xn2 := o.rmsNorm(xMid, w.postNorm)
-	gate, up := o.linear(xn2, w.gate), o.linear(xn2, w.up)
+	gate, up := o.proj(xn2, w.gate, w, "gate"), o.proj(xn2, w.up, w, "up")
 	silu := o.must(G.HadamardProd(gate, o.must(G.Sigmoid(gate))))
-	return o.must(G.Add(xMid, o.linear(o.must(G.HadamardProd(silu, up)), w.down)))
+	return o.must(G.Add(xMid, o.proj(o.must(G.HadamardProd(silu, up)), w.down, w, "down")))
 }
 
 // run differentiates the scalar cost with respect to every leaf, runs the
@@ -483,9 +502,15 @@ func TestOracleModel(t *testing.T) {
 	}
 }
 
-func oracleModelCase(t *testing.T, tied bool) {
-	m := oracleModel(t, tied, 5)
+func oracleModelCase(t *testing.T, tied bool) { oracleModelCheck(t, oracleModel(t, tied, 5)) }
+
+// oracleModelCheck runs m's forward and backward on two packed sequences
+// and checks the log-probs, the entropies and the gradient of every
+// trainable parameter (the adapters, for a model with them) against the
+// oracle.
+func oracleModelCheck(t *testing.T, m *Model) {
 	b, c := m.B, m.Cfg
+	tied := m.P.Tied
 	V, C := c.VocabSize, c.HiddenSize
 	rng := rand.New(rand.NewPCG(9, 10))
 	seqs := []Sequence{
@@ -503,7 +528,7 @@ func oracleModelCase(t *testing.T, tied bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grads := NewParams(b, c)
+	grads := NewLike(b, c, m.Trainable())
 	if err := m.Backward(p, w, grads); err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +590,7 @@ func oracleModelCase(t *testing.T, tied bool) {
 	oracleCheck(t, "log-probs", gotLP, vals[0], oracleForwardTol, &fwd)
 	oracleCheck(t, "entropies", gotEnt, vals[1], oracleForwardTol, &fwd)
 	named := grads.Named(c)
-	if len(named) != len(o.names) {
+	if m.A == nil && len(named) != len(o.names) {
 		t.Fatalf("we have %d parameters, the oracle %d", len(named), len(o.names))
 	}
 	for _, np := range named {
