@@ -35,6 +35,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -98,6 +99,10 @@ func manifestSum(raw []byte) (string, error) {
 type Identity struct {
 	Path string `json:"path"`
 	Hash string `json:"hash"`
+	// Weights is the SHA-256 of every safetensors file's whole content
+	// (WeightsHash), set for LoRA runs, whose checkpoints hold only
+	// adapters: they must resume and export over the very same base.
+	Weights string `json:"weights_sha256,omitempty"`
 }
 
 // Writer fills a temporary checkpoint folder.
@@ -402,4 +407,46 @@ func ModelIdentity(dir string) (Identity, error) {
 	}
 	abs, _ := filepath.Abs(dir)
 	return Identity{Path: abs, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// WeightsHash is the SHA-256 over the whole content of the Hugging Face
+// folder dir's safetensors files, in name order (each file's own hash,
+// computed in parallel, then the names and hashes hashed together): what
+// identifies a LoRA run's base model, whose weights its checkpoints do not
+// copy. It reads every byte once (seconds per GB).
+func WeightsHash(dir string) (string, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(files) == 0 {
+		return "", fmt.Errorf("hash the weights of %s: no safetensors files", dir)
+	}
+	sort.Strings(files)
+	sums, errs := make([][]byte, len(files)), make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, p := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := os.Open(p)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer f.Close()
+			h := sha256.New()
+			if _, err := io.Copy(h, f); err != nil {
+				errs[i] = fmt.Errorf("read %s: %w", p, err)
+				return
+			}
+			sums[i] = h.Sum(nil)
+		}()
+	}
+	wg.Wait()
+	h := sha256.New()
+	for i, p := range files {
+		if errs[i] != nil {
+			return "", fmt.Errorf("hash the weights of %s: %w", dir, errs[i])
+		}
+		fmt.Fprintf(h, "%s:%x\n", filepath.Base(p), sums[i])
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

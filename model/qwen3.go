@@ -100,7 +100,9 @@ func (m *Model) ShadowWeights() (bool, error) {
 	}
 	hw, _ := m.B.(HalfWeights)
 	made := false
-	for _, np := range m.P.Named(m.Cfg) {
+	// With adapters only they are trained and copied: the base weights are
+	// frozen (bf16 already under bf16 products) or stay fp32.
+	for _, np := range m.Trainable().Named(m.Cfg) {
 		if len(np.Shape) < 2 {
 			continue
 		}

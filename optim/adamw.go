@@ -37,6 +37,12 @@ func NewAdamW(b model.Backend, mc *model.Config, cfg AdamWConfig) *AdamW {
 	return &AdamW{Cfg: cfg, M: model.NewParams(b, mc), V: model.NewParams(b, mc)}
 }
 
+// NewAdamWFor allocates zero moments laid out like p (a model's weights or
+// its LoRA adapters: model.NewLike).
+func NewAdamWFor(b model.Backend, mc *model.Config, p *model.Params, cfg AdamWConfig) *AdamW {
+	return &AdamW{Cfg: cfg, M: model.NewLike(b, mc, p), V: model.NewLike(b, mc, p)}
+}
+
 // Update applies one AdamW step to every parameter with learning rate lr
 // (the schedule's value for this step).
 func (o *AdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params, lr float64) error {

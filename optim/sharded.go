@@ -27,7 +27,7 @@ type sharded struct {
 func (z *sharded) Grads() *model.Params { return z.grads }
 
 func (z *sharded) Update(lr float64) error {
-	return z.opt.Update(z.m.B, z.m.Cfg, z.m.P, z.grads, lr)
+	return z.opt.Update(z.m.B, z.m.Cfg, z.m.Trainable(), z.grads, lr)
 }
 
 func (z *sharded) Steps() int     { return z.opt.Step }
@@ -98,7 +98,7 @@ func (z *sharded) Fingerprint(w io.Writer) {
 		return
 	}
 	s, one := o.Shard, make([]float32, 1)
-	for i, np := range z.m.P.Named(z.m.Cfg) {
+	for i, np := range z.m.Trainable().Named(z.m.Cfg) {
 		if i >= len(o.HalfOnly) || !o.HalfOnly[i] {
 			continue
 		}
@@ -123,7 +123,7 @@ func (z *sharded) Fingerprint(w io.Writer) {
 type zero1 struct{ sharded }
 
 func (z *zero1) AllocGrads() error {
-	z.grads = model.NewParams(z.m.B, z.m.Cfg)
+	z.grads = model.NewLike(z.m.B, z.m.Cfg, z.m.Trainable())
 	return nil
 }
 

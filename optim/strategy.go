@@ -140,25 +140,27 @@ func New(m *model.Model, s Setup) (Strategy, error) {
 	w := whole{m: m, clip: s.GradClip}
 	switch {
 	case !s.Shard.Sharded():
-		w.opt = NewAdamW(m.B, m.Cfg, s.AdamW)
+		w.opt = NewAdamWFor(m.B, m.Cfg, m.Trainable(), s.AdamW)
 		return &single{w}, nil
 	case s.ZeRO < 1:
 		if s.Reducer == nil {
 			return nil, fmt.Errorf("replicated data parallel over %d ranks: no gradient reducer", s.Shard.World)
 		}
-		w.opt = NewAdamW(m.B, m.Cfg, s.AdamW)
+		w.opt = NewAdamWFor(m.B, m.Cfg, m.Trainable(), s.AdamW)
 		return &replicated{whole: w, red: s.Reducer}, nil
 	}
 	if s.Comm == nil || s.Group == nil {
 		return nil, fmt.Errorf("ZeRO over %d ranks: no collectives", s.Shard.World)
 	}
-	o, err := NewShardedAdamW(m.B, m.Cfg, m.P, s.AdamW, s.Shard)
+	o, err := NewShardedAdamW(m.B, m.Cfg, m.Trainable(), s.AdamW, s.Shard)
 	if err != nil {
 		return nil, err
 	}
 	o.Gather = s.Comm
 	logf("ZeRO-1: this rank keeps the AdamW moments of 1/%d of every parameter", s.Shard.World)
-	if s.ShardMasters {
+	if s.ShardMasters && m.A != nil {
+		logf("dist.shard_masters: nothing to shard with LoRA (the base weights are frozen, the adapters' fp32 values are small)")
+	} else if s.ShardMasters {
 		if err := shardMasters(m, o, logf); err != nil {
 			return nil, err
 		}
@@ -204,7 +206,7 @@ type whole struct {
 }
 
 func (w *whole) AllocGrads() error {
-	w.grads = model.NewParams(w.m.B, w.m.Cfg)
+	w.grads = model.NewLike(w.m.B, w.m.Cfg, w.m.Trainable())
 	return nil
 }
 
@@ -215,7 +217,7 @@ func (w *whole) ZeroGrads()             { ZeroGrads(w.m.B, w.m.Cfg, w.grads) }
 func (w *whole) Clip() (float64, error) { return ClipGradNorm(w.m.B, w.m.Cfg, w.grads, w.clip) }
 
 func (w *whole) Update(lr float64) error {
-	return w.opt.Update(w.m.B, w.m.Cfg, w.m.P, w.grads, lr)
+	return w.opt.Update(w.m.B, w.m.Cfg, w.m.Trainable(), w.grads, lr)
 }
 
 func (w *whole) Steps() int     { return w.opt.Step }
@@ -255,9 +257,18 @@ func (r *replicated) Reduce(int) error {
 	return nil
 }
 
-// loadParams replaces m's parameters by the fp32 weights of the Hugging
-// Face folder dir.
+// loadParams replaces m's trainable parameters by the fp32 values in
+// folder dir: the weights of a Hugging Face folder, or, for a model with
+// LoRA adapters, the PEFT adapter folder's adapters.
 func loadParams(m *model.Model, dir string) error {
+	if m.A != nil {
+		a, err := model.LoadAdapters(m.B, m.Cfg, m.A.LoRA, dir)
+		if err != nil {
+			return err
+		}
+		m.A = a
+		return nil
+	}
 	p, err := model.LoadParams(m.B, m.Cfg, dir)
 	if err != nil {
 		return err

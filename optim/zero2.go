@@ -49,8 +49,13 @@ type zero2 struct {
 // optimizer the accumulators.
 func (z *zero2) AllocGrads() error {
 	b, mc, o := z.m.B, z.m.Cfg, z.opt
-	z.grads = NewWindowGrads(b, mc)
-	z.parts = model.PartsOf(mc)
+	if tr := z.m.Trainable(); tr.LoRA != nil {
+		// Adapters are small: their whole gradient is the window.
+		z.grads = model.NewLike(b, mc, tr)
+	} else {
+		z.grads = NewWindowGrads(b, mc)
+	}
+	z.parts = model.PartsOfNamed(z.grads.Named(mc), mc.NumHiddenLayers)
 	for i, np := range z.grads.Named(mc) {
 		z.window = append(z.window, *np.Ptr)
 		var a *model.Tensor

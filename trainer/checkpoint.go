@@ -117,7 +117,13 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32, begun bool) erro
 // writeCheckpointFiles writes the policy folder files (the parameters in
 // masters from there) and the optimizer state the ranks hold alike.
 func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32) error {
-	if err := model.WriteFolderWith(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32, 0, masters); err != nil {
+	if t.Policy.A != nil {
+		// A PEFT adapter folder over model.path (its identity and weights'
+		// hash in the manifest): the base is never copied.
+		if err := model.SaveAdapters(t.Policy.B, t.Policy.Cfg, t.Policy.A, dir, t.refID.Path, model.F32); err != nil {
+			return err
+		}
+	} else if err := model.WriteFolderWith(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32, 0, masters); err != nil {
 		return err
 	}
 	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {

@@ -45,6 +45,7 @@ type Config struct {
 	Train      TrainConfig      `yaml:"train" json:"train"`
 	Optim      OptimConfig      `yaml:"optim" json:"optim"`
 	Loss       LossConfig       `yaml:"loss" json:"loss"`
+	LoRA       LoRAConfig       `yaml:"lora" json:"lora"`
 	GDRO       gdro.Config      `yaml:"gdro" json:"gdro"`
 	Reward     RewardConfig     `yaml:"reward" json:"reward"`
 	Validation ValidationConfig `yaml:"validation" json:"validation"`
@@ -247,6 +248,7 @@ func Default() Config {
 		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 			GradClip: 1},
 		Loss:       DefaultLoss(),
+		LoRA:       DefaultLoRA(),
 		GDRO:       g,
 		Reward:     RewardConfig{Mode: "auto"},
 		Validation: ValidationConfig{Every: 50, N: 8, Temperature: 0.6, TopP: 0.8, TopK: 20, MaxNewTokens: 4096},
@@ -429,7 +431,7 @@ func (c Config) validateValues() error {
 		return errors.Join(errs...)
 	}
 	errs := []error{c.methodAgrees(), c.Model.Validate(), c.Run.Validate(), c.Precision.Validate(), c.Data.Validate(),
-		c.Sampling.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.rlOptionsAgree(), c.Optim.Validate(), c.Loss.Validate()}
+		c.Sampling.Validate(), c.kvBudgetAgrees(), c.Train.Validate(), c.rlOptionsAgree(), c.Optim.Validate(), c.Loss.Validate(), c.LoRA.Validate()}
 	if err := c.GDRO.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("gdro: %w", err))
 	}

@@ -452,8 +452,11 @@ func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 	}
 	h := sha256.Sum256(st)
 	wh := sha256.New()
+	if t.Policy.A != nil {
+		fingerprintAdapters(t.Policy, wh)
+	}
 	for _, np := range t.Policy.P.Named(t.Policy.Cfg) {
-		if len(np.Shape) != 1 {
+		if len(np.Shape) != 1 || t.Policy.A != nil {
 			continue
 		}
 		host := make([]float32, (*np.Ptr).Numel())

@@ -125,6 +125,14 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 		t.Close()
 		return nil, fmt.Errorf("model.path: %w", err)
 	}
+	if cfg.LoRA.On() {
+		// A LoRA checkpoint holds adapters only: its base is identified
+		// by content, every byte.
+		if t.refID.Weights, err = checkpoint.WeightsHash(cfg.Model.Path); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("model.path: %w", err)
+		}
+	}
 	var resumeDir string
 	var m *checkpoint.Manifest
 	if t.rank() == 0 {
@@ -282,6 +290,11 @@ func (t *Trainer) setup() error {
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	if lc := cfg.LoRA.Model(); lc != nil {
+		if err := t.attachAdapters(lc); err != nil {
+			return err
+		}
+	}
 	// The optimizer before the bf16 copies: with sharded fp32 masters
 	// (optim/masters.go) the matrices go bf16 only first, so no copy of
 	// them is made and the rank never holds a matrix in fp32 and bf16
@@ -297,7 +310,10 @@ func (t *Trainer) setup() error {
 	t.Policy.Recompute = cfg.Train.Recompute
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
-	if plan.NeedRef {
+	if plan.NeedRef && t.Policy.A != nil {
+		// With LoRA the reference is the base the adapters sit on.
+		t.Ref = t.Policy.Base()
+	} else if plan.NeedRef {
 		// The reference policy is the frozen initial checkpoint.
 		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)

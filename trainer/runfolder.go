@@ -282,6 +282,10 @@ func freeKey(k string) bool {
 // checkResumeConfig compares the checkpoint's config and reference model
 // with this run's.
 func (t *Trainer) checkResumeConfig(dir string, m *checkpoint.Manifest, allow bool) error {
+	if m.Reference.Weights != "" && t.refID.Weights != "" && m.Reference.Weights != t.refID.Weights {
+		return fmt.Errorf("resume %s: the base model's weights changed: the checkpoint's adapters were trained on %s (weights sha256 %.12s…), model.path %s has %.12s…",
+			dir, m.Reference.Path, m.Reference.Weights, t.refID.Path, t.refID.Weights)
+	}
 	if m.Reference.Hash != t.refID.Hash {
 		return fmt.Errorf("resume %s: the reference model changed: the checkpoint was made from %s (hash %.12s…), model.path %s has hash %.12s…",
 			dir, m.Reference.Path, m.Reference.Hash, t.refID.Path, t.refID.Hash)

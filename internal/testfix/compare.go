@@ -42,12 +42,13 @@ func (Parity) Score(response, truth string) reward.Result {
 func LoadWeights(t testing.TB, dir string) map[string][]float32 {
 	t.Helper()
 	b := cpu.NewBackend()
-	m, err := model.Load(b, dir)
+	m, err := model.LoadAdapted(b, dir, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string][]float32{}
-	for _, np := range m.P.Named(m.Cfg) {
+	// A LoRA checkpoint's trainable weights are its adapters.
+	for _, np := range m.Trainable().Named(m.Cfg) {
 		host := make([]float32, (*np.Ptr).Numel())
 		b.Download(*np.Ptr, host)
 		out[np.Name] = host
@@ -96,8 +97,8 @@ func CloseTensors(t testing.TB, what string, want, got, base map[string][]float3
 		for i := range x {
 			d := float64(y[i]) - float64(x[i])
 			r := float64(x[i])
-			if base != nil {
-				r -= float64(base[n][i])
+			if bn := base[n]; bn != nil { // a tensor the base lacks (an adapter) changes from 0
+				r -= float64(bn[i])
 			}
 			diff += d * d
 			ref += r * r
