@@ -22,14 +22,36 @@ type Memory struct {
 // (MasterSharded). ZeRO-2 also replaces the whole gradient by the window
 // (WindowBytes) plus 1/world of it.
 func PlanMemory(mc *model.Config, world, zero int, mastersSharded bool) Memory {
+	return planShapes(model.ParamShapes(mc), world, zero, mastersSharded, WindowBytes(mc))
+}
+
+// PlanAdapters is Memory for LoRA adapters of lc on mc (the parameters an
+// adapters-only run trains): ZeRO shards them as any parameter, and
+// ZeRO-2's window is the whole adapter gradient (zero2.go).
+func PlanAdapters(mc *model.Config, lc *model.LoRAConfig, world, zero int) Memory {
+	shapes := model.AdapterShapes(mc, lc)
+	return planShapes(shapes, world, zero, false, 4*shapesNumel(shapes))
+}
+
+func shapesNumel(shapes []model.NamedParam) int64 {
+	var n int64
+	for _, np := range shapes {
+		n += int64(numel(np.Shape))
+	}
+	return n
+}
+
+// planShapes is Memory for parameters of these shapes; window is ZeRO-2's
+// gradient window in bytes.
+func planShapes(shapes []model.NamedParam, world, zero int, mastersSharded bool, window int64) Memory {
 	const f32 = 4
-	params := mc.NumParams() * f32
+	params := shapesNumel(shapes) * f32
 	m := Memory{Weights: params, Gradients: params, Moments: 2 * params}
 	if world <= 1 || zero < 1 {
 		return m
 	}
 	var moments, largest, grads, weights int64
-	for _, np := range model.ParamShapes(mc) {
+	for _, np := range shapes {
 		n := int64(1)
 		for _, d := range np.Shape {
 			n *= int64(d)
@@ -46,7 +68,7 @@ func PlanMemory(mc *model.Config, world, zero int, mastersSharded bool) Memory {
 	}
 	m.Moments, m.GatherBuffer, m.Weights = moments, largest, weights
 	if zero >= 2 {
-		m.Gradients = grads + WindowBytes(mc)
+		m.Gradients = grads + window
 	}
 	return m
 }

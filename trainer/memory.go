@@ -26,6 +26,9 @@ import (
 // before it fails an allocation), so the peak is the state that persists
 // plus the larger of the two phases.
 type MemoryPlan struct {
+	// Base is a LoRA run's frozen base weights, which are also its
+	// reference (Weights, Gradients and Moments are then the adapters').
+	Base                                   int64
 	Weights, Reference, Gradients, Moments int64
 	WeightCopies                           int64 // bf16 copies of the policy's matrices for products (GPU, bf16 products)
 	Activations, KVCache, Logits           int64
@@ -37,7 +40,7 @@ type MemoryPlan struct {
 // Persistent is what the run holds throughout: the policy, the
 // reference, the gradients and the optimizer state.
 func (p MemoryPlan) Persistent() int64 {
-	return p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies
+	return p.Base + p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies
 }
 
 // Generation is what sampling adds: the KV cache.
@@ -56,7 +59,11 @@ func (p MemoryPlan) String() string {
 	if p.GatherBuffer > 0 {
 		gather = ", ZeRO collective buffer " + g(p.GatherBuffer)
 	}
-	return fmt.Sprintf("weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; "+
+	base := ""
+	if p.Base > 0 {
+		base = "frozen base (LoRA) " + g(p.Base) + ", adapter "
+	}
+	return fmt.Sprintf(base+"weights %s, reference %s, gradients %s, AdamW moments %s, bf16 weight copies %s, activations %s, KV cache %s, logits %s%s; "+
 		"peak %s (persistent %s + the larger of generation %s and training %s)",
 		g(p.Weights), g(p.Reference), g(p.Gradients), g(p.Moments), g(p.WeightCopies), g(p.Activations), g(p.KVCache), g(p.Logits), gather,
 		g(p.Total()), g(p.Persistent()), g(p.Generation()), g(p.Training()))
@@ -116,7 +123,41 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	if hasRef {
 		p.Reference = params
 	}
+	if lc := cfg.LoRA.Model(); lc != nil {
+		// The base is frozen and is the reference; gradients, moments
+		// and masters are the adapters'. Each adapted projection saves
+		// its rank's low-rank input per token and layer; the backward
+		// adds their gradients, and the terms pass through one shared
+		// scratch (model's loraActs).
+		ad := optim.PlanAdapters(mc, lc, 1, 0)
+		p.Base, p.Reference = params, 0
+		p.Weights, p.Gradients, p.Moments = ad.Weights, ad.Gradients, ad.Moments
+		low := int64(lc.Rank*len(lc.Targets)) * f32
+		layers := int64(mc.NumHiddenLayers)
+		if cfg.Train.Recompute {
+			layers = 1
+		}
+		p.Activations += tokens * (low*(layers+1) + max(HD, GD, min(F, C))*f32)
+	}
 	return p
+}
+
+// frozenBytes is the base model held as model.Freeze leaves it: matrices
+// bf16, the input embedding and the norms fp32.
+func frozenBytes(mc *model.Config) int64 {
+	var n int64
+	for _, np := range model.ParamShapes(mc) {
+		k := int64(1)
+		for _, d := range np.Shape {
+			k *= int64(d)
+		}
+		if len(np.Shape) < 2 || np.Name == "model.embed_tokens.weight" {
+			n += 4 * k
+		} else {
+			n += 2 * k
+		}
+	}
+	return n
 }
 
 // halfPerToken is the fp32 bytes per token of a layer's saved activations
@@ -152,6 +193,7 @@ type Budget struct {
 	MastersSharded bool
 	masters        bool // dist.shard_masters
 	model          *model.Config
+	lora           *model.LoRAConfig // nil: full fine-tuning
 }
 
 // ForWorld makes b the plan of one of world data-parallel ranks: every
@@ -167,8 +209,11 @@ func (b *Budget) ForWorld(world, zero int) {
 	if world <= 1 || zero < 1 || mc == nil {
 		return
 	}
-	b.MastersSharded = b.Plan.WeightCopies > 0 && b.masters
+	b.MastersSharded = b.Plan.WeightCopies > 0 && b.masters && b.lora == nil
 	opt := optim.PlanMemory(mc, world, zero, b.MastersSharded)
+	if b.lora != nil {
+		opt = optim.PlanAdapters(mc, b.lora, world, zero)
+	}
 	b.Plan.Weights, b.Plan.Gradients, b.Plan.Moments, b.Plan.GatherBuffer = opt.Weights, opt.Gradients, opt.Moments, opt.GatherBuffer
 }
 
@@ -192,11 +237,18 @@ func (b Budget) Report() string {
 		}
 		return "fp32"
 	}
+	if p.Base > 0 {
+		fmt.Fprintf(&sb, "  %-38s %s\n", "LoRA base, frozen ("+map[bool]string{false: "fp32", true: "bf16 matrices"}[b.RefBF16]+"; the reference)", g(p.Base))
+	}
+	weights := rowName(b, 1, true, "fp32 embedding, norms; masters 1/%d", "weights (fp32, also the master copy)")
+	if b.lora != nil {
+		weights = fmt.Sprintf("LoRA adapters r=%d (fp32)", b.lora.Rank)
+	}
 	for _, row := range []struct {
 		name string
 		v    int64
 	}{
-		{rowName(b, 1, true, "fp32 embedding, norms; masters 1/%d", "weights (fp32, also the master copy)"), p.Weights},
+		{weights, p.Weights},
 		{"reference model (" + dt(b.RefBF16) + ")", p.Reference},
 		{rowName(b, 2, false, "gradients (fp32, 1 layer + 1/%d)", "gradients (fp32)"), p.Gradients},
 		{rowName(b, 1, false, "AdamW moments (fp32, 1/%d)", "AdamW moments (fp32)"), p.Moments},
@@ -258,10 +310,15 @@ func PlanBudget(cfg Config) (Budget, error) {
 // planFor plans for the CPU or a GPU (whose reference may be bf16).
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	need := NeedsReference(cfg)
-	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters}
+	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters,
+		lora: cfg.LoRA.Model()}
 	if gpu && cfg.Precision.RefBF16() {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need
+		if bud.lora != nil {
+			bud.Plan.Base = frozenBytes(mc)
+			bud.RefBF16 = true
+		}
 	}
 	if gpu && cfg.Precision.KVBF16() {
 		bud.Plan.KVCache /= 2
@@ -273,7 +330,7 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 		}
 	}
 	if gpu && cfg.Precision.MatMul == "bf16" {
-		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
+		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights (with LoRA, the adapters')
 		// Every activation but the residual stream and the statistics is
 		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
 		layers := int64(mc.NumHiddenLayers)

@@ -86,3 +86,28 @@ func TestPaperConfigsPlanWorld(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAConfigsPlan: the paper's LoRA configs fit one GPU of the size
+// their comments name (1.7B on 24 GB, 4B on 48 GB, 8B on 80 GB), where the
+// same runs without adapters (lora.rank 0) do not; the plan names the
+// frozen base and the adapters.
+func TestLoRAConfigsPlan(t *testing.T) {
+	for _, method := range []string{"grpo", "prompt-gdro"} {
+		for _, tc := range []struct{ size, gib string }{{"1.7b", "24"}, {"4b", "48"}, {"8b", "80"}} {
+			args := []string{"train", "--config", "paper-" + method + "-lora-" + tc.size,
+				"--set", "model.path=" + filepath.Join("..", "..", "docs", "qwen3-shapes", tc.size), "--dry-run", "--assume-memory-gib", tc.gib}
+			out, err := runCmd(t, "", args...)
+			if err != nil {
+				t.Errorf("%s %s LoRA on %s GiB: %v\n%s", method, tc.size, tc.gib, err, out)
+			}
+			for _, want := range []string{"LoRA base", "LoRA adapters r=32"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s %s: the plan does not say %q:\n%s", method, tc.size, want, out)
+				}
+			}
+			if out, err := runCmd(t, "", append(args, "--set", "lora.rank=0")...); err == nil {
+				t.Errorf("%s %s without LoRA fits %s GiB too: the LoRA config shows nothing\n%s", method, tc.size, tc.gib, out)
+			}
+		}
+	}
+}
