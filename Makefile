@@ -100,7 +100,7 @@ emulator:
 # master ranks, the step profile, paging, library loading) compares a route
 # with itself or checks plumbing, and runs once.
 CUDA_KERNEL_TESTS := TestConformance$$|TestAttentionMatchesCPU|TestAttentionHalf|TestFlashAttentionCausal|TestMMAFragments|TestHalfKVCache|TestRowSampler|TestFuzz|TestDecodeSplitEveryHeadDim|TestReportCoverage
-CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
+CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestLoRAStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
 CUDA_ROUNDING_TESTS := TestGenerateMatchesCPU|TestGoldenPyTorchOnCUDA|TestDeviceDrawMatchesHost|TestWeightCopies|TestActivationHalf|TestHalfOnlyWeights
 CUDA_FMA_TESTS := $(CUDA_KERNEL_TESTS)|$(CUDA_BF16_TESTS)|$(CUDA_ROUNDING_TESTS)
 CUDA_SEED3_LOG := .cache/cuda-seed3.log

@@ -13,9 +13,11 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// LoRAConfig is the lora: section.
+// LoRAConfig trains low-rank adapters on the projections instead of every
+// weight (model/lora.go): the base is frozen and is also the reference.
 type LoRAConfig struct {
-	// Rank r of the adapters; 0 trains every weight (full fine-tuning).
+	// Rank is the adapters' rank r; 0 trains every weight (full
+	// fine-tuning).
 	Rank int `yaml:"rank" json:"rank"`
 	// Alpha: each adapted projection adds (alpha/rank)·B·A·x, PEFT's
 	// lora_alpha.
