@@ -81,16 +81,26 @@ func (m *Model) newLoRATmp(n int) *Tensor {
 			w = max(w, out)
 		}
 	}
-	if m.A.LoRA.Has("gate") || m.A.LoRA.Has("up") {
-		// Gate and up rows go through in chunks (loraGateUp): as many
-		// rows as the hidden size, not the whole F, bound the scratch.
-		w = max(w, min(m.Cfg.IntermediateSize, m.Cfg.HiddenSize))
+	if F := m.Cfg.IntermediateSize; m.A.LoRA.Has("gate") || m.A.LoRA.Has("up") {
+		// Gate and up rows go through in chunks (loraGateUp): all F rows
+		// at once for a decode step's few tokens (two launches per
+		// adapter), chunks as tall as the hidden size for a training
+		// pass's many (the scratch then stays N × C).
+		if int64(n)*int64(F) <= loraWholeTermElems {
+			w = max(w, F)
+		} else {
+			w = max(w, min(F, m.Cfg.HiddenSize))
+		}
 	}
 	if w == 0 {
 		return nil
 	}
 	return Scratch(m.B, n*w)
 }
+
+// loraWholeTermElems bounds the scratch that takes gate's or up's whole
+// term at once: 4M floats (16 MiB), e.g. 256 decode rows × F = 12,288.
+const loraWholeTermElems = 4 << 20
 
 // termView is the first rows·cols elements of tmp as a (rows, cols) matrix.
 func termView(tmp *Tensor, rows, cols int) *Tensor {

@@ -36,6 +36,9 @@ type Model struct {
 	// of every layer's, for one extra forward. Gradients are bitwise the
 	// same, since the recomputation repeats the same ops on the same inputs.
 	Recompute bool
+	// frozen: Freeze moved the matrices (but the input embedding) to
+	// read-only bf16 storage.
+	frozen bool
 	// KVCacheBF16 holds the KV cache in bf16 on backends that can
 	// (HalfStore): half the memory and the decode bandwidth; new keys and
 	// values are rounded as they are written.
@@ -84,6 +87,7 @@ func (m *Model) Freeze() (bool, error) {
 			return false, fmt.Errorf("freeze layer %d qkv: %w", i, err)
 		}
 	}
+	m.frozen = true
 	return true, nil
 }
 
@@ -100,9 +104,17 @@ func (m *Model) ShadowWeights() (bool, error) {
 	}
 	hw, _ := m.B.(HalfWeights)
 	made := false
-	// With adapters only they are trained and copied: the base weights are
-	// frozen (bf16 already under bf16 products) or stay fp32.
-	for _, np := range m.Trainable().Named(m.Cfg) {
+	// With adapters, they get copies, and of the base the matrices Freeze
+	// left fp32: the input embedding (a tied LM head's product reads it),
+	// or every matrix of a base not frozen.
+	named := m.P.Named(m.Cfg)
+	if m.A != nil {
+		if m.frozen {
+			named = named[:1] // model.embed_tokens.weight
+		}
+		named = append(named, m.A.Named(m.Cfg)...)
+	}
+	for _, np := range named {
 		if len(np.Shape) < 2 {
 			continue
 		}

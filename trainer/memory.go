@@ -330,7 +330,12 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 		}
 	}
 	if gpu && cfg.Precision.MatMul == "bf16" {
-		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights (with LoRA, the adapters')
+		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
+		if bud.lora != nil && cfg.Precision.RefBF16() {
+			// The adapters', and the input embedding's (Freeze keeps it
+			// fp32; a tied LM head's product reads the copy).
+			bud.Plan.WeightCopies += 2 * int64(mc.VocabSize) * int64(mc.HiddenSize)
+		}
 		// Every activation but the residual stream and the statistics is
 		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
 		layers := int64(mc.NumHiddenLayers)

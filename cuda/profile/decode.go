@@ -37,6 +37,9 @@ type DecodeShape struct {
 	Batch, Context int
 	Graphs         bool // the step as a CUDA graph replay with the draw on the device
 	Paged          bool // a paged KV cache, its pages mapped between steps
+	// LoRA, when set, decodes as a LoRA run does: the base frozen in
+	// bf16, these adapters applied on the fly (model/lora_pass.go).
+	LoRA *model.LoRAConfig
 }
 
 // DecodeProfile is the profile of one decode step of a shape.
@@ -72,6 +75,11 @@ func DecodeStep(b *cuda.Backend, s DecodeShape) (DecodeProfile, error) {
 	}
 	kv := float64(s.Batch) * float64(s.Context) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * 2
 	dp.BoundBytes = 2*float64(matrixParams(cfg)) + kv
+	if s.LoRA != nil {
+		for _, np := range model.AdapterShapes(cfg, s.LoRA) { // their bf16 copies, read once
+			dp.BoundBytes += 2 * float64(np.Shape[0]*np.Shape[1])
+		}
+	}
 	if s.Paged {
 		dp.PageTokens = int(b.KVPageBytes() / int64(2*cfg.NumKeyValueHeads*cfg.HeadDim))
 	}
@@ -95,6 +103,12 @@ func decodeAt(b *cuda.Backend, o model.TinyOptions, s DecodeShape) (cuda.Profile
 		return cuda.Profile{}, 0, err
 	}
 	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), KVCacheBF16: true}
+	if s.LoRA != nil {
+		if _, err := m.Freeze(); err != nil {
+			return cuda.Profile{}, 0, err
+		}
+		m.A = model.NewAdapters(b, cfg, s.LoRA)
+	}
 	if _, err := m.ShadowWeights(); err != nil {
 		return cuda.Profile{}, 0, err
 	}
@@ -175,6 +189,7 @@ func (dp DecodeProfile) JSON(r cuda.Roofline) map[string]any {
 		"shape": dp.Shape.Name, "decode_batch": dp.Shape.Batch, "context": dp.Shape.Context, "layers": dp.Shape.Opts.Layers,
 		"counted_layers":          dp.CountedLayers,
 		"cuda_graphs":             dp.Shape.Graphs,
+		"lora_rank":               loraRank(dp.Shape.LoRA),
 		"graph_launches_per_step": p.GraphLaunches,
 		"graph_nodes_per_step":    p.GraphNodes,
 		"other_launches_per_step": p.Launches + p.GEMMs + p.Memsets,
@@ -226,7 +241,22 @@ func DecodeShapes() []DecodeShape {
 		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: bench.Qwen3_1_7B(),
 			Batch: 256, Context: ctx, Graphs: true, Paged: true})
 	}
+	// A LoRA run's decode (rank 32 on every projection, applied on the
+	// fly): against the same graph steps without adapters, what decoding
+	// with them costs (docs/algorithm.md §5.14 chooses it over merging).
+	lc := &model.LoRAConfig{Rank: 32, Alpha: 32, Targets: model.LoRAModules}
+	for _, batch := range []int{1, 256} {
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx4k-graph-lora32", batch), Opts: bench.Qwen3_1_7B(),
+			Batch: batch, Context: 4096, Graphs: true, LoRA: lc})
+	}
 	return out
+}
+
+func loraRank(lc *model.LoRAConfig) int {
+	if lc == nil {
+		return 0
+	}
+	return lc.Rank
 }
 
 // WriteDecode counts every decode shape on b and writes one JSON

@@ -294,3 +294,45 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("decode row without a baseline number %+v", d)
 	}
 }
+
+// TestDecodeProfileLoRA: a LoRA run's graphed decode step (the base frozen,
+// every projection's adapter applied on the fly) is still one graph launch,
+// one host sync and no allocation, and reads what the step without adapters
+// reads plus little more than the adapters' bf16 copies: the choice of
+// docs/algorithm.md §5.14 rests on these counts.
+func TestDecodeProfileLoRA(t *testing.T) {
+	b := cuda.NewBackend(device(t), cuda.BF16)
+	o := model.DefaultTiny()
+	o.Layers, o.Vocab = 3, 3000
+	lc := &model.LoRAConfig{Rank: 4, Alpha: 8, Targets: model.LoRAModules}
+	base, err := DecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 40, Graphs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := DecodeStep(b, DecodeShape{Name: "tiny-lora", Opts: o, Batch: 5, Context: 40, Graphs: true, LoRA: lc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dp.Step
+	if p.GraphLaunches != 1 || p.Launches+p.GEMMs+p.Memsets != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
+		t.Fatalf("LoRA graph step: %d graph launches, %d other launches, %d host syncs, %d allocations, %d buffers left; want 1, 0, 1, 0, 0",
+			p.GraphLaunches, p.Launches+p.GEMMs+p.Memsets, p.HostSyncs, p.DeviceAllocs, p.LiveBuffers+p.Leaked)
+	}
+	sum := func(p cuda.Profile) (s float64) {
+		for _, x := range p.Bytes {
+			s += x
+		}
+		return s
+	}
+	cfg, _ := o.Config()
+	var adapters float64
+	for _, np := range model.AdapterShapes(cfg, lc) {
+		adapters += 2 * float64(np.Shape[0]*np.Shape[1])
+	}
+	extra := sum(p) - sum(base.Step)
+	if extra < adapters || extra > 4*adapters+float64(64*5*o.Layers*(o.Hidden+o.Intermediate)) {
+		t.Errorf("LoRA adds %.0f bytes to a decode step; the adapters' bf16 copies are %.0f", extra, adapters)
+	}
+	t.Logf("tiny decode step: %d graph nodes without adapters, %d with; %.0f bytes, +%.0f (adapters %.0f)",
+		base.Step.GraphNodes, p.GraphNodes, sum(base.Step), extra, adapters)
+}
