@@ -56,14 +56,15 @@ func F32ToE4M3(f float32) uint8 {
 	return sign | uint8(h>>20)
 }
 
-// E4M3ToF32 widens an e4m3 code exactly.
+// E4M3ToF32 widens an e4m3 code exactly (NaN as the quiet NaN of its
+// sign, 0x7fc00000 or 0xffc00000, as the kernels write it).
 func E4M3ToF32(c uint8) float32 {
 	neg := c&0x80 != 0
 	e, m := int(c>>3)&0xf, int(c&7)
 	var v float64
 	switch {
 	case e == 0xf && m == 7:
-		return float32(math.NaN())
+		return math.Float32frombits(0x7fc00000 | uint32(c>>7)<<31)
 	case e == 0:
 		v = float64(m) / 512
 	default:
