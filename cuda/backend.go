@@ -91,6 +91,9 @@ type buffer struct {
 	// AdamWHalf and the ranks' all-gather write it, Download refuses it.
 	halfOnly bool
 	padding  int // spare elements at the end of a bf16-only weight's storage, for in-place gathers
+	// kv8 is the row layout of an fp8 KV cache (backend_fp8.go), whose
+	// elems count codes; only the fp8-aware ops take it.
+	kv8 *kv8Rows
 }
 
 // NewBackend returns a backend on d whose matrix products use prec.
@@ -337,6 +340,10 @@ func (b *Backend) operand(op string, i int, t *model.Tensor) (uint64, bool, bool
 		b.keep(fmt.Errorf("%s: tensor argument %d %v was released", op, i, t.Shape))
 		return 0, false, false
 	}
+	if buf.kv8 != nil {
+		b.keep(fmt.Errorf("%s: tensor argument %d %v is an fp8 KV cache; only scatter rows, attention, copy and download take it", op, i, t.Shape))
+		return 0, false, false
+	}
 	if t.Off < 0 || t.Off+t.Numel() > buf.elems {
 		b.keep(fmt.Errorf("%s: tensor argument %d (shape %v, offset %d) exceeds its storage", op, i, t.Shape, t.Off))
 		return 0, false, false
@@ -484,6 +491,10 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 
 // download is Download without the bf16-only check.
 func (b *Backend) download(t *model.Tensor, dst []float32) {
+	if isKV8(t) {
+		b.downloadFP8(t, dst)
+		return
+	}
 	p, frozen, ok := b.operand("download", 0, t)
 	if !ok {
 		return
@@ -515,10 +526,14 @@ func (b *Backend) Zero(t *model.Tensor) {
 	}
 }
 
-// Copy overwrites dst with src (both float32, or both bf16 as when a KV
-// cache slot is copied).
+// Copy overwrites dst with src (both float32, or both bf16 or fp8 as when
+// a KV cache slot is copied).
 func (b *Backend) Copy(dst, src *model.Tensor) {
 	if !b.ok() {
+		return
+	}
+	if isKV8(dst) || isKV8(src) {
+		b.copyFP8(dst, src)
 		return
 	}
 	pd, hd, ok1 := b.operand("copy", 0, dst)

@@ -127,9 +127,14 @@ func (b *Backend) CheckConfig(c *model.Config) error {
 
 // Attention computes causal GQA attention per segment. q and out are fp32,
 // or both bf16 activations (training under bf16 products, with k and v bf16
-// too); k and v are fp32 or bf16 (activations or a KV cache).
+// too); k and v are fp32 or bf16 (activations or a KV cache), or an fp8 KV
+// cache (backend_fp8.go).
 func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
 	const op = "attention"
+	if isKV8(k) || isKV8(v) {
+		b.attentionFP8(out, lse, q, k, v, segs, scale)
+		return
+	}
 	po, ho, ok0 := b.activation(op, 0, out)
 	pq, hq, ok1 := b.activation(op, 1, q)
 	pk, hk, ok2 := b.operand(op, 2, k)
@@ -168,8 +173,17 @@ type attnCall struct {
 	segs              []model.Segment
 	H, G, D           int
 	halfKV            bool
-	qRows, nk         int // rows of q (and out) and of k (and v)
+	kvBytes           float64 // bytes per key or value element where not 4 or 2 (fp8: codes and scales)
+	qRows, nk         int     // rows of q (and out) and of k (and v)
 	scale             float32
+}
+
+// kvWidth is the bytes per key or value element the call reads.
+func (a attnCall) kvWidth() float64 {
+	if a.kvBytes > 0 {
+		return a.kvBytes
+	}
+	return float64(widthOf(a.halfKV))
 }
 
 // attentionHalf serves bf16 activations (queries, keys, values, output):
@@ -245,14 +259,14 @@ func (b *Backend) attentionRoute(a attnCall) {
 		b.attentionGEMM(a.out, a.lse, a.q, a.k, a.v, segs, H, G, D, scale)
 		return
 	}
-	kvWidth := widthOf(a.halfKV)
+	kvWidth := a.kvWidth()
 	tiles := !graphed && b.useTiles(D, segs, len(qRow))
 	if !tiles && b.useDecodeSplit(D, H, G) {
 		b.attentionDecode(suffix, a.out, a.lse, a.q, a.k, a.v, qRow, kStart, kCount, H, G, D, kvWidth, scale)
 		return
 	}
 	// QKᵀ and PV: 4·D per (query, key) pair and head; q, out, k, v once.
-	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1)+kvWidth*2*a.nk*G*D))
+	b.d.cost(EngineAttention, 4*float64(D*H)*pairs(kCount), float64(4*len(qRow)*H*(2*D+1))+kvWidth*float64(2*a.nk*G*D))
 	if tiles {
 		t0, tn, ks, kf := queryTiles(segs, attTile)
 		tabs, ok := b.upload("attention query tiles", t0, tn, ks, kf)

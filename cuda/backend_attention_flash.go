@@ -73,7 +73,7 @@ func (b *Backend) attentionFlash(suffix string, a attnCall, qWidth int) {
 	pairs := flashPairs(tn, kf, flashBQ, flashBK) * float64(H)
 	// q, out and lse once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlash, 4*float64(D)*pairs, float64(qWidth)*2*rows*float64(D)+4*rows+float64(widthOf(a.halfKV)*2*D*H)*keysOf(a.segs))
+	b.d.cost(EngineFlash, 4*float64(D)*pairs, float64(qWidth)*2*rows*float64(D)+4*rows+a.kvWidth()*float64(2*D*H)*keysOf(a.segs))
 	tiles, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if ok {
 		b.launch("attn_flash_fwd"+suffix, [3]int{len(t0), H}, flashThreads, a.out, a.lse, a.q, a.k, a.v,
@@ -157,8 +157,10 @@ func decodeSplits(blocks, sms, maxKeys int) int {
 	return max(1, min(want, (maxKeys+decMinKeys-1)/decMinKeys))
 }
 
-// attentionDecode computes out (and lse) for per-row segments.
-func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow, kStart, kCount []int32, H, G, D, kvWidth int, scale float32) {
+// attentionDecode computes out (and lse) for per-row segments; kvWidth is
+// the bytes a key or value element takes (4, 2, or an fp8 row's bytes per
+// code).
+func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow, kStart, kCount []int32, H, G, D int, kvWidth float64, scale float32) {
 	maxKeys := 0
 	for _, n := range kCount {
 		maxKeys = max(maxKeys, int(n))
@@ -178,7 +180,7 @@ func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow,
 	rows := float64(len(qRow) * H)
 	// Keys and values once per key/value head; q once; the splits' partial
 	// sums written and read back; out and lse once.
-	b.kernelCost(int(4*float64(D*H)*keys), int(float64(kvWidth*2*D*G)*keys+4*rows*float64(D)+8*rows*float64(splits*(D+2))+4*rows*float64(D+1)))
+	b.kernelCost(int(4*float64(D*H)*keys), int(kvWidth*float64(2*D*G)*keys+4*rows*float64(D)+8*rows*float64(splits*(D+2))+4*rows*float64(D+1)))
 	addr, ok := b.upload("decode rows", qRow, kStart, kCount)
 	if !ok {
 		return

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"sort"
 	"unsafe"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -219,6 +218,10 @@ func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bo
 	if !b.ok() {
 		return
 	}
+	if isKV8(dst) {
+		b.scatterFP8(dst, src, idx, accumulate)
+		return
+	}
 	pd, half, ok := b.operand("scatter rows", 0, dst)
 	if !ok {
 		return
@@ -240,19 +243,7 @@ func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bo
 		b.accumulateRows(p[0], p[1], idx, w)
 		return
 	}
-	last := map[int32]int32{}
-	for i, r := range idx {
-		last[r] = int32(i)
-	}
-	rows := make([]int32, 0, len(last))
-	for r := range last {
-		rows = append(rows, r)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i] < rows[j] })
-	from := make([]int32, len(rows))
-	for i, r := range rows {
-		from[i] = last[r]
-	}
+	rows, from := lastWrites(idx)
 	if !half {
 		b.copyRows(p[0], p[1], rows, from, len(rows), w)
 		return

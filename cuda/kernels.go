@@ -36,9 +36,28 @@ func Sources() map[string]string {
 			continue
 		}
 		body, _ := kernelFS.ReadFile("kernels/" + e.Name())
-		out[e.Name()] = string(common) + "\n" + string(body)
+		out[e.Name()] = string(common) + "\n" + usedHeaders(string(body)) + string(body)
 	}
 	return out
+}
+
+// usedHeaders returns the other .cuh files a kernel file names on a line
+// "// uses NAME.cuh" (fp8.cuh), to prepend after common.cuh: only the files
+// that need them, so the others' sources (and cached binaries) stay as
+// they are.
+func usedHeaders(body string) string {
+	var b strings.Builder
+	entries, _ := kernelFS.ReadDir("kernels")
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".cuh") || name == "common.cuh" || !strings.Contains(body, "// uses "+name) {
+			continue
+		}
+		h, _ := kernelFS.ReadFile("kernels/" + name)
+		b.Write(h)
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 var kernelDecl = regexp.MustCompile(`extern "C" __global__ void\s+(\w+)\s*\(`)

@@ -37,6 +37,13 @@ var _ model.PagedKV = (*Backend)(nil)
 // NewPagedKV reserves n ranges for bf16 (rows, g, d) tensors and returns
 // the tensors and their page mapper (model.PagedKV).
 func (b *Backend) NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*model.Tensor, model.PageMapper, error) {
+	return b.newPagedRanges(n, rows, g, d, 2*int64(rows*g*d), pageBytes, maxPages, func(buf *buffer) { buf.bf16 = true })
+}
+
+// newPagedRanges reserves n ranges of dataBytes each (rounded up to whole
+// pages) for (rows, g, d) tensors whose storage kind setup marks (bf16, or
+// an fp8 cache: backend_fp8.go).
+func (b *Backend) newPagedRanges(n, rows, g, d int, dataBytes, pageBytes int64, maxPages int, setup func(*buffer)) ([]*model.Tensor, model.PageMapper, error) {
 	drv, dev := b.d.drv, b.d.Info.Ordinal
 	gran, err := drv.MemGranularity(dev)
 	if err != nil {
@@ -46,7 +53,7 @@ func (b *Backend) NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) (
 		return nil, nil, fmt.Errorf("paged kv: %d ranges of (%d, %d, %d), pages of %d bytes (granularity %d), %d pages: bad arguments", n, rows, g, d, pageBytes, gran, maxPages)
 	}
 	elems := rows * g * d
-	rangeBytes := (int64(2*elems) + pageBytes - 1) / pageBytes * pageBytes
+	rangeBytes := (dataBytes + pageBytes - 1) / pageBytes * pageBytes
 	base, err := drv.MemReserve(int64(n)*rangeBytes, gran)
 	if err != nil {
 		return nil, nil, fmt.Errorf("paged kv: reserve %d ranges of %d bytes: %w", n, rangeBytes, err)
@@ -56,7 +63,8 @@ func (b *Backend) NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) (
 	ts := make([]*model.Tensor, n)
 	for i := range ts {
 		// No allocator: Release skips the buffer, the mapper owns it.
-		buf := &buffer{ptr: base + uint64(int64(i)*rangeBytes), size: rangeBytes, elems: elems, bf16: true}
+		buf := &buffer{ptr: base + uint64(int64(i)*rangeBytes), size: rangeBytes, elems: elems}
+		setup(buf)
 		ts[i] = &model.Tensor{Shape: []int{rows, g, d}, Store: buf}
 	}
 	return ts, pm, nil

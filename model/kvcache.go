@@ -42,6 +42,9 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	if h, ok := m.B.(HalfStore); ok && m.KVCacheBF16 {
 		alloc = h.NewHalf
 	}
+	if f, ok := m.fp8Cache(); ok {
+		alloc = f.NewFP8
+	}
 	for range m.P.Layers {
 		kv.K = append(kv.K, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
 		kv.V = append(kv.V, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))

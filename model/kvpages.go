@@ -186,7 +186,7 @@ func (p *KVPages) resize(s, n int) error {
 
 // NewPagedKVCache allocates a cache for slots sequences of up to maxLen
 // tokens whose memory follows the slots' lengths within pg's budget. On a
-// PagedKV backend with a bf16 cache the physical memory is the budget's
+// PagedKV backend with a bf16 (or, PagedFP8KV, fp8) cache the physical memory is the budget's
 // pages, mapped as slots grow; elsewhere the cache keeps full storage and
 // only the accounting follows the budget.
 func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error) {
@@ -198,16 +198,21 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	}
 	pk, paged := m.B.(PagedKV)
 	_, half := m.B.(HalfStore)
-	if paged && !(half && m.KVCacheBF16) {
-		// Pages back bf16 rows only; an fp32 cache here would silently
-		// take every slot's full length instead of the budget.
-		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 (precision.kv_cache bf16, or auto with bf16 products)", m.B.Name())
+	_, fp8 := m.fp8Cache()
+	pf, pagedFP8 := m.B.(PagedFP8KV)
+	if paged && !(half && m.KVCacheBF16) && !(fp8 && pagedFP8) {
+		// Pages back bf16 or fp8 rows only; an fp32 cache here would
+		// silently take every slot's full length instead of the budget.
+		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 or fp8 (precision.kv_cache bf16 or fp8, or auto with bf16 products)", m.B.Name())
 	}
 	elem := int64(4)
 	if half && m.KVCacheBF16 {
 		elem = 2
 	}
 	rowBytes := elem * int64(c.NumKeyValueHeads*c.HeadDim)
+	if fp8 {
+		rowBytes = FP8KVRowBytes(c.NumKeyValueHeads, c.HeadDim)
+	}
 	pageBytes := pg.PageBytes
 	if pageBytes == 0 {
 		pageBytes = DefaultKVPageBytes
@@ -224,7 +229,11 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	}
 	budget := int(pg.BudgetBytes / (pageBytes * int64(ranges)))
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
-	ts, mapper, err := pk.NewPagedKV(ranges, slots*maxLen, c.NumKeyValueHeads, c.HeadDim, pageBytes, budget)
+	newPaged := pk.NewPagedKV
+	if fp8 {
+		newPaged = pf.NewPagedFP8KV
+	}
+	ts, mapper, err := newPaged(ranges, slots*maxLen, c.NumKeyValueHeads, c.HeadDim, pageBytes, budget)
 	if err != nil {
 		return nil, fmt.Errorf("paged kv cache (%d slots × %d tokens, %d pages of %d bytes × %d ranges): %w", slots, maxLen, budget, pageBytes, ranges, err)
 	}

@@ -43,6 +43,10 @@ type Model struct {
 	// (HalfStore): half the memory and the decode bandwidth; new keys and
 	// values are rounded as they are written.
 	KVCacheBF16 bool
+	// KVCacheFP8 holds it in e4m3 with a scale per token and KV head
+	// (fp8.go) on backends that can (FP8KVStore; CheckKVCache says why
+	// not): a quarter of fp32's memory and decode bandwidth.
+	KVCacheFP8 bool
 }
 
 // Load reads config.json and the weights of a Hugging Face folder.

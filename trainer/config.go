@@ -66,6 +66,9 @@ func (r PrecisionConfig) KVBF16() bool {
 	return r.KVCacheDType == "bf16" || (r.KVCacheDType == "auto" && r.MatMul == "bf16")
 }
 
+// KVFP8 reports whether the sampler's KV cache is held in fp8 (e4m3).
+func (r PrecisionConfig) KVFP8() bool { return r.KVCacheDType == "fp8" }
+
 // RunConfig names the run and where it writes.
 type RunConfig struct {
 	Name   string `yaml:"name" json:"name"`       // run name (the folder under out_dir)
@@ -90,8 +93,12 @@ type PrecisionConfig struct {
 	ReferenceDType string `yaml:"reference" json:"reference"`
 	// KVCacheDType is the GPU sampler's KV cache storage: bf16 (half the
 	// memory and decode bandwidth; keys and values rounded as written),
-	// fp32, or auto: bf16 when precision.matmul is bf16, else fp32. The
-	// trainer recomputes old log-probs, so this only affects sampling.
+	// fp8 (e4m3 with a scale per token and KV head, as vLLM's
+	// kv_cache_dtype=fp8: about a quarter of fp32's bytes; GPUs of compute
+	// capability 8.9 or newer, head_dim a multiple of 16; refused on the
+	// CPU and on older GPUs), fp32, or auto: bf16 when precision.matmul is
+	// bf16, else fp32. The trainer recomputes old log-probs, so this only
+	// affects sampling (docs/gpu.md measures the mismatch it adds).
 	KVCacheDType string `yaml:"kv_cache" json:"kv_cache"`
 }
 
@@ -489,10 +496,10 @@ func (c Config) rlOptionsAgree() error {
 	return p.err()
 }
 
-// kvBudgetAgrees: a paged KV cache is a bf16 one.
+// kvBudgetAgrees: a paged KV cache is a bf16 or fp8 one.
 func (c Config) kvBudgetAgrees() error {
 	if k := c.Sampling.KVCacheGiB; k > 0 && c.Precision.KVCacheDType == "fp32" {
-		return fmt.Errorf("sampling.kv_cache_gib = %v pages a bf16 KV cache, but precision.kv_cache is fp32: set it to bf16 (or auto with bf16 products), or sampling.kv_cache_gib to 0", k)
+		return fmt.Errorf("sampling.kv_cache_gib = %v pages a bf16 or fp8 KV cache, but precision.kv_cache is fp32: set it to bf16 or fp8 (or auto with bf16 products), or sampling.kv_cache_gib to 0", k)
 	}
 	return nil
 }
@@ -526,8 +533,8 @@ func (r PrecisionConfig) Validate() error {
 	if r.ReferenceDType != "auto" && r.ReferenceDType != "bf16" && r.ReferenceDType != "fp32" {
 		p.add("precision.reference %q: want auto, bf16 or fp32", r.ReferenceDType)
 	}
-	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp32" {
-		p.add("precision.kv_cache %q: want auto, bf16 or fp32", r.KVCacheDType)
+	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp8" && r.KVCacheDType != "fp32" {
+		p.add("precision.kv_cache %q: want auto, bf16, fp8 or fp32", r.KVCacheDType)
 	}
 	return p.err()
 }

@@ -182,6 +182,8 @@ type Budget struct {
 	// ActBF16: the saved activations too, but for the residual stream and
 	// the statistics.
 	RefBF16, KVBF16, ActBF16 bool
+	// KVFP8: the KV cache is fp8 (e4m3 codes and per-token scales).
+	KVFP8 bool
 	// KVPaged: the KV cache is the page pool of sampling.kv_cache_gib.
 	KVPaged bool
 	// World is the number of data-parallel ranks the plan is per rank of
@@ -254,7 +256,7 @@ func (b Budget) Report() string {
 		{rowName(b, 1, false, "AdamW moments (fp32, 1/%d)", "AdamW moments (fp32)"), p.Moments},
 		{rowName(b, 1, true, "bf16 weights, whole on all %d", "weight copies for products (bf16)"), p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
-		{kvRow(b, dt(b.KVBF16)), p.KVCache}, {"logits (LM-head chunks)", p.Logits},
+		{kvRow(b, map[bool]string{false: dt(b.KVBF16), true: "fp8 e4m3 + scales"}[b.KVFP8]), p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
@@ -320,9 +322,14 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 			bud.RefBF16 = true
 		}
 	}
-	if gpu && cfg.Precision.KVBF16() {
+	if fp8 := cfg.Precision.KVFP8(); gpu && (cfg.Precision.KVBF16() || fp8) {
 		bud.Plan.KVCache /= 2
-		bud.KVBF16 = true
+		bud.KVBF16 = !fp8
+		if fp8 { // codes and scales per row, against bf16's 2 bytes an element
+			G, D := int64(mc.NumKeyValueHeads), int64(mc.HeadDim)
+			bud.Plan.KVCache = bud.Plan.KVCache / (2 * G * D) * model.FP8KVRowBytes(int(G), int(D))
+			bud.KVFP8 = true
+		}
 		if pool := kvPool(cfg); pool > 0 {
 			// Paged: the page pool, never more than every slot in full.
 			bud.Plan.KVCache = min(pool, bud.Plan.KVCache)

@@ -309,6 +309,10 @@ func (t *Trainer) setup() error {
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
+	t.Policy.KVCacheFP8 = cfg.Precision.KVFP8()
+	if err := t.Policy.CheckKVCache(); err != nil {
+		return err
+	}
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
 	if plan.NeedRef && t.Policy.A != nil {
 		// With LoRA the reference is the base the adapters sit on.

@@ -1,3 +1,5 @@
+// uses fp8.cuh
+//
 // Decode attention, split along the keys (flash-decoding): a query row
 // attends to the keys of its cache slot, which at batch 1 is far too little
 // work for one block per head. A block takes one query row, one key/value
@@ -11,8 +13,11 @@
 // splits in a fixed order (deterministic, no atomics) into out and lse.
 //
 // Rows come from the host as in attention.cu: query row qRow[r] sees keys
-// kStart[r] … kStart[r]+kCount[r]−1. D: a multiple of 8 (bf16) or 4 (fp32),
-// at most DEC_DMAX; at most DEC_PER query heads per key/value head.
+// kStart[r] … kStart[r]+kCount[r]−1. D: a multiple of 16 (fp8), 8 (bf16)
+// or 4 (fp32), at most DEC_DMAX; at most DEC_PER query heads per key/value
+// head. An fp8 cache (fp8.cuh) is read as codes, 16 to a load: a key's
+// scale multiplies its dot product and a value's its probability, so the
+// codes are never scaled one by one.
 
 #define DEC_THREADS 128
 #define DEC_DMAX 256
@@ -32,6 +37,25 @@ __device__ __forceinline__ void dec_vec(float* x, const unsigned short* p) {
 		x[2 * i] = __uint_as_float(w[i] << 16);
 		x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
 	}
+}
+
+__device__ __forceinline__ void dec_vec(float* x, const unsigned char* p) { kv8_decode16(x, *(const uint4*)p); }
+
+// dec_row is head g's elements in cache row `row`; dec_scale their scale
+// (1 but for fp8, whose rows carry one per head).
+__device__ __forceinline__ const float* dec_row(const float* p, long long row, int G, int g, int D) {
+	return p + (row * G + g) * D;
+}
+__device__ __forceinline__ const unsigned short* dec_row(const unsigned short* p, long long row, int G, int g, int D) {
+	return p + (row * G + g) * D;
+}
+__device__ __forceinline__ const unsigned char* dec_row(const unsigned char* p, long long row, int G, int g, int D) {
+	return kv8_head(p, row, G, g, D);
+}
+__device__ __forceinline__ float dec_scale(const float*, long long, int, int, int) { return 1.f; }
+__device__ __forceinline__ float dec_scale(const unsigned short*, long long, int, int, int) { return 1.f; }
+__device__ __forceinline__ float dec_scale(const unsigned char* p, long long row, int G, int g, int D) {
+	return kv8_scale(p, row, G, g, D);
 }
 
 // attn_decode_split: grid (rows, G, splits), DEC_THREADS threads. part holds,
@@ -71,13 +95,15 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	for (int jb = j0 + warp * kpw; jb < j1; jb += 4 * kpw) {
 		int j = jb + sub;
 		bool live = j < j1;
+		long long row = k0 + (live ? j : j0);
+		float sk = dec_scale(k, row, G, g, D), sv = live ? dec_scale(v, row, G, g, D) : 0.f;
 		float kx[VMAX * E], vx[VMAX * E];
 #pragma unroll
 		for (int c = 0; c < VMAX; c++) {
 			int piece = li + c * lpk;
 			bool on = live && c < vpl && piece < vecs;
-			const KV* kr = k + ((long long)(k0 + (live ? j : j0)) * G + g) * D + piece * E;
-			const KV* vr = v + ((long long)(k0 + (live ? j : j0)) * G + g) * D + piece * E;
+			const KV* kr = dec_row(k, row, G, g, D) + piece * E;
+			const KV* vr = dec_row(v, row, G, g, D) + piece * E;
 			if (on) {
 				dec_vec(kx + c * E, kr);
 				dec_vec(vx + c * E, vr);
@@ -99,13 +125,13 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 				}
 			}
 			for (int o = lpk / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
-			float sc = live ? dot * scale : NEG_INF;
+			float sc = live ? dot * sk * scale : NEG_INF;
 			float mn = fmaxf(m[h], sc);
 			float base = mn == NEG_INF ? 0.f : mn;
-			float corr = __expf(m[h] - base), p = __expf(sc - base);
+			float corr = __expf(m[h] - base), p = __expf(sc - base), pv = p * sv;
 			l[h] = l[h] * corr + p;
 #pragma unroll
-			for (int e = 0; e < VMAX * E; e++) acc[h][e] = acc[h][e] * corr + p * vx[e];
+			for (int e = 0; e < VMAX * E; e++) acc[h][e] = acc[h][e] * corr + pv * vx[e];
 			m[h] = mn;
 		}
 	}
@@ -169,6 +195,14 @@ extern "C" __global__ void attn_decode_split(float* part, const float* q, const 
 
 extern "C" __global__ void attn_decode_split_kvh(float* part, const float* q, const unsigned short* k,
                                                  const unsigned short* v, const int* qRow, const int* kStart,
+                                                 const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+// attn_decode_split_kv8 reads an fp8 KV cache (fp8.cuh's rows; D a
+// multiple of 16).
+extern "C" __global__ void attn_decode_split_kv8(float* part, const float* q, const unsigned char* k,
+                                                 const unsigned char* v, const int* qRow, const int* kStart,
                                                  const int* kCount, int H, int G, int D, float scale, int splits) {
 	attn_decode_split_impl(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
 }

@@ -1,3 +1,5 @@
+// uses fp8.cuh
+//
 // Causal GQA attention on tensor cores, FlashAttention-2 style: scores and
 // probabilities live in registers, never in DRAM; every product is an
 // mma.m16n8k16 with bf16 operands and fp32 accumulation (common.cuh).
@@ -55,6 +57,27 @@ __device__ __forceinline__ void fa_stage(unsigned short* sh, const unsigned shor
 		uint4 val = make_uint4(0u, 0u, 0u, 0u);
 		if (j < cnt) val = *(const uint4*)(src + ((row0 + j) * heads + head) * D + c);
 		*(uint4*)(sh + j * FA_S + c) = val;
+	}
+}
+
+// fa_stage for an fp8 KV cache (fp8.cuh; the prefill of a sampler whose
+// cache is fp8) dequantises 16 codes at a time from one 16-byte load,
+// codes·scale rounded to bf16, as the fp32 and bf16 sources are rounded.
+__device__ __forceinline__ void fa_stage(unsigned short* sh, const unsigned char* src, long long row0, int rows, int cnt,
+                                         int heads, int head, int D) {
+	int per = D / 16;
+	for (int idx = threadIdx.x; idx < rows * per; idx += FA_THREADS) {
+		int j = idx / per, c = 16 * (idx - j * per);
+		unsigned w[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+		if (j < cnt) {
+			float x[16];
+			kv8_decode16(x, *(const uint4*)(kv8_head(src, row0 + j, heads, head, D) + c));
+			float s = kv8_scale(src, row0 + j, heads, head, D);
+#pragma unroll
+			for (int i = 0; i < 8; i++) w[i] = bf16x2(x[2 * i] * s, x[2 * i + 1] * s);
+		}
+		*(uint4*)(sh + j * FA_S + c) = make_uint4(w[0], w[1], w[2], w[3]);
+		*(uint4*)(sh + j * FA_S + c + 8) = make_uint4(w[4], w[5], w[6], w[7]);
 	}
 }
 
@@ -244,6 +267,13 @@ extern "C" __global__ void attn_flash_fwd(float* out, float* lse, const float* q
 // attn_flash_fwd_kvh reads a bf16 KV cache (prefill).
 extern "C" __global__ void attn_flash_fwd_kvh(float* out, float* lse, const float* q, const unsigned short* k,
                                               const unsigned short* v, const int* qRow0, const int* qCount,
+                                              const int* kStart, const int* kFirst, int H, int G, int D, float scale) {
+	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
+}
+
+// attn_flash_fwd_kv8 reads an fp8 KV cache (prefill).
+extern "C" __global__ void attn_flash_fwd_kv8(float* out, float* lse, const float* q, const unsigned char* k,
+                                              const unsigned char* v, const int* qRow0, const int* qCount,
                                               const int* kStart, const int* kFirst, int H, int G, int D, float scale) {
 	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
 }

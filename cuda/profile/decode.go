@@ -20,6 +20,10 @@ package profile
 // V ranges) when its length crosses into it: the counted step shows the
 // crossings that happen in it, and the steady-state mean is batch × 2·L /
 // tokens per page (at Qwen3-1.7B, 2 MiB pages of 2 KiB rows: 1,024 tokens).
+//
+// With FP8 the cache is fp8 (e4m3 codes and a scale per token and KV head,
+// precision.kv_cache fp8: 1,056 bytes a row at Qwen3-1.7B against 2,048),
+// and so is the bound's KV term.
 
 import (
 	"fmt"
@@ -37,6 +41,7 @@ type DecodeShape struct {
 	Batch, Context int
 	Graphs         bool // the step as a CUDA graph replay with the draw on the device
 	Paged          bool // a paged KV cache, its pages mapped between steps
+	FP8            bool // an fp8 KV cache (codes and scales) instead of bf16
 	// LoRA, when set, decodes as a LoRA run does: the base frozen in
 	// bf16, these adapters applied on the fly (model/lora_pass.go).
 	LoRA *model.LoRAConfig
@@ -47,7 +52,7 @@ type DecodeProfile struct {
 	Shape         DecodeShape
 	CountedLayers [2]int
 	Step          cuda.Profile // one steady-state step, extrapolated to the shape's depth
-	BoundBytes    float64      // bf16 weights (matrices once) + live bf16 keys and values
+	BoundBytes    float64      // bf16 weights (matrices once) + live keys and values (bf16, or fp8 codes and scales)
 	// Paged caches: the pages (each mapped in every range) the counted
 	// step mapped at the deeper counted depth, and the tokens a page holds.
 	PagesMapped, PageTokens int
@@ -73,7 +78,8 @@ func DecodeStep(b *cuda.Backend, s DecodeShape) (DecodeProfile, error) {
 	if err != nil {
 		return dp, err
 	}
-	kv := float64(s.Batch) * float64(s.Context) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * 2
+	row := kvRowBytes(cfg, s.FP8)
+	kv := float64(s.Batch) * float64(s.Context) * float64(cfg.NumHiddenLayers*2) * float64(row)
 	dp.BoundBytes = 2*float64(matrixParams(cfg)) + kv
 	if s.LoRA != nil {
 		for _, np := range model.AdapterShapes(cfg, s.LoRA) { // their bf16 copies, read once
@@ -81,9 +87,18 @@ func DecodeStep(b *cuda.Backend, s DecodeShape) (DecodeProfile, error) {
 		}
 	}
 	if s.Paged {
-		dp.PageTokens = int(b.KVPageBytes() / int64(2*cfg.NumKeyValueHeads*cfg.HeadDim))
+		dp.PageTokens = int(b.KVPageBytes() / row)
 	}
 	return dp, nil
+}
+
+// kvRowBytes is one token's K (or V) row of one layer: bf16, or fp8
+// codes and scales.
+func kvRowBytes(cfg *model.Config, fp8 bool) int64 {
+	if fp8 {
+		return model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)
+	}
+	return int64(2 * cfg.NumKeyValueHeads * cfg.HeadDim)
 }
 
 // matrixParams counts the weights of the matrices a decode step reads (the
@@ -102,7 +117,10 @@ func decodeAt(b *cuda.Backend, o model.TinyOptions, s DecodeShape) (cuda.Profile
 	if err != nil {
 		return cuda.Profile{}, 0, err
 	}
-	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), KVCacheBF16: true}
+	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0), KVCacheBF16: !s.FP8, KVCacheFP8: s.FP8}
+	if err := m.CheckKVCache(); err != nil {
+		return cuda.Profile{}, 0, err
+	}
 	if s.LoRA != nil {
 		if _, err := m.Freeze(); err != nil {
 			return cuda.Profile{}, 0, err
@@ -119,7 +137,7 @@ func decodeAt(b *cuda.Backend, o model.TinyOptions, s DecodeShape) (cuda.Profile
 		// A pool with room for every slot at full length (and the pages
 		// slots share at their edges): the profile counts mapping, not
 		// pre-emption.
-		page, rows := b.KVPageBytes(), int64(2*cfg.NumKeyValueHeads*cfg.HeadDim)
+		page, rows := b.KVPageBytes(), kvRowBytes(cfg, s.FP8)
 		pages := (int64(slots)*int64(maxLen)*rows+page-1)/page + int64(slots)
 		if kv, err = m.NewPagedKVCache(slots, maxLen, model.KVPaging{BudgetBytes: pages * page * int64(2*cfg.NumHiddenLayers)}); err != nil {
 			return cuda.Profile{}, 0, err
@@ -207,7 +225,8 @@ func (dp DecodeProfile) JSON(r cuda.Roofline) map[string]any {
 		"bound_tok_s":             float64(dp.Shape.Batch) / bound,
 		"est_fraction_of_bound":   bound / est,
 		"est_h100_ms_by_engine":   msByEngine(p),
-		"estimate":                "roofline over the counts, not a measurement; bound: bf16 weights + live bf16 KV at the full bandwidth: " + r.String(),
+		"kv_cache":                map[bool]string{false: "bf16", true: "fp8"}[dp.Shape.FP8],
+		"estimate":                "roofline over the counts, not a measurement; bound: bf16 weights + live KV (bf16, or fp8 codes and scales) at the full bandwidth: " + r.String(),
 		"extrapolated":            fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", dp.CountedLayers[0], dp.CountedLayers[1], dp.Shape.Opts.Layers),
 	}
 	if dp.Shape.Paged && dp.PageTokens > 0 {
@@ -241,6 +260,14 @@ func DecodeShapes() []DecodeShape {
 		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-paged", ctx/1024), Opts: bench.Qwen3_1_7B(),
 			Batch: 256, Context: ctx, Graphs: true, Paged: true})
 	}
+	// The fp8 cache (precision.kv_cache fp8) as the sampler runs it at
+	// batch 256: graphed, plain and paged.
+	for _, ctx := range []int{1024, 4096} {
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-graph-fp8", ctx/1024), Opts: bench.Qwen3_1_7B(),
+			Batch: 256, Context: ctx, Graphs: true, FP8: true})
+	}
+	out = append(out, DecodeShape{Name: "qwen3-1.7b-decode-256x4k-graph-paged-fp8", Opts: bench.Qwen3_1_7B(),
+		Batch: 256, Context: 4096, Graphs: true, Paged: true, FP8: true})
 	// A LoRA run's decode (rank 32 on every projection, applied on the
 	// fly): against the same graph steps without adapters, what decoding
 	// with them costs (docs/algorithm.md §5.14 chooses it over merging).
@@ -263,7 +290,7 @@ func loraRank(lc *model.LoRAConfig) int {
 // object per shape (asJSON) or a table to w.
 func WriteDecode(w io.Writer, b *cuda.Backend, asJSON bool) error {
 	shapes := DecodeShapes()
-	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays)\n" +
+	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays; -fp8: an fp8 KV cache)\n" +
 		fmt.Sprintf("%-38s %9s %6s %6s %9s %9s %9s %11s %11s %8s %6s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
 			"est ms", "est tok/s", "bound tok/s", "of bound", "maps")
 	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {

@@ -295,6 +295,42 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// TestDecodeProfileFP8: with an fp8 KV cache the graphed decode step is
+// still one graph launch and one host sync, allocates nothing, reads at
+// least its bound (bf16 weights + fp8 codes and scales), and reads fewer
+// bytes than the same step over a bf16 cache, by about the cache's saving.
+func TestDecodeProfileFP8(t *testing.T) {
+	b := cuda.NewBackend(device(t), cuda.BF16)
+	o := model.DefaultTiny()
+	o.Layers, o.Vocab = 3, 3000
+	var read [2]float64
+	for i, fp8 := range []bool{false, true} {
+		dp, err := DecodeStep(b, DecodeShape{Name: "tiny", Opts: o, Batch: 5, Context: 400, Graphs: true, FP8: fp8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := dp.Step
+		for _, x := range p.Bytes {
+			read[i] += x
+		}
+		if p.GraphLaunches != 1 || p.Launches != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 {
+			t.Errorf("fp8 %v: %d graph launches, %d other launches, %d syncs, %d allocations; want 1, 0, 1, 0", fp8, p.GraphLaunches, p.Launches, p.HostSyncs, p.DeviceAllocs)
+		}
+		if read[i] < dp.BoundBytes {
+			t.Errorf("fp8 %v: reads %.0f bytes, under its bound %.0f", fp8, read[i], dp.BoundBytes)
+		}
+		if got := dp.JSON(cuda.H100)["kv_cache"]; got != map[bool]string{false: "bf16", true: "fp8"}[fp8] {
+			t.Errorf("fp8 %v: kv_cache %v", fp8, got)
+		}
+	}
+	cfg, _ := o.Config()
+	saved := 5 * 400 * float64(2*cfg.NumHiddenLayers) * float64(2*cfg.NumKeyValueHeads*cfg.HeadDim-int(model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)))
+	if d := read[0] - read[1]; d < 0.9*saved {
+		t.Errorf("an fp8 cache saves %.0f bytes a step, want about %.0f", d, saved)
+	}
+	t.Logf("bytes a step: bf16 cache %.0f, fp8 %.0f", read[0], read[1])
+}
+
 // TestDecodeProfileLoRA: a LoRA run's graphed decode step (the base frozen,
 // every projection's adapter applied on the fly) is still one graph launch,
 // one host sync and no allocation, and reads what the step without adapters

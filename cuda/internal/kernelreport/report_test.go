@@ -97,12 +97,14 @@ func describe(k Kernel) string {
 }
 
 // TestDecodeKernelsVectorLoads: the split-K decode kernels read keys and
-// values with 16-byte loads (LDG.128), on sm_80 and sm_90 (archs).
+// values with 16-byte loads (LDG.128), on sm_80 and sm_90 (archs), for an
+// fp32, bf16 and fp8 cache.
 func TestDecodeKernelsVectorLoads(t *testing.T) {
 	_, ks := collectOrSkip(t)
 	seen := 0
+	decode := map[string]bool{"attn_decode_split": true, "attn_decode_split_kvh": true, "attn_decode_split_kv8": true}
 	for _, k := range ks {
-		if k.Name != "attn_decode_split" && k.Name != "attn_decode_split_kvh" {
+		if !decode[k.Name] {
 			continue
 		}
 		seen++
@@ -112,18 +114,20 @@ func TestDecodeKernelsVectorLoads(t *testing.T) {
 				k.Arch, k.Name, k.GlobalLoads[16], k.GlobalLoads)
 		}
 	}
-	if want := 2 * len(archs()); seen != want {
-		t.Errorf("found %d of the %d decode kernels (2 per architecture)", seen, want)
+	if want := len(decode) * len(archs()); seen != want {
+		t.Errorf("found %d of the %d decode kernels (%d per architecture)", seen, want, len(decode))
 	}
 }
 
 // TestFlashHalfKernelsVectorLoads: the fused attention kernels for bf16
 // activations stage keys and values (and, for dk/dv, queries) with 16-byte
-// loads (LDG.128), on sm_80 and sm_90 (archs); the fp32 ones cannot (each element
-// is rounded as it is staged).
+// loads (LDG.128), on sm_80 and sm_90 (archs), and so does the forward over
+// an fp8 KV cache; the fp32 ones cannot (each element is rounded as it is
+// staged).
 func TestFlashHalfKernelsVectorLoads(t *testing.T) {
 	_, ks := collectOrSkip(t)
-	want := map[string]bool{"attn_flash_fwd_h": true, "attn_flash_bwd_dq_h": true, "attn_flash_bwd_dkv_h": true}
+	want := map[string]bool{"attn_flash_fwd_h": true, "attn_flash_bwd_dq_h": true, "attn_flash_bwd_dkv_h": true,
+		"attn_flash_fwd_kv8": true}
 	seen := 0
 	for _, k := range ks {
 		if !want[k.Name] {
