@@ -35,14 +35,14 @@ func GenerationReport(b Budget) string {
 	p := b.Plan
 	dt := "fp32"
 	if mc := b.model; mc != nil && p.Weights < mc.NumParams()*4 {
-		dt = "bf16 matrices, fp32 embedding and norms"
+		dt = "bf16; fp32 embedding, norms"
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "memory plan per generation rank on %s:\n", b.Device)
 	for _, row := range []struct {
 		name string
 		v    int64
-	}{{"policy weights (" + dt + ")", p.Weights}, {kvRow(b, map[bool]string{false: "fp32", true: "bf16"}[b.KVBF16]), p.KVCache},
+	}{{"policy (" + dt + ")", p.Weights}, {kvRow(b, map[bool]string{false: "fp32", true: "bf16"}[b.KVBF16]), p.KVCache},
 		{"logits (LM-head chunks)", p.Logits}, {"peak", p.Weights + p.KVCache + p.Logits}} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
