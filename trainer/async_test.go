@@ -276,3 +276,27 @@ func TestAsyncGenerationRankFails(t *testing.T) {
 		})
 	}
 }
+
+func TestAsyncConfigRules(t *testing.T) {
+	base := dpConfigs(t)["prompt_gdro"]
+	for _, tc := range []struct {
+		name, want string
+		set        func(c *Config)
+	}{
+		{"k=2", "more is not built", func(c *Config) { c.Dist.RolloutRanks, c.Train.MaxOffPolicySteps = 1, 2 }},
+		{"k=1 without generation ranks", "set dist.rollout_ranks", func(c *Config) { c.Train.MaxOffPolicySteps = 1 }},
+		{"k=1 uncorrected", "loss.rollout_correction.mode", func(c *Config) { c.Dist.RolloutRanks, c.Train.MaxOffPolicySteps = 1, 1 }},
+		{"dynamic sampling", "dynamic_sampling", func(c *Config) { c.Dist.RolloutRanks, c.Train.DynamicSampling.Enabled = 1, true }},
+	} {
+		c := base
+		tc.set(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error about %q", tc.name, err, tc.want)
+		}
+	}
+	ok := base
+	ok.Dist.RolloutRanks, ok.Train.MaxOffPolicySteps, ok.Loss.RolloutCorrection.Mode = 1, 1, CorrectTokenTIS
+	if err := ok.Validate(); err != nil {
+		t.Errorf("one step off-policy with token_tis: %v", err)
+	}
+}
