@@ -44,6 +44,11 @@ type State struct {
 	// ValidationDue: the run stopped during this step's validation, which
 	// the resumed run does first. Absent (false) in older checkpoints.
 	ValidationDue bool `json:"validation_due,omitempty"`
+	// Rollouts is the plan the generation ranks were given and have not
+	// returned (train.max_off_policy_steps 1, async.go), with the version
+	// and hash of its weights, which the checkpoint holds in
+	// rollout-weights.bin. Absent in a synchronous run.
+	Rollouts *flight `json:"rollouts_in_flight,omitempty"`
 }
 
 // checkpointRoot is RUN/checkpoints.
@@ -93,7 +98,7 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32, begun bool) erro
 		return err
 	}
 	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Steps(),
-		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue})
+		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue, Rollouts: t.flightInCheckpoint()})
 	if err != nil {
 		w.Abort()
 		return fmt.Errorf("checkpoint state: %w", err)
@@ -127,6 +132,9 @@ func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32)
 		return err
 	}
 	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
+		return err
+	}
+	if err := t.saveRollouts(dir); err != nil {
 		return err
 	}
 	return t.Opt.SaveShared(dir)
@@ -193,6 +201,9 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	}
 	t.rmet.Restore(st.Reward)
 	t.step, t.updates = st.Step, st.Updates
+	if err := t.resumeRollouts(dir, st.Rollouts); err != nil {
+		return err
+	}
 	t.Opt.SetSteps(st.OptimStep)
 	t.savedStep = st.Step
 	t.valDue = st.ValidationDue && t.val.ds != nil

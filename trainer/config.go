@@ -162,6 +162,14 @@ type TrainConfig struct {
 	// more prompts until the step has prompts_per_step informative groups
 	// (dynamic.go).
 	DynamicSampling DynamicSamplingConfig `yaml:"dynamic_sampling" json:"dynamic_sampling"`
+	// MaxOffPolicySteps is how many optimizer steps the generating weights
+	// may lag the trained ones (async.go, docs/algorithm.md §5.13): 0 (the
+	// default) generates each step with the weights of the step before, as
+	// a synchronous run does; 1 generates step t+1 on the generation ranks
+	// (dist.rollout_ranks) with the weights of step t−1 while step t trains,
+	// and needs loss.rollout_correction.mode other than none. Larger
+	// values are not built.
+	MaxOffPolicySteps int `yaml:"max_off_policy_steps" json:"max_off_policy_steps"`
 }
 
 // OptimConfig is AdamW plus the schedule and clipping.
@@ -233,6 +241,12 @@ type DistConfig struct {
 	// way a rank joins only by proving it holds the job's
 	// GDROTRAIN_DIST_TOKEN (docs/data-parallel.md).
 	Bind string `yaml:"bind" json:"bind"`
+	// RolloutRanks splits the world of W ranks into W−R training ranks
+	// (ranks 0 … W−R−1: log-probs and the update, ZeRO over them alone) and
+	// R generation ranks (the last R: the sampler and the verifier, fed the
+	// new weights after every step with a version number; async.go). 0
+	// (the default): every rank does both, in turn.
+	RolloutRanks int `yaml:"rollout_ranks" json:"rollout_ranks"`
 }
 
 // Default returns every default in one place: the paper's GRPO settings at
@@ -484,6 +498,9 @@ func (c Config) rlOptionsAgree() error {
 	if err := c.Loss.Overlong.checkLimit(c.Sampling.MaxNewTokens); err != nil {
 		p = append(p, err)
 	}
+	if err := c.asyncAgrees(); err != nil {
+		p = append(p, err)
+	}
 	if c.Train.DynamicSampling.Enabled {
 		r := c.Resolved().GDRO
 		if r.Prompt.Enabled && r.Prompt.Signal == gdro.SignalSurrogateKL {
@@ -670,6 +687,9 @@ func (d DistConfig) Validate() error {
 	}
 	if d.StateCheckEvery < 0 || d.TimeoutS <= 0 {
 		p.add("dist.state_check_every must be ≥ 0 and dist.timeout_s > 0 (got %d, %v)", d.StateCheckEvery, d.TimeoutS)
+	}
+	if d.RolloutRanks < 0 {
+		p.add("dist.rollout_ranks = %d must be ≥ 0", d.RolloutRanks)
 	}
 	if err := dist.CheckBind(d.Bind); err != nil {
 		p.add("dist.bind = %q: %v", d.Bind, err)

@@ -84,6 +84,11 @@ type Dist struct {
 	// sums through Group in host memory (optim.HostComm), the CPU
 	// backend's way. The binary passes an NCCL reducer on CUDA.
 	NewReducer func(b model.Backend) (Reducer, error)
+	// World, with dist.rollout_ranks R > 0, is the whole job's group:
+	// the training ranks first (Group is theirs alone; nil or one rank when
+	// a single rank trains), then the R generation ranks (OpenGenerator).
+	// It carries the rollout exchange only (async.go).
+	World *dist.Group
 }
 
 // dpState is a data-parallel run's handle on the other ranks.
@@ -214,12 +219,7 @@ func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]r
 	now := t.rmet.Snapshot()
 	msg := rowsMsg{Verifier: subCounts(now, before)}
 	for _, r := range rows {
-		w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, Truncated: r.truncated,
-			Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
-		if r.result.Err != nil {
-			w.Err = r.result.Err.Error()
-		}
-		msg.Rows = append(msg.Rows, w)
+		msg.Rows = append(msg.Rows, toWire(r))
 	}
 	var parts []rowsMsg
 	if err := t.allGather("rows", msg, &parts); err != nil {
@@ -230,16 +230,29 @@ func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]r
 	for _, p := range parts {
 		total = addCounts(total, p.Verifier)
 		for _, w := range p.Rows {
-			r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, truncated: w.Truncated,
-				result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
-			if w.Err != "" {
-				r.result.Err = errors.New(w.Err)
-			}
-			all = append(all, r)
+			all = append(all, fromWire(w))
 		}
 	}
 	t.rmet.Restore(total)
 	return all, nil
+}
+
+func toWire(r rowData) wireRow {
+	w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, Truncated: r.truncated,
+		Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
+	if r.result.Err != nil {
+		w.Err = r.result.Err.Error()
+	}
+	return w
+}
+
+func fromWire(w wireRow) rowData {
+	r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, truncated: w.Truncated,
+		result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
+	if w.Err != "" {
+		r.result.Err = errors.New(w.Err)
+	}
+	return r
 }
 
 func subCounts(a, b reward.MetricsSnapshot) reward.MetricsSnapshot {
@@ -356,7 +369,7 @@ func decodeParts[T any](name string, parts [][]byte, out *[]T) error {
 // data-parallel run a signal must not abandon a step on one rank only, so
 // the stop waits for the next step boundary (stopRequested).
 func (t *Trainer) stepContext(ctx context.Context) context.Context {
-	if t.dp == nil {
+	if t.dp == nil && t.ro == nil {
 		return ctx
 	}
 	return context.WithoutCancel(ctx)

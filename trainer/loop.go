@@ -38,6 +38,12 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 			}
 		}()
 	}
+	if t.ro != nil { // generation ranks (async.go): start them, and end them with the run
+		defer func() { err = t.finishRollouts(err) }()
+		if err := t.primeRollouts(); err != nil {
+			return err
+		}
+	}
 	cfg := t.Cfg
 	sctx := t.stepContext(ctx)
 	if t.valDue {

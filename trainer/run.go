@@ -25,8 +25,9 @@ import (
 
 // promptSet is a dataset with its prompts tokenized.
 type promptSet struct {
-	ds  *data.Dataset
-	ids map[string][]int32 // by UID
+	ds    *data.Dataset
+	ids   map[string][]int32     // by UID
+	byUID map[string]data.Prompt // the prompts by UID
 }
 
 // Trainer holds a run's state.
@@ -68,6 +69,9 @@ type Trainer struct {
 	scorer  reward.Scorer // Options.Scorer
 	// dp links a data-parallel run's ranks (dp.go); nil in one process.
 	dp *dpState
+	// ro links the training ranks to the generation ranks
+	// (dist.rollout_ranks, async.go); nil when every rank generates.
+	ro *asyncState
 	// newReducer makes dp's gradient reducer once the backend is open.
 	newReducer func(model.Backend) (Reducer, error)
 }
@@ -166,6 +170,13 @@ func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if d := o.Dist; d != nil && d.Group != nil && d.Group.Size() > 1 {
 		t.dp = &dpState{g: d.Group, rank: d.Group.Rank(), size: d.Group.Size()}
 		t.newReducer = d.NewReducer
+	}
+	if d := o.Dist; d != nil && d.World != nil {
+		ro, err := newAsyncState(cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		t.ro = ro
 	}
 	if t.rank() != 0 {
 		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.rank()), log.LstdFlags)
@@ -419,9 +430,10 @@ func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
 		return promptSet{}, fmt.Errorf("data.max_prompt_length: %w", err)
 	}
 	t.Log.Printf("%s data: %d prompts from %d files (%s)", split, len(ds.Prompts), len(files), rep)
-	set := promptSet{ds: ds, ids: map[string][]int32{}}
+	set := promptSet{ds: ds, ids: map[string][]int32{}, byUID: map[string]data.Prompt{}}
 	for i, p := range ds.Prompts {
 		set.ids[p.UID] = tokenizer.Int32s(toks[i].IDs)
+		set.byUID[p.UID] = p
 	}
 	return set, nil
 }

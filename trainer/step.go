@@ -103,6 +103,9 @@ type StepMetrics struct {
 	*DynamicSamplingMetrics
 	// Overlong handling (present when loss.overlong does something).
 	*OverlongMetrics
+	// The generation ranks' weights and their lag (present with
+	// dist.rollout_ranks; async.go).
+	*AsyncMetrics
 	*gdro.StepRecord
 }
 
@@ -162,7 +165,13 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 
 	// Generate and score (each rank its slice of the prompts, the rows
 	// then shared), in rounds while dynamic sampling wants more groups.
-	b, err := t.collect(ctx, met)
+	var b stepBatch
+	var err error
+	if t.ro != nil {
+		b, err = t.collectRollouts(met) // from the generation ranks (async.go)
+	} else {
+		b, err = t.collect(ctx, met)
+	}
 	if err != nil {
 		if cause := ctx.Err(); cause != nil && b.abandonable {
 			return nil, t.abandon(before, cause)
@@ -296,7 +305,7 @@ func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, err
 			lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
 		}
 		before := t.rmet.Snapshot()
-		rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi, round)
+		rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi, t.roundSeed(round))
 		met.RolloutPreemptions += gst.Preemptions
 		if err != nil {
 			b.abandonable = true
@@ -339,11 +348,20 @@ func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, err
 	return b, err
 }
 
+// roundSeed is the sampling key of a generation round: round 0 draws with
+// the run's seed; a dynamic sampling round r > 0 with a key of its own, so
+// a prompt drawn twice in one step gets fresh rollouts.
+func (t *Trainer) roundSeed(round int) uint64 {
+	if round > 0 {
+		return rng.Key(t.Cfg.Run.Seed, rng.HashString("dynamic sampling"), uint64(round))
+	}
+	return t.Cfg.Run.Seed
+}
+
 // generate samples plan.N[i] rollouts of each prompt i in [lo, hi) (every
-// prompt in one process). Round 0 draws with the run's seed; a dynamic
-// sampling round r > 0 with a key of its own, so a prompt drawn twice in
-// one step gets fresh rollouts.
-func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi, round int) ([]rowData, sampler.Stats, error) {
+// prompt in one process), drawing with seed (roundSeed, versionSeed) and
+// the step, prompt UID and rollout index.
+func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int, seed uint64) ([]rowData, sampler.Stats, error) {
 	if lo == hi {
 		return nil, sampler.Stats{}, nil
 	}
@@ -352,10 +370,6 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
 	}
 	s := t.Cfg.Sampling
-	seed := t.Cfg.Run.Seed
-	if round > 0 {
-		seed = rng.Key(seed, rng.HashString("dynamic sampling"), uint64(round))
-	}
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: t.stops, Seed: seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}

@@ -96,6 +96,9 @@ which resumes at any world size.`,
 			if cfg.Run.Device, err = rankDevice(cfg.Run.Device, w, os.Getenv); err != nil {
 				return err
 			}
+			if cfg.Dist.RolloutRanks > 0 {
+				return trainWithGenerators(cmd, cfg, w, df.insecure, o, skipSelfTest)
+			}
 			g, err := joinGroup(cmd, w, cfg, df.insecure, os.Getenv)
 			if err != nil {
 				return err
@@ -156,6 +159,9 @@ func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64, world
 		if err != nil && bud.Plan.Total() == 0 {
 			return err
 		}
+	}
+	if r := cfg.Dist.RolloutRanks; r > 0 {
+		return dryRunRoles(cmd, bud, err, world, r, cfg.Dist.ZeROStage)
 	}
 	bud.ForWorld(world, cfg.Dist.ZeROStage)
 	fmt.Fprint(cmd.OutOrStdout(), bud.Report())

@@ -51,8 +51,12 @@ exit 0
 FAKE
 cp "$here/fake_srun.sh" "$tmp/srun"
 chmod +x "$tmp/gdrotrain" "$tmp/srun"
-for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
+# The asynchronous script (generation ranks) passes its settings first.
+async_sets="--set dist.rollout_ranks=2 --set train.max_off_policy_steps=1 --set loss.rollout_correction.mode=token_tis "
+for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2" "gdrotrain-async-8gpu.sbatch 8 1 async"; do
   set -- $case
+  pre=""
+  [ "${4:-}" = async ] && pre=$async_sets
   multi="$here/$1"
   bash -n "$multi"
   bash -n "$here/srun_train.sh"
@@ -74,7 +78,7 @@ for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2"; do
   wait "$job" || { echo "$1: batch script failed"; cat "$tmp/out" "$tmp/log"; exit 1; }
   expect "srun --ntasks=$2 --kill-on-bad-exit=0 --open-mode=append --output=logs/gt-77-rank%t.out"
   for ((r = 0; r < $2; r++)); do
-    expect "rank $r local $(( r % 8 )) of $2: gdrotrain train --config my.yaml --device cuda --resume auto --set optim.lr=1e-6"
+    expect "rank $r local $(( r % 8 )) of $2: gdrotrain train --config my.yaml --device cuda --resume auto ${pre}--set optim.lr=1e-6"
     expect "rank $r: got USR1"
   done
   expect "scontrol requeue 77"

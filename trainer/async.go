@@ -1,0 +1,761 @@
+package trainer
+
+// Generation and training at the same time (dist.rollout_ranks R,
+// train.max_off_policy_steps k; docs/data-parallel.md "Generation ranks",
+// docs/algorithm.md §5.13). The world's first W−R ranks train, the last R
+// generate (Generator, below). Each step the training ranks and the
+// generation ranks meet in one collective of the whole world's group, the
+// rollout exchange: rank 0 sends a command (the next step's plan, with the
+// weights it must be generated with when they are new, each version
+// numbered and hashed), and each generation rank returns the rows of the
+// command it last received, stamped with the version and hash of the
+// weights that generated them. The training ranks check both on every row.
+//
+// With k = 0 a step sends its own plan with the weights of the step
+// before, then waits for its rows in a second exchange: the synchronous
+// run's trajectory, bit for bit (the generation ranks draw with the same
+// keys; TestAsyncSyncMatchesOneProcess). With k = 1, step t's exchange
+// receives step t's rows (generated with the weights of step t−2 while
+// step t−1 trained) and sends step t+1's plan with the weights of step t−1;
+// then step t trains while step t+1 generates. The plan of step t+1 is
+// therefore made before step t is observed: the controllers plan one step
+// ahead and observe in step order.
+//
+// Old log-probs: the training ranks compute them with the weights they
+// hold (those of step t−1, the proximal policy of decoupled PPO), and the
+// gap to the weights that generated the rows is corrected with the
+// sampler's own log-probs through the rollout-correction weights
+// π_old/π_samp (correction.go), which k = 1 therefore requires. Recomputing
+// them with the generating weights instead would need a second copy of the
+// policy on every training rank and a second forward, and would still
+// leave the sampler/trainer kernel mismatch to correct.
+//
+// A checkpoint at step t records the plan in flight (step t+1), the
+// version of its weights (t−1) and their hash, and holds those weights
+// (rollout-weights.bin, written by rank 0, which keeps the bytes it sent).
+// A resumed run sends the same plan with the same weights, and the
+// generation ranks draw with keys of (step, prompt UID, rollout index,
+// weight version), so they regenerate the same rows.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
+	"github.com/gdrotrain/gdrotrain/tokenizer"
+)
+
+// rolloutWeightsFile holds, in a checkpoint of an asynchronous run, the
+// weights of the rollouts in flight: every parameter in model.Params.Named
+// order, float32 little-endian.
+const rolloutWeightsFile = "rollout-weights.bin"
+
+// AsyncMetrics are a step's figures of the generation ranks (present with
+// dist.rollout_ranks).
+type AsyncMetrics struct {
+	// WeightVersion is the step whose weights generated this step's rows
+	// (0: the initial weights).
+	WeightVersion int `json:"weight_version"`
+	// OffPolicySteps is how many steps those weights lag the weights the
+	// step trains: step − 1 − weight_version.
+	OffPolicySteps int `json:"off_policy_steps"`
+	// SyncBytes are the weight bytes sent to the generation ranks in this
+	// step's exchanges (0 when their version did not change).
+	SyncBytes int64 `json:"weight_sync_bytes"`
+	// PackSeconds: rank 0 reading and hashing the weights it sent;
+	// LoadSeconds: the slowest generation rank checking and loading them.
+	PackSeconds float64 `json:"time_weight_pack_s"`
+	LoadSeconds float64 `json:"time_weight_load_s"`
+	// WaitSeconds is the time the training ranks spent in the step's
+	// exchanges: waiting for the rows, and the transfer.
+	WaitSeconds float64 `json:"time_rollout_wait_s"`
+}
+
+// flight is a step's plan sent (or to be sent) to the generation ranks,
+// whose rows have not come back; checkpoints record it.
+type flight struct {
+	Step    int        `json:"step"`
+	Version int        `json:"weight_version"`
+	Hash    string     `json:"weights_sha256"`
+	Epoch   int        `json:"epoch"`
+	Sent    bool       `json:"sent"`
+	Plan    *gdro.Plan `json:"plan"`
+}
+
+// asyncState is the training ranks' side of the rollout exchange.
+type asyncState struct {
+	world    *dist.Group
+	trainers int // W − R
+	k        int // train.max_off_policy_steps
+	// flight is the plan whose rows are still to come (k = 1, between steps).
+	flight *flight
+	// bytes (rank 0) are the weights of version bytesVersion, hashed
+	// bytesHash: the newest version encoded, kept for the checkpoint.
+	bytes        []byte
+	bytesVersion int
+	bytesHash    string
+	// genHash is the hash of the weights the generation ranks hold ("": none).
+	genHash string
+	met     AsyncMetrics
+}
+
+func newAsyncState(cfg Config, d *Dist) (*asyncState, error) {
+	r := cfg.Dist.RolloutRanks
+	w := d.World
+	if r < 1 || r >= w.Size() {
+		return nil, fmt.Errorf("dist.rollout_ranks = %d with a world of %d ranks: want 1 … %d generation ranks", r, w.Size(), w.Size()-1)
+	}
+	trainers := w.Size() - r
+	if w.Rank() >= trainers {
+		return nil, fmt.Errorf("world rank %d is a generation rank (dist.rollout_ranks %d of %d): it runs OpenGenerator, not Open", w.Rank(), r, w.Size())
+	}
+	if g := d.Group; g != nil && (g.Size() != trainers || g.Rank() != w.Rank()) {
+		return nil, fmt.Errorf("the training group is rank %d of %d but the world's training ranks are 0 … %d and this is world rank %d", g.Rank(), g.Size(), trainers-1, w.Rank())
+	}
+	if (d.Group == nil || d.Group.Size() == 1) && trainers > 1 {
+		return nil, fmt.Errorf("%d training ranks (dist.rollout_ranks %d of %d) need their own group (Dist.Group)", trainers, r, w.Size())
+	}
+	return &asyncState{world: w, trainers: trainers, k: cfg.Train.MaxOffPolicySteps, bytesVersion: -1}, nil
+}
+
+// asyncAgrees: the settings of the generation ranks (async.go).
+func (c Config) asyncAgrees() error {
+	var p problems
+	k := c.Train.MaxOffPolicySteps
+	switch {
+	case k < 0 || k > 1:
+		p.add("train.max_off_policy_steps = %d: 0 (synchronous) or 1 (one step off-policy); more is not built", k)
+	case k == 1 && c.Dist.RolloutRanks < 1:
+		p.add("train.max_off_policy_steps 1 generates on ranks of their own: set dist.rollout_ranks ≥ 1")
+	case k == 1 && !c.Loss.RolloutCorrection.Corrects():
+		p.add("train.max_off_policy_steps 1 trains on rows generated one step earlier: set loss.rollout_correction.mode (token_tis, token_mis, seq_tis or seq_mis) to correct for it (docs/algorithm.md §5.13)")
+	}
+	if c.Dist.RolloutRanks > 0 && c.Train.DynamicSampling.Enabled {
+		p.add("dist.rollout_ranks with train.dynamic_sampling: rounds planned from the rows of earlier rounds are not built on generation ranks")
+	}
+	return p.err()
+}
+
+// versionSeed is the sampling key of rows generated with the weights of
+// step version for step: the run's seed when version is step−1 (a
+// synchronous run's draws, bit for bit), else a key of the version too.
+func versionSeed(seed uint64, step, version int) uint64 {
+	if version == step-1 {
+		return seed
+	}
+	return rng.Key(seed, rng.HashString("weight version"), uint64(version))
+}
+
+// rolloutCmd is rank 0's part of a rollout exchange.
+type rolloutCmd struct {
+	Work *rolloutWork // nil: nothing new to generate
+	Stop bool         // the run is over: the generation ranks return
+	// Stopped: by a signal (the generation ranks return ErrStopped too).
+	Stopped bool
+}
+
+// rolloutWork is one step's generation: the plan's prompts and counts and
+// the weights to generate with.
+type rolloutWork struct {
+	Step, Version int
+	Hash          string // hex SHA-256 of the version's weights
+	Weights       []byte // nil: the generation ranks hold this version
+	UIDs          []string
+	N             []int
+}
+
+// rolloutReply is a generation rank's part: the rows of the work it last
+// received, in plan order, each stamped with the weights that made it.
+type rolloutReply struct {
+	Step, Version int
+	Hash          string
+	Rows          []wireRow
+	Versions      []int // per row
+	Verifier      reward.MetricsSnapshot
+	GenSeconds    float64
+	LoadSeconds   float64
+	Preemptions   int
+	Err           string
+}
+
+// encodeWeights reads every parameter of m (Named order) as float32
+// little-endian and hashes them.
+func encodeWeights(m *model.Model) ([]byte, string, error) {
+	var n int
+	named := m.P.Named(m.Cfg)
+	for _, np := range named {
+		n += (*np.Ptr).Numel()
+	}
+	out := make([]byte, 0, 4*n)
+	for _, np := range named {
+		host := make([]float32, (*np.Ptr).Numel())
+		m.B.Download(*np.Ptr, host)
+		for _, x := range host {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(x))
+		}
+	}
+	if err := m.B.Err(); err != nil {
+		return nil, "", fmt.Errorf("read the weights to send: %w", err)
+	}
+	return out, hashWeights(out), nil
+}
+
+func hashWeights(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// loadWeights writes encodeWeights' bytes into m.
+func loadWeights(m *model.Model, b []byte) error {
+	off := 0
+	for _, np := range m.P.Named(m.Cfg) {
+		n := (*np.Ptr).Numel()
+		if off+4*n > len(b) {
+			return fmt.Errorf("weights: %d bytes end inside %s", len(b), np.Name)
+		}
+		host := make([]float32, n)
+		for i := range host {
+			host[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[off+4*i:]))
+		}
+		m.B.Upload(*np.Ptr, host)
+		off += 4 * n
+	}
+	if off != len(b) {
+		return fmt.Errorf("weights: %d bytes, the model has %d", len(b), off)
+	}
+	return m.B.Err()
+}
+
+// planFlight takes the next prompts and plans step (the controllers plan
+// with what they have observed so far: steps before step−k), to be
+// generated with the weights of step max(0, step−1−k).
+func (t *Trainer) planFlight(step int) (*flight, error) {
+	prompts, epoch := t.loader.Next()
+	uids := make([]string, len(prompts))
+	for i, p := range prompts {
+		uids[i] = p.UID
+	}
+	plan, err := t.Ctrl.Plan(uids)
+	if err != nil {
+		return nil, err
+	}
+	plan.Step = step // planned k steps ahead; observed as step
+	return &flight{Step: step, Version: max(0, step-1-t.ro.k), Epoch: epoch, Plan: plan}, nil
+}
+
+// work is the command for f. Rank 0 attaches the weights of f's version
+// when the generation ranks do not hold them: the policy's own (version
+// t.step−1 during a step, t.step between steps) or, after a resume, those
+// the checkpoint kept.
+func (t *Trainer) work(f *flight, during bool) (*rolloutWork, error) {
+	a := t.ro
+	w := &rolloutWork{Step: f.Step, Version: f.Version, UIDs: f.Plan.UIDs, N: f.Plan.N}
+	if t.rank() != 0 {
+		return w, nil
+	}
+	if err := t.encodeVersion(f.Version, during); err != nil {
+		return nil, err
+	}
+	f.Hash, w.Hash = a.bytesHash, a.bytesHash
+	if a.bytesHash != a.genHash {
+		w.Weights = a.bytes
+	}
+	return w, nil
+}
+
+// encodeVersion makes a.bytes the weights of version v (rank 0).
+func (t *Trainer) encodeVersion(v int, during bool) error {
+	a := t.ro
+	if a.bytesVersion == v {
+		return nil
+	}
+	held := t.step
+	if during {
+		held--
+	}
+	if v != held {
+		return fmt.Errorf("step %d: the rollouts need the weights of step %d; the policy holds those of step %d and no checkpoint kept them", t.step, v, held)
+	}
+	t0 := time.Now()
+	b, h, err := encodeWeights(t.Policy)
+	if err != nil {
+		return err
+	}
+	a.bytes, a.bytesHash, a.bytesVersion = b, h, v
+	a.met.PackSeconds += time.Since(t0).Seconds()
+	return nil
+}
+
+// exchange runs one rollout exchange: rank 0's cmd out (the others pass
+// nil), every generation rank's reply back (nil where it had none).
+func (t *Trainer) exchange(cmd *rolloutCmd) (*rolloutCmd, []*rolloutReply, error) {
+	a := t.ro
+	var blob []byte
+	if t.rank() == 0 {
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(cmd); err != nil {
+			return nil, nil, fmt.Errorf("rollout exchange: encode: %w", err)
+		}
+		blob = buf.Bytes()
+		if cmd.Work != nil {
+			a.met.SyncBytes += int64(len(cmd.Work.Weights))
+		}
+	}
+	a.world.SetStep(t.step)
+	t0 := time.Now()
+	parts, err := a.world.AllGather("rollouts", blob)
+	a.met.WaitSeconds += time.Since(t0).Seconds()
+	if err != nil {
+		who := fmt.Sprintf("generation ranks %d … %d", a.trainers, a.world.Size()-1)
+		if a.trainers == a.world.Size()-1 {
+			who = fmt.Sprintf("generation rank %d", a.trainers)
+		}
+		return nil, nil, fmt.Errorf("rollout exchange with the %s: %w", who, err)
+	}
+	var got rolloutCmd
+	if err := gob.NewDecoder(bytes.NewReader(parts[0])).Decode(&got); err != nil {
+		return nil, nil, fmt.Errorf("rollout exchange: rank 0's command: %w", err)
+	}
+	replies := make([]*rolloutReply, len(parts)-a.trainers)
+	for j, p := range parts[a.trainers:] {
+		if len(p) == 0 {
+			continue
+		}
+		var r rolloutReply
+		if err := gob.NewDecoder(bytes.NewReader(p)).Decode(&r); err != nil {
+			return nil, nil, fmt.Errorf("rollout exchange: generation rank %d's rows: %w", a.trainers+j, err)
+		}
+		replies[j] = &r
+	}
+	return &got, replies, nil
+}
+
+// send runs an exchange that sends f (nil: nothing) and returns the
+// replies; the training ranks learn f's weight hash from rank 0's command.
+func (t *Trainer) send(f *flight, during bool) ([]*rolloutReply, error) {
+	cmd := &rolloutCmd{}
+	if f != nil {
+		w, err := t.work(f, during)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Work = w
+	}
+	got, replies, err := t.exchange(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if f != nil {
+		if got.Work == nil || got.Work.Step != f.Step || got.Work.Version != f.Version {
+			return nil, fmt.Errorf("step %d: rank 0 sent other work than this rank planned (step %d, version %d): the training ranks diverged", t.step, f.Step, f.Version)
+		}
+		f.Hash, f.Sent = got.Work.Hash, true
+		t.ro.genHash = got.Work.Hash
+	}
+	return replies, nil
+}
+
+// collectRollouts is collect's counterpart with generation ranks: the
+// step's rows come from them, generated with the weights the step's
+// flight named.
+func (t *Trainer) collectRollouts(met *StepMetrics) (stepBatch, error) {
+	a := t.ro
+	a.met = AsyncMetrics{}
+	t.phase(PhaseGenerate)
+	var cur *flight
+	var replies []*rolloutReply
+	var err error
+	if a.k == 0 {
+		if cur, err = t.planFlight(t.step); err != nil {
+			return stepBatch{}, err
+		}
+		if replies, err = t.send(cur, true); err != nil {
+			return stepBatch{}, err
+		}
+		if err := noRows(replies, a.trainers); err != nil {
+			return stepBatch{}, err
+		}
+		if replies, err = t.send(nil, true); err != nil {
+			return stepBatch{}, err
+		}
+	} else {
+		cur = a.flight
+		if cur == nil || cur.Step != t.step || !cur.Sent {
+			return stepBatch{}, fmt.Errorf("step %d: no rollouts in flight for it (the pipeline lost a step)", t.step)
+		}
+		// The next step's plan, before this step is observed; sent unless
+		// the run ends here (the checkpoint still records it, so that a
+		// longer resumed run continues as one that never stopped).
+		next, err := t.planFlight(t.step + 1)
+		if err != nil {
+			return stepBatch{}, err
+		}
+		var out *flight
+		if t.step < t.Cfg.Train.Steps {
+			out = next
+		} else if t.rank() == 0 {
+			if err := t.encodeVersion(next.Version, true); err != nil {
+				return stepBatch{}, err
+			}
+			next.Hash = a.bytesHash
+		}
+		if replies, err = t.send(out, true); err != nil {
+			return stepBatch{}, err
+		}
+		a.flight = next
+	}
+	t.phase(PhaseScore)
+	rows, err := t.acceptRows(cur, replies, met)
+	if err != nil {
+		return stepBatch{}, err
+	}
+	met.Epoch = cur.Epoch
+	prompts := make([]data.Prompt, len(cur.Plan.UIDs))
+	for i, u := range cur.Plan.UIDs {
+		prompts[i] = t.train.byUID[u]
+	}
+	for i := range rows {
+		rows[i].penalty = t.Cfg.Loss.Overlong.Penalty(len(rows[i].tokens)-rows[i].start, t.Cfg.Sampling.MaxNewTokens)
+		rows[i].masked = t.Cfg.Loss.Overlong.Filter && rows[i].truncated
+	}
+	am := a.met
+	am.WeightVersion, am.OffPolicySteps = cur.Version, t.step-1-cur.Version
+	met.AsyncMetrics = &am
+	return stepBatch{prompts: prompts, plan: cur.Plan, rows: rows, rounds: 1}, nil
+}
+
+// noRows checks that no generation rank returned rows where none were due.
+func noRows(replies []*rolloutReply, trainers int) error {
+	for j, r := range replies {
+		if r != nil {
+			if r.Err != "" {
+				return fmt.Errorf("generation rank %d: %s", trainers+j, r.Err)
+			}
+			return fmt.Errorf("generation rank %d returned rows of step %d that no step waits for", trainers+j, r.Step)
+		}
+	}
+	return nil
+}
+
+// acceptRows checks the generation ranks' replies against f — every row
+// made for f's step with f's weight version and hash, the rows in plan
+// order with the plan's counts — and returns the rows, adding the
+// verifier counts and generation figures to the step's.
+func (t *Trainer) acceptRows(f *flight, replies []*rolloutReply, met *StepMetrics) ([]rowData, error) {
+	a := t.ro
+	var rows []rowData
+	counts := t.rmet.Snapshot()
+	for j, r := range replies {
+		rank := a.trainers + j
+		if r == nil {
+			return nil, fmt.Errorf("step %d: generation rank %d returned no rows", f.Step, rank)
+		}
+		if r.Err != "" {
+			return nil, fmt.Errorf("step %d: generation rank %d: %s", f.Step, rank, r.Err)
+		}
+		if r.Step != f.Step || r.Version != f.Version || r.Hash != f.Hash || len(r.Versions) != len(r.Rows) {
+			return nil, fmt.Errorf("step %d: generation rank %d returned rows of step %d made with weights version %d (sha256 %.12s), want step %d with version %d (sha256 %.12s)",
+				t.step, rank, r.Step, r.Version, r.Hash, f.Step, f.Version, f.Hash)
+		}
+		for i, w := range r.Rows {
+			if r.Versions[i] != f.Version {
+				return nil, fmt.Errorf("step %d: generation rank %d: row %d was generated with weights version %d, want %d", t.step, rank, i, r.Versions[i], f.Version)
+			}
+			rows = append(rows, fromWire(w))
+		}
+		counts = addCounts(counts, r.Verifier)
+		met.GenSeconds = max(met.GenSeconds, r.GenSeconds)
+		met.RolloutPreemptions += r.Preemptions
+		a.met.LoadSeconds = max(a.met.LoadSeconds, r.LoadSeconds)
+	}
+	// Plan order: prompt i's N[i] rows, prompts in order.
+	want := f.Plan.N
+	i := 0
+	for p, n := range want {
+		for k := 0; k < n; k++ {
+			if i >= len(rows) || rows[i].prompt != p || rows[i].group != n {
+				return nil, fmt.Errorf("step %d: the generation ranks' rows do not follow the plan (%d rows, want %d; row %d)", t.step, len(rows), f.Plan.Rows(), i)
+			}
+			i++
+		}
+	}
+	if i != len(rows) {
+		return nil, fmt.Errorf("step %d: the generation ranks returned %d rows, the plan has %d", t.step, len(rows), i)
+	}
+	t.rmet.Restore(counts)
+	return rows, nil
+}
+
+// primeRollouts starts the pipeline at the start of Run: with k = 1 the
+// first step's plan goes out now — a fresh plan, or the one a checkpoint
+// recorded, with the weights it kept.
+func (t *Trainer) primeRollouts() error {
+	a := t.ro
+	if a.k == 0 || t.step >= t.Cfg.Train.Steps {
+		return nil
+	}
+	if a.flight == nil {
+		f, err := t.planFlight(t.step + 1)
+		if err != nil {
+			return err
+		}
+		a.flight = f
+	}
+	replies, err := t.send(a.flight, false)
+	if err != nil {
+		return err
+	}
+	return noRows(replies, a.trainers)
+}
+
+// finishRollouts ends the generation ranks' loop when Run returns: a stop
+// command after a clean end or a stop (rows still in flight are
+// discarded: the checkpoint records their plan); after another error the
+// world's group is closed, which fails the generation ranks at once.
+func (t *Trainer) finishRollouts(err error) error {
+	if err != nil && !errors.Is(err, ErrStopped) {
+		t.ro.world.Close()
+		return err
+	}
+	if _, _, xerr := t.exchange(&rolloutCmd{Stop: true, Stopped: err != nil}); xerr != nil {
+		return errors.Join(err, xerr)
+	}
+	return err
+}
+
+// saveRollouts writes the weights of the rollouts in flight into a
+// checkpoint folder (rank 0).
+func (t *Trainer) saveRollouts(dir string) error {
+	a := t.ro
+	if a == nil || a.flight == nil {
+		return nil
+	}
+	if a.bytesVersion != a.flight.Version || a.bytesHash != a.flight.Hash {
+		return fmt.Errorf("checkpoint: the weights of the rollouts in flight (version %d) are not at hand (version %d kept)", a.flight.Version, a.bytesVersion)
+	}
+	return model.WriteFileAtomic(filepath.Join(dir, rolloutWeightsFile), a.bytes)
+}
+
+// resumeRollouts restores the flight a checkpoint recorded; rank 0 reads
+// its weights and checks their hash.
+func (t *Trainer) resumeRollouts(dir string, f *flight) error {
+	a := t.ro
+	if a == nil {
+		if f != nil {
+			return fmt.Errorf("resume %s: the checkpoint has rollouts in flight (step %d) but this run has no generation ranks (dist.rollout_ranks)", dir, f.Step)
+		}
+		return nil
+	}
+	if a.k == 0 || f == nil {
+		if a.k > 0 && t.step > 0 {
+			return fmt.Errorf("resume %s: train.max_off_policy_steps %d, but the checkpoint records no rollouts in flight", dir, a.k)
+		}
+		return nil
+	}
+	f.Sent = false
+	a.flight = f
+	if t.rank() != 0 {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, rolloutWeightsFile))
+	if err != nil {
+		return fmt.Errorf("resume %s: the weights of the rollouts in flight: %w", dir, err)
+	}
+	if h := hashWeights(b); h != f.Hash {
+		return fmt.Errorf("resume %s: %s has sha256 %.12s, the state records %.12s for version %d", dir, rolloutWeightsFile, h, f.Hash, f.Version)
+	}
+	a.bytes, a.bytesHash, a.bytesVersion = b, f.Hash, f.Version
+	return nil
+}
+
+// Generator is a generation rank (dist.rollout_ranks): it holds the
+// policy, the tokenizer, the training prompts and the verifier, and in a
+// loop receives a plan with the weights to use, samples and scores its
+// share of the rows, and returns them at the next exchange.
+type Generator struct {
+	t       *Trainer // the parts a generation rank needs
+	world   *dist.Group
+	index   int // among the generation ranks
+	count   int
+	version int
+	hash    string
+	// onWork, when set (tests), runs as a work arrives; an error makes the
+	// rank vanish (its group closed, nothing reported), as a killed one.
+	onWork func(step int) error
+}
+
+// OpenGenerator prepares world rank o.Dist.World.Rank() as a generation
+// rank: the backend, the policy (from model.path, until the first weights
+// arrive), the tokenizer, the training prompts and the scorers.
+func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
+	cfg = cfg.Resolved()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if o.Dist == nil || o.Dist.World == nil {
+		return nil, errors.New("a generation rank needs the world's group (Dist.World)")
+	}
+	w := o.Dist.World
+	r := cfg.Dist.RolloutRanks
+	trainers := w.Size() - r
+	if r < 1 || trainers < 1 || w.Rank() < trainers {
+		return nil, fmt.Errorf("world rank %d of %d is not a generation rank (dist.rollout_ranks %d: ranks %d … %d)", w.Rank(), w.Size(), r, trainers, w.Size()-1)
+	}
+	t := &Trainer{Cfg: cfg, backend: o.Backend, scorer: o.Scorer, savedStep: -1}
+	t.Log = log.New(logw, fmt.Sprintf("[generation rank %d] ", w.Rank()), log.LstdFlags)
+	b, plan, err := OpenBackend(cfg, t.backend, t.Log.Printf)
+	if err != nil {
+		return nil, err
+	}
+	if _, gpu := b.(model.MemoryReporter); gpu {
+		return nil, errors.New("generation ranks on CUDA are not built yet: the weight sync loads fp32 weights through the host and does not refresh the bf16 copies products read (docs/data-parallel.md, Generation ranks); run them with run.device cpu, or set dist.rollout_ranks 0")
+	}
+	gp := GenerationPlan(plan)
+	t.Memory = gp.Plan
+	t.Log.Printf("backend %s; generation rank memory plan: %s", b.Name(), gp.Plan)
+	if err := gp.Check(); err != nil {
+		return nil, err
+	}
+	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
+	if t.Tok, err = tokenizer.Load(t.tokDir()); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	t.stops = stopIDs(t.Tok, t.Policy.Cfg, cfg.Model.Path)
+	if t.train, err = t.loadPrompts(cfg.Data.Train, "train"); err != nil {
+		return nil, err
+	}
+	if err := t.buildScorers(); err != nil {
+		return nil, err
+	}
+	return &Generator{t: t, world: w, index: w.Rank() - trainers, count: r, version: -1}, nil
+}
+
+// Run serves the training ranks until they send the stop (nil, or
+// ErrStopped when a signal stopped them) or the exchange fails. Signals
+// to this rank do not stop it: the training ranks decide, at a step
+// boundary, and tell it.
+func (g *Generator) Run(ctx context.Context) error {
+	var reply []byte
+	for {
+		parts, err := g.world.AllGather("rollouts", reply)
+		if err != nil {
+			return fmt.Errorf("generation rank %d: %w", g.world.Rank(), err)
+		}
+		var cmd rolloutCmd
+		if err := gob.NewDecoder(bytes.NewReader(parts[0])).Decode(&cmd); err != nil {
+			g.world.Close()
+			return fmt.Errorf("generation rank %d: rank 0's command: %w", g.world.Rank(), err)
+		}
+		switch {
+		case cmd.Stop && cmd.Stopped:
+			return ErrStopped
+		case cmd.Stop:
+			return nil
+		case cmd.Work == nil:
+			reply = nil
+			continue
+		}
+		g.world.SetStep(cmd.Work.Step)
+		if g.onWork != nil {
+			if err := g.onWork(cmd.Work.Step); err != nil {
+				g.world.Close()
+				return err
+			}
+		}
+		rep := g.generate(context.WithoutCancel(ctx), cmd.Work)
+		var buf bytes.Buffer
+		if err := gob.NewEncoder(&buf).Encode(rep); err != nil {
+			g.world.Close()
+			return fmt.Errorf("generation rank %d: encode rows: %w", g.world.Rank(), err)
+		}
+		reply = buf.Bytes()
+		if rep.Err != "" { // report it at the next exchange, then stop
+			g.world.AllGather("rollouts", reply)
+			g.world.Close()
+			return fmt.Errorf("generation rank %d, step %d: %s", g.world.Rank(), cmd.Work.Step, rep.Err)
+		}
+	}
+}
+
+// generate loads the work's weights if they are new and generates and
+// scores this rank's share of its plan.
+func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply {
+	t := g.t
+	rep := &rolloutReply{Step: w.Step, Version: w.Version, Hash: w.Hash}
+	if w.Weights != nil {
+		t0 := time.Now()
+		if h := hashWeights(w.Weights); h != w.Hash {
+			rep.Err = fmt.Sprintf("the weights of version %d arrived with sha256 %.12s, rank 0 sent %.12s", w.Version, h, w.Hash)
+			return rep
+		}
+		if err := loadWeights(t.Policy, w.Weights); err != nil {
+			rep.Err = err.Error()
+			return rep
+		}
+		g.version, g.hash = w.Version, w.Hash
+		rep.LoadSeconds = time.Since(t0).Seconds()
+	}
+	if g.version != w.Version || g.hash != w.Hash {
+		rep.Err = fmt.Sprintf("holds the weights of version %d (sha256 %.12s); step %d asks for version %d (sha256 %.12s)", g.version, g.hash, w.Step, w.Version, w.Hash)
+		return rep
+	}
+	prompts := make([]data.Prompt, len(w.UIDs))
+	for i, u := range w.UIDs {
+		p, ok := t.train.byUID[u]
+		if !ok {
+			rep.Err = fmt.Sprintf("step %d: prompt %s is not in this rank's training data", w.Step, u)
+			return rep
+		}
+		prompts[i] = p
+	}
+	lo, hi := slicePrompts(w.N, g.index, g.count)
+	t.step = w.Step
+	before := t.rmet.Snapshot()
+	t0 := time.Now()
+	rows, st, err := t.generate(ctx, prompts, w.N, lo, hi, versionSeed(t.Cfg.Run.Seed, w.Step, w.Version))
+	rep.Preemptions = st.Preemptions
+	if err != nil {
+		rep.Err = err.Error()
+		return rep
+	}
+	t.score(prompts, rows)
+	rep.GenSeconds = time.Since(t0).Seconds()
+	rep.Verifier = subCounts(t.rmet.Snapshot(), before)
+	for _, r := range rows {
+		rep.Rows = append(rep.Rows, toWire(r))
+		rep.Versions = append(rep.Versions, w.Version)
+	}
+	return rep
+}
+
+// Close releases the generation rank's files (none today) and its backend's
+// errors.
+func (g *Generator) Close() error { return g.t.Close() }
+
+// flightInCheckpoint is the flight a checkpoint records (nil: none).
+func (t *Trainer) flightInCheckpoint() *flight {
+	if t.ro == nil {
+		return nil
+	}
+	return t.ro.flight
+}
