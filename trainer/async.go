@@ -195,11 +195,12 @@ type rolloutReply struct {
 	Err           string
 }
 
-// encodeWeights reads every parameter of m (Named order) as float32
-// little-endian and hashes them.
+// encodeWeights reads every trainable parameter of m (Named order: the
+// weights, or a LoRA run's adapters alone, the base being the same on
+// every rank) as float32 little-endian and hashes them.
 func encodeWeights(m *model.Model) ([]byte, string, error) {
 	var n int
-	named := m.P.Named(m.Cfg)
+	named := m.Trainable().Named(m.Cfg)
 	for _, np := range named {
 		n += (*np.Ptr).Numel()
 	}
@@ -225,7 +226,7 @@ func hashWeights(b []byte) string {
 // loadWeights writes encodeWeights' bytes into m.
 func loadWeights(m *model.Model, b []byte) error {
 	off := 0
-	for _, np := range m.P.Named(m.Cfg) {
+	for _, np := range m.Trainable().Named(m.Cfg) {
 		n := (*np.Ptr).Numel()
 		if off+4*n > len(b) {
 			return fmt.Errorf("weights: %d bytes end inside %s", len(b), np.Name)
@@ -637,6 +638,12 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
+	if lc := cfg.LoRA.Model(); lc != nil {
+		// The base from model.path, adapters as the training ranks draw
+		// them; the sync sends the adapters alone.
+		t.Policy.A = model.NewAdapters(b, t.Policy.Cfg, lc)
+		model.InitAdapters(b, t.Policy.Cfg, t.Policy.A, cfg.Run.Seed^loraSeedSalt)
+	}
 	if t.Tok, err = tokenizer.Load(t.tokDir()); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}

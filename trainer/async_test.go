@@ -24,6 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // runAsync runs cfg on trainers training ranks and gens generation ranks
@@ -298,5 +299,37 @@ func TestAsyncConfigRules(t *testing.T) {
 	ok.Dist.RolloutRanks, ok.Train.MaxOffPolicySteps, ok.Loss.RolloutCorrection.Mode = 1, 1, CorrectTokenTIS
 	if err := ok.Validate(); err != nil {
 		t.Errorf("one step off-policy with token_tis: %v", err)
+	}
+}
+
+// TestAsyncLoRA: with LoRA the weight sync sends the adapters alone (their
+// fp32 bytes per new version), and one training plus one generation rank
+// at max_off_policy_steps 0 end bitwise where one process does.
+func TestAsyncLoRA(t *testing.T) {
+	cfg := dpConfigs(t)["rollout_gdro"]
+	cfg.LoRA.Rank, cfg.LoRA.Alpha, cfg.Optim.LR = 4, 8, 1e-2
+	cfg.Run.Name = "one"
+	if errs := runRanks(t, cfg, 1, "", nil, primeClasses); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	c := cfg
+	c.Run.Name = "async"
+	noErrs(t, runAsync(t, c, 1, 1, "", time.Minute, primeClasses, nil))
+	if want, got := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...), stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); want != got {
+		t.Errorf("LoRA, 1 training + 1 generation rank: metrics differ from one process:\n%s\nvs\n%s", want, got)
+	}
+	sameWeights(t, cfg.RunDir(), c.RunDir())
+	mc, err := model.LoadConfig(cfg.Model.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters := 0
+	for _, np := range model.AdapterShapes(mc, cfg.LoRA.Model()) {
+		adapters += 4 * np.Shape[0] * np.Shape[1]
+	}
+	for i, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
+		if b := m["weight_sync_bytes"].(float64); b != 0 && b != float64(adapters) {
+			t.Errorf("step %d sent %v bytes of weights; the adapters are %d", i+1, b, adapters)
+		}
 	}
 }
