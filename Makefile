@@ -19,7 +19,7 @@ ifneq ($(wildcard $(CUDA_TOOLS)/usr/include/cuda.h),)
 export GDROTRAIN_CUDA_INCLUDE ?= $(CUDA_TOOLS)/usr/include
 endif
 
-.PHONY: build test test-short vet bench profile demo fixtures clean gpu-check-build gpu-kit cuda-tools kernel-report emulator config-doc tbproto
+.PHONY: build test test-short vet bench profile demo demo-lora fixtures clean gpu-check-build gpu-kit cuda-tools kernel-report emulator config-doc tbproto
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
@@ -174,3 +174,8 @@ check-references:
 
 clean:
 	rm -rf bin .cache
+
+# demo-lora: the CPU demo training rank-8 LoRA adapters (10× the demo's
+# learning rate; docs/algorithm.md §5.14 has its result).
+demo-lora: build
+	./$(BIN) demo --out runs/demo-lora --set lora.rank=8 --set optim.lr=5e-3

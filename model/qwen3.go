@@ -109,12 +109,15 @@ func (m *Model) ShadowWeights() (bool, error) {
 	hw, _ := m.B.(HalfWeights)
 	made := false
 	// With adapters, they get copies, and of the base the matrices Freeze
-	// left fp32: the input embedding (a tied LM head's product reads it),
-	// or every matrix of a base not frozen.
+	// left fp32 that a product reads: a tied LM head's (the input
+	// embedding; untied, only lookups read it), or every matrix of a base
+	// not frozen.
 	named := m.P.Named(m.Cfg)
 	if m.A != nil {
-		if m.frozen {
+		if m.frozen && m.P.Tied {
 			named = named[:1] // model.embed_tokens.weight
+		} else if m.frozen {
+			named = nil
 		}
 		named = append(named, m.A.Named(m.Cfg)...)
 	}

@@ -159,3 +159,36 @@ func TestLoRADataParallel(t *testing.T) {
 		sameWithin(t, c.Model.Path, oneDir, c.RunDir(), c.Train.Steps, 0)
 	}
 }
+
+// TestLoRAMemoryPlan: a LoRA plan holds the base once (no reference), and
+// the adapters' weights, gradients and moments; over 8 ranks ZeRO-1
+// shards the adapters' moments. Computed here from the shapes.
+func TestLoRAMemoryPlan(t *testing.T) {
+	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
+		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}
+	cfg := Default()
+	cfg.LoRA.Rank = 32
+	lc := cfg.LoRA.Model()
+	var n int64
+	for _, np := range model.AdapterShapes(mc, lc) {
+		n += int64(np.Shape[0] * np.Shape[1])
+	}
+	if n != 34865152 { // 32·(4096 + 2·3072 + 4096 + 2·8192 + 8192) per layer × 28
+		t.Fatalf("%d adapter parameters at rank 32, want 34,865,152", n)
+	}
+	full := PlanMemory(mc, cfg, true)
+	if full.Reference != 0 || full.Base != 4*mc.NumParams() || full.Weights != 4*n || full.Gradients != 4*n || full.Moments != 8*n {
+		t.Errorf("one process: %+v; want base %d, no reference, adapters %d, gradients %d, moments %d", full, 4*mc.NumParams(), 4*n, 4*n, 8*n)
+	}
+	b := planFor(mc, cfg, true, "cuda")
+	if b.Plan.Base != frozenBytes(mc) || b.Plan.WeightCopies != 2*n+2*int64(mc.VocabSize*mc.HiddenSize) {
+		t.Errorf("GPU: base %d (want %d, bf16 matrices), copies %d (want the adapters' and the tied head's bf16)", b.Plan.Base, frozenBytes(mc), b.Plan.WeightCopies)
+	}
+	b.ForWorld(8, 1)
+	if b.Plan.Moments > 8*n/8+8*int64(2*7*28) || b.Plan.Moments < 8*n/8 {
+		t.Errorf("ZeRO-1 over 8 ranks: moments %d, want about %d", b.Plan.Moments, n)
+	}
+	if !strings.Contains(b.Report(), "LoRA adapters r=32") || strings.Contains(b.Report(), "reference model") {
+		t.Errorf("report:\n%s", b.Report())
+	}
+}

@@ -240,7 +240,7 @@ func (b Budget) Report() string {
 		return "fp32"
 	}
 	if p.Base > 0 {
-		fmt.Fprintf(&sb, "  %-38s %s\n", "LoRA base, frozen ("+map[bool]string{false: "fp32", true: "bf16 matrices"}[b.RefBF16]+"; the reference)", g(p.Base))
+		fmt.Fprintf(&sb, "  %-38s %s\n", "LoRA base ("+map[bool]string{false: "fp32", true: "bf16"}[b.RefBF16]+", frozen; = reference)", g(p.Base))
 	}
 	weights := rowName(b, 1, true, "fp32 embedding, norms; masters 1/%d", "weights (fp32, also the master copy)")
 	if b.lora != nil {
@@ -251,14 +251,16 @@ func (b Budget) Report() string {
 		v    int64
 	}{
 		{weights, p.Weights},
-		{"reference model (" + dt(b.RefBF16) + ")", p.Reference},
+		{refRow(b, dt(b.RefBF16)), p.Reference},
 		{rowName(b, 2, false, "gradients (fp32, 1 layer + 1/%d)", "gradients (fp32)"), p.Gradients},
 		{rowName(b, 1, false, "AdamW moments (fp32, 1/%d)", "AdamW moments (fp32)"), p.Moments},
 		{rowName(b, 1, true, "bf16 weights, whole on all %d", "weight copies for products (bf16)"), p.WeightCopies},
 		{"activations (" + map[bool]string{false: "fp32", true: "bf16, residual fp32"}[b.ActBF16] + ")", p.Activations},
 		{kvRow(b, map[bool]string{false: dt(b.KVBF16), true: "fp8 e4m3 + scales"}[b.KVFP8]), p.KVCache}, {"logits (LM-head chunks)", p.Logits},
 	} {
-		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
+		if row.name != "" {
+			fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
+		}
 	}
 	if p.GatherBuffer > 0 {
 		fmt.Fprintf(&sb, "  %-38s %s\n", "ZeRO collective buffer (fp32)", g(p.GatherBuffer))
@@ -281,6 +283,15 @@ func (b Budget) Report() string {
 		fmt.Fprintf(&sb, "verdict: fits, %.2f GiB to spare\n", float64(b.Available-p.Total())/(1<<30))
 	}
 	return sb.String()
+}
+
+// refRow names the reference's row ("" hides it: a LoRA run's reference
+// is its base).
+func refRow(b Budget, dtype string) string {
+	if b.lora != nil {
+		return ""
+	}
+	return "reference model (" + dtype + ")"
 }
 
 // rowName names a plan row: sharded (a format of the world size) when the
@@ -338,9 +349,9 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 	}
 	if gpu && cfg.Precision.MatMul == "bf16" {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
-		if bud.lora != nil && cfg.Precision.RefBF16() {
-			// The adapters', and the input embedding's (Freeze keeps it
-			// fp32; a tied LM head's product reads the copy).
+		if bud.lora != nil && cfg.Precision.RefBF16() && mc.TieWordEmbeddings {
+			// The adapters', and a tied LM head's (Freeze keeps the input
+			// embedding fp32; the head's product reads the copy).
 			bud.Plan.WeightCopies += 2 * int64(mc.VocabSize) * int64(mc.HiddenSize)
 		}
 		// Every activation but the residual stream and the statistics is
