@@ -55,6 +55,13 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	}
 	b.kernelCost(8*R*n, 4*(4*R*n+2*n+R))
 	b.launch("rmsnorm_bwd_dx", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], int32(n))
+	b.rmsNormBackwardDW(p[1], p[2], p[3], p[5], R, n)
+}
+
+// rmsNormBackwardDW accumulates dw += Σ_rows dout·x·rstd: column sums over
+// fixed chunks of rows, the chunks added in order (deterministic, no
+// atomics). Its traffic is counted with the dx kernel's.
+func (b *Backend) rmsNormBackwardDW(dw, dout, x, rstd uint64, R, n int) {
 	perChunk := max(64, (R+65534)/65535)
 	chunks := (R + perChunk - 1) / perChunk
 	part, err := b.alloc(chunks * n)
@@ -63,8 +70,8 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	}
 	defer b.free(part)
 	cols := (n + 255) / 256
-	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, p[2], p[3], p[5], int32(R), int32(n), int32(perChunk))
-	b.launch("sum_chunks", [3]int{cols}, 256, p[1], part.ptr, int32(chunks), int32(n))
+	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, dout, x, rstd, int32(R), int32(n), int32(perChunk))
+	b.launch("sum_chunks", [3]int{cols}, 256, dw, part.ptr, int32(chunks), int32(n))
 }
 
 // ropeTable holds cos/sin of pos·theta^(−2i/D) for positions [0, maxPos),

@@ -150,8 +150,8 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	b.SwiGLUBackward(s.dgu.Rows(0, F), s.dgu.Rows(F, 2*F), s.dh, a.gate(), a.up())
 	b.MatMul(g.GateUp, s.dgu, a.xn2, false, false, true) // dWgu += dguᵀ·xn2
 	b.MatMul(s.dxn, s.dgu, w.GateUp, true, false, false) // dxn = dgu·Wgu
-	b.RMSNormBackward(s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2)
-	b.Add(s.dxMid, dx) // residual
+	// dxMid = the norm's input gradient + dx (the residual), fused where the backend can.
+	RMSNormBackwardAdd(b, s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2, dx)
 
 	// xMid = x + att·Woᵀ.
 	b.MatMul(g.O, s.dxMid, a.att.View(n, H*D), true, false, true)
@@ -162,7 +162,6 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	b.MatMul(g.QKV, s.dqkv, a.xn1, true, false, true)   // dWqkv += dqkvᵀ·xn1
 	b.MatMul(s.dxn, s.dqkv, w.QKV, false, false, false) // dxn = dqkv·Wqkv
 	// dx (the output's gradient) has been read for the last time: the
-	// input's gradient overwrites it, then the residual adds in.
-	b.RMSNormBackward(dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
-	b.Add(dx, s.dxMid)
+	// input's gradient overwrites it, the residual dxMid added in.
+	RMSNormBackwardAdd(b, dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1, s.dxMid)
 }

@@ -226,10 +226,10 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 		b.ScatterRows(cv, a.v, kv.rows, false)
 		b.Attention(a.att, a.lse, a.qn, ck, cv, kv.segs, m.attnScale())
 	}
-	b.Copy(a.xMid, x)
-	b.MatMul(a.xMid, a.att.View(n, H*D), w.O, false, true, true)
-
-	b.RMSNorm(a.xn2, a.rstd2, a.xMid, w.PostNorm, eps)
+	// xMid = x + att·Woᵀ, xn2 = rmsnorm(xMid): fused where the backend can (fused.go).
+	br, acc := m.residualBranch(a.xMid, x)
+	b.MatMul(br, a.att.View(n, H*D), w.O, false, true, acc)
+	m.residualNorm(a.xMid, a.xn2, a.rstd2, x, br, w.PostNorm, eps)
 	b.MatMul(a.gu, w.GateUp, a.xn2, false, true, false) // (2F, N) = Wgu·xn2ᵀ
 	b.SwiGLU(a.h, a.gate(), a.up())
 	b.Copy(out, a.xMid)

@@ -49,6 +49,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("MatMul", s.matmul)
 	t.Run("Embedding", s.embedding)
 	t.Run("RMSNorm", s.rmsnorm)
+	t.Run("FusedResidualNorm", s.fused)
 	t.Run("RoPE", s.rope)
 	t.Run("SplitQKV", s.splitQKV)
 	t.Run("Attention", s.attention)
