@@ -252,20 +252,30 @@ func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, tar
 	}
 }
 
-// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
+// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax),
+// in fp32 or as a bf16 activation (ActivationHalf).
 func (b *Backend) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *model.Tensor, targets []int32) {
-	p, ok := b.ptrs("logsoftmax gather backward", dlogits, dlogp, logits, lse)
+	pd, half, ok := b.activation("logsoftmax gather backward", 0, dlogits)
+	if !ok {
+		return
+	}
+	r, ok := b.reads("logsoftmax gather backward", dlogp, logits, lse)
 	if !ok || !b.keep(model.SizeCheck("logsoftmax gather backward", dlogits, logits)) {
 		return
 	}
+	p := append([]uint64{pd}, r...)
 	M, V, err := model.LSGDims("logsoftmax gather backward", logits, targets, dlogp, lse)
 	if !b.keep(err) || M == 0 || V == 0 {
 		return
 	}
 	addr, ok := b.upload("targets", targets)
 	if ok {
-		b.kernelCost(4*M*V, 4*2*M*V)
-		b.launch("lsg_bwd", [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
+		b.kernelCost(4*M*V, (4+widthOf(half))*M*V)
+		name := "lsg_bwd"
+		if half {
+			name += "_h"
+		}
+		b.launch(name, [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
 	}
 }
 

@@ -233,8 +233,8 @@ type HalfWeights interface {
 // every activation a training pass saves but the residual stream and the
 // statistics (newLayerActs lists them), which stay fp32 as do gradients.
 // Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
-// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16)
-// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
+// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16),
+// SwiGLU and LogSoftmaxGatherBackward (dlogits), and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
 // SplitQKVBackward (qkv), Attention and AttentionBackward (q, k, v, and out
 // for the backward's Σ dout ⊙ out), Copy and Download; its contents are
 // undefined until written. Backends without it (the CPU ones) keep these

@@ -40,14 +40,14 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	dl := Scratch(b, M)
 	b.Upload(dl, host)
 
-	// LM head, chunk by chunk: recompute logits, then
+	// LM head, chunk by chunk (the last chunk's logits kept from the forward, the others recomputed), then
 	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
 	dxf := b.New(n, C)
 	chunk := min(m.headChunkRows(), max(M, 1))
-	dlogits := Scratch(b, chunk, c.VocabSize)
+	dlogits := m.headGradScratch(chunk)
 	dh := Scratch(b, chunk, C)
 	hc := Scratch(b, chunk, C)
-	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+	m.headChunks(p, true, func(lo, hi int, logits *Tensor) {
 		k := hi - lo
 		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
 		b.LogSoftmaxGatherBackward(dlc, dl.Rows(lo, hi), logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])

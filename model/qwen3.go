@@ -124,7 +124,7 @@ func (m *Model) ShadowWeights() (bool, error) {
 // docs/gpu.md has what shorter chunks cost a 1.7B training step.
 const HeadChunkElems = 128 << 20
 
-func (m *Model) headChunkRows() int { return max(1, HeadChunkElems/m.Cfg.VocabSize) }
+func (m *Model) headChunkRows() int { return max(1, headChunkElems/m.Cfg.VocabSize) }
 
 func (m *Model) attnScale() float32 { return float32(1 / math.Sqrt(float64(m.Cfg.HeadDim))) }
 
@@ -263,6 +263,7 @@ type Pass struct {
 	xf        *Tensor  // (N, C) final-normed
 	rstdF     *Tensor  // (N)
 	headLSE   *Tensor  // (M)
+	headLast  *Tensor  // the forward's last LM-head chunk of logits, for the backward (head.go)
 	spans     [][2]int // per sequence, its [from, to) range of the M rows
 }
 
@@ -335,7 +336,7 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	M := len(p.rows)
 	logp, ent := Scratch(b, M), Scratch(b, M)
 	p.headLSE = Scratch(b, M)
-	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+	m.headChunks(p, false, func(lo, hi int, logits *Tensor) {
 		b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
 	})
 	hostLP, hostEnt := make([]float32, M), make([]float32, M)
@@ -353,23 +354,6 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	return p, nil
 }
 
-// eachHeadChunk computes LM-head logits for the pass's target rows chunk by
-// chunk and hands each (rows lo..hi, logits (hi−lo, V)) to f.
-func (m *Model) eachHeadChunk(p *Pass, f func(lo, hi int, logits *Tensor)) {
-	b := m.B
-	M, chunk := len(p.rows), m.headChunkRows()
-	h := Scratch(b, min(chunk, M), m.Cfg.HiddenSize)
-	logits := Scratch(b, min(chunk, M), m.Cfg.VocabSize)
-	for lo := 0; lo < M; lo += chunk {
-		hi := min(lo+chunk, M)
-		hc, lc := h.Rows(0, hi-lo), logits.Rows(0, hi-lo)
-		b.GatherRows(hc, p.xf, p.rows[lo:hi])
-		b.MatMul(lc, hc, m.P.LMHead, false, true, false)
-		f(lo, hi, lc)
-	}
-	Release(b, h, logits)
-}
-
 // Release gives back every tensor the pass still holds (Backward does it
 // itself; a forward-only pass is released by its caller). It may be called
 // more than once.
@@ -384,8 +368,8 @@ func (p *Pass) Release() {
 	if p.recompute != nil {
 		Release(b, p.recompute.tensors()...)
 	}
-	Release(b, p.xL, p.xf, p.rstdF, p.headLSE)
-	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil, nil, nil
+	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast)
+	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast = nil, nil, nil, nil, nil, nil, nil
 }
 
 // releaseLayer gives back layer l's saved activations and its input (the

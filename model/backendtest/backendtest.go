@@ -56,6 +56,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("AttentionHeadDims", s.attentionHeadDims)
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
+	t.Run("HalfLogitsGrad", s.halfLogitsGrad)
 	t.Run("Rows", s.rows)
 	t.Run("AdamW", s.adamw)
 	t.Run("BadArguments", s.badArguments)

@@ -9,6 +9,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/model"
@@ -113,4 +114,39 @@ func refAddRMSNorm(x, y, w []float32, n int, eps float64) (sum, out, rstd []floa
 		}
 	}
 	return sum, out, rstd
+}
+
+// halfLogitsGrad: where the backend keeps activations in bf16
+// (model.ActivationStore), LogSoftmaxGatherBackward into a bf16 activation
+// gives the fp32 result rounded to nearest even, exactly (the LM head's
+// gradient chunks, model/head.go).
+func (s *suite) halfLogitsGrad(t *testing.T) {
+	as, ok := s.b.(model.ActivationStore)
+	if !ok {
+		t.Skipf("%s keeps no bf16 activations", s.b.Name())
+	}
+	const M, V = 3, 1031
+	logits := s.tensor(s.randn(M*V, 4), M, V)
+	targets := []int32{0, 1030, 517}
+	lp, lse, dl := s.b.New(M), s.b.New(M), s.tensor(s.randn(M, 1), M)
+	s.b.LogSoftmaxGather(lp, lse, nil, logits, targets)
+	full, half := s.b.New(M, V), as.ActivationHalf(M, V)
+	s.b.LogSoftmaxGatherBackward(full, dl, logits, lse, targets)
+	s.b.LogSoftmaxGatherBackward(half, dl, logits, lse, targets)
+	want, got := s.get(full), s.get(half)
+	bf16 := func(f float32) float32 { // round to nearest even (no NaN here)
+		u := math.Float32bits(f)
+		u += 0x7fff + (u>>16)&1
+		return math.Float32frombits(u &^ 0xffff)
+	}
+	if slices.Equal(got, want) { // fp32 storage (the CUDA backend under fp32 or tf32 products)
+		t.Logf("ActivationHalf is fp32 on this backend: the gradient equals the fp32 one")
+		return
+	}
+	for i := range want {
+		if r := bf16(want[i]); got[i] != r {
+			t.Fatalf("element %d: bf16 dlogits %v, fp32 %v rounds to %v", i, got[i], want[i], r)
+		}
+	}
+	s.noErr(t, "bf16 logits gradient")
 }
