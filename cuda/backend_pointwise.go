@@ -294,7 +294,7 @@ func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
 		b.kernelCost(0, 2*p.Numel())
 	}
 	b.kernelCost(12*p.Numel(), 4*7*p.Numel()) // read p, g, m, v; write p, m, v
-	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()),
+	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()), h.Scale(),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
 }
 

@@ -66,6 +66,18 @@ type Segment struct {
 type AdamWParams struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	Step                               int
+	// GradScale multiplies each gradient element (in float32, as Scale
+	// would) before the step: gradient clipping's coefficient, applied in
+	// the update's pass instead of a pass of its own. 0 means 1.
+	GradScale float32
+}
+
+// Scale is GradScale, with 0 read as 1.
+func (h AdamWParams) Scale() float32 {
+	if h.GradScale == 0 {
+		return 1
+	}
+	return h.GradScale
 }
 
 // Backend is the set of ops the model runs on.

@@ -699,8 +699,9 @@ func (b *ReferenceCPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
 	P, Gr, Mm, Vv := b.data(p), b.data(g), b.data(m), b.data(v)
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	s := h.Scale()
 	for i := range P {
-		gi := float64(Gr[i])
+		gi := float64(Gr[i] * s) // the float32 product Scale would have stored
 		mi := h.Beta1*float64(Mm[i]) + (1-h.Beta1)*gi
 		vi := h.Beta2*float64(Vv[i]) + (1-h.Beta2)*gi*gi
 		Mm[i], Vv[i] = float32(mi), float32(vi)

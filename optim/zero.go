@@ -22,6 +22,9 @@ import (
 type ShardedAdamW struct {
 	Cfg   AdamWConfig
 	Step  int
+	// GradScale is the next Update's gradient coefficient (a deferred
+	// clip, clip.go; 0 means 1), reset by Update.
+	GradScale float32
 	Shard Shard
 	Names []string
 	Numel []int // the whole parameter's element count
@@ -72,6 +75,7 @@ func numel(shape []int) int {
 func (o *ShardedAdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params, lr float64) error {
 	o.Step++
 	h := o.Cfg.step(lr, o.Step)
+	h.GradScale, o.GradScale = o.GradScale, 0
 	pn, gn := p.Named(mc), grads.Named(mc)
 	if len(pn) != len(o.Names) {
 		return fmt.Errorf("adamw step %d: %d parameters but moments for %d", o.Step, len(pn), len(o.Names))

@@ -59,6 +59,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("HalfLogitsGrad", s.halfLogitsGrad)
 	t.Run("Rows", s.rows)
 	t.Run("AdamW", s.adamw)
+	t.Run("AdamWScaled", s.adamwScaled)
 	t.Run("BadArguments", s.badArguments)
 }
 

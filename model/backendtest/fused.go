@@ -150,3 +150,31 @@ func (s *suite) halfLogitsGrad(t *testing.T) {
 	}
 	s.noErr(t, "bf16 logits gradient")
 }
+
+// adamwScaled: AdamW with a gradient scale (clipping's coefficient, fused
+// into the update) gives bitwise what Scale then AdamW gives.
+func (s *suite) adamwScaled(t *testing.T) {
+	const n, scale = 1031, float32(0.37)
+	pv, gv, mv, vv := s.randn(n, 1), s.randn(n, 3), s.randn(n, 0.1), s.randn(n, 0.1)
+	for i := range vv {
+		vv[i] *= vv[i] // second moments are ≥ 0
+	}
+	h := model.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3, GradScale: scale}
+	p, g, m, v := s.tensor(pv, n), s.tensor(gv, n), s.tensor(mv, n), s.tensor(vv, n)
+	s.b.AdamW(p, g, m, v, h)
+	up, ug, um, uv := s.tensor(pv, n), s.tensor(gv, n), s.tensor(mv, n), s.tensor(vv, n)
+	s.b.Scale(ug, scale)
+	h.GradScale = 0
+	s.b.AdamW(up, ug, um, uv, h)
+	for _, c := range []struct {
+		name      string
+		got, want *model.Tensor
+	}{{"p", p, up}, {"m", m, um}, {"v", v, uv}} {
+		if got, want := s.get(c.got), s.get(c.want); !slices.Equal(got, want) {
+			s.same(t, "scaled AdamW "+c.name+" vs Scale+AdamW", got, want)
+			t.Errorf("scaled AdamW %s differs from Scale then AdamW", c.name)
+		}
+	}
+	s.expect(t, "gradient left unscaled", s.get(g), f64(gv), s.tol(t))
+	s.noErr(t, "adamw scaled")
+}
