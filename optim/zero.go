@@ -20,15 +20,12 @@ import (
 // owned range (nil where the range is empty). Step counts completed
 // updates; Gather joins the ranks' updated parts after each.
 type ShardedAdamW struct {
-	Cfg  AdamWConfig
-	Step int
-	// GradScale is the next Update's gradient coefficient (a deferred
-	// clip, clip.go; 0 means 1), reset by Update.
-	GradScale float32
-	Shard     Shard
-	Names     []string
-	Numel     []int // the whole parameter's element count
-	M, V      []*model.Tensor
+	Cfg   AdamWConfig
+	Step  int
+	Shard Shard
+	Names []string
+	Numel []int // the whole parameter's element count
+	M, V  []*model.Tensor
 	// With sharded fp32 masters (ShardMasters, masters.go): HalfOnly says
 	// which parameters are bf16-only weights, and Master holds the fp32
 	// master of the owned range of each of them (nil where the range is
@@ -40,6 +37,9 @@ type ShardedAdamW struct {
 	// tensors' ranges; nil under ZeRO-1.
 	G      []*model.Tensor
 	Gather ShardGatherer
+	// GradScale is the next Update's gradient coefficient (a deferred
+	// clip, clip.go; 0 means 1), reset by Update.
+	GradScale float32
 }
 
 // NewShardedAdamW allocates the moments of rank s.Rank's ranges only (of
