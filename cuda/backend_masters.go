@@ -108,7 +108,7 @@ func (b *Backend) AdamWHalf(master, half, g, m, v *model.Tensor, h model.AdamWPa
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
 	b.kernelCost(12*master.Numel(), 4*7*master.Numel()+2*master.Numel())
-	b.elementwise("adamw", master.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(master.Numel()),
+	b.elementwise("adamw", master.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(master.Numel()), h.Scale(),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
 }
 

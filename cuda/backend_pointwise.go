@@ -55,6 +55,13 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	}
 	b.kernelCost(8*R*n, 4*(4*R*n+2*n+R))
 	b.launch("rmsnorm_bwd_dx", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], int32(n))
+	b.rmsNormBackwardDW(p[1], p[2], p[3], p[5], R, n)
+}
+
+// rmsNormBackwardDW accumulates dw += Σ_rows dout·x·rstd: column sums over
+// fixed chunks of rows, the chunks added in order (deterministic, no
+// atomics). Its traffic is counted with the dx kernel's.
+func (b *Backend) rmsNormBackwardDW(dw, dout, x, rstd uint64, R, n int) {
 	perChunk := max(64, (R+65534)/65535)
 	chunks := (R + perChunk - 1) / perChunk
 	part, err := b.alloc(chunks * n)
@@ -63,8 +70,8 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	}
 	defer b.free(part)
 	cols := (n + 255) / 256
-	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, p[2], p[3], p[5], int32(R), int32(n), int32(perChunk))
-	b.launch("sum_chunks", [3]int{cols}, 256, p[1], part.ptr, int32(chunks), int32(n))
+	b.launch("rmsnorm_bwd_dw_partial", [3]int{cols, chunks}, 256, part.ptr, dout, x, rstd, int32(R), int32(n), int32(perChunk))
+	b.launch("sum_chunks", [3]int{cols}, 256, dw, part.ptr, int32(chunks), int32(n))
 }
 
 // ropeTable holds cos/sin of pos·theta^(−2i/D) for positions [0, maxPos),
@@ -245,20 +252,30 @@ func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, tar
 	}
 }
 
-// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax).
+// LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax),
+// in fp32 or as a bf16 activation (ActivationHalf).
 func (b *Backend) LogSoftmaxGatherBackward(dlogits, dlogp, logits, lse *model.Tensor, targets []int32) {
-	p, ok := b.ptrs("logsoftmax gather backward", dlogits, dlogp, logits, lse)
+	pd, half, ok := b.activation("logsoftmax gather backward", 0, dlogits)
+	if !ok {
+		return
+	}
+	r, ok := b.reads("logsoftmax gather backward", dlogp, logits, lse)
 	if !ok || !b.keep(model.SizeCheck("logsoftmax gather backward", dlogits, logits)) {
 		return
 	}
+	p := append([]uint64{pd}, r...)
 	M, V, err := model.LSGDims("logsoftmax gather backward", logits, targets, dlogp, lse)
 	if !b.keep(err) || M == 0 || V == 0 {
 		return
 	}
 	addr, ok := b.upload("targets", targets)
 	if ok {
-		b.kernelCost(4*M*V, 4*2*M*V)
-		b.launch("lsg_bwd", [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
+		b.kernelCost(4*M*V, (4+widthOf(half))*M*V)
+		name := "lsg_bwd"
+		if half {
+			name += "_h"
+		}
+		b.launch(name, [3]int{M, (V + 255) / 256}, 256, p[0], p[1], p[2], p[3], addr[0], int32(V))
 	}
 }
 
@@ -277,7 +294,7 @@ func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
 		b.kernelCost(0, 2*p.Numel())
 	}
 	b.kernelCost(12*p.Numel(), 4*7*p.Numel()) // read p, g, m, v; write p, m, v
-	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()),
+	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()), h.Scale(),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
 }
 

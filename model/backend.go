@@ -66,6 +66,18 @@ type Segment struct {
 type AdamWParams struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 	Step                               int
+	// GradScale multiplies each gradient element (in float32, as Scale
+	// would) before the step: gradient clipping's coefficient, applied in
+	// the update's pass instead of a pass of its own. 0 means 1.
+	GradScale float32
+}
+
+// Scale is GradScale, with 0 read as 1.
+func (h AdamWParams) Scale() float32 {
+	if h.GradScale == 0 {
+		return 1
+	}
+	return h.GradScale
 }
 
 // Backend is the set of ops the model runs on.
@@ -242,8 +254,8 @@ type HalfWeights interface {
 // every activation a training pass saves but the residual stream and the
 // statistics (newLayerActs lists them), which stay fp32 as do gradients.
 // Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
-// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16)
-// and SwiGLU, and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
+// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16),
+// SwiGLU and LogSoftmaxGatherBackward (dlogits), and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
 // SplitQKVBackward (qkv), Attention and AttentionBackward (q, k, v, and out
 // for the backward's Σ dout ⊙ out), Copy and Download; its contents are
 // undefined until written. Backends without it (the CPU ones) keep these

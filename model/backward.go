@@ -43,7 +43,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	dl := Scratch(b, M)
 	b.Upload(dl, host)
 
-	// LM head, chunk by chunk: recompute logits, then
+	// LM head, chunk by chunk (the last chunk's logits kept from the forward, the others recomputed), then
 	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
 	// With adapters the weights are frozen: their gradients are skipped,
 	// and the norms' (which the ops accumulate as they go) land in sinks.
@@ -59,10 +59,10 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	}
 	dxf := b.New(n, C)
 	chunk := min(m.headChunkRows(), max(M, 1))
-	dlogits := Scratch(b, chunk, c.VocabSize)
+	dlogits := m.headGradScratch(chunk)
 	dh := Scratch(b, chunk, C)
 	hc := Scratch(b, chunk, C)
-	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+	m.headChunks(p, true, func(lo, hi int, logits *Tensor) {
 		k := hi - lo
 		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
 		b.LogSoftmaxGatherBackward(dlc, dl.Rows(lo, hi), logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
@@ -202,8 +202,8 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	if ga != nil {
 		m.loraGateUpBackward(l, a, s, ga)
 	}
-	b.RMSNormBackward(s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2)
-	b.Add(s.dxMid, dx) // residual
+	// dxMid = the norm's input gradient + dx (the residual), fused where the backend can.
+	RMSNormBackwardAdd(b, s.dxMid, g.PostNorm, s.dxn, a.xMid, w.PostNorm, a.rstd2, dx)
 
 	// xMid = x + att·Woᵀ.
 	if weights {
@@ -224,7 +224,6 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 		m.loraQKVBackward(l, a, s, ga)
 	}
 	// dx (the output's gradient) has been read for the last time: the
-	// input's gradient overwrites it, then the residual adds in.
-	b.RMSNormBackward(dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1)
-	b.Add(dx, s.dxMid)
+	// input's gradient overwrites it, the residual dxMid added in.
+	RMSNormBackwardAdd(b, dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1, s.dxMid)
 }

@@ -346,6 +346,12 @@ func (b *ReferenceCPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
 	if !b.check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
 		return
 	}
+	b.rmsNormBackward(dx, dw, dout, x, w, rstd, nil)
+}
+
+// rmsNormBackward is RMSNormBackward that adds RES (when not nil) to each
+// float32 element of dx (RMSNormBackwardAdd, cpu_fused.go).
+func (b *ReferenceCPU) rmsNormBackward(dx, dw, dout, x, w, rstd *Tensor, RES []float32) {
 	R, n, err := RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
 	if !b.keep(err) {
 		return
@@ -362,6 +368,9 @@ func (b *ReferenceCPU) RMSNormBackward(dx, dw, dout, x, w, rstd *Tensor) {
 			xhat := float64(X[r*n+j]) * rs
 			g := float64(DO[r*n+j]) * float64(W[j])
 			DX[r*n+j] = float32(rs * (g - xhat*m))
+			if RES != nil {
+				DX[r*n+j] += RES[r*n+j]
+			}
 			DW[j] += float32(float64(DO[r*n+j]) * xhat)
 		}
 	}
@@ -690,8 +699,9 @@ func (b *ReferenceCPU) AdamW(p, g, m, v *Tensor, h AdamWParams) {
 	P, Gr, Mm, Vv := b.data(p), b.data(g), b.data(m), b.data(v)
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
+	s := h.Scale()
 	for i := range P {
-		gi := float64(Gr[i])
+		gi := float64(Gr[i] * s) // the float32 product Scale would have stored
 		mi := h.Beta1*float64(Mm[i]) + (1-h.Beta1)*gi
 		vi := h.Beta2*float64(Vv[i]) + (1-h.Beta2)*gi*gi
 		Mm[i], Vv[i] = float32(mi), float32(vi)

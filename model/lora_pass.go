@@ -136,8 +136,9 @@ func (m *Model) loraQKV(l int, a *layerActs) {
 	}
 }
 
-// loraO adds the o adapter's term into a.xMid (the residual stream).
-func (m *Model) loraO(l int, a *layerActs, att *Tensor) {
+// loraO adds the o adapter's term into dst: the attention branch, fp32
+// (model.residualBranch: xMid itself, or the scratch AddRMSNorm adds to x).
+func (m *Model) loraO(l int, a *layerActs, att, dst *Tensor) {
 	ad, u := &m.A.Adapters[l].O, a.lora
 	if !ad.On() {
 		return
@@ -145,7 +146,7 @@ func (m *Model) loraO(l int, a *layerActs, att *Tensor) {
 	b := m.B
 	b.MatMul(u.o, ad.A, att, false, true, false) // (r, N) = A·attᵀ
 	b.Scale(u.o, m.A.LoRA.Scale())
-	b.MatMul(a.xMid, u.o, ad.B, true, true, true) // xMid += uᵀ·Bᵀ
+	b.MatMul(dst, u.o, ad.B, true, true, true) // branch += uᵀ·Bᵀ
 }
 
 // loraGateUp adds the gate and up adapters' terms into a.gu (gateᵀ over

@@ -148,7 +148,7 @@ func (m *Model) ShadowWeights() (bool, error) {
 // docs/gpu.md has what shorter chunks cost a 1.7B training step.
 const HeadChunkElems = 128 << 20
 
-func (m *Model) headChunkRows() int { return max(1, HeadChunkElems/m.Cfg.VocabSize) }
+func (m *Model) headChunkRows() int { return max(1, headChunkElems/m.Cfg.VocabSize) }
 
 func (m *Model) attnScale() float32 { return float32(1 / math.Sqrt(float64(m.Cfg.HeadDim))) }
 
@@ -263,13 +263,14 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 		b.ScatterRows(cv, a.v, kv.rows, false)
 		b.Attention(a.att, a.lse, a.qn, ck, cv, kv.segs, m.attnScale())
 	}
-	b.Copy(a.xMid, x)
-	b.MatMul(a.xMid, a.att.View(n, H*D), w.O, false, true, true)
+	// xMid = x + att·Woᵀ (+ the o adapter's term), xn2 = rmsnorm(xMid):
+	// fused where the backend can (fused.go).
+	br, acc := m.residualBranch(a.xMid, x)
+	b.MatMul(br, a.att.View(n, H*D), w.O, false, true, acc)
 	if a.lora != nil {
-		m.loraO(l, a, a.att.View(n, H*D))
+		m.loraO(l, a, a.att.View(n, H*D), br)
 	}
-
-	b.RMSNorm(a.xn2, a.rstd2, a.xMid, w.PostNorm, eps)
+	m.residualNorm(a.xMid, a.xn2, a.rstd2, x, br, w.PostNorm, eps)
 	b.MatMul(a.gu, w.GateUp, a.xn2, false, true, false) // (2F, N) = Wgu·xn2ᵀ
 	if a.lora != nil {
 		m.loraGateUp(l, a)
@@ -310,6 +311,7 @@ type Pass struct {
 	xf        *Tensor  // (N, C) final-normed
 	rstdF     *Tensor  // (N)
 	headLSE   *Tensor  // (M)
+	headLast  *Tensor  // the forward's last LM-head chunk of logits, for the backward (head.go)
 	spans     [][2]int // per sequence, its [from, to) range of the M rows
 }
 
@@ -386,7 +388,7 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	M := len(p.rows)
 	logp, ent := Scratch(b, M), Scratch(b, M)
 	p.headLSE = Scratch(b, M)
-	m.eachHeadChunk(p, func(lo, hi int, logits *Tensor) {
+	m.headChunks(p, false, func(lo, hi int, logits *Tensor) {
 		b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
 	})
 	hostLP, hostEnt := make([]float32, M), make([]float32, M)
@@ -404,23 +406,6 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	return p, nil
 }
 
-// eachHeadChunk computes LM-head logits for the pass's target rows chunk by
-// chunk and hands each (rows lo..hi, logits (hi−lo, V)) to f.
-func (m *Model) eachHeadChunk(p *Pass, f func(lo, hi int, logits *Tensor)) {
-	b := m.B
-	M, chunk := len(p.rows), m.headChunkRows()
-	h := Scratch(b, min(chunk, M), m.Cfg.HiddenSize)
-	logits := Scratch(b, min(chunk, M), m.Cfg.VocabSize)
-	for lo := 0; lo < M; lo += chunk {
-		hi := min(lo+chunk, M)
-		hc, lc := h.Rows(0, hi-lo), logits.Rows(0, hi-lo)
-		b.GatherRows(hc, p.xf, p.rows[lo:hi])
-		b.MatMul(lc, hc, m.P.LMHead, false, true, false)
-		f(lo, hi, lc)
-	}
-	Release(b, h, logits)
-}
-
 // Release gives back every tensor the pass still holds (Backward does it
 // itself; a forward-only pass is released by its caller). It may be called
 // more than once.
@@ -435,8 +420,8 @@ func (p *Pass) Release() {
 	if p.recompute != nil {
 		Release(b, p.recompute.tensors()...)
 	}
-	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.loraTmp)
-	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.loraTmp = nil, nil, nil, nil, nil, nil, nil
+	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp)
+	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // releaseLayer gives back layer l's saved activations and its input (the

@@ -30,6 +30,9 @@ type AdamW struct {
 	Cfg  AdamWConfig
 	M, V *model.Params
 	Step int
+	// GradScale is the next Update's gradient coefficient (a deferred
+	// clip, clip.go; 0 means 1), reset by Update.
+	GradScale float32
 }
 
 // NewAdamW allocates zero moments for mc's parameters on b.
@@ -48,6 +51,7 @@ func NewAdamWFor(b model.Backend, mc *model.Config, p *model.Params, cfg AdamWCo
 func (o *AdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params, lr float64) error {
 	o.Step++
 	h := o.Cfg.step(lr, o.Step)
+	h.GradScale, o.GradScale = o.GradScale, 0
 	pn, gn, mn, vn := p.Named(mc), grads.Named(mc), o.M.Named(mc), o.V.Named(mc)
 	for i := range pn {
 		b.AdamW(*pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr, h)

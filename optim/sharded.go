@@ -41,7 +41,9 @@ func (z *sharded) clipViews(views []*model.Tensor) (float64, error) {
 		err := z.group.SumFloat64("gradient norm", x)
 		return x[0], err
 	}
-	return ClipShardGradNorm(z.m.B, views, across, z.clip)
+	norm, err := ClipShardGradNorm(z.m.B, views, across, 0) // the norm alone: AdamW scales (clip.go)
+	z.opt.GradScale = ClipCoef(norm, z.clip)
+	return norm, err
 }
 
 // SaveRanks has every rank write its moments into the checkpoint folder

@@ -214,7 +214,11 @@ func (w *whole) Grads() *model.Params   { return w.grads }
 func (w *whole) Flush() model.GradFlush { return nil }
 func (w *whole) ZeroGrads()             { ZeroGrads(w.m.B, w.m.Cfg, w.grads) }
 
-func (w *whole) Clip() (float64, error) { return ClipGradNorm(w.m.B, w.m.Cfg, w.grads, w.clip) }
+func (w *whole) Clip() (float64, error) {
+	norm, err := ClipGradNorm(w.m.B, w.m.Cfg, w.grads, 0) // the norm alone: AdamW scales (clip.go)
+	w.opt.GradScale = ClipCoef(norm, w.clip)
+	return norm, err
+}
 
 func (w *whole) Update(lr float64) error {
 	return w.opt.Update(w.m.B, w.m.Cfg, w.m.Trainable(), w.grads, lr)

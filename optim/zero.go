@@ -37,6 +37,9 @@ type ShardedAdamW struct {
 	// tensors' ranges; nil under ZeRO-1.
 	G      []*model.Tensor
 	Gather ShardGatherer
+	// GradScale is the next Update's gradient coefficient (a deferred
+	// clip, clip.go; 0 means 1), reset by Update.
+	GradScale float32
 }
 
 // NewShardedAdamW allocates the moments of rank s.Rank's ranges only (of
@@ -72,6 +75,7 @@ func numel(shape []int) int {
 func (o *ShardedAdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params, lr float64) error {
 	o.Step++
 	h := o.Cfg.step(lr, o.Step)
+	h.GradScale, o.GradScale = o.GradScale, 0
 	pn, gn := p.Named(mc), grads.Named(mc)
 	if len(pn) != len(o.Names) {
 		return fmt.Errorf("adamw step %d: %d parameters but moments for %d", o.Step, len(pn), len(o.Names))

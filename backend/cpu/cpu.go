@@ -204,21 +204,7 @@ func (b *Backend) RMSNorm(out, rstd, x, w *model.Tensor, eps float32) {
 	}
 	b.ParallelFor(R, n, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row, o := X[r*n:(r+1)*n], O[r*n:(r+1)*n]
-			rs64 := 1 / math.Sqrt(sumSq64(row)/float64(n)+float64(eps))
-			if RS != nil {
-				RS[r] = float32(rs64)
-			}
-			if rs64 > math.MaxFloat32 && !math.IsInf(rs64, 1) { // denormal rows: float32(rs) would overflow
-				for j, v := range row {
-					o[j] = float32(float64(v)*rs64) * W[j]
-				}
-				continue
-			}
-			rs := float32(rs64)
-			for j, v := range row {
-				o[j] = v * rs * W[j]
-			}
+			normRow(O[r*n:(r+1)*n], RS, r, X[r*n:(r+1)*n], W, eps)
 		}
 	})
 }
@@ -237,6 +223,12 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	if !b.Check("rmsnorm backward", dx, dw, dout, x, w, rstd) {
 		return
 	}
+	b.rmsNormBackward(dx, dw, dout, x, w, rstd, nil)
+}
+
+// rmsNormBackward is RMSNormBackward that adds RES (when not nil) to each
+// float32 element of dx (RMSNormBackwardAdd, fused.go).
+func (b *Backend) rmsNormBackward(dx, dw, dout, x, w, rstd *model.Tensor, RES []float32) {
 	R, n, err := model.RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
 	if !b.Keep(err) {
 		return
@@ -266,6 +258,11 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 					xhat := xr[j] * rs
 					dxr[j] = rs * (dor[j]*W[j] - xhat*m)
 					acc[j] += dor[j] * xhat
+				}
+				if RES != nil { // after the row: the same float32 sums as a separate Add
+					for j, v := range RES[r*n : (r+1)*n] {
+						dxr[j] += v
+					}
 				}
 			}
 		}

@@ -84,11 +84,14 @@ extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dou
 
 // AdamW in torch.optim.AdamW's order (decay, then the bias-corrected step),
 // computed in float64 like the CPU reference; bc1, bc2 are 1−β^step.
-// adamw also writes p16, the weight's bf16 copy, when not null.
+// adamw also writes p16, the weight's bf16 copy, when not null, and scales
+// each gradient element by gscale first (gradient clipping's coefficient,
+// rounded to float32 as scale_f32 would store it; 1 leaves it unchanged).
 extern "C" __global__ void adamw(float* p, unsigned short* p16, const float* g, float* m, float* v, long long n,
-                                 double beta1, double beta2, double lr, double wd, double eps, double bc1, double bc2) {
+                                 float gscale, double beta1, double beta2, double lr, double wd, double eps, double bc1,
+                                 double bc2) {
 	for (long long i = gtid(); i < n; i += gstride()) {
-		double gi = g[i];
+		double gi = __fmul_rn(g[i], gscale);
 		double mi = beta1 * (double)m[i] + (1 - beta1) * gi;
 		double vi = beta2 * (double)v[i] + (1 - beta2) * gi * gi;
 		m[i] = (float)mi;

@@ -27,9 +27,13 @@ extern "C" __global__ void rmsnorm_fwd_h(unsigned short* out, float* rstd, const
 	rmsnorm_fwd_impl(out, rstd, x, w, n, eps);
 }
 
-// rmsnorm_bwd_dx: dx = r·(g − x̂·mean(g ⊙ x̂)) with g = dout ⊙ w, x̂ = x·r.
-extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
-                                          int n) {
+// rmsnorm_bwd_dx: dx = r·(g − x̂·mean(g ⊙ x̂)) with g = dout ⊙ w, x̂ = x·r;
+// with res (rmsnorm_bwd_dx_res), dx = res + that, the float32 value
+// rounded first and added without contraction, as a separate add_f32
+// would.
+template <bool RES>
+__device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout, const float* x, const float* w,
+                                                    const float* rstd, const float* res, int n) {
 	__shared__ float sh[32];
 	long long r = blockIdx.x;
 	float rs = rstd[r];
@@ -37,7 +41,54 @@ extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const fl
 	float s = 0.f;
 	for (int j = threadIdx.x; j < n; j += blockDim.x) s += dr[j] * w[j] * xr[j] * rs;
 	float m = block_sum(s, sh) / n;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) dx[r * n + j] = rs * (dr[j] * w[j] - xr[j] * rs * m);
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		float v = rs * (dr[j] * w[j] - xr[j] * rs * m);
+		dx[r * n + j] = RES ? __fadd_rn(v, res[r * n + j]) : v;
+	}
+}
+
+extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd,
+                                          int n) {
+	rmsnorm_bwd_dx_impl<false>(dx, dout, x, w, rstd, nullptr, n);
+}
+
+extern "C" __global__ void rmsnorm_bwd_dx_res(float* dx, const float* dout, const float* x, const float* w,
+                                              const float* rstd, const float* res, int n) {
+	rmsnorm_bwd_dx_impl<true>(dx, dout, x, w, rstd, res, n);
+}
+
+// add_rmsnorm_fwd: sum = x + y, then rmsnorm_fwd of sum, one block per row
+// (the residual add fused into the norm after it: model.ResidualNormer).
+// sum may alias x or y: each thread reads its elements before writing them,
+// and reads back only what it wrote.
+template <typename O>
+__device__ __forceinline__ void add_rmsnorm_fwd_impl(float* sum, O* out, float* rstd, const float* x, const float* y,
+                                                     const float* w, int n, float eps) {
+	__shared__ double sh[256];
+	long long r = blockIdx.x;
+	const float *xr = x + r * n, *yr = y + r * n;
+	float* sr = sum + r * n;
+	double ss = 0;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		float v = __fadd_rn(xr[j], yr[j]);
+		sr[j] = v;
+		ss += (double)v * v;
+	}
+	ss = block_sum_d(ss, sh);
+	float rs = (float)(1.0 / sqrt(ss / n + (double)eps));
+	if (rstd && threadIdx.x == 0) rstd[r] = rs;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) store_as(out, r * n + j, (sr[j] * rs) * w[j]);
+}
+
+extern "C" __global__ void add_rmsnorm_fwd(float* sum, float* out, float* rstd, const float* x, const float* y,
+                                           const float* w, int n, float eps) {
+	add_rmsnorm_fwd_impl(sum, out, rstd, x, y, w, n, eps);
+}
+
+// add_rmsnorm_fwd_h writes a bf16 normed output (an ActivationHalf).
+extern "C" __global__ void add_rmsnorm_fwd_h(float* sum, unsigned short* out, float* rstd, const float* x,
+                                             const float* y, const float* w, int n, float eps) {
+	add_rmsnorm_fwd_impl(sum, out, rstd, x, y, w, n, eps);
 }
 
 // rmsnorm_bwd_dw_partial: partial[c, j] = Σ over the rows of chunk c of

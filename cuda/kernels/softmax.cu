@@ -29,13 +29,27 @@ extern "C" __global__ void lsg_fwd(float* logp, float* lse, float* entropy, cons
 }
 
 // lsg_bwd: dlogits = dlogp·(onehot(target) − softmax). Grid: (M, ceil(V/blockDim)).
-extern "C" __global__ void lsg_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse,
-                                   const int* targets, int V) {
+template <typename O>
+__device__ __forceinline__ void lsg_bwd_impl(O* dlogits, const float* dlogp, const float* logits, const float* lse,
+                                             const int* targets, int V) {
 	long long m = blockIdx.x;
 	int j = blockIdx.y * blockDim.x + threadIdx.x;
 	if (j >= V) return;
 	float g = dlogp[m];
 	float d = -g * expf(logits[m * V + j] - lse[m]);
 	if (j == targets[m]) d += g;
-	dlogits[m * V + j] = d;
+	store_as(dlogits, m * V + j, d);
+}
+
+extern "C" __global__ void lsg_bwd(float* dlogits, const float* dlogp, const float* logits, const float* lse,
+                                   const int* targets, int V) {
+	lsg_bwd_impl(dlogits, dlogp, logits, lse, targets, V);
+}
+
+// lsg_bwd_h writes bf16 dlogits (an ActivationHalf): the LM head's products
+// read them rounded to bf16 in any case, so the same numbers flow for half
+// the bytes.
+extern "C" __global__ void lsg_bwd_h(unsigned short* dlogits, const float* dlogp, const float* logits,
+                                     const float* lse, const int* targets, int V) {
+	lsg_bwd_impl(dlogits, dlogp, logits, lse, targets, V);
 }

@@ -152,6 +152,16 @@ func OpCases() []OpCase {
 			return download(b, out, rs, dx, dw)
 		}})
 	}
+	for _, n := range []int{C, F} {
+		xs, ys, ws, dy, res := g.randn(N*n, 2), g.randn(N*n, 1), g.randn(n, 0.5), g.randn(N*n, 1), g.randn(N*n, 1)
+		add(OpCase{Name: "fused residual rmsnorm fwd+bwd", Kernels: "add_rmsnorm_fwd, rmsnorm_bwd_dx_res, rmsnorm_bwd_dw_partial", Run: func(b model.Backend) []float32 {
+			X, Y, W, sum, out, rs := upload(b, xs, N, n), upload(b, ys, N, n), upload(b, ws, n), b.New(N, n), b.New(N, n), b.New(N)
+			model.AddRMSNorm(b, sum, out, rs, X, Y, W, 1e-6)
+			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
+			model.RMSNormBackwardAdd(b, dx, dw, upload(b, dy, N, n), sum, W, rs, upload(b, res, N, n))
+			return download(b, sum, out, rs, dx, dw)
+		}})
+	}
 	pos := g.ids(N, 9000)
 	for _, D := range []int{16, 128} {
 		xs := g.randn(N*3*D, 1)

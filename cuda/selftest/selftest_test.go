@@ -91,6 +91,7 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 		{"gemm", "matmul NN"},
 		{"attn_gemm_softmax", "attention packed training"},
 		{"attn_gemm_dscores", "attention packed training"},
+		{"rmsnorm_bwd_dx_res", "fused residual rmsnorm fwd+bwd"},
 		{"adamw", "adamw"},
 		{"topk_rows", "device sampling reductions"},
 	} {

@@ -50,15 +50,18 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("MatMul", s.matmul)
 	t.Run("Embedding", s.embedding)
 	t.Run("RMSNorm", s.rmsnorm)
+	t.Run("FusedResidualNorm", s.fused)
 	t.Run("RoPE", s.rope)
 	t.Run("SplitQKV", s.splitQKV)
 	t.Run("Attention", s.attention)
 	t.Run("AttentionHeadDims", s.attentionHeadDims)
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
+	t.Run("HalfLogitsGrad", s.halfLogitsGrad)
 	t.Run("Rows", s.rows)
 	t.Run("Cols", s.cols)
 	t.Run("AdamW", s.adamw)
+	t.Run("AdamWScaled", s.adamwScaled)
 	t.Run("BadArguments", s.badArguments)
 }
 
