@@ -99,9 +99,10 @@ func TestExportRoundTrip(t *testing.T) {
 // loaded back and run on the same tokens as the checkpoint itself (base +
 // adapters on the fly): the fp32 merged model within float32 rounding, the
 // fp32 adapter folder over its recorded base bitwise, the bf16 merged
-// model (sharded) within bf16 rounding. `logits --model CHECKPOINT` runs
+// model (sharded) the fp32 one's tensors rounded. `logits --model CHECKPOINT` runs
 // the checkpoint directly, and a base whose weights differ from the
-// manifest's hash is refused by export --base and by logits, naming both.
+// manifest's hash is refused by export --base and by logits, naming both;
+// generate runs the checkpoint too.
 func TestExportLoRA(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a tiny training run")
@@ -269,6 +270,10 @@ func TestExportLoRA(t *testing.T) {
 	}
 	if _, err := numcheck.Compare(got, want, numcheck.Tol{}); err != nil {
 		t.Errorf("logits --model CHECKPOINT: %v", err)
+	}
+
+	if _, err := runCmd(t, "", "generate", "--model", ckpt, "--prompt", "1+1=", "--mode", "raw", "--device", "cpu", "-n", "2", "--max-new-tokens", "3"); err != nil {
+		t.Errorf("generate --model CHECKPOINT: %v", err)
 	}
 
 	// Another base: a copy of the base with its last weight byte changed
