@@ -62,23 +62,19 @@ func adapterBase(dir string, m *checkpoint.Manifest, override, flag string) (str
 // loadAdapterFolder loads the adapter folder dir over its base on b: a
 // checkpoint (manifest.json beside it) is verified and its base checked
 // against the manifest's weights hash (adapterBase); a plain PEFT folder
-// takes base_model_name_or_path. It returns the model and the base folder.
-func loadAdapterFolder(b model.Backend, dir, override, flag string) (*model.Model, string, error) {
+// takes base_model_name_or_path.
+func loadAdapterFolder(b model.Backend, dir string) (*model.Model, error) {
 	var m *checkpoint.Manifest
 	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err == nil {
 		if m, err = checkpoint.Verify(dir); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, "", err
+		return nil, err
 	}
-	base, err := adapterBase(dir, m, override, flag)
+	base, err := adapterBase(dir, m, "", "")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	md, err := model.LoadAdapted(b, dir, base)
-	if err != nil {
-		return nil, "", err
-	}
-	return md, base, nil
+	return model.LoadAdapted(b, dir, base)
 }

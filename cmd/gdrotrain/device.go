@@ -41,7 +41,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags) (*model.Model, err
 	}
 	var m *model.Model
 	if model.IsAdapterFolder(dir) {
-		m, _, err = loadAdapterFolder(b, dir, "", "")
+		m, err = loadAdapterFolder(b, dir)
 	} else {
 		m, err = model.Load(b, dir)
 	}
