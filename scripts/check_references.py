@@ -18,6 +18,13 @@ Each comparison passes when |x − ref| ≤ 1e-5 + 1e-4·|ref| element by elemen
 policy's float32-vs-float64 default, as in model/golden_test.go); "rel" in the report is
 max|x − ref| / max|ref|.
 
+For the LoRA checkpoint (check_lora): our logits of the checkpoint itself (its base with the
+adapters applied on the fly) against transformers float64 on (a) the merged export and (b) the base
+with the exported PEFT adapter folder folded in as PEFT's LoRA layer does, W + (lora_alpha/r)·B·A
+(apply_adapter), same tolerance; the adapter folder run by gdrotrain must give the checkpoint's
+logits exactly, and the adapters must move the base's logits (by more than 0.01) for the check to
+mean anything. PEFT itself is not run: Debian sid has no python3-peft.
+
 For every tokenizer folder, transformers' AutoTokenizer must give the ids of `gdrotrain tokenize`
 on every sample of SAMPLES (encode without special tokens; and the chat template rendered as a user
 turn with the generation prompt, as `tokenize --chat` does, then encoded). And for the real
@@ -146,6 +153,90 @@ def check_model(c, work, helper, threads):
         res["llama_s"] = round(time.time() - t0, 1)
     keys = ["load", "ours_vs_tf64", "tf32_vs_tf64", "gguf", "llama_vs_tf64", "llama_vs_ours"]
     res["ok"] = all(res[k]["ok"] for k in keys if k in res)
+    return res
+
+
+# --- LoRA ----------------------------------------------------------------------------------
+
+PEFT_PREFIX = "base_model.model."  # PEFT's PeftModelForCausalLM before the base model's names
+
+
+def apply_adapter(model, adapter_dir):
+    """Folds a PEFT LoRA adapter folder into model's weights as PEFT's LoRA layer computes it
+    (peft/tuners/lora/layer.py: Linear.get_delta_weight = lora_B.weight @ lora_A.weight * scaling,
+    scaling = lora_alpha / r, added to base_layer.weight on merge), in the model's own dtype.
+    Names, r and lora_alpha come from the folder; what gdrotrain does not write (rsLoRA, DoRA,
+    fan_in_fan_out, per-module ranks, biases) is refused. Returns the adapted module names and
+    the problems found (a target module without an adapter, a tensor that adapts nothing)."""
+    import torch
+    from safetensors.torch import load_file
+    cfg = json.load(open(os.path.join(adapter_dir, "adapter_config.json")))
+    bad = [k for k in ("use_rslora", "use_dora", "fan_in_fan_out", "rank_pattern", "alpha_pattern",
+                       "modules_to_save") if cfg.get(k)]
+    if cfg.get("bias", "none") != "none" or cfg.get("peft_type") != "LORA":
+        bad.append("bias/peft_type")
+    if bad:
+        raise ValueError(f"{adapter_dir}: adapter_config.json sets {bad}")
+    scaling = cfg["lora_alpha"] / cfg["r"]
+    pairs, problems = {}, []
+    for name, t in load_file(os.path.join(adapter_dir, "adapter_model.safetensors")).items():
+        head, _, kind = name.rpartition(".lora_")
+        if not name.startswith(PEFT_PREFIX) or kind not in ("A.weight", "B.weight"):
+            problems.append(f"unexpected tensor {name}")
+            continue
+        pairs.setdefault(head[len(PEFT_PREFIX):], {})[kind[0]] = t
+    want = sorted(n for n, mod in model.named_modules()
+                  if isinstance(mod, torch.nn.Linear) and n.rpartition(".")[2] in cfg["target_modules"])
+    if sorted(pairs) != want:
+        problems.append(f"adapted modules {sorted(pairs)} != the targets' {want}")
+    with torch.no_grad():
+        for mod, p in sorted(pairs.items()):
+            w = model.get_submodule(mod).weight
+            a, b = p["A"].to(w.dtype), p["B"].to(w.dtype)
+            if a.shape != (cfg["r"], w.shape[1]) or b.shape != (w.shape[0], cfg["r"]):
+                problems.append(f"{mod}: A {tuple(a.shape)}, B {tuple(b.shape)} over W {tuple(w.shape)}")
+                continue
+            w += (b @ a) * scaling
+    return sorted(pairs), problems
+
+
+def check_lora(c):
+    """A LoRA checkpoint against transformers: our logits of the checkpoint itself (its base with
+    the adapters applied on the fly, `gdrotrain logits --all`) against (a) the merged export loaded
+    by AutoModelForCausalLM and (b) the base loaded by AutoModelForCausalLM with the exported
+    adapter folder applied by apply_adapter, both in float64. Also recorded: (a) against (b),
+    which differ only by the merged weights' float32 rounding; our logits of the exported adapter
+    folder against the checkpoint's (the same tensors: identical); and how far the adapters move
+    the base's logits (the check is empty unless they do)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    res = {"checkpoint": c["checkpoint"], "merged": c["merged"], "adapter": c["adapter"]}
+    ours = json.load(open(c["ours"]))
+    ids = ours["ids"]
+    t0 = time.time()
+    _, info, merged = hf_logits(c["merged"], ids, torch.float64)
+    base = AutoModelForCausalLM.from_pretrained(c["base"], dtype=torch.float64, attn_implementation="eager")
+    with torch.no_grad():
+        plain = base(input_ids=torch.tensor([ids])).logits[0].numpy()
+    mods, problems = apply_adapter(base, c["adapter"])
+    with torch.no_grad():
+        adapted = base(input_ids=torch.tensor([ids])).logits[0].numpy()
+    cfg = json.load(open(os.path.join(c["adapter"], "adapter_config.json")))
+    res["adapter_config"] = {k: cfg.get(k) for k in ("r", "lora_alpha", "target_modules", "base_model_name_or_path")}
+    res["adapter_apply"] = {"modules": len(mods), "problems": problems, "ok": not problems and bool(mods)}
+    res["merged_load"] = {"info": info, "ok": not any(info.values())}
+    res["ours_vs_merged_tf64"] = compare(ours["positions"], merged)
+    res["ours_vs_adapted_tf64"] = compare(ours["positions"], adapted)
+    res["merged_vs_adapted_tf64"] = compare(merged, adapted)
+    res["ours_adapter_vs_ours"] = compare(json.load(open(c["ours_adapter"]))["positions"], ours["positions"])
+    res["ours_adapter_vs_ours"]["ok"] = res["ours_adapter_vs_ours"].get("max_abs") == 0  # the same tensors
+    eff = compare(plain, adapted)
+    res["adapter_effect"] = {"max_abs": eff["max_abs"], "rel": eff["rel"], "ok": eff["max_abs"] > 1e-2}
+    res["peft"] = "PeftModel.from_pretrained not run: Debian sid packages no python3-peft (apt-cache, 2026-11)"
+    res["transformers_s"] = round(time.time() - t0, 1)
+    keys = ["adapter_apply", "merged_load", "ours_vs_merged_tf64", "ours_vs_adapted_tf64", "merged_vs_adapted_tf64",
+            "ours_adapter_vs_ours", "adapter_effect"]
+    res["ok"] = all(res[k]["ok"] for k in keys)
     return res
 
 
@@ -305,6 +396,23 @@ def run(a):
             print("   loading info:", json.dumps(r["load"]))
         if not g.get("ok", True):
             print("   ", g["error"][-1500:])
+    if man.get("lora"):
+        try:
+            r = check_lora(man["lora"])
+        except Exception as e:
+            r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        out["lora"] = r
+        if "error" in r:
+            print("lora             ERROR %s" % r["error"])
+        else:
+            print("lora checkpoint  %s: ours vs merged %s, vs base+adapter %s; merged vs base+adapter %s; "
+                  "adapter folder vs checkpoint %s; adapters move the logits by %.2f (%d modules, r %s, alpha %s)" % (
+                      "ok" if r["ok"] else "FAIL", fmt(r["ours_vs_merged_tf64"]), fmt(r["ours_vs_adapted_tf64"]),
+                      fmt(r["merged_vs_adapted_tf64"]), fmt(r["ours_adapter_vs_ours"]), r["adapter_effect"]["max_abs"],
+                      r["adapter_apply"]["modules"], r["adapter_config"]["r"], r["adapter_config"]["lora_alpha"]))
+            for k in ("adapter_apply", "merged_load"):
+                if not r[k]["ok"]:
+                    print("   ", k, json.dumps(r[k]))
     for c in man["tokenizers"]:
         try:
             r = check_tokenizer(c, man["gdrotrain"])
@@ -329,7 +437,7 @@ def run(a):
                                               for k, v in r["counts"].items())))
         for ex in r.get("examples", [])[:3]:
             print("   ", json.dumps(ex, ensure_ascii=False)[:400])
-    out["ok"] = all(r["ok"] for r in out["models"] + out["tokenizers"])
+    out["ok"] = all(r["ok"] for r in out["models"] + out["tokenizers"] + ([out["lora"]] if "lora" in out else []))
     with open(a.results, "w") as f:
         json.dump(out, f, indent=1)
     print("check_references:", "all passed" if out["ok"] else "FAILED", "(details: %s)" % a.results)

@@ -8,12 +8,17 @@
 #     bf16 storage, the real Qwen3 vocabulary and tokenizer) with a tokenizer beside each;
 #   - a trained checkpoint (one GRPO step of a tiny model with the real Qwen3 tokenizer) exported
 #     with `gdrotrain export` as fp32, bf16 and fp32 sharded into several files;
-#   - our logits at every position of a token sequence for each (`gdrotrain logits --all`).
+#   - a LoRA checkpoint (two GRPO steps of adapters on a tiny model) exported merged (fp32) and
+#     as a PEFT adapter folder (fp32);
+#   - our logits at every position of a token sequence for each (`gdrotrain logits --all`), and
+#     for the LoRA checkpoint itself (base + adapters on the fly) and its adapter folder.
 # Then, in the chroot, scripts/check_references.py loads every folder with transformers
 # (no missing or unexpected keys), compares our logits with transformers' (float64 reference,
 # float32 too), converts each folder to an f32 GGUF with llama.cpp's converter and compares
 # llama.cpp's logits (scripts/llama_logits.c), and compares AutoTokenizer's ids (and chat
-# template) with `gdrotrain tokenize` on a sample and on the tokenizer golden file.
+# template) with `gdrotrain tokenize` on a sample and on the tokenizer golden file; and compares
+# the LoRA checkpoint's logits with transformers' of the merged export and of the base with the
+# adapter folder applied as PEFT's LoRA layer does (W + (alpha/r)·B·A).
 #
 # Everything lands in .cache/check-references/ (results.json: every number). Exits 1 if
 # any check fails. Usage: bash scripts/check_references.sh [--threads N] [--no-build]
@@ -101,6 +106,36 @@ models+=("export-fp32|gdrotrain export of a trained checkpoint, fp32, untied"
 	"export-bf16|the same, bf16"
 	"export-sharded|the same, fp32 in $(ls "$W/models/export-sharded"/model-*.safetensors | wc -l) shards")
 
+# A LoRA checkpoint: two GRPO steps of rank-4 adapters (alpha 16) on every projection of a tiny
+# base, lr 0.05 so that B moves well away from 0. The tiny model never answers right, so its 64
+# stop ids (of 512) make response lengths differ and the overlong penalty gives the rewards
+# their spread. Exported merged (fp32, checked like the folders above) and as a PEFT adapter
+# folder (fp32), which the chroot applies to the base as PEFT's LoRA layer does.
+L=$W/lora
+"$G" init-tiny --out "$L/base" --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --head-dim 16 \
+	--vocab 512 --eos "$(seq -s, 300 363)" --seed 12 >/dev/null
+"$G" tokenize --write-tiny "$L/base" --vocab 512 >/dev/null
+cat >"$L/config.yaml" <<EOF
+run: {name: t, out_dir: $L/runs, seed: 1, device: cpu}
+model: {path: $L/base, prompt: raw}
+data: {train: [$W/train/train.jsonl], template: none, max_prompt_length: 64}
+sampling: {max_new_tokens: 8, max_slots: 16}
+train: {method: grpo, steps: 2, prompts_per_step: 4, mini_batch_prompts: 4, micro_batch_rows: 16}
+optim: {lr: 0.05}
+lora: {rank: 4, alpha: 16}
+loss: {overlong: {soft_penalty_tokens: 4}}
+gdro: {rollout: {n_mean: 4}}
+reward: {mode: dapo}
+validation: {files: [], before_training: false}
+checkpoint: {every: 1}
+EOF
+"$G" train --config "$L/config.yaml" >"$L/train.log" 2>&1 ||
+	{ tail -20 "$L/train.log" >&2; die "the LoRA training run failed (log: $L/train.log)"; }
+LCK=$(ls -d "$L"/runs/t/checkpoints/step_* | tail -1)
+"$G" export --checkpoint "$LCK" --out "$W/models/lora-merged" --dtype fp32 --shard-gb 0 >/dev/null
+"$G" export --checkpoint "$LCK" --out "$L/adapter" --adapter --dtype fp32 >/dev/null
+models+=("lora-merged|gdrotrain export of a LoRA checkpoint, merged, fp32")
+
 # Our logits at every position: 24 ids spread over the vocabulary (Qwen3-vocabulary folders:
 # the tokens of a sentence, special tokens included).
 small_ids=$(seq 0 23 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37 + 5) % 512 }')
@@ -114,8 +149,13 @@ for m in "${models[@]}"; do
 	"$G" logits --model "$W/models/$name" --ids "$ids" --all --out "$W/ours/$name.json" 2>/dev/null
 	entries+=("{\"name\": \"$name\", \"what\": \"$what\", \"dir\": \"$W/models/$name\", \"ours\": \"$W/ours/$name.json\"}")
 done
+# The LoRA checkpoint itself (base + adapters on the fly) and the exported adapter folder.
+"$G" logits --model "$LCK" --ids "$small_ids" --all --out "$W/ours/lora-checkpoint.json" 2>/dev/null
+"$G" logits --model "$L/adapter" --ids "$small_ids" --all --out "$W/ours/lora-adapter.json" 2>/dev/null
 {
 	echo "{\"work\": \"$W\", \"gdrotrain\": \"$G\", \"llama_logits\": \"$W/llama_logits\","
+	echo " \"lora\": {\"checkpoint\": \"$LCK\", \"base\": \"$L/base\", \"merged\": \"$W/models/lora-merged\","
+	echo "  \"adapter\": \"$L/adapter\", \"ours\": \"$W/ours/lora-checkpoint.json\", \"ours_adapter\": \"$W/ours/lora-adapter.json\"},"
 	echo " \"models\": [$(IFS=,; echo "${entries[*]}")],"
 	echo " \"tokenizers\": [{\"name\": \"qwen3\", \"dir\": \"$QTOK\"}, {\"name\": \"export-fp32\", \"dir\": \"$W/models/export-fp32\"},"
 	echo "  {\"name\": \"tiny-512\", \"dir\": \"$W/models/gqa-untied\"}],"

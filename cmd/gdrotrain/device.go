@@ -30,14 +30,21 @@ func addSelfTestFlag(cmd *cobra.Command, skip *bool) {
 	cmd.Flags().BoolVar(skip, "skip-self-test", false, "on CUDA, do not run the GPU self-test (seconds: every op, a training step and a greedy decode against the CPU) first")
 }
 
-// loadModel opens the flags' backend and loads the Hugging Face folder dir
-// onto it.
+// loadModel opens the flags' backend and loads dir onto it: a Hugging Face
+// folder, or a PEFT adapter folder (a LoRA checkpoint, its base checked
+// against the manifest; an exported adapter folder) over its base, the
+// adapters applied on the fly.
 func loadModel(cmd *cobra.Command, dir string, f deviceFlags) (*model.Model, error) {
 	b, err := openBackend(cmd, f)
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.Load(b, dir)
+	var m *model.Model
+	if model.IsAdapterFolder(dir) {
+		m, err = loadAdapterFolder(b, dir)
+	} else {
+		m, err = model.Load(b, dir)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -12,17 +14,29 @@ import (
 )
 
 func newExportCmd() *cobra.Command {
-	var ckpt, out, dtype string
+	var ckpt, out, dtype, base string
 	var shardGB float64
+	var adapter bool
 	cmd := &cobra.Command{
-		Use:   "export --checkpoint DIR --out HF_DIR [--dtype bf16]",
-		Short: "Write a checkpoint's policy as a Hugging Face model folder (transformers / vLLM)",
+		Use:   "export --checkpoint DIR --out HF_DIR [--dtype bf16] [--adapter] [--base DIR]",
+		Short: "Write a checkpoint's policy as a Hugging Face model folder (transformers / vLLM), or a LoRA checkpoint's adapters",
 		Long: `export verifies a checkpoint (manifest, checksums) and writes its policy as a
 Hugging Face folder: config.json (torch_dtype set to --dtype),
 generation_config.json, the tokenizer files, and the weights as safetensors,
 sharded with model.safetensors.index.json when larger than --shard-gb.
-AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.`,
-		Example:      "  gdrotrain export --checkpoint runs/demo/grpo-prompt-gdro/checkpoints/step_00000100 --out /tmp/hf --dtype bf16",
+AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.
+
+A LoRA run's checkpoint holds adapters over a base model. Its base is the
+folder the manifest records (--base names another copy), and its weights
+must hash to the manifest's weights_sha256, or export refuses. By default
+export writes the merged model, W + (alpha/r)·B·A for every adapted
+projection (computed in float64, rounded once to --dtype), as a full
+Hugging Face folder like the above; with --adapter it writes the PEFT
+adapter folder instead (adapter_config.json naming the base folder,
+adapter_model.safetensors in --dtype, the tokenizer files), which
+peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
+		Example: `  gdrotrain export --checkpoint runs/demo/grpo-prompt-gdro/checkpoints/step_00000100 --out /tmp/hf --dtype bf16
+  gdrotrain export --checkpoint runs/lora/t/checkpoints/step_00000100 --out /tmp/lora --adapter --dtype fp32`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if ckpt == "" || out == "" {
@@ -32,20 +46,77 @@ AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.`,
 			if err != nil {
 				return fmt.Errorf("--dtype: %w", err)
 			}
-			if _, err := checkpoint.Verify(ckpt); err != nil {
-				return err
-			}
-			m, err := model.Load(cpu.NewBackend(), ckpt)
+			man, err := checkpoint.Verify(ckpt)
 			if err != nil {
 				return err
 			}
-			if err := model.WriteFolderSharded(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30))); err != nil {
+			if !model.IsAdapterFolder(ckpt) {
+				if adapter || base != "" {
+					flag := "--adapter"
+					if !adapter {
+						flag = "--base"
+					}
+					return fmt.Errorf("%s: %s is not a LoRA checkpoint (no %s): its policy is a full model, exported without it", flag, ckpt, model.AdapterConfigFile)
+				}
+				m, err := model.Load(cpu.NewBackend(), ckpt)
+				if err != nil {
+					return err
+				}
+				if err := model.WriteFolderSharded(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30))); err != nil {
+					return err
+				}
+				if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "exported %s → %s (%s, %.1fM parameters)\n", ckpt, out, dt.TorchName(), float64(m.Cfg.NumParams())/1e6)
+				return nil
+			}
+			if adapter && cmd.Flags().Changed("shard-gb") {
+				return fmt.Errorf("--shard-gb: an adapter folder is one file (adapter_model.safetensors); drop --shard-gb or --adapter")
+			}
+			baseDir, err := adapterBase(ckpt, man, base, "--base")
+			if err != nil {
+				return err
+			}
+			m, err := model.LoadAdapted(cpu.NewBackend(), ckpt, baseDir)
+			if err != nil {
+				return err
+			}
+			lc := m.A.LoRA
+			if adapter {
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return fmt.Errorf("--out: %w", err)
+				}
+				abs, err := filepath.Abs(baseDir)
+				if err != nil {
+					return err
+				}
+				if err := model.SaveAdapters(m.B, m.Cfg, m.A, out, abs, dt); err != nil {
+					return err
+				}
+				if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+					return err
+				}
+				n := 0
+				for _, np := range m.A.Named(m.Cfg) {
+					n += (*np.Ptr).Numel()
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "exported the adapters of %s → %s (PEFT LoRA rank %d, alpha %v on %v over %s; %s, %.2fM parameters)\n",
+					ckpt, out, lc.Rank, lc.Alpha, lc.Targets, abs, dt.TorchName(), float64(n)/1e6)
+				return nil
+			}
+			merged, err := m.MergedWeights()
+			if err != nil {
+				return err
+			}
+			if err := model.WriteFolderWith(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30)), merged); err != nil {
 				return err
 			}
 			if err := tokenizer.CopyFiles(ckpt, out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "exported %s → %s (%s, %.1fM parameters)\n", ckpt, out, dt.TorchName(), float64(m.Cfg.NumParams())/1e6)
+			fmt.Fprintf(cmd.OutOrStdout(), "exported %s merged into its base %s → %s (LoRA rank %d, alpha %v on %v; %s, %.1fM parameters)\n",
+				ckpt, baseDir, out, lc.Rank, lc.Alpha, lc.Targets, dt.TorchName(), float64(m.Cfg.NumParams())/1e6)
 			return nil
 		},
 	}
@@ -54,5 +125,7 @@ AutoModelForCausalLM.from_pretrained and vLLM load it unchanged.`,
 	f.StringVar(&out, "out", "", "output Hugging Face folder")
 	f.StringVar(&dtype, "dtype", "bf16", "weight dtype: bf16, fp16 or fp32")
 	f.Float64Var(&shardGB, "shard-gb", 5, "largest shard in GiB (0: one file)")
+	f.BoolVar(&adapter, "adapter", false, "LoRA checkpoint: write the PEFT adapter folder instead of the merged model")
+	f.StringVar(&base, "base", "", "LoRA checkpoint: the base model folder (default: the one its manifest records); its weights must hash to the manifest's weights_sha256")
 	return cmd
 }
