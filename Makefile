@@ -175,7 +175,7 @@ check-references:
 clean:
 	rm -rf bin .cache
 
-# demo-lora: the CPU demo training rank-8 LoRA adapters (10× the demo's
-# learning rate; docs/algorithm.md §5.14 has its result).
+# demo-lora: the CPU demo training rank-8 LoRA adapters (4× the demo's
+# learning rate; docs/algorithm.md §5.14 has its result over three seeds).
 demo-lora: build
-	./$(BIN) demo --out runs/demo-lora --set lora.rank=8 --set optim.lr=5e-3
+	./$(BIN) demo --out runs/demo-lora --set lora.rank=8 --set optim.lr=2e-3
