@@ -459,78 +459,102 @@ func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *mode
 // embedding's gradient (|err| 0.0079) and its updated rows (|err| 2.8e-5);
 // with tf32 product inputs every bf16 figure is ≤ 4 %.
 func TestTrainingStepMatchesCPU(t *testing.T) {
-	for _, c := range []struct {
-		prec              Precision
-		logp, grad, param numcheck.Tol
-	}{
-		{FP32, numcheck.Tol{Atol: 1e-4, Rtol: 1e-4}, numcheck.Tol{Atol: 1e-4, Rtol: 2e-3}, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5}},
-		// bf16 products: ≈ 2⁻⁸ relative error per product, compounded
-		// over layers; AdamW's normalised step (eps 0.1, below) keeps the
-		// updated weights within 1e-4 + 1e-3·|w|.
-		{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 1e-4, Rtol: 1e-3}},
-	} {
+	for _, c := range stepCases {
 		t.Run(string(c.prec), func(t *testing.T) {
 			o := model.DefaultTiny()
 			o.Vocab = 300
 			cpu, gpu := tinyPair(t, c.prec, o)
-			rng := rand.New(rand.NewPCG(1, 2))
-			seqs := []model.Sequence{{Tokens: randTokens(rng, 40, o.Vocab), Start: 10}, {Tokens: randTokens(rng, 23, o.Vocab), Start: 5}}
-			var dl [][]float32
-			for _, s := range seqs {
-				row := make([]float32, len(s.Tokens)-s.Start)
-				for i := range row {
-					row[i] = float32(rng.NormFloat64()) / 20
-				}
-				dl = append(dl, row)
-			}
-			type result struct {
-				logp, ent []float32
-				grads     map[string][]float32
-				norm      float64
-				params    map[string][]float32
-			}
-			run := func(m *model.Model) result {
-				pass, err := m.Forward(seqs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var r result
-				for i := range pass.LogProbs {
-					r.logp = append(r.logp, pass.LogProbs[i]...)
-					r.ent = append(r.ent, pass.Entropy[i]...)
-				}
-				grads := model.NewParams(m.B, m.Cfg)
-				if err := m.Backward(pass, dl, grads); err != nil {
-					t.Fatal(err)
-				}
-				r.grads = snapshot(m, grads)
-				if r.norm, err = optim.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
-					t.Fatal(err)
-				}
-				// Adam's first step is lr·g/(|g|+eps): with a tiny eps it is
-				// sign(g), which flips for near-zero gradients at rounding
-				// noise; eps = 0.1 makes the update a smooth function of g
-				// (AdamW itself is compared exactly by the self-test's adamw case).
-				opt := optim.NewAdamW(m.B, m.Cfg, optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
-				if err := opt.Update(m.B, m.Cfg, m.P, grads, 1e-2); err != nil {
-					t.Fatal(err)
-				}
-				r.params = snapshot(m, m.P)
-				return r
-			}
-			want, got := run(cpu), run(gpu)
-			compare(t, "log-probs", got.logp, want.logp, c.logp)
-			compare(t, "entropy", got.ent, want.ent, c.logp)
-			for name := range want.grads {
-				compare(t, "grad "+name, got.grads[name], want.grads[name], c.grad)
-				compare(t, "updated "+name, got.params[name], want.params[name], c.param)
-			}
-			if rel := math.Abs(got.norm-want.norm) / want.norm; rel > c.grad.Rtol {
-				t.Errorf("grad norm %.6g, cpu %.6g (rel %.1e)", got.norm, want.norm, rel)
-			}
-			t.Logf("%s: grad norm cuda %.6f cpu %.6f", c.prec, got.norm, want.norm)
+			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
+				return model.NewParams(m.B, m.Cfg) // every weight
+			})
 		})
 	}
+}
+
+// stepCase is a precision and the tolerances of a training step's
+// log-probs, gradients and updated parameters against the CPU's.
+type stepCase struct {
+	prec              Precision
+	logp, grad, param numcheck.Tol
+}
+
+var stepCases = []stepCase{
+	{FP32, numcheck.Tol{Atol: 1e-4, Rtol: 1e-4}, numcheck.Tol{Atol: 1e-4, Rtol: 2e-3}, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5}},
+	// bf16 products: ≈ 2⁻⁸ relative error per product, compounded
+	// over layers; AdamW's normalised step (eps 0.1, below) keeps the
+	// updated weights within 1e-4 + 1e-3·|w|.
+	{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 1e-4, Rtol: 1e-3}},
+}
+
+// Adam's first step is lr·g/(|g|+eps): with a tiny eps it is sign(g),
+// which flips for near-zero gradients at rounding noise; eps = 0.1 makes
+// the update a smooth function of g (AdamW itself is compared exactly by
+// the self-test's adamw case).
+var stepAdamW = optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01}
+
+// compareSteps runs forward, backward, clipping and one AdamW step of the
+// models' trainable parameters (model.Trainable: the weights, or the
+// adapters) on both backends and compares log-probabilities, entropies,
+// every gradient, the gradient norm (relative error within the gradient
+// rtol) and the updated parameters. like returns a set laid out as m's
+// trainable parameters, to check the gradients' layout against.
+func compareSteps(t *testing.T, c stepCase, o model.TinyOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	seqs := []model.Sequence{{Tokens: randTokens(rng, 40, o.Vocab), Start: 10}, {Tokens: randTokens(rng, 23, o.Vocab), Start: 5}}
+	var dl [][]float32
+	for _, s := range seqs {
+		row := make([]float32, len(s.Tokens)-s.Start)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64()) / 20
+		}
+		dl = append(dl, row)
+	}
+	type result struct {
+		logp, ent     []float32
+		grads, params map[string][]float32
+		norm          float64
+	}
+	run := func(m *model.Model) result {
+		pass, err := m.Forward(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r result
+		for i := range pass.LogProbs {
+			r.logp = append(r.logp, pass.LogProbs[i]...)
+			r.ent = append(r.ent, pass.Entropy[i]...)
+		}
+		tr := m.Trainable()
+		grads := model.NewLike(m.B, m.Cfg, tr)
+		if len(grads.Named(m.Cfg)) != len(like(m).Named(m.Cfg)) {
+			t.Fatalf("%d gradient tensors, want %d", len(grads.Named(m.Cfg)), len(like(m).Named(m.Cfg)))
+		}
+		if err := m.Backward(pass, dl, grads); err != nil {
+			t.Fatal(err)
+		}
+		r.grads = snapshot(m, grads)
+		if r.norm, err = optim.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
+			t.Fatal(err)
+		}
+		opt := optim.NewAdamWFor(m.B, m.Cfg, tr, stepAdamW)
+		if err := opt.Update(m.B, m.Cfg, tr, grads, 1e-2); err != nil {
+			t.Fatal(err)
+		}
+		r.params = snapshot(m, tr)
+		return r
+	}
+	want, got := run(cpu), run(gpu)
+	compare(t, "log-probs", got.logp, want.logp, c.logp)
+	compare(t, "entropy", got.ent, want.ent, c.logp)
+	for name := range want.grads {
+		compare(t, "grad "+name, got.grads[name], want.grads[name], c.grad)
+		compare(t, "updated "+name, got.params[name], want.params[name], c.param)
+	}
+	if rel := math.Abs(got.norm-want.norm) / want.norm; rel > c.grad.Rtol {
+		t.Errorf("grad norm %.6g, cpu %.6g (rel %.1e)", got.norm, want.norm, rel)
+	}
+	t.Logf("%s: grad norm cuda %.6f cpu %.6f", c.prec, got.norm, want.norm)
 }
 
 // Every op against the CPU on awkward sizes, and a greedy KV-cached decode

@@ -4,26 +4,18 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // TestLoRAStepMatchesCPU: a LoRA training step (forward with every
 // projection adapted, the adapters' backward, clipping and AdamW on the
 // adapters alone) on the device against the CPU backend, with random
-// adapters (A as PEFT draws it, B nonzero), in fp32 and under bf16 products with the base frozen in
-// bf16 as a LoRA run holds it (the CPU then reads the same bf16-rounded
-// base). Tolerances as TestTrainingStepMatchesCPU's.
+// adapters (A as PEFT draws it, B nonzero), in fp32 and under bf16 products
+// with the base frozen in bf16 as a LoRA run holds it (the CPU then reads
+// the same bf16-rounded base). Tolerances as TestTrainingStepMatchesCPU's.
 func TestLoRAStepMatchesCPU(t *testing.T) {
 	lc := &model.LoRAConfig{Rank: 4, Alpha: 8, Targets: model.LoRAModules}
-	for _, c := range []struct {
-		prec              Precision
-		logp, grad, param numcheck.Tol
-	}{
-		{FP32, numcheck.Tol{Atol: 1e-4, Rtol: 1e-4}, numcheck.Tol{Atol: 1e-4, Rtol: 2e-3}, numcheck.Tol{Atol: 1e-6, Rtol: 1e-5}},
-		{BF16, numcheck.Tol{Atol: 5e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}, numcheck.Tol{Atol: 1e-4, Rtol: 1e-3}},
-	} {
+	for _, c := range stepCases {
 		t.Run(string(c.prec), func(t *testing.T) {
 			o := model.DefaultTiny()
 			o.Vocab = 300
@@ -54,57 +46,9 @@ func TestLoRAStepMatchesCPU(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			rng := rand.New(rand.NewPCG(1, 2))
-			seqs := []model.Sequence{{Tokens: randTokens(rng, 40, o.Vocab), Start: 10}, {Tokens: randTokens(rng, 23, o.Vocab), Start: 5}}
-			var dl [][]float32
-			for _, s := range seqs {
-				row := make([]float32, len(s.Tokens)-s.Start)
-				for i := range row {
-					row[i] = float32(rng.NormFloat64()) / 20
-				}
-				dl = append(dl, row)
-			}
-			type result struct {
-				logp          []float32
-				grads, params map[string][]float32
-				norm          float64
-			}
-			run := func(m *model.Model) result {
-				pass, err := m.Forward(seqs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var r result
-				for i := range pass.LogProbs {
-					r.logp = append(r.logp, pass.LogProbs[i]...)
-				}
-				grads := model.NewLike(m.B, m.Cfg, m.A)
-				if err := m.Backward(pass, dl, grads); err != nil {
-					t.Fatal(err)
-				}
-				r.grads = snapshot(m, grads)
-				if r.norm, err = optim.ClipGradNorm(m.B, m.Cfg, grads, 0.5); err != nil {
-					t.Fatal(err)
-				}
-				opt := optim.NewAdamWFor(m.B, m.Cfg, m.A, optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, WeightDecay: 0.01})
-				if err := opt.Update(m.B, m.Cfg, m.A, grads, 1e-2); err != nil {
-					t.Fatal(err)
-				}
-				r.params = snapshot(m, m.A)
-				return r
-			}
-			want, got := run(cpu), run(gpu)
-			compare(t, "log-probs", got.logp, want.logp, c.logp)
-			if len(want.grads) != 2*len(lc.Targets)*o.Layers {
-				t.Fatalf("%d gradient tensors, want the %d adapters", len(want.grads), 2*len(lc.Targets)*o.Layers)
-			}
-			for name := range want.grads {
-				compare(t, "grad "+name, got.grads[name], want.grads[name], c.grad)
-				compare(t, "updated "+name, got.params[name], want.params[name], c.param)
-			}
-			if rel := (got.norm - want.norm) / want.norm; rel > c.grad.Rtol || rel < -c.grad.Rtol {
-				t.Errorf("grad norm %.6g, cpu %.6g (rel %.1e)", got.norm, want.norm, rel)
-			}
+			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
+				return model.NewAdapters(m.B, m.Cfg, lc) // the adapters alone
+			})
 		})
 	}
 }

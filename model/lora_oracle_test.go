@@ -69,50 +69,7 @@ func TestOracleLoRALayer(t *testing.T) {
 		t.Run(strings.Join(lc.Targets, ","), func(t *testing.T) {
 			m := oracleModel(t, false, 21)
 			randomAdapters(t, m, &lc, uint64(ci))
-			b, c := m.B, m.Cfg
-			lens := []int{5, 4, 2}
-			segs, pos := oraclePack(lens)
-			n, C := len(pos), c.HiddenSize
-			var fwd, grad oracleWorst
-			for l := range m.P.Layers {
-				rng := rand.New(rand.NewPCG(uint64(l), 78))
-				xHost, doutHost := oracleNormal(rng, n*C), oracleNormal(rng, n*C)
-				x, out, dx := b.New(n, C), b.New(n, C), b.New(n, C)
-				b.Upload(x, xHost)
-				b.Upload(dx, doutHost)
-				a := m.newLayerActs(n, true)
-				a.lora.tmp = m.newLoRATmp(n)
-				m.layerForward(l, a, x, out, pos, kvPlan{segs: segs})
-				grads := NewAdapters(b, c, &lc)
-				fg := frozenGrads{C: b.New(C), D: b.New(c.HeadDim)}
-				m.layerBackward(l, a, m.newLayerGrads(n), dx, &Pass{pos: pos, segs: segs}, fg.layer(), &grads.Adapters[l])
-				if err := b.Err(); err != nil {
-					t.Fatal(err)
-				}
-				o := newOracleGraph(t, c, lens)
-				w := o.layerParams(m, l)
-				xNode := o.leaf("x", n, C, oracleF64(xHost))
-				outNode := o.layer(xNode, w)
-				cost := o.must(G.Sum(o.must(G.HadamardProd(outNode, o.input(n, C, oracleF64(doutHost))))))
-				vals, want := o.run(cost, outNode)
-				name := fmt.Sprintf("layer %d", l)
-				oracleCheck(t, name+" output", oracleDownload(b, out), vals[0], oracleForwardTol, &fwd)
-				oracleCheck(t, name+" ∂J/∂x", oracleDownload(b, dx), want["x"], oracleGradTol, &grad)
-				checked := 0
-				for _, np := range grads.Named(c) {
-					if !strings.HasPrefix(np.Name, fmt.Sprintf("model.layers.%d.", l)) {
-						continue
-					}
-					oracleCheck(t, name+" ∂J/∂"+np.Name, oracleDownload(b, *np.Ptr), want[np.Name], oracleGradTol, &grad)
-					checked++
-				}
-				if checked != 2*len(lc.Targets) {
-					t.Fatalf("%s: %d adapter gradients checked, want %d", name, checked, 2*len(lc.Targets))
-				}
-				o.selfCheck(cost, want, rng)
-			}
-			t.Logf("forward: %v", &fwd)
-			t.Logf("gradients: %v", &grad)
+			oracleLayers(t, m, []int{5, 4, 2}, 78)
 		})
 	}
 }
