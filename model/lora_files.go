@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -178,41 +177,12 @@ func LoadAdapters(b Backend, cfg *Config, lc *LoRAConfig, dir string) (*Params, 
 	}
 	defer f.Close()
 	a := NewAdapters(b, cfg, lc)
-	var problems []error
-	used := map[string]bool{}
-	for _, np := range a.Named(cfg) {
-		name := peftPrefix + np.Name
-		ti, ok := f.Tensors[name]
-		if !ok {
-			problems = append(problems, fmt.Errorf("missing tensor %q (shape %v)", name, np.Shape))
-			continue
-		}
-		used[name] = true
-		if !slices.Equal(ti.Shape, np.Shape) {
-			problems = append(problems, fmt.Errorf("tensor %q has shape %v, the model and lora config imply %v", name, ti.Shape, np.Shape))
-			continue
-		}
-		host := make([]float32, ti.Numel())
-		if err := f.ReadFloat32(name, host); err != nil {
-			problems = append(problems, err)
-			continue
-		}
-		if i := firstNonFinite(host); i >= 0 {
-			problems = append(problems, fmt.Errorf("tensor %q has a non-finite value (%v) at flat index %d", name, host[i], i))
-			continue
-		}
-		b.Upload(*np.Ptr, host)
-	}
-	var unused []string
+	byName := map[string]*SafetensorsFile{}
 	for name := range f.Tensors {
-		if !used[name] {
-			unused = append(unused, name)
-		}
+		byName[name] = f
 	}
-	sort.Strings(unused)
-	for _, name := range unused {
-		problems = append(problems, fmt.Errorf("unused tensor %q", name))
-	}
+	problems, used := readTensors(byName, a.Named(cfg), peftPrefix, "the model and lora config", func(np NamedParam, host []float32) { b.Upload(*np.Ptr, host) })
+	problems = append(problems, unusedTensors(byName, used, "")...)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("load adapters from %s: %w", path, errors.Join(problems...))
 	}

@@ -240,46 +240,12 @@ func ReadParams(cfg *Config, p *Params, dir string, put func(np NamedParam, host
 		return err
 	}
 	defer ws.Close()
-	named := p.Named(cfg)
-	var problems []error
-	used := map[string]bool{}
-	for _, np := range named {
-		f, ok := ws.byName[np.Name]
-		if !ok {
-			problems = append(problems, fmt.Errorf("missing tensor %q (shape %v)", np.Name, np.Shape))
-			continue
-		}
-		used[np.Name] = true
-		ti := f.Tensors[np.Name]
-		if !slices.Equal(ti.Shape, np.Shape) {
-			problems = append(problems, fmt.Errorf("%s: tensor %q has shape %v, config.json implies %v", f.Path, np.Name, ti.Shape, np.Shape))
-			continue
-		}
-		host := make([]float32, ti.Numel())
-		if err := f.ReadFloat32(np.Name, host); err != nil {
-			problems = append(problems, err)
-			continue
-		}
-		if i := firstNonFinite(host); i >= 0 {
-			problems = append(problems, fmt.Errorf("%s: tensor %q has a non-finite value (%v) at flat index %d", f.Path, np.Name, host[i], i))
-			continue
-		}
-		put(np, host)
-	}
+	problems, used := readTensors(ws.byName, p.Named(cfg), "", "config.json", put)
 	// A tied checkpoint may still carry lm_head.weight (transformers ignores it).
 	if p.Tied {
 		used["lm_head.weight"] = true
 	}
-	var unused []string
-	for name := range ws.byName {
-		if !used[name] {
-			unused = append(unused, name)
-		}
-	}
-	sort.Strings(unused)
-	for _, name := range unused {
-		problems = append(problems, fmt.Errorf("%s: unused tensor %q (not part of a Qwen3 model with this config)", ws.byName[name].Path, name))
-	}
+	problems = append(problems, unusedTensors(ws.byName, used, " (not part of a Qwen3 model with this config)")...)
 	if len(problems) > 0 {
 		return fmt.Errorf("load weights from %s: %w", dir, errors.Join(problems...))
 	}
@@ -341,6 +307,56 @@ func saveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxS
 	}
 	index := map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}
 	return writeJSON(filepath.Join(dir, "model.safetensors.index.json"), index)
+}
+
+// readTensors reads each of named, its name prefixed, from the file byName
+// maps it to, and hands it, checked, to put; it returns the missing,
+// misshapen, unreadable and non-finite ones as problems (the shapes being
+// those what implies), and the names it found.
+func readTensors(byName map[string]*SafetensorsFile, named []NamedParam, prefix, what string, put func(np NamedParam, host []float32)) ([]error, map[string]bool) {
+	var problems []error
+	used := map[string]bool{}
+	for _, np := range named {
+		name := prefix + np.Name
+		f, ok := byName[name]
+		if !ok {
+			problems = append(problems, fmt.Errorf("missing tensor %q (shape %v)", name, np.Shape))
+			continue
+		}
+		used[name] = true
+		ti := f.Tensors[name]
+		if !slices.Equal(ti.Shape, np.Shape) {
+			problems = append(problems, fmt.Errorf("%s: tensor %q has shape %v, %s implies %v", f.Path, name, ti.Shape, what, np.Shape))
+			continue
+		}
+		host := make([]float32, ti.Numel())
+		if err := f.ReadFloat32(name, host); err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if i := firstNonFinite(host); i >= 0 {
+			problems = append(problems, fmt.Errorf("%s: tensor %q has a non-finite value (%v) at flat index %d", f.Path, name, host[i], i))
+			continue
+		}
+		put(np, host)
+	}
+	return problems, used
+}
+
+// unusedTensors reports, in name order, the tensors of byName not in used.
+func unusedTensors(byName map[string]*SafetensorsFile, used map[string]bool, why string) []error {
+	var unused []string
+	for name := range byName {
+		if !used[name] {
+			unused = append(unused, name)
+		}
+	}
+	sort.Strings(unused)
+	var problems []error
+	for _, name := range unused {
+		problems = append(problems, fmt.Errorf("%s: unused tensor %q%s", byName[name].Path, name, why))
+	}
+	return problems
 }
 
 func firstNonFinite(x []float32) int {
