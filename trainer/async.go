@@ -63,8 +63,9 @@ import (
 )
 
 // rolloutWeightsFile holds, in a checkpoint of an asynchronous run, the
-// weights of the rollouts in flight: every parameter in model.Params.Named
-// order, float32 little-endian.
+// weights of the rollouts in flight as they were sent: every trainable
+// parameter in model.Params.Named order, little-endian float32 (or bf16
+// where they travel so over a device link, asynclink.go).
 const rolloutWeightsFile = "rollout-weights.bin"
 
 // AsyncMetrics are a step's figures of the generation ranks (present with
@@ -113,7 +114,10 @@ type asyncState struct {
 	bytesHash    string
 	// genHash is the hash of the weights the generation ranks hold ("": none).
 	genHash string
-	met     AsyncMetrics
+	// link, on training rank 0 when the backend has one, carries the
+	// weights on the device (asynclink.go); nil: in the exchange.
+	link WeightLink
+	met  AsyncMetrics
 }
 
 func newAsyncState(cfg Config, d *Dist) (*asyncState, error) {
@@ -175,10 +179,13 @@ type rolloutCmd struct {
 // the weights to generate with.
 type rolloutWork struct {
 	Step, Version int
-	Hash          string // hex SHA-256 of the version's weights
-	Weights       []byte // nil: the generation ranks hold this version
+	Hash          string // hex SHA-256 of the version's weights (their payload over a link)
+	Weights       []byte // nil: the generation ranks hold this version, or Link
 	UIDs          []string
 	N             []int
+	// Link: the weights follow over the device link right after the
+	// exchange (asynclink.go).
+	Link bool
 }
 
 // rolloutReply is a generation rank's part: the rows of the work it last
@@ -276,7 +283,10 @@ func (t *Trainer) work(f *flight, during bool) (*rolloutWork, error) {
 	}
 	f.Hash, w.Hash = a.bytesHash, a.bytesHash
 	if a.bytesHash != a.genHash {
-		w.Weights = a.bytes
+		w.Link = a.link != nil
+		if !w.Link {
+			w.Weights = a.bytes
+		}
 	}
 	return w, nil
 }
@@ -295,8 +305,16 @@ func (t *Trainer) encodeVersion(v int, during bool) error {
 		return fmt.Errorf("step %d: the rollouts need the weights of step %d; the policy holds those of step %d and no checkpoint kept them", t.step, v, held)
 	}
 	t0 := time.Now()
-	b, h, err := encodeWeights(t.Policy)
-	if err != nil {
+	var b []byte
+	var h string
+	var err error
+	if a.link != nil {
+		ts, half := linkTensors(t.Policy, a.link.HalfProducts())
+		if b, err = a.link.Payload(ts, half); err != nil {
+			return fmt.Errorf("read the weights to send: %w", err)
+		}
+		h = hashWeights(b)
+	} else if b, h, err = encodeWeights(t.Policy); err != nil {
 		return err
 	}
 	a.bytes, a.bytesHash, a.bytesVersion = b, h, v
@@ -315,8 +333,10 @@ func (t *Trainer) exchange(cmd *rolloutCmd) (*rolloutCmd, []*rolloutReply, error
 			return nil, nil, fmt.Errorf("rollout exchange: encode: %w", err)
 		}
 		blob = buf.Bytes()
-		if cmd.Work != nil {
-			a.met.SyncBytes += int64(len(cmd.Work.Weights))
+		if w := cmd.Work; w != nil && w.Link {
+			a.met.SyncBytes += int64(len(a.bytes))
+		} else if w != nil {
+			a.met.SyncBytes += int64(len(w.Weights))
 		}
 	}
 	a.world.SetStep(t.step)
@@ -362,6 +382,14 @@ func (t *Trainer) send(f *flight, during bool) ([]*rolloutReply, error) {
 	got, replies, err := t.exchange(cmd)
 	if err != nil {
 		return nil, err
+	}
+	if cmd.Work != nil && cmd.Work.Link { // rank 0: the weights follow, on the device
+		t0 := time.Now()
+		err := t.sendWeights(f.Version, during)
+		t.ro.met.WaitSeconds += time.Since(t0).Seconds()
+		if err != nil {
+			return nil, err
+		}
 	}
 	if f != nil {
 		if got.Work == nil || got.Work.Step != f.Step || got.Work.Version != f.Version {
@@ -582,6 +610,12 @@ func (t *Trainer) resumeRollouts(dir string, f *flight) error {
 	if h := hashWeights(b); h != f.Hash {
 		return fmt.Errorf("resume %s: %s has sha256 %.12s, the state records %.12s for version %d", dir, rolloutWeightsFile, h, f.Hash, f.Version)
 	}
+	if a.link != nil {
+		if ts, half := linkTensors(t.Policy, a.link.HalfProducts()); payloadSize(ts, half) != len(b) {
+			return fmt.Errorf("resume %s: %s holds %d bytes, this run's weights travel in %d (a checkpoint of a run whose weights travelled in other types: the CPU's control plane sends float32, the device link bf16 matrices under bf16 products)",
+				dir, rolloutWeightsFile, len(b), payloadSize(ts, half))
+		}
+	}
 	a.bytes, a.bytesHash, a.bytesVersion = b, f.Hash, f.Version
 	return nil
 }
@@ -597,6 +631,9 @@ type Generator struct {
 	count   int
 	version int
 	hash    string
+	// link receives the weights on the device (asynclink.go); nil: they
+	// come in the exchange.
+	link WeightLink
 	// onWork, when set (tests), runs as a work arrives; an error makes the
 	// rank vanish (its group closed, nothing reported), as a killed one.
 	onWork func(step int) error
@@ -625,9 +662,30 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, gpu := b.(model.MemoryReporter); gpu {
-		return nil, errors.New("generation ranks on CUDA are not built yet: the weight sync loads fp32 weights through the host and does not refresh the bf16 copies products read (docs/data-parallel.md, Generation ranks); run them with run.device cpu, or set dist.rollout_ranks 0")
+	var link WeightLink
+	if o.Dist.NewWeightLink != nil {
+		if link, err = o.Dist.NewWeightLink(b); err != nil {
+			return nil, fmt.Errorf("the weights' link: %w", err)
+		}
 	}
+	if _, gpu := b.(model.MemoryReporter); gpu && link == nil {
+		return nil, errors.New("generation ranks on CUDA take their weights over a device link (Dist.NewWeightLink: NCCL), and none was given")
+	}
+	g, err := openGenerator(t, b, plan, link)
+	if err != nil {
+		if link != nil {
+			link.Close()
+		}
+		return nil, err
+	}
+	g.world, g.index, g.count = w, w.Rank()-trainers, r
+	return g, nil
+}
+
+// openGenerator loads what a generation rank holds on b.
+func openGenerator(t *Trainer, b model.Backend, plan Budget, link WeightLink) (*Generator, error) {
+	cfg := t.Cfg
+	var err error
 	gp := GenerationPlan(plan)
 	t.Memory = gp.Plan
 	t.Log.Printf("backend %s; generation rank memory plan: %s", b.Name(), gp.Plan)
@@ -638,11 +696,34 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
+	t.Policy.KVCacheFP8 = cfg.Precision.KVFP8()
+	if err := t.Policy.CheckKVCache(); err != nil {
+		return nil, err
+	}
 	if lc := cfg.LoRA.Model(); lc != nil {
-		// The base from model.path, adapters as the training ranks draw
-		// them; the sync sends the adapters alone.
+		// The base from model.path, frozen as the training ranks freeze
+		// it, adapters as they draw them; the sync sends the adapters
+		// alone.
+		if cfg.Precision.RefBF16() {
+			if _, err := t.Policy.Freeze(); err != nil {
+				return nil, fmt.Errorf("lora: freeze the base weights: %w", err)
+			}
+		}
 		t.Policy.A = model.NewAdapters(b, t.Policy.Cfg, lc)
 		model.InitAdapters(b, t.Policy.Cfg, t.Policy.A, cfg.Run.Seed^loraSeedSalt)
+	}
+	if link != nil && link.HalfProducts() {
+		// The matrices as products read them, bf16 alone: the link
+		// writes them in place.
+		if err := holdHalf(t.Policy); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+	}
+	if _, err := t.Policy.ShadowWeights(); err != nil { // a tied LM head's bf16 copy
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if err := b.Err(); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
 	}
 	if t.Tok, err = tokenizer.Load(t.tokDir()); err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -654,7 +735,7 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 	if err := t.buildScorers(); err != nil {
 		return nil, err
 	}
-	return &Generator{t: t, world: w, index: w.Rank() - trainers, count: r, version: -1}, nil
+	return &Generator{t: t, version: -1, link: link}, nil
 }
 
 // Run serves the training ranks until they send the stop (nil, or
@@ -709,7 +790,15 @@ func (g *Generator) Run(ctx context.Context) error {
 func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply {
 	t := g.t
 	rep := &rolloutReply{Step: w.Step, Version: w.Version, Hash: w.Hash}
-	if w.Weights != nil {
+	if w.Link {
+		t0 := time.Now()
+		if err := g.receive(w); err != nil {
+			rep.Err = err.Error()
+			return rep
+		}
+		g.version, g.hash = w.Version, w.Hash
+		rep.LoadSeconds = time.Since(t0).Seconds()
+	} else if w.Weights != nil {
 		t0 := time.Now()
 		if h := hashWeights(w.Weights); h != w.Hash {
 			rep.Err = fmt.Sprintf("the weights of version %d arrived with sha256 %.12s, rank 0 sent %.12s", w.Version, h, w.Hash)
@@ -755,9 +844,35 @@ func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply 
 	return rep
 }
 
-// Close releases the generation rank's files (none today) and its backend's
-// errors.
-func (g *Generator) Close() error { return g.t.Close() }
+// receive takes the weights of w's version over the link and checks
+// their hash.
+func (g *Generator) receive(w *rolloutWork) error {
+	if g.link == nil {
+		return fmt.Errorf("the weights of version %d come over a device link, and this rank has none", w.Version)
+	}
+	ts, half := linkTensors(g.t.Policy, g.link.HalfProducts())
+	if err := g.link.Receive(ts, half); err != nil {
+		return fmt.Errorf("receive the weights of version %d: %w", w.Version, err)
+	}
+	got, err := g.link.Payload(ts, half)
+	if err != nil {
+		return fmt.Errorf("read back the weights of version %d: %w", w.Version, err)
+	}
+	if h := hashWeights(got); h != w.Hash {
+		return fmt.Errorf("the weights of version %d arrived with sha256 %.12s, rank 0 sent %.12s", w.Version, h, w.Hash)
+	}
+	return nil
+}
+
+// Close releases the generation rank's link, files (none today) and its
+// backend's errors.
+func (g *Generator) Close() error {
+	var err error
+	if g.link != nil {
+		err = g.link.Close()
+	}
+	return errors.Join(err, g.t.Close())
+}
 
 // flightInCheckpoint is the flight a checkpoint records (nil: none).
 func (t *Trainer) flightInCheckpoint() *flight {

@@ -89,6 +89,12 @@ type Dist struct {
 	// a single rank trains), then the R generation ranks (OpenGenerator).
 	// It carries the rollout exchange only (async.go).
 	World *dist.Group
+	// NewWeightLink, with World, makes the weights' device link once the
+	// backend is open (asynclink.go); every world rank calls it, and it
+	// returns nil on the training ranks but rank 0, and where the
+	// backend has none (the CPU's: the weights then travel in the
+	// exchange). The binary passes cuda.OpenWeightLink on CUDA.
+	NewWeightLink func(b model.Backend) (WeightLink, error)
 }
 
 // dpState is a data-parallel run's handle on the other ranks.

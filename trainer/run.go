@@ -74,6 +74,8 @@ type Trainer struct {
 	ro *asyncState
 	// newReducer makes dp's gradient reducer once the backend is open.
 	newReducer func(model.Backend) (Reducer, error)
+	// newWeightLink makes ro's device link once the backend is open.
+	newWeightLink func(model.Backend) (WeightLink, error)
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -177,6 +179,7 @@ func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 			return nil, err
 		}
 		t.ro = ro
+		t.newWeightLink = d.NewWeightLink
 	}
 	if t.rank() != 0 {
 		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.rank()), log.LstdFlags)
@@ -292,6 +295,11 @@ func (t *Trainer) setup() error {
 			return err
 		}
 		plan.ForWorld(t.dp.size, cfg.Dist.ZeROStage)
+	}
+	if t.ro != nil && t.newWeightLink != nil {
+		if t.ro.link, err = t.newWeightLink(b); err != nil {
+			return fmt.Errorf("the weights' link to the generation ranks: %w", err)
+		}
 	}
 	t.Memory = plan.Plan
 	t.Log.Printf("backend %s; memory plan: %s", b.Name(), t.Memory)
@@ -513,6 +521,10 @@ func (t *Trainer) Close() error {
 			errs = append(errs, c.Close())
 		}
 		t.dp.red = nil
+	}
+	if t.ro != nil && t.ro.link != nil {
+		errs = append(errs, t.ro.link.Close())
+		t.ro.link = nil
 	}
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		errs = append(errs, t.closers[i].Close())

@@ -4,16 +4,20 @@ package main
 // ranks generate, the others train (trainer/async.go). The whole world
 // forms one group (the rollout exchange), the training ranks a second one
 // of their own on the next port (everything else a data-parallel step
-// sends, and NCCL's id).
+// sends, and NCCL's id); on CUDA training rank 0 and the generation ranks
+// also form an NCCL communicator of their own for the weights.
 
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/backend"
+	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -30,7 +34,7 @@ func trainWithGenerators(cmd *cobra.Command, cfg trainer.Config, w dist.World, i
 	defer world.Close()
 	fmt.Fprintf(cmd.ErrOrStderr(), "data parallel: rank %d is the %s (%d training, %d generation ranks)\n",
 		w.Rank, roles.Name(w.Rank), roles.Trainers(), roles.Rollout)
-	o.Dist = &trainer.Dist{World: world}
+	o.Dist = &trainer.Dist{World: world, NewWeightLink: weightLinkFor(world, roles.Trainers(), cfg.DistTimeout())}
 	if roles.Generator() {
 		if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
 			return err
@@ -67,6 +71,24 @@ func trainWithGenerators(cmd *cobra.Command, cfg trainer.Config, w dist.World, i
 	}
 	defer t.Close()
 	return t.Run(cmd.Context())
+}
+
+// weightLinkFor makes the weights' device link of backend b: an NCCL
+// communicator of training rank 0 and the generation ranks on CUDA (its
+// id travels over the world's control plane), none on the CPU (the
+// weights then travel in the rollout exchange).
+func weightLinkFor(world *dist.Group, trainers int, timeout time.Duration) func(model.Backend) (trainer.WeightLink, error) {
+	return func(b model.Backend) (trainer.WeightLink, error) {
+		cb, ok := b.(*cuda.Backend)
+		if !ok {
+			return nil, nil
+		}
+		l, err := cuda.OpenWeightLink(cb, world, trainers, timeout)
+		if err != nil || l == nil { // the training ranks but rank 0 hold none
+			return nil, err
+		}
+		return l, nil
+	}
 }
 
 // dryRunRoles prints the plans of a training rank (of W−R) and of a
