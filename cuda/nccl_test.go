@@ -270,6 +270,14 @@ func TestNCCLWorker(t *testing.T) {
 		mastersWorker(t, rank, world, port)
 		return
 	}
+	if role == "weight-link" {
+		weightLinkWorker(t, rank, world, port, timeout)
+		return
+	}
+	if strings.HasPrefix(role, "async-") {
+		asyncWorker(t, role, rank, world, port)
+		return
+	}
 	b := NewBackend(testDevice(t), FP32)
 
 	w, err := dist.Explicit(rank, world, rank, "127.0.0.1", port)
