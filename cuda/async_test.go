@@ -183,6 +183,7 @@ func TestAsyncOnEmulator(t *testing.T) {
 	t.Logf("one process: %.1f s", time.Since(start).Seconds())
 
 	full := syncBytes(t, task, nil)
+	t.Logf("a sync moves %d bytes", full)
 	m := runAsyncRanks(t, task, "sync")
 	sameTrajectory(t, "1 training + 1 generation rank at k = 0 against one process", task, "one", "sync")
 	for i, l := range m {
@@ -216,6 +217,7 @@ func TestAsyncOnEmulator(t *testing.T) {
 	l := runAsyncRanks(t, task, "lora", lora...)
 	sameTrajectory(t, "LoRA, 1 training + 1 generation rank at k = 0 against one process", task, "lora-one", "lora")
 	adapters := syncBytes(t, task, &model.LoRAConfig{Rank: 2, Alpha: 32, Targets: model.LoRAModules})
+	t.Logf("a LoRA sync moves %d bytes", adapters)
 	for i := range l {
 		if got := l[i]["weight_sync_bytes"]; got != float64(adapters) || adapters >= full/10 {
 			t.Errorf("LoRA: step %d sent %v bytes, want the adapters' %d (the whole model's: %d)", i+1, got, adapters, full)
