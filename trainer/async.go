@@ -10,6 +10,9 @@ package trainer
 // numbered and hashed), and each generation rank returns the rows of the
 // command it last received, stamped with the version and hash of the
 // weights that generated them. The training ranks check both on every row.
+// Where the backend has a device link (CUDA: asynclink.go), the weights
+// are not in the command: training rank 0 broadcasts them over NCCL right
+// after the exchange, as bf16 where the products read bf16.
 //
 // With k = 0 a step sends its own plan with the weights of the step
 // before, then waits for its rows in a second exchange: the synchronous
