@@ -209,18 +209,18 @@ __device__ __forceinline__ float qkv_unrotate(const float* dy, int i, int half, 
 // qkv_split_bwd_dx: one block per (token, head), as the forward. Query and
 // key heads: g = the inverse rotation of the output gradient, then
 // rmsnorm_bwd_dx's dx = r·(g ⊙ w − x̂·mean(g ⊙ w ⊙ x̂)); value heads: dv.
-template <typename T>
-__device__ __forceinline__ void qkv_split_bwd_dx_impl(float* dqkv, const float* dqn, const float* dkn, const float* dv,
+template <typename T, typename O>
+__device__ __forceinline__ void qkv_split_bwd_dx_impl(O* dqkv, const float* dqn, const float* dkn, const float* dv,
                                                       const T* qkv, const float* qw, const float* kw, const float* rstdQ,
                                                       const float* rstdK, const int* pos, const float* cosT,
                                                       const float* sinT, int H, int G, int D) {
 	__shared__ float sh[32];
 	long long t = blockIdx.x;
 	int j = blockIdx.y, half = D / 2;
-	float* dst = dqkv + (t * (H + 2 * G) + j) * D;
+	O* dst = dqkv + (t * (H + 2 * G) + j) * D;
 	if (j >= H + G) {
 		const float* src = dv + (t * G + j - H - G) * D;
-		for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+		for (int i = threadIdx.x; i < D; i += blockDim.x) store_as(dst, i, src[i]);
 		return;
 	}
 	const T* x = qkv + (t * (H + 2 * G) + j) * D;
@@ -239,7 +239,7 @@ __device__ __forceinline__ void qkv_split_bwd_dx_impl(float* dqkv, const float* 
 	for (int i = threadIdx.x; i < D; i += blockDim.x) {
 		int pi = i < half ? i : i - half;
 		float g = qkv_unrotate(dy, i, half, cosT[p * half + pi], sinT[p * half + pi]);
-		dst[i] = rs * (g * w[i] - ld(x, i) * rs * m);
+		store_as(dst, i, rs * (g * w[i] - ld(x, i) * rs * m));
 	}
 }
 
@@ -254,6 +254,15 @@ extern "C" __global__ void qkv_split_bwd_dx_h(float* dqkv, const float* dqn, con
                                               const unsigned short* qkv, const float* qw, const float* kw,
                                               const float* rstdQ, const float* rstdK, const int* pos, const float* cosT,
                                               const float* sinT, int H, int G, int D) {
+	qkv_split_bwd_dx_impl(dqkv, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, cosT, sinT, H, G, D);
+}
+
+// qkv_split_bwd_dx_hh: qkv_split_bwd_dx_h writing a bf16 dqkv (rounded
+// once from the same fp32 value), which only products read.
+extern "C" __global__ void qkv_split_bwd_dx_hh(unsigned short* dqkv, const float* dqn, const float* dkn, const float* dv,
+                                               const unsigned short* qkv, const float* qw, const float* kw,
+                                               const float* rstdQ, const float* rstdK, const int* pos, const float* cosT,
+                                               const float* sinT, int H, int G, int D) {
 	qkv_split_bwd_dx_impl(dqkv, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, cosT, sinT, H, G, D);
 }
 
