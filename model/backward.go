@@ -77,6 +77,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	Release(b, dl, dlogits, dh, hc)
 
 	dx := Scratch(b, n, C)
+	m.shadowGrad(dx)
 	b.RMSNormBackward(dx, finalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
 	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
@@ -174,12 +175,29 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	if as, ok := b.(ActivationStore); ok {
 		half = as.ActivationHalf
 	}
+	dxMid := s(n, C)
+	m.shadowGrad(dxMid)
 	return &layerGrads{
-		dxMid: s(n, C), dxn: s(n, C),
+		dxMid: dxMid, dxn: s(n, C),
 		dh: s(F, n), dgu: half(2*F, n),
 		datt: s(n, H, D), dqn: s(n, H, D),
 		dkn: s(n, G, D), dv: s(n, G, D), dqkv: half(n, (H+2*G)*D),
 		lora: m.newLoRAGrads(n),
+	}
+}
+
+// shadowGrad gives a residual gradient (dx, dxMid) a bf16 copy where the
+// backend keeps them (Shadower, under bf16 products): products read it
+// (each of dx and dxMid feeds a weight gradient and an input gradient),
+// and the fused norm backward that writes the gradient writes the copy in
+// the same pass, where a product would otherwise round it to bf16 in a
+// pass of its own (the weight gradient's: its other operand is a bf16
+// activation). The fp32 gradient stays what the residual adds read.
+func (m *Model) shadowGrad(t *Tensor) {
+	if sh, ok := m.B.(Shadower); ok {
+		if _, err := sh.Shadow(t); err != nil {
+			return // the backend recorded it; Err reports it at the end
+		}
 	}
 }
 

@@ -33,7 +33,8 @@ extern "C" __global__ void rmsnorm_fwd_h(unsigned short* out, float* rstd, const
 // would.
 template <bool RES>
 __device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout, const float* x, const float* w,
-                                                    const float* rstd, const float* res, int n) {
+                                                    const float* rstd, const float* res, int n,
+                                                    unsigned short* dx16 = nullptr) {
 	__shared__ float sh[32];
 	long long r = blockIdx.x;
 	float rs = rstd[r];
@@ -43,7 +44,9 @@ __device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout
 	float m = block_sum(s, sh) / n;
 	for (int j = threadIdx.x; j < n; j += blockDim.x) {
 		float v = rs * (dr[j] * w[j] - xr[j] * rs * m);
-		dx[r * n + j] = RES ? __fadd_rn(v, res[r * n + j]) : v;
+		v = RES ? __fadd_rn(v, res[r * n + j]) : v;
+		dx[r * n + j] = v;
+		if (dx16) dx16[r * n + j] = f32_to_bf16_bits(v);
 	}
 }
 
@@ -55,6 +58,15 @@ extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const fl
 extern "C" __global__ void rmsnorm_bwd_dx_res(float* dx, const float* dout, const float* x, const float* w,
                                               const float* rstd, const float* res, int n) {
 	rmsnorm_bwd_dx_impl<true>(dx, dout, x, w, rstd, res, n);
+}
+
+// rmsnorm_bwd_dx_res_h also writes dx16, dx rounded to bf16: the copy the
+// products that read dx (the weight gradients' and the next input
+// gradient's) take under bf16 products, written here for 2 bytes an
+// element instead of a conversion pass's 6.
+extern "C" __global__ void rmsnorm_bwd_dx_res_h(float* dx, unsigned short* dx16, const float* dout, const float* x,
+                                                const float* w, const float* rstd, const float* res, int n) {
+	rmsnorm_bwd_dx_impl<true>(dx, dout, x, w, rstd, res, n, dx16);
 }
 
 // add_rmsnorm_fwd: sum = x + y, then rmsnorm_fwd of sum, one block per row

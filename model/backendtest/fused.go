@@ -56,6 +56,33 @@ func (s *suite) fused(t *testing.T) {
 		s.expect(t, name+" dx = res + ∂", s.get(dx), wantDx, s.tol(t))
 		s.same(t, name+" dx vs RMSNormBackward+Add", s.get(dx), func() []float32 { s.b.Add(udx, res); return s.get(udx) }())
 		s.same(t, name+" dw vs RMSNormBackward", s.get(dw), s.get(udw))
+		// A dx with a bf16 copy (model.Shadower, as the backward's residual
+		// gradients have): the same fp32 dx, and a product reading dx·I
+		// gives it rounded to bf16 (the copy the pass wrote), or dx itself
+		// where the backend's products keep fp32.
+		if sh, ok := s.b.(model.Shadower); ok {
+			hdx := s.b.New(rows, n)
+			if _, err := sh.Shadow(hdx); err != nil {
+				t.Fatal(err)
+			}
+			rn.RMSNormBackwardAdd(hdx, s.tensor(wv, n), dout, usum, w, urstd, res)
+			fp := s.get(dx)
+			if got := s.get(hdx); !slices.Equal(got, fp) {
+				t.Fatalf("%s: dx with a bf16 copy differs from dx without", name)
+			}
+			eye := make([]float32, n*n)
+			for j := range n {
+				eye[j*n+j] = 1
+			}
+			prod := s.b.New(rows, n)
+			s.b.MatMul(prod, hdx, s.tensor(eye, n, n), false, false, false)
+			got := s.get(prod)
+			for i := range fp {
+				if r := model.BF16ToF32(model.F32ToBF16(fp[i])); got[i] != fp[i] && got[i] != r {
+					t.Fatalf("%s: dx·I element %d is %v; dx %v, rounded %v", name, i, got[i], fp[i], r)
+				}
+			}
+		}
 	}
 	s.noErr(t, "fused residual norm")
 	b := s.b
