@@ -5,6 +5,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -318,9 +319,15 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	if _, _, _, err := keyRows(segs, k.Shape[0]); !b.keep(err) {
 		return
 	}
-	b.Zero(dq)
-	b.Zero(dk)
-	b.Zero(dv)
+	flash := hq && b.useFlash(D, segs, len(queryRows(segs)))
+	if !flash || !coversRows(segs, q.Shape[0], k.Shape[0]) {
+		// Rows no segment reaches are 0; the fused kernels overwrite every
+		// row a segment reaches, so a training batch (its segments tile the
+		// rows) needs no clearing: 12 bytes per query row and head element.
+		b.Zero(dq)
+		b.Zero(dk)
+		b.Zero(dv)
+	}
 	if len(queryRows(segs)) == 0 {
 		return
 	}
@@ -342,7 +349,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 		b.attentionBackwardRoute(g)
 		return
 	}
-	if b.useFlash(D, segs, len(queryRows(segs))) {
+	if flash {
 		b.attentionFlashBackward("_h", g, 2)
 		return
 	}
@@ -354,6 +361,30 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	defer b.free(wide...)
 	g.q, g.k, g.v = wide[0].ptr, wide[1].ptr, wide[2].ptr
 	b.attentionBackwardRoute(g)
+}
+
+// coversRows reports whether segs reach each of nq query rows and nk key
+// rows exactly once.
+func coversRows(segs []model.Segment, nq, nk int) bool {
+	q, k := make([]bool, nq), make([]bool, nk)
+	mark := func(seen []bool, r0, n int) bool {
+		if r0 < 0 || r0+n > len(seen) {
+			return false
+		}
+		for r := r0; r < r0+n; r++ {
+			if seen[r] {
+				return false
+			}
+			seen[r] = true
+		}
+		return true
+	}
+	for _, s := range segs {
+		if !mark(q, s.Q0, s.QLen) || !mark(k, s.K0, s.KLen) {
+			return false
+		}
+	}
+	return !slices.Contains(q, false) && !slices.Contains(k, false)
 }
 
 // attnGrad is one attention backward's device operands and shape.

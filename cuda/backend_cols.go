@@ -41,9 +41,15 @@ func (b *Backend) AddCols(dst, src *model.Tensor, col0 int) {
 	b.elementwise(name, n, pd, ps[0], int64(R), int32(W), int32(w), int32(col0))
 }
 
-// CopyCols overwrites dst with columns [col0, col0+w) of src, both fp32.
+// CopyCols overwrites dst (fp32) with columns [col0, col0+w) of src, fp32
+// or a bf16 activation (widened exactly: LoRA reads its blocks of the
+// fused q/k/v gradient, bf16 under bf16 products).
 func (b *Backend) CopyCols(dst, src *model.Tensor, col0 int) {
-	p, ok := b.ptrs("copy cols", dst, src) // refuses bf16
+	p, ok := b.ptrs("copy cols", dst) // refuses bf16
+	if !ok {
+		return
+	}
+	ps, half, ok := b.activation("copy cols", 1, src)
 	if !ok {
 		return
 	}
@@ -51,6 +57,10 @@ func (b *Backend) CopyCols(dst, src *model.Tensor, col0 int) {
 	if !b.keep(err) || R == 0 || w == 0 {
 		return
 	}
-	b.kernelCost(0, 8*R*w)
-	b.elementwise("copy_cols", R*w, p[0], p[1], int64(R), int32(W), int32(w), int32(col0))
+	name := "copy_cols"
+	if half {
+		name += "_h"
+	}
+	b.kernelCost(0, (4+widthOf(half))*R*w)
+	b.elementwise(name, R*w, p[0], ps, int64(R), int32(W), int32(w), int32(col0))
 }

@@ -58,9 +58,18 @@ func (b *Backend) RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *model.Tensor
 	if !b.keep(err) || R == 0 || n == 0 {
 		return
 	}
-	// RMSNormBackward's traffic and res read once more.
-	b.kernelCost(9*R*n, 4*(5*R*n+2*n+R))
-	b.launch("rmsnorm_bwd_dx_res", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], p[6], int32(n))
+	// RMSNormBackward's traffic and res read once more; where dx has a bf16
+	// copy (model.Shadower: the products that read dx take it) that dx
+	// covers whole, the copy is written in the same pass and is then fresh.
+	buf := dx.Store.(*buffer)
+	if buf.shadow != nil && dx.Off == 0 && dx.Numel() == buf.elems {
+		b.kernelCost(9*R*n, 4*(5*R*n+2*n+R)+2*R*n)
+		b.launch("rmsnorm_bwd_dx_res_h", [3]int{R}, rowBlock, p[0], buf.shadow.ptr, p[2], p[3], p[4], p[5], p[6], int32(n))
+		buf.stale = !b.ok()
+	} else {
+		b.kernelCost(9*R*n, 4*(5*R*n+2*n+R))
+		b.launch("rmsnorm_bwd_dx_res", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], p[6], int32(n))
+	}
 	b.rmsNormBackwardDW(p[1], p[2], p[3], p[5], R, n)
 }
 

@@ -186,27 +186,47 @@ func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
 	b.elementwise("swiglu_fwd", n, p[0], p[1], p[2], int64(n))
 }
 
-// SwiGLUBackward overwrites dgate and dup (fp32), reading gate and up in
-// fp32 or bf16.
+// SwiGLUBackward overwrites dgate and dup, reading gate and up in fp32 or
+// bf16. dgate and dup may be bf16 activations (ActivationHalf, both or
+// neither, with bf16 gate and up): the fp32 gradients rounded once, for an
+// input gradient that only products read.
 func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
-	if !b.keep(model.SizeCheck("swiglu backward", dgate, dup, dout, gate, up)) {
+	const op = "swiglu backward"
+	if !b.keep(model.SizeCheck(op, dgate, dup, dout, gate, up)) {
 		return
 	}
-	p, ok := b.ptrs("swiglu backward", dgate, dup, dout)
+	out, halfOut, ok := b.uniform(op, dgate, dup)
 	if !ok {
 		return
 	}
-	in, half, ok := b.uniform("swiglu backward", gate, up)
+	if buf := dgate.Store.(*buffer); buf.shadow != nil {
+		buf.stale = true
+	}
+	if buf := dup.Store.(*buffer); buf.shadow != nil {
+		buf.stale = true
+	}
+	pd, ok := b.reads(op, dout)
 	if !ok {
+		return
+	}
+	in, half, ok := b.uniform(op, gate, up)
+	if !ok {
+		return
+	}
+	if halfOut && !half {
+		b.keep(fmt.Errorf("%s: bf16 gradients need bf16 gate and up", op))
 		return
 	}
 	n := gate.Numel()
-	name, width := "swiglu_bwd", 4
+	name := "swiglu_bwd"
 	if half {
-		name, width = "swiglu_bwd_h", 2
+		name += "_h"
 	}
-	b.kernelCost(12*n, (4*3+2*width)*n)
-	b.elementwise(name, n, p[0], p[1], p[2], in[0], in[1], int64(n))
+	if halfOut {
+		name += "h"
+	}
+	b.kernelCost(12*n, (4+2*widthOf(half)+2*widthOf(halfOut))*n)
+	b.elementwise(name, n, out[0], out[1], pd[0], in[0], in[1], int64(n))
 }
 
 // uniform returns the addresses of tensors that are all fp32 or all

@@ -74,14 +74,25 @@ func (b *Backend) SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *model.Tensor, p
 // SplitQKVBackward overwrites dqkv and accumulates dqw, dkw. The weight
 // gradients' column sums are taken over fixed chunks of rows and the
 // chunks added in order, as RMSNormBackward's (deterministic, no atomics).
+// dqkv may be a bf16 activation (ActivationHalf, with a bf16 qkv): the
+// fp32 gradient rounded once, since only products read it.
 func (b *Backend) SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK *model.Tensor, pos []int32, theta float64) {
 	const op = "split qkv backward"
-	p, ok := b.ptrs(op, dqkv, dqw, dkw, dqn, dkn, dv, qw, kw, rstdQ, rstdK)
+	pd, halfOut, ok := b.activation(op, 0, dqkv)
 	if !ok {
 		return
 	}
+	p, ok := b.ptrs(op, dqw, dkw, dqn, dkn, dv, qw, kw, rstdQ, rstdK)
+	if !ok {
+		return
+	}
+	p = append([]uint64{pd}, p...)
 	src, half, ok := b.activation(op, 6, qkv)
 	if !ok {
+		return
+	}
+	if halfOut && !half {
+		b.keep(fmt.Errorf("%s: a bf16 dqkv needs a bf16 qkv", op))
 		return
 	}
 	d, err := model.SplitQKVDims(op, dqn, dkn, dv, rstdQ, rstdK, qkv, qw, kw, pos)
@@ -95,12 +106,16 @@ func (b *Backend) SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rs
 	n, nk := d.N*d.Width(), d.N*(d.H+d.G)*d.D
 	// dx: the product and the output gradients read, dqkv written; dw:
 	// both read again, once per weight.
-	b.kernelCost(20*nk, 2*widthOf(half)*nk+4*(2*nk+n+d.N*d.G*d.D+2*d.N*(d.H+d.G)+2*d.N*d.D))
+	b.kernelCost(20*nk, 2*widthOf(half)*nk+widthOf(halfOut)*n+4*(2*nk+d.N*d.G*d.D+2*d.N*(d.H+d.G)+2*d.N*d.D))
 	suffix := ""
 	if half {
 		suffix = "_h"
 	}
-	b.launch("qkv_split_bwd_dx"+suffix, [3]int{d.N, d.H + 2*d.G}, qkvThreads, p[0], p[3], p[4], p[5], src,
+	name := "qkv_split_bwd_dx" + suffix
+	if halfOut {
+		name += "h"
+	}
+	b.launch(name, [3]int{d.N, d.H + 2*d.G}, qkvThreads, p[0], p[3], p[4], p[5], src,
 		p[6], p[7], p[8], p[9], posAddr, tab.cos.ptr, tab.sin.ptr, int32(d.H), int32(d.G), int32(d.D))
 	b.splitNormGrad(suffix, p[1], p[3], src, p[8], posAddr, tab, d, d.H, 0)
 	b.splitNormGrad(suffix, p[2], p[4], src, p[9], posAddr, tab, d, d.G, d.H)

@@ -168,7 +168,7 @@ type Backend interface {
 	// projection's low-rank term into the fused q/k/v product with it.
 	AddCols(dst, src *Tensor, col0 int)
 	// CopyCols overwrites dst (R, w) with columns [col0, col0+w) of src
-	// (R, W), both fp32.
+	// (R, W), dst fp32, src fp32 or a bf16 activation (ActivationStore).
 	CopyCols(dst, src *Tensor, col0 int)
 
 	// GatherRows overwrites dst[i] = src[idx[i]] (rows along the first dim).
@@ -253,12 +253,16 @@ type HalfWeights interface {
 // in bf16 (the CUDA backend under bf16 products): the model asks it for
 // every activation a training pass saves but the residual stream and the
 // statistics (newLayerActs lists them), which stay fp32 as do gradients.
+// The model also asks it for the two activation gradients that only
+// products read (the MLP's dgu and the fused projection's dqkv).
 // Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
 // SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16),
-// SwiGLU and LogSoftmaxGatherBackward (dlogits), and read by MatMul, SwiGLU, SwiGLUBackward, SplitQKV and
-// SplitQKVBackward (qkv), Attention and AttentionBackward (q, k, v, and out
-// for the backward's Σ dout ⊙ out), Copy and Download; its contents are
-// undefined until written. Backends without it (the CPU ones) keep these
+// SwiGLU, SwiGLUBackward (dgate, dup; with gate, up bf16),
+// SplitQKVBackward (dqkv; with qkv bf16) and LogSoftmaxGatherBackward
+// (dlogits), each rounding the fp32 result once, and read by MatMul,
+// SwiGLU, SwiGLUBackward, SplitQKV and SplitQKVBackward (qkv), Attention and
+// AttentionBackward (q, k, v, and out for the backward's Σ dout ⊙ out),
+// CopyCols (src), Copy and Download; its contents are undefined until written. Backends without it (the CPU ones) keep these
 // tensors fp32, so the model has one path.
 type ActivationStore interface {
 	ActivationHalf(shape ...int) *Tensor

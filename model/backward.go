@@ -77,6 +77,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	Release(b, dl, dlogits, dh, hc)
 
 	dx := Scratch(b, n, C)
+	m.shadowGrad(dx)
 	b.RMSNormBackward(dx, finalNorm, dxf, p.xL, m.P.FinalNorm, p.rstdF)
 	Release(b, dxf, p.xL, p.xf, p.rstdF, p.headLSE)
 	p.xL, p.xf, p.rstdF, p.headLSE = nil, nil, nil, nil
@@ -145,10 +146,10 @@ func (f frozenGrads) layer() *Layer {
 type layerGrads struct {
 	dxMid, dxn *Tensor // (N, C)
 	dh         *Tensor // (F, N) transposed, as the MLP's activations
-	dgu        *Tensor // (2F, N) dgateᵀ over dupᵀ
+	dgu        *Tensor // (2F, N) dgateᵀ over dupᵀ (bf16 where activations are)
 	datt, dqn  *Tensor // (N, H, D)
 	dkn, dv    *Tensor // (N, G, D)
-	dqkv       *Tensor // (N, (H+2G)·D) the fused projection's gradient
+	dqkv       *Tensor // (N, (H+2G)·D) the fused projection's gradient (bf16 where activations are)
 	lora       *loraGrads
 }
 
@@ -164,13 +165,39 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	// Each is overwritten by the first op that writes it in layerBackward.
+	// The gradients of the two products whose activations are bf16 (gate
+	// and up, q/k/v: dgu and dqkv) are read by products alone, which round
+	// them to bf16 anyway: where the backend keeps bf16 activations
+	// (ActivationStore) they are written in bf16, rounded once by the op
+	// that computes them, instead of in fp32 and rounded by each product.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
+	half := s
+	if as, ok := b.(ActivationStore); ok {
+		half = as.ActivationHalf
+	}
+	dxMid := s(n, C)
+	m.shadowGrad(dxMid)
 	return &layerGrads{
-		dxMid: s(n, C), dxn: s(n, C),
-		dh: s(F, n), dgu: s(2*F, n),
+		dxMid: dxMid, dxn: s(n, C),
+		dh: s(F, n), dgu: half(2*F, n),
 		datt: s(n, H, D), dqn: s(n, H, D),
-		dkn: s(n, G, D), dv: s(n, G, D), dqkv: s(n, (H+2*G)*D),
+		dkn: s(n, G, D), dv: s(n, G, D), dqkv: half(n, (H+2*G)*D),
 		lora: m.newLoRAGrads(n),
+	}
+}
+
+// shadowGrad gives a residual gradient (dx, dxMid) a bf16 copy where the
+// backend keeps them (Shadower, under bf16 products): products read it
+// (each of dx and dxMid feeds a weight gradient and an input gradient),
+// and the fused norm backward that writes the gradient writes the copy in
+// the same pass, where a product would otherwise round it to bf16 in a
+// pass of its own (the weight gradient's: its other operand is a bf16
+// activation). The fp32 gradient stays what the residual adds read.
+func (m *Model) shadowGrad(t *Tensor) {
+	if sh, ok := m.B.(Shadower); ok {
+		if _, err := sh.Shadow(t); err != nil {
+			return // the backend recorded it; Err reports it at the end
+		}
 	}
 }
 

@@ -60,26 +60,37 @@ extern "C" __global__ void swiglu_fwd_h(unsigned short* out, const unsigned shor
 	}
 }
 
-// swiglu_bwd_h: swiglu_bwd reading bf16 gate and up.
-extern "C" __global__ void swiglu_bwd_h(float* dgate, float* dup, const float* dout, const unsigned short* gate,
-                                        const unsigned short* up, long long n) {
+// d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))). One body for every storage: T is
+// gate and up's (fp32 or bf16), O the gradients' (fp32, or bf16 rounded
+// once from the same fp32 value).
+template <typename T, typename O>
+__device__ __forceinline__ void swiglu_bwd_impl(O* dgate, O* dup, const float* dout, const T* gate, const T* up,
+                                                long long n) {
 	for (long long i = gtid(); i < n; i += gstride()) {
 		float g = ld(gate, i), d = dout[i];
 		float sig = 1.f / (1.f + expf(-g));
-		dup[i] = d * g * sig;
-		dgate[i] = d * ld(up, i) * sig * (1.f + g * (1.f - sig));
+		store_as(dup, i, d * g * sig);
+		store_as(dgate, i, d * ld(up, i) * sig * (1.f + g * (1.f - sig)));
 	}
 }
 
-// d silu(g)/dg = σ(g)·(1 + g·(1−σ(g))).
 extern "C" __global__ void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                       long long n) {
-	for (long long i = gtid(); i < n; i += gstride()) {
-		float g = gate[i], d = dout[i];
-		float sig = 1.f / (1.f + expf(-g));
-		dup[i] = d * g * sig;
-		dgate[i] = d * up[i] * sig * (1.f + g * (1.f - sig));
-	}
+	swiglu_bwd_impl(dgate, dup, dout, gate, up, n);
+}
+
+// swiglu_bwd_h: swiglu_bwd reading bf16 gate and up.
+extern "C" __global__ void swiglu_bwd_h(float* dgate, float* dup, const float* dout, const unsigned short* gate,
+                                        const unsigned short* up, long long n) {
+	swiglu_bwd_impl(dgate, dup, dout, gate, up, n);
+}
+
+// swiglu_bwd_hh: swiglu_bwd_h writing bf16 dgate and dup, the MLP
+// product's gradient, which only products read (they round it to bf16
+// anyway): 4 bytes an element written instead of 8.
+extern "C" __global__ void swiglu_bwd_hh(unsigned short* dgate, unsigned short* dup, const float* dout,
+                                         const unsigned short* gate, const unsigned short* up, long long n) {
+	swiglu_bwd_impl(dgate, dup, dout, gate, up, n);
 }
 
 // AdamW in torch.optim.AdamW's order (decay, then the bias-corrected step),
@@ -122,10 +133,20 @@ extern "C" __global__ void add_cols_h(unsigned short* dst, const float* src, lon
 	add_cols_body(dst, src, R, W, w, col0);
 }
 
-// copy_cols: dst[r·w + j] = src[r·W + col0 + j].
-extern "C" __global__ void copy_cols(float* dst, const float* src, long long R, int W, int w, int col0) {
+// copy_cols: dst[r·w + j] = src[r·W + col0 + j]; copy_cols_h reads a bf16
+// src (the fused q/k/v gradient under bf16 products), widening exactly.
+template <typename T>
+__device__ __forceinline__ void copy_cols_body(float* dst, const T* src, long long R, int W, int w, int col0) {
 	for (long long i = gtid(); i < R * w; i += gstride()) {
 		long long r = i / w;
-		dst[i] = src[r * W + col0 + (i - r * w)];
+		dst[i] = ld(src, r * W + col0 + (i - r * w));
 	}
+}
+
+extern "C" __global__ void copy_cols(float* dst, const float* src, long long R, int W, int w, int col0) {
+	copy_cols_body(dst, src, R, W, w, col0);
+}
+
+extern "C" __global__ void copy_cols_h(float* dst, const unsigned short* src, long long R, int W, int w, int col0) {
+	copy_cols_body(dst, src, R, W, w, col0);
 }

@@ -33,7 +33,8 @@ extern "C" __global__ void rmsnorm_fwd_h(unsigned short* out, float* rstd, const
 // would.
 template <bool RES>
 __device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout, const float* x, const float* w,
-                                                    const float* rstd, const float* res, int n) {
+                                                    const float* rstd, const float* res, int n,
+                                                    unsigned short* dx16 = nullptr) {
 	__shared__ float sh[32];
 	long long r = blockIdx.x;
 	float rs = rstd[r];
@@ -43,7 +44,9 @@ __device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout
 	float m = block_sum(s, sh) / n;
 	for (int j = threadIdx.x; j < n; j += blockDim.x) {
 		float v = rs * (dr[j] * w[j] - xr[j] * rs * m);
-		dx[r * n + j] = RES ? __fadd_rn(v, res[r * n + j]) : v;
+		v = RES ? __fadd_rn(v, res[r * n + j]) : v;
+		dx[r * n + j] = v;
+		if (dx16) dx16[r * n + j] = f32_to_bf16_bits(v);
 	}
 }
 
@@ -55,6 +58,15 @@ extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const fl
 extern "C" __global__ void rmsnorm_bwd_dx_res(float* dx, const float* dout, const float* x, const float* w,
                                               const float* rstd, const float* res, int n) {
 	rmsnorm_bwd_dx_impl<true>(dx, dout, x, w, rstd, res, n);
+}
+
+// rmsnorm_bwd_dx_res_h also writes dx16, dx rounded to bf16: the copy the
+// products that read dx (the weight gradients' and the next input
+// gradient's) take under bf16 products, written here for 2 bytes an
+// element instead of a conversion pass's 6.
+extern "C" __global__ void rmsnorm_bwd_dx_res_h(float* dx, unsigned short* dx16, const float* dout, const float* x,
+                                                const float* w, const float* rstd, const float* res, int n) {
+	rmsnorm_bwd_dx_impl<true>(dx, dout, x, w, rstd, res, n, dx16);
 }
 
 // add_rmsnorm_fwd: sum = x + y, then rmsnorm_fwd of sum, one block per row
@@ -209,18 +221,18 @@ __device__ __forceinline__ float qkv_unrotate(const float* dy, int i, int half, 
 // qkv_split_bwd_dx: one block per (token, head), as the forward. Query and
 // key heads: g = the inverse rotation of the output gradient, then
 // rmsnorm_bwd_dx's dx = r·(g ⊙ w − x̂·mean(g ⊙ w ⊙ x̂)); value heads: dv.
-template <typename T>
-__device__ __forceinline__ void qkv_split_bwd_dx_impl(float* dqkv, const float* dqn, const float* dkn, const float* dv,
+template <typename T, typename O>
+__device__ __forceinline__ void qkv_split_bwd_dx_impl(O* dqkv, const float* dqn, const float* dkn, const float* dv,
                                                       const T* qkv, const float* qw, const float* kw, const float* rstdQ,
                                                       const float* rstdK, const int* pos, const float* cosT,
                                                       const float* sinT, int H, int G, int D) {
 	__shared__ float sh[32];
 	long long t = blockIdx.x;
 	int j = blockIdx.y, half = D / 2;
-	float* dst = dqkv + (t * (H + 2 * G) + j) * D;
+	O* dst = dqkv + (t * (H + 2 * G) + j) * D;
 	if (j >= H + G) {
 		const float* src = dv + (t * G + j - H - G) * D;
-		for (int i = threadIdx.x; i < D; i += blockDim.x) dst[i] = src[i];
+		for (int i = threadIdx.x; i < D; i += blockDim.x) store_as(dst, i, src[i]);
 		return;
 	}
 	const T* x = qkv + (t * (H + 2 * G) + j) * D;
@@ -239,7 +251,7 @@ __device__ __forceinline__ void qkv_split_bwd_dx_impl(float* dqkv, const float* 
 	for (int i = threadIdx.x; i < D; i += blockDim.x) {
 		int pi = i < half ? i : i - half;
 		float g = qkv_unrotate(dy, i, half, cosT[p * half + pi], sinT[p * half + pi]);
-		dst[i] = rs * (g * w[i] - ld(x, i) * rs * m);
+		store_as(dst, i, rs * (g * w[i] - ld(x, i) * rs * m));
 	}
 }
 
@@ -254,6 +266,15 @@ extern "C" __global__ void qkv_split_bwd_dx_h(float* dqkv, const float* dqn, con
                                               const unsigned short* qkv, const float* qw, const float* kw,
                                               const float* rstdQ, const float* rstdK, const int* pos, const float* cosT,
                                               const float* sinT, int H, int G, int D) {
+	qkv_split_bwd_dx_impl(dqkv, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, cosT, sinT, H, G, D);
+}
+
+// qkv_split_bwd_dx_hh: qkv_split_bwd_dx_h writing a bf16 dqkv (rounded
+// once from the same fp32 value), which only products read.
+extern "C" __global__ void qkv_split_bwd_dx_hh(unsigned short* dqkv, const float* dqn, const float* dkn, const float* dv,
+                                               const unsigned short* qkv, const float* qw, const float* kw,
+                                               const float* rstdQ, const float* rstdK, const int* pos, const float* cosT,
+                                               const float* sinT, int H, int G, int D) {
 	qkv_split_bwd_dx_impl(dqkv, dqn, dkn, dv, qkv, qw, kw, rstdQ, rstdK, pos, cosT, sinT, H, G, D);
 }
 

@@ -56,6 +56,33 @@ func (s *suite) fused(t *testing.T) {
 		s.expect(t, name+" dx = res + ∂", s.get(dx), wantDx, s.tol(t))
 		s.same(t, name+" dx vs RMSNormBackward+Add", s.get(dx), func() []float32 { s.b.Add(udx, res); return s.get(udx) }())
 		s.same(t, name+" dw vs RMSNormBackward", s.get(dw), s.get(udw))
+		// A dx with a bf16 copy (model.Shadower, as the backward's residual
+		// gradients have): the same fp32 dx, and a product reading dx·I
+		// gives it rounded to bf16 (the copy the pass wrote), or dx itself
+		// where the backend's products keep fp32.
+		if sh, ok := s.b.(model.Shadower); ok {
+			hdx := s.b.New(rows, n)
+			if _, err := sh.Shadow(hdx); err != nil {
+				t.Fatal(err)
+			}
+			rn.RMSNormBackwardAdd(hdx, s.tensor(wv, n), dout, usum, w, urstd, res)
+			fp := s.get(dx)
+			if got := s.get(hdx); !slices.Equal(got, fp) {
+				t.Fatalf("%s: dx with a bf16 copy differs from dx without", name)
+			}
+			eye := make([]float32, n*n)
+			for j := range n {
+				eye[j*n+j] = 1
+			}
+			prod := s.b.New(rows, n)
+			s.b.MatMul(prod, hdx, s.tensor(eye, n, n), false, false, false)
+			got := s.get(prod)
+			for i := range fp {
+				if r := model.BF16ToF32(model.F32ToBF16(fp[i])); got[i] != fp[i] && got[i] != r {
+					t.Fatalf("%s: dx·I element %d is %v; dx %v, rounded %v", name, i, got[i], fp[i], r)
+				}
+			}
+		}
 	}
 	s.noErr(t, "fused residual norm")
 	b := s.b
@@ -149,6 +176,77 @@ func (s *suite) halfLogitsGrad(t *testing.T) {
 		}
 	}
 	s.noErr(t, "bf16 logits gradient")
+}
+
+// halfInputGrads: where the backend keeps activations in bf16
+// (model.ActivationStore), SwiGLUBackward into bf16 dgate, dup and
+// SplitQKVBackward into a bf16 dqkv (from bf16 gate, up and qkv) give the
+// fp32 gradients of the same inputs rounded to nearest even, exactly (the
+// backward's dgu and dqkv, model/backward.go), and CopyCols reads such a
+// gradient back widened exactly (LoRA's q/k/v blocks).
+func (s *suite) halfInputGrads(t *testing.T) {
+	as, ok := s.b.(model.ActivationStore)
+	if !ok {
+		t.Skipf("%s keeps no bf16 activations", s.b.Name())
+	}
+	// half is a bf16 activation holding vals rounded (a product writes it:
+	// vals·I), or vals where the backend's activations are fp32.
+	half := func(vals []float32, R, W int) *model.Tensor {
+		eye := make([]float32, W*W)
+		for j := range W {
+			eye[j*W+j] = 1
+		}
+		h := as.ActivationHalf(R, W)
+		s.b.MatMul(h, s.tensor(vals, R, W), s.tensor(eye, W, W), false, false, false)
+		return h
+	}
+	rounds := func(what string, got, want []float32) {
+		t.Helper()
+		if slices.Equal(got, want) {
+			return // fp32 storage (the CUDA backend under fp32 or tf32 products)
+		}
+		for i := range want {
+			if r := model.BF16ToF32(model.F32ToBF16(want[i])); got[i] != r {
+				t.Fatalf("%s element %d: bf16 %v, fp32 %v rounds to %v", what, i, got[i], want[i], r)
+			}
+		}
+	}
+	const R, F = 5, 37
+	gate, up := half(s.randn(R*F, 2), R, F), half(s.randn(R*F, 1), R, F)
+	dout := s.tensor(s.randn(R*F, 1), R, F)
+	dg, du := s.b.New(R, F), s.b.New(R, F)
+	hg, hu := as.ActivationHalf(R, F), as.ActivationHalf(R, F)
+	s.b.SwiGLUBackward(dg, du, dout, gate, up)
+	s.b.SwiGLUBackward(hg, hu, dout, gate, up)
+	rounds("swiglu dgate", s.get(hg), s.get(dg))
+	rounds("swiglu dup", s.get(hu), s.get(du))
+
+	d := model.QKVDims{N: 3, H: 4, G: 2, D: 8}
+	pos := []int32{0, 7, 300}
+	qkv := half(s.randn(d.N*d.Width(), 2), d.N, d.Width())
+	qw, kw := s.tensor(s.randn(d.D, 1), d.D), s.tensor(s.randn(d.D, 1), d.D)
+	qn, kn, v := as.ActivationHalf(d.N, d.H, d.D), as.ActivationHalf(d.N, d.G, d.D), as.ActivationHalf(d.N, d.G, d.D)
+	rq, rk := s.b.New(d.N*d.H), s.b.New(d.N*d.G)
+	s.b.SplitQKV(qn, kn, v, rq, rk, qkv, qw, kw, pos, 1e6, 1e-6)
+	dq, dk, dv := s.tensor(s.randn(qn.Numel(), 1), qn.Shape...), s.tensor(s.randn(kn.Numel(), 1), kn.Shape...), s.tensor(s.randn(v.Numel(), 1), v.Shape...)
+	full, hqkv := s.b.New(d.N, d.Width()), as.ActivationHalf(d.N, d.Width())
+	dqw, dkw, hqw, hkw := s.b.New(d.D), s.b.New(d.D), s.b.New(d.D), s.b.New(d.D)
+	s.b.SplitQKVBackward(full, dqw, dkw, dq, dk, dv, qkv, qw, kw, rq, rk, pos, 1e6)
+	s.b.SplitQKVBackward(hqkv, hqw, hkw, dq, dk, dv, qkv, qw, kw, rq, rk, pos, 1e6)
+	rounds("split qkv dqkv", s.get(hqkv), s.get(full))
+	s.same(t, "split qkv dqw with a bf16 dqkv", s.get(hqw), s.get(dqw))
+	s.same(t, "split qkv dkw with a bf16 dqkv", s.get(hkw), s.get(dkw))
+	cols := s.b.New(d.N, d.D)
+	s.b.CopyCols(cols, hqkv, d.H*d.D)
+	all := s.get(hqkv)
+	for r := range d.N {
+		for j := range d.D {
+			if got, want := s.get(cols)[r*d.D+j], all[r*d.Width()+d.H*d.D+j]; got != want {
+				t.Fatalf("copy cols from a bf16 activation: row %d col %d is %v, want %v", r, j, got, want)
+			}
+		}
+	}
+	s.noErr(t, "bf16 input gradients")
 }
 
 // adamwScaled: AdamW with a gradient scale (clipping's coefficient, fused
