@@ -130,6 +130,13 @@ func Qwen3_1_7B() model.RandomOptions {
 		Vocab: 151936, Tied: true, RopeTheta: 1e6, MaxPositions: 40960, InitStd: 0.02}
 }
 
+// Qwen3_8B are the Qwen/Qwen3-8B-Base shapes (docs/qwen3-shapes/8b/config.json;
+// untied embedding and LM head), for estimates scaled from the 1.7B's counts.
+func Qwen3_8B() model.RandomOptions {
+	return model.RandomOptions{Layers: 36, Hidden: 4096, Intermediate: 12288, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, Tied: false, RopeTheta: 1e6, MaxPositions: 32768, InitStd: 0.02}
+}
+
 // GPUShapes are the training shapes of the GPU benchmark: one
 // sequence per step at 2k and 8k tokens, log-probabilities over all but a
 // 256-token prompt (a GRPO response).

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
@@ -41,5 +43,29 @@ func BenchmarkCPUShapes(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQwen3Shapes: the benchmark's Qwen3 shapes are those of the
+// published configs in docs/qwen3-shapes.
+func TestQwen3Shapes(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		opts model.RandomOptions
+	}{{"1.7b", Qwen3_1_7B()}, {"8b", Qwen3_8B()}} {
+		want, err := model.LoadConfig(filepath.Join("..", "..", "docs", "qwen3-shapes", c.dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.opts.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := []int{got.NumHiddenLayers, got.HiddenSize, got.IntermediateSize, got.NumAttentionHeads, got.NumKeyValueHeads, got.HeadDim, got.VocabSize}
+		w := []int{want.NumHiddenLayers, want.HiddenSize, want.IntermediateSize, want.NumAttentionHeads, want.NumKeyValueHeads, want.HeadDim, want.VocabSize}
+		if !slices.Equal(g, w) || got.TieWordEmbeddings != want.TieWordEmbeddings {
+			t.Errorf("%s: layers, hidden, intermediate, heads, kv heads, head dim, vocab %v tied %v; config.json %v tied %v",
+				c.dir, g, got.TieWordEmbeddings, w, want.TieWordEmbeddings)
+		}
 	}
 }
