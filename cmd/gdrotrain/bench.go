@@ -52,10 +52,17 @@ count, and warns when that is not an optimized BLAS.`,
 					return err
 				}
 				if cb, ok := b.(*cuda.Backend); ok && profile {
-					if err := cudaprofile.WriteTrain(cmd.OutOrStdout(), cb, asJSON); err != nil {
+					train, err := cudaprofile.WriteTrain(cmd.OutOrStdout(), cb, asJSON)
+					if err != nil {
 						return err
 					}
-					return cudaprofile.WriteDecode(cmd.OutOrStdout(), cb, asJSON)
+					decode, err := cudaprofile.WriteDecode(cmd.OutOrStdout(), cb, asJSON)
+					if err != nil {
+						return err
+					}
+					// The step time of generation and training, synchronous
+					// and overlapped on 8 GPUs, estimated from those counts.
+					return cudaprofile.WritePipeline(cmd.OutOrStdout(), train, decode, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,
@@ -81,7 +88,7 @@ count, and warns when that is not an optimized BLAS.`,
 	cmd.Flags().IntVar(&cpuBench.rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
 	cmd.Flags().IntVar(&cpuBench.threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
 	addDeviceFlags(cmd, &dev, "bf16")
-	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts")
+	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts, then the step time of the paper's 1.7B and 8B GRPO configs on 8 GPUs, synchronous and with generation overlapped")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --device cuda: the measurements as one JSON object (with --profile: one per shape)")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")

@@ -287,18 +287,20 @@ func loraRank(lc *model.LoRAConfig) int {
 }
 
 // WriteDecode counts every decode shape on b and writes one JSON
-// object per shape (asJSON) or a table to w.
-func WriteDecode(w io.Writer, b *cuda.Backend, asJSON bool) error {
+// object per shape (asJSON) or a table to w; it returns the profiles.
+func WriteDecode(w io.Writer, b *cuda.Backend, asJSON bool) ([]DecodeProfile, error) {
 	shapes := DecodeShapes()
 	header := "decode step profile (counted; tokens/s are ESTIMATES against the bandwidth bound of bf16 weights + live KV; -graph: the step as a CUDA graph replay, nodes: the ops it replays; -fp8: an fp8 KV cache)\n" +
 		fmt.Sprintf("%-38s %9s %6s %6s %9s %9s %9s %11s %11s %8s %6s", "shape", "launches", "nodes", "syncs", "GB read", "bound GB",
 			"est ms", "est tok/s", "bound tok/s", "of bound", "maps")
-	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
+	var out []DecodeProfile
+	err := writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
 		dp, err := DecodeStep(b, s)
 		if err != nil {
 			return nil, "", err
 		}
+		out = append(out, dp)
 		j := dp.JSON(cuda.H100)
 		maps := "-"
 		if s.Paged {
@@ -308,4 +310,5 @@ func WriteDecode(w io.Writer, b *cuda.Backend, asJSON bool) error {
 			j["bytes_per_step"].(float64)/1e9, dp.BoundBytes/1e9, j["est_ms_per_step"], j["est_tok_s"], j["bound_tok_s"],
 			100*j["est_fraction_of_bound"].(float64), maps), nil
 	})
+	return out, err
 }

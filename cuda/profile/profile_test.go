@@ -47,7 +47,10 @@ func TestProfileExtrapolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, want := sp.Step, direct
+	if g, w := sp.Forward.EstSeconds(cuda.H100), direct.forward.EstSeconds(cuda.H100); math.Abs(g-w) > 1e-9 || sp.Forward.Launches != direct.forward.Launches {
+		t.Errorf("forward: extrapolated %g s, %d launches; counted %g s, %d launches", g, sp.Forward.Launches, w, direct.forward.Launches)
+	}
+	got, want := sp.Step, direct.step
 	for _, c := range []struct {
 		name      string
 		got, want int64

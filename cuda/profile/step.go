@@ -31,6 +31,10 @@ type StepProfile struct {
 	First         cuda.Profile // the first step at CountedLayers[1] (allocations, tables)
 	Step          cuda.Profile // the second step, extrapolated to Layers (DeviceAllocs: as counted at CountedLayers[1])
 	ModelFLOPs    float64      // the step's useful arithmetic (bench.TrainFLOPs)
+	// Forward is a forward alone on the same rows, its pass released, as
+	// the trainer computes the old and the reference log-probs
+	// (trainer.logProbsOf), extrapolated to Layers.
+	Forward cuda.Profile
 }
 
 // TrainStep counts one optimizer step of s on b, at one and two
@@ -38,7 +42,7 @@ type StepProfile struct {
 func TrainStep(b *cuda.Backend, s bench.Shape) (StepProfile, error) {
 	sp := StepProfile{Shape: s.Name, Rows: s.Batch, Tokens: s.Batch * s.SeqLen, Layers: s.Opts.Layers,
 		CountedLayers: [2]int{1, 2}, ModelFLOPs: bench.TrainFLOPs(s)}
-	var at [2]cuda.Profile
+	var at, fwd [2]cuda.Profile
 	for i, L := range sp.CountedLayers {
 		o := s.Opts
 		o.Layers = L
@@ -46,11 +50,12 @@ func TrainStep(b *cuda.Backend, s bench.Shape) (StepProfile, error) {
 		if err != nil {
 			return sp, fmt.Errorf("profile %s at %d layers: %w", s.Name, L, err)
 		}
-		at[i] = step
+		at[i], fwd[i] = step.step, step.forward
 		sp.First = first
 	}
 	perLayer := at[1].Sub(at[0])
 	sp.Step = at[0].Extrapolate(perLayer, s.Opts.Layers-sp.CountedLayers[0])
+	sp.Forward = fwd[0].Extrapolate(fwd[1].Sub(fwd[0]), s.Opts.Layers-sp.CountedLayers[0])
 	// Allocations, buffers left live and leaks are not per-layer counts
 	// (a steady-state step's are all 0): they are reported as counted at
 	// the deeper depth.
@@ -58,9 +63,13 @@ func TrainStep(b *cuda.Backend, s bench.Shape) (StepProfile, error) {
 	return sp, nil
 }
 
+// counted are a steady-state optimizer step's counts and a log-prob
+// forward's on the same rows.
+type counted struct{ step, forward cuda.Profile }
+
 // profileAt runs two optimizer steps of o and returns the first one's
-// counts and the second's.
-func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first, step cuda.Profile, err error) {
+// counts and the second's, then counts a forward alone.
+func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first cuda.Profile, step counted, err error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return first, step, err
@@ -93,10 +102,17 @@ func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first, step
 		if i == 0 {
 			first = d.Profile().Sub(before)
 		} else {
-			step = d.Profile().Sub(before)
+			step.step = d.Profile().Sub(before)
 		}
 	}
-	return first, step, nil
+	before := d.Profile()
+	pass, err := m.Forward(seqs)
+	if err != nil {
+		return first, step, err
+	}
+	pass.Release() // only the log-probs are wanted
+	step.forward = d.Profile().Sub(before)
+	return first, step, b.Err()
 }
 
 // optimizerStep is the trainer's update on one micro-batch: gradients
@@ -155,6 +171,7 @@ func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 		"tensor_core_fraction":     p.TensorCoreFraction(),
 		"model_flops":              sp.ModelFLOPs,
 		"est_h100_ms":              1e3 * est,
+		"est_h100_ms_forward":      1e3 * sp.Forward.EstSeconds(r), // a log-prob forward alone on the same rows
 		"est_h100_ms_by_engine":    msByEngine(p),
 		"dram_gb_by_engine":        gbByEngine(p), // the ops' estimated DRAM traffic
 		"est_mfu":                  sp.ModelFLOPs / (est * r.BF16TFLOPs * 1e12),
@@ -175,23 +192,26 @@ func TrainShapes() []bench.Shape {
 }
 
 // WriteTrain counts every training shape on b and writes one JSON object
-// per shape (asJSON) or a table to w.
-func WriteTrain(w io.Writer, b *cuda.Backend, asJSON bool) error {
+// per shape (asJSON) or a table to w; it returns the profiles.
+func WriteTrain(w io.Writer, b *cuda.Backend, asJSON bool) ([]StepProfile, error) {
 	shapes := TrainShapes()
 	header := fmt.Sprintf("step profile (counted by the backend; time and MFU are ESTIMATES: %s)\n", cuda.H100) +
 		fmt.Sprintf("%-18s %9s %7s %6s %7s %8s %9s %9s %7s %9s %7s", "shape", "launches", "gemms", "syncs",
 			"allocs", "TC frac", "attn TF", "total TF", "est ms", "est MFU", "layers")
-	return writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
+	var out []StepProfile
+	err := writeProfiles(w, asJSON, header, len(shapes), func(i int) (map[string]any, string, error) {
 		s := shapes[i]
 		sp, err := TrainStep(b, s)
 		if err != nil {
 			return nil, "", err
 		}
+		out = append(out, sp)
 		j, p := sp.JSON(cuda.H100), sp.Step
 		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d", s.Name, p.Launches, p.GEMMs,
 			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[cuda.EngineFlash]+p.Flops[cuda.EngineAttention])/1e12,
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers), nil
 	})
+	return out, err
 }
 
 // writeProfiles writes n profiles, each one JSON object (asJSON) or one
