@@ -400,7 +400,7 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, asJ
 	header := fmt.Sprintf("pipeline step on %d GPUs (ESTIMATES from the counts above, not measurements): synchronous = generation on %d, then training on %d; "+
 		"overlapped (train.max_off_policy_steps 1, dist.rollout_ranks R) = max(generation on R, training on %d−R + weight sync)\n",
 		PipelineWorld, PipelineWorld, PipelineWorld, PipelineWorld) +
-		fmt.Sprintf("%-16s %5s %5s %9s %9s %9s %8s %7s %11s %-10s %6s", "config", "rows", "slots", "gen s", "train s", "step s", "bcast ms", "best", "overlap s", "bound", "ratio")
+		fmt.Sprintf("%-16s %5s %5s %9s %9s %9s %8s %7s %11s %-10s %6s", "config", "rows", "slots", "gen s", "train s", "step s", "bcast ms", "best R", "overlap s", "bound", "ratio")
 	ests := make([]PipelineEstimate, len(wls))
 	for i, wl := range wls {
 		r, err := RatesFrom(wl, *sp, shape, decode, cuda.H100)
@@ -411,19 +411,22 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, asJ
 	}
 	err = writeProfiles(w, asJSON, header, len(ests), func(i int) (map[string]any, string, error) {
 		e := ests[i]
-		line := fmt.Sprintf("%-16s %5d %5d %9.1f %9.1f %9.1f %8.1f %3d+%-3d %11.1f %-10s %5.2f×", e.Workload.Config, e.Workload.Rows, e.Workload.Slots,
-			e.GenerationS, e.TrainingS, e.SynchronousS, 1e3*e.SyncS, e.Best.TrainingGPUs, e.Best.GenerationGPUs, e.Best.StepS, e.Best.Bound(), e.Ratio)
+		wl, r := e.Workload, e.Rates
+		line := fmt.Sprintf("%-16s %5d %5d %9.1f %9.1f %9.1f %8.1f %7d %11.1f %-10s %5.2f×", wl.Config, wl.Rows, wl.Slots,
+			e.GenerationS, e.TrainingS, e.SynchronousS, 1e3*e.SyncS, e.Best.GenerationGPUs, e.Best.StepS, e.Best.Bound(), e.Ratio)
 		var by []string
 		for _, s := range e.Splits {
-			by = append(by, fmt.Sprintf("%d+%d %.1f", s.TrainingGPUs, s.GenerationGPUs, s.StepS))
+			by = append(by, fmt.Sprintf("%d: %.1f", s.GenerationGPUs, s.StepS))
 		}
-		line += fmt.Sprintf("\n  %s: %s; overlapped s by training+generation GPUs: %s", e.Workload.Model, e.Rates.Source, strings.Join(by, ", "))
+		line += fmt.Sprintf("\n  %s, %s; per GPU: step %.1fk tok/s, forward %.1fk tok/s, decode %.0f tok/s at %d slots, tail %.0f tok/s"+
+			"\n  overlapped s by R: %s", wl.Model, r.Source, 1e-3/r.TrainTokenS, 1e-3/r.ForwardTokenS, float64(wl.Slots)/r.DecodeStepS, wl.Slots,
+			1/r.TailStepS, strings.Join(by, ", "))
 		return e.JSON(), line, nil
 	})
 	if err != nil || asJSON {
 		return err
 	}
-	fmt.Fprintln(w, "gen s, train s: on all GPUs; step s: the synchronous step (gen + train); bcast ms: the weight sync; best: training+generation GPUs; ratio: overlapped / synchronous (< 1: faster). Assumptions:")
+	fmt.Fprintln(w, "gen s, train s: on all GPUs; step s: the synchronous step (gen + train); bcast ms: the weight sync; best R: generation GPUs of the best split (8−R train); ratio: overlapped / synchronous (< 1: faster). Assumptions:")
 	for _, a := range PipelineAssumptions() {
 		fmt.Fprintln(w, "  - "+a)
 	}
