@@ -145,9 +145,11 @@ bench: build
 	$(GO) test -run '^$$' -bench . ./gdro/
 	$(GO) test -run '^$$' -bench . -benchtime 200x ./reward/
 
-# profile: the step profile of a Qwen3-1.7B training step, counted on the
-# emulator with the arithmetic skipped; time and MFU are roofline ESTIMATES
-# for an H100 (on a GPU node: bin/gdrotrain bench --device cuda --profile).
+# profile: the step profile of a Qwen3-1.7B training step and its decode
+# steps, counted on the emulator with the arithmetic skipped; time and MFU
+# are roofline ESTIMATES for an H100, and so is the step time of the paper's
+# GRPO configs on 8 GPUs, synchronous and overlapped, put together from them
+# (on a GPU node: bin/gdrotrain bench --device cuda --profile).
 profile: build emulator
 	GDROTRAIN_EMU_COUNT_ONLY=1 GDROTRAIN_EMU_MEM_BYTES=200000000000 GDROTRAIN_CUDA_LIB_DIR=$(CURDIR)/.cache/cuda-emu \
 		GDROTRAIN_KERNEL_CACHE=$(CURDIR)/.cache/cuda-emu/kernels ./$(BIN) bench --device cuda --profile --skip-self-test
