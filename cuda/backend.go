@@ -598,20 +598,35 @@ func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
 		return 0
 	}
 	defer b.free(part)
-	off := 0
+	var rows [][]uint64
+	var live []int
 	for i, t := range ts {
 		if n := t.Numel(); n > 0 {
 			b.kernelCost(2*n, 4*n)
-			b.launch("sumsq_partial", [3]int{blocks[i]}, 256, part.ptr+uint64(8*off), ps[i], int64(n))
+			rows = append(rows, []uint64{ps[i], uint64(n)})
+			live = append(live, blocks[i])
 		}
-		off += blocks[i]
+	}
+	if len(rows) == 1 || b.capturing() {
+		off := 0
+		for i, t := range ts {
+			if n := t.Numel(); n > 0 {
+				b.launch("sumsq_partial", [3]int{blocks[i]}, 256, part.ptr+uint64(8*off), ps[i], int64(n))
+			}
+			off += blocks[i]
+		}
+	} else if mt, ok := b.uploadMulti(rows, live); ok {
+		// One launch (sumsq_multi): tensor i's blocks write the partials
+		// sumsq_partial's would, at the same offsets (empty tensors have none).
+		b.launch("sumsq_multi", [3]int{mt.blocks}, 256, part.ptr, mt.tab, mt.blk, mt.tensors)
+		b.free(mt.buf)
 	}
 	host := make([]float64, total)
 	if !b.keep(b.d.copyOut(unsafe.Pointer(&host[0]), part.ptr, int64(total)*8)) {
 		return 0
 	}
 	var s float64
-	off = 0
+	off := 0
 	for i := range ts {
 		var st float64
 		for _, v := range host[off : off+blocks[i]] {

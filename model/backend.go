@@ -225,6 +225,16 @@ type SquareSummer interface {
 	SumSquaresAll(ts []*Tensor) float64
 }
 
+// MultiTensorOptimizer is implemented by backends that apply AdamW to, and
+// clear, many tensors in one launch (the CUDA backend's multi-tensor
+// kernels, as apex's multi_tensor_apply). AdamWAll must equal AdamW on
+// each (ps[i], gs[i], ms[i], vs[i]) in turn, and ZeroAll Zero on each
+// tensor, bit for bit.
+type MultiTensorOptimizer interface {
+	AdamWAll(ps, gs, ms, vs []*Tensor, h AdamWParams)
+	ZeroAll(ts []*Tensor)
+}
+
 // HalfWeights is implemented by backends that can keep a weight matrix as
 // writable bf16 storage alone, its fp32 master living elsewhere (the CUDA
 // backend under bf16 products; the optimizer's sharded fp32 masters,

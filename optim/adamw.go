@@ -53,8 +53,16 @@ func (o *AdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params
 	h := o.Cfg.step(lr, o.Step)
 	h.GradScale, o.GradScale = o.GradScale, 0
 	pn, gn, mn, vn := p.Named(mc), grads.Named(mc), o.M.Named(mc), o.V.Named(mc)
-	for i := range pn {
-		b.AdamW(*pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr, h)
+	if mt, ok := b.(model.MultiTensorOptimizer); ok {
+		ps, gs, ms, vs := make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn))
+		for i := range pn {
+			ps[i], gs[i], ms[i], vs[i] = *pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr
+		}
+		mt.AdamWAll(ps, gs, ms, vs, h)
+	} else {
+		for i := range pn {
+			b.AdamW(*pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr, h)
+		}
 	}
 	if err := b.Err(); err != nil {
 		b.ResetErr()
@@ -167,5 +175,11 @@ func ClipShardGradNorm(b model.Backend, views []*model.Tensor, across func(local
 
 // ZeroGrads sets every gradient to zero.
 func ZeroGrads(b model.Backend, mc *model.Config, grads *model.Params) {
+	if mt, ok := b.(model.MultiTensorOptimizer); ok {
+		var ts []*model.Tensor
+		grads.Each(mc, func(_ string, t *model.Tensor) { ts = append(ts, t) })
+		mt.ZeroAll(ts)
+		return
+	}
 	grads.Each(mc, func(_ string, t *model.Tensor) { b.Zero(t) })
 }

@@ -18,6 +18,46 @@ extern "C" __global__ void sumsq_partial(double* partial, const float* x, long l
 	if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// Multi-tensor kernels (apex's multi_tensor_apply): one launch over T
+// tensors. blk[0..T] is the prefix of the blocks each tensor gets (blk[0] = 0,
+// blk[T] = gridDim.x) and tab holds W 64-bit words per tensor (pointers and
+// the element count). Block j serves tensor mt_tensor(blk, T, j) as block
+// j − blk[i] of a grid of blk[i+1] − blk[i] blocks, so each tensor sees the
+// grid-stride loop its per-tensor kernel would run: the same elements per
+// thread in the same order, hence bitwise the same results.
+__device__ __forceinline__ int mt_tensor(const long long* blk, int T, long long j) {
+	int lo = 0, hi = T; // blk[lo] <= j < blk[hi]
+	while (hi - lo > 1) {
+		int mid = (lo + hi) >> 1;
+		if (blk[mid] <= j) lo = mid;
+		else hi = mid;
+	}
+	return lo;
+}
+
+// sumsq_multi is sumsq_partial over T tensors: tab[2i] = x, tab[2i+1] = n;
+// tensor i's blocks write partial[blk[i] … blk[i+1]).
+extern "C" __global__ void sumsq_multi(double* partial, const long long* tab, const long long* blk, int T) {
+	__shared__ double sh[256];
+	int t = mt_tensor(blk, T, blockIdx.x);
+	const float* x = (const float*)tab[2 * t];
+	long long n = tab[2 * t + 1], nb = blk[t + 1] - blk[t];
+	long long stride = nb * blockDim.x;
+	double s = 0;
+	for (long long i = ((long long)blockIdx.x - blk[t]) * blockDim.x + threadIdx.x; i < n; i += stride)
+		s += (double)x[i] * (double)x[i];
+	s = block_sum_d(s, sh);
+	if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// zero_multi clears T float32 tensors: tab[2i] = x, tab[2i+1] = n.
+extern "C" __global__ void zero_multi(const long long* tab, const long long* blk, int T) {
+	int t = mt_tensor(blk, T, blockIdx.x);
+	float* x = (float*)tab[2 * t];
+	long long n = tab[2 * t + 1], stride = (blk[t + 1] - blk[t]) * blockDim.x;
+	for (long long i = ((long long)blockIdx.x - blk[t]) * blockDim.x + threadIdx.x; i < n; i += stride) x[i] = 0.f;
+}
+
 // copy_rows: dst[dstIdx[k]] = src[srcIdx[k]] for k < n rows of width C; a
 // null index means the identity. Grid: (n, ceil(C/blockDim)).
 extern "C" __global__ void copy_rows(float* dst, const float* src, const int* dstIdx, const int* srcIdx, int n, int C) {
@@ -93,6 +133,22 @@ extern "C" __global__ void swiglu_bwd_hh(unsigned short* dgate, unsigned short* 
 	swiglu_bwd_impl(dgate, dup, dout, gate, up, n);
 }
 
+// adamw_elem is one element of AdamW (float64 arithmetic, float32 storage),
+// shared by adamw and adamw_multi so the two are bitwise the same.
+__device__ __forceinline__ void adamw_elem(float* p, unsigned short* p16, const float* g, float* m, float* v, long long i,
+                                           float gscale, double beta1, double beta2, double lr, double wd, double eps,
+                                           double bc1, double bc2) {
+	double gi = __fmul_rn(g[i], gscale);
+	double mi = beta1 * (double)m[i] + (1 - beta1) * gi;
+	double vi = beta2 * (double)v[i] + (1 - beta2) * gi * gi;
+	m[i] = (float)mi;
+	v[i] = (float)vi;
+	double pi = (double)p[i] * (1 - lr * wd);
+	pi -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
+	p[i] = (float)pi;
+	if (p16) p16[i] = f32_to_bf16_bits((float)pi);
+}
+
 // AdamW in torch.optim.AdamW's order (decay, then the bias-corrected step),
 // computed in float64 like the CPU reference; bc1, bc2 are 1−β^step.
 // adamw also writes p16, the weight's bf16 copy, when not null, and scales
@@ -101,17 +157,22 @@ extern "C" __global__ void swiglu_bwd_hh(unsigned short* dgate, unsigned short* 
 extern "C" __global__ void adamw(float* p, unsigned short* p16, const float* g, float* m, float* v, long long n,
                                  float gscale, double beta1, double beta2, double lr, double wd, double eps, double bc1,
                                  double bc2) {
-	for (long long i = gtid(); i < n; i += gstride()) {
-		double gi = __fmul_rn(g[i], gscale);
-		double mi = beta1 * (double)m[i] + (1 - beta1) * gi;
-		double vi = beta2 * (double)v[i] + (1 - beta2) * gi * gi;
-		m[i] = (float)mi;
-		v[i] = (float)vi;
-		double pi = (double)p[i] * (1 - lr * wd);
-		pi -= lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
-		p[i] = (float)pi;
-		if (p16) p16[i] = f32_to_bf16_bits((float)pi);
-	}
+	for (long long i = gtid(); i < n; i += gstride()) adamw_elem(p, p16, g, m, v, i, gscale, beta1, beta2, lr, wd, eps, bc1, bc2);
+}
+
+// adamw_multi is adamw over T tensors (see mt_tensor): tab[6i…6i+5] = p,
+// p16 (0: none), g, m, v, n.
+extern "C" __global__ void adamw_multi(const long long* tab, const long long* blk, int T, float gscale, double beta1,
+                                       double beta2, double lr, double wd, double eps, double bc1, double bc2) {
+	int t = mt_tensor(blk, T, blockIdx.x);
+	const long long* e = tab + 6 * t;
+	float* p = (float*)e[0];
+	unsigned short* p16 = (unsigned short*)e[1];
+	const float* g = (const float*)e[2];
+	float *m = (float*)e[3], *v = (float*)e[4];
+	long long n = e[5], stride = (blk[t + 1] - blk[t]) * blockDim.x;
+	for (long long i = ((long long)blockIdx.x - blk[t]) * blockDim.x + threadIdx.x; i < n; i += stride)
+		adamw_elem(p, p16, g, m, v, i, gscale, beta1, beta2, lr, wd, eps, bc1, bc2);
 }
 
 // add_cols: dst[r·W + col0 + j] += src[r·w + j] for r < R, j < w (LoRA's

@@ -63,6 +63,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("Cols", s.cols)
 	t.Run("AdamW", s.adamw)
 	t.Run("AdamWScaled", s.adamwScaled)
+	t.Run("MultiTensor", s.multiTensor)
 	t.Run("BadArguments", s.badArguments)
 }
 
