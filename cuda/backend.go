@@ -63,8 +63,9 @@ type Backend struct {
 	attnFlash  int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
 	attnDecode int // split-K decode kernels for per-row segments: −1 never, 1 always, 0 auto (same file)
 
-	gr         *graphRun // set while a decode step runs under a graph (graph.go)
-	graphEager bool      // graph steps always run eagerly (tests compare replays with it)
+	gr          *graphRun // set while a decode step runs under a graph (graph.go)
+	normTwoPass bool      // the norm backward sums dw in a second pass (a test compares the two)
+	graphEager  bool      // graph steps always run eagerly (tests compare replays with it)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes

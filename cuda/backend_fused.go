@@ -5,8 +5,9 @@ package cuda
 // sharing the unfused kernels' arithmetic). DRAM traffic per element:
 // AddRMSNorm reads x, y and writes sum and the normed output (14 bytes with
 // a bf16 output), what Copy (8) and RMSNorm (6) moved; RMSNormBackwardAdd
-// reads dout, x, res and writes dx (16, plus the dw pass), where
-// RMSNormBackward then Add moved 24.
+// reads dout, x, res and writes dx (16; dw's column partials are summed in
+// the same pass, rmsnorm_bwd_dxdw_res, for rows of at most rmsNormDWMaxN),
+// where RMSNormBackward then Add moved 24 plus a dw pass reading dout and x.
 
 import (
 	"fmt"
@@ -62,6 +63,24 @@ func (b *Backend) RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *model.Tensor
 	// copy (model.Shadower: the products that read dx take it) that dx
 	// covers whole, the copy is written in the same pass and is then fresh.
 	buf := dx.Store.(*buffer)
+	if b.normDWInPass(n) {
+		// One pass writes dx (and its bf16 copy) and dw's column partials:
+		// dout and x are read once (8 bytes an element fewer).
+		var dx16 uint64
+		if buf.shadow != nil && dx.Off == 0 && dx.Numel() == buf.elems {
+			dx16 = buf.shadow.ptr
+			b.kernelCost(0, 2*R*n)
+		}
+		b.kernelCost(9*R*n, 4*(4*R*n+2*n+R))
+		b.rmsNormBackwardDxDW(R, n, p[1], func(part uint64, perChunk int) {
+			b.launch("rmsnorm_bwd_dxdw_res", [3]int{(R + perChunk - 1) / perChunk}, rowBlock, p[0], dx16, part, p[2], p[3],
+				p[4], p[5], p[6], int32(R), int32(n), int32(perChunk))
+		})
+		if dx16 != 0 {
+			buf.stale = !b.ok()
+		}
+		return
+	}
 	if buf.shadow != nil && dx.Off == 0 && dx.Numel() == buf.elems {
 		b.kernelCost(9*R*n, 4*(5*R*n+2*n+R)+2*R*n)
 		b.launch("rmsnorm_bwd_dx_res_h", [3]int{R}, rowBlock, p[0], buf.shadow.ptr, p[2], p[3], p[4], p[5], p[6], int32(n))

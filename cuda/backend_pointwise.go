@@ -53,17 +53,55 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	if !b.keep(err) || R == 0 || n == 0 {
 		return
 	}
+	if b.normDWInPass(n) {
+		b.kernelCost(8*R*n, 4*(3*R*n+2*n+R))
+		b.rmsNormBackwardDxDW(R, n, p[1], func(part uint64, perChunk int) {
+			b.launch("rmsnorm_bwd_dxdw", [3]int{(R + perChunk - 1) / perChunk}, rowBlock, p[0], part, p[2], p[3], p[4], p[5],
+				int32(R), int32(n), int32(perChunk))
+		})
+		return
+	}
 	b.kernelCost(8*R*n, 4*(4*R*n+2*n+R))
 	b.launch("rmsnorm_bwd_dx", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], int32(n))
 	b.rmsNormBackwardDW(p[1], p[2], p[3], p[5], R, n)
+}
+
+// rmsNormDWMaxN is the widest row whose weight-gradient partials the dx
+// pass sums (kernels/norm.cu, RMSNORM_DW_MAXN: shared memory).
+const rmsNormDWMaxN = 8192
+
+// normDWInPass says whether the norm backward sums dw's column partials in
+// its dx pass (rmsnorm_bwd_dxdw) rather than in a second pass that reads
+// dout and x again (rmsnorm_bwd_dw_partial): rows of at most rmsNormDWMaxN
+// and not normTwoPass (a test's switch). Both give the same bits.
+func (b *Backend) normDWInPass(n int) bool { return n <= rmsNormDWMaxN && !b.normTwoPass }
+
+// rmsNormChunks is dw's chunking of R rows: perChunk rows a chunk (≥ 64,
+// so that the chunks fit a grid), chunks of them.
+func rmsNormChunks(R int) (perChunk, chunks int) {
+	perChunk = max(64, (R+65534)/65535)
+	return perChunk, (R + perChunk - 1) / perChunk
+}
+
+// rmsNormBackwardDxDW runs dx (launched by dxdw, one block a chunk, writing
+// the chunks' column partials into part) and adds the partials into dw in
+// order (sum_chunks: deterministic, no atomics).
+func (b *Backend) rmsNormBackwardDxDW(R, n int, dw uint64, dxdw func(part uint64, perChunk int)) {
+	perChunk, chunks := rmsNormChunks(R)
+	part, err := b.alloc(chunks * n)
+	if !b.keep(err) {
+		return
+	}
+	defer b.free(part)
+	dxdw(part.ptr, perChunk)
+	b.launch("sum_chunks", [3]int{(n + 255) / 256}, 256, dw, part.ptr, int32(chunks), int32(n))
 }
 
 // rmsNormBackwardDW accumulates dw += Σ_rows dout·x·rstd: column sums over
 // fixed chunks of rows, the chunks added in order (deterministic, no
 // atomics). Its traffic is counted with the dx kernel's.
 func (b *Backend) rmsNormBackwardDW(dw, dout, x, rstd uint64, R, n int) {
-	perChunk := max(64, (R+65534)/65535)
-	chunks := (R + perChunk - 1) / perChunk
+	perChunk, chunks := rmsNormChunks(R)
 	part, err := b.alloc(chunks * n)
 	if !b.keep(err) {
 		return

@@ -31,12 +31,14 @@ extern "C" __global__ void rmsnorm_fwd_h(unsigned short* out, float* rstd, const
 // with res (rmsnorm_bwd_dx_res), dx = res + that, the float32 value
 // rounded first and added without contraction, as a separate add_f32
 // would.
+//
+// rmsnorm_bwd_row is row r of it; with acc (rmsnorm_bwd_dxdw), each thread
+// also adds dout·x·rstd into acc[j] for its columns j, the term
+// rmsnorm_bwd_dw_partial adds, in the same expression.
 template <bool RES>
-__device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout, const float* x, const float* w,
-                                                    const float* rstd, const float* res, int n,
-                                                    unsigned short* dx16 = nullptr) {
-	__shared__ float sh[32];
-	long long r = blockIdx.x;
+__device__ __forceinline__ void rmsnorm_bwd_row(long long r, float* dx, const float* dout, const float* x, const float* w,
+                                                const float* rstd, const float* res, int n, unsigned short* dx16,
+                                                float* acc, float* sh) {
 	float rs = rstd[r];
 	const float *xr = x + r * n, *dr = dout + r * n;
 	float s = 0.f;
@@ -47,7 +49,51 @@ __device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout
 		v = RES ? __fadd_rn(v, res[r * n + j]) : v;
 		dx[r * n + j] = v;
 		if (dx16) dx16[r * n + j] = f32_to_bf16_bits(v);
+		if (acc) acc[j] += dr[j] * xr[j] * rs;
 	}
+}
+
+template <bool RES>
+__device__ __forceinline__ void rmsnorm_bwd_dx_impl(float* dx, const float* dout, const float* x, const float* w,
+                                                    const float* rstd, const float* res, int n,
+                                                    unsigned short* dx16 = nullptr) {
+	__shared__ float sh[32];
+	rmsnorm_bwd_row<RES>(blockIdx.x, dx, dout, x, w, rstd, res, n, dx16, nullptr, sh);
+}
+
+// RMSNORM_DW_MAXN is the widest row rmsnorm_bwd_dxdw takes (its column
+// partials live in shared memory; wider rows take rmsnorm_bwd_dx and
+// rmsnorm_bwd_dw_partial).
+#define RMSNORM_DW_MAXN 8192
+
+// rmsnorm_bwd_dxdw: rmsnorm_bwd_dx over the rows of chunk blockIdx.x
+// (rowsPerChunk rows, in order), with dw's column partials of the chunk
+// summed in the same pass: partial[c, j] is rmsnorm_bwd_dw_partial's value
+// bit for bit (the same terms added in the same order, from 0), without its
+// second read of dout and x. res and dx16 may be null. Grid: (chunks).
+template <bool RES>
+__device__ __forceinline__ void rmsnorm_bwd_dxdw_impl(float* dx, unsigned short* dx16, float* partial, const float* dout,
+                                                      const float* x, const float* w, const float* rstd,
+                                                      const float* res, int rows, int n, int rowsPerChunk) {
+	__shared__ float sh[32];
+	__shared__ float acc[RMSNORM_DW_MAXN];
+	for (int j = threadIdx.x; j < n; j += blockDim.x) acc[j] = 0.f; // each thread owns its columns
+	int r0 = blockIdx.x * rowsPerChunk, r1 = min(rows, r0 + rowsPerChunk);
+	for (long long r = r0; r < r1; r++) rmsnorm_bwd_row<RES>(r, dx, dout, x, w, rstd, res, n, dx16, acc, sh);
+	for (int j = threadIdx.x; j < n; j += blockDim.x) partial[(long long)blockIdx.x * n + j] = acc[j];
+}
+
+extern "C" __global__ void rmsnorm_bwd_dxdw(float* dx, float* partial, const float* dout, const float* x, const float* w,
+                                            const float* rstd, int rows, int n, int rowsPerChunk) {
+	rmsnorm_bwd_dxdw_impl<false>(dx, nullptr, partial, dout, x, w, rstd, nullptr, rows, n, rowsPerChunk);
+}
+
+// rmsnorm_bwd_dxdw_res adds res (rmsnorm_bwd_dx_res) and writes dx16 when
+// not null (rmsnorm_bwd_dx_res_h).
+extern "C" __global__ void rmsnorm_bwd_dxdw_res(float* dx, unsigned short* dx16, float* partial, const float* dout,
+                                                const float* x, const float* w, const float* rstd, const float* res,
+                                                int rows, int n, int rowsPerChunk) {
+	rmsnorm_bwd_dxdw_impl<true>(dx, dx16, partial, dout, x, w, rstd, res, rows, n, rowsPerChunk);
 }
 
 extern "C" __global__ void rmsnorm_bwd_dx(float* dx, const float* dout, const float* x, const float* w, const float* rstd,

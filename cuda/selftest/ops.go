@@ -144,7 +144,7 @@ func OpCases() []OpCase {
 	}
 	for _, n := range []int{C, F} {
 		xs, ws, dy := g.randn(N*n, 2), g.randn(n, 0.5), g.randn(N*n, 1)
-		add(OpCase{Name: "rmsnorm fwd+bwd", Kernels: "rmsnorm_fwd, rmsnorm_bwd_dx, rmsnorm_bwd_dw_partial", Run: func(b model.Backend) []float32 {
+		add(OpCase{Name: "rmsnorm fwd+bwd", Kernels: "rmsnorm_fwd, rmsnorm_bwd_dxdw, sum_chunks", Run: func(b model.Backend) []float32 {
 			X, W, out, rs := upload(b, xs, N, n), upload(b, ws, n), b.New(N, n), b.New(N)
 			b.RMSNorm(out, rs, X, W, 1e-6)
 			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
@@ -154,7 +154,7 @@ func OpCases() []OpCase {
 	}
 	for _, n := range []int{C, F} {
 		xs, ys, ws, dy, res := g.randn(N*n, 2), g.randn(N*n, 1), g.randn(n, 0.5), g.randn(N*n, 1), g.randn(N*n, 1)
-		add(OpCase{Name: "fused residual rmsnorm fwd+bwd", Kernels: "add_rmsnorm_fwd, rmsnorm_bwd_dx_res, rmsnorm_bwd_dw_partial", Run: func(b model.Backend) []float32 {
+		add(OpCase{Name: "fused residual rmsnorm fwd+bwd", Kernels: "add_rmsnorm_fwd, rmsnorm_bwd_dxdw_res, sum_chunks", Run: func(b model.Backend) []float32 {
 			X, Y, W, sum, out, rs := upload(b, xs, N, n), upload(b, ys, N, n), upload(b, ws, n), b.New(N, n), b.New(N, n), b.New(N)
 			model.AddRMSNorm(b, sum, out, rs, X, Y, W, 1e-6)
 			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values

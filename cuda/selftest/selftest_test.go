@@ -91,8 +91,9 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 		{"gemm", "matmul NN"},
 		{"attn_gemm_softmax", "attention packed training"},
 		{"attn_gemm_dscores", "attention packed training"},
-		{"rmsnorm_bwd_dx_res", "fused residual rmsnorm fwd+bwd"},
+		{"rmsnorm_bwd_dxdw_res", "fused residual rmsnorm fwd+bwd"},
 		{"adamw", "adamw"},
+		{"adamw_multi", "training step"},
 		{"topk_rows", "device sampling reductions"},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
