@@ -38,10 +38,6 @@ var loraModulePaths = map[string]string{
 	"gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
 }
 
-// LoRAModulePath returns a target's module path within a decoder layer
-// ("self_attn.q_proj").
-func LoRAModulePath(target string) string { return loraModulePaths[target] }
-
 // LoRAConfig is the adapters' shape: rank r, scale numerator α and the
 // targeted projections.
 type LoRAConfig struct {
@@ -212,15 +208,6 @@ func NewLike(b Backend, cfg *Config, p *Params) *Params {
 		return NewAdapters(b, cfg, p.LoRA)
 	}
 	return NewParams(b, cfg)
-}
-
-// ShapesLike lists the names and shapes of a set laid out like p (for
-// plans), without allocating it.
-func ShapesLike(cfg *Config, p *Params) []NamedParam {
-	if p.LoRA == nil {
-		return ParamShapes(cfg)
-	}
-	return AdapterShapes(cfg, p.LoRA)
 }
 
 // AdapterShapes lists lc's adapter names and shapes without allocating.

@@ -46,13 +46,6 @@ func GenerationReport(b Budget) string {
 		{"logits (LM-head chunks)", p.Logits}, {"peak", p.Weights + p.KVCache + p.Logits}} {
 		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
 	}
-	switch err := b.Check(); {
-	case err != nil:
-		fmt.Fprintf(&sb, "verdict: does not fit: %v\n", err)
-	case b.Available <= 0:
-		fmt.Fprintf(&sb, "verdict: cannot tell (the device's memory is unknown)\n")
-	default:
-		fmt.Fprintf(&sb, "verdict: fits, %.2f GiB to spare\n", float64(b.Available-p.Total())/(1<<30))
-	}
+	sb.WriteString(b.verdict())
 	return sb.String()
 }

@@ -274,15 +274,20 @@ func (b Budget) Report() string {
 	} else {
 		fmt.Fprintf(&sb, "  %-38s %s\n", "available", "unknown")
 	}
+	sb.WriteString(b.verdict())
+	return sb.String()
+}
+
+// verdict is the plan's last line: whether it fits the device's memory.
+func (b Budget) verdict() string {
 	switch err := b.Check(); {
 	case err != nil:
-		fmt.Fprintf(&sb, "verdict: does not fit: %v\n", err)
+		return fmt.Sprintf("verdict: does not fit: %v\n", err)
 	case b.Available <= 0:
-		fmt.Fprintf(&sb, "verdict: cannot tell (the device's memory is unknown)\n")
+		return "verdict: cannot tell (the device's memory is unknown)\n"
 	default:
-		fmt.Fprintf(&sb, "verdict: fits, %.2f GiB to spare\n", float64(b.Available-p.Total())/(1<<30))
+		return fmt.Sprintf("verdict: fits, %.2f GiB to spare\n", float64(b.Available-b.Plan.Total())/(1<<30))
 	}
-	return sb.String()
 }
 
 // refRow names the reference's row ("" hides it: a LoRA run's reference
