@@ -27,26 +27,8 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	if (m.A != nil) != (grads.LoRA != nil) {
 		return fmt.Errorf("backward: the model has adapters %v but the gradients are an adapter set %v (LoRA trains the adapters alone)", m.A != nil, grads.LoRA != nil)
 	}
-	if len(dLogp) != len(p.spans) {
-		return fmt.Errorf("backward: %d gradient rows for %d sequences", len(dLogp), len(p.spans))
-	}
-	M := len(p.rows)
-	host := make([]float32, 0, M)
-	for i, sp := range p.spans {
-		if len(dLogp[i]) != sp[1]-sp[0] {
-			return fmt.Errorf("backward: sequence %d has %d log-probs but %d gradients", i, sp[1]-sp[0], len(dLogp[i]))
-		}
-		host = append(host, dLogp[i]...)
-	}
 	b, c := m.B, m.Cfg
 	n, C := len(p.ids), c.HiddenSize
-	dl := Scratch(b, M)
-	b.Upload(dl, host)
-
-	// LM head, chunk by chunk (the last chunk's logits kept from the forward, the others recomputed), then
-	// dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h, dxf[rows] += dlogits·Wlm.
-	// With adapters the weights are frozen: their gradients are skipped,
-	// and the norms' (which the ops accumulate as they go) land in sinks.
 	lora := grads.LoRA != nil
 	fg := frozenGrads{}
 	if lora {
@@ -57,24 +39,18 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 	if lora {
 		finalNorm = fg.C
 	}
-	dxf := b.New(n, C)
-	chunk := min(m.headChunkRows(), max(M, 1))
-	dlogits := m.headGradScratch(chunk)
-	dh := Scratch(b, chunk, C)
-	hc := Scratch(b, chunk, C)
-	m.headChunks(p, true, func(lo, hi int, logits *Tensor) {
-		k := hi - lo
-		dlc, dhc, h := dlogits.Rows(0, k), dh.Rows(0, k), hc.Rows(0, k)
-		b.LogSoftmaxGatherBackward(dlc, dl.Rows(lo, hi), logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
-		if !lora {
-			b.GatherRows(h, p.xf, p.rows[lo:hi])
-			b.MatMul(grads.LMHead, dlc, h, true, false, true)
+	dxf := p.dxf // the fused head's gradient of the final-normed rows (ForwardLoss)
+	p.dxf = nil
+	switch {
+	case dxf != nil && dLogp != nil:
+		Release(b, dxf)
+		return fmt.Errorf("backward: the pass ran the LM head's backward in its forward (ForwardLoss): pass nil log-prob gradients")
+	case dxf == nil:
+		var err error
+		if dxf, err = m.headBackward(p, dLogp, grads); err != nil {
+			return err
 		}
-		b.MatMul(dhc, dlc, m.P.LMHead, false, false, false)
-		b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
-	})
-
-	Release(b, dl, dlogits, dh, hc)
+	}
 
 	dx := Scratch(b, n, C)
 	m.shadowGrad(dx)
@@ -130,6 +106,58 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		return fmt.Errorf("backward: gradients of the embedding: %w", err)
 	}
 	return m.checkErr("backward")
+}
+
+// headBackward is the LM head's backward from the loss's ∂J/∂log π:
+// chunk by chunk (the last chunk's logits kept from the forward, the others
+// recomputed), dlogits = dlogp·(onehot − softmax), dWlm += dlogitsᵀ·h,
+// dxf[rows] += dlogits·Wlm. It returns dxf (n, C). With adapters the head
+// is frozen and its gradient skipped.
+func (m *Model) headBackward(p *Pass, dLogp [][]float32, grads *Params) (*Tensor, error) {
+	if len(dLogp) != len(p.spans) {
+		return nil, fmt.Errorf("backward: %d gradient rows for %d sequences", len(dLogp), len(p.spans))
+	}
+	M := len(p.rows)
+	host := make([]float32, 0, M)
+	for i, sp := range p.spans {
+		if len(dLogp[i]) != sp[1]-sp[0] {
+			return nil, fmt.Errorf("backward: sequence %d has %d log-probs but %d gradients", i, sp[1]-sp[0], len(dLogp[i]))
+		}
+		host = append(host, dLogp[i]...)
+	}
+	b, c := m.B, m.Cfg
+	n, C := len(p.ids), c.HiddenSize
+	dl := Scratch(b, M)
+	b.Upload(dl, host)
+	dxf := b.New(n, C)
+	chunk := min(m.headChunkRows(), max(M, 1))
+	dlogits := m.headGradScratch(chunk)
+	dh := Scratch(b, chunk, C)
+	hc := Scratch(b, chunk, C)
+	m.headChunks(p, headBackward, func(lo, hi int, logits, h *Tensor) {
+		if h == nil { // the kept chunk: its rows were not gathered now
+			h = hc.Rows(0, hi-lo)
+			b.GatherRows(h, p.xf, p.rows[lo:hi])
+		}
+		m.headChunkBackward(p, lo, hi, logits, h, dl.Rows(lo, hi), dlogits, dh, dxf, grads)
+	})
+	Release(b, dl, dlogits, dh, hc)
+	return dxf, nil
+}
+
+// headChunkBackward is the head's backward on target rows lo..hi whose
+// logits and final-normed rows h are given, from their dl = ∂J/∂log π:
+// dlogits, dWlm += dlogitsᵀ·h (unless the head is frozen), dxf[rows] +=
+// dlogits·Wlm. dlogits and dh are chunk-sized scratch.
+func (m *Model) headChunkBackward(p *Pass, lo, hi int, logits, h, dl, dlogits, dh, dxf *Tensor, grads *Params) {
+	b, k := m.B, hi-lo
+	dlc, dhc := dlogits.Rows(0, k), dh.Rows(0, k)
+	b.LogSoftmaxGatherBackward(dlc, dl, logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
+	if grads.LoRA == nil {
+		b.MatMul(grads.LMHead, dlc, h, true, false, true)
+	}
+	b.MatMul(dhc, dlc, m.P.LMHead, false, false, false)
+	b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
 }
 
 // frozenGrads are where a LoRA backward's norm gradients land (the ops

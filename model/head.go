@@ -22,12 +22,24 @@ package model
 // products, which round it to bf16 anyway, so the same numbers flow for
 // half the bytes written and read (4.4 GB fewer writes at 8 × 2k).
 
+// headMode says how headChunks walks the chunks.
+type headMode int
+
+const (
+	headForward  headMode = iota // in order, the last chunk's logits kept for the backward
+	headFused                    // in order, nothing kept (the fused head: tokenloss.go)
+	headBackward                 // from the last chunk, the kept logits read first
+)
+
 // headChunks computes the LM-head logits of the pass's target rows chunk
-// by chunk and hands each (rows lo..hi, logits (hi−lo, V)) to f: in order
-// for the forward, which keeps the last chunk's logits in p.headLast; from
-// the last chunk for the backward, which reads the kept logits instead of
-// recomputing them and releases them.
-func (m *Model) headChunks(p *Pass, backward bool, f func(lo, hi int, logits *Tensor)) {
+// by chunk and hands each (rows lo..hi, logits (hi−lo, V), and the
+// final-normed rows h (hi−lo, C) the logits came from) to f: in order for
+// the forward, which keeps the last chunk's logits in p.headLast unless
+// the head is fused; from the last chunk for the backward, which reads the
+// kept logits instead of recomputing them (h is nil then) and releases
+// them.
+func (m *Model) headChunks(p *Pass, mode headMode, f func(lo, hi int, logits, h *Tensor)) {
+	backward := mode == headBackward
 	b := m.B
 	M, chunk := len(p.rows), m.headChunkRows()
 	if M == 0 {
@@ -47,17 +59,19 @@ func (m *Model) headChunks(p *Pass, backward bool, f func(lo, hi int, logits *Te
 		}
 		hi := min(lo+chunk, M)
 		hc, lc := h.Rows(0, hi-lo), logits.Rows(0, hi-lo)
-		if !(kept && lo == last) {
+		if kept && lo == last {
+			hc = nil
+		} else {
 			b.GatherRows(hc, p.xf, p.rows[lo:hi])
 			b.MatMul(lc, hc, m.P.LMHead, false, true, false)
 		}
-		f(lo, hi, lc)
+		f(lo, hi, lc, hc)
 	}
 	Release(b, h)
-	if backward {
-		Release(b, logits)
-	} else {
+	if mode == headForward {
 		p.headLast = logits
+	} else {
+		Release(b, logits)
 	}
 }
 

@@ -295,6 +295,10 @@ type Sequence struct {
 type Pass struct {
 	LogProbs [][]float32 // per sequence, len(Tokens)−Start: log π(token_t | tokens_<t)
 	Entropy  [][]float32 // per sequence, the entropy of the same predictive distributions
+	// DLogp (ForwardLoss only) is, per sequence, the ∂J/∂log π the fused
+	// head used, as the device computed it: the trainer checks it against
+	// its own.
+	DLogp [][]float32
 
 	ids     []int32 // (N)
 	pos     []int32 // (N)
@@ -312,6 +316,7 @@ type Pass struct {
 	rstdF     *Tensor  // (N)
 	headLSE   *Tensor  // (M)
 	headLast  *Tensor  // the forward's last LM-head chunk of logits, for the backward (head.go)
+	dxf       *Tensor  // (N, C) the fused head's gradient of xf (ForwardLoss), for the backward
 	spans     [][2]int // per sequence, its [from, to) range of the M rows
 }
 
@@ -349,9 +354,34 @@ func (m *Model) pack(seqs []Sequence) (*Pass, error) {
 // holds the activations the backward needs: hand it to Backward, which
 // releases them, or call its Release when only the log-probs are wanted.
 func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
+	return m.forward(seqs, nil, nil)
+}
+
+// ForwardLoss is Forward for a training pass whose loss is a TokenLoss
+// (tokenloss.go): the LM head's backward runs in the forward, chunk by
+// chunk on the logits it has just made, accumulating the head's gradient
+// into grads (those Backward will get). Hand the pass to Backward with nil
+// log-prob gradients.
+func (m *Model) ForwardLoss(seqs []Sequence, loss *TokenLoss, grads *Params) (*Pass, error) {
+	if loss == nil || grads == nil {
+		return nil, fmt.Errorf("forward: the fused head needs a token loss and the gradients")
+	}
+	if (m.A != nil) != (grads.LoRA != nil) {
+		return nil, fmt.Errorf("forward: the model has adapters %v but the gradients are an adapter set %v (LoRA trains the adapters alone)", m.A != nil, grads.LoRA != nil)
+	}
+	return m.forward(seqs, loss, grads)
+}
+
+// forward is Forward, with the fused head when loss is not nil.
+func (m *Model) forward(seqs []Sequence, loss *TokenLoss, grads *Params) (*Pass, error) {
 	p, err := m.pack(seqs)
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
+	}
+	if loss != nil {
+		if err := loss.Check(len(p.rows)); err != nil {
+			return nil, fmt.Errorf("forward: %w", err)
+		}
 	}
 	p.m = m
 	b, c := m.B, m.Cfg
@@ -385,23 +415,36 @@ func (m *Model) Forward(seqs []Sequence) (*Pass, error) {
 	p.xL, p.xf, p.rstdF = x, Scratch(b, n, C), Scratch(b, n)
 	b.RMSNorm(p.xf, p.rstdF, x, m.P.FinalNorm, float32(c.RMSNormEps))
 
+	// The log-probs, entropies and (fused) their gradients share one
+	// buffer, so the host waits once for all three.
 	M := len(p.rows)
-	logp, ent := Scratch(b, M), Scratch(b, M)
+	out := Scratch(b, 3*max(M, 1))
+	vec := func(i int) *Tensor { return &Tensor{Shape: []int{M}, Off: out.Off + i*max(M, 1), Store: out.Store} }
+	logp, ent, dl := vec(0), vec(1), vec(2)
 	p.headLSE = Scratch(b, M)
-	m.headChunks(p, false, func(lo, hi int, logits *Tensor) {
-		b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
-	})
-	hostLP, hostEnt := make([]float32, M), make([]float32, M)
-	b.Download(logp, hostLP)
-	b.Download(ent, hostEnt)
-	Release(b, logp, ent)
+	if loss == nil {
+		m.headChunks(p, headForward, func(lo, hi int, logits, _ *Tensor) {
+			b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
+		})
+	} else {
+		m.fusedHead(p, loss, grads, logp, ent, dl)
+	}
+	host := make([]float32, 3*max(M, 1))
+	if M > 0 {
+		b.Download(out, host)
+	}
+	Release(b, out)
 	if err := m.checkErr("forward"); err != nil {
 		p.Release()
 		return nil, err
 	}
+	hostLP, hostEnt, hostDL := host[:M], host[max(M, 1):max(M, 1)+M], host[2*max(M, 1):2*max(M, 1)+M]
 	for _, sp := range p.spans {
 		p.LogProbs = append(p.LogProbs, hostLP[sp[0]:sp[1]])
 		p.Entropy = append(p.Entropy, hostEnt[sp[0]:sp[1]])
+		if loss != nil {
+			p.DLogp = append(p.DLogp, hostDL[sp[0]:sp[1]])
+		}
 	}
 	return p, nil
 }
@@ -420,8 +463,8 @@ func (p *Pass) Release() {
 	if p.recompute != nil {
 		Release(b, p.recompute.tensors()...)
 	}
-	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp)
-	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp = nil, nil, nil, nil, nil, nil, nil, nil
+	Release(b, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp, p.dxf)
+	p.layers, p.recompute, p.xL, p.xf, p.rstdF, p.headLSE, p.headLast, p.loraTmp, p.dxf = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // releaseLayer gives back layer l's saved activations and its input (the

@@ -158,6 +158,12 @@ type TrainConfig struct {
 	// recomputes the rest in the backward (activation checkpointing, verl's
 	// enable_gradient_checkpointing): far less memory for one more forward.
 	Recompute bool `yaml:"recompute" json:"recompute"`
+	// FusedHead runs the LM head's backward inside the training forward, on
+	// the logits it has just made, with the loss's per-token derivative
+	// computed where the logits are (model.ForwardLoss, docs/algorithm.md
+	// §5.15): no logits chunk is recomputed. false keeps the two-pass head
+	// (the derivative from the host, the logits recomputed in the backward).
+	FusedHead bool `yaml:"fused_head" json:"fused_head"`
 	// DynamicSampling drops groups whose rewards are all equal and draws
 	// more prompts until the step has prompts_per_step informative groups
 	// (dynamic.go).
@@ -265,7 +271,7 @@ func Default() Config {
 		Data:      DataConfig{Template: "auto", MaxPromptLength: 3200},
 		Sampling:  SamplingConfig{Temperature: 1, TopP: 1, MaxNewTokens: 4096, MaxSlots: 64, CUDAGraphs: true},
 		Train: TrainConfig{Method: MethodGRPO, Steps: 1000, PromptsPerStep: 256, MiniBatchPrompts: 128,
-			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1, DynamicSampling: DynamicSamplingConfig{MaxRounds: 10}},
+			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1, FusedHead: true, DynamicSampling: DynamicSamplingConfig{MaxRounds: 10}},
 		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 			GradClip: 1},
 		Loss:       DefaultLoss(),

@@ -29,6 +29,7 @@ import (
 	"math"
 
 	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // LossConfig holds the GRPO loss settings (docs/algorithm.md §5, §10).
@@ -82,56 +83,19 @@ func Advantages(rewards []float64, group []int, eps, clip float64) []float64 {
 	return grpo.Advantages(rewards, group, eps, clip)
 }
 
-// TokenTerms are one token's loss pieces and derivatives.
-type TokenTerms struct {
-	Policy, KL       float64 // L and the clamped k3 value
-	DPolicy, DKL     float64 // ∂L/∂log π, ∂k/∂log π
-	Clipped          bool    // L2 > L1 (the ratio clip is active)
-	LowerClipped     bool    // the dual clip is active (Ã < 0 and Lc > −c·Ã)
-	NegLogRatio      float64 // −Δ, averaged into ppo_kl
-	SignalTerm       float64 // max(−A·ρ, −A·clip(ρ)) with the unweighted A (docs/algorithm.md §6.2)
-	RatioForLogging  float64
-	DeltaOutOfBounds bool
+// TokenTerms are one token's loss pieces and derivatives (internal/grpo).
+type TokenTerms = grpo.TokenTerms
+
+// Surrogate is the loss's per-token settings, as internal/grpo and the
+// model's fused head (model.TokenLoss) take them.
+func (c LossConfig) Surrogate() grpo.Surrogate {
+	return grpo.Surrogate{ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, DualClip: c.DualClip, KLCoef: c.KLCoef}
 }
 
 // Token computes the dual-clip surrogate and k3 KL of one token (docs/algorithm.md §5.4–5.5).
 // aw is the (GDRO-weighted) advantage, a the unweighted one.
 func (c LossConfig) Token(lp, lpOld, lpRef, aw, a float64) TokenTerms {
-	var t TokenTerms
-	delta := lp - lpOld
-	dDelta := 1.0
-	if delta < -20 || delta > 20 {
-		delta, dDelta = math.Max(-20, math.Min(20, delta)), 0
-		t.DeltaOutOfBounds = true
-	}
-	rho := math.Exp(delta)
-	t.RatioForLogging, t.NegLogRatio = rho, -delta
-	clipped := math.Max(1-c.ClipLow, math.Min(1+c.ClipHigh, rho))
-	l1, l2 := -aw*rho, -aw*clipped
-	lc, dlc := l1, -aw*rho*dDelta
-	if l2 > l1 { // only when ρ is outside the clip range, where L2 is flat
-		t.Clipped = true
-		lc, dlc = l2, 0
-	}
-	t.Policy, t.DPolicy = lc, dlc
-	if c.DualClip > 0 && aw < 0 && lc > -aw*c.DualClip {
-		t.LowerClipped = true
-		t.Policy, t.DPolicy = -aw*c.DualClip, 0
-	}
-	t.SignalTerm = math.Max(-a*rho, -a*math.Max(1-c.ClipLow, math.Min(1+c.ClipHigh, rho)))
-
-	d := lpRef - lp
-	dd := -1.0 // ∂d/∂log π
-	if d < -20 || d > 20 {
-		d, dd = math.Max(-20, math.Min(20, d)), 0
-	}
-	k := math.Exp(d) - d - 1
-	dk := (math.Exp(d) - 1) * dd
-	if k < -10 || k > 10 {
-		k, dk = math.Max(-10, math.Min(10, k)), 0
-	}
-	t.KL, t.DKL = k, dk
-	return t
+	return c.Surrogate().Token(lp, lpOld, lpRef, aw, a)
 }
 
 // Row is one response in a micro-batch: per-token log-probs under the
@@ -165,50 +129,27 @@ type MicroStats struct {
 func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 	st := MicroStats{RatioMin: math.Inf(1), RatioMax: math.Inf(-1)}
 	grads := make([][]float32, len(rows))
-	total, kept := 0, 0
-	// prompts counts the prompts in the micro-batch, a prompt whose rows are
-	// split over micro-batches counting by the fraction present.
-	var prompts float64
-	for _, r := range rows {
-		if r.Masked {
-			continue
-		}
-		total += len(r.LogProbs)
-		kept++
-		prompts += 1 / float64(max(r.GroupSize, 1))
-	}
+	denoms := c.Denominators(rows)
+	s := c.Surrogate()
 	var ratioSum float64
 	for i, r := range rows {
 		n := len(r.LogProbs)
 		grads[i] = make([]float32, n)
-		// Token-mean divides every token by the micro-batch token count;
-		// seq-mean-token-mean by the row's count and the number of rows;
-		// prompt-mean-token-mean by the row's count, its prompt's rollout
-		// count and the number of prompts, so every prompt weighs the same
-		// whatever its n_i (docs/algorithm.md §11 item 14).
-		var denom float64
-		switch c.Aggregation {
-		case "seq-mean-token-mean":
-			denom = float64(n * kept)
-		case "prompt-mean-token-mean":
-			denom = float64(n*max(r.GroupSize, 1)) * prompts
-		default:
-			denom = float64(total)
-		}
+		denom := denoms[i]
 		var signal, kl float64
 		for k := 0; k < n; k++ {
-			t := c.Token(float64(r.LogProbs[k]), float64(r.Old[k]), float64(r.Ref[k]), r.Adv*r.Weight, r.Adv)
-			if r.IS != nil { // the weight is a constant of the step: it scales the term and its derivative
-				w := float64(r.IS[k])
-				t.Policy, t.DPolicy = t.Policy*w, t.DPolicy*w
-			}
+			t := s.Token(float64(r.LogProbs[k]), float64(r.Old[k]), float64(r.Ref[k]), r.Adv*r.Weight, r.Adv)
+			// The importance weight is a constant of the step: it scales
+			// the policy term and its derivative (Grad).
+			w := r.isWeight(k)
+			pw := t.Policy * w
 			// A masked row still gives the controllers its signal and KL,
 			// and the logging sums its tokens; it only leaves the loss.
 			if !r.Masked {
-				st.Loss += (t.Policy + c.KLCoef*t.KL) / denom
-				grads[i][k] = float32((t.DPolicy + c.KLCoef*t.DKL) / denom / float64(ga))
+				st.Loss += (pw + c.KLCoef*t.KL) / denom
+				grads[i][k] = s.Grad(t, w, denom, float64(ga))
 			}
-			st.PolicyLoss += t.Policy
+			st.PolicyLoss += pw
 			st.KL += t.KL
 			st.PPOKL += t.NegLogRatio
 			ratioSum += t.RatioForLogging
@@ -234,4 +175,73 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 		st.RatioMean = ratioSum / float64(st.Tokens)
 	}
 	return grads, st
+}
+
+// TokenLoss is the loss of rows (their Old, Ref, Adv, Weight, IS, Masked,
+// GroupSize; LogProbs unused) as the model's fused head takes it: one entry
+// per response token, the rows end to end.
+func (c LossConfig) TokenLoss(rows []Row, ga int) *model.TokenLoss {
+	l := &model.TokenLoss{Surrogate: c.Surrogate(), GA: float64(ga)}
+	denoms := c.Denominators(rows)
+	anyIS := false
+	for _, r := range rows {
+		anyIS = anyIS || r.IS != nil
+	}
+	for i, r := range rows {
+		l.Old = append(l.Old, r.Old...)
+		l.Ref = append(l.Ref, r.Ref...)
+		for k := range r.Old {
+			l.Adv = append(l.Adv, r.Adv*r.Weight)
+			l.Denom = append(l.Denom, denoms[i])
+			if anyIS {
+				l.IS = append(l.IS, float32(r.isWeight(k)))
+			}
+		}
+	}
+	return l
+}
+
+// isWeight is token k's rollout-correction weight (1 without one).
+func (r Row) isWeight(k int) float64 {
+	if r.IS == nil {
+		return 1
+	}
+	return float64(r.IS[k])
+}
+
+// Denominators returns each row's aggregation divisor (0 for a masked row,
+// which leaves the loss); a row's token count is len(Old), so they are
+// known before the policy's forward (the fused head needs them there). Token-mean divides every token by the
+// micro-batch's token count; seq-mean-token-mean by the row's count and the
+// number of rows; prompt-mean-token-mean by the row's count, its prompt's
+// rollout count and the number of prompts, so every prompt weighs the same
+// whatever its n_i (docs/algorithm.md §11 item 14).
+func (c LossConfig) Denominators(rows []Row) []float64 {
+	total, kept := 0, 0
+	// prompts counts the prompts in the micro-batch, a prompt whose rows are
+	// split over micro-batches counting by the fraction present.
+	var prompts float64
+	for _, r := range rows {
+		if r.Masked {
+			continue
+		}
+		total += len(r.Old)
+		kept++
+		prompts += 1 / float64(max(r.GroupSize, 1))
+	}
+	out := make([]float64, len(rows))
+	for i, r := range rows {
+		n := len(r.Old)
+		switch {
+		case r.Masked:
+			out[i] = 0
+		case c.Aggregation == "seq-mean-token-mean":
+			out[i] = float64(n * kept)
+		case c.Aggregation == "prompt-mean-token-mean":
+			out[i] = float64(n*max(r.GroupSize, 1)) * prompts
+		default:
+			out[i] = float64(total)
+		}
+	}
+	return out
 }

@@ -576,24 +576,66 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 }
 
 // microStep runs forward, loss and backward for one micro-batch,
-// accumulating gradients.
+// accumulating gradients. With train.fused_head the LM head's backward runs
+// in the forward, from the loss's per-token derivative computed on the
+// backend (model.ForwardLoss); the host's own derivative, computed here for
+// the statistics, must match it token for token.
 func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
-	p, err := t.Policy.Forward(sequences(rows))
+	lr := make([]Row, len(rows))
+	for i, r := range rows {
+		lr[i] = Row{Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group, IS: r.is, Masked: r.masked}
+	}
+	var (
+		loss *model.TokenLoss
+		p    *model.Pass
+		err  error
+	)
+	if t.Cfg.Train.FusedHead {
+		loss = t.Cfg.Loss.TokenLoss(lr, ga)
+		p, err = t.Policy.ForwardLoss(sequences(rows), loss, t.Opt.Grads())
+	} else {
+		p, err = t.Policy.Forward(sequences(rows))
+	}
 	if err != nil {
 		return MicroStats{}, fmt.Errorf("policy forward: %w", err)
 	}
-	lr := make([]Row, len(rows))
-	for i, r := range rows {
-		lr[i] = Row{LogProbs: p.LogProbs[i], Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group,
-			IS: r.is, Masked: r.masked}
+	for i := range lr {
+		lr[i].LogProbs = p.LogProbs[i]
 	}
 	grads, st := t.Cfg.Loss.MicroBatch(lr, ga)
 	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
 		p.Release()
 		return st, fmt.Errorf("loss is %v (stopping; the last checkpoint is kept)", st.Loss)
 	}
+	if loss != nil {
+		if err := sameTokenGrads(p.DLogp, grads); err != nil {
+			p.Release()
+			return st, err
+		}
+		grads = nil // the head's backward has run
+	}
 	if err := t.Policy.BackwardFlush(p, grads, t.Opt.Grads(), t.Opt.Flush()); err != nil {
 		return st, fmt.Errorf("policy backward: %w", err)
 	}
 	return st, nil
+}
+
+// sameTokenGrads checks the fused head's per-token derivatives (computed
+// where the logits are, in float64 as the host does; a GPU's exp may differ
+// from Go's in the last bit) against the host's: within 4 float32 ulps.
+func sameTokenGrads(dev, host [][]float32) error {
+	for i := range host {
+		for k, h := range host[i] {
+			d := dev[i][k]
+			if d == h || (d != d && h != h) {
+				continue
+			}
+			m := float32(math.Max(math.Abs(float64(d)), math.Abs(float64(h))))
+			ulp := math.Nextafter32(m, float32(math.Inf(1))) - m
+			if !(math.Abs(float64(d-h)) <= 4*float64(ulp)) {
+				return fmt.Errorf("fused head: sequence %d of the micro-batch, response token %d: the backend's ∂loss/∂log π is %g, the host's %g (train.fused_head: false runs the two-pass head)", i, k, d, h)
+			}
+		}
+	}
+	return nil
 }
