@@ -185,6 +185,9 @@ type profiler struct {
 func (d *Device) cost(e Engine, flops, bytes float64) {
 	r := H100
 	t := math.Max(flops/r.rate(e), bytes/(r.BandwidthGBs*1e9*r.BWEfficiency))
+	if siteCosts.on {
+		recordSite(e, t, bytes, flops)
+	}
 	d.prof.mu.Lock()
 	d.prof.flops[e] += flops
 	d.prof.bytes[e] += bytes

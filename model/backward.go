@@ -150,12 +150,19 @@ func (m *Model) headBackward(p *Pass, dLogp [][]float32, grads *Params) (*Tensor
 // dlogits, dWlm += dlogitsᵀ·h (unless the head is frozen), dxf[rows] +=
 // dlogits·Wlm. dlogits and dh are chunk-sized scratch.
 func (m *Model) headChunkBackward(p *Pass, lo, hi int, logits, h, dl, dlogits, dh, dxf *Tensor, grads *Params) {
-	b, k := m.B, hi-lo
-	dlc, dhc := dlogits.Rows(0, k), dh.Rows(0, k)
-	b.LogSoftmaxGatherBackward(dlc, dl, logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
+	dlc := dlogits.Rows(0, hi-lo)
+	m.headChunkInputGrad(p, lo, hi, logits, dl, dlc, dh, dxf)
 	if grads.LoRA == nil {
-		b.MatMul(grads.LMHead, dlc, h, true, false, true)
+		m.B.MatMul(grads.LMHead, dlc, h, true, false, true)
 	}
+}
+
+// headChunkInputGrad writes the logits' gradient of target rows lo..hi
+// into dlc (hi−lo, V) and adds their part of dxf: dxf[rows] += dlc·Wlm.
+func (m *Model) headChunkInputGrad(p *Pass, lo, hi int, logits, dl, dlc, dh, dxf *Tensor) {
+	b := m.B
+	dhc := dh.Rows(0, hi-lo)
+	b.LogSoftmaxGatherBackward(dlc, dl, logits, p.headLSE.Rows(lo, hi), p.targets[lo:hi])
 	b.MatMul(dhc, dlc, m.P.LMHead, false, false, false)
 	b.ScatterRows(dxf, dhc, p.rows[lo:hi], true)
 }

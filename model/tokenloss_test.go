@@ -41,9 +41,9 @@ func randomTokenLoss(rng *rand.Rand, lp []float32) *TokenLoss {
 // chunk and in chunks of 3 rows, with recomputation and with adapters.
 func TestFusedHeadMatchesTwoPass(t *testing.T) {
 	type variant struct {
-		name                string
-		tied, recompute, lr bool
-		chunkRows           int
+		name                 string
+		tied, recompute, lr  bool
+		chunkRows, groupRows int
 	}
 	var cases []variant
 	for _, tied := range []bool{false, true} {
@@ -51,14 +51,24 @@ func TestFusedHeadMatchesTwoPass(t *testing.T) {
 			cases = append(cases, variant{tied: tied, chunkRows: rows})
 		}
 	}
-	cases = append(cases, variant{name: "recompute", tied: true, recompute: true, chunkRows: 3},
-		variant{name: "lora", lr: true, chunkRows: 3})
+	// 11 target rows in chunks of 3: the weight gradient's product per
+	// chunk (groups of 1 row: 1 chunk), per 2 chunks (the last group
+	// short), and once.
+	cases = append(cases, variant{name: "group", chunkRows: 3, groupRows: 1}, variant{name: "group", chunkRows: 3, groupRows: 5},
+		variant{name: "group", tied: true, chunkRows: 3, groupRows: 4},
+		variant{name: "recompute", tied: true, recompute: true, chunkRows: 3},
+		variant{name: "lora", lr: true, chunkRows: 3, groupRows: 5})
 	for _, tc := range cases {
-		name := fmt.Sprintf("%s tied=%v chunk=%d", tc.name, tc.tied, tc.chunkRows)
+		name := fmt.Sprintf("%s tied=%v chunk=%d group=%d", tc.name, tc.tied, tc.chunkRows, tc.groupRows)
 		t.Run(name, func(t *testing.T) {
 			if tc.chunkRows > 0 {
 				old := headChunkElems
 				defer func() { headChunkElems = old }()
+			}
+			if tc.groupRows > 0 {
+				old := headGroupRows
+				headGroupRows = tc.groupRows
+				defer func() { headGroupRows = old }()
 			}
 			m := tinyModel(t, tc.tied, 5)
 			m.Recompute = tc.recompute

@@ -75,6 +75,12 @@ func planTokens(cfg Config) int64 {
 	return int64(cfg.Train.MicroBatchRows) * seq
 }
 
+// headRows is the LM head's rows of logits and of logit gradients held at
+// once in a training pass (model.HeadRows).
+func headRows(mc *model.Config, cfg Config) (logits, grads int) {
+	return model.HeadRows(mc, int(planTokens(cfg)), cfg.Train.FusedHead, cfg.LoRA.Model() == nil)
+}
+
 // kvSlots is the sampler's cache slots: one more under CUDA graphs (the
 // padding rows' spare, model.DecodeGraph).
 func kvSlots(cfg Config) int64 {
@@ -113,8 +119,11 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		Moments:     opt.Moments,
 		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
 		KVCache:     kvSlots(cfg) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
-		Logits:      2 * min(model.HeadChunkElems, tokens*int64(mc.VocabSize)) * f32, // logits and their gradient, one LM-head chunk each
 	}
+	// The LM head's logits (one chunk) and their gradient (one chunk, or
+	// the fused head's group of chunks: model.HeadRows), fp32 as on the CPU.
+	lr, gr := headRows(mc, cfg)
+	p.Logits = int64(lr+gr) * int64(mc.VocabSize) * f32
 	if cfg.Train.Recompute {
 		// Each layer's input is kept; one layer's activations are rebuilt
 		// at a time (plus the backward's scratch output).
@@ -366,6 +375,9 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 			layers = 1
 		}
 		bud.Plan.Activations -= planTokens(cfg) * layers * halfPerToken(mc) / 2
+		// The logits' gradient is bf16 too (model.ActivationStore).
+		_, gr := headRows(mc, cfg)
+		bud.Plan.Logits -= int64(gr) * int64(mc.VocabSize) * 2
 		bud.ActBF16 = true
 	}
 	return bud

@@ -13,8 +13,10 @@ package profile
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/internal/grpo"
 	"io"
 	"math/rand/v2"
+	"os"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
@@ -96,8 +98,13 @@ func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first cuda.
 	d.ReleaseCache() // each depth starts from an empty allocator cache
 	for i := 0; i < 2; i++ {
 		before := d.Profile()
+		cuda.PrintSitesTo(nil)
 		if err := optimizerStep(m, seqs, grads, opt); err != nil {
 			return first, step, err
+		}
+		if i == 1 && cuda.SitesOn() {
+			fmt.Fprintf(os.Stderr, "# %d×%d at %d layers: the steady-state step by op and call site (GDROTRAIN_PROFILE_SITES)\n", s.Batch, s.SeqLen, o.Layers)
+			cuda.PrintSitesTo(os.Stderr)
 		}
 		if i == 0 {
 			first = d.Profile().Sub(before)
@@ -116,26 +123,25 @@ func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first cuda.
 }
 
 // optimizerStep is the trainer's update on one micro-batch: gradients
-// zeroed, forward, a token-mean loss's ∂/∂log π (host side, as the GRPO
-// loss is), backward, clipping, AdamW.
+// zeroed, the forward with the fused head (train.fused_head, the default:
+// the GRPO loss's per-token derivative computed on the device and the LM
+// head's backward run on the forward's logits), backward, clipping, AdamW.
 func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, opt *optim.AdamW) error {
 	optim.ZeroGrads(m.B, m.Cfg, grads)
-	pass, err := m.Forward(seqs)
+	total := 0
+	for _, s := range seqs {
+		total += len(s.Tokens) - s.Start
+	}
+	loss := &model.TokenLoss{Surrogate: grpo.Surrogate{ClipLow: 0.2, ClipHigh: 0.28, DualClip: 3, KLCoef: 0.001}, GA: 1,
+		Old: make([]float32, total), Ref: make([]float32, total), Adv: make([]float64, total), Denom: make([]float64, total)}
+	for k := range total {
+		loss.Adv[k], loss.Denom[k] = 1, float64(total)
+	}
+	pass, err := m.ForwardLoss(seqs, loss, grads)
 	if err != nil {
 		return err
 	}
-	total := 0
-	for _, lp := range pass.LogProbs {
-		total += len(lp)
-	}
-	dl := make([][]float32, len(pass.LogProbs))
-	for i, lp := range pass.LogProbs {
-		dl[i] = make([]float32, len(lp))
-		for j := range dl[i] {
-			dl[i][j] = -1 / float32(total)
-		}
-	}
-	if err := m.Backward(pass, dl, grads); err != nil {
+	if err := m.Backward(pass, nil, grads); err != nil {
 		return err
 	}
 	if _, err := optim.ClipGradNorm(m.B, m.Cfg, grads, 1); err != nil {

@@ -58,6 +58,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
 	t.Run("HalfLogitsGrad", s.halfLogitsGrad)
+	t.Run("TokenLossGrad", s.tokenLossGrad)
 	t.Run("HalfInputGrads", s.halfInputGrads)
 	t.Run("Rows", s.rows)
 	t.Run("Cols", s.cols)

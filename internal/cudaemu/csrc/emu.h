@@ -301,6 +301,16 @@ static inline float __fadd_rn(float a, float b) { return emu_opaque_(a) + emu_op
 static inline float __fsub_rn(float a, float b) { return emu_opaque_(a) - emu_opaque_(b); }
 static inline float __fmul_rn(float a, float b) { return emu_opaque_(a * b); }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double emu_opaque_d_(double x) {
+#if defined(__x86_64__)
+	__asm__("" : "+x"(x));
+#else
+	__asm__("" : "+r"(x));
+#endif
+	return x;
+}
+static inline double __dadd_rn(double a, double b) { return emu_opaque_d_(a) + emu_opaque_d_(b); }
+static inline double __dmul_rn(double a, double b) { return emu_opaque_d_(a * b); }
 static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
 
 // ---- integer intrinsics ----
