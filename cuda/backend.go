@@ -82,9 +82,10 @@ type buffer struct {
 	released bool
 	a        *allocator
 	// shadow is a bf16 copy of this fp32 buffer for products (Shadow);
-	// stale says a write since it was last made.
+	// stale holds the element ranges written since their copy was made
+	// (spans.go: per range, for the fused weights' row views).
 	shadow *buffer
-	stale  bool
+	stale  spans
 	// frozenAs is the bf16 buffer that replaced this one (Freeze, HalfOnly).
 	frozenAs *buffer
 	// halfOnly marks the frozen bf16 storage of a weight whose fp32 master
@@ -208,7 +209,8 @@ func (b *Backend) Shadow(t *model.Tensor) (bool, error) {
 	}
 	sh.frozen = true
 	runtime.SetFinalizer(sh, nil) // released with its master
-	buf.shadow, buf.stale = sh, true
+	buf.shadow = sh
+	markAllStale(buf)
 	return true, nil
 }
 
@@ -220,14 +222,19 @@ func (b *Backend) hasHalf(t *model.Tensor) bool {
 	return ok && buf.shadow != nil
 }
 
-// halfOf returns the address of t's bf16 copy (hasHalf), refreshed first if
-// a write has made it stale.
+// halfOf returns the address of t's bf16 copy (hasHalf), refreshed first
+// where writes have made it stale: one conversion per stale range of the
+// buffer (f32_to_bf16 has no alignment needs beyond the elements'), after
+// which the whole copy is fresh.
 func (b *Backend) halfOf(t *model.Tensor) uint64 {
 	buf := t.Store.(*buffer)
-	if buf.stale {
-		b.kernelCost(buf.elems, 6*buf.elems)
-		b.elementwise("f32_to_bf16", buf.elems, buf.shadow.ptr, buf.ptr, int64(buf.elems))
-		buf.stale = false
+	if len(buf.stale) > 0 {
+		for _, r := range buf.stale {
+			n := r.hi - r.lo
+			b.kernelCost(n, 6*n)
+			b.elementwise("f32_to_bf16", n, buf.shadow.ptr+2*uint64(r.lo), buf.ptr+4*uint64(r.lo), int64(n))
+		}
+		b.markFresh(buf, 0, buf.elems)
 	}
 	return buf.shadow.ptr + 2*uint64(t.Off)
 }
@@ -316,9 +323,10 @@ func (b *Backend) addrs(op string, writesFirst bool, ts []*model.Tensor) ([]uint
 		if !ok {
 			return nil, false
 		}
-		if buf := t.Store.(*buffer); i == 0 && writesFirst && buf.shadow != nil {
-			// Every op writes through its first tensor argument, if any.
-			buf.stale = true
+		if i == 0 && writesFirst {
+			// Every op writes through its first tensor argument, if any,
+			// inside the tensor's element range.
+			markStale(t)
 		}
 		if frozen {
 			b.keep(fmt.Errorf("%s: tensor argument %d %v is bf16 storage (a frozen weight or the KV cache); only matmul, embedding, attention, copy, scatter and download take it", op, i, t.Shape))
@@ -542,9 +550,7 @@ func (b *Backend) Copy(dst, src *model.Tensor) {
 	if !ok1 || !ok2 || !b.keep(model.SizeCheck("copy", dst, src)) || dst.Numel() == 0 {
 		return
 	}
-	if buf := dst.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
-	}
+	markStale(dst)
 	if hd != hs || (hd && dst.Store.(*buffer).frozen) {
 		b.keep(fmt.Errorf("copy: storages differ (bf16 %v → %v) or the destination is frozen", hs, hd))
 		return
@@ -659,9 +665,7 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 		return
 	}
 	pc := []uint64{pcc}
-	if buf := c.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
-	}
+	markStale(c) // M·N = c.Numel() elements (MatMulDims)
 	pa, frozenA, okA := b.operand("matmul", 1, a)
 	pb, frozenB, okB := b.operand("matmul", 2, bm)
 	if !okA || !okB {

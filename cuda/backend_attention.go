@@ -294,6 +294,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse *model.T
 	if !ok {
 		return
 	}
+	markStale(dk, dv)
 	pq, hq, ok1 := b.activation(op, 4, q)
 	pk, hk, ok2 := b.activation(op, 5, k)
 	pv, hv, ok3 := b.activation(op, 6, v)

@@ -22,9 +22,7 @@ func (b *Backend) AddCols(dst, src *model.Tensor, col0 int) {
 		b.keep(fmt.Errorf("add cols: the destination %v is a frozen weight", dst.Shape))
 		return
 	}
-	if buf := dst.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
-	}
+	markStale(dst)
 	ps, ok := b.reads("add cols", src) // refuses bf16
 	if !ok {
 		return

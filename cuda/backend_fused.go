@@ -26,6 +26,7 @@ func (b *Backend) AddRMSNorm(sum, out, rstd, x, y, w *model.Tensor, eps float32)
 	if !ok {
 		return
 	}
+	markStale(out)
 	rs, ok := b.opt("add rmsnorm", rstd)
 	if !ok {
 		return
@@ -51,6 +52,7 @@ func (b *Backend) RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *model.Tensor
 	if !ok || !b.keep(model.SizeCheck("rmsnorm backward add", dx, res)) {
 		return
 	}
+	markStale(dw)
 	if p[0] == p[6] {
 		b.keep(fmt.Errorf("rmsnorm backward add: res must not be dx"))
 		return
@@ -77,14 +79,14 @@ func (b *Backend) RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *model.Tensor
 				p[4], p[5], p[6], int32(R), int32(n), int32(perChunk))
 		})
 		if dx16 != 0 {
-			buf.stale = !b.ok()
+			b.markFresh(buf, 0, buf.elems)
 		}
 		return
 	}
 	if buf.shadow != nil && dx.Off == 0 && dx.Numel() == buf.elems {
 		b.kernelCost(9*R*n, 4*(5*R*n+2*n+R)+2*R*n)
 		b.launch("rmsnorm_bwd_dx_res_h", [3]int{R}, rowBlock, p[0], buf.shadow.ptr, p[2], p[3], p[4], p[5], p[6], int32(n))
-		buf.stale = !b.ok()
+		b.markFresh(buf, 0, buf.elems)
 	} else {
 		b.kernelCost(9*R*n, 4*(5*R*n+2*n+R))
 		b.launch("rmsnorm_bwd_dx_res", [3]int{R}, rowBlock, p[0], p[2], p[3], p[4], p[5], p[6], int32(n))

@@ -30,8 +30,8 @@ func (b *Backend) activation(op string, i int, t *model.Tensor) (uint64, bool, b
 		b.keep(fmt.Errorf("%s: tensor argument %d %v is a frozen weight", op, i, t.Shape))
 		return 0, false, false
 	}
-	if i == 0 && buf.shadow != nil {
-		buf.stale = true
+	if i == 0 {
+		markStale(t)
 	}
 	return p, half, true
 }

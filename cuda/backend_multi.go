@@ -72,15 +72,18 @@ func (b *Backend) AdamWAll(ps, gs, ms, vs []*model.Tensor, h model.AdamWParams) 
 	}
 	var rows [][]uint64
 	var blocks []int
+	var fresh []*model.Tensor // the weights whose bf16 copies the launch writes
 	for i, p := range ps {
 		ptr, ok := b.ptrs("adamw", p, gs[i], ms[i], vs[i])
 		if !ok || !b.keep(model.AdamWCheck(p, gs[i], ms[i], vs[i], h)) {
 			return
 		}
+		// As in AdamW: a row view writes its part of its buffer's copy.
 		var p16 uint64
-		if buf := p.Store.(*buffer); buf.shadow != nil && p.Off == 0 && p.Numel() == buf.elems {
-			p16, buf.stale = buf.shadow.ptr, false
+		if buf := p.Store.(*buffer); buf.shadow != nil {
+			p16 = buf.shadow.ptr + 2*uint64(p.Off)
 			b.kernelCost(0, 2*p.Numel())
+			fresh = append(fresh, p)
 		}
 		b.kernelCost(12*p.Numel(), 4*7*p.Numel())
 		if n := p.Numel(); n > 0 {
@@ -100,6 +103,9 @@ func (b *Backend) AdamWAll(ps, gs, ms, vs []*model.Tensor, h model.AdamWParams) 
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
 	b.launch("adamw_multi", [3]int{t.blocks}, 256, t.tab, t.blk, t.tensors, h.Scale(),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
+	for _, p := range fresh {
+		b.markFresh(p.Store.(*buffer), p.Off, p.Off+p.Numel())
+	}
 }
 
 // ZeroAll is Zero on each tensor in one launch.

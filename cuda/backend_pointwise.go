@@ -49,6 +49,7 @@ func (b *Backend) RMSNormBackward(dx, dw, dout, x, w, rstd *model.Tensor) {
 	if !ok {
 		return
 	}
+	markStale(dw)
 	R, n, err := model.RMSNormBackwardDims(dx, dw, dout, x, w, rstd)
 	if !b.keep(err) || R == 0 || n == 0 {
 		return
@@ -214,6 +215,7 @@ func (b *Backend) SwiGLU(out, gate, up *model.Tensor) {
 	if !ok {
 		return
 	}
+	markStale(out)
 	n := out.Numel()
 	if half {
 		b.kernelCost(6*n, 2*3*n)
@@ -237,12 +239,8 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *model.Tensor) {
 	if !ok {
 		return
 	}
-	if buf := dgate.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
-	}
-	if buf := dup.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
-	}
+	markStale(dgate)
+	markStale(dup)
 	pd, ok := b.reads(op, dout)
 	if !ok {
 		return
@@ -295,6 +293,7 @@ func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, tar
 	if !ok {
 		return
 	}
+	markStale(lse)
 	ep, ok := b.opt("logsoftmax gather", entropy)
 	if !ok {
 		return
@@ -345,15 +344,21 @@ func (b *Backend) AdamW(p, g, m, v *model.Tensor, h model.AdamWParams) {
 	}
 	bc1 := 1 - math.Pow(h.Beta1, float64(h.Step))
 	bc2 := 1 - math.Pow(h.Beta2, float64(h.Step))
-	// A weight with a bf16 copy (Shadow) gets it written in the same pass.
+	// A weight with a bf16 copy (Shadow) gets it written in the same pass,
+	// a row view (q, k, v of the fused Layer.QKV; gate, up) its part of the
+	// copy: the kernel writes element i of p to p16[i].
+	buf := p.Store.(*buffer)
 	var p16 uint64
-	if buf := p.Store.(*buffer); buf.shadow != nil && p.Off == 0 && p.Numel() == buf.elems {
-		p16, buf.stale = buf.shadow.ptr, false
+	if buf.shadow != nil {
+		p16 = buf.shadow.ptr + 2*uint64(p.Off)
 		b.kernelCost(0, 2*p.Numel())
 	}
 	b.kernelCost(12*p.Numel(), 4*7*p.Numel()) // read p, g, m, v; write p, m, v
 	b.elementwise("adamw", p.Numel(), ps[0], p16, ps[1], ps[2], ps[3], int64(p.Numel()), h.Scale(),
 		h.Beta1, h.Beta2, h.LR, h.WeightDecay, h.Eps, bc1, bc2)
+	if p16 != 0 {
+		b.markFresh(buf, p.Off, p.Off+p.Numel())
+	}
 }
 
 var _ model.Backend = (*Backend)(nil)

@@ -36,6 +36,7 @@ func (b *Backend) SplitQKV(qn, kn, v, rstdQ, rstdK, qkv, qw, kw *model.Tensor, p
 	if !ok {
 		return
 	}
+	markStale(qn, kn, v)
 	p, ok := b.reads(op, rstdQ, rstdK, qw, kw)
 	if !ok {
 		return
@@ -86,6 +87,7 @@ func (b *Backend) SplitQKVBackward(dqkv, dqw, dkw, dqn, dkn, dv, qkv, qw, kw, rs
 	if !ok {
 		return
 	}
+	markStale(dkw)
 	p = append([]uint64{pd}, p...)
 	src, half, ok := b.activation(op, 6, qkv)
 	if !ok {

@@ -226,6 +226,7 @@ func (b *Backend) ScatterRows(dst, src *model.Tensor, idx []int32, accumulate bo
 	if !ok {
 		return
 	}
+	markStale(dst) // rows of dst (RowsDims checks the indices)
 	ps, ok := b.ptrs("scatter rows", src)
 	if !ok {
 		return

@@ -155,6 +155,9 @@ type graphRun struct {
 	g    *stepGraph
 	mode graphMode
 	in   int64 // bytes of the input block used so far
+	// fresh holds the bf16 copies' ranges the step marked fresh (markFresh,
+	// spans.go), put back to stale (undo) if its graph is not launched.
+	fresh []freshMark
 }
 
 // graphSet is a decode loop's graphs (model.GraphSet).
@@ -255,7 +258,8 @@ func (s *graphSet) capture(g *stepGraph, step func() (*model.Tensor, error)) ([]
 		return nil, fmt.Errorf("%w: %v", errCapture, err)
 	}
 	rec := newRecorder(false)
-	d.rec, b.gr = rec, &graphRun{set: s, g: g, mode: graphCapture}
+	gr := &graphRun{set: s, g: g, mode: graphCapture}
+	d.rec, b.gr = rec, gr
 	t, serr := s.body(g, step)
 	d.rec, b.gr = nil, nil
 	graph, err := d.drv.EndCapture(d.stream)
@@ -263,15 +267,17 @@ func (s *graphSet) capture(g *stepGraph, step func() (*model.Tensor, error)) ([]
 		if graph != nil {
 			d.drv.DestroyGraph(graph)
 		}
+		gr.undo()
 		return nil, fmt.Errorf("%w: graph %s: %v", errCapture, g.key, errors.Join(serr, err))
 	}
 	exec, err := d.drv.Instantiate(graph)
 	d.drv.DestroyGraph(graph)
 	if err != nil {
+		gr.undo()
 		return nil, fmt.Errorf("%w: graph %s: %v", errCapture, g.key, err)
 	}
 	g.exec, g.fp, g.nodes = exec, rec.h, rec.ops
-	return s.launch(g, t.Numel())
+	return s.launch(g, gr, t.Numel())
 }
 
 // replay runs step on the host only, checks its fingerprint and launches.
@@ -279,19 +285,22 @@ func (s *graphSet) replay(g *stepGraph, step func() (*model.Tensor, error)) ([]u
 	b, d := s.b, s.b.d
 	g.pool.setFreeLists(g.snap)
 	rec := newRecorder(true)
-	d.rec, b.gr = rec, &graphRun{set: s, g: g, mode: graphReplay}
+	gr := &graphRun{set: s, g: g, mode: graphReplay}
+	d.rec, b.gr = rec, gr
 	t, err := s.body(g, step)
 	d.rec, b.gr = nil, nil
 	if err != nil {
 		// Refused by the graph's rules (an allocation its pool cannot
 		// serve, say): the step runs eagerly, where a genuine error
 		// shows again.
+		gr.undo()
 		return nil, fmt.Errorf("graph %s: %w: %v", g.key, errReplayMismatch, err)
 	}
 	if rec.h != g.fp || rec.ops != g.nodes {
+		gr.undo()
 		return nil, fmt.Errorf("graph %s: %w (%d ops, %d captured)", g.key, errReplayMismatch, rec.ops, g.nodes)
 	}
-	return s.launch(g, t.Numel())
+	return s.launch(g, gr, t.Numel())
 }
 
 // body is the captured (or replayed) step: the input block's copy, the
@@ -329,10 +338,12 @@ func (s *graphSet) body(g *stepGraph, step func() (*model.Tensor, error)) (*mode
 	return t, b.Err()
 }
 
-// launch launches g and waits for it: the step's one host sync.
-func (s *graphSet) launch(g *stepGraph, n int) ([]uint32, error) {
+// launch launches g, the graph of step run gr, and waits for it: the
+// step's one host sync.
+func (s *graphSet) launch(g *stepGraph, gr *graphRun, n int) ([]uint32, error) {
 	d := s.b.d
 	if err := d.drv.GraphLaunch(g.exec, d.stream); err != nil {
+		gr.undo()
 		return nil, fmt.Errorf("graph %s: %w", g.key, err)
 	}
 	d.prof.mu.Lock()

@@ -229,8 +229,8 @@ func (c *Comm) AllGather(dst, src *model.Tensor) error {
 	dtype := ncclFloat32
 	if hd {
 		dtype, what = ncclBfloat16, what+" (bf16)"
-	} else if buf := dst.Store.(*buffer); buf.shadow != nil {
-		buf.stale = true
+	} else {
+		markStale(dst)
 	}
 	return c.run(what, func() error {
 		return c.n.Collective("ncclAllGather", collAllGather, c.h, ps, pd, src.Numel(), dtype, 0, c.b.d.stream)
