@@ -95,7 +95,7 @@ func (b *Backend) attentionFlashBackward(suffix string, g attnGrad, width int) {
 	w := float64(width)
 	// q, dout, dq, lse and delta once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlash, 6*float64(D)*pairs, rows*float64(D)*(w+8)+8*rows+w*float64(2*D*H)*keysOf(segs))
+	b.d.cost(EngineFlashBwd, 6*float64(D)*pairs, rows*float64(D)*(w+8)+8*rows+w*float64(2*D*H)*keysOf(segs))
 	qt, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if !ok {
 		return
@@ -106,7 +106,7 @@ func (b *Backend) attentionFlashBackward(suffix string, g attnGrad, width int) {
 	// The same visited pairs, seen from the keys: k, v read and dk, dv
 	// written once; q, dout, lse and delta once per query head.
 	keys := float64(sumInt32(kn) * G * D)
-	b.d.cost(EngineFlash, 8*float64(D)*pairs, 2*w*keys+8*keys+rows*float64(D)*(w+4)+8*rows)
+	b.d.cost(EngineFlashBwd, 8*float64(D)*pairs, 2*w*keys+8*keys+rows*float64(D)*(w+4)+8*rows)
 	kt, ok := b.upload("flash key tiles", k0, kn, j0, sq, sl, so)
 	if ok {
 		b.launch("attn_flash_bwd_dkv"+suffix, [3]int{len(k0), G}, flashThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,

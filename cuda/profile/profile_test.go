@@ -91,10 +91,9 @@ func TestProfileCountsArithmetic(t *testing.T) {
 	// TrainFLOPs counts attention as 3 × 2·T²·HD (T² over two for QKᵀ
 	// and PV each); the rest is the matrices.
 	matrices := bench.TrainFLOPs(s) - 3*L*B*2*T*T*HD
-	// The backward recomputes the LM head's logits chunk by chunk rather
-	// than keep them (a vocabulary row per response token), all but the
-	// last chunk, which the forward keeps (model/head.go).
-	matrices += 2 * float64(o.Hidden*o.Vocab) * recomputedHeadRows(s.Batch*s.ResponseTokens, o.Vocab)
+	// The step runs the fused head (model.ForwardLoss, the trainer's
+	// default): no logits chunk is recomputed, so the products are the
+	// model's matrices exactly.
 	for _, prec := range []cuda.Precision{cuda.BF16, cuda.FP32} {
 		for _, route := range []int{-1, 1} {
 			b := cuda.NewBackend(device(t), prec)
@@ -143,14 +142,16 @@ func TestProfileFlashRoute(t *testing.T) {
 	// the dk/dv kernel visits the same pairs.
 	pairs := float64(s.Batch) * 64 * 64
 	want := 18 * HD * pairs * L
-	if got := p.Flops[cuda.EngineFlash]; math.Abs(got-want) > 1e-9*want {
+	if got := p.FlopsFlash(); math.Abs(got-want) > 1e-9*want {
 		t.Errorf("fused attention flops %g, want %g", got, want)
+	}
+	if fwd := p.Flops[cuda.EngineFlash]; math.Abs(fwd-want*4/18) > 1e-9*want {
+		t.Errorf("fused attention forward flops %g, want 4/18 of %g", fwd, want)
 	}
 	if p.Flops[cuda.EngineAttention] != 0 || p.Flops[cuda.EngineFP32GEMM] != 0 {
 		t.Errorf("CUDA-core attention %g, fp32 GEMM %g flops; want 0", p.Flops[cuda.EngineAttention], p.Flops[cuda.EngineFP32GEMM])
 	}
-	matrices := bench.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD +
-		2*float64(o.Hidden*o.Vocab)*recomputedHeadRows(s.Batch*s.ResponseTokens, o.Vocab)
+	matrices := bench.TrainFLOPs(s) - 3*L*float64(s.Batch)*2*float64(s.SeqLen*s.SeqLen)*HD
 	if got := p.Flops[cuda.EngineTensorBF16]; math.Abs(got-matrices) > 1e-9*matrices {
 		t.Errorf("cuBLAS flops %g, want the matrices' %g", got, matrices)
 	}
@@ -374,16 +375,4 @@ func TestDecodeProfileLoRA(t *testing.T) {
 	}
 	t.Logf("tiny decode step: %d graph nodes without adapters, %d with; %.0f bytes, +%.0f (adapters %.0f)",
 		base.Step.GraphNodes, p.GraphNodes, sum(base.Step), extra, adapters)
-}
-
-// recomputedHeadRows is how many of rows target rows the backward
-// recomputes the LM head's logits for: all but the last chunk's
-// (model.HeadChunkElems / vocab rows a chunk), which the forward keeps.
-func recomputedHeadRows(rows, vocab int) float64 {
-	chunk := max(1, model.HeadChunkElems/vocab)
-	if rows == 0 {
-		return 0
-	}
-	last := rows - chunk*((rows-1)/chunk)
-	return float64(rows - last)
 }

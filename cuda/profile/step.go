@@ -157,6 +157,7 @@ func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, o
 func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 	p := sp.Step
 	est := p.EstSeconds(r)
+	estFA2 := p.EstSecondsAttentionOn(cuda.H100FA2Measured)
 	return map[string]any{
 		"shape": sp.Shape, "rows": sp.Rows, "tokens": sp.Tokens, "layers": sp.Layers,
 		"counted_layers":           sp.CountedLayers,
@@ -172,7 +173,7 @@ func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 		"d2h_bytes":                p.D2HBytes,
 		"flops_tensor_core":        p.FlopsTensorCore(),
 		"flops_cuda_core":          p.FlopsCUDACore(),
-		"flops_attention_tc":       p.Flops[cuda.EngineFlash],     // fused attention on tensor cores (in flops_tensor_core)
+		"flops_attention_tc":       p.FlopsFlash(),                // fused attention on tensor cores, forward and backward (in flops_tensor_core)
 		"flops_attention_cuda":     p.Flops[cuda.EngineAttention], // attention kernels on CUDA cores (in flops_cuda_core)
 		"tensor_core_fraction":     p.TensorCoreFraction(),
 		"model_flops":              sp.ModelFLOPs,
@@ -181,8 +182,12 @@ func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 		"est_h100_ms_by_engine":    msByEngine(p),
 		"dram_gb_by_engine":        gbByEngine(p), // the ops' estimated DRAM traffic
 		"est_mfu":                  sp.ModelFLOPs / (est * r.BF16TFLOPs * 1e12),
-		"estimate":                 "roofline over the counts, not a measurement: " + r.String(),
-		"extrapolated":             fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
+		// The sensitivity to the attention's assumed rate: FA2's measured ones.
+		"est_h100_ms_fa2_attention": 1e3 * estFA2,
+		"est_mfu_fa2_attention":     sp.ModelFLOPs / (estFA2 * r.BF16TFLOPs * 1e12),
+		"estimate_fa2_attention":    cuda.H100FA2Measured.String(),
+		"estimate":                  "roofline over the counts, not a measurement: " + r.String(),
+		"extrapolated":              fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
 	}
 }
 
@@ -213,9 +218,11 @@ func WriteTrain(w io.Writer, b *cuda.Backend, asJSON bool) ([]StepProfile, error
 		}
 		out = append(out, sp)
 		j, p := sp.JSON(cuda.H100), sp.Step
-		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d", s.Name, p.Launches, p.GEMMs,
-			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.Flops[cuda.EngineFlash]+p.Flops[cuda.EngineAttention])/1e12,
-			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers), nil
+		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n%-18s %s: est %.1f ms, MFU %.1f%%", s.Name, p.Launches, p.GEMMs,
+			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.FlopsFlash()+p.Flops[cuda.EngineAttention])/1e12,
+			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers,
+			"", "  attention at FlashAttention-2's measured H100 rates (31 % / 17 % of bf16)", j["est_h100_ms_fa2_attention"],
+			100*j["est_mfu_fa2_attention"].(float64)), nil
 	})
 	return out, err
 }
