@@ -1,7 +1,10 @@
 package trainer
 
 import (
+	"encoding/json"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
@@ -91,6 +94,35 @@ func TestFusedHeadMatchesMicroBatch(t *testing.T) {
 		bad[0][1] *= 1.001
 		if err := sameTokenGrads(bad, host); err == nil {
 			t.Fatalf("%s: a derivative off by 0.1 %%: no error", agg)
+		}
+	}
+}
+
+// TestFusedHeadRunMatchesTwoPass: a 2-step run with the fused head (the
+// default) and one with train.fused_head: false write the same metrics
+// (timings aside): at the fixture's vocabulary the head is one chunk, so
+// the two orders of the head's backward do the same arithmetic.
+func TestFusedHeadRunMatchesTwoPass(t *testing.T) {
+	cfg, _ := fixture(t)
+	if !cfg.Train.FusedHead {
+		t.Fatal("train.fused_head is not on by default")
+	}
+	fused := readLines(t, filepath.Join(runFixture(t, cfg), "metrics.jsonl"))
+	cfg.Train.FusedHead, cfg.Run.Name = false, "two-pass"
+	two := readLines(t, filepath.Join(runFixture(t, cfg), "metrics.jsonl"))
+	if len(fused) != 2 || len(two) != 2 {
+		t.Fatalf("%d and %d metrics lines, want 2", len(fused), len(two))
+	}
+	for i := range fused {
+		for k, v := range fused[i] {
+			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
+				continue
+			}
+			a, _ := json.Marshal(v)
+			b, _ := json.Marshal(two[i][k])
+			if string(a) != string(b) {
+				t.Errorf("step %d %s: fused head %s, two-pass %s", i+1, k, a, b)
+			}
 		}
 	}
 }
