@@ -94,15 +94,24 @@ func TestRunEndToEnd(t *testing.T) {
 
 	cfg.Run.Name = "again"
 	again := readLines(t, filepath.Join(runFixture(t, cfg), "metrics.jsonl"))
-	for i := range met {
-		for k, v := range met[i] {
+	sameMetrics(t, met, again, "identical runs")
+}
+
+// sameMetrics fails t where two runs' metrics lines differ, timings aside.
+func sameMetrics(t *testing.T, a, b []map[string]any, what string) {
+	t.Helper()
+	if len(a) != len(b) {
+		t.Fatalf("%s: %d and %d metrics lines", what, len(a), len(b))
+	}
+	for i := range a {
+		for k, v := range a[i] {
 			if strings.HasPrefix(k, "time_") || strings.HasSuffix(k, "_per_s") {
 				continue
 			}
-			a, _ := json.Marshal(v)
-			b, _ := json.Marshal(again[i][k])
-			if string(a) != string(b) {
-				t.Errorf("step %d %s differs between identical runs: %s vs %s", i+1, k, a, b)
+			x, _ := json.Marshal(v)
+			y, _ := json.Marshal(b[i][k])
+			if string(x) != string(y) {
+				t.Errorf("step %d %s differs between %s: %s vs %s", i+1, k, what, x, y)
 			}
 		}
 	}

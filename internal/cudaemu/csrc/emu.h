@@ -286,10 +286,11 @@ static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __fsqrt_rn(float x) { return sqrtf(x); }
 static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
-// __fadd_rn, __fsub_rn and __fmul_rn are never contracted into an FMA, even
+// __fadd_rn, __fsub_rn, __fmul_rn (and __dadd_rn, __dmul_rn) are never contracted into an FMA, even
 // in a GDROTRAIN_EMU_FMA=1 build: the empty asm hides their operands (or
 // product) from g++'s contraction, as the intrinsics do from nvcc's.
-static inline float emu_opaque_(float x) {
+template <typename T>
+static inline T emu_opaque_(T x) {
 #if defined(__x86_64__)
 	__asm__("" : "+x"(x));
 #else
@@ -301,16 +302,8 @@ static inline float __fadd_rn(float a, float b) { return emu_opaque_(a) + emu_op
 static inline float __fsub_rn(float a, float b) { return emu_opaque_(a) - emu_opaque_(b); }
 static inline float __fmul_rn(float a, float b) { return emu_opaque_(a * b); }
 static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-static inline double emu_opaque_d_(double x) {
-#if defined(__x86_64__)
-	__asm__("" : "+x"(x));
-#else
-	__asm__("" : "+r"(x));
-#endif
-	return x;
-}
-static inline double __dadd_rn(double a, double b) { return emu_opaque_d_(a) + emu_opaque_d_(b); }
-static inline double __dmul_rn(double a, double b) { return emu_opaque_d_(a * b); }
+static inline double __dadd_rn(double a, double b) { return emu_opaque_(a) + emu_opaque_(b); }
+static inline double __dmul_rn(double a, double b) { return emu_opaque_(a * b); }
 static inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; }
 
 // ---- integer intrinsics ----
