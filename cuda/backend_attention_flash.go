@@ -23,7 +23,11 @@ package cuda
 // keys and values at 8 × 2k or 2 × 8k for Qwen3-1.7B), which the H100's 50
 // MB L2 holds: the re-reads are L2 hits, not DRAM traffic.
 
-import "github.com/gdrotrain/gdrotrain/model"
+import (
+	"strconv"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
 
 // Tile sizes of kernels/attention_flash.cu.
 const (
@@ -135,9 +139,22 @@ func sumInt32(xs []int32) int {
 const (
 	decThreads = 128 // DEC_THREADS
 	decDMax    = 256 // DEC_DMAX
-	decPer     = 8   // DEC_PER
+	decPer     = 8   // DEC_PER: the most query heads per key/value head
 	decMinKeys = 256 // keys a split takes at least
 )
+
+// decodeSplitKernel names the split-K decode kernel for a cache (suffix ""
+// fp32, "_kvh" bf16, "_kv8" fp8) and per query heads per key/value head:
+// the one compiled for the smallest head count PER ∈ {1, 2, 4, 8} ≥ per
+// (attn_decode_split<suffix>_p<PER>), whose registers hold PER heads'
+// accumulators. per must be 1 … decPer (useDecodeSplit's gate).
+func decodeSplitKernel(suffix string, per int) string {
+	p := 1
+	for p < per {
+		p *= 2
+	}
+	return "attn_decode_split" + suffix + "_p" + strconv.Itoa(p)
+}
 
 // useDecodeSplit reports whether the split-K decode kernels serve a call
 // the per-row kernels would otherwise take (decoding: a few query rows per
@@ -157,9 +174,10 @@ func decodeSplits(blocks, sms, maxKeys int) int {
 	return max(1, min(want, (maxKeys+decMinKeys-1)/decMinKeys))
 }
 
-// attentionDecode computes out (and lse) for per-row segments; kvWidth is
-// the bytes a key or value element takes (4, 2, or an fp8 row's bytes per
-// code).
+// attentionDecode computes out (and lse) for per-row segments with the
+// split kernel for H/G heads (decodeSplitKernel) and attn_decode_combine;
+// kvWidth is the bytes a key or value element takes (4, 2, or an fp8 row's
+// bytes per code).
 func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow, kStart, kCount []int32, H, G, D int, kvWidth float64, scale float32) {
 	maxKeys := 0
 	for _, n := range kCount {
@@ -185,7 +203,7 @@ func (b *Backend) attentionDecode(suffix string, out, lse, q, k, v uint64, qRow,
 	if !ok {
 		return
 	}
-	b.launch("attn_decode_split"+suffix, [3]int{len(qRow), G, splits}, decThreads, part.ptr, q, k, v,
+	b.launch(decodeSplitKernel(suffix, H/G), [3]int{len(qRow), G, splits}, decThreads, part.ptr, q, k, v,
 		addr[0], addr[1], addr[2], int32(H), int32(G), int32(D), scale, int32(splits))
 	b.launch("attn_decode_combine", [3]int{len(qRow), H}, decThreads, out, lse, part.ptr, addr[0], int32(H), int32(D), int32(splits))
 }

@@ -252,8 +252,13 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol)
 	defer func() {
 		after := p.gpu.(*Backend).Device().Launches()
 		if flash == -2 {
-			if n := after["attn_decode_split"] - before["attn_decode_split"]; n == 0 {
-				t.Errorf("split-K mode: attn_decode_split never launched")
+			n := 0
+			for _, per := range []int{1, 2, 4, 8} {
+				k := decodeSplitKernel("", per)
+				n += after[k] - before[k]
+			}
+			if n == 0 {
+				t.Errorf("split-K mode: attn_decode_split_p* never launched")
 			}
 			return
 		}

@@ -140,7 +140,7 @@ func fp8Cache(b *Backend, vals []float32, rows, G, D int) (*model.Tensor, []floa
 // reference over the values the cache holds (each row and head rounded
 // through e4m3 with its scale): the split-K decode kernel at every head dim
 // it takes for fp8 (multiples of 16 up to 256) and GQA ratios up to
-// DEC_PER, within fp32Attn (the kernel multiplies a key's dot product of
+// DEC_PER (every head count it is compiled for: PER 1, 2, 4, 8), within fp32Attn (the kernel multiplies a key's dot product of
 // codes, and a value's probability, by the scale: fp32 rounding apart);
 // the fused prefill under bf16 products within bf16Attn (the staged keys
 // and values are rounded to bf16); and the widened fp32 route (prefill
@@ -157,11 +157,12 @@ func TestFP8Attention(t *testing.T) {
 		tol          numcheck.Tol
 	}
 	routes := []route{
-		{"decode split", "attn_decode_split_kv8", FP32, true, fp32Attn},
+		{"decode split", "attn_decode_split_kv8", FP32, true, fp32Attn}, // _p<PER> for H/G (decodeSplitKernel)
 		{"fused prefill", "attn_flash_fwd_kv8", BF16, false, bf16Attn},
 		{"widened prefill", "kv8_gather_f32", FP32, false, fp32Attn},
 	}
 	cases := 0
+	met := map[string]bool{} // the split kernels launched: every PER
 	for _, rt := range routes {
 		b := NewBackend(dev, rt.prec)
 		dims := []int{16, 32, 48, 64, 80, 96, 112, 128, 144, 176, 208, 256}
@@ -183,7 +184,12 @@ func TestFP8Attention(t *testing.T) {
 			q := roundedRandn(rng, nq*H*D, 1, false)
 			kv := roundedRandn(rng, 2*nk*G*D, 1, false)
 			scale := float32(1 / math.Sqrt(float64(D)))
-			before := dev.Launches()[rt.kernel]
+			kernel := rt.kernel
+			if rt.decode {
+				kernel = decodeSplitKernel("_kv8", H/G)
+				met[kernel] = true
+			}
+			before := dev.Launches()[kernel]
 			K, kHeld := fp8Cache(b, kv[:nk*G*D], nk, G, D)
 			V, vHeld := fp8Cache(b, kv[nk*G*D:], nk, G, D)
 			Q, out, lse := upload(b, q, nq, H, D), b.New(nq, H, D), b.New(nq, H)
@@ -197,8 +203,8 @@ func TestFP8Attention(t *testing.T) {
 			if !backendErrs(t, name, ref, b) {
 				continue
 			}
-			if dev.Launches()[rt.kernel] == before {
-				t.Errorf("%s: %s never launched", name, rt.kernel)
+			if dev.Launches()[kernel] == before {
+				t.Errorf("%s: %s never launched", name, kernel)
 			}
 			st := compareTo(t, name, got, want, rt.tol)
 			t.Logf("%s: max |err| %.2g", name, st.MaxAbs)
@@ -207,6 +213,11 @@ func TestFP8Attention(t *testing.T) {
 	}
 	if cases < 20 {
 		t.Errorf("only %d cases ran", cases)
+	}
+	for _, per := range []int{1, 2, 4, 8} {
+		if k := decodeSplitKernel("_kv8", per); !met[k] {
+			t.Errorf("no case launched %s", k)
+		}
 	}
 }
 
@@ -305,6 +316,7 @@ func TestFP8PagedGraphs(t *testing.T) {
 		if err := m.CheckKVCache(); err != nil {
 			t.Fatal(err)
 		}
+		kernel := decodeSplitKernel("_kv8", m.Cfg.NumAttentionHeads/m.Cfg.NumKeyValueHeads)
 		d := m.B.(*Backend).Device()
 		gran := m.B.(*Backend).KVPageBytes()
 		p := sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 30, Seed: 5, Step: 2, StopIDs: []int32{999, 7}, MaxSlots: 4}
@@ -317,7 +329,7 @@ func TestFP8PagedGraphs(t *testing.T) {
 			q := p
 			q.Graphs = c.graphs
 			q.KVBudgetBytes = c.pages * gran * int64(2*m.Cfg.NumHiddenLayers)
-			before, graphs := d.Launches()["attn_decode_split_kv8"], d.Profile().GraphLaunches
+			before, graphs := d.Launches()[kernel], d.Profile().GraphLaunches
 			out, st, err := sampler.GenerateStats(context.Background(), m, reqs, q, nil)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
@@ -343,7 +355,7 @@ func TestFP8PagedGraphs(t *testing.T) {
 			if c.graphs && d.Profile().GraphLaunches == graphs {
 				t.Errorf("%s: no graph launched", name)
 			}
-			if !c.graphs && d.Launches()["attn_decode_split_kv8"] == before {
+			if !c.graphs && d.Launches()[kernel] == before {
 				t.Errorf("%s: the fp8 decode kernel never launched", name)
 			}
 			if c.pages > 0 && devKind == "emulator" && st.Preemptions == 0 {

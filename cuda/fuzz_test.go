@@ -191,7 +191,8 @@ var fp32Attn = numcheck.Tol{Atol: 3e-5, Rtol: 3e-4}
 // dimension their gate (useDecodeSplit) admits up to DEC_DMAX, with fp32
 // and bf16 caches and GQA ratios from 1 to DEC_PER, on rows that see 1, 37
 // and 300 keys (300 > decMinKeys: two splits, the 1-key row's second one
-// empty), against the float64 reference. Head dims whose 16-byte pieces
+// empty), against the float64 reference; the ratios meet every head count
+// the kernels are compiled for (PER 1, 2, 4, 8) with both caches. Head dims whose 16-byte pieces
 // per row (D/4 fp32, D/8 bf16) are not a power of two put lanes of
 // different keys into one shuffle reduction in a kernel that assumes they
 // are (issue 28); D = 24, 48, 96 erred by 0.2–0.4.
@@ -206,6 +207,7 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 	segs := []model.Segment{{Q0: 0, QLen: 1, K0: 0, KLen: 1}, {Q0: 1, QLen: 1, K0: 5, KLen: 37}, {Q0: 2, QLen: 1, K0: 50, KLen: 300}}
 	const nq, nk = 3, 350
 	cases, worst := 0, 0.0
+	met := map[string]bool{} // the kernels launched: every PER, both caches
 	for _, D := range headDims() {
 		for ci, half := range []bool{false, true} {
 			r := ratios[(D/8+3*ci)%len(ratios)]
@@ -217,10 +219,12 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 			q := roundedRandn(rng, nq*H*D, 1, false)
 			k, v := roundedRandn(rng, nk*G*D, 1, half), roundedRandn(rng, nk*G*D, 1, half)
 			scale := float32(1 / math.Sqrt(float64(D)))
-			kernel := "attn_decode_split"
+			suffix := ""
 			if half {
-				kernel += "_kvh"
+				suffix = "_kvh"
 			}
+			kernel := decodeSplitKernel(suffix, H/G)
+			met[kernel] = true
 			before := b.Device().Launches()[kernel]
 			run := func(be model.Backend) []float32 {
 				Q, K, V := upload(be, q, nq, H, D), kvTensor(be, k, half, nk, G, D), kvTensor(be, v, half, nk, G, D)
@@ -248,6 +252,13 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 	if cases < want {
 		t.Errorf("only %d head dims × caches admitted: the gate no longer takes D %% 8 == 0 up to 256", cases)
 	}
+	for _, suffix := range []string{"", "_kvh"} {
+		for _, per := range []int{1, 2, 4, 8} {
+			if k := decodeSplitKernel(suffix, per); !met[k] {
+				t.Errorf("no case launched %s", k)
+			}
+		}
+	}
 	t.Logf("%d cases, worst |err| %.2g", cases, worst)
 }
 
@@ -264,7 +275,7 @@ var attnRoutes = []attnRoute{
 	{"tiled", 1, -1, -1, -1, "attn_fwd_tiled", "attn_bwd_dq_tiled"},
 	{"gemm", 0, 1, -1, -1, "attn_gemm_softmax", "attn_gemm_probs"},
 	{"flash", 0, -1, 1, -1, "attn_flash_fwd", "attn_flash_bwd_dq"},
-	{"decode", -1, -1, -1, 1, "attn_decode_split", ""},
+	{"decode", -1, -1, -1, 1, "attn_decode_split", ""}, // the kernel for H/G heads: decodeSplitKernel
 	{"auto", 0, 0, 0, 0, "", ""},
 }
 
@@ -436,7 +447,13 @@ func TestFuzzAttention(t *testing.T) {
 			if k == "" || (k == route.bwd && !backward) {
 				continue
 			}
-			if k == route.fwd && act16 && route.name == "flash" {
+			if k == route.fwd && route.name == "decode" {
+				suffix := "" // the split kernel for H/G heads (decodeSplitKernel)
+				if halfKV {
+					suffix = "_kvh"
+				}
+				k = decodeSplitKernel(suffix, H/G)
+			} else if k == route.fwd && act16 && route.name == "flash" {
 				k += "_h"
 			} else if k == route.fwd && halfKV && route.name != "gemm" {
 				k += "_kvh"

@@ -15,9 +15,16 @@
 // Rows come from the host as in attention.cu: query row qRow[r] sees keys
 // kStart[r] … kStart[r]+kCount[r]−1. D: a multiple of 16 (fp8), 8 (bf16)
 // or 4 (fp32), at most DEC_DMAX; at most DEC_PER query heads per key/value
-// head. An fp8 cache (fp8.cuh) is read as codes, 16 to a load: a key's
-// scale multiplies its dot product and a value's its probability, so the
-// codes are never scaled one by one.
+// head. The head count a block keeps state for (PER: running maxes, sums,
+// accumulators in registers, queries in shared memory) is a template
+// parameter: each cache type has a kernel for PER = 1, 2, 4 and 8 (suffix
+// _p1 … _p8), and the host launches the smallest PER ≥ H/G, so a model
+// with 2 or 4 query heads per key/value head pays the registers of 2 or 4,
+// not of DEC_PER. A PER above H/G (H/G = 3: PER 4) leaves heads H/G …
+// PER−1 idle; each head's arithmetic is the same in every PER.
+// An fp8 cache (fp8.cuh) is read as codes, 16 to a load: a key's scale
+// multiplies its dot product and a value's its probability, so the codes
+// are never scaled one by one.
 
 #define DEC_THREADS 128
 #define DEC_DMAX 256
@@ -58,17 +65,19 @@ __device__ __forceinline__ float dec_scale(const unsigned char* p, long long row
 	return kv8_scale(p, row, G, g, D);
 }
 
-// attn_decode_split: grid (rows, G, splits), DEC_THREADS threads. part holds,
-// per (row, query head, split), D output sums then the max and the sum of
-// exponentials: (rows·H·splits) × (D + 2) floats.
-template <typename KV>
+// attn_decode_split_*: grid (rows, G, splits), DEC_THREADS threads; H/G ≤
+// PER ≤ DEC_PER. part holds, per (row, query head, split), D output sums
+// then the max and the sum of exponentials: (rows·H·splits) × (D + 2)
+// floats.
+template <typename KV, int PER>
 __device__ __forceinline__ void attn_decode_split_impl(float* part, const float* q, const KV* k, const KV* v,
                                                        const int* qRow, const int* kStart, const int* kCount, int H,
                                                        int G, int D, float scale, int splits) {
+	static_assert(PER >= 1 && PER <= DEC_PER, "PER: 1 to DEC_PER query heads per key/value head");
 	constexpr int E = 16 / sizeof(KV); // elements per 16-byte load
 	constexpr int VMAX = DEC_DMAX / E / 32 > 0 ? DEC_DMAX / E / 32 : 1;
-	__shared__ float qs[DEC_PER * DEC_DMAX];
-	__shared__ float wm[DEC_THREADS / 32][DEC_PER], wl[DEC_THREADS / 32][DEC_PER];
+	__shared__ float qs[PER * DEC_DMAX];
+	__shared__ float wm[DEC_THREADS / 32][PER], wl[DEC_THREADS / 32][PER];
 	int r = blockIdx.x, g = blockIdx.y, s = blockIdx.z, per = H / G;
 	int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	long long qr = qRow[r];
@@ -85,9 +94,9 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	int lpk = vecs >= 32 ? 32 : 1 << (32 - __clz(vecs - 1));
 	int vpl = (vecs + lpk - 1) / lpk; // pieces per lane
 	int kpw = 32 / lpk, sub = lane / lpk, li = lane % lpk; // keys per warp pass, this lane's key and piece
-	float m[DEC_PER], l[DEC_PER], acc[DEC_PER][VMAX * E];
+	float m[PER], l[PER], acc[PER][VMAX * E];
 #pragma unroll
-	for (int h = 0; h < DEC_PER; h++) {
+	for (int h = 0; h < PER; h++) {
 		m[h] = NEG_INF, l[h] = 0.f;
 #pragma unroll
 		for (int e = 0; e < VMAX * E; e++) acc[h][e] = 0.f;
@@ -113,7 +122,7 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 			}
 		}
 #pragma unroll
-		for (int h = 0; h < DEC_PER; h++) {
+		for (int h = 0; h < PER; h++) {
 			if (h >= per) continue; // constant trip counts keep m, l, acc in registers
 			float dot = 0.f;
 #pragma unroll
@@ -137,7 +146,7 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	}
 	// Merge the key groups of a warp (lanes li, li+lpk, …), then the warps.
 #pragma unroll
-	for (int h = 0; h < DEC_PER; h++) {
+	for (int h = 0; h < PER; h++) {
 		if (h >= per) continue;
 		for (int o = 16; o >= lpk; o >>= 1) {
 			float mo = __shfl_xor_sync(FULL_MASK, m[h], o), lo = __shfl_xor_sync(FULL_MASK, l[h], o);
@@ -157,7 +166,7 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	for (int w = 0; w < DEC_THREADS / 32; w++) {
 		if (warp == w && sub == 0) {
 #pragma unroll
-			for (int h = 0; h < DEC_PER; h++) {
+			for (int h = 0; h < PER; h++) {
 				if (h >= per) continue;
 				float M = NEG_INF;
 				for (int x = 0; x < DEC_THREADS / 32; x++) M = fmaxf(M, wm[x][h]);
@@ -187,24 +196,80 @@ __device__ __forceinline__ void attn_decode_split_impl(float* part, const float*
 	}
 }
 
-extern "C" __global__ void attn_decode_split(float* part, const float* q, const float* k, const float* v,
-                                             const int* qRow, const int* kStart, const int* kCount, int H, int G,
-                                             int D, float scale, int splits) {
-	attn_decode_split_impl(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+// The kernels: attn_decode_split_p<PER> reads an fp32 cache, _kvh_p<PER> a
+// bf16 one, _kv8_p<PER> an fp8 one (fp8.cuh's rows; D a multiple of 16).
+// The names are the host's (decodeSplitKernel in backend_attention_flash.go).
+
+extern "C" __global__ void attn_decode_split_p1(float* part, const float* q, const float* k, const float* v,
+                                                const int* qRow, const int* kStart, const int* kCount, int H, int G,
+                                                int D, float scale, int splits) {
+	attn_decode_split_impl<float, 1>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
 }
 
-extern "C" __global__ void attn_decode_split_kvh(float* part, const float* q, const unsigned short* k,
-                                                 const unsigned short* v, const int* qRow, const int* kStart,
-                                                 const int* kCount, int H, int G, int D, float scale, int splits) {
-	attn_decode_split_impl(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+extern "C" __global__ void attn_decode_split_p2(float* part, const float* q, const float* k, const float* v,
+                                                const int* qRow, const int* kStart, const int* kCount, int H, int G,
+                                                int D, float scale, int splits) {
+	attn_decode_split_impl<float, 2>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
 }
 
-// attn_decode_split_kv8 reads an fp8 KV cache (fp8.cuh's rows; D a
-// multiple of 16).
-extern "C" __global__ void attn_decode_split_kv8(float* part, const float* q, const unsigned char* k,
-                                                 const unsigned char* v, const int* qRow, const int* kStart,
-                                                 const int* kCount, int H, int G, int D, float scale, int splits) {
-	attn_decode_split_impl(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+extern "C" __global__ void attn_decode_split_p4(float* part, const float* q, const float* k, const float* v,
+                                                const int* qRow, const int* kStart, const int* kCount, int H, int G,
+                                                int D, float scale, int splits) {
+	attn_decode_split_impl<float, 4>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_p8(float* part, const float* q, const float* k, const float* v,
+                                                const int* qRow, const int* kStart, const int* kCount, int H, int G,
+                                                int D, float scale, int splits) {
+	attn_decode_split_impl<float, 8>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kvh_p1(float* part, const float* q, const unsigned short* k,
+                                                    const unsigned short* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned short, 1>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kvh_p2(float* part, const float* q, const unsigned short* k,
+                                                    const unsigned short* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned short, 2>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kvh_p4(float* part, const float* q, const unsigned short* k,
+                                                    const unsigned short* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned short, 4>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kvh_p8(float* part, const float* q, const unsigned short* k,
+                                                    const unsigned short* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned short, 8>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kv8_p1(float* part, const float* q, const unsigned char* k,
+                                                    const unsigned char* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned char, 1>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kv8_p2(float* part, const float* q, const unsigned char* k,
+                                                    const unsigned char* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned char, 2>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kv8_p4(float* part, const float* q, const unsigned char* k,
+                                                    const unsigned char* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned char, 4>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
+}
+
+extern "C" __global__ void attn_decode_split_kv8_p8(float* part, const float* q, const unsigned char* k,
+                                                    const unsigned char* v, const int* qRow, const int* kStart,
+                                                    const int* kCount, int H, int G, int D, float scale, int splits) {
+	attn_decode_split_impl<unsigned char, 8>(part, q, k, v, qRow, kStart, kCount, H, G, D, scale, splits);
 }
 
 // attn_decode_combine merges the splits of each (row, head) in order:

@@ -286,8 +286,8 @@ func headDimCases(g *gen) []OpCase {
 		halfKV        bool
 		backward      bool
 	}{
-		{"decode", "attn_decode_split, attn_decode_combine, attn_fwd", 3, 312, decode, false, false},
-		{"decode, bf16 KV cache", "attn_decode_split_kvh, attn_decode_combine, attn_fwd_kvh", 3, 52, decodeHalf, true, false},
+		{"decode", "attn_decode_split_p2, attn_decode_combine, attn_fwd", 3, 312, decode, false, false},
+		{"decode, bf16 KV cache", "attn_decode_split_kvh_p2, attn_decode_combine, attn_fwd_kvh", 3, 52, decodeHalf, true, false},
 		{"prefill fwd+bwd", "attn_* or gemm", 17, 17, prefill, false, true},
 	} {
 		type inputs struct{ q, k, v, dout []float32 }

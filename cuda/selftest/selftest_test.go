@@ -150,7 +150,7 @@ func TestHeadDimSweep(t *testing.T) {
 	for _, c := range []struct {
 		fault string
 		check int
-	}{{"attn_decode_split", 0}, {"attn_decode_split_kvh", 1}, {"attn_fwd", 0}, {"attn_gemm_softmax", 2}} {
+	}{{"attn_decode_split_p2", 0}, {"attn_decode_split_kvh_p2", 1}, {"attn_fwd", 0}, {"attn_gemm_softmax", 2}} { // H/G = 2: the _p2 split kernels
 		t.Setenv("GDROTRAIN_EMU_FAULT", c.fault)
 		chk := checkOp(cpu, gpu, sweep[c.check], cuda.FP32)
 		if chk.Err == nil || !strings.Contains(chk.Err.Error(), "(worst element: head_dim ") {

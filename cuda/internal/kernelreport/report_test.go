@@ -98,11 +98,16 @@ func describe(k Kernel) string {
 
 // TestDecodeKernelsVectorLoads: the split-K decode kernels read keys and
 // values with 16-byte loads (LDG.128), on sm_80 and sm_90 (archs), for an
-// fp32, bf16 and fp8 cache.
+// fp32, bf16 and fp8 cache and every head count (PER 1, 2, 4, 8).
 func TestDecodeKernelsVectorLoads(t *testing.T) {
 	_, ks := collectOrSkip(t)
 	seen := 0
-	decode := map[string]bool{"attn_decode_split": true, "attn_decode_split_kvh": true, "attn_decode_split_kv8": true}
+	decode := map[string]bool{}
+	for _, cache := range []string{"", "_kvh", "_kv8"} {
+		for _, per := range []int{1, 2, 4, 8} {
+			decode[fmt.Sprintf("attn_decode_split%s_p%d", cache, per)] = true
+		}
+	}
 	for _, k := range ks {
 		if !decode[k.Name] {
 			continue
