@@ -14,8 +14,8 @@ import (
 // derivatives MicroBatch computes on the host, under each aggregation,
 // with importance weights on some rows, a masked row, GDRO weights and an
 // accumulation count — so the per-step check of microStep (sameTokenGrads)
-// can only fire on a backend's error. And that check fires on a derivative
-// off by more than its 4 ulps.
+// can only fire on a backend's error. And that check fires when more than
+// maxTokenGradFlips derivatives are off by more than 4 ulps.
 func TestFusedHeadMatchesMicroBatch(t *testing.T) {
 	o := model.DefaultTiny()
 	mc, _ := o.Config()
@@ -89,9 +89,20 @@ func TestFusedHeadMatchesMicroBatch(t *testing.T) {
 		for i := range host {
 			bad[i] = append([]float32(nil), host[i]...)
 		}
-		bad[0][1] *= 1.001
-		if err := sameTokenGrads(bad, host); err == nil {
-			t.Fatalf("%s: a derivative off by 0.1 %%: no error", agg)
+		// Up to maxTokenGradFlips tokens may differ (a clip-bound tie
+		// resolved the other way); one more is an error.
+		flipped := 0
+		for i := range bad {
+			for k := range bad[i] {
+				if bad[i][k] != 0 && flipped <= maxTokenGradFlips {
+					bad[i][k] *= 1.001
+					flipped++
+					err := sameTokenGrads(bad, host)
+					if (err != nil) != (flipped > maxTokenGradFlips) {
+						t.Fatalf("%s: %d derivatives off by 0.1 %%: error %v", agg, flipped, err)
+					}
+				}
+			}
 		}
 	}
 }

@@ -621,9 +621,16 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 }
 
 // sameTokenGrads checks the fused head's per-token derivatives (computed
-// where the logits are, in float64 as the host does; a GPU's exp may differ
-// from Go's in the last bit) against the host's: within 4 float32 ulps.
+// where the logits are, in float64 as the host does) against the host's:
+// within 4 float32 ulps, since a GPU's exp may round its last bit
+// differently from Go's. That last bit can also move a ratio or a KL value
+// lying within a rounding of a clip bound to the other side, where the two
+// branches' derivatives are both valid (the tie of docs/algorithm.md §5.4),
+// so up to maxTokenGradFlips tokens a micro-batch may differ; a wrong
+// kernel differs on many more.
 func sameTokenGrads(dev, host [][]float32) error {
+	var first error
+	n := 0
 	for i := range host {
 		for k, h := range host[i] {
 			d := dev[i][k]
@@ -632,10 +639,20 @@ func sameTokenGrads(dev, host [][]float32) error {
 			}
 			m := float32(math.Max(math.Abs(float64(d)), math.Abs(float64(h))))
 			ulp := math.Nextafter32(m, float32(math.Inf(1))) - m
-			if !(math.Abs(float64(d-h)) <= 4*float64(ulp)) {
-				return fmt.Errorf("fused head: sequence %d of the micro-batch, response token %d: the backend's ∂loss/∂log π is %g, the host's %g (train.fused_head: false runs the two-pass head)", i, k, d, h)
+			if math.Abs(float64(d-h)) <= 4*float64(ulp) {
+				continue
+			}
+			if n++; first == nil {
+				first = fmt.Errorf("sequence %d of the micro-batch, response token %d: the backend's ∂loss/∂log π is %g, the host's %g", i, k, d, h)
 			}
 		}
 	}
+	if n > maxTokenGradFlips {
+		return fmt.Errorf("fused head: %d tokens' derivatives differ from the host's (train.fused_head: false runs the two-pass head); the first: %w", n, first)
+	}
 	return nil
 }
+
+// maxTokenGradFlips is how many tokens of a micro-batch sameTokenGrads lets
+// differ (clip-bound ties).
+const maxTokenGradFlips = 2
