@@ -148,7 +148,10 @@ func (m *Model) ShadowWeights() (bool, error) {
 // docs/gpu.md has what shorter chunks cost a 1.7B training step.
 const HeadChunkElems = 128 << 20
 
-func (m *Model) headChunkRows() int { return max(1, headChunkElems/m.Cfg.VocabSize) }
+func (m *Model) headChunkRows() int { return headChunkRowsOf(m.Cfg) }
+
+// headChunkRowsOf is the LM head's rows per chunk at c's vocabulary.
+func headChunkRowsOf(c *Config) int { return max(1, headChunkElems/c.VocabSize) }
 
 func (m *Model) attnScale() float32 { return float32(1 / math.Sqrt(float64(m.Cfg.HeadDim))) }
 

@@ -138,7 +138,7 @@ func (m *Model) fusedHead(p *Pass, l *TokenLoss, grads *Params, logp, ent, dl *T
 // of each, or with the fused head and a trained (not frozen) head weight,
 // a group of chunks of gradients (headGroupRows). The memory plan uses it.
 func HeadRows(c *Config, m int, fused, trainedHead bool) (logits, grads int) {
-	chunk := min(max(1, headChunkElems/c.VocabSize), max(m, 1))
+	chunk := min(headChunkRowsOf(c), max(m, 1))
 	if !fused || !trainedHead {
 		return chunk, chunk
 	}
