@@ -373,3 +373,63 @@ func TestFMAEnv(t *testing.T) {
 	}
 	t.Logf("%s=1 here: %v, %v", FMAEnv, on, err)
 }
+
+// TestWgmma runs the warpgroup MMA model: products checked against
+// references, the equality with mma.sync, and planted bugs that must fail
+// their launch with a report saying what and where.
+func TestWgmma(t *testing.T) {
+	for _, name := range []string{"wgmma", "wgmma_mma", "wgmma_ok"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runDriver(t, name)
+			if err != nil || !strings.Contains(out, "PASS") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+	where := "block (0,0,0) thread ("
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"wgmma_acc_read", []string{"accumulators read before wgmma.wait_group: NaN in all 128 threads"}},
+		{"wgmma_acc_write", []string{"the accumulator registers of an in-flight wgmma were written (d[1] = 0x7fe0dead)", where, "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"wgmma_a_changed", []string{"the A registers of an in-flight wgmma (RS) changed", where}},
+		{"wgmma_smem_inflight", []string{"shared memory operand of an in-flight wgmma was written", "window address 0x400", where}},
+		{"wgmma_no_fence", []string{"wgmma.mma_async without a wgmma.fence since the kernel's start", where}},
+		{"wgmma_no_proxy_fence", []string{"was written after the last fence.proxy.async", where}},
+		{"wgmma_desc_mismatch", []string{"differs from warp", "the 4 warps of a warpgroup must issue the same wgmma operations", where}},
+		{"wgmma_swizzle", []string{"asks for swizzle mode 1 (128B swizzle), which the emulator does not model", where}},
+		{"wgmma_past_end", []string{"runs past the end of the 2048-byte __shared__ variable at window 0x400", "CUDA_ERROR_ILLEGAL_ADDRESS", where}},
+		{"wgmma_outside", []string{"start address 0x10 is outside every __shared__ variable", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"wgmma_uncommitted", []string{"wgmma.wait_group 0 with a wgmma.mma_async not committed", where}},
+		{"wgmma_pending_exit", []string{"the thread exits with 1 wgmma.mma_async in flight", where}},
+		{"wgmma_cvta_global", []string{"__cvta_generic_to_shared of an address outside every __shared__ variable", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"wgmma_lane_missing", []string{"wgmma.fence needs all 32 lanes of the warp", where}},
+		{"wgmma_warp_missing", []string{"warp 3 of warpgroup 0", "did 0 wgmma operations, warp 0 of its warpgroup 4", where}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// Under a few schedules: the report must not depend on the order
+			// in which the warps get there.
+			for seed := 1; seed <= 3; seed++ {
+				out, err := runDriver(t, tc.name, fmt.Sprintf("GDROTRAIN_EMU_SEED=%d", seed))
+				if err != nil || !strings.Contains(out, "PASS") {
+					t.Errorf("seed %d: %v", seed, err)
+				}
+				want := tc.want
+				if tc.name != "wgmma_acc_read" {
+					want = append(want, "kernel wgmma_bug: ")
+				}
+				for _, w := range want {
+					if !strings.Contains(out, w) {
+						t.Errorf("seed %d: the output lacks %q", seed, w)
+					}
+				}
+				if t.Failed() || testing.Verbose() {
+					t.Logf("seed %d: output:\n%s", seed, out)
+				}
+			}
+		})
+	}
+}

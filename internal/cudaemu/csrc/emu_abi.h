@@ -76,6 +76,34 @@ unsigned emu_ballot(int pred, unsigned mask);
 // registers of bf16 pairs) and b (2) laid out as the PTX ISA documents.
 void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b);
 unsigned emu_activemask(void);
+
+// Hopper's warpgroup MMA (PTX wgmma, sm_90a), modelled adversarially (see
+// the wgmma section of emu_runtime.cc). A warpgroup is 4 consecutive warps
+// (threads 128w to 128w+127 of the block; the block size must be a multiple
+// of 128), and every thread of it calls each of these, in the same order:
+// wgmma.fence.sync.aligned, wgmma.commit_group.sync.aligned and
+// wgmma.wait_group.sync.aligned n (until at most n committed groups are
+// pending).
+void emu_wgmma_fence(void);
+void emu_wgmma_commit(void);
+void emu_wgmma_wait(int n);
+// fence.proxy.async.shared::cta: the shared memory written so far becomes
+// visible to the async proxy (the wgmma operand reads).
+void emu_fence_proxy_async(void);
+// __cvta_generic_to_shared: the shared-window address of a __shared__
+// variable's byte (the window holds the kernel's variables, each 128-byte
+// aligned, from address 1024).
+unsigned emu_cvta_shared(const void* p);
+// wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 (n a multiple of 8
+// from 8 to 256): d is this thread's n/2 fp32 accumulators, a its 4
+// registers of A (from registers: "RS"; tnsp_a ignored) or null (A from
+// shared memory through adesc: "SS"); bdesc is B's descriptor; scale_d 0
+// gives D = A·B, 1 D = D + A·B; tnsp_a / tnsp_b: 0 K-major, 1 M-/N-major.
+// d and a must point at the thread's own accumulator and A arrays, which
+// live until the wgmma_wait that retires the operation: its result is
+// written to d then (d reads as NaN until then) and a is checked unchanged.
+void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
+                    int scale_d, int tnsp_a, int tnsp_b);
 // A preemption point: the calling thread yields to the scheduler, always
 // (one_in <= 1) or one time in one_in.
 void emu_preempt(int one_in);

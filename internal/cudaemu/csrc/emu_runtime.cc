@@ -68,6 +68,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -138,6 +140,7 @@ namespace {
 constexpr unsigned kMaxThreads = 1024;
 constexpr unsigned kMaxWarps = kMaxThreads / 32;
 constexpr unsigned kMaxWorkers = 256;
+constexpr unsigned kWinBase = 1024;  // the shared window's first address (below: reserved, as on sm_90)
 
 long futex(int* addr, int op, int val, const struct timespec* ts) {
 	return syscall(SYS_futex, addr, op, val, ts, nullptr, 0);
@@ -193,8 +196,9 @@ unsigned long long hash_str(const char* p) {
 }
 
 enum { F_RUN, F_WARP, F_BLOCK, F_DONE };
-enum { OP_SHFL, OP_BALLOT, OP_SYNC, OP_MMA };
-const char* const kOpName[] = {"a shuffle", "a vote", "__syncwarp", "mma.sync"};
+enum { OP_SHFL, OP_BALLOT, OP_SYNC, OP_MMA, OP_WG_FENCE, OP_WG_COMMIT, OP_WG_WAIT, OP_WG_MMA };
+const char* const kOpName[] = {"a shuffle",       "a vote",           "__syncwarp",       "mma.sync",
+                               "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group", "wgmma.mma_async"};
 
 // What a lane posts for emu_mma_bf16_16816.
 struct MmaFrags {
@@ -204,6 +208,7 @@ struct MmaFrags {
 };
 
 struct Worker;
+struct WgBlock;
 
 struct Fiber {
 	void* sp = nullptr;  // saved stack pointer while suspended
@@ -246,6 +251,8 @@ struct Worker {
 	unsigned char poison = 0xff;
 	Fiber* volatile cur = nullptr;
 	sigjmp_buf jb;  // where a faulting fiber's block ends
+	WgBlock* wg = nullptr;  // the block's wgmma state (emu_wgmma_*), made at first use
+	int addr_kind = 0;      // what the address of the next fault is (Launch::fault_addr_kind)
 };
 
 size_t g_stack_size = 0;
@@ -264,9 +271,14 @@ struct Launch {
 	// The first fault: its CUresult (0: none), where, and what.
 	int fault;
 	uintptr_t fault_addr;
+	int fault_addr_kind;  // 0: a host address, 1: a shared-window address, 2: none
 	unsigned long long fault_block;
 	uint3 fault_thread;
 	char fault_what[512];
+	// The shared window (__cvta_generic_to_shared): each __shared__
+	// variable's address in it, and the end of the last.
+	std::vector<unsigned> win_off;
+	unsigned win_end;
 } g_launch;
 
 std::vector<Worker*> g_workers;
@@ -288,8 +300,11 @@ struct Schedule {
 void record_fault(Worker* w, int rc, uintptr_t addr, const char* what) {
 	Launch& L = g_launch;
 	int none = 0;
+	const int kind = w->addr_kind;
+	w->addr_kind = 0;
 	if (!__atomic_compare_exchange_n(&L.fault, &none, rc, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
 	L.fault_addr = addr;
+	L.fault_addr_kind = kind;
 	L.fault_block = w->block;
 	Fiber* f = w->cur;
 	L.fault_thread = f ? f->tid : uint3{0, 0, 0};
@@ -519,6 +534,8 @@ static void mma_warp(Fiber* wf) {
 	}
 }
 
+void wg_warp(Fiber* wf, int op, unsigned group);
+
 // complete_warp finishes the warp operations of a warp whose lanes are
 // ready: for each mask, once every live lane of it waits with that mask,
 // they complete together. It returns the lanes it let go (0 if none).
@@ -552,6 +569,8 @@ unsigned complete_warp(Fiber* wf, unsigned waiting, unsigned live_mask, unsigned
 		if (f0->op == OP_MMA) {
 			if (group != 0xffffffffu) die("mma.sync needs all 32 lanes of the warp, each calling it");
 			mma_warp(wf);
+		} else if (f0->op >= OP_WG_FENCE) {
+			wg_warp(wf, f0->op, group);
 		} else if (f0->op == OP_SHFL) {
 			for (unsigned g = group; g; g &= g - 1) {
 				Fiber* f = &wf[__builtin_ctz(g)];
@@ -579,6 +598,530 @@ void poison_shared(const emu_kernel_shared* sh, unsigned char poison) {
 	for (unsigned v = 0; v < sh->nvars; v++) memset(a + sh->vars[v].offset, poison, sh->vars[v].size);
 }
 
+// ---- warpgroup MMA (wgmma.mma_async and its fences) ----
+//
+// A model of Hopper's asynchronous warpgroup MMA that fails the launch
+// (CUDA_ERROR_LAUNCH_FAILED, or ILLEGAL_ADDRESS for an operand outside the
+// shared window) wherever the PTX ISA leaves the behaviour undefined and a
+// GPU would give wrong results some of the time:
+//
+//   - The four functions are warp operations needing all 32 lanes, which
+//     must agree on the parameters; and the 4 warps of a warpgroup must
+//     issue the same sequence of them (fences, commits, waits with the
+//     same n, MMAs with the same shape, descriptors, scale_d and
+//     transposes): each warpgroup keeps a log that the first warp to get
+//     somewhere appends to and the others are compared with.
+//   - An issued MMA completes at the wgmma_wait that retires its commit
+//     group, never before. At issue its accumulators are saved and filled
+//     with a signalling NaN (kWgPoison): reading them early gives NaN, and
+//     arithmetic on them changes the bits, which completion checks (a
+//     write into an in-flight accumulator). The A registers (RS) are saved
+//     and must be unchanged at completion; the bytes of the shared-memory
+//     operands are saved (16-byte chunks of the footprint) and must be
+//     unchanged at completion and at the other warps' issues. The result is
+//     computed at completion from the saved data.
+//   - A warp must have called wgmma_fence since the kernel's start and
+//     since the last wait that completed an MMA of it, before it issues
+//     one (MMAs of the same shape accumulating into the same registers,
+//     without a wait between, need no fence: they chain).
+//   - fence.proxy.async: a shadow of the block's shared window, refreshed
+//     by every emu_fence_proxy_async, is what the async proxy sees; an
+//     operand whose bytes differ from it at issue was written by ordinary
+//     stores after the last fence.proxy.async.
+//   - An uncommitted MMA at a wait, MMAs in flight when a thread exits,
+//     descriptors with swizzling or a base offset (not modelled), reserved
+//     bits, addresses outside every __shared__ variable and footprints
+//     crossing a variable's end are errors.
+//
+// The arithmetic is mma_warp's for each k16 step: every output adds its 16
+// products (exact in float) one k at a time in float, so a wgmma with n = 8
+// equals an mma.sync on the same data bit for bit.
+
+constexpr unsigned kWgPoison = 0x7fa0deadu;  // a signalling NaN: arithmetic on it sets bit 22
+
+// What a lane posts for emu_wgmma_bf16.
+struct WgPost {
+	float* d;
+	int n;
+	const unsigned* a;
+	unsigned long long adesc, bdesc;
+	int scale_d, ta, tb;
+};
+
+// One MMA of a warpgroup, as its first warp issued it: its parameters and
+// the 16-byte chunks of its shared-memory operands (A's, for SS, then B's),
+// with their bytes then.
+struct WgOp {
+	int n = 0, scale_d = 0, ta = 0, tb = 0;
+	bool rs = false;
+	unsigned long long adesc = 0, bdesc = 0;
+	unsigned nA = 0;  // chunks of A
+	std::vector<char*> host;
+	std::vector<unsigned> win;
+	std::vector<unsigned char> snap;
+};
+
+struct WgEvent {
+	int kind;  // OP_WG_*
+	int warp;  // the warp (of the warpgroup) that did it first
+	int wait_n;
+	std::shared_ptr<WgOp> op;
+};
+
+// The log of a warpgroup's wgmma operations not yet done by all its warps.
+struct WgLog {
+	std::deque<WgEvent> log;
+	unsigned long long base = 0, cur[4] = {0, 0, 0, 0};
+};
+
+// One warp's MMA in flight.
+struct WgFlight {
+	std::shared_ptr<WgOp> op;
+	long long group = -1;  // -1: not committed
+	unsigned long long seq = 0;
+	float* d[32];
+	const unsigned* a[32];
+	unsigned aval[32][4];
+	bool chained[32];        // the accumulator input is the previous MMA's result on the same registers
+	std::vector<float> acc;  // the accumulator inputs, 32 × n/2
+};
+
+struct WgWarp {
+	bool fenced = false;
+	long long groups = 0;  // commit_group calls so far
+	unsigned long long issued = 0;
+	std::deque<WgFlight> pending;  // in issue order
+};
+
+struct WgBlock {
+	bool active = false;
+	bool shadow_ok = false;            // shadow holds the window as of the last fence.proxy.async
+	std::vector<unsigned char> shadow;  // indexed by window address
+	std::vector<char*> vhost;           // each variable's address on this worker
+	WgWarp warp[kMaxWarps];
+	WgLog group[kMaxWarps / 4];
+	void reset() {
+		active = false;
+		shadow_ok = false;
+		for (auto& x : warp) x = WgWarp();
+		for (auto& g : group) g = WgLog();
+	}
+};
+
+std::string wg_who(Worker* w, Fiber* f) {
+	const unsigned warp = (unsigned)(f - w->fibers) / 32;
+	return "warp " + std::to_string(warp % 4) + " of warpgroup " + std::to_string(warp / 4) + " (" + where(f) + ")";
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void wg_fail(Worker* w, Fiber* f, int rc, uintptr_t addr,
+                                                          const std::string& what, int kind = 1) {
+	w->cur = f;
+	w->addr_kind = kind;
+	fault_out(w, rc, addr, what.c_str());
+}
+[[noreturn]] __attribute__((noinline, cold)) void wg_fail(Worker* w, Fiber* f, const std::string& what) {
+	wg_fail(w, f, CUDA_ERROR_LAUNCH_FAILED, 0, what, 2);
+}
+
+std::string hex(unsigned long long v) {
+	char b[24];
+	snprintf(b, sizeof b, "%#llx", v);
+	return b;
+}
+
+// wg_state is the block's wgmma state on w, set up at the block's first use.
+WgBlock& wg_state(Worker* w) {
+	if (!w->wg) w->wg = new WgBlock();
+	WgBlock& B = *w->wg;
+	if (!B.active) {
+		const Launch& L = g_launch;
+		B.active = true;
+		B.shadow_ok = false;
+		B.vhost.clear();
+		if (L.shared) {
+			char* a = L.shared->anchor();
+			for (unsigned v = 0; v < L.shared->nvars; v++) B.vhost.push_back(a + L.shared->vars[v].offset);
+		}
+		if (B.shadow.size() < L.win_end) B.shadow.resize(L.win_end);
+	}
+	return B;
+}
+
+// wg_shadow returns the shadow, which at the block's start is the poison
+// the block's shared memory starts with.
+unsigned char* wg_shadow(Worker* w, WgBlock& B) {
+	if (!B.shadow_ok) {
+		memset(B.shadow.data(), w->poison, g_launch.win_end);
+		B.shadow_ok = true;
+	}
+	return B.shadow.data();
+}
+
+// wg_var is the __shared__ variable holding window address a, or -1.
+int wg_var(unsigned a) {
+	const Launch& L = g_launch;
+	for (unsigned v = 0; v < L.win_off.size(); v++)
+		if (a >= L.win_off[v] && a < L.win_off[v] + L.shared->vars[v].size) return (int)v;
+	return -1;
+}
+
+// wg_operand decodes a descriptor and appends the footprint of a rows × 16
+// bf16 operand to op: K-major, chunk (mn, kc) at start + (mn%8)·16 +
+// (mn/8)·SBO + kc·LBO holds k = 8kc … 8kc+7 of row mn; MN-major, chunk (mc,
+// k) at start + mc·SBO + (k%8)·16 + (k/8)·LBO holds mn = 8mc … 8mc+7 of
+// column k (PTX ISA, canonical layouts without swizzling, T = 8).
+void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned long long desc, int rows,
+                bool mn_major, WgOp& op) {
+	const unsigned long long used = 0x3fffull | 0x3fffull << 16 | 0x3fffull << 32 | 7ull << 49 | 3ull << 62;
+	const std::string pre = wg_who(w, f) + ": wgmma.mma_async " + which + " descriptor " + hex(desc);
+	if (desc & ~used) wg_fail(w, f, pre + " sets reserved bits " + hex(desc & ~used));
+	const unsigned swz = (unsigned)(desc >> 62), base = (unsigned)(desc >> 49) & 7;
+	if (swz) {
+		static const char* const names[] = {"", "128B swizzle", "64B swizzle", "32B swizzle"};
+		wg_fail(w, f, pre + " asks for swizzle mode " + std::to_string(swz) + " (" + names[swz] +
+		                  "), which the emulator does not model: only mode 0 (no swizzle)");
+	}
+	if (base) wg_fail(w, f, pre + " has base offset " + std::to_string(base) + ", which the emulator does not model");
+	const unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)(desc >> 16 & 0x3fff) << 4,
+	               sbo = (unsigned)(desc >> 32 & 0x3fff) << 4;
+	const int v = wg_var(start);
+	if (v < 0)
+		wg_fail(w, f, CUDA_ERROR_ILLEGAL_ADDRESS, start,
+		        pre + ": start address " + hex(start) + " is outside every __shared__ variable of the kernel (window " +
+		            hex(kWinBase) + " to " + hex(g_launch.win_end) + ")");
+	const unsigned lo = g_launch.win_off[v], hi = lo + (unsigned)g_launch.shared->vars[v].size;
+	char* const host = B.vhost[v];
+	auto add = [&](unsigned a) {
+		if (a + 16 > hi)
+			wg_fail(w, f, CUDA_ERROR_ILLEGAL_ADDRESS, a,
+			        pre + " (start " + hex(start) + ", LBO " + std::to_string(lbo) + ", SBO " + std::to_string(sbo) +
+			            "): its footprint runs past the end of the " + std::to_string(hi - lo) +
+			            "-byte __shared__ variable at window " + hex(lo) + " (16 bytes at " + hex(a) + ")");
+		op.host.push_back(host + (a - lo));
+		op.win.push_back(a);
+	};
+	if (!mn_major) {
+		for (int mn = 0; mn < rows; mn++)
+			for (unsigned kc = 0; kc < 2; kc++) add(start + (unsigned)(mn % 8) * 16 + (unsigned)(mn / 8) * sbo + kc * lbo);
+	} else {
+		for (int mc = 0; mc < rows / 8; mc++)
+			for (unsigned k = 0; k < 16; k++) add(start + (unsigned)mc * sbo + (k % 8) * 16 + (k / 8) * lbo);
+	}
+}
+
+// wg_bf16 reads element (mn, k) of an operand whose chunks start at chunk
+// c0 of bytes, laid out as wg_operand lists them.
+inline float wg_bf16(const unsigned char* bytes, unsigned c0, int mn, int k, bool mn_major) {
+	const unsigned c = mn_major ? c0 + (unsigned)(mn / 8) * 16 + (unsigned)k : c0 + (unsigned)mn * 2 + (unsigned)(k / 8);
+	const unsigned e = mn_major ? (unsigned)(mn % 8) : (unsigned)(k % 8);
+	unsigned short h;
+	memcpy(&h, bytes + c * 16 + e * 2, 2);
+	return __builtin_bit_cast(float, (unsigned)h << 16);
+}
+
+// wg_diff is the first chunk of op whose bytes now differ from ref (bytes
+// in the order of op's chunks, or the window shadow if by_window), or -1.
+long wg_diff(const WgOp& op, const unsigned char* ref, bool by_window) {
+	for (size_t c = 0; c < op.host.size(); c++)
+		if (memcmp(op.host[c], by_window ? ref + op.win[c] : ref + c * 16, 16) != 0) return (long)c;
+	return -1;
+}
+
+bool wg_poisoned(const float* d, int cnt) {
+	for (int i = 0; i < cnt; i++)
+		if (__builtin_bit_cast(unsigned, d[i]) != kWgPoison) return false;
+	return true;
+}
+
+// wg_log does warp q's next operation of warpgroup G: the first warp to
+// get there logs it, the others must match it. It returns the entry.
+WgEvent& wg_log(Worker* w, Fiber* f, WgLog& G, unsigned q, const WgEvent& e, bool* first) {
+	const unsigned long long i = G.cur[q]++;
+	*first = i == G.base + G.log.size();
+	if (*first) {
+		G.log.push_back(e);
+		G.log.back().warp = (int)q;
+		return G.log.back();
+	}
+	WgEvent& x = G.log[i - G.base];
+	bool same = x.kind == e.kind && (e.kind != OP_WG_WAIT || x.wait_n == e.wait_n);
+	if (same && e.kind == OP_WG_MMA) {
+		const WgOp &a = *x.op, &b = *e.op;
+		same = a.n == b.n && a.rs == b.rs && (a.rs || a.adesc == b.adesc) && a.bdesc == b.bdesc &&
+		       a.scale_d == b.scale_d && (a.rs || a.ta == b.ta) && a.tb == b.tb;
+	}
+	if (!same) {
+		auto desc = [](const WgEvent& v) {
+			std::string s = kOpName[v.kind];
+			if (v.kind == OP_WG_WAIT) s += " " + std::to_string(v.wait_n);
+			if (v.kind == OP_WG_MMA) {
+				const WgOp& o = *v.op;
+				s += " n" + std::to_string(o.n) + (o.rs ? " A from registers" : " adesc " + hex(o.adesc)) + " bdesc " +
+				     hex(o.bdesc) + " scale_d " + std::to_string(o.scale_d) + " tnsp " + std::to_string(o.ta) +
+				     std::to_string(o.tb);
+			}
+			return s;
+		};
+		wg_fail(w, f, wg_who(w, f) + ": its wgmma operation #" + std::to_string(i) + " (" + desc(e) +
+		                  ") differs from warp " + std::to_string(x.warp) + "'s (" + desc(x) +
+		                  "): the 4 warps of a warpgroup must issue the same wgmma operations (.aligned)");
+	}
+	return x;
+}
+
+void wg_trim(WgLog& G) {
+	while (!G.log.empty() && G.cur[0] > G.base && G.cur[1] > G.base && G.cur[2] > G.base && G.cur[3] > G.base) {
+		G.log.pop_front();
+		G.base++;
+	}
+}
+
+// wg_complete completes the oldest MMA in flight of warp k (wf its lanes).
+void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
+	WgFlight& e = W.pending.front();
+	const WgOp& op = *e.op;
+	const int half = op.n / 2;
+	const long c = wg_diff(op, op.snap.data(), false);
+	if (c >= 0)
+		wg_fail(w, wf, CUDA_ERROR_LAUNCH_FAILED, op.win[c],
+		        wg_who(w, wf) + ": shared memory operand of an in-flight wgmma was written (" +
+		            (c < (long)op.nA ? "A" : "B") + ", 16 bytes at window address " + hex(op.win[c]) +
+		            ") between its issue and the wgmma.wait_group that retired it");
+	for (unsigned l = 0; l < 32; l++) {
+		if (op.rs && memcmp(e.a[l], e.aval[l], 16) != 0)
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": the A registers of an in-flight wgmma (RS) changed between its issue "
+			                                       "and the wgmma.wait_group that retired it");
+		for (int i = 0; i < half; i++)
+			if (__builtin_bit_cast(unsigned, e.d[l][i]) != kWgPoison) {
+				char m[64];
+				snprintf(m, sizeof m, "d[%d] = %#x", i, __builtin_bit_cast(unsigned, e.d[l][i]));
+				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of an in-flight wgmma were written (" +
+				                       m + ") before the wgmma.wait_group that retires it");
+			}
+	}
+	// This warp's rows of A (16 × 16) and all of B (16 × n).
+	const unsigned q = k % 4;
+	float A[16][16], Bm[16][256];
+	if (op.rs) {
+		for (unsigned l = 0; l < 32; l++) {
+			const unsigned g = l >> 2, t = l & 3;
+			for (int h = 0; h < 2; h++) {
+				A[g][2 * t + h] = bf16_at(e.aval[l][0], h);
+				A[g + 8][2 * t + h] = bf16_at(e.aval[l][1], h);
+				A[g][2 * t + 8 + h] = bf16_at(e.aval[l][2], h);
+				A[g + 8][2 * t + 8 + h] = bf16_at(e.aval[l][3], h);
+			}
+		}
+	} else {
+		for (int r = 0; r < 16; r++)
+			for (int kk = 0; kk < 16; kk++) A[r][kk] = wg_bf16(op.snap.data(), 0, 16 * (int)q + r, kk, op.ta);
+	}
+	for (int kk = 0; kk < 16; kk++)
+		for (int col = 0; col < op.n; col++) Bm[kk][col] = wg_bf16(op.snap.data(), op.nA, col, kk, op.tb);
+	float r[128];
+	for (unsigned l = 0; l < 32; l++) {
+		const int g = (int)(l >> 2), t = (int)(l & 3);
+		for (int i = 0; i < half; i++) {
+			const int row = g + 8 * ((i & 3) >> 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
+			float acc = op.scale_d ? e.acc[l * half + i] : 0.0f;
+			for (int kk = 0; kk < 16; kk++) {
+				volatile float p = A[row][kk] * Bm[kk][col];  // exact; no contraction with the add (as mma_warp)
+				acc = acc + p;
+			}
+			r[i] = acc;
+		}
+		// The result goes to the next MMA in flight on the same registers,
+		// or to the registers.
+		WgFlight* next = nullptr;
+		for (size_t j = 1; j < W.pending.size() && !next; j++)
+			if (W.pending[j].chained[l] && W.pending[j].d[l] == e.d[l]) next = &W.pending[j];
+		if (next)
+			memcpy(next->acc.data() + l * half, r, sizeof(float) * half);
+		else
+			memcpy(e.d[l], r, sizeof(float) * half);
+	}
+	W.pending.pop_front();
+}
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+	return (const char*)a < (const char*)b + bn && (const char*)b < (const char*)a + an;
+}
+
+// wg_issue issues a warp's wgmma.mma_async.
+void wg_issue(Worker* w, Fiber* wf, WgBlock& B, unsigned k) {
+	const WgPost* p[32];
+	for (unsigned l = 0; l < 32; l++) p[l] = (const WgPost*)(uintptr_t)wf[l].val;
+	const WgPost& p0 = *p[0];
+	for (unsigned l = 1; l < 32; l++) {
+		const WgPost& x = *p[l];
+		if (x.n != p0.n || (x.a == nullptr) != (p0.a == nullptr) || (!p0.a && x.adesc != p0.adesc) ||
+		    x.bdesc != p0.bdesc || x.scale_d != p0.scale_d || (!p0.a && x.ta != p0.ta) || x.tb != p0.tb)
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": lanes 0 and " + std::to_string(l) +
+			                       " of the warp issue wgmma.mma_async with different shapes, descriptors, scale_d or "
+			                       "transposes (.sync.aligned)");
+	}
+	const int n = p0.n;
+	if (n < 8 || n > 256 || n % 8)
+		wg_fail(w, wf, wg_who(w, wf) + ": wgmma.mma_async m64n" + std::to_string(n) + "k16: n must be a multiple of 8 "
+		                                                                               "from 8 to 256");
+	if (p0.scale_d != 0 && p0.scale_d != 1) wg_fail(w, wf, wg_who(w, wf) + ": scale_d must be 0 or 1");
+	if ((p0.ta | p0.tb) & ~1) wg_fail(w, wf, wg_who(w, wf) + ": tnsp_a and tnsp_b must be 0 or 1");
+	WgWarp& W = B.warp[k];
+	auto op = std::make_shared<WgOp>();
+	op->n = n;
+	op->rs = p0.a != nullptr;
+	op->adesc = op->rs ? 0 : p0.adesc;
+	op->bdesc = p0.bdesc;
+	op->scale_d = p0.scale_d;
+	op->ta = op->rs ? 0 : p0.ta;
+	op->tb = p0.tb;
+	bool first;
+	WgEvent& ev = wg_log(w, wf, B.group[k / 4], k % 4, WgEvent{OP_WG_MMA, 0, 0, op}, &first);
+	if (first) {
+		if (!op->rs) wg_operand(w, wf, B, "A", op->adesc, 64, op->ta, *op);
+		op->nA = (unsigned)op->host.size();
+		wg_operand(w, wf, B, "B", op->bdesc, n, op->tb, *op);
+		op->snap.resize(op->host.size() * 16);
+		for (size_t c = 0; c < op->host.size(); c++) memcpy(op->snap.data() + c * 16, op->host[c], 16);
+	} else {
+		op = ev.op;
+		const long c = wg_diff(*op, op->snap.data(), false);
+		if (c >= 0)
+			wg_fail(w, wf, CUDA_ERROR_LAUNCH_FAILED, op->win[c],
+			        wg_who(w, wf) + ": shared memory operand of an in-flight wgmma was written (16 bytes at window "
+			                        "address " + hex(op->win[c]) + ") between warp " + std::to_string(ev.warp) +
+			            "'s issue of it and this warp's");
+	}
+	wg_trim(B.group[k / 4]);
+	const long c = wg_diff(*op, wg_shadow(w, B), true);
+	if (c >= 0)
+		wg_fail(w, wf, CUDA_ERROR_LAUNCH_FAILED, op->win[c],
+		        wg_who(w, wf) + ": the shared memory a wgmma.mma_async reads (" + (c < (long)op->nA ? "A" : "B") +
+		            ", 16 bytes at window address " + hex(op->win[c]) +
+		            ") was written after the last fence.proxy.async: the async proxy may not see it");
+	if (!W.fenced)
+		wg_fail(w, wf, wg_who(w, wf) + ": wgmma.mma_async without a wgmma.fence since " +
+		                   (W.issued ? "the last wgmma.wait_group that completed an MMA (its registers were accessible)"
+		                             : "the kernel's start"));
+	const int half = n / 2;
+	W.pending.emplace_back();
+	WgFlight& e = W.pending.back();
+	e.op = op;
+	e.seq = W.issued++;
+	e.acc.assign((size_t)32 * half, 0.0f);
+	for (unsigned l = 0; l < 32; l++) {
+		float* d = p[l]->d;
+		e.d[l] = d;
+		e.a[l] = p[l]->a;
+		if (op->rs) memcpy(e.aval[l], p[l]->a, 16);
+		e.chained[l] = false;
+		for (size_t j = W.pending.size() - 1; j-- > 0;) {
+			const WgFlight& x = W.pending[j];
+			const size_t xs = sizeof(float) * (x.op->n / 2);
+			if (op->rs && overlaps(p[l]->a, 16, x.d[l], xs))
+				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the A registers of a wgmma.mma_async are the accumulators of "
+				                                       "an in-flight one");
+			if (x.op->rs && overlaps(d, sizeof(float) * half, x.a[l], 16))
+				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulators of a wgmma.mma_async are the A registers of "
+				                                       "an in-flight one");
+			if (!e.chained[l] && overlaps(d, sizeof(float) * half, x.d[l], xs)) {
+				if (x.d[l] != d || x.op->n != n)
+					wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulators of a wgmma.mma_async overlap those of an "
+					                                       "in-flight one of another shape or at another place");
+				e.chained[l] = true;
+			}
+		}
+		if (e.chained[l]) {
+			if (!wg_poisoned(d, half))
+				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of an in-flight wgmma were written "
+				                                       "before the wgmma.wait_group that retires it");
+		} else {
+			if (op->scale_d) memcpy(e.acc.data() + l * half, d, sizeof(float) * half);
+			const float poison = __builtin_bit_cast(float, kWgPoison);
+			for (int i = 0; i < half; i++) d[i] = poison;
+		}
+	}
+}
+
+// wg_warp completes one of the wgmma warp operations of a warp (all of
+// whose lanes wait at it, with group their mask).
+void wg_warp(Fiber* wf, int op, unsigned group) {
+	Worker* w = wf[0].w;
+	const unsigned k = (unsigned)(wf - w->fibers) / 32;
+	if (group != 0xffffffffu)
+		wg_fail(w, wf + __builtin_ctz(group), wg_who(w, wf + __builtin_ctz(group)) + ": " + kOpName[op] +
+		                                          " needs all 32 lanes of the warp, each calling it (.sync.aligned)");
+	if (g_launch.nthreads % 128)
+		wg_fail(w, wf, wg_who(w, wf) + ": " + kOpName[op] + " in a block of " + std::to_string(g_launch.nthreads) +
+		                   " threads, not a multiple of 128 (whole warpgroups)");
+	WgBlock& B = wg_state(w);
+	WgWarp& W = B.warp[k];
+	if (op == OP_WG_MMA) {
+		wg_issue(w, wf, B, k);
+		return;
+	}
+	int n = 0;
+	if (op == OP_WG_WAIT) {
+		n = wf[0].b;
+		for (unsigned l = 1; l < 32; l++)
+			if (wf[l].b != n)
+				wg_fail(w, wf + l, wg_who(w, wf + l) + ": lanes 0 and " + std::to_string(l) +
+				                       " wait with different counts (" + std::to_string(n) + ", " +
+				                       std::to_string(wf[l].b) + ")");
+		if (n < 0 || n > 7) wg_fail(w, wf, wg_who(w, wf) + ": wgmma.wait_group " + std::to_string(n) + ": N is 0 to 7");
+	}
+	bool first;
+	wg_log(w, wf, B.group[k / 4], k % 4, WgEvent{op, 0, n, nullptr}, &first);
+	wg_trim(B.group[k / 4]);
+	if (op == OP_WG_FENCE) {
+		W.fenced = true;
+	} else if (op == OP_WG_COMMIT) {
+		for (auto& e : W.pending)
+			if (e.group < 0) e.group = W.groups;
+		W.groups++;
+	} else {
+		for (auto& e : W.pending)
+			if (e.group < 0)
+				wg_fail(w, wf, wg_who(w, wf) + ": wgmma.wait_group " + std::to_string(n) +
+				                   " with a wgmma.mma_async not committed (no wgmma.commit_group since it was issued)");
+		// Groups still pending, oldest first: complete them down to n.
+		long long ngroups = 0, last = -1;
+		for (auto& e : W.pending)
+			if (e.group != last) ngroups++, last = e.group;
+		bool done = false;
+		while (ngroups > n) {
+			const long long g0 = W.pending.front().group;
+			while (!W.pending.empty() && W.pending.front().group == g0) wg_complete(w, wf, W, k), done = true;
+			ngroups--;
+		}
+		if (done) W.fenced = false;  // the registers are the thread's again: the next MMA needs a fence
+	}
+}
+
+// wg_exit: a thread of a warp with MMAs in flight exits.
+void wg_exit(Worker* w, Fiber* f) {
+	const WgWarp& W = w->wg->warp[(f - w->fibers) / 32];
+	if (!W.pending.empty())
+		wg_fail(w, f, wg_who(w, f) + ": the thread exits with " + std::to_string(W.pending.size()) +
+		                  " wgmma.mma_async in flight (never retired by a wgmma.wait_group)");
+}
+
+// wg_block_end: every warp of a warpgroup did the same wgmma operations.
+void wg_block_end(Worker* w) {
+	WgBlock& B = *w->wg;
+	for (unsigned g = 0; g < g_launch.nthreads / 128; g++) {
+		const WgLog& G = B.group[g];
+		for (unsigned q = 1; q < 4; q++)
+			if (G.cur[q] != G.cur[0]) {
+				const unsigned lo = G.cur[q] < G.cur[0] ? q : 0, hi = lo == q ? 0 : q;
+				Fiber* f = w->fibers + 32 * (4 * g + lo);
+				wg_fail(w, f, wg_who(w, f) + " did " + std::to_string(G.cur[lo]) + " wgmma operations, warp " +
+				                  std::to_string(hi) + " of its warpgroup " + std::to_string(G.cur[hi]) +
+				                  ": the 4 warps of a warpgroup must issue the same ones (.aligned)");
+			}
+	}
+}
+
 // schedule runs the fibers of w's block to their ends (see the file
 // comment).
 void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
@@ -597,7 +1140,10 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 	unsigned focus = 0;
 	for (;;) {
 		if (!runnable) {
-			if (live == 0) return;
+			if (live == 0) {
+				if (w->wg && w->wg->active) wg_block_end(w);
+				return;
+			}
 			// __syncthreads completes when every live thread waits at it.
 			if (at_block != live) deadlock(w);
 			for (unsigned i = 0; i < n; i++) {
@@ -623,6 +1169,7 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 			focus = 32;
 			break;
 		case F_DONE:
+			if (w->wg && w->wg->active) wg_exit(w, f);
 			live--;
 			live_mask[k] &= ~bit;
 			if (!wait_mask[k]) break;
@@ -659,6 +1206,7 @@ void run_block(Worker* w, unsigned long long b) {
 	static const unsigned kStay[] = {0, 8, 15, 16};  // in 16ths: how often the next step keeps to the same warp
 	const unsigned stay = kStay[below(&w->rng, 4)];
 	if (L.shared) poison_shared(L.shared, w->poison);
+	if (w->wg && w->wg->active) w->wg->reset();
 	for (unsigned i = 0; i < L.nthreads; i++) fiber_reset(&w->fibers[i]);
 	if (sigsetjmp(w->jb, 1)) {
 		// A fiber faulted (fault_out): the block ends here, the launch
@@ -865,6 +1413,13 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	}
 	L.nthreads = n;
 	L.nworkers = nw;
+	L.win_off.clear();
+	L.win_end = kWinBase;
+	if (L.shared)
+		for (unsigned v = 0; v < L.shared->nvars; v++) {
+			L.win_off.push_back((L.win_end + 127) & ~127u);
+			L.win_end = L.win_off.back() + (unsigned)L.shared->vars[v].size;
+		}
 	L.nblocks = nblocks;
 	L.next_block = 0;
 	L.seed = launch_seed(k->name);
@@ -883,11 +1438,16 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	if (L.fault) {
 		const uint3 t = L.fault_thread;
 		const unsigned long long gx = L.grid[0], gxy = gx * L.grid[1], b = L.fault_block;
-		std::string addr = describe_address(L.fault_addr);
+		char at[64] = "";
+		if (L.fault_addr_kind == 0)
+			snprintf(at, sizeof at, " at %#llx", (unsigned long long)L.fault_addr);
+		else if (L.fault_addr_kind == 1)
+			snprintf(at, sizeof at, " at shared window address %#llx", (unsigned long long)L.fault_addr);
+		std::string addr = L.fault_addr_kind ? "" : describe_address(L.fault_addr);
 		fprintf(stderr,
-		        "gdrotrain CUDA emulator: kernel %s: %s at %#llx%s%s, block (%llu,%llu,%llu) thread (%u,%u,%u); "
+		        "gdrotrain CUDA emulator: kernel %s: %s%s%s%s, block (%llu,%llu,%llu) thread (%u,%u,%u); "
 		        "the launch fails with %s (GDROTRAIN_EMU_SEED=%llu, GDROTRAIN_EMU_SEED_SCOPE=\"%s\", launch %llu)\n",
-		        k->name, L.fault_what, (unsigned long long)L.fault_addr, addr.empty() ? "" : ": ", addr.c_str(), b % gx,
+		        k->name, L.fault_what, at, addr.empty() ? "" : ": ", addr.c_str(), b % gx,
 		        b / gx % L.grid[1], b / gxy, t.x, t.y, t.z,
 		        L.fault == CUDA_ERROR_ILLEGAL_ADDRESS    ? "CUDA_ERROR_ILLEGAL_ADDRESS"
 		        : L.fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "CUDA_ERROR_MISALIGNED_ADDRESS"
@@ -990,6 +1550,66 @@ void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
 	f->mask = 0xffffffffu;
 	f->state = F_WARP;
 	suspend(f);
+}
+
+void emu_wgmma_fence(void) {
+	Fiber* f = t_fiber;
+	f->op = OP_WG_FENCE;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
+}
+
+void emu_wgmma_commit(void) {
+	Fiber* f = t_fiber;
+	f->op = OP_WG_COMMIT;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
+}
+
+void emu_wgmma_wait(int n) {
+	Fiber* f = t_fiber;
+	f->op = OP_WG_WAIT;
+	f->b = n;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
+}
+
+void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
+                    int scale_d, int tnsp_a, int tnsp_b) {
+	Fiber* f = t_fiber;
+	WgPost p{d, n, a, adesc, bdesc, scale_d, tnsp_a, tnsp_b};
+	f->op = OP_WG_MMA;
+	f->val = (unsigned long long)(uintptr_t)&p;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
+}
+
+// The async proxy sees the block's shared memory as it is now (its shadow).
+void emu_fence_proxy_async(void) {
+	Fiber* f = t_fiber;
+	WgBlock& B = wg_state(f->w);
+	const Launch& L = g_launch;
+	for (size_t v = 0; v < B.vhost.size(); v++) memcpy(B.shadow.data() + L.win_off[v], B.vhost[v], L.shared->vars[v].size);
+	B.shadow_ok = true;
+}
+
+unsigned emu_cvta_shared(const void* p) {
+	Fiber* f = t_fiber;
+	const Launch& L = g_launch;
+	const char* c = (const char*)p;
+	if (L.shared) {
+		const char* a = L.shared->anchor();
+		for (unsigned v = 0; v < L.shared->nvars; v++) {
+			const char* s = a + L.shared->vars[v].offset;
+			if (c >= s && c <= s + L.shared->vars[v].size) return L.win_off[v] + (unsigned)(c - s);
+		}
+	}
+	wg_fail(f->w, f, CUDA_ERROR_ILLEGAL_ADDRESS, (uintptr_t)p,
+	        "__cvta_generic_to_shared of an address outside every __shared__ variable of the kernel", 0);
 }
 
 unsigned emu_ballot(int pred, unsigned mask) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -1623,6 +1624,186 @@ static void test_deadlock(const char*) {
 	fail("a deadlocked kernel returned");
 }
 
+// ---- wgmma (emu_wgmma_bf16 and its fences) ----
+
+// wg_addr is the byte offset of element (mn, k) of a k16 operand in the
+// canonical layouts without swizzling (PTX ISA, T = 8 bf16 elements).
+static unsigned wg_addr(int mn, int k, bool mn_major, unsigned lbo, unsigned sbo) {
+	if (mn_major) return (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
+	return (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+}
+
+// wg_image lays out the k16 steps of a rows × 16·ks operand (get(mn, k))
+// with the given strides, step bytes apart, over random bytes.
+static std::vector<unsigned char> wg_image(int rows, int ks, bool mn_major, unsigned lbo, unsigned sbo, unsigned step,
+                                           const std::function<unsigned short(int, int)>& get) {
+	unsigned end = 0;
+	for (int mn = 0; mn < rows; mn++)
+		for (int k = 0; k < 16; k++) end = std::max(end, wg_addr(mn, k, mn_major, lbo, sbo) + 2);
+	std::vector<unsigned char> img((ks - 1) * step + end);
+	for (auto& b : img) b = (unsigned char)(rnd() * 128 + 128);
+	for (int s = 0; s < ks; s++)
+		for (int mn = 0; mn < rows; mn++)
+			for (int k = 0; k < 16; k++) {
+				unsigned short v = get(mn, 16 * s + k);
+				memcpy(&img[s * step + wg_addr(mn, k, mn_major, lbo, sbo)], &v, 2);
+			}
+	return img;
+}
+
+// wgmma: random 64 × K by K × N products for n 8 to 256, A from registers
+// and from shared memory, K- and MN-major operands with padded strides,
+// scale_d 0 and 1, chained k-steps in one commit group or a group each;
+// bit for bit what adding the k products one at a time in float gives
+// (the model of mma.sync), and near the float64 product.
+static void test_wgmma(const char*) {
+	setup();
+	int cases = 0;
+	for (int n : {8, 64, 128, 256})
+		for (int variant = 0; variant < 3; variant++)  // RS, SS K-major A, SS MN-major A
+			for (int tb = 0; tb < 2; tb++)
+				for (int scale0 = 0; scale0 < 2; scale0++)
+					for (int mode = 0; mode < 2; mode++) {
+						const int rs = variant == 0, ta = variant == 2, ks = 1 + (cases % 3);
+						const unsigned nwg = cases % 5 == 0 ? 2 : 1;
+						const int K = 16 * ks;
+						std::vector<unsigned short> A(64 * K), B(K * n);
+						for (auto& v : A) v = bf16(rnd());
+						for (auto& v : B) v = bf16(rnd() * (cases % 2 ? 1.0f : 1000.0f));
+						std::vector<float> D(64 * n);
+						for (auto& v : D) v = rnd() * 4;
+						// Strides: padded, alternating which of LBO and SBO is the
+						// big one.
+						const bool swap = cases % 2;
+						unsigned alb, asb, blb, bsb;
+						if (!ta) alb = swap ? 128 + 16 * 8 * 8 + 48 : 128, asb = swap ? 128 : 256 + 32;
+						else alb = swap ? 128 : 8 * 128 + 16, asb = swap ? 256 + 16 : 128;
+						const int nb = n / 8;
+						if (!tb) blb = swap ? 128 * nb + 64 : 128, bsb = swap ? 128 : 256 + 16;
+						else blb = swap ? 128 : 128 * nb + 32, bsb = swap ? 256 + 48 : 128;
+						auto foot = [&](int rows, bool mm, unsigned l, unsigned s) {
+							unsigned e = 0;
+							for (int mn = 0; mn < rows; mn++)
+								for (int k = 0; k < 16; k++) e = std::max(e, wg_addr(mn, k, mm, l, s) + 2);
+							return (e + 15) / 16 * 16 + 16 * (unsigned)(cases % 4);
+						};
+						const unsigned astep = foot(64, ta, alb, asb), bstep = foot(n, tb, blb, bsb);
+						std::vector<unsigned char> ia =
+						    rs ? std::vector<unsigned char>(16)
+						       : wg_image(64, ks, ta, alb, asb, astep, [&](int m, int k) { return A[m * K + k]; });
+						std::vector<unsigned char> ib =
+						    wg_image(n, ks, tb, blb, bsb, bstep, [&](int nn, int k) { return B[k * n + nn]; });
+						if (ia.size() > 8192 || ib.size() > 36864) {
+							fail("case %d: images of %zu and %zu bytes do not fit", cases, ia.size(), ib.size());
+							return;
+						}
+						std::vector<int> cfg = {n, ks, rs, ta, tb, scale0, (int)alb, (int)asb, (int)astep,
+						                        (int)blb, (int)bsb, (int)bstep, (int)ia.size(), (int)ib.size(), K, mode};
+						devptr dcfg = upload(cfg), dia = upload(ia), dib = upload(ib), dA = upload(A), dD = upload(D),
+						       dout = alloc<float>(nwg * 64 * n);
+						Args args;
+						args.add(dcfg).add(dia).add(dib).add(dA).add(dD).add(dout);
+						int rc = launch("wgmma_gemm", 1, 1, 1, 128 * nwg, 1, 1, args);
+						if (rc) {
+							fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d): launch %d", cases, n, rs, ta,
+							     tb, scale0, mode, ks, rc);
+							return;
+						}
+						std::vector<float> out = download<float>(dout, nwg * 64 * n);
+						int bad = 0;
+						for (unsigned wg = 0; wg < nwg; wg++)
+							for (int i = 0; i < 64; i++)
+								for (int j = 0; j < n; j++) {
+									float acc = scale0 ? D[i * n + j] : 0.0f;
+									double ref = scale0 ? D[i * n + j] : 0.0;
+									for (int k = 0; k < K; k++) {
+										const float p = from_bf16(A[i * K + k]) * from_bf16(B[k * n + j]);
+										acc = acc + p;
+										ref += (double)from_bf16(A[i * K + k]) * from_bf16(B[k * n + j]);
+									}
+									const float got = out[wg * 64 * n + i * n + j];
+									if ((f2u(got) != f2u(acc) || fabs(got - ref) > 1e-5 * (1 + fabs(ref)) * K) &&
+									    bad++ < 3)
+										fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d) warpgroup %u "
+										     "D[%d][%d] = %.9g, want %.9g (float64 %.9g)",
+										     cases, n, rs, ta, tb, scale0, mode, ks, wg, i, j, got, acc, ref);
+								}
+						for (devptr p : {dcfg, dia, dib, dA, dD, dout}) OK(cuMemFree(p));
+						cases++;
+					}
+	printf("%d wgmma products\n", cases);
+}
+
+// wgmma_mma: a wgmma with n = 8 (A from registers, and from shared memory)
+// gives what mma.sync gives on the same data, bit for bit.
+static void test_wgmma_mma(const char*) {
+	setup();
+	for (int rep = 0; rep < 4; rep++) {
+		std::vector<unsigned short> A(64 * 16), B(16 * 8);
+		std::vector<float> C(64 * 8);
+		// Magnitudes far apart, so that the order of the additions shows.
+		for (size_t i = 0; i < A.size(); i++) A[i] = bf16(rnd() * (i % 3 == 0 ? 4096.0f : 1.0f));
+		for (size_t i = 0; i < B.size(); i++) B[i] = bf16(rnd() * (i % 5 == 0 ? 1.0f / 512 : 1.0f));
+		for (auto& v : C) v = rnd() * 100;
+		devptr dA = upload(A), dB = upload(B), dC = upload(C), om = alloc<float>(512), orr = alloc<float>(512),
+		       os = alloc<float>(512);
+		Args args;
+		args.add(dA).add(dB).add(dC).add(om).add(orr).add(os);
+		OK(launch("wgmma_vs_mma", 1, 1, 1, 128, 1, 1, args));
+		std::vector<float> m = download<float>(om, 512), r = download<float>(orr, 512), s = download<float>(os, 512);
+		int bad = 0;
+		for (int i = 0; i < 512; i++)
+			if ((f2u(m[i]) != f2u(r[i]) || f2u(m[i]) != f2u(s[i])) && bad++ < 5)
+				fail("rep %d D[%d][%d]: mma %.9g, wgmma RS %.9g, SS %.9g", rep, i / 8, i % 8, m[i], r[i], s[i]);
+	}
+}
+
+// wgmma_bug_*: the planted bugs of the kernel wgmma_bug (by mode); each
+// fails the launch with a report the Go test checks, except acc_read,
+// whose early read of the accumulators gives NaN.
+static void test_wgmma_bug(const char* name) {
+	static const std::map<std::string, std::pair<int, int>> modes = {
+	    {"wgmma_ok", {0, 0}},         {"wgmma_acc_read", {1, 0}},      {"wgmma_acc_write", {2, 719}},
+	    {"wgmma_a_changed", {3, 719}}, {"wgmma_smem_inflight", {4, 719}}, {"wgmma_no_fence", {5, 719}},
+	    {"wgmma_no_proxy_fence", {6, 719}}, {"wgmma_desc_mismatch", {7, 719}}, {"wgmma_swizzle", {8, 719}},
+	    {"wgmma_past_end", {9, 700}},  {"wgmma_outside", {10, 700}},    {"wgmma_uncommitted", {11, 719}},
+	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
+	    {"wgmma_warp_missing", {15, 719}},
+	};
+	setup();
+	const auto m = modes.at(name);
+	std::vector<unsigned short> B(1024);
+	std::vector<float> Bf(16 * 64);
+	// K-major B: (n, k) at (n%8)·16 + (n/8)·256 + (k%8)·2 + (k/8)·128 bytes.
+	for (int k = 0; k < 16; k++)
+		for (int nn = 0; nn < 64; nn++) {
+			B[wg_addr(nn, k, false, 128, 256) / 2] = bf16(rnd());
+			Bf[k * 64 + nn] = from_bf16(B[wg_addr(nn, k, false, 128, 256) / 2]);
+		}
+	devptr dB = upload(B), out = alloc<float>(64 * 64 + 128);
+	Args args;
+	args.add(m.first).add(dB).add(out);
+	EXPECT_RC(m.second, launch("wgmma_bug", 1, 1, 1, 128, 1, 1, args));
+	if (m.second) return;
+	std::vector<float> o = download<float>(out, 64 * 64 + 128);
+	if (m.first == 1) {
+		int nans = 0;
+		for (int t = 0; t < 128; t++) nans += isnan(o[64 * 64 + t]);
+		EXPECT(nans == 128, "%d of 128 threads read NaN from their accumulators before the wait", nans);
+		if (nans == 128) printf("accumulators read before wgmma.wait_group: NaN in all 128 threads\n");
+	}
+	for (int i = 0; i < 64; i++)
+		for (int j = 0; j < 64; j++) {
+			float acc = 0;
+			const float a = from_bf16(bf16((float)(i + 1) / 64));
+			for (int k = 0; k < 16; k++) acc = acc + a * Bf[k * 64 + j];
+			if (f2u(o[i * 64 + j]) != f2u(acc)) {
+				fail("D[%d][%d] = %g, want %g", i, j, o[i * 64 + j], acc);
+				return;
+			}
+		}
+}
+
 int main(int argc, char** argv) {
 	if (argc != 3) {
 		printf("usage: driver LIBDIR TEST\n");
@@ -1668,6 +1849,24 @@ int main(int argc, char** argv) {
 	    {"host_fault", test_host_fault},
 	    {"spin_flag", test_spin_flag},
 	    {"perf", test_perf},
+	    {"wgmma", test_wgmma},
+	    {"wgmma_mma", test_wgmma_mma},
+	    {"wgmma_ok", test_wgmma_bug},
+	    {"wgmma_acc_read", test_wgmma_bug},
+	    {"wgmma_acc_write", test_wgmma_bug},
+	    {"wgmma_a_changed", test_wgmma_bug},
+	    {"wgmma_smem_inflight", test_wgmma_bug},
+	    {"wgmma_no_fence", test_wgmma_bug},
+	    {"wgmma_no_proxy_fence", test_wgmma_bug},
+	    {"wgmma_desc_mismatch", test_wgmma_bug},
+	    {"wgmma_swizzle", test_wgmma_bug},
+	    {"wgmma_past_end", test_wgmma_bug},
+	    {"wgmma_outside", test_wgmma_bug},
+	    {"wgmma_uncommitted", test_wgmma_bug},
+	    {"wgmma_pending_exit", test_wgmma_bug},
+	    {"wgmma_cvta_global", test_wgmma_bug},
+	    {"wgmma_lane_missing", test_wgmma_bug},
+	    {"wgmma_warp_missing", test_wgmma_bug},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());
