@@ -776,12 +776,9 @@ void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned lon
 	const std::string pre = wg_who(w, f) + ": wgmma.mma_async " + which + " descriptor " + hex(desc);
 	if (desc & ~used) wg_fail(w, f, pre + " sets reserved bits " + hex(desc & ~used));
 	const unsigned swz = (unsigned)(desc >> 62), base = (unsigned)(desc >> 49) & 7;
-	if (swz) {
-		static const char* const names[] = {"", "128B swizzle", "64B swizzle", "32B swizzle"};
-		wg_fail(w, f, pre + " asks for swizzle mode " + std::to_string(swz) + " (" + names[swz] +
-		                  "), which the emulator does not model: only mode 0 (no swizzle)");
-	}
-	if (base) wg_fail(w, f, pre + " has base offset " + std::to_string(base) + ", which the emulator does not model");
+	if (base)
+		wg_fail(w, f, pre + " has base offset " + std::to_string(base) +
+		                  ", which the emulator does not model (swizzle patterns must start at their boundary)");
 	const unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)(desc >> 16 & 0x3fff) << 4,
 	               sbo = (unsigned)(desc >> 32 & 0x3fff) << 4;
 	const int v = wg_var(start);
@@ -791,7 +788,18 @@ void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned lon
 		            hex(kWinBase) + " to " + hex(g_launch.win_end) + ")");
 	const unsigned lo = g_launch.win_off[v], hi = lo + (unsigned)g_launch.shared->vars[v].size;
 	char* const host = B.vhost[v];
+	// Swizzling: rows of R bytes (128, 64, 32), whose 16-byte chunk j is
+	// stored at chunk j ^ (row % (R/16)) of the repeating pattern of 8 rows,
+	// which must start at a multiple of 8R (the window's variables are
+	// 1024-aligned, so the host variable must be too: declared __align__).
+	const unsigned R = swz ? 256u >> swz : 0, W = R / 16;
+	if (swz && (uintptr_t)host % (8 * R))
+		wg_fail(w, f, pre + " (" + std::to_string(R) + "B swizzle) points into a __shared__ variable not aligned to " +
+		                  std::to_string(8 * R) + " bytes (at " + hex((uintptr_t)host) +
+		                  " here): declare it __align__(" + std::to_string(8 * R) + ")");
+	auto swizzle = [&](unsigned a) { return swz ? a ^ ((a >> 7) & (W - 1)) << 4 : a; };
 	auto add = [&](unsigned a) {
+		a = swizzle(a);
 		if (a + 16 > hi)
 			wg_fail(w, f, CUDA_ERROR_ILLEGAL_ADDRESS, a,
 			        pre + " (start " + hex(start) + ", LBO " + std::to_string(lbo) + ", SBO " + std::to_string(sbo) +
@@ -800,12 +808,19 @@ void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned lon
 		op.host.push_back(host + (a - lo));
 		op.win.push_back(a);
 	};
-	if (!mn_major) {
+	if (!swz && !mn_major) {
 		for (int mn = 0; mn < rows; mn++)
 			for (unsigned kc = 0; kc < 2; kc++) add(start + (unsigned)(mn % 8) * 16 + (unsigned)(mn / 8) * sbo + kc * lbo);
-	} else {
+	} else if (!swz) {
 		for (int mc = 0; mc < rows / 8; mc++)
 			for (unsigned k = 0; k < 16; k++) add(start + (unsigned)mc * sbo + (k % 8) * 16 + (k / 8) * lbo);
+	} else if (!mn_major) {  // ((8,m),(T,2k)):((R/2,SBO),(1,T)) in elements; LBO unused
+		for (int mn = 0; mn < rows; mn++)
+			for (unsigned kc = 0; kc < 2; kc++) add(start + (unsigned)(mn % 8) * R + (unsigned)(mn / 8) * sbo + kc * 16);
+	} else {  // ((T,W,m),(8,k)):((1,T,LBO),(R/2,SBO))
+		for (int mc = 0; mc < rows / 8; mc++)
+			for (unsigned k = 0; k < 16; k++)
+				add(start + (unsigned)mc % W * 16 + (unsigned)mc / W * lbo + (k % 8) * R + (k / 8) * sbo);
 	}
 }
 
@@ -1417,7 +1432,7 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	L.win_end = kWinBase;
 	if (L.shared)
 		for (unsigned v = 0; v < L.shared->nvars; v++) {
-			L.win_off.push_back((L.win_end + 127) & ~127u);
+			L.win_off.push_back((L.win_end + 1023) & ~1023u);
 			L.win_end = L.win_off.back() + (unsigned)L.shared->vars[v].size;
 		}
 	L.nblocks = nblocks;
@@ -1602,11 +1617,15 @@ unsigned emu_cvta_shared(const void* p) {
 	const Launch& L = g_launch;
 	const char* c = (const char*)p;
 	if (L.shared) {
+		// A variable's bytes, or else the end of one (one past it is a
+		// valid pointer; it may be where the next variable starts).
 		const char* a = L.shared->anchor();
-		for (unsigned v = 0; v < L.shared->nvars; v++) {
-			const char* s = a + L.shared->vars[v].offset;
-			if (c >= s && c <= s + L.shared->vars[v].size) return L.win_off[v] + (unsigned)(c - s);
-		}
+		for (int end = 0; end < 2; end++)
+			for (unsigned v = 0; v < L.shared->nvars; v++) {
+				const char* s = a + L.shared->vars[v].offset;
+				if (c >= s && (c < s + L.shared->vars[v].size || (end && c == s + L.shared->vars[v].size)))
+					return L.win_off[v] + (unsigned)(c - s);
+			}
 	}
 	wg_fail(f->w, f, CUDA_ERROR_ILLEGAL_ADDRESS, (uintptr_t)p,
 	        "__cvta_generic_to_shared of an address outside every __shared__ variable of the kernel", 0);

@@ -1626,36 +1626,100 @@ static void test_deadlock(const char*) {
 
 // ---- wgmma (emu_wgmma_bf16 and its fences) ----
 
-// wg_addr is the byte offset of element (mn, k) of a k16 operand in the
-// canonical layouts without swizzling (PTX ISA, T = 8 bf16 elements).
-static unsigned wg_addr(int mn, int k, bool mn_major, unsigned lbo, unsigned sbo) {
-	if (mn_major) return (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
-	return (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+// wg_addr is the byte offset of element (mn, k) of a k16 operand from the
+// operand's start address in the canonical layouts of the PTX ISA (T = 8
+// bf16 elements; rows of R = 128, 64 or 32 bytes for swizzle modes 1, 2,
+// 3), before swizzling.
+static unsigned wg_addr(int mn, int k, bool mn_major, unsigned lbo, unsigned sbo, int swz = 0) {
+	if (!swz) {
+		if (mn_major) return (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo;
+		return (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo;
+	}
+	const unsigned R = 256u >> swz, W = R / 16;
+	if (mn_major) return (mn % 8) * 2 + (mn / 8) % W * 16 + (mn / 8) / W * lbo + (k % 8) * R + (k / 8) * sbo;
+	return (mn % 8) * R + (mn / 8) * sbo + (k / 8) * 16 + (k % 8) * 2;
+}
+// wg_swizzle maps an address (from a 1024-aligned base) to where swizzle
+// mode swz stores it: 16-byte chunk j of 128-byte line l at chunk j ^ (l %
+// (R/16)).
+static unsigned wg_swizzle(unsigned a, int swz) {
+	if (!swz) return a;
+	const unsigned W = (256u >> swz) / 16;
+	return a ^ ((a >> 7) & (W - 1)) << 4;
+}
+
+// A k16 operand's layout in a test's shared-memory image: strides,
+// swizzle, and each k-step's start.
+struct WgLayout {
+	unsigned lbo = 0, sbo = 0;
+	int swz = 0;
+	std::vector<unsigned> start;
+};
+
+// wg_layout picks strides (padded in some variants) for a rows × 16·ks
+// operand. Swizzled K-major operands step through their 128-, 64- or
+// 32-byte rows 32 bytes at a time, as kernels advance the descriptor's
+// start address, then to the next block of rows.
+static WgLayout wg_layout(int rows, int ks, bool mn_major, int swz, int variant) {
+	WgLayout L;
+	L.swz = swz;
+	if (!swz) {
+		const unsigned nb = rows / 8;
+		if (!mn_major) L.lbo = variant ? 128 * nb + 48 : 128, L.sbo = variant ? 128 : 256 + 32;
+		else L.lbo = variant ? 128 : 128 * nb + 16, L.sbo = variant ? 256 + 16 : 128;
+		unsigned end = 0;
+		for (int mn = 0; mn < rows; mn++)
+			for (int k = 0; k < 16; k++) end = std::max(end, wg_addr(mn, k, mn_major, L.lbo, L.sbo) + 2);
+		const unsigned step = (end + 15) / 16 * 16 + 16 * (unsigned)(variant % 4);
+		for (int s = 0; s < ks; s++) L.start.push_back(s * step);
+		return L;
+	}
+	const unsigned R = 256u >> swz, W = R / 16;
+	// Padding in whole 128-byte lines (the swizzle permutes the chunks of a
+	// line, so anything else would overlap the next block's).
+	if (!mn_major) {
+		L.lbo = 16;  // unused ("assumed 1")
+		L.sbo = 8 * R + (variant && rows <= 128 ? 128 : 0);
+		const unsigned per = R / 32;
+		for (int s = 0; s < ks; s++) L.start.push_back(s % per * 32 + s / per * (rows / 8) * L.sbo);
+	} else {
+		const bool pad = variant && rows <= 128;
+		L.lbo = 8 * R + (pad ? 128 : 0);
+		const unsigned groups = (rows / 8 + W - 1) / W;
+		L.sbo = groups * L.lbo + (variant ? 128 : 0);
+		for (int s = 0; s < ks; s++) L.start.push_back(s * 2 * L.sbo);
+	}
+	return L;
 }
 
 // wg_image lays out the k16 steps of a rows × 16·ks operand (get(mn, k))
-// with the given strides, step bytes apart, over random bytes.
-static std::vector<unsigned char> wg_image(int rows, int ks, bool mn_major, unsigned lbo, unsigned sbo, unsigned step,
+// over random bytes; no two elements may share a byte.
+static std::vector<unsigned char> wg_image(int rows, int ks, bool mn_major, const WgLayout& L,
                                            const std::function<unsigned short(int, int)>& get) {
 	unsigned end = 0;
-	for (int mn = 0; mn < rows; mn++)
-		for (int k = 0; k < 16; k++) end = std::max(end, wg_addr(mn, k, mn_major, lbo, sbo) + 2);
-	std::vector<unsigned char> img((ks - 1) * step + end);
+	for (int s = 0; s < ks; s++)
+		for (int mn = 0; mn < rows; mn++)
+			for (int k = 0; k < 16; k++)
+				end = std::max(end, wg_swizzle(L.start[s] + wg_addr(mn, k, mn_major, L.lbo, L.sbo, L.swz), L.swz) + 2);
+	std::vector<unsigned char> img(end), used(end);
 	for (auto& b : img) b = (unsigned char)(rnd() * 128 + 128);
 	for (int s = 0; s < ks; s++)
 		for (int mn = 0; mn < rows; mn++)
 			for (int k = 0; k < 16; k++) {
+				const unsigned a = wg_swizzle(L.start[s] + wg_addr(mn, k, mn_major, L.lbo, L.sbo, L.swz), L.swz);
+				if (used[a]) fail("wg_image: elements overlap at %u", a);
+				used[a] = 1;
 				unsigned short v = get(mn, 16 * s + k);
-				memcpy(&img[s * step + wg_addr(mn, k, mn_major, lbo, sbo)], &v, 2);
+				memcpy(&img[a], &v, 2);
 			}
 	return img;
 }
 
 // wgmma: random 64 × K by K × N products for n 8 to 256, A from registers
 // and from shared memory, K- and MN-major operands with padded strides,
-// scale_d 0 and 1, chained k-steps in one commit group or a group each;
-// bit for bit what adding the k products one at a time in float gives
-// (the model of mma.sync), and near the float64 product.
+// every swizzle mode, scale_d 0 and 1, chained k-steps in one commit group
+// or a group each; bit for bit what adding the k products one at a time in
+// float gives (the model of mma.sync), and near the float64 product.
 static void test_wgmma(const char*) {
 	setup();
 	int cases = 0;
@@ -1672,41 +1736,29 @@ static void test_wgmma(const char*) {
 						for (auto& v : B) v = bf16(rnd() * (cases % 2 ? 1.0f : 1000.0f));
 						std::vector<float> D(64 * n);
 						for (auto& v : D) v = rnd() * 4;
-						// Strides: padded, alternating which of LBO and SBO is the
-						// big one.
-						const bool swap = cases % 2;
-						unsigned alb, asb, blb, bsb;
-						if (!ta) alb = swap ? 128 + 16 * 8 * 8 + 48 : 128, asb = swap ? 128 : 256 + 32;
-						else alb = swap ? 128 : 8 * 128 + 16, asb = swap ? 256 + 16 : 128;
-						const int nb = n / 8;
-						if (!tb) blb = swap ? 128 * nb + 64 : 128, bsb = swap ? 128 : 256 + 16;
-						else blb = swap ? 128 : 128 * nb + 32, bsb = swap ? 256 + 48 : 128;
-						auto foot = [&](int rows, bool mm, unsigned l, unsigned s) {
-							unsigned e = 0;
-							for (int mn = 0; mn < rows; mn++)
-								for (int k = 0; k < 16; k++) e = std::max(e, wg_addr(mn, k, mm, l, s) + 2);
-							return (e + 15) / 16 * 16 + 16 * (unsigned)(cases % 4);
-						};
-						const unsigned astep = foot(64, ta, alb, asb), bstep = foot(n, tb, blb, bsb);
+						const int aswz = (cases / 3) % 4, bswz = cases % 4;
+						const WgLayout la = wg_layout(64, ks, ta, aswz, cases % 2),
+						               lb = wg_layout(n, ks, tb, bswz, (cases / 2) % 2);
 						std::vector<unsigned char> ia =
 						    rs ? std::vector<unsigned char>(16)
-						       : wg_image(64, ks, ta, alb, asb, astep, [&](int m, int k) { return A[m * K + k]; });
-						std::vector<unsigned char> ib =
-						    wg_image(n, ks, tb, blb, bsb, bstep, [&](int nn, int k) { return B[k * n + nn]; });
-						if (ia.size() > 8192 || ib.size() > 36864) {
+						       : wg_image(64, ks, ta, la, [&](int m, int k) { return A[m * K + k]; });
+						std::vector<unsigned char> ib = wg_image(n, ks, tb, lb, [&](int nn, int k) { return B[k * n + nn]; });
+						if (ia.size() > 12288 || ib.size() > 36864) {
 							fail("case %d: images of %zu and %zu bytes do not fit", cases, ia.size(), ib.size());
 							return;
 						}
-						std::vector<int> cfg = {n, ks, rs, ta, tb, scale0, (int)alb, (int)asb, (int)astep,
-						                        (int)blb, (int)bsb, (int)bstep, (int)ia.size(), (int)ib.size(), K, mode};
+						std::vector<int> cfg = {n, ks, rs, ta, tb, scale0, (int)la.lbo, (int)la.sbo, aswz,
+						                        (int)lb.lbo, (int)lb.sbo, bswz, (int)ia.size(), (int)ib.size(), K, mode};
+						for (int s = 0; s < 4; s++) cfg.push_back(s < ks && !rs ? (int)la.start[s] : 0);
+						for (int s = 0; s < 4; s++) cfg.push_back(s < ks ? (int)lb.start[s] : 0);
 						devptr dcfg = upload(cfg), dia = upload(ia), dib = upload(ib), dA = upload(A), dD = upload(D),
 						       dout = alloc<float>(nwg * 64 * n);
 						Args args;
 						args.add(dcfg).add(dia).add(dib).add(dA).add(dD).add(dout);
 						int rc = launch("wgmma_gemm", 1, 1, 1, 128 * nwg, 1, 1, args);
 						if (rc) {
-							fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d): launch %d", cases, n, rs, ta,
-							     tb, scale0, mode, ks, rc);
+							fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d swizzle %d %d): launch %d", cases,
+							     n, rs, ta, tb, scale0, mode, ks, aswz, bswz, rc);
 							return;
 						}
 						std::vector<float> out = download<float>(dout, nwg * 64 * n);
@@ -1724,9 +1776,9 @@ static void test_wgmma(const char*) {
 									const float got = out[wg * 64 * n + i * n + j];
 									if ((f2u(got) != f2u(acc) || fabs(got - ref) > 1e-5 * (1 + fabs(ref)) * K) &&
 									    bad++ < 3)
-										fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d) warpgroup %u "
-										     "D[%d][%d] = %.9g, want %.9g (float64 %.9g)",
-										     cases, n, rs, ta, tb, scale0, mode, ks, wg, i, j, got, acc, ref);
+										fail("case %d (n %d rs %d ta %d tb %d scale %d mode %d ks %d swizzle %d %d) "
+										     "warpgroup %u D[%d][%d] = %.9g, want %.9g (float64 %.9g)",
+										     cases, n, rs, ta, tb, scale0, mode, ks, aswz, bswz, wg, i, j, got, acc, ref);
 								}
 						for (devptr p : {dcfg, dia, dib, dA, dD, dout}) OK(cuMemFree(p));
 						cases++;
@@ -1765,10 +1817,10 @@ static void test_wgmma_bug(const char* name) {
 	static const std::map<std::string, std::pair<int, int>> modes = {
 	    {"wgmma_ok", {0, 0}},         {"wgmma_acc_read", {1, 0}},      {"wgmma_acc_write", {2, 719}},
 	    {"wgmma_a_changed", {3, 719}}, {"wgmma_smem_inflight", {4, 719}}, {"wgmma_no_fence", {5, 719}},
-	    {"wgmma_no_proxy_fence", {6, 719}}, {"wgmma_desc_mismatch", {7, 719}}, {"wgmma_swizzle", {8, 719}},
+	    {"wgmma_no_proxy_fence", {6, 719}}, {"wgmma_desc_mismatch", {7, 719}}, {"wgmma_base_offset", {8, 719}},
 	    {"wgmma_past_end", {9, 700}},  {"wgmma_outside", {10, 700}},    {"wgmma_uncommitted", {11, 719}},
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
-	    {"wgmma_warp_missing", {15, 719}},
+	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1859,7 +1911,7 @@ int main(int argc, char** argv) {
 	    {"wgmma_no_fence", test_wgmma_bug},
 	    {"wgmma_no_proxy_fence", test_wgmma_bug},
 	    {"wgmma_desc_mismatch", test_wgmma_bug},
-	    {"wgmma_swizzle", test_wgmma_bug},
+	    {"wgmma_base_offset", test_wgmma_bug},
 	    {"wgmma_past_end", test_wgmma_bug},
 	    {"wgmma_outside", test_wgmma_bug},
 	    {"wgmma_uncommitted", test_wgmma_bug},
@@ -1867,6 +1919,7 @@ int main(int argc, char** argv) {
 	    {"wgmma_cvta_global", test_wgmma_bug},
 	    {"wgmma_lane_missing", test_wgmma_bug},
 	    {"wgmma_warp_missing", test_wgmma_bug},
+	    {"wgmma_swizzle_misaligned", test_wgmma_bug},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());

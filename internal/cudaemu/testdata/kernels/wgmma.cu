@@ -12,15 +12,16 @@ __device__ unsigned wg_pack(unsigned short lo, unsigned short hi) { return (unsi
 
 // wgmma_gemm: out (64 × n per warpgroup) = [Dinit +] A · B over ksteps
 // k16 steps. cfg: n, ksteps, rs, tnsp_a, tnsp_b, scale_d of the first
-// step, A's LBO, SBO and step (bytes between k-steps' start addresses),
-// B's LBO, SBO and step, the bytes of the A and B images, mode (0: one
-// commit group, waited for with 0; 1: a group per step, wait(ksteps-1)
-// then wait(0)). imgA and imgB are the shared-memory images the driver
-// built; Alog is A (64 × 16·ksteps, bf16, row major), for RS.
+// step, A's LBO, SBO and swizzle mode, B's LBO, SBO and swizzle mode, the
+// bytes of the A and B images, K, mode (0: one commit group, waited for
+// with 0; 1: a group per step, wait(ksteps-1) then wait(0)), then the
+// start offsets of A's 4 k-steps and of B's. imgA and imgB are the
+// shared-memory images the driver built; Alog is A (64 × 16·ksteps, bf16,
+// row major), for RS.
 extern "C" __global__ void wgmma_gemm(const int* cfg, const unsigned char* imgA, const unsigned char* imgB,
                                       const unsigned short* Alog, const float* Dinit, float* out) {
-	__shared__ __align__(128) unsigned char sA[8192];
-	__shared__ __align__(128) unsigned char sB[36864];
+	__shared__ __align__(1024) unsigned char sA[12288];
+	__shared__ __align__(1024) unsigned char sB[36864];
 	const int n = cfg[0], ks = cfg[1], rs = cfg[2], ta = cfg[3], tb = cfg[4], scale0 = cfg[5];
 	const int t = threadIdx.x, nt = blockDim.x;
 	for (int i = t; i < cfg[12]; i += nt) sA[i] = imgA[i];
@@ -46,8 +47,8 @@ extern "C" __global__ void wgmma_gemm(const int* cfg, const unsigned char* imgA,
 		}
 	emu_wgmma_fence();
 	for (int s = 0; s < ks; s++) {
-		const unsigned long long ad = rs ? 0 : wg_desc(sA + s * cfg[8], cfg[6], cfg[7]);
-		const unsigned long long bd = wg_desc(sB + s * cfg[11], cfg[9], cfg[10]);
+		const unsigned long long ad = rs ? 0 : wg_desc(sA + cfg[16 + s], cfg[6], cfg[7]) | (unsigned long long)cfg[8] << 62;
+		const unsigned long long bd = wg_desc(sB + cfg[20 + s], cfg[9], cfg[10]) | (unsigned long long)cfg[11] << 62;
 		emu_wgmma_bf16(d, n, rs ? a[s] : nullptr, ad, bd, s == 0 ? scale0 : 1, ta, tb);
 		if (cfg[15] == 1) emu_wgmma_commit();
 	}
@@ -116,6 +117,10 @@ extern "C" __global__ void wgmma_vs_mma(const unsigned short* A, const unsigned 
 extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float* out) {
 	__shared__ __align__(128) unsigned char sB[2048];
 	__shared__ __align__(128) unsigned char sPad[256];
+	// Two variables not declared 1024-aligned: one of them is not (the
+	// emulator places them as g++ does; a GPU, as ptxas does).
+	__shared__ __align__(16) unsigned char sMis0[16];
+	__shared__ __align__(16) unsigned char sMis1[2064];
 	const int t = threadIdx.x, w = (t / 32) % 4, lane = t % 32, g = lane / 4, q = lane % 4;
 	for (int i = t; i < 1024; i += blockDim.x) ((unsigned short*)sB)[i] = Bimg[i];
 	sPad[t % 256] = 0;
@@ -128,10 +133,14 @@ extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float
 	unsigned a[4] = {wg_pack(r0, r0), wg_pack(r1, r1), wg_pack(r0, r0), wg_pack(r1, r1)};
 	unsigned long long bd = wg_desc(sB, 128, 256);
 	if (mode == 7 && w == 2) bd = wg_desc(sB, 64, 256);            // desc_mismatch
-	if (mode == 8) bd |= 1ull << 62;                              // swizzle
+	if (mode == 8) bd |= 1ull << 62 | 1ull << 49;                 // base offset
 	if (mode == 9) bd = wg_desc(sB + 16, 128, 256);               // past the end
 	if (mode == 10) bd = 16 >> 4 | (bd & ~0x3FFFull);             // outside the window's variables
 	if (mode == 13) (void)__cvta_generic_to_shared(out);           // cvta of global memory
+	if (mode == 16) {                                               // swizzle_misaligned
+		sMis0[t % 16] = sMis1[t] = 0;
+		bd = wg_desc((unsigned long long)sMis0 % 1024 ? sMis0 : sMis1, 16, 1024) | 1ull << 62;
+	}
 	if (mode == 14 && lane == 31) return;                          // lane_missing
 	if (mode == 15 && w == 3) return;                              // warp_missing
 	if (mode != 5) emu_wgmma_fence();
