@@ -119,6 +119,21 @@
 //     lanes abort the process with a message naming the kernel.
 //     __activemask returns the caller's lane only: the lanes run one at a
 //     time.
+//   - Warpgroup MMA (Hopper's wgmma, which kernels call as emu_wgmma_* of
+//     csrc/emu_abi.h where they use inline PTX; bf16 to fp32, m64nNk16,
+//     A from registers or shared memory, every swizzle mode) is modelled
+//     adversarially: an MMA completes only at the wgmma.wait_group that
+//     retires its commit group, its accumulators read as NaN until then,
+//     and writing them, changing its A registers or the shared memory it
+//     reads before then, issuing without a wgmma.fence since the kernel's
+//     start or the last wait, reading shared memory written after the last
+//     fence.proxy.async, warps of a warpgroup issuing different operations,
+//     lanes missing, bad descriptors or operands outside the kernel's
+//     __shared__ variables fail the launch (CUDA_ERROR_LAUNCH_FAILED or
+//     CUDA_ERROR_ILLEGAL_ADDRESS) with a report naming the kernel, block,
+//     thread and warp. __cvta_generic_to_shared returns addresses in a
+//     window of the kernel's __shared__ variables (each 1024-aligned, from
+//     1024). The arithmetic is mma.sync's, k step by k step.
 //   - Misaligned accesses: kernels are compiled with g++'s
 //     -fsanitize=alignment, whose handler (in the runtime, no libubsan) ends
 //     the launch with CUDA_ERROR_MISALIGNED_ADDRESS (sticky), reporting the

@@ -91,8 +91,9 @@ void emu_wgmma_wait(int n);
 // visible to the async proxy (the wgmma operand reads).
 void emu_fence_proxy_async(void);
 // __cvta_generic_to_shared: the shared-window address of a __shared__
-// variable's byte (the window holds the kernel's variables, each 128-byte
-// aligned, from address 1024).
+// variable's byte (the window holds the kernel's variables in a fixed
+// order, each 1024-byte aligned, from address 1024); wgmma descriptors are
+// decoded back through it.
 unsigned emu_cvta_shared(const void* p);
 // wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 (n a multiple of 8
 // from 8 to 256): d is this thread's n/2 fp32 accumulators, a its 4

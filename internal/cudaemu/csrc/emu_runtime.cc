@@ -628,10 +628,18 @@ void poison_shared(const emu_kernel_shared* sh, unsigned char poison) {
 //     by every emu_fence_proxy_async, is what the async proxy sees; an
 //     operand whose bytes differ from it at issue was written by ordinary
 //     stores after the last fence.proxy.async.
-//   - An uncommitted MMA at a wait, MMAs in flight when a thread exits,
-//     descriptors with swizzling or a base offset (not modelled), reserved
-//     bits, addresses outside every __shared__ variable and footprints
-//     crossing a variable's end are errors.
+//   - Shared-memory operands: descriptors are decoded per the PTX ISA's
+//     canonical layouts (K- and MN-major, no swizzle and the 128B, 64B and
+//     32B swizzles, which XOR address bits 4-6, 4-5 or 4 with bits 7-9,
+//     7-8 or 7 of the window address). The shared window (emu_cvta_shared)
+//     puts every __shared__ variable at a 1024-aligned address, so a
+//     swizzled operand must lie in a variable whose host copy is aligned
+//     to the swizzle's repeating pattern (1024, 512 or 256 bytes: declared
+//     __align__), as ptxas only aligns what is declared so. A base offset
+//     (not modelled), reserved bits, addresses outside every __shared__
+//     variable and footprints crossing a variable's end are errors.
+//   - An uncommitted MMA at a wait and MMAs in flight when a thread exits
+//     are errors.
 //
 // The arithmetic is mma_warp's for each k16 step: every output adds its 16
 // products (exact in float) one k at a time in float, so a wgmma with n = 8
@@ -766,10 +774,14 @@ int wg_var(unsigned a) {
 }
 
 // wg_operand decodes a descriptor and appends the footprint of a rows × 16
-// bf16 operand to op: K-major, chunk (mn, kc) at start + (mn%8)·16 +
-// (mn/8)·SBO + kc·LBO holds k = 8kc … 8kc+7 of row mn; MN-major, chunk (mc,
-// k) at start + mc·SBO + (k%8)·16 + (k/8)·LBO holds mn = 8mc … 8mc+7 of
-// column k (PTX ISA, canonical layouts without swizzling, T = 8).
+// bf16 operand to op, in 16-byte chunks of 8 elements (PTX ISA, canonical
+// layouts, T = 8). Without swizzling: K-major, chunk (mn, kc) at start +
+// (mn%8)·16 + (mn/8)·SBO + kc·LBO holds k = 8kc … 8kc+7 of row mn;
+// MN-major, chunk (mc, k) at start + mc·SBO + (k%8)·16 + (k/8)·LBO holds mn
+// = 8mc … 8mc+7 of column k. With rows of R bytes (swizzles): K-major,
+// chunk (mn, kc) at start + (mn%8)·R + (mn/8)·SBO + 16kc (LBO unused);
+// MN-major, chunk (mc, k) at start + (mc%(R/16))·16 + (mc/(R/16))·LBO +
+// (k%8)·R + (k/8)·SBO; then swizzled.
 void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned long long desc, int rows,
                 bool mn_major, WgOp& op) {
 	const unsigned long long used = 0x3fffull | 0x3fffull << 16 | 0x3fffull << 32 | 7ull << 49 | 3ull << 62;
