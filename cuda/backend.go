@@ -13,6 +13,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -61,6 +62,7 @@ type Backend struct {
 	attnTiles  int
 	attnGEMM   int // attention products in cuBLAS: −1 never, 1 always (fp32 K/V), 0 auto (backend_attention_gemm.go)
 	attnFlash  int // fused tensor-core attention: −1 never, 1 always, 0 auto (backend_attention_flash.go)
+	attnWG     int // the fused route's warpgroup-MMA kernels on sm_90: −1 never, 0 where they serve (backend_attention_flash.go)
 	attnDecode int // split-K decode kernels for per-row segments: −1 never, 1 always, 0 auto (same file)
 
 	gr          *graphRun // set while a decode step runs under a graph (graph.go)
@@ -100,7 +102,11 @@ type buffer struct {
 
 // NewBackend returns a backend on d whose matrix products use prec.
 func NewBackend(d *Device, prec Precision) *Backend {
-	return &Backend{d: d, compute: computeTypes[prec], prec: prec}
+	b := &Backend{d: d, compute: computeTypes[prec], prec: prec}
+	if os.Getenv(WGMMAEnv) == "0" {
+		b.attnWG = -1
+	}
+	return b
 }
 
 // ForceAttention overrides the per-call choice of attention

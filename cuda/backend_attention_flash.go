@@ -40,6 +40,27 @@ const (
 	flashDMax    = 128 // FA_DMAX
 )
 
+// Tiles of the warpgroup-MMA kernels (attn_wg_*, sm_90a, head dim 128):
+// the forward's and dq's grids and query tiles are flashBQ's, the dk/dv
+// grid flashBKV's.
+const (
+	wgHeadDim = 128 // WG_D
+	wgBK      = 64  // WG_BK: keys per forward and dq tile
+	wgBQV     = 32  // WG_BQV: query rows per dk/dv tile
+)
+
+// WGMMAEnv set to 0 keeps the fused attention on the mma.sync kernels on a
+// Hopper GPU (the warpgroup-MMA kernels are its default there).
+const WGMMAEnv = "GDROTRAIN_ATTN_WGMMA"
+
+// useWG reports whether a fused bf16-activation ("_h") call runs on the
+// warpgroup-MMA kernels: on a compute capability 9.0 device (the kernels are
+// sm_90a code), head dim 128 (Qwen3's), unless turned off (attnWG < 0, or
+// GDROTRAIN_ATTN_WGMMA=0 when the backend was made).
+func (b *Backend) useWG(suffix string, D int) bool {
+	return suffix == "_h" && D == wgHeadDim && b.attnWG >= 0 && b.d.Info.Major == 9 && b.d.Info.Minor == 0
+}
+
 // useFlash reports whether the fused tensor-core kernels serve a call: by
 // default under bf16 products on sm_80 or later, for head dims they take,
 // with segments long enough to fill query tiles (training, prefill), and no
@@ -74,13 +95,17 @@ func (b *Backend) attentionFlash(suffix string, a attnCall, qWidth int) {
 		return
 	}
 	H, G, D := a.H, a.G, a.D
+	name, engine := "attn_flash_fwd"+suffix, EngineFlash
+	if b.useWG(suffix, D) {
+		name, engine = "attn_wg_fwd_h", EngineWGFlash
+	}
 	pairs := flashPairs(tn, kf, flashBQ, flashBK) * float64(H)
 	// q, out and lse once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlash, 4*float64(D)*pairs, float64(qWidth)*2*rows*float64(D)+4*rows+a.kvWidth()*float64(2*D*H)*keysOf(a.segs))
+	b.d.cost(engine, 4*float64(D)*pairs, float64(qWidth)*2*rows*float64(D)+4*rows+a.kvWidth()*float64(2*D*H)*keysOf(a.segs))
 	tiles, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if ok {
-		b.launch("attn_flash_fwd"+suffix, [3]int{len(t0), H}, flashThreads, a.out, a.lse, a.q, a.k, a.v,
+		b.launch(name, [3]int{len(t0), H}, flashThreads, a.out, a.lse, a.q, a.k, a.v,
 			tiles[0], tiles[1], tiles[2], tiles[3], int32(H), int32(G), int32(D), a.scale)
 	}
 }
@@ -95,27 +120,49 @@ func (b *Backend) attentionFlashBackward(suffix string, g attnGrad, width int) {
 	if len(t0) == 0 {
 		return
 	}
-	pairs := flashPairs(tn, kf, flashBQ, flashBKQ) * float64(H)
+	wg := b.useWG(suffix, D)
+	dqName, dkvName, engine, dqKeys := "attn_flash_bwd_dq"+suffix, "attn_flash_bwd_dkv"+suffix, EngineFlashBwd, flashBKQ
+	if wg {
+		dqName, dkvName, engine, dqKeys = "attn_wg_bwd_dq_h", "attn_wg_bwd_dkv_h", EngineWGFlashBwd, wgBK
+	}
+	pairs := flashPairs(tn, kf, flashBQ, dqKeys) * float64(H)
 	w := float64(width)
 	// q, dout, dq, lse and delta once; keys and values once per query head.
 	rows := float64(sumInt32(tn) * H)
-	b.d.cost(EngineFlashBwd, 6*float64(D)*pairs, rows*float64(D)*(w+8)+8*rows+w*float64(2*D*H)*keysOf(segs))
+	b.d.cost(engine, 6*float64(D)*pairs, rows*float64(D)*(w+8)+8*rows+w*float64(2*D*H)*keysOf(segs))
 	qt, ok := b.upload("flash query tiles", t0, tn, ks, kf)
 	if !ok {
 		return
 	}
-	b.launch("attn_flash_bwd_dq"+suffix, [3]int{len(t0), H}, flashThreads, g.dq, g.dout, g.q, g.k, g.v, g.lse, g.delta,
+	b.launch(dqName, [3]int{len(t0), H}, flashThreads, g.dq, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 		qt[0], qt[1], qt[2], qt[3], int32(H), int32(G), int32(D), g.scale)
 	k0, kn, j0, sq, sl, so := keyTiles(segs, flashBKV)
+	if wg { // the pairs the dk/dv blocks visit: their keys by their query tiles
+		pairs = keyTilePairs(j0, sl, so, flashBKV, wgBQV) * float64(H)
+	}
 	// The same visited pairs, seen from the keys: k, v read and dk, dv
 	// written once; q, dout, lse and delta once per query head.
 	keys := float64(sumInt32(kn) * G * D)
-	b.d.cost(EngineFlashBwd, 8*float64(D)*pairs, 2*w*keys+8*keys+rows*float64(D)*(w+4)+8*rows)
+	b.d.cost(engine, 8*float64(D)*pairs, 2*w*keys+8*keys+rows*float64(D)*(w+4)+8*rows)
 	kt, ok := b.upload("flash key tiles", k0, kn, j0, sq, sl, so)
 	if ok {
-		b.launch("attn_flash_bwd_dkv"+suffix, [3]int{len(k0), G}, flashThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,
+		b.launch(dkvName, [3]int{len(k0), G}, flashThreads, g.dk, g.dv, g.dout, g.q, g.k, g.v, g.lse, g.delta,
 			kt[0], kt[1], kt[2], kt[3], kt[4], kt[5], int32(H), int32(G), int32(D), g.scale)
 	}
+}
+
+// keyTilePairs counts the (key, query) pairs the dk/dv blocks visit per
+// query head: each key tile's rows (whole tiles) times its queries from
+// the first that sees its first key, rounded up to whole query tiles.
+func keyTilePairs(j0, segQLen, segOff []int32, rows, queries int) float64 {
+	var n float64
+	for t := range j0 {
+		first := max(0, int(j0[t]-segOff[t]))
+		if left := int(segQLen[t]) - first; left > 0 {
+			n += float64(rows) * float64((left+queries-1)/queries*queries)
+		}
+	}
+	return n
 }
 
 // keysOf counts the key rows the segments read.

@@ -355,19 +355,21 @@ type attnCase struct {
 func TestAttentionHalf(t *testing.T) {
 	bf16 := numcheck.Tol{Atol: 2e-2, Rtol: 2e-2}
 	for _, mode := range []struct {
-		name               string
-		tiles, gemm, flash int
-		want               []string // kernels the route must launch
+		name                   string
+		tiles, gemm, flash, wg int
+		want                   []string // kernels the route must launch
 	}{
-		{"fused", 0, -1, 1, []string{"attn_flash_fwd_h", "attn_flash_bwd_dq_h", "attn_flash_bwd_dkv_h", "attn_delta_h"}},
-		{"row kernels", -1, -1, -1, []string{"attn_fwd", "attn_bwd_dq", "attn_delta_h", "bf16_to_f32"}},
-		{"tiled kernels", 1, -1, -1, []string{"attn_fwd_tiled", "attn_bwd_dq_tiled", "bf16_to_f32"}},
-		{"tensor-core products", 0, 1, -1, []string{"attn_gemm_softmax", "attn_gemm_probs", "bf16_to_f32"}},
+		{"fused", 0, -1, 1, -1, []string{"attn_flash_fwd_h", "attn_flash_bwd_dq_h", "attn_flash_bwd_dkv_h", "attn_delta_h"}},
+		// The emulator is an sm_90 device: head dim 128 takes the warpgroup-MMA kernels.
+		{"fused, warpgroup MMA", 0, -1, 1, 0, []string{"attn_wg_fwd_h", "attn_wg_bwd_dq_h", "attn_wg_bwd_dkv_h", "attn_flash_fwd_h"}},
+		{"row kernels", -1, -1, -1, 0, []string{"attn_fwd", "attn_bwd_dq", "attn_delta_h", "bf16_to_f32"}},
+		{"tiled kernels", 1, -1, -1, 0, []string{"attn_fwd_tiled", "attn_bwd_dq_tiled", "bf16_to_f32"}},
+		{"tensor-core products", 0, 1, -1, 0, []string{"attn_gemm_softmax", "attn_gemm_probs", "bf16_to_f32"}},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			p := newPair(t, BF16)
 			gb := p.gpu.(*Backend)
-			gb.attnTiles, gb.attnGEMM, gb.attnFlash, gb.attnDecode = mode.tiles, mode.gemm, mode.flash, -1
+			gb.attnTiles, gb.attnGEMM, gb.attnFlash, gb.attnDecode, gb.attnWG = mode.tiles, mode.gemm, mode.flash, -1, mode.wg
 			before := gb.Device().Launches()
 			attentionHalfCases(p, bf16)
 			after := gb.Device().Launches()

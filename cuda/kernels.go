@@ -72,8 +72,15 @@ func KernelNames(src string) []string {
 }
 
 // compileOptions are NVRTC's options for compute capability major.minor.
+// Compute capability 9.0 compiles for sm_90a, the architecture-specific
+// target with Hopper's warpgroup MMA (wgmma.cuh): its code runs on sm_90
+// devices only, which is what it is compiled for.
 func compileOptions(major, minor int) []string {
-	return []string{fmt.Sprintf("--gpu-architecture=sm_%d%d", major, minor), "--std=c++17", "--fmad=true"}
+	arch := fmt.Sprintf("sm_%d%d", major, minor)
+	if major == 9 && minor == 0 {
+		arch += "a"
+	}
+	return []string{"--gpu-architecture=" + arch, "--std=c++17", "--fmad=true"}
 }
 
 // compiler compiles kernel files through NVRTC with an on-disk cache.

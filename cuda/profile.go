@@ -26,12 +26,14 @@ const (
 	EngineFP32GEMM                 // cuBLAS fp32 products (CUDA cores)
 	EngineFlash                    // the fused attention kernels on tensor cores (mma.sync bf16): the forward
 	EngineFlashBwd                 // the same kernels' backward (dq, dk/dv)
+	EngineWGFlash                  // the fused attention's warpgroup-MMA kernels (sm_90a): the forward
+	EngineWGFlashBwd               // their backward
 	EngineAttention                // the attention kernels (CUDA cores, shared-memory bound)
 	EngineKernel                   // every other kernel and memset: bandwidth-bound
 	numEngines
 )
 
-var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention", "kernel"}
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel"}
 
 // String is the engine's name in profiles' JSON (tensor_bf16, attention, …).
 func (e Engine) String() string { return engineNames[e] }
@@ -46,6 +48,8 @@ type Roofline struct {
 	GEMMEfficiency, BWEfficiency float64 // fractions of peak reached by large GEMMs / streaming kernels
 	FlashEfficiency              float64 // fraction of the bf16 peak the fused attention kernels reach (forward)
 	FlashBwdEfficiency           float64 // the same for their backward
+	WGFlashEfficiency            float64 // the same for the warpgroup-MMA kernels (forward)
+	WGFlashBwdEfficiency         float64 // and their backward
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
 	GraphNodeUs                  float64 // per op a graph launch replays (the gap between its nodes)
 }
@@ -61,14 +65,25 @@ type Roofline struct {
 // synchronisation ≈ 10 µs of idle GPU (drain, return, re-issue). The fused
 // attention kernels are assumed to reach 35 % of the bf16 peak, what
 // FlashAttention-2 (whose structure they follow, without its
-// asynchronous-copy pipelining) is reported to reach on an H100. Inside
+// asynchronous-copy pipelining) is reported to reach on an H100. Their
+// warpgroup-MMA form (Hopper, the training route at head dim 128) is
+// assumed to take 1.5 times FlashAttention-3's measured time for the same
+// work at the 2×8k shape (H100FA3Measured): 2/3 of its forward rate, 440
+// TFLOP/s (44.5 %), and of its deterministic backward's, 474·1.4·2/3 =
+// 442 TFLOP/s (44.7 %) counted over our 14·D FLOPs a pair (its 10·D, at
+// the same time per pair, is 1.4 times fewer FLOPs) — for kernels that
+// have its warpgroup MMA but not its TMA loads, warp specialisation,
+// 128-row tiles or softmax/MMA overlap (FlashAttention-3's paper puts
+// the last two at ≈ 14 % of its forward), and that no GPU has timed yet.
+// Inside
 // a CUDA graph the host issues nothing per kernel and the GPU walks a
 // prepared chain, so the gap per node is assumed to be half an eager
 // launch's, 1 µs (an assumption, not a measurement; a graph launch itself
 // costs one launch).
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
-	FlashBwdEfficiency: 0.35, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
+	FlashBwdEfficiency: 0.35, WGFlashEfficiency: 660.0 * 2 / 3 / 989.4, WGFlashBwdEfficiency: 474.0 * 1.4 * 2 / 3 / 989.4,
+	LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // H100FA2Measured is H100 with the fused attention at the rates
 // FlashAttention-2 itself is measured at on an H100 at the 2×8k shape
@@ -85,6 +100,19 @@ var H100FA2Measured = func() Roofline {
 	r := H100
 	r.Name = "H100 SXM5, attention at FlashAttention-2's measured rates"
 	r.FlashEfficiency, r.FlashBwdEfficiency = 306.2/989.4, 166.0/989.4
+	r.WGFlashEfficiency, r.WGFlashBwdEfficiency = r.FlashEfficiency, r.FlashBwdEfficiency
+	return r
+}()
+
+// H100FA3Measured is H100 with the fused attention at FlashAttention-3's
+// measured rates in the same benchmark: forward 660 TFLOP/s, deterministic
+// backward 474 counted at 10·D a pair, i.e. the same time per pair for our
+// 14·D (474·1.4). It bounds the warpgroup-MMA kernels' estimate from
+// above: FlashAttention-3's own speed. The mma.sync kernels keep H100's.
+var H100FA3Measured = func() Roofline {
+	r := H100
+	r.Name = "H100 SXM5, warpgroup-MMA attention at FlashAttention-3's measured rates"
+	r.WGFlashEfficiency, r.WGFlashBwdEfficiency = 660.0/989.4, 474.0*1.4/989.4
 	return r
 }()
 
@@ -101,6 +129,10 @@ func (r Roofline) rate(e Engine) float64 {
 		return r.BF16TFLOPs * 1e12 * r.FlashEfficiency
 	case EngineFlashBwd:
 		return r.BF16TFLOPs * 1e12 * r.FlashBwdEfficiency
+	case EngineWGFlash:
+		return r.BF16TFLOPs * 1e12 * r.WGFlashEfficiency
+	case EngineWGFlashBwd:
+		return r.BF16TFLOPs * 1e12 * r.WGFlashBwdEfficiency
 	case EngineAttention:
 		return r.AttentionTFLOPs * 1e12
 	}
@@ -112,6 +144,7 @@ func (r Roofline) String() string {
 	if r.FlashBwdEfficiency != r.FlashEfficiency {
 		att = fmt.Sprintf("%.0f %% (forward) / %.0f %% (backward)", 100*r.FlashEfficiency, 100*r.FlashBwdEfficiency)
 	}
+	att += fmt.Sprintf(" (mma.sync), %.1f %% / %.1f %% (warpgroup MMA)", 100*r.WGFlashEfficiency, 100*r.WGFlashBwdEfficiency)
 	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
 		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs,
 		100*r.BWEfficiency, r.LaunchUs, r.SyncUs, r.GraphNodeUs)
@@ -142,11 +175,13 @@ type Profile struct {
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
 func (p Profile) FlopsTensorCore() float64 {
-	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.Flops[EngineFlash] + p.Flops[EngineFlashBwd]
+	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.FlopsFlash()
 }
 
 // FlopsFlash is the fused attention kernels' arithmetic, forward and backward.
-func (p Profile) FlopsFlash() float64 { return p.Flops[EngineFlash] + p.Flops[EngineFlashBwd] }
+func (p Profile) FlopsFlash() float64 {
+	return p.Flops[EngineFlash] + p.Flops[EngineFlashBwd] + p.Flops[EngineWGFlash] + p.Flops[EngineWGFlashBwd]
+}
 
 // FlopsCUDACore is the arithmetic done on CUDA cores.
 func (p Profile) FlopsCUDACore() float64 {
@@ -178,7 +213,7 @@ func (p Profile) EstSeconds(r Roofline) float64 {
 func (p Profile) EstSecondsAttentionOn(r Roofline) float64 {
 	t := p.EstSeconds(H100)
 	bw := r.BandwidthGBs * 1e9 * r.BWEfficiency
-	for _, e := range []Engine{EngineFlash, EngineFlashBwd} {
+	for _, e := range []Engine{EngineFlash, EngineFlashBwd, EngineWGFlash, EngineWGFlashBwd} {
 		t += math.Max(p.Flops[e]/r.rate(e), p.Bytes[e]/bw) - p.Seconds[e]
 	}
 	return t

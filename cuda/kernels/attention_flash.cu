@@ -1,4 +1,5 @@
 // uses fp8.cuh
+// uses wgmma.cuh
 //
 // Causal GQA attention on tensor cores, FlashAttention-2 style: scores and
 // probabilities live in registers, never in DRAM; every product is an
@@ -494,4 +495,293 @@ extern "C" __global__ void mma_check(float* c, const float* a, const float* b) {
 	c[g * 8 + 2 * t + 1] = acc[1];
 	c[(g + 8) * 8 + 2 * t] = acc[2];
 	c[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+
+// ---- Hopper (sm_90a): the same three kernels on warpgroup MMA ----
+//
+// attn_wg_fwd_h, attn_wg_bwd_dq_h and attn_wg_bwd_dkv_h compute what
+// attn_flash_fwd_h, attn_flash_bwd_dq_h and attn_flash_bwd_dkv_h compute, for
+// head dim 128, on the same grids and tile tables: a block is one
+// warpgroup (wgmma.cuh) whose warps own the same 16 rows as there, so the
+// softmax and masking code is shared. Each product is one wgmma per k-step
+// of 16 instead of N/8 mma.sync, with B (and, for dk/dv, A) read by the
+// tensor cores from shared memory, and the k-steps accumulate in the same
+// order, so on the emulator both routes give the same numbers.
+#define WG_D 128  // head dim
+#define WG_BK 64  // keys per forward and dq tile
+#define WG_BKV 64 // keys per dk/dv block (FA_BKV)
+#define WG_BQV 32 // query rows per dk/dv tile (48 KiB of static shared memory in all)
+
+// wg_load8 reads 8 consecutive elements as bf16: one 16-byte load of bf16,
+// or two of fp32 rounded (as fa_stage rounds).
+__device__ __forceinline__ uint4 wg_load8(const unsigned short* p) { return *(const uint4*)p; }
+__device__ __forceinline__ uint4 wg_load8(const float* p) {
+	float4 x = ((const float4*)p)[0], y = ((const float4*)p)[1];
+	return make_uint4(bf16x2(x.x, x.y), bf16x2(x.z, x.w), bf16x2(y.x, y.y), bf16x2(y.z, y.w));
+}
+
+// wg_stage writes rows [row0, row0+cnt) of head `head` of a (rows, heads,
+// 128) tensor into a WG tile (wgmma.cuh) of `rows` rows, zero-filling the
+// rest. Consecutive threads write consecutive 16 bytes (the 8 rows of one
+// core matrix, then the next column block), so the stores are free of
+// bank conflicts.
+template <typename T>
+__device__ __forceinline__ void wg_stage(unsigned short* sh, const T* src, long long row0, int rows, int cnt, int heads,
+                                         int head) {
+	for (int idx = threadIdx.x; idx < rows * (WG_D / 8); idx += WG_THREADS) {
+		int r = (idx >> 7) * 8 + (idx & 7), c = 8 * ((idx >> 3) & 15);
+		uint4 val = make_uint4(0u, 0u, 0u, 0u);
+		if (r < cnt) val = wg_load8(src + ((row0 + r) * heads + head) * WG_D + c);
+		*(uint4*)((char*)sh + wg_tile_off(r, c)) = val;
+	}
+}
+
+// Descriptors of k-step st of a WG tile: K along the columns (16 columns,
+// 256 bytes, a step) or along the rows (16 rows, 4096 bytes, a step).
+__device__ __forceinline__ unsigned long long wg_kmajor(const unsigned short* tile, int st) {
+	return wg_desc(tile + 128 * st, WG_COLBLK, WG_ROWBLK);
+}
+__device__ __forceinline__ unsigned long long wg_mnmajor(const unsigned short* tile, int st) {
+	return wg_desc(tile + 2048 * st, WG_ROWBLK, WG_COLBLK);
+}
+
+__device__ __forceinline__ void wg_zero(float* d, int n) {
+	for (int i = 0; i < n; i++) d[i] = 0.f;
+}
+
+// attn_wg_fwd_h is attn_flash_fwd_h for D = 128. Grid (query tiles, H),
+// WG_THREADS threads.
+extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k,
+                                         const unsigned short* v, const int* qRow0, const int* qCount, const int* kStart,
+                                         const int* kFirst, int H, int G, int D, float scale) {
+	__shared__ __align__(128) unsigned short sm[2 * WG_BK * WG_D];
+	unsigned short *ks = sm, *vs = sm + WG_BK * WG_D;
+	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	int n = qCount[t], k0 = kStart[t], kf = kFirst[t];
+	int r0 = (threadIdx.x >> 5) * 16 + gid, r1 = r0 + 8;
+	bool live0 = r0 < n, live1 = r1 < n;
+	long long row0 = (long long)qRow0[t] + r0, row1 = (long long)qRow0[t] + r1;
+	unsigned qa[WG_D / 16][4];
+	fa_rowfrag(qa, q, row0, live0, row1, live1, H, h, WG_D);
+	float o[WG_D / 8][4];
+	wg_zero(&o[0][0], WG_D / 2);
+	float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	for (int j0 = 0; j0 < nkTile; j0 += WG_BK) {
+		__syncthreads(); // the previous tile's products are complete (waited for)
+		wg_stage(ks, k, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		wg_stage(vs, v, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		wg_proxy_fence();
+		__syncthreads();
+		// S = Q·Kᵀ: A = the query rows (registers), B = the key tile (K-major).
+		float s[WG_BK / 8][4];
+		wg_zero(&s[0][0], WG_BK / 2);
+		wg_fence();
+#pragma unroll
+		for (int st = 0; st < WG_D / 16; st++) wg_mma_rs<WG_BK, 0>(&s[0][0], qa[st], wg_kmajor(ks, st), st > 0);
+		wg_commit();
+		wg_wait<0>();
+		wg_hold<WG_BK>(&s[0][0]);
+		float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+		for (int nt = 0; nt < WG_BK / 8; nt++) {
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				int j = j0 + 8 * nt + 2 * tig + c;
+				s[nt][c] = live0 && j < nk0 ? s[nt][c] * scale : NEG_INF;
+				s[nt][2 + c] = live1 && j < nk1 ? s[nt][2 + c] * scale : NEG_INF;
+				mx0 = fmaxf(mx0, s[nt][c]);
+				mx1 = fmaxf(mx1, s[nt][2 + c]);
+			}
+		}
+		float mn0 = fmaxf(m0, fa_quad_max(mx0)), mn1 = fmaxf(m1, fa_quad_max(mx1));
+		float b0 = mn0 == NEG_INF ? 0.f : mn0, b1 = mn1 == NEG_INF ? 0.f : mn1;
+		float c0 = __expf(m0 - b0), c1 = __expf(m1 - b1);
+		l0 *= c0;
+		l1 *= c1;
+#pragma unroll
+		for (int i = 0; i < WG_D / 8; i++) {
+			o[i][0] *= c0;
+			o[i][1] *= c0;
+			o[i][2] *= c1;
+			o[i][3] *= c1;
+		}
+#pragma unroll
+		for (int nt = 0; nt < WG_BK / 8; nt++) {
+			s[nt][0] = __expf(s[nt][0] - b0);
+			s[nt][1] = __expf(s[nt][1] - b0);
+			s[nt][2] = __expf(s[nt][2] - b1);
+			s[nt][3] = __expf(s[nt][3] - b1);
+			l0 += s[nt][0] + s[nt][1];
+			l1 += s[nt][2] + s[nt][3];
+		}
+		m0 = mn0;
+		m1 = mn1;
+		// O += P·V: A = P (registers), B = the value tile (MN-major).
+		unsigned pa[WG_BK / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < WG_BK / 16; kk++) fa_ptile(pa[kk], s[2 * kk], s[2 * kk + 1]);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma_rs<WG_D, 1>(&o[0][0], pa[kk], wg_mnmajor(vs, kk), 1);
+		wg_commit();
+		wg_wait<0>();
+		wg_hold<WG_D>(&o[0][0]);
+	}
+	l0 = fa_quad_sum(l0);
+	l1 = fa_quad_sum(l1);
+	fa_store(out, o, row0, live0, 1.f / l0, row1, live1, 1.f / l1, H, h, WG_D);
+	if (lse && tig == 0) {
+		if (live0) lse[row0 * H + h] = m0 + logf(l0);
+		if (live1) lse[row1 * H + h] = m1 + logf(l1);
+	}
+}
+
+// attn_wg_bwd_dq_h is attn_flash_bwd_dq_h for D = 128 over key tiles of
+// WG_BK. Grid (query tiles, H), WG_THREADS threads.
+extern "C" __global__ void attn_wg_bwd_dq_h(float* dq, const float* dout, const unsigned short* q, const unsigned short* k,
+                                            const unsigned short* v, const float* lse, const float* delta,
+                                            const int* qRow0, const int* qCount, const int* kStart, const int* kFirst,
+                                            int H, int G, int D, float scale) {
+	__shared__ __align__(128) unsigned short sm[2 * WG_BK * WG_D];
+	unsigned short *ks = sm, *vs = sm + WG_BK * WG_D;
+	int t = blockIdx.x, h = blockIdx.y, g = h / (H / G);
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+	int n = qCount[t], k0 = kStart[t], kf = kFirst[t];
+	int r0 = (threadIdx.x >> 5) * 16 + gid, r1 = r0 + 8;
+	bool live0 = r0 < n, live1 = r1 < n;
+	long long row0 = (long long)qRow0[t] + r0, row1 = (long long)qRow0[t] + r1;
+	unsigned qa[WG_D / 16][4], da[WG_D / 16][4];
+	fa_rowfrag(qa, q, row0, live0, row1, live1, H, h, WG_D);
+	fa_rowfrag(da, dout, row0, live0, row1, live1, H, h, WG_D);
+	float L0 = live0 ? lse[row0 * H + h] : 0.f, L1 = live1 ? lse[row1 * H + h] : 0.f;
+	float dl0 = live0 ? delta[row0 * H + h] : 0.f, dl1 = live1 ? delta[row1 * H + h] : 0.f;
+	float acc[WG_D / 8][4];
+	wg_zero(&acc[0][0], WG_D / 2);
+	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	for (int j0 = 0; j0 < nkTile; j0 += WG_BK) {
+		__syncthreads();
+		wg_stage(ks, k, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		wg_stage(vs, v, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		wg_proxy_fence();
+		__syncthreads();
+		// S = Q·Kᵀ and dP = dO·Vᵀ: A in registers, B the key / value tile (K-major).
+		float s[WG_BK / 8][4], dp[WG_BK / 8][4];
+		wg_zero(&s[0][0], WG_BK / 2);
+		wg_zero(&dp[0][0], WG_BK / 2);
+		wg_fence();
+#pragma unroll
+		for (int st = 0; st < WG_D / 16; st++) wg_mma_rs<WG_BK, 0>(&s[0][0], qa[st], wg_kmajor(ks, st), st > 0);
+#pragma unroll
+		for (int st = 0; st < WG_D / 16; st++) wg_mma_rs<WG_BK, 0>(&dp[0][0], da[st], wg_kmajor(vs, st), st > 0);
+		wg_commit();
+		wg_wait<0>();
+		wg_hold<WG_BK>(&s[0][0]);
+		wg_hold<WG_BK>(&dp[0][0]);
+#pragma unroll
+		for (int nt = 0; nt < WG_BK / 8; nt++) {
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				int j = j0 + 8 * nt + 2 * tig + c;
+				float p0 = live0 && j < nk0 ? __expf(s[nt][c] * scale - L0) : 0.f;
+				float p1 = live1 && j < nk1 ? __expf(s[nt][2 + c] * scale - L1) : 0.f;
+				s[nt][c] = p0 * (dp[nt][c] - dl0) * scale;
+				s[nt][2 + c] = p1 * (dp[nt][2 + c] - dl1) * scale;
+			}
+		}
+		// dQ += dS·K: A = dS (registers), B = the key tile (MN-major).
+		unsigned pa[WG_BK / 16][4];
+#pragma unroll
+		for (int kk = 0; kk < WG_BK / 16; kk++) fa_ptile(pa[kk], s[2 * kk], s[2 * kk + 1]);
+		wg_fence();
+#pragma unroll
+		for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma_rs<WG_D, 1>(&acc[0][0], pa[kk], wg_mnmajor(ks, kk), 1);
+		wg_commit();
+		wg_wait<0>();
+		wg_hold<WG_D>(&acc[0][0]);
+	}
+	fa_store(dq, acc, row0, live0, 1.f, row1, live1, 1.f, H, h, WG_D);
+}
+
+// attn_wg_bwd_dkv_h is attn_flash_bwd_dkv_h for D = 128 over query tiles
+// of WG_BQV; Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ read both operands from shared
+// memory. Grid (key tiles, G), WG_THREADS threads.
+extern "C" __global__ void attn_wg_bwd_dkv_h(float* dk, float* dv, const float* dout, const unsigned short* q,
+                                             const unsigned short* k, const unsigned short* v, const float* lse,
+                                             const float* delta, const int* kRow0, const int* kCount, const int* j0s,
+                                             const int* segQ0, const int* segQLen, const int* segOff, int H, int G,
+                                             int D, float scale) {
+	__shared__ __align__(128) unsigned short sm[2 * WG_BKV * WG_D + 2 * WG_BQV * WG_D];
+	unsigned short *ks = sm, *vs = sm + WG_BKV * WG_D, *qs = sm + 2 * WG_BKV * WG_D, *dos = qs + WG_BQV * WG_D;
+	int t = blockIdx.x, g = blockIdx.y, groups = H / G;
+	int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3, wr = (threadIdx.x >> 5) * 16;
+	int n = kCount[t], off = segOff[t], nq = segQLen[t];
+	long long kr0 = kRow0[t], q0 = segQ0[t];
+	int r0 = wr + gid, r1 = r0 + 8;
+	bool live0 = r0 < n, live1 = r1 < n;
+	int j0 = j0s[t] + r0, j1 = j0s[t] + r1;
+	wg_stage(ks, k, kr0, WG_BKV, n, G, g);
+	wg_stage(vs, v, kr0, WG_BKV, n, G, g);
+	float dka[WG_D / 8][4], dva[WG_D / 8][4];
+	wg_zero(&dka[0][0], WG_D / 2);
+	wg_zero(&dva[0][0], WG_D / 2);
+	int iFirst = max(0, j0s[t] - off);
+	for (int h = g * groups; h < (g + 1) * groups; h++) {
+		for (int i0 = iFirst; i0 < nq; i0 += WG_BQV) {
+			int cnt = min(WG_BQV, nq - i0);
+			__syncthreads(); // qs, dos no longer read (the products were waited for)
+			wg_stage(qs, q, q0 + i0, WG_BQV, cnt, H, h);
+			wg_stage(dos, dout, q0 + i0, WG_BQV, cnt, H, h);
+			wg_proxy_fence(); // also publishes ks, vs the first time
+			__syncthreads();
+			float s[WG_BQV / 8][4], dp[WG_BQV / 8][4];
+			wg_zero(&s[0][0], WG_BQV / 2);
+			wg_zero(&dp[0][0], WG_BQV / 2);
+			wg_fence();
+#pragma unroll
+			for (int st = 0; st < WG_D / 16; st++)
+				wg_mma_ss<WG_BQV, 0, 0>(&s[0][0], wg_kmajor(ks, st), wg_kmajor(qs, st), st > 0);
+#pragma unroll
+			for (int st = 0; st < WG_D / 16; st++)
+				wg_mma_ss<WG_BQV, 0, 0>(&dp[0][0], wg_kmajor(vs, st), wg_kmajor(dos, st), st > 0);
+			wg_commit();
+			wg_wait<0>();
+			wg_hold<WG_BQV>(&s[0][0]);
+			wg_hold<WG_BQV>(&dp[0][0]);
+#pragma unroll
+			for (int nt = 0; nt < WG_BQV / 8; nt++) {
+#pragma unroll
+				for (int c = 0; c < 2; c++) {
+					int qi = 8 * nt + 2 * tig + c, i = i0 + qi;
+					bool on = qi < cnt;
+					float L = on ? lse[(q0 + i) * H + h] : 0.f, dl = on ? delta[(q0 + i) * H + h] : 0.f;
+					float p0 = on && live0 && i >= j0 - off ? __expf(s[nt][c] * scale - L) : 0.f;
+					float p1 = on && live1 && i >= j1 - off ? __expf(s[nt][2 + c] * scale - L) : 0.f;
+					s[nt][c] = p0;
+					s[nt][2 + c] = p1;
+					dp[nt][c] = p0 * (dp[nt][c] - dl) * scale;
+					dp[nt][2 + c] = p1 * (dp[nt][2 + c] - dl) * scale;
+				}
+			}
+			// dV += Pᵀ·dO and dK += dSᵀ·Q: A in registers, B the query-side tiles (MN-major).
+			unsigned pa[WG_BQV / 16][4], sa[WG_BQV / 16][4];
+#pragma unroll
+			for (int kk = 0; kk < WG_BQV / 16; kk++) {
+				fa_ptile(pa[kk], s[2 * kk], s[2 * kk + 1]);
+				fa_ptile(sa[kk], dp[2 * kk], dp[2 * kk + 1]);
+			}
+			wg_fence();
+#pragma unroll
+			for (int kk = 0; kk < WG_BQV / 16; kk++) wg_mma_rs<WG_D, 1>(&dva[0][0], pa[kk], wg_mnmajor(dos, kk), 1);
+#pragma unroll
+			for (int kk = 0; kk < WG_BQV / 16; kk++) wg_mma_rs<WG_D, 1>(&dka[0][0], sa[kk], wg_mnmajor(qs, kk), 1);
+			wg_commit();
+			wg_wait<0>();
+			wg_hold<WG_D>(&dva[0][0]);
+			wg_hold<WG_D>(&dka[0][0]);
+		}
+	}
+	fa_store(dk, dka, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, WG_D);
+	fa_store(dv, dva, kr0 + r0, live0, 1.f, kr0 + r1, live1, 1.f, G, g, WG_D);
 }

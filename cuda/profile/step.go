@@ -158,6 +158,7 @@ func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 	p := sp.Step
 	est := p.EstSeconds(r)
 	estFA2 := p.EstSecondsAttentionOn(cuda.H100FA2Measured)
+	estFA3 := p.EstSecondsAttentionOn(cuda.H100FA3Measured)
 	return map[string]any{
 		"shape": sp.Shape, "rows": sp.Rows, "tokens": sp.Tokens, "layers": sp.Layers,
 		"counted_layers":           sp.CountedLayers,
@@ -186,6 +187,10 @@ func (sp StepProfile) JSON(r cuda.Roofline) map[string]any {
 		"est_h100_ms_fa2_attention": 1e3 * estFA2,
 		"est_mfu_fa2_attention":     sp.ModelFLOPs / (estFA2 * r.BF16TFLOPs * 1e12),
 		"estimate_fa2_attention":    cuda.H100FA2Measured.String(),
+		// And at FA3's (the warpgroup-MMA kernels' upper bound).
+		"est_h100_ms_fa3_attention": 1e3 * estFA3,
+		"est_mfu_fa3_attention":     sp.ModelFLOPs / (estFA3 * r.BF16TFLOPs * 1e12),
+		"estimate_fa3_attention":    cuda.H100FA3Measured.String(),
 		"estimate":                  "roofline over the counts, not a measurement: " + r.String(),
 		"extrapolated":              fmt.Sprintf("counted at %d and %d layers, extrapolated linearly to %d", sp.CountedLayers[0], sp.CountedLayers[1], sp.Layers),
 	}
@@ -218,11 +223,13 @@ func WriteTrain(w io.Writer, b *cuda.Backend, asJSON bool) ([]StepProfile, error
 		}
 		out = append(out, sp)
 		j, p := sp.JSON(cuda.H100), sp.Step
-		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n%-18s %s: est %.1f ms, MFU %.1f%%", s.Name, p.Launches, p.GEMMs,
+		return j, fmt.Sprintf("%-18s %9d %7d %6d %7d %8.3f %9.2f %9.2f %7.1f %8.1f%% %4d of %d\n%-18s %s: est %.1f ms, MFU %.1f%%\n%-18s %s: est %.1f ms, MFU %.1f%%", s.Name, p.Launches, p.GEMMs,
 			p.HostSyncs, p.DeviceAllocs, p.TensorCoreFraction(), (p.FlopsFlash()+p.Flops[cuda.EngineAttention])/1e12,
 			(p.FlopsTensorCore()+p.FlopsCUDACore())/1e12, j["est_h100_ms"], 100*j["est_mfu"].(float64), sp.CountedLayers[1], sp.Layers,
 			"", "  attention at FlashAttention-2's measured H100 rates (31 % / 17 % of bf16)", j["est_h100_ms_fa2_attention"],
-			100*j["est_mfu_fa2_attention"].(float64)), nil
+			100*j["est_mfu_fa2_attention"].(float64),
+			"", "  attention at FlashAttention-3's measured H100 rates (warpgroup MMA: 67 % / 67 % of bf16)", j["est_h100_ms_fa3_attention"],
+			100*j["est_mfu_fa3_attention"].(float64)), nil
 	})
 	return out, err
 }

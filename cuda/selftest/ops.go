@@ -35,6 +35,9 @@ type OpCase struct {
 	// rounded to the precision's significand scales with it, not with the
 	// result, which cancellation can make arbitrarily small.
 	Magnitude func(b model.Backend) []float32
+	// BF16Only marks a case that only bf16 products run (the training
+	// route on bf16 activations): the other precisions skip it.
+	BF16Only bool
 	// Locate, when set, names what output element i belongs to (a case
 	// that runs many shapes: the head dim), for the failure message.
 	Locate func(i int) string
@@ -247,6 +250,7 @@ func OpCases() []OpCase {
 		}})
 	}
 	cases = append(cases, headDimCases(g)...)
+	add(trainingAttentionCase(g))
 	samp := g.randn(5*3001, 3)
 	add(OpCase{Name: "device sampling reductions", Kernels: "topk_rows, chunk_sums", Run: func(b model.Backend) []float32 {
 		L := upload(b, samp, 5, 3001)
@@ -467,4 +471,63 @@ func abs(x []float32) []float32 {
 		out[i] = float32(math.Abs(float64(v)))
 	}
 	return out
+}
+
+// trainingAttentionCase is attention as a training pass under bf16
+// products runs it: bf16 queries, keys, values and output
+// (model.ActivationStore), Qwen3's head dim, packed segments over several
+// tiles, forward and backward, under bf16 products only. On an H100 or H200 it is the warpgroup-MMA
+// kernels' check (their shared-memory layouts and asynchrony are the
+// emulator's model of the PTX ISA until a GPU has run them); elsewhere the
+// mma.sync kernels'. The CPU runs fp32 attention on the same bf16 values,
+// its output rounded as the GPU's is.
+func trainingAttentionCase(g *gen) OpCase {
+	const H, G, D = 4, 2, 128
+	segs := []model.Segment{{Q0: 0, QLen: 37, K0: 0, KLen: 37}, {Q0: 37, QLen: 150, K0: 37, KLen: 150}}
+	n := 187
+	q, k, v := g.randn(n*H*D, 1), g.randn(n*G*D, 1), g.randn(n*G*D, 1)
+	roundBF16(q)
+	roundBF16(k)
+	roundBF16(v)
+	do := g.randn(n*H*D, 1)
+	scale := float32(1 / math.Sqrt(D))
+	return OpCase{Name: "attention, bf16 activations, head_dim 128", Kernels: "attn_wg_*_h (sm_90) or attn_flash_*_h", Products: true, BF16Only: true,
+		Run: func(b model.Backend) []float32 {
+			Q, K, V := actUpload(b, q, n, H, D), actUpload(b, k, n, G, D), actUpload(b, v, n, G, D)
+			out, lse := actUpload(b, nil, n, H, D), b.New(n, H)
+			b.Attention(out, lse, Q, K, V, segs, scale)
+			res := download(b, out, lse)
+			if _, ok := b.(model.ActivationStore); !ok {
+				roundBF16(res[:out.Numel()]) // the GPU keeps a bf16 output
+				b.Upload(out, res[:out.Numel()])
+			}
+			dq, dk, dv := b.New(n, H, D), b.New(n, G, D), b.New(n, G, D)
+			b.AttentionBackward(dq, dk, dv, upload(b, do, n, H, D), Q, K, V, out, lse, segs, scale)
+			return append(res, download(b, dq, dk, dv)...)
+		}}
+}
+
+// actUpload is a bf16 activation holding vals (bf16 values already) where
+// the backend keeps them (model.ActivationStore), written through a
+// product with the identity (exact), else an fp32 tensor; nil vals leaves
+// it unwritten.
+func actUpload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
+	as, ok := b.(model.ActivationStore)
+	if !ok {
+		if vals == nil {
+			return b.New(shape...)
+		}
+		return upload(b, vals, shape...)
+	}
+	t := as.ActivationHalf(shape...)
+	if vals != nil {
+		cols := shape[len(shape)-1]
+		rows := len(vals) / cols
+		id := make([]float32, cols*cols)
+		for i := 0; i < cols; i++ {
+			id[i*cols+i] = 1
+		}
+		b.MatMul(t.View(rows, cols), upload(b, vals, rows, cols), upload(b, id, cols, cols), false, false, false)
+	}
+	return t
 }

@@ -97,6 +97,9 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 		logf("self-test %-34s %-6s max abs err %.2e over %d values", c.Name, status, c.MaxAbs, c.Values)
 	}
 	for _, c := range OpCases() {
+		if c.BF16Only && prec != cuda.BF16 {
+			continue
+		}
 		record(checkOp(cpu, gpu, c, prec))
 	}
 	for _, c := range trainingStep(cpu, gpu, prec) {

@@ -86,22 +86,31 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 	if emuDir == "" {
 		t.Skip("fault injection needs the emulator (this machine has a GPU)")
 	}
-	for _, c := range []struct{ fault, wantCheck string }{
-		{"rmsnorm_fwd", "rmsnorm fwd+bwd"},
-		{"gemm", "matmul NN"},
-		{"attn_gemm_softmax", "attention packed training"},
-		{"attn_gemm_dscores", "attention packed training"},
-		{"rmsnorm_bwd_dxdw_res", "fused residual rmsnorm fwd+bwd"},
-		{"adamw", "adamw"},
-		{"adamw_multi", "training step"},
-		{"topk_rows", "device sampling reductions"},
+	for _, c := range []struct {
+		fault, wantCheck string
+		prec             cuda.Precision // "": FP32
+	}{
+		{"rmsnorm_fwd", "rmsnorm fwd+bwd", ""},
+		{"gemm", "matmul NN", ""},
+		{"attn_gemm_softmax", "attention packed training", ""},
+		{"attn_gemm_dscores", "attention packed training", ""},
+		{"rmsnorm_bwd_dxdw_res", "fused residual rmsnorm fwd+bwd", ""},
+		{"adamw", "adamw", ""},
+		{"adamw_multi", "training step", ""},
+		{"topk_rows", "device sampling reductions", ""},
+		// The emulator is sm_90: under bf16 products the training attention runs the wgmma kernels.
+		{"attn_wg_bwd_dkv_h", "attention, bf16 activations, head_dim 128", cuda.BF16},
 	} {
 		t.Run(c.fault, func(t *testing.T) {
 			if testing.Short() && c.fault != "rmsnorm_fwd" && c.fault != "gemm" {
 				t.Skip("-short: a kernel's fault and the GEMM's only")
 			}
 			t.Setenv("GDROTRAIN_EMU_FAULT", c.fault)
-			r, err := Run(d, cuda.FP32, nil)
+			prec := c.prec
+			if prec == "" {
+				prec = cuda.FP32
+			}
+			r, err := Run(d, prec, nil)
 			var se *Error
 			if !errors.As(err, &se) {
 				t.Fatalf("fault %s: self-test passed (%v)", c.fault, err)
