@@ -148,3 +148,38 @@ func TestFlashHalfKernelsVectorLoads(t *testing.T) {
 		t.Errorf("found %d of the %d bf16 fused attention kernels (%d per architecture)", seen, n, len(want))
 	}
 }
+
+// TestWGMMAKernels: the warpgroup-MMA attention kernels (attn_wg_*,
+// compiled for sm_90a on compute capability 9.0) issue HGMMA — one per
+// k-step of 16 of each product: the forward 8 (S = Q·Kᵀ over D = 128) + 4
+// (O += P·V over 64 keys), dq 8 + 8 + 4, dk/dv 8 + 8 + 2 + 2 — and stage
+// their tiles with 16-byte loads; built for sm_80 they have no tensor-core
+// instruction (they trap there, and the backend never launches them).
+func TestWGMMAKernels(t *testing.T) {
+	_, ks := collectOrSkip(t)
+	want := map[string]int{"attn_wg_fwd_h": 12, "attn_wg_bwd_dq_h": 20, "attn_wg_bwd_dkv_h": 20}
+	seen := 0
+	for _, k := range ks {
+		n, ok := want[k.Name]
+		if !ok {
+			continue
+		}
+		seen++
+		t.Logf("%s %s: tensor-core instructions %v, %d registers, global loads by width %v", k.Arch, k.Name, k.TensorOps, k.Registers, k.GlobalLoads)
+		if k.Arch != (Arch{9, 0}) {
+			if k.TensorCore != 0 {
+				t.Errorf("%s %s: %d tensor-core instructions, want none off sm_90a", k.Arch, k.Name, k.TensorCore)
+			}
+			continue
+		}
+		if k.TensorOps["HGMMA"] != n || k.TensorCore != n {
+			t.Errorf("%s %s: tensor-core instructions %v, want %d HGMMA and nothing else", k.Arch, k.Name, k.TensorOps, n)
+		}
+		if k.GlobalLoads[16] < 1 {
+			t.Errorf("%s %s: no 16-byte global loads; loads by width %v", k.Arch, k.Name, k.GlobalLoads)
+		}
+	}
+	if n := len(archs()) * len(want); seen != n {
+		t.Errorf("found %d of the %d warpgroup-MMA kernels (%d per architecture)", seen, n, len(want))
+	}
+}
