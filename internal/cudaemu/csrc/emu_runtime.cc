@@ -928,7 +928,7 @@ void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
 	}
 	// This warp's rows of A (16 × 16) and all of B (16 × n).
 	const unsigned q = k % 4;
-	float A[16][16], Bm[16][256];
+	float A[16][16], Bt[256][16];
 	if (op.rs) {
 		for (unsigned l = 0; l < 32; l++) {
 			const unsigned g = l >> 2, t = l & 3;
@@ -943,19 +943,33 @@ void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
 		for (int r = 0; r < 16; r++)
 			for (int kk = 0; kk < 16; kk++) A[r][kk] = wg_bf16(op.snap.data(), 0, 16 * (int)q + r, kk, op.ta);
 	}
-	for (int kk = 0; kk < 16; kk++)
-		for (int col = 0; col < op.n; col++) Bm[kk][col] = wg_bf16(op.snap.data(), op.nA, col, kk, op.tb);
+	for (int col = 0; col < op.n; col++)
+		for (int kk = 0; kk < 16; kk++) Bt[col][kk] = wg_bf16(op.snap.data(), op.nA, col, kk, op.tb);
 	float r[128];
 	for (unsigned l = 0; l < 32; l++) {
 		const int g = (int)(l >> 2), t = (int)(l & 3);
-		for (int i = 0; i < half; i++) {
-			const int row = g + 8 * ((i & 3) >> 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
-			float acc = op.scale_d ? e.acc[l * half + i] : 0.0f;
+		for (int i = 0; i < half; i++) r[i] = op.scale_d ? e.acc[l * half + i] : 0.0f;
+		// Each output adds its 16 products k by k, in float; the 4 outputs
+		// of a group of 8 columns (rows g, g+8; columns 2t, 2t+1) as 4
+		// chains side by side.
+		for (int j = 0; j < half / 4; j++) {
+			const float *a0 = A[g], *a1 = A[g + 8], *b0 = Bt[8 * j + 2 * t], *b1 = Bt[8 * j + 2 * t + 1];
+			float c0 = r[4 * j], c1 = r[4 * j + 1], c2 = r[4 * j + 2], c3 = r[4 * j + 3];
 			for (int kk = 0; kk < 16; kk++) {
-				volatile float p = A[row][kk] * Bm[kk][col];  // exact; no contraction with the add (as mma_warp)
-				acc = acc + p;
+				// Exact products, not contracted into the adds (as mma_warp,
+				// whose volatile does the same).
+				float p0 = a0[kk] * b0[kk], p1 = a0[kk] * b1[kk], p2 = a1[kk] * b0[kk], p3 = a1[kk] * b1[kk];
+#if defined(__x86_64__)
+				__asm__("" : "+x"(p0), "+x"(p1), "+x"(p2), "+x"(p3));
+#else
+				__asm__("" : "+r"(p0), "+r"(p1), "+r"(p2), "+r"(p3));
+#endif
+				c0 = c0 + p0;
+				c1 = c1 + p1;
+				c2 = c2 + p2;
+				c3 = c3 + p3;
 			}
-			r[i] = acc;
+			r[4 * j] = c0, r[4 * j + 1] = c1, r[4 * j + 2] = c2, r[4 * j + 3] = c3;
 		}
 		// The result goes to the next MMA in flight on the same registers,
 		// or to the registers.

@@ -1428,6 +1428,16 @@ static void test_perf(const char*) {
 		args.add(dx).add(dx).add(dy).add(n);
 		OK(launch("vec_add", (n + 255) / 256, 1, 1, 256, 1, 1, args));
 	});
+	{
+		std::vector<unsigned> tiles(8192);
+		for (auto& v : tiles) v = (unsigned)bf16(rnd()) | (unsigned)bf16(rnd()) << 16;
+		devptr dt = upload(tiles), dout = alloc<float>(32 * 256);
+		time("wgmma_loop: 32 blocks of 256, 16 iterations", [&] {
+			Args args;
+			args.add(dt).add(dout).add(16);
+			OK(launch("wgmma_loop", 32, 1, 1, 256, 1, 1, args));
+		});
+	}
 	time("100 launches of vec_add 1K", [&] {
 		int n = 1024;
 		for (int i = 0; i < 100; i++) {

@@ -157,3 +157,32 @@ extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float
 		out[row * 64 + col] = d[i];
 	}
 }
+
+// wgmma_loop: the shape of an attention kernel's main loop, for timing
+// (driver.cc's perf): 2 warpgroups, each iteration loads a 128 × 64 tile
+// of B into shared memory with ordinary stores, fences, and accumulates 4
+// chained k-steps of a 64 × 128 product (A: 64 × 64 in shared memory,
+// 128B swizzle), then waits.
+extern "C" __global__ void wgmma_loop(const unsigned* tiles, float* out, int iters) {
+	__shared__ __align__(1024) unsigned char sA[64 * 128];
+	__shared__ __align__(1024) unsigned char sB[128 * 128];
+	const int t = threadIdx.x;
+	for (int i = t; i < 64 * 128 / 4; i += blockDim.x) ((unsigned*)sA)[i] = tiles[i];
+	float d[64];
+	for (int i = 0; i < 64; i++) d[i] = 0.0f;
+	for (int it = 0; it < iters; it++) {
+		for (int i = t; i < 128 * 128 / 4; i += blockDim.x) ((unsigned*)sB)[i] = tiles[(it * 977 + i) % 8192];
+		emu_fence_proxy_async();
+		__syncthreads();
+		emu_wgmma_fence();
+		for (int s = 0; s < 4; s++)
+			emu_wgmma_bf16(d, 128, nullptr, wg_desc(sA + 32 * s, 16, 1024) | 1ull << 62,
+			               wg_desc(sB + 32 * s, 16, 1024) | 1ull << 62, 1, 0, 0);
+		emu_wgmma_commit();
+		emu_wgmma_wait(0);
+		__syncthreads();
+	}
+	float sum = 0;
+	for (int i = 0; i < 64; i++) sum += d[i];
+	out[blockIdx.x * blockDim.x + t] = sum;
+}
