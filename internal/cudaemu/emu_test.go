@@ -378,7 +378,7 @@ func TestFMAEnv(t *testing.T) {
 // references, the equality with mma.sync, and planted bugs that must fail
 // their launch with a report saying what and where.
 func TestWgmma(t *testing.T) {
-	for _, name := range []string{"wgmma", "wgmma_mma", "wgmma_ok"} {
+	for _, name := range []string{"wgmma", "wgmma_mma", "wgmma_ok", "wgmma_wait1"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out, err := runDriver(t, name)

@@ -1458,7 +1458,9 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	L.win_end = kWinBase;
 	if (L.shared)
 		for (unsigned v = 0; v < L.shared->nvars; v++) {
-			L.win_off.push_back((L.win_end + 1023) & ~1023u);
+			// 1024-aligned, with a gap after each variable (so that an
+			// address past one's end is in no other).
+			L.win_off.push_back((L.win_end + (v ? 16 : 0) + 1023) & ~1023u);
 			L.win_end = L.win_off.back() + (unsigned)L.shared->vars[v].size;
 		}
 	L.nblocks = nblocks;

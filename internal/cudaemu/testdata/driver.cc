@@ -1831,6 +1831,7 @@ static void test_wgmma_bug(const char* name) {
 	    {"wgmma_past_end", {9, 700}},  {"wgmma_outside", {10, 700}},    {"wgmma_uncommitted", {11, 719}},
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
 	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
+	    {"wgmma_wait1", {17, 0}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1842,17 +1843,29 @@ static void test_wgmma_bug(const char* name) {
 			B[wg_addr(nn, k, false, 128, 256) / 2] = bf16(rnd());
 			Bf[k * 64 + nn] = from_bf16(B[wg_addr(nn, k, false, 128, 256) / 2]);
 		}
-	devptr dB = upload(B), out = alloc<float>(64 * 64 + 128);
+	devptr dB = upload(B), out = alloc<float>(64 * 64 + 384);
 	Args args;
 	args.add(m.first).add(dB).add(out);
 	EXPECT_RC(m.second, launch("wgmma_bug", 1, 1, 1, 128, 1, 1, args));
 	if (m.second) return;
-	std::vector<float> o = download<float>(out, 64 * 64 + 128);
+	std::vector<float> o = download<float>(out, 64 * 64 + 384);
 	if (m.first == 1) {
 		int nans = 0;
 		for (int t = 0; t < 128; t++) nans += isnan(o[64 * 64 + t]);
 		EXPECT(nans == 128, "%d of 128 threads read NaN from their accumulators before the wait", nans);
 		if (nans == 128) printf("accumulators read before wgmma.wait_group: NaN in all 128 threads\n");
+	}
+	if (m.first == 17) {
+		int early = 0, done = 0, first = 0;
+		for (int t = 0; t < 128; t++) {
+			early += isnan(o[64 * 64 + t]);
+			first += !isnan(o[64 * 64 + 128 + t]);
+			done += !isnan(o[64 * 64 + 256 + t]);
+		}
+		EXPECT(early == 128 && first == 128 && done == 128,
+		       "after wait_group 1: %d of 128 threads read NaN from the MMA of the newest group (want all), %d "
+		       "a number from the older one (want all); after wait_group 0, %d a number (want all)",
+		       early, first, done);
 	}
 	for (int i = 0; i < 64; i++)
 		for (int j = 0; j < 64; j++) {
@@ -1930,6 +1943,7 @@ int main(int argc, char** argv) {
 	    {"wgmma_lane_missing", test_wgmma_bug},
 	    {"wgmma_warp_missing", test_wgmma_bug},
 	    {"wgmma_swizzle_misaligned", test_wgmma_bug},
+	    {"wgmma_wait1", test_wgmma_bug},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());

@@ -145,11 +145,24 @@ extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float
 	if (mode == 15 && w == 3) return;                              // warp_missing
 	if (mode != 5) emu_wgmma_fence();
 	emu_wgmma_bf16(d, 64, a, 0, bd, 1, 0, 0);
+	if (mode == 17) {  // wait1: a second accumulator in a later group is still in flight after wait(1)
+		float d2[32];
+		for (int i = 0; i < 32; i++) d2[i] = 0.0f;
+		emu_wgmma_commit();
+		emu_wgmma_fence();
+		emu_wgmma_bf16(d2, 64, a, 0, bd, 1, 0, 0);
+		emu_wgmma_commit();
+		emu_wgmma_wait(1);
+		out[64 * 64 + t] = d2[3];
+		out[64 * 64 + 128 + t] = d[3];
+		emu_wgmma_wait(0);
+		out[64 * 64 + 256 + t] = d2[3];
+	}
 	if (mode == 1) out[64 * 64 + t] = d[3];                        // acc_read
 	if (mode == 2) d[1] = d[1] * 2.0f;                             // acc_write
 	if (mode == 3) a[0] ^= 1;                                      // a_changed
 	if (mode == 4 && t == 0) sB[0] = (unsigned char)~sB[0];        // smem_inflight
-	if (mode != 11) emu_wgmma_commit();
+	if (mode != 11 && mode != 17) emu_wgmma_commit();
 	if (mode == 12) return;                                        // pending_exit
 	emu_wgmma_wait(0);
 	for (int i = 0; i < 32; i++) {
