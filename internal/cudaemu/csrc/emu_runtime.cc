@@ -812,7 +812,7 @@ void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned lon
 	auto swizzle = [&](unsigned a) { return swz ? a ^ ((a >> 7) & (W - 1)) << 4 : a; };
 	auto add = [&](unsigned a) {
 		a = swizzle(a);
-		if (a + 16 > hi)
+		if (a < lo || a + 16 > hi)
 			wg_fail(w, f, CUDA_ERROR_ILLEGAL_ADDRESS, a,
 			        pre + " (start " + hex(start) + ", LBO " + std::to_string(lbo) + ", SBO " + std::to_string(sbo) +
 			            "): its footprint runs past the end of the " + std::to_string(hi - lo) +
