@@ -696,6 +696,10 @@ struct WgFlight {
 
 struct WgWarp {
 	bool fenced = false;
+	// Each lane's stack (its registers, here) at the last wgmma.fence: from
+	// its stack pointer then (slo) to its top, or empty.
+	uintptr_t slo[32] = {};
+	std::vector<unsigned char> stack[32];
 	long long groups = 0;  // commit_group calls so far
 	unsigned long long issued = 0;
 	std::deque<WgFlight> pending;  // in issue order
@@ -988,6 +992,35 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 	return (const char*)a < (const char*)b + bn && (const char*)b < (const char*)a + an;
 }
 
+// wg_stacks keeps a copy of each lane's stack at a wgmma.fence: the
+// registers (arrays on the fiber's stack here) that ordinary code writes
+// between the fence and an MMA that uses them differ from it.
+void wg_stacks(Fiber* wf, WgWarp& W) {
+#ifndef EMU_UCONTEXT
+	for (unsigned l = 0; l < 32; l++) {
+		const Fiber* f = wf + l;
+		const uintptr_t lo = (uintptr_t)f->sp, hi = (uintptr_t)f->stack + f->stack_size - f->colour;
+		if (lo < (uintptr_t)f->stack || lo >= hi) {
+			W.slo[l] = 0;
+			W.stack[l].clear();
+			continue;
+		}
+		W.slo[l] = lo;
+		W.stack[l].assign((const unsigned char*)lo, (const unsigned char*)hi);
+	}
+#else
+	(void)wf, (void)W;
+#endif
+}
+
+// wg_same_since_fence tells whether [p, p+n) is as it was at lane l's last
+// wgmma.fence (true where it is not on the stack then kept).
+bool wg_same_since_fence(const WgWarp& W, unsigned l, const void* p, size_t n) {
+	const uintptr_t a = (uintptr_t)p, lo = W.slo[l];
+	if (!lo || a < lo || a + n > lo + W.stack[l].size()) return true;
+	return memcmp(p, W.stack[l].data() + (a - lo), n) == 0;
+}
+
 // wg_issue issues a warp's wgmma.mma_async.
 void wg_issue(Worker* w, Fiber* wf, WgBlock& B, unsigned k) {
 	const WgPost* p[32];
@@ -1072,6 +1105,12 @@ void wg_issue(Worker* w, Fiber* wf, WgBlock& B, unsigned k) {
 				e.chained[l] = true;
 			}
 		}
+		if (op->rs && !wg_same_since_fence(W, l, p[l]->a, 16))
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": the A registers of a wgmma.mma_async were written after the last "
+			                                       "wgmma.fence (which must come between them and the MMA)");
+		if (!e.chained[l] && !wg_same_since_fence(W, l, d, sizeof(float) * half))
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of a wgmma.mma_async were written after "
+			                                       "the last wgmma.fence (which must come between them and the MMA)");
 		if (e.chained[l]) {
 			if (!wg_poisoned(d, half))
 				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of an in-flight wgmma were written "
@@ -1116,6 +1155,7 @@ void wg_warp(Fiber* wf, int op, unsigned group) {
 	wg_trim(B.group[k / 4]);
 	if (op == OP_WG_FENCE) {
 		W.fenced = true;
+		wg_stacks(wf, W);
 	} else if (op == OP_WG_COMMIT) {
 		for (auto& e : W.pending)
 			if (e.group < 0) e.group = W.groups;

@@ -1831,7 +1831,7 @@ static void test_wgmma_bug(const char* name) {
 	    {"wgmma_past_end", {9, 700}},  {"wgmma_outside", {10, 700}},    {"wgmma_uncommitted", {11, 719}},
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
 	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
-	    {"wgmma_wait1", {17, 0}},
+	    {"wgmma_wait1", {17, 0}}, {"wgmma_acc_after_fence", {18, 719}}, {"wgmma_a_after_fence", {19, 719}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1944,6 +1944,8 @@ int main(int argc, char** argv) {
 	    {"wgmma_warp_missing", test_wgmma_bug},
 	    {"wgmma_swizzle_misaligned", test_wgmma_bug},
 	    {"wgmma_wait1", test_wgmma_bug},
+	    {"wgmma_acc_after_fence", test_wgmma_bug},
+	    {"wgmma_a_after_fence", test_wgmma_bug},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());

@@ -144,6 +144,8 @@ extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float
 	if (mode == 14 && lane == 31) return;                          // lane_missing
 	if (mode == 15 && w == 3) return;                              // warp_missing
 	if (mode != 5) emu_wgmma_fence();
+	if (mode == 18) d[5] = 1.0f;                                  // acc_after_fence
+	if (mode == 19) a[2] = wg_pack(r1, r0);                       // a_after_fence
 	emu_wgmma_bf16(d, 64, a, 0, bd, 1, 0, 0);
 	if (mode == 17) {  // wait1: a second accumulator in a later group is still in flight after wait(1)
 		float d2[32];
