@@ -623,7 +623,11 @@ void poison_shared(const emu_kernel_shared* sh, unsigned char poison) {
 //   - A warp must have called wgmma_fence since the kernel's start and
 //     since the last wait that completed an MMA of it, before it issues
 //     one (MMAs of the same shape accumulating into the same registers,
-//     without a wait between, need no fence: they chain).
+//     without a wait between, need no fence: they chain). And the fence
+//     must come after the ordinary code that writes an MMA's registers:
+//     each lane's stack (where its register arrays live here) is kept at
+//     the fence, and accumulators (unless chained) or A registers that
+//     differ from it at the issue were written in between.
 //   - fence.proxy.async: a shadow of the block's shared window, refreshed
 //     by every emu_fence_proxy_async, is what the async proxy sees; an
 //     operand whose bytes differ from it at issue was written by ordinary
