@@ -126,7 +126,8 @@
 //     retires its commit group, its accumulators read as NaN until then,
 //     and writing them, changing its A registers or the shared memory it
 //     reads before then, issuing without a wgmma.fence since the kernel's
-//     start or the last wait, reading shared memory written after the last
+//     start or the last wait, writing its registers between the fence and
+//     the MMA, reading shared memory written after the last
 //     fence.proxy.async, warps of a warpgroup issuing different operations,
 //     lanes missing, bad descriptors or operands outside the kernel's
 //     __shared__ variables fail the launch (CUDA_ERROR_LAUNCH_FAILED or

@@ -378,7 +378,7 @@ func TestFMAEnv(t *testing.T) {
 // references, the equality with mma.sync, and planted bugs that must fail
 // their launch with a report saying what and where.
 func TestWgmma(t *testing.T) {
-	for _, name := range []string{"wgmma", "wgmma_mma", "wgmma_ok"} {
+	for _, name := range []string{"wgmma", "wgmma_mma", "wgmma_ok", "wgmma_wait1"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out, err := runDriver(t, name)
@@ -397,6 +397,8 @@ func TestWgmma(t *testing.T) {
 		{"wgmma_a_changed", []string{"the A registers of an in-flight wgmma (RS) changed", where}},
 		{"wgmma_smem_inflight", []string{"shared memory operand of an in-flight wgmma was written (B, 16 bytes at window address 0x", where}},
 		{"wgmma_no_fence", []string{"wgmma.mma_async without a wgmma.fence since the kernel's start", where}},
+		{"wgmma_acc_after_fence", []string{"the accumulator registers of a wgmma.mma_async were written after the last wgmma.fence", where}},
+		{"wgmma_a_after_fence", []string{"the A registers of a wgmma.mma_async were written after the last wgmma.fence", where}},
 		{"wgmma_no_proxy_fence", []string{"was written after the last fence.proxy.async", where}},
 		{"wgmma_desc_mismatch", []string{"differs from warp", "the 4 warps of a warpgroup must issue the same wgmma operations", where}},
 		{"wgmma_base_offset", []string{"has base offset 1, which the emulator does not model", where}},

@@ -100,9 +100,11 @@ unsigned emu_cvta_shared(const void* p);
 // registers of A (from registers: "RS"; tnsp_a ignored) or null (A from
 // shared memory through adesc: "SS"); bdesc is B's descriptor; scale_d 0
 // gives D = A·B, 1 D = D + A·B; tnsp_a / tnsp_b: 0 K-major, 1 M-/N-major.
-// d and a must point at the thread's own accumulator and A arrays, which
-// live until the wgmma_wait that retires the operation: its result is
-// written to d then (d reads as NaN until then) and a is checked unchanged.
+// d and a must point at the thread's own accumulator and A arrays (locals
+// of the kernel or of a caller, not temporaries of a helper), which live
+// until the wgmma_wait that retires the operation: its result is written
+// to d then (d reads as NaN until then), a must be unchanged then, and
+// both must be as they were at the thread's last emu_wgmma_fence.
 void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
                     int scale_d, int tnsp_a, int tnsp_b);
 // A preemption point: the calling thread yields to the scheduler, always

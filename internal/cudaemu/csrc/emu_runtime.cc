@@ -623,7 +623,11 @@ void poison_shared(const emu_kernel_shared* sh, unsigned char poison) {
 //   - A warp must have called wgmma_fence since the kernel's start and
 //     since the last wait that completed an MMA of it, before it issues
 //     one (MMAs of the same shape accumulating into the same registers,
-//     without a wait between, need no fence: they chain).
+//     without a wait between, need no fence: they chain). And the fence
+//     must come after the ordinary code that writes an MMA's registers:
+//     each lane's stack (where its register arrays live here) is kept at
+//     the fence, and accumulators (unless chained) or A registers that
+//     differ from it at the issue were written in between.
 //   - fence.proxy.async: a shadow of the block's shared window, refreshed
 //     by every emu_fence_proxy_async, is what the async proxy sees; an
 //     operand whose bytes differ from it at issue was written by ordinary
@@ -696,6 +700,10 @@ struct WgFlight {
 
 struct WgWarp {
 	bool fenced = false;
+	// Each lane's stack (its registers, here) at the last wgmma.fence: from
+	// its stack pointer then (slo) to its top, or empty.
+	uintptr_t slo[32] = {};
+	std::vector<unsigned char> stack[32];
 	long long groups = 0;  // commit_group calls so far
 	unsigned long long issued = 0;
 	std::deque<WgFlight> pending;  // in issue order
@@ -812,7 +820,7 @@ void wg_operand(Worker* w, Fiber* f, WgBlock& B, const char* which, unsigned lon
 	auto swizzle = [&](unsigned a) { return swz ? a ^ ((a >> 7) & (W - 1)) << 4 : a; };
 	auto add = [&](unsigned a) {
 		a = swizzle(a);
-		if (a + 16 > hi)
+		if (a < lo || a + 16 > hi)
 			wg_fail(w, f, CUDA_ERROR_ILLEGAL_ADDRESS, a,
 			        pre + " (start " + hex(start) + ", LBO " + std::to_string(lbo) + ", SBO " + std::to_string(sbo) +
 			            "): its footprint runs past the end of the " + std::to_string(hi - lo) +
@@ -928,7 +936,7 @@ void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
 	}
 	// This warp's rows of A (16 × 16) and all of B (16 × n).
 	const unsigned q = k % 4;
-	float A[16][16], Bm[16][256];
+	float A[16][16], Bt[256][16];
 	if (op.rs) {
 		for (unsigned l = 0; l < 32; l++) {
 			const unsigned g = l >> 2, t = l & 3;
@@ -943,19 +951,33 @@ void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
 		for (int r = 0; r < 16; r++)
 			for (int kk = 0; kk < 16; kk++) A[r][kk] = wg_bf16(op.snap.data(), 0, 16 * (int)q + r, kk, op.ta);
 	}
-	for (int kk = 0; kk < 16; kk++)
-		for (int col = 0; col < op.n; col++) Bm[kk][col] = wg_bf16(op.snap.data(), op.nA, col, kk, op.tb);
+	for (int col = 0; col < op.n; col++)
+		for (int kk = 0; kk < 16; kk++) Bt[col][kk] = wg_bf16(op.snap.data(), op.nA, col, kk, op.tb);
 	float r[128];
 	for (unsigned l = 0; l < 32; l++) {
 		const int g = (int)(l >> 2), t = (int)(l & 3);
-		for (int i = 0; i < half; i++) {
-			const int row = g + 8 * ((i & 3) >> 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
-			float acc = op.scale_d ? e.acc[l * half + i] : 0.0f;
+		for (int i = 0; i < half; i++) r[i] = op.scale_d ? e.acc[l * half + i] : 0.0f;
+		// Each output adds its 16 products k by k, in float; the 4 outputs
+		// of a group of 8 columns (rows g, g+8; columns 2t, 2t+1) as 4
+		// chains side by side.
+		for (int j = 0; j < half / 4; j++) {
+			const float *a0 = A[g], *a1 = A[g + 8], *b0 = Bt[8 * j + 2 * t], *b1 = Bt[8 * j + 2 * t + 1];
+			float c0 = r[4 * j], c1 = r[4 * j + 1], c2 = r[4 * j + 2], c3 = r[4 * j + 3];
 			for (int kk = 0; kk < 16; kk++) {
-				volatile float p = A[row][kk] * Bm[kk][col];  // exact; no contraction with the add (as mma_warp)
-				acc = acc + p;
+				// Exact products, not contracted into the adds (as mma_warp,
+				// whose volatile does the same).
+				float p0 = a0[kk] * b0[kk], p1 = a0[kk] * b1[kk], p2 = a1[kk] * b0[kk], p3 = a1[kk] * b1[kk];
+#if defined(__x86_64__)
+				__asm__("" : "+x"(p0), "+x"(p1), "+x"(p2), "+x"(p3));
+#else
+				__asm__("" : "+r"(p0), "+r"(p1), "+r"(p2), "+r"(p3));
+#endif
+				c0 = c0 + p0;
+				c1 = c1 + p1;
+				c2 = c2 + p2;
+				c3 = c3 + p3;
 			}
-			r[i] = acc;
+			r[4 * j] = c0, r[4 * j + 1] = c1, r[4 * j + 2] = c2, r[4 * j + 3] = c3;
 		}
 		// The result goes to the next MMA in flight on the same registers,
 		// or to the registers.
@@ -972,6 +994,35 @@ void wg_complete(Worker* w, Fiber* wf, WgWarp& W, unsigned k) {
 
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 	return (const char*)a < (const char*)b + bn && (const char*)b < (const char*)a + an;
+}
+
+// wg_stacks keeps a copy of each lane's stack at a wgmma.fence: the
+// registers (arrays on the fiber's stack here) that ordinary code writes
+// between the fence and an MMA that uses them differ from it.
+void wg_stacks(Fiber* wf, WgWarp& W) {
+#ifndef EMU_UCONTEXT
+	for (unsigned l = 0; l < 32; l++) {
+		const Fiber* f = wf + l;
+		const uintptr_t lo = (uintptr_t)f->sp, hi = (uintptr_t)f->stack + f->stack_size - f->colour;
+		if (lo < (uintptr_t)f->stack || lo >= hi) {
+			W.slo[l] = 0;
+			W.stack[l].clear();
+			continue;
+		}
+		W.slo[l] = lo;
+		W.stack[l].assign((const unsigned char*)lo, (const unsigned char*)hi);
+	}
+#else
+	(void)wf, (void)W;
+#endif
+}
+
+// wg_same_since_fence tells whether [p, p+n) is as it was at lane l's last
+// wgmma.fence (true where it is not on the stack then kept).
+bool wg_same_since_fence(const WgWarp& W, unsigned l, const void* p, size_t n) {
+	const uintptr_t a = (uintptr_t)p, lo = W.slo[l];
+	if (!lo || a < lo || a + n > lo + W.stack[l].size()) return true;
+	return memcmp(p, W.stack[l].data() + (a - lo), n) == 0;
 }
 
 // wg_issue issues a warp's wgmma.mma_async.
@@ -1058,6 +1109,12 @@ void wg_issue(Worker* w, Fiber* wf, WgBlock& B, unsigned k) {
 				e.chained[l] = true;
 			}
 		}
+		if (op->rs && !wg_same_since_fence(W, l, p[l]->a, 16))
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": the A registers of a wgmma.mma_async were written after the last "
+			                                       "wgmma.fence (which must come between them and the MMA)");
+		if (!e.chained[l] && !wg_same_since_fence(W, l, d, sizeof(float) * half))
+			wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of a wgmma.mma_async were written after "
+			                                       "the last wgmma.fence (which must come between them and the MMA)");
 		if (e.chained[l]) {
 			if (!wg_poisoned(d, half))
 				wg_fail(w, wf + l, wg_who(w, wf + l) + ": the accumulator registers of an in-flight wgmma were written "
@@ -1102,6 +1159,7 @@ void wg_warp(Fiber* wf, int op, unsigned group) {
 	wg_trim(B.group[k / 4]);
 	if (op == OP_WG_FENCE) {
 		W.fenced = true;
+		wg_stacks(wf, W);
 	} else if (op == OP_WG_COMMIT) {
 		for (auto& e : W.pending)
 			if (e.group < 0) e.group = W.groups;
@@ -1444,7 +1502,9 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	L.win_end = kWinBase;
 	if (L.shared)
 		for (unsigned v = 0; v < L.shared->nvars; v++) {
-			L.win_off.push_back((L.win_end + 1023) & ~1023u);
+			// 1024-aligned, with a gap after each variable (so that an
+			// address past one's end is in no other).
+			L.win_off.push_back((L.win_end + (v ? 16 : 0) + 1023) & ~1023u);
 			L.win_end = L.win_off.back() + (unsigned)L.shared->vars[v].size;
 		}
 	L.nblocks = nblocks;

@@ -1428,6 +1428,16 @@ static void test_perf(const char*) {
 		args.add(dx).add(dx).add(dy).add(n);
 		OK(launch("vec_add", (n + 255) / 256, 1, 1, 256, 1, 1, args));
 	});
+	{
+		std::vector<unsigned> tiles(8192);
+		for (auto& v : tiles) v = (unsigned)bf16(rnd()) | (unsigned)bf16(rnd()) << 16;
+		devptr dt = upload(tiles), dout = alloc<float>(32 * 256);
+		time("wgmma_loop: 32 blocks of 256, 16 iterations", [&] {
+			Args args;
+			args.add(dt).add(dout).add(16);
+			OK(launch("wgmma_loop", 32, 1, 1, 256, 1, 1, args));
+		});
+	}
 	time("100 launches of vec_add 1K", [&] {
 		int n = 1024;
 		for (int i = 0; i < 100; i++) {
@@ -1821,6 +1831,7 @@ static void test_wgmma_bug(const char* name) {
 	    {"wgmma_past_end", {9, 700}},  {"wgmma_outside", {10, 700}},    {"wgmma_uncommitted", {11, 719}},
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
 	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
+	    {"wgmma_wait1", {17, 0}}, {"wgmma_acc_after_fence", {18, 719}}, {"wgmma_a_after_fence", {19, 719}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1832,17 +1843,29 @@ static void test_wgmma_bug(const char* name) {
 			B[wg_addr(nn, k, false, 128, 256) / 2] = bf16(rnd());
 			Bf[k * 64 + nn] = from_bf16(B[wg_addr(nn, k, false, 128, 256) / 2]);
 		}
-	devptr dB = upload(B), out = alloc<float>(64 * 64 + 128);
+	devptr dB = upload(B), out = alloc<float>(64 * 64 + 384);
 	Args args;
 	args.add(m.first).add(dB).add(out);
 	EXPECT_RC(m.second, launch("wgmma_bug", 1, 1, 1, 128, 1, 1, args));
 	if (m.second) return;
-	std::vector<float> o = download<float>(out, 64 * 64 + 128);
+	std::vector<float> o = download<float>(out, 64 * 64 + 384);
 	if (m.first == 1) {
 		int nans = 0;
 		for (int t = 0; t < 128; t++) nans += isnan(o[64 * 64 + t]);
 		EXPECT(nans == 128, "%d of 128 threads read NaN from their accumulators before the wait", nans);
 		if (nans == 128) printf("accumulators read before wgmma.wait_group: NaN in all 128 threads\n");
+	}
+	if (m.first == 17) {
+		int early = 0, done = 0, first = 0;
+		for (int t = 0; t < 128; t++) {
+			early += isnan(o[64 * 64 + t]);
+			first += !isnan(o[64 * 64 + 128 + t]);
+			done += !isnan(o[64 * 64 + 256 + t]);
+		}
+		EXPECT(early == 128 && first == 128 && done == 128,
+		       "after wait_group 1: %d of 128 threads read NaN from the MMA of the newest group (want all), %d "
+		       "a number from the older one (want all); after wait_group 0, %d a number (want all)",
+		       early, first, done);
 	}
 	for (int i = 0; i < 64; i++)
 		for (int j = 0; j < 64; j++) {
@@ -1920,6 +1943,9 @@ int main(int argc, char** argv) {
 	    {"wgmma_lane_missing", test_wgmma_bug},
 	    {"wgmma_warp_missing", test_wgmma_bug},
 	    {"wgmma_swizzle_misaligned", test_wgmma_bug},
+	    {"wgmma_wait1", test_wgmma_bug},
+	    {"wgmma_acc_after_fence", test_wgmma_bug},
+	    {"wgmma_a_after_fence", test_wgmma_bug},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());

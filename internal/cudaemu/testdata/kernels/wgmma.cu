@@ -144,16 +144,60 @@ extern "C" __global__ void wgmma_bug(int mode, const unsigned short* Bimg, float
 	if (mode == 14 && lane == 31) return;                          // lane_missing
 	if (mode == 15 && w == 3) return;                              // warp_missing
 	if (mode != 5) emu_wgmma_fence();
+	if (mode == 18) d[5] = 1.0f;                                  // acc_after_fence
+	if (mode == 19) a[2] = wg_pack(r1, r0);                       // a_after_fence
 	emu_wgmma_bf16(d, 64, a, 0, bd, 1, 0, 0);
+	if (mode == 17) {  // wait1: a second accumulator in a later group is still in flight after wait(1)
+		float d2[32];
+		for (int i = 0; i < 32; i++) d2[i] = 0.0f;
+		emu_wgmma_commit();
+		emu_wgmma_fence();
+		emu_wgmma_bf16(d2, 64, a, 0, bd, 1, 0, 0);
+		emu_wgmma_commit();
+		emu_wgmma_wait(1);
+		out[64 * 64 + t] = d2[3];
+		out[64 * 64 + 128 + t] = d[3];
+		emu_wgmma_wait(0);
+		out[64 * 64 + 256 + t] = d2[3];
+	}
 	if (mode == 1) out[64 * 64 + t] = d[3];                        // acc_read
 	if (mode == 2) d[1] = d[1] * 2.0f;                             // acc_write
 	if (mode == 3) a[0] ^= 1;                                      // a_changed
 	if (mode == 4 && t == 0) sB[0] = (unsigned char)~sB[0];        // smem_inflight
-	if (mode != 11) emu_wgmma_commit();
+	if (mode != 11 && mode != 17) emu_wgmma_commit();
 	if (mode == 12) return;                                        // pending_exit
 	emu_wgmma_wait(0);
 	for (int i = 0; i < 32; i++) {
 		const int row = 16 * w + g + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * q + (i % 2);
 		out[row * 64 + col] = d[i];
 	}
+}
+
+// wgmma_loop: the shape of an attention kernel's main loop, for timing
+// (driver.cc's perf): 2 warpgroups, each iteration loads a 128 × 64 tile
+// of B into shared memory with ordinary stores, fences, and accumulates 4
+// chained k-steps of a 64 × 128 product (A: 64 × 64 in shared memory,
+// 128B swizzle), then waits.
+extern "C" __global__ void wgmma_loop(const unsigned* tiles, float* out, int iters) {
+	__shared__ __align__(1024) unsigned char sA[64 * 128];
+	__shared__ __align__(1024) unsigned char sB[128 * 128];
+	const int t = threadIdx.x;
+	for (int i = t; i < 64 * 128 / 4; i += blockDim.x) ((unsigned*)sA)[i] = tiles[i];
+	float d[64];
+	for (int i = 0; i < 64; i++) d[i] = 0.0f;
+	for (int it = 0; it < iters; it++) {
+		for (int i = t; i < 128 * 128 / 4; i += blockDim.x) ((unsigned*)sB)[i] = tiles[(it * 977 + i) % 8192];
+		emu_fence_proxy_async();
+		__syncthreads();
+		emu_wgmma_fence();
+		for (int s = 0; s < 4; s++)
+			emu_wgmma_bf16(d, 128, nullptr, wg_desc(sA + 32 * s, 16, 1024) | 1ull << 62,
+			               wg_desc(sB + 32 * s, 16, 1024) | 1ull << 62, 1, 0, 0);
+		emu_wgmma_commit();
+		emu_wgmma_wait(0);
+		__syncthreads();
+	}
+	float sum = 0;
+	for (int i = 0; i < 64; i++) sum += d[i];
+	out[blockIdx.x * blockDim.x + t] = sum;
 }
