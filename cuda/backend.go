@@ -116,6 +116,11 @@ func NewBackend(d *Device, prec Precision) *Backend {
 // new backend chooses per call.
 func (b *Backend) ForceAttention(gemm, flash int) { b.attnGEMM, b.attnFlash = gemm, flash }
 
+// ForceWGMMA sets whether the fused attention may take the warpgroup-MMA
+// kernels where they serve (0, the default) or never does (−1), for the
+// benchmark that times both routes on an sm_90 GPU.
+func (b *Backend) ForceWGMMA(v int) { b.attnWG = v }
+
 // Name identifies the backend and its matmul precision in logs.
 func (b *Backend) Name() string { return "cuda/" + string(b.prec) }
 

@@ -1,7 +1,7 @@
 package profile
 
 // The GPU benchmark: training forward+backward tokens/s, step time and MFU
-// at 2k and 8k tokens, and cached decode tokens/s at batch 1, 64 and 256
+// at 2k and 8k tokens, the fused attention alone (attention.go), and cached decode tokens/s at batch 1, 64 and 256
 // with 1k and 4k of context against the memory-bandwidth bound, beside
 // PyTorch + transformers (eager, SDPA, bf16) on the same GPU in the same
 // run. Both sides are warmed up (one untimed pass) before they are timed.
@@ -41,7 +41,10 @@ type BenchReport struct {
 	BandwidthGBs float64       `json:"bandwidth_gbs"`
 	Train        []BenchTrain  `json:"train"`
 	Decode       []BenchDecode `json:"decode"`
-	Baseline     string        `json:"baseline"` // PyTorch's versions, or why there is no baseline
+	// Attention is the fused attention alone at the training shapes, on
+	// each route the GPU has (attention.go).
+	Attention []BenchAttention `json:"attention"`
+	Baseline  string           `json:"baseline"` // PyTorch's versions, or why there is no baseline
 }
 
 // BenchTrain is one training shape: a forward and backward of Batch
@@ -186,7 +189,9 @@ func (g *gpuBench) run(w io.Writer) error {
 			}
 		}
 	}
+	r.Attention = benchAttention(g.b.Device(), g.Shape)
 	if !g.JSON {
+		writeAttention(w, r.Attention)
 		fmt.Fprintf(w, "%-18s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	}
 	for _, d := range p.decode {

@@ -255,7 +255,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tiny-256", "decode-b1-c64", "decode-b4-c64", "MFU", "baseline skipped"} {
+	for _, want := range []string{"tiny-256", "decode-b1-c64", "decode-b4-c64", "MFU", "baseline skipped", "attn-1x256", "wgmma", "mma.sync"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
 		}
@@ -296,6 +296,18 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if d := r.Decode[1]; d.TokPerS <= 0 || d.Ratio != 0 || d.TorchNote != "out of memory" {
 		t.Errorf("decode row without a baseline number %+v", d)
+	}
+	// The attention rows: both routes on the emulator (an sm_90 device),
+	// FlashAttention's FLOP count over the times, the assumed rates beside.
+	if len(r.Attention) != 2 || r.Attention[0].Route != "wgmma" || r.Attention[1].Route != "mma.sync" {
+		t.Fatalf("attention rows %+v", r.Attention)
+	}
+	for _, a := range r.Attention {
+		f := 2 * float64(a.Batch*a.Heads*a.SeqLen*a.SeqLen*a.HeadDim)
+		if a.Error != "" || a.FwdSeconds <= 0 || math.Abs(a.FwdTFLOPs*a.FwdSeconds*1e12/f-1) > 1e-9 ||
+			math.Abs(a.BwdTFLOPs*a.BwdSeconds*1e12/(2.5*f)-1) > 1e-9 || a.AssumedFwdTFLOPs <= 0 || a.AssumedBwdTFLOPs <= 0 {
+			t.Errorf("attention row %+v", a)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ func TestSummarize(t *testing.T) {
 		"nvidia-smi.csv":    "index, name, driver_version\n0, NVIDIA H100 80GB HBM3, 580.65.06\n1, NVIDIA H100 80GB HBM3, 580.65.06\n",
 		"python.txt":        "python 3.12.3 torch 2.9.0 CUDA 13.0 transformers 4.57.0\n",
 		"hf-bf16.log":       "== hf-bf16: python3 hf_check.py\n{\"ok\": true, \"max_abs\": 0.01}\n",
-		"bench.json":        `{"gpu": "NVIDIA H100", "shape": "qwen3-1.7b", "train": [{"name": "qwen3-1.7b-2k", "batch": 4, "seq_len": 2048, "tok_s": 30000, "step_s": 0.273, "mfu": 0.41, "torch_tok_s": 25000, "ratio": 1.2}], "decode": [{"name": "decode-b256-c4096", "error": "out of memory"}]}`,
+		"bench.json":        `{"gpu": "NVIDIA H100", "shape": "qwen3-1.7b", "train": [{"name": "qwen3-1.7b-2k", "batch": 4, "seq_len": 2048, "tok_s": 30000, "step_s": 0.273, "mfu": 0.41, "torch_tok_s": 25000, "ratio": 1.2}], "decode": [{"name": "decode-b256-c4096", "error": "out of memory"}], "attention": [{"name": "attn-2x8k", "route": "wgmma", "fwd_s": 0.0021, "bwd_s": 0.0075, "fwd_tflops": 523.5, "bwd_tflops": 366.5, "assumed_fwd_tflops": 440, "assumed_bwd_tflops": 316}]}`,
 	})
 	s, err := Summarize(dir)
 	if err != nil {
@@ -95,7 +95,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for _, want := range []string{"# gdrotrain GPU kit: FAIL", "| cuBLAS | 130100 | `/v/nvidia/cu13/lib/libcublas.so.13` | pip wheel in /v (VIRTUAL_ENV) |",
 		"| nccl-tests | **FAIL** (exit 124) | 900 | timed out after 900 s", "| hf-fp32 | SKIP | 0 | no PyTorch + transformers: no python3 |",
-		"| qwen3-1.7b-2k | 4×2048 | 0.273 | 30000 | 41.0 % | – | 25000 | – | 1.20 |", "| decode-b256-c4096 | – (out of memory) |",
+		"| qwen3-1.7b-2k | 4×2048 | 0.273 | 30000 | 41.0 % | – | 25000 | – | 1.20 |", "| attn-2x8k | wgmma | 2.100 | 523.5 | 7.500 | 366.5 | 440 / 316 |", "| decode-b256-c4096 | – (out of memory) |",
 		"- FAIL TestMMAFragments", "- skip TestNCCLCollectives/world4: nccl_test.go:160: skipped: 4 ranks need 4 GPUs"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md.String())
