@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
@@ -103,5 +104,77 @@ func TestWGMMAAttentionEqualsMMASync(t *testing.T) {
 				t.Errorf("%d of %d values differ", bad, len(want))
 			}
 		})
+	}
+}
+
+// TestWGMMATrainingStepEqualsMMASync: a whole forward and backward of a
+// model with Qwen3's head dim (2 layers, 4 query heads over 2 key/value
+// heads of 128, two packed sequences) under bf16 products, once with the
+// warpgroup-MMA attention and once without: the model feeds the kernels
+// (bf16 activations, the trainer's segments) as training does, and on the
+// emulator the log-probs, entropies and every gradient must be equal.
+func TestWGMMATrainingStepEqualsMMASync(t *testing.T) {
+	d := testDevice(t)
+	if d.Info.Major != 9 || d.Info.Minor != 0 || devKind == "gpu" {
+		t.Skip("needs the emulator's sm_90 (on a GPU the two routes need not round alike)")
+	}
+	o := model.RandomOptions{Layers: 2, Hidden: 128, Intermediate: 256, Heads: 4, KVHeads: 2, HeadDim: 128,
+		Vocab: 300, RopeTheta: 1e6, MaxPositions: 4096, InitStd: 0.02}
+	cfg, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	seqs := []model.Sequence{{Tokens: randTokens(rng, 150, o.Vocab), Start: 30}, {Tokens: randTokens(rng, 77, o.Vocab), Start: 7}}
+	var dl [][]float32
+	for _, s := range seqs {
+		row := make([]float32, len(s.Tokens)-s.Start)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64()) / 20
+		}
+		dl = append(dl, row)
+	}
+	run := func(wg int) (logp []float32, grads map[string][]float32, launches map[string]int) {
+		b := NewBackend(d, BF16)
+		b.attnWG = wg
+		m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 17, 0.2, 0.3)}
+		before := d.Launches()
+		pass, err := m.Forward(seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pass.LogProbs {
+			logp = append(logp, pass.LogProbs[i]...)
+			logp = append(logp, pass.Entropy[i]...)
+		}
+		g := model.NewLike(b, cfg, m.Trainable())
+		if err := m.Backward(pass, dl, g); err != nil {
+			t.Fatal(err)
+		}
+		grads = snapshot(m, g)
+		launches = d.Launches()
+		for k := range launches {
+			launches[k] -= before[k]
+		}
+		return logp, grads, launches
+	}
+	wantLogp, wantGrads, l0 := run(-1)
+	gotLogp, gotGrads, l1 := run(0)
+	for _, k := range []string{"attn_wg_fwd_h", "attn_wg_bwd_dq_h", "attn_wg_bwd_dkv_h"} {
+		if l1[k] == 0 || l0[k] != 0 {
+			t.Fatalf("kernel %s: %d launches with the warpgroup route, %d without", k, l1[k], l0[k])
+		}
+	}
+	equal := func(what string, got, want []float32) {
+		for i := range want {
+			if got[i] != want[i] || got[i] != got[i] {
+				t.Errorf("%s[%d]: %v with the warpgroup route, %v without", what, i, got[i], want[i])
+				return
+			}
+		}
+	}
+	equal("log-probs and entropies", gotLogp, wantLogp)
+	for name, w := range wantGrads {
+		equal("grad "+name, gotGrads[name], w)
 	}
 }
