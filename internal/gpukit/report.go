@@ -141,7 +141,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 				num(t.TorchStepSecs, "%.3f"), num(t.TorchTokPerS, "%.0f"), pct(t.TorchMFU), ratio(t.Ratio, t.TorchNote))
 		}
 		if len(b.Attention) > 0 {
-			p("\nThe fused attention alone (TFLOP/s in FlashAttention's count: causal forward 2·B·H·S²·D, backward 2.5×; "+
+			p("\nThe fused attention alone (TFLOP/s in FlashAttention's count: causal forward 2·B·H·S²·D, backward 2.5×; " +
 				"the estimate's assumed rates beside; FA2 on an H100 at 2×8k: 306 / 166, FA3 660 / 474 deterministic):\n\n")
 			p("| shape | route | fwd ms | fwd TFLOP/s | bwd ms | bwd TFLOP/s | assumed fwd / bwd |\n|---|---|---|---|---|---|---|\n")
 			for _, a := range b.Attention {
