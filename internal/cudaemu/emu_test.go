@@ -436,3 +436,63 @@ func TestWgmma(t *testing.T) {
 		})
 	}
 }
+
+// TestCpAsync runs the cp.async model: a double-buffered tile copy checked
+// exactly against its input, and planted bugs that must fail their launch
+// with a report saying what and where (or, for an early read and a missing
+// __syncthreads, give the poison).
+func TestCpAsync(t *testing.T) {
+	for _, name := range []string{"cpasync", "cpasync_wgmma_ok"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runDriver(t, name)
+			if err != nil || !strings.Contains(out, "PASS") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
+	}
+	where := "block (0,0,0) thread ("
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"cpasync_read_early", []string{"destination read before cp.async.wait_group: poison in all 128 threads"}},
+		{"cpasync_no_sync", []string{"missing __syncthreads: ", "elements read as cp.async poison"}},
+		{"cpasync_dst_write", []string{"the destination of an in-flight cp.async (16 bytes) was written between its issue and the cp.async.wait_group that completed it at shared window address 0x400,", "block (0,0,0) thread (0,0,0)", "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"cpasync_src_write", []string{"the source of an in-flight cp.async (16 bytes) was modified between its issue and the cp.async.wait_group", "block (0,0,0) thread (0,0,0)", "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"cpasync_exit_pending", []string{"cp.async still in flight at thread exit (4 copies, 0 of them never committed", where, "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"cpasync_uncommitted", []string{"cp.async still in flight at thread exit (8 copies, 8 of them never committed", where}},
+		{"cpasync_misaligned_dst", []string{"cp.async destination not 16-byte aligned (offset 84 of a 16384-byte __shared__ variable)", "block (0,0,0) thread (5,0,0)", "CUDA_ERROR_MISALIGNED_ADDRESS"}},
+		{"cpasync_misaligned_src", []string{"cp.async source not 16-byte aligned", "block (0,0,0) thread (6,0,0)", "CUDA_ERROR_MISALIGNED_ADDRESS"}},
+		{"cpasync_dst_global", []string{"cp.async destination outside every __shared__ variable of the kernel", "block (0,0,0) thread (7,0,0)", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"cpasync_src_size", []string{"cp.async.cg.shared.global with src-size 17: it must be 0 to 16", "block (0,0,0) thread (8,0,0)", "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"cpasync_src_oob", []string{"cp.async source (16 bytes) outside device memory", "past its end", "block (0,0,0) thread (10,0,0)", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		{"cpasync_no_proxy_fence", []string{"was written after the last fence.proxy.async", where, "CUDA_ERROR_LAUNCH_FAILED"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for seed := 1; seed <= 3; seed++ {
+				out, err := runDriver(t, tc.name, fmt.Sprintf("GDROTRAIN_EMU_SEED=%d", seed))
+				if err != nil || !strings.Contains(out, "PASS") {
+					t.Errorf("seed %d: %v", seed, err)
+				}
+				want := tc.want
+				if tc.name != "cpasync_read_early" && tc.name != "cpasync_no_sync" {
+					if tc.name == "cpasync_no_proxy_fence" {
+						want = append(want, "kernel cpasync_wgmma: ")
+					} else {
+						want = append(want, "kernel cpasync_tiles: ")
+					}
+				}
+				for _, w := range want {
+					if !strings.Contains(out, w) {
+						t.Errorf("seed %d: the output lacks %q", seed, w)
+					}
+				}
+				if t.Failed() || testing.Verbose() {
+					t.Logf("seed %d: output:\n%s", seed, out)
+				}
+			}
+		})
+	}
+}

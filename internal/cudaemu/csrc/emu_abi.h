@@ -107,6 +107,21 @@ unsigned emu_cvta_shared(const void* p);
 // both must be as they were at the thread's last emu_wgmma_fence.
 void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
                     int scale_d, int tnsp_a, int tnsp_b);
+// Ampere's asynchronous global-to-shared copy (PTX cp.async, non-bulk),
+// modelled adversarially (see the cp.async section of emu_runtime.cc).
+// Per thread, not collective. emu_cp_async16 is cp.async.cg.shared.global
+// [dst], [src], 16, src_bytes: it copies src_bytes (0 to 16) bytes from
+// global src to shared dst and zero-fills the rest of the 16; dst and src
+// are 16-byte aligned, src_bytes 0 reads nothing. The copy completes at the
+// emu_cp_async_wait that retires its group, never before: its destination
+// reads as poison (kCpPoison) until then, and neither it nor the source
+// may be written meanwhile. emu_cp_async_commit is cp.async.commit_group
+// (the thread's uncommitted copies become a group), emu_cp_async_wait
+// cp.async.wait_group n (until at most the n newest committed groups of
+// the thread are pending; uncommitted copies stay in flight).
+void emu_cp_async16(void* dst, const void* src, int src_bytes);
+void emu_cp_async_commit(void);
+void emu_cp_async_wait(int n);
 // A preemption point: the calling thread yields to the scheduler, always
 // (one_in <= 1) or one time in one_in.
 void emu_preempt(int one_in);

@@ -68,6 +68,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <string>
@@ -209,6 +210,7 @@ struct MmaFrags {
 
 struct Worker;
 struct WgBlock;
+struct CpBlock;
 
 struct Fiber {
 	void* sp = nullptr;  // saved stack pointer while suspended
@@ -252,6 +254,7 @@ struct Worker {
 	Fiber* volatile cur = nullptr;
 	sigjmp_buf jb;  // where a faulting fiber's block ends
 	WgBlock* wg = nullptr;  // the block's wgmma state (emu_wgmma_*), made at first use
+	CpBlock* cp = nullptr;  // the block's cp.async state (emu_cp_async*), made at first use
 	int addr_kind = 0;      // what the address of the next fault is (Launch::fault_addr_kind)
 };
 
@@ -1207,6 +1210,130 @@ void wg_block_end(Worker* w) {
 	}
 }
 
+
+// ---- cp.async (Ampere's asynchronous global-to-shared copy) ----
+//
+// A model of PTX cp.async.cg.shared.global (16 bytes, with a source size),
+// cp.async.commit_group and cp.async.wait_group that fails the launch
+// where the PTX ISA leaves the behaviour undefined:
+//
+//   - Each thread's copies are its own (not collective). A commit makes the
+//     thread's uncommitted copies a group (an empty group is trivially
+//     complete); a wait(n) completes the thread's oldest committed groups
+//     until at most n are pending. Uncommitted copies are in no group, so
+//     wait_group does not wait for them (only cp.async.wait_all, which is
+//     commit_group then wait_group 0, does): they stay in flight.
+//   - A copy completes at the wait that retires its group, never before. At
+//     issue its 16 destination bytes are filled with kCpPoison (a NaN as
+//     fp32, bf16 and fp16 alike) and its source bytes are saved; at
+//     completion the destination must still hold the poison (else the
+//     kernel wrote it while the copy was in flight), the source is read
+//     again (as late as the hardware may read it) and must equal the saved
+//     bytes (else it was modified in flight), and the data lands, zeros
+//     after src_bytes. A reader of the destination before the issuing
+//     thread's wait sees the poison: another thread that does not wait at
+//     a __syncthreads after the issuing thread's wait, on the schedules
+//     where it gets there first (a wait yields to the scheduler before it
+//     completes anything, so other threads run while the copies are in
+//     flight).
+//   - At issue: dst must lie in a __shared__ variable of the kernel, all 16
+//     bytes in one, 16-byte aligned (both its shared-window address and
+//     the host copy, which is aligned as declared, as ptxas aligns);
+//     src 16-byte aligned; src_bytes 0 to 16; and src_bytes > 0 bytes at
+//     src inside one device allocation (the driver's table: reading the
+//     slack after an allocation's end, which would not fault here, is an
+//     error too). Two copies in flight to the same 16 bytes (of any
+//     threads of the block) are an error: they are unordered.
+//   - A thread that exits with copies in flight (committed or not) is an
+//     error.
+//   - The landing write is a generic-proxy write (the PTX ISA puts only
+//     the bulk copies in the async proxy): it does not refresh the shadow
+//     that wgmma checks against, so a wgmma reading cp.async data needs a
+//     fence.proxy.async after the wait.
+
+constexpr unsigned kCpPoison = 0x7fa57fa5u;  // NaN as fp32, and each half as bf16 and fp16
+
+struct CpCopy {
+	char* dst;
+	unsigned win;  // dst's shared-window address
+	const char* src;
+	int bytes;
+	long long group;  // -1: not committed
+	unsigned char snap[16];
+};
+
+struct CpThread {
+	std::deque<CpCopy> pending;  // in issue order
+	long long groups = 0;        // commit_group calls so far
+};
+
+struct CpBlock {
+	bool active = false;
+	std::vector<CpThread> th;           // by linear thread index
+	std::vector<unsigned> owner;        // by window address / 16: 1 + the thread whose copy is in flight there, or 0
+	std::vector<unsigned> used;         // threads with copies made since the block's start
+	void reset() {
+		active = false;
+		for (unsigned t : used) th[t] = CpThread();
+		used.clear();
+		std::fill(owner.begin(), owner.end(), 0u);
+	}
+};
+
+CpBlock& cp_state(Worker* w) {
+	if (!w->cp) w->cp = new CpBlock();
+	CpBlock& C = *w->cp;
+	if (!C.active) {
+		C.active = true;
+		if (C.th.size() < kMaxThreads) C.th.resize(kMaxThreads);
+		if (C.owner.size() < g_launch.win_end / 16 + 1) C.owner.resize(g_launch.win_end / 16 + 1);
+	}
+	return C;
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void cp_fail(Fiber* f, int rc, uintptr_t addr, const std::string& what,
+                                                          int kind) {
+	wg_fail(f->w, f, rc, addr, where(f) + ": " + what, kind);
+}
+
+std::string cp_thread_name(const Fiber* f) {
+	return "thread (" + std::to_string(f->tid.x) + "," + std::to_string(f->tid.y) + "," + std::to_string(f->tid.z) + ")";
+}
+
+// cp_complete completes copy c of thread f.
+void cp_complete(Fiber* f, CpBlock& C, const CpCopy& c) {
+	unsigned char poison[16];
+	for (int i = 0; i < 4; i++) memcpy(poison + 4 * i, &kCpPoison, 4);
+	if (memcmp(c.dst, poison, 16) != 0)
+		cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, c.win,
+		        "the destination of an in-flight cp.async (16 bytes) was written between its issue and the "
+		        "cp.async.wait_group that completed it",
+		        1);
+	unsigned char now[16] = {0};
+	memcpy(now, c.src, (size_t)c.bytes);
+	if (memcmp(now, c.snap, (size_t)c.bytes) != 0)
+		cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, (uintptr_t)c.src,
+		        "the source of an in-flight cp.async (" + std::to_string(c.bytes) +
+		            " bytes) was modified between its issue and the cp.async.wait_group that completed it",
+		        0);
+	memcpy(c.dst, now, 16);  // a generic-proxy write: the wgmma shadow is left as it was
+	C.owner[c.win / 16] = 0;
+}
+
+// cp_exit: thread f exits; it must have no copies in flight.
+void cp_exit(Worker* w, Fiber* f) {
+	const CpThread& T = w->cp->th[f->lin];
+	if (T.pending.empty()) return;
+	size_t unc = 0;
+	for (const auto& c : T.pending) unc += c.group < 0;
+	cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, T.pending.front().win,
+	        "cp.async still in flight at thread exit (" + std::to_string(T.pending.size()) + " copies, " +
+	            std::to_string(unc) +
+	            " of them never committed; every copy must be retired by a cp.async.wait_group before the thread "
+	            "exits)",
+	        1);
+}
+
 // schedule runs the fibers of w's block to their ends (see the file
 // comment).
 void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
@@ -1255,6 +1382,7 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 			break;
 		case F_DONE:
 			if (w->wg && w->wg->active) wg_exit(w, f);
+			if (w->cp && w->cp->active) cp_exit(w, f);
 			live--;
 			live_mask[k] &= ~bit;
 			if (!wait_mask[k]) break;
@@ -1292,6 +1420,7 @@ void run_block(Worker* w, unsigned long long b) {
 	const unsigned stay = kStay[below(&w->rng, 4)];
 	if (L.shared) poison_shared(L.shared, w->poison);
 	if (w->wg && w->wg->active) w->wg->reset();
+	if (w->cp && w->cp->active) w->cp->reset();
 	for (unsigned i = 0; i < L.nthreads; i++) fiber_reset(&w->fibers[i]);
 	if (sigsetjmp(w->jb, 1)) {
 		// A fiber faulted (fault_out): the block ends here, the launch
@@ -1673,6 +1802,101 @@ void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc
 	f->mask = 0xffffffffu;
 	f->state = F_WARP;
 	suspend(f);
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, src_bytes (see the cp.async
+// section).
+void emu_cp_async16(void* dst, const void* src, int src_bytes) {
+	Fiber* f = t_fiber;
+	const Launch& L = g_launch;
+	if (src_bytes < 0 || src_bytes > 16)
+		cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, 0,
+		        "cp.async.cg.shared.global with src-size " + std::to_string(src_bytes) +
+		            ": it must be 0 to 16 (the copy size)",
+		        2);
+	char* d = (char*)dst;
+	int v = -1;
+	char* vs = nullptr;
+	if (L.shared) {
+		char* a = L.shared->anchor();
+		for (unsigned i = 0; i < L.shared->nvars && v < 0; i++) {
+			char* s = a + L.shared->vars[i].offset;
+			if (d >= s && d < s + L.shared->vars[i].size) v = (int)i, vs = s;
+		}
+	}
+	if (v < 0)
+		cp_fail(f, CUDA_ERROR_ILLEGAL_ADDRESS, (uintptr_t)dst,
+		        "cp.async destination outside every __shared__ variable of the kernel", 0);
+	const size_t vsize = L.shared->vars[v].size;
+	const unsigned win = L.win_off[v] + (unsigned)(d - vs);
+	if (win % 16 || (uintptr_t)d % 16)
+		cp_fail(f, CUDA_ERROR_MISALIGNED_ADDRESS, win,
+		        "cp.async destination not 16-byte aligned (offset " + std::to_string(d - vs) + " of a " +
+		            std::to_string(vsize) + "-byte __shared__ variable" +
+		            ((uintptr_t)vs % 16 ? ", which is not declared __align__(16)" : "") + ")",
+		        1);
+	if ((size_t)(d - vs) + 16 > vsize)
+		cp_fail(f, CUDA_ERROR_ILLEGAL_ADDRESS, win,
+		        "cp.async destination runs past the end of the " + std::to_string(vsize) +
+		            "-byte __shared__ variable at window " + hex(L.win_off[v]),
+		        1);
+	if ((uintptr_t)src % 16)
+		cp_fail(f, CUDA_ERROR_MISALIGNED_ADDRESS, (uintptr_t)src, "cp.async source not 16-byte aligned", 0);
+	if (src_bytes > 0 && dev_range_check((uintptr_t)src, (size_t)src_bytes) != CUDA_SUCCESS)
+		cp_fail(f, CUDA_ERROR_ILLEGAL_ADDRESS, (uintptr_t)src,
+		        "cp.async source (" + std::to_string(src_bytes) + " bytes) outside device memory", 0);
+	CpBlock& C = cp_state(f->w);
+	if (unsigned o = C.owner[win / 16])
+		cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, win,
+		        "cp.async to 16 bytes that a cp.async of " + cp_thread_name(&f->w->fibers[o - 1]) +
+		            " still has in flight (two copies to the same bytes are unordered: undefined)",
+		        1);
+	CpThread& T = C.th[f->lin];
+	if (T.pending.empty() && T.groups == 0) C.used.push_back(f->lin);
+	T.pending.emplace_back();
+	CpCopy& c = T.pending.back();
+	c.dst = d;
+	c.win = win;
+	c.src = (const char*)src;
+	c.bytes = src_bytes;
+	c.group = -1;
+	memset(c.snap, 0, 16);
+	memcpy(c.snap, src, (size_t)src_bytes);
+	for (int i = 0; i < 4; i++) memcpy(d + 4 * i, &kCpPoison, 4);
+	C.owner[win / 16] = f->lin + 1;
+}
+
+void emu_cp_async_commit(void) {
+	Fiber* f = t_fiber;
+	CpBlock& C = cp_state(f->w);
+	CpThread& T = C.th[f->lin];
+	if (T.pending.empty() && T.groups == 0) C.used.push_back(f->lin);
+	for (auto& c : T.pending)
+		if (c.group < 0) c.group = T.groups;
+	T.groups++;
+}
+
+void emu_cp_async_wait(int n) {
+	Fiber* f = t_fiber;
+	if (n < 0) cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, 0, "cp.async.wait_group " + std::to_string(n) + ": N must be >= 0", 2);
+	CpBlock& C = cp_state(f->w);
+	// Other threads run first, while the copies are still in flight.
+	if (!C.th[f->lin].pending.empty()) {
+		f->state = F_RUN;
+		suspend(f);
+	}
+	CpThread& T = C.th[f->lin];
+	long long ngroups = 0, last = -1;
+	for (const auto& c : T.pending)
+		if (c.group >= 0 && c.group != last) ngroups++, last = c.group;
+	while (ngroups > n) {
+		const long long g0 = T.pending.front().group;
+		while (!T.pending.empty() && T.pending.front().group == g0) {
+			cp_complete(f, C, T.pending.front());
+			T.pending.pop_front();
+		}
+		ngroups--;
+	}
 }
 
 // The async proxy sees the block's shared memory as it is now (its shadow).

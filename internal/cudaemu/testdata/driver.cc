@@ -1879,6 +1879,105 @@ static void test_wgmma_bug(const char* name) {
 		}
 }
 
+// ---- cp.async (emu_cp_async16, commit and wait) ----
+
+// cpasync_*: cpasync_tiles copies an nrows × 32 matrix (ncols columns
+// valid) tile by tile through two shared buffers with cp.async; masked
+// rows (src_bytes 0) and columns (a partial src_bytes) come out zero.
+// "cpasync" runs it on several shapes and grids, compared exactly with the
+// input; the other names plant a bug (a mode of the kernel), each failing
+// the launch with the report the Go test checks, except read_early (the
+// destination read before the wait is poison) and no_sync (a missing
+// __syncthreads gives wrong numbers).
+static void test_cpasync(const char* name) {
+	static const std::map<std::string, std::pair<int, int>> modes = {
+	    {"cpasync", {0, 0}},
+	    {"cpasync_read_early", {1, 0}},
+	    {"cpasync_dst_write", {2, 719}},
+	    {"cpasync_src_write", {3, 719}},
+	    {"cpasync_exit_pending", {4, 719}},
+	    {"cpasync_misaligned_dst", {5, 716}},
+	    {"cpasync_misaligned_src", {6, 716}},
+	    {"cpasync_dst_global", {7, 700}},
+	    {"cpasync_src_size", {8, 719}},
+	    {"cpasync_src_oob", {10, 700}},
+	    {"cpasync_uncommitted", {11, 719}},
+	    {"cpasync_no_sync", {12, 0}},
+	};
+	setup();
+	const auto m = modes.at(name);
+	struct Shape {
+		int nrows, ncols, ntiles, grid;
+	};
+	std::vector<Shape> shapes = {{300, 30, 6, 2}, {256, 32, 4, 1}, {200, 17, 5, 4}, {64, 3, 2, 1}};
+	if (m.first != 0) shapes = {{128, 32, 2, 1}};
+	for (const Shape& sh : shapes) {
+		std::vector<float> in((size_t)sh.nrows * 32);
+		for (auto& x : in) x = rnd();
+		devptr din = upload(in), dout = alloc<float>((size_t)sh.ntiles * 64 * 32),
+		       early = alloc<unsigned>((size_t)sh.grid * 128);
+		Args args;
+		args.add(m.first).add(din).add(sh.nrows).add(sh.ncols).add(sh.ntiles).add(dout).add(early);
+		EXPECT_RC(m.second, launch("cpasync_tiles", sh.grid, 1, 1, 128, 1, 1, args));
+		if (m.second) return;
+		std::vector<float> o = download<float>(dout, (size_t)sh.ntiles * 64 * 32);
+		int wrong = 0, poison = 0;
+		for (int r = 0; r < sh.ntiles * 64; r++)
+			for (int c = 0; c < 32; c++) {
+				const float want = r < sh.nrows && c < sh.ncols ? in[r * 32 + c] : 0.0f, got = o[r * 32 + c];
+				if (f2u(got) != f2u(want)) {
+					wrong++;
+					poison += f2u(got) == 0x7fa57fa5u;
+					if (m.first != 12 && wrong <= 3)
+						fail("nrows %d ncols %d: out[%d][%d] = %#x, want %#x", sh.nrows, sh.ncols, r, c, f2u(got),
+						     f2u(want));
+				}
+			}
+		if (m.first == 1) {
+			std::vector<unsigned> e = download<unsigned>(early, 128);
+			int n = 0;
+			for (unsigned x : e) n += x == 0x7fa57fa5u;
+			EXPECT(n == 128, "%d of 128 threads read poison from their destination before the wait", n);
+			if (n == 128) printf("destination read before cp.async.wait_group: poison in all 128 threads\n");
+		}
+		if (m.first == 12) {
+			EXPECT(poison > 0, "without the __syncthreads after the wait no thread read cp.async poison");
+			if (poison > 0) printf("missing __syncthreads: %d elements read as cp.async poison\n", poison);
+		}
+	}
+}
+
+// cpasync_wgmma_ok / cpasync_no_proxy_fence: a wgmma reads B that cp.async
+// brought into shared memory, with and without fence.proxy.async after the
+// wait (the landing is a generic-proxy write).
+static void test_cpasync_wgmma(const char* name) {
+	const int mode = strcmp(name, "cpasync_no_proxy_fence") == 0;
+	setup();
+	std::vector<unsigned short> B(1024);
+	std::vector<float> Bf(16 * 64);
+	for (int k = 0; k < 16; k++)
+		for (int nn = 0; nn < 64; nn++) {
+			B[wg_addr(nn, k, false, 128, 256) / 2] = bf16(rnd());
+			Bf[k * 64 + nn] = from_bf16(B[wg_addr(nn, k, false, 128, 256) / 2]);
+		}
+	devptr dB = upload(B), out = alloc<float>(64 * 64);
+	Args args;
+	args.add(mode).add(dB).add(out);
+	EXPECT_RC(mode ? 719 : 0, launch("cpasync_wgmma", 1, 1, 1, 128, 1, 1, args));
+	if (mode) return;
+	std::vector<float> o = download<float>(out, 64 * 64);
+	for (int i = 0; i < 64; i++)
+		for (int j = 0; j < 64; j++) {
+			float acc = 0;
+			const float a = from_bf16(bf16((float)(i + 1) / 64));
+			for (int k = 0; k < 16; k++) acc = acc + a * Bf[k * 64 + j];
+			if (f2u(o[i * 64 + j]) != f2u(acc)) {
+				fail("D[%d][%d] = %g, want %g", i, j, o[i * 64 + j], acc);
+				return;
+			}
+		}
+}
+
 int main(int argc, char** argv) {
 	if (argc != 3) {
 		printf("usage: driver LIBDIR TEST\n");
@@ -1946,6 +2045,20 @@ int main(int argc, char** argv) {
 	    {"wgmma_wait1", test_wgmma_bug},
 	    {"wgmma_acc_after_fence", test_wgmma_bug},
 	    {"wgmma_a_after_fence", test_wgmma_bug},
+	    {"cpasync", test_cpasync},
+	    {"cpasync_read_early", test_cpasync},
+	    {"cpasync_dst_write", test_cpasync},
+	    {"cpasync_src_write", test_cpasync},
+	    {"cpasync_exit_pending", test_cpasync},
+	    {"cpasync_misaligned_dst", test_cpasync},
+	    {"cpasync_misaligned_src", test_cpasync},
+	    {"cpasync_dst_global", test_cpasync},
+	    {"cpasync_src_size", test_cpasync},
+	    {"cpasync_src_oob", test_cpasync},
+	    {"cpasync_uncommitted", test_cpasync},
+	    {"cpasync_no_sync", test_cpasync},
+	    {"cpasync_wgmma_ok", test_cpasync_wgmma},
+	    {"cpasync_no_proxy_fence", test_cpasync_wgmma},
 	};
 	if (strcmp(argv[2], "list") == 0) {
 		for (auto& t : tests) printf("%s\n", t.first.c_str());
