@@ -196,7 +196,7 @@ unsigned long long hash_str(const char* p) {
 	return h;
 }
 
-enum { F_RUN, F_WARP, F_BLOCK, F_DONE };
+enum { F_RUN, F_WARP, F_BLOCK, F_DONE, F_CPWAIT };
 enum { OP_SHFL, OP_BALLOT, OP_SYNC, OP_MMA, OP_WG_FENCE, OP_WG_COMMIT, OP_WG_WAIT, OP_WG_MMA };
 const char* const kOpName[] = {"a shuffle",       "a vote",           "__syncwarp",       "mma.sync",
                                "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group", "wgmma.mma_async"};
@@ -1231,11 +1231,16 @@ void wg_block_end(Worker* w) {
 //     again (as late as the hardware may read it) and must equal the saved
 //     bytes (else it was modified in flight), and the data lands, zeros
 //     after src_bytes. A reader of the destination before the issuing
-//     thread's wait sees the poison: another thread that does not wait at
-//     a __syncthreads after the issuing thread's wait, on the schedules
-//     where it gets there first (a wait yields to the scheduler before it
-//     completes anything, so other threads run while the copies are in
-//     flight).
+//     thread's wait sees the poison.
+//   - Visibility to the other threads of the block: a wait that has
+//     copies to complete suspends its thread until no other thread of the
+//     block can run (all wait at barriers, warp operations or cp.async
+//     waits, or have exited); then one of the threads waiting for copies,
+//     picked at random, completes them and goes on. So a thread that reads
+//     another thread's copies after its own wait but without a
+//     __syncthreads after theirs reads poison on every schedule (the first
+//     thread released reads copies the others have not completed yet),
+//     while a __syncthreads after the waits sees them all landed.
 //   - At issue: dst must lie in a __shared__ variable of the kernel, all 16
 //     bytes in one, 16-byte aligned (both its shared-window address and
 //     the host copy, which is aligned as declared, as ptxas aligns);
@@ -1349,8 +1354,25 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 		wait_mask[k] = 0;
 		runnable |= 1u << k;
 	}
+	unsigned cpwait[kMaxWarps] = {};  // threads at a cp.async.wait_group with copies to complete
+	unsigned ncpwait = 0;
 	unsigned focus = 0;
 	for (;;) {
+		if (!runnable && ncpwait) {
+			// Nothing else can run: one of the threads waiting for their
+			// cp.async copies (picked at random) completes them and goes on.
+			const unsigned long long r = next_rand(&w->rng);
+			unsigned warps = 0;
+			for (unsigned k = 0; k < nwarps; k++)
+				if (cpwait[k]) warps |= 1u << k;
+			const unsigned k = pick(warps, (unsigned)r), l = pick(cpwait[k], (unsigned)(r >> 9));
+			cpwait[k] &= ~(1u << l);
+			ncpwait--;
+			fs[32 * k + l].state = F_RUN;
+			run_mask[k] |= 1u << l;
+			runnable |= 1u << k;
+			continue;
+		}
 		if (!runnable) {
 			if (live == 0) {
 				if (w->wg && w->wg->active) wg_block_end(w);
@@ -1398,6 +1420,10 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 		case F_BLOCK:
 			at_block++;
 			count += f->pred;
+			break;
+		case F_CPWAIT:
+			cpwait[k] |= bit;
+			ncpwait++;
 			break;
 		}
 		if (run_mask[k])
@@ -1880,15 +1906,17 @@ void emu_cp_async_wait(int n) {
 	Fiber* f = t_fiber;
 	if (n < 0) cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, 0, "cp.async.wait_group " + std::to_string(n) + ": N must be >= 0", 2);
 	CpBlock& C = cp_state(f->w);
-	// Other threads run first, while the copies are still in flight.
-	if (!C.th[f->lin].pending.empty()) {
-		f->state = F_RUN;
-		suspend(f);
-	}
 	CpThread& T = C.th[f->lin];
 	long long ngroups = 0, last = -1;
 	for (const auto& c : T.pending)
 		if (c.group >= 0 && c.group != last) ngroups++, last = c.group;
+	if (ngroups > n) {
+		// The copies complete only when every other thread of the block
+		// has run as far as it can (schedule): a thread reading them
+		// without a __syncthreads after this one's wait sees the poison.
+		f->state = F_CPWAIT;
+		suspend(f);
+	}
 	while (ngroups > n) {
 		const long long g0 = T.pending.front().group;
 		while (!T.pending.empty() && T.pending.front().group == g0) {
