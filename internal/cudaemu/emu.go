@@ -135,6 +135,21 @@
 //     thread and warp. __cvta_generic_to_shared returns addresses in a
 //     window of the kernel's __shared__ variables (each 1024-aligned, from
 //     1024). The arithmetic is mma.sync's, k step by k step.
+//   - Asynchronous copies (Ampere's cp.async.cg.shared.global of 16 bytes
+//     with a source size, commit_group and wait_group, which kernels call
+//     as emu_cp_async* of csrc/emu_abi.h) are modelled adversarially too:
+//     per thread, a copy completes only at the wait_group that retires its
+//     group (uncommitted copies are in no group: wait_group leaves them in
+//     flight), its 16 destination bytes read as a NaN poison until then,
+//     and writing them or the source before then, a thread exiting with
+//     copies in flight, two copies in flight to the same bytes, a
+//     destination outside the kernel's __shared__ variables, misaligned
+//     addresses, a source size over 16 and a source outside device memory
+//     fail the launch. A wait completes its copies only when no other
+//     thread of the block can run, so a thread that reads others' copies
+//     without a __syncthreads after their waits reads poison on every
+//     schedule. The landing is a generic-proxy write (as the PTX ISA
+//     says): a wgmma reading it needs a fence.proxy.async after the wait.
 //   - Misaligned accesses: kernels are compiled with g++'s
 //     -fsanitize=alignment, whose handler (in the runtime, no libubsan) ends
 //     the launch with CUDA_ERROR_MISALIGNED_ADDRESS (sticky), reporting the

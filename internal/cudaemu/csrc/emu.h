@@ -144,7 +144,9 @@ static inline int __any_sync(unsigned mask, int pred) { return emu_ballot(pred, 
 static inline int __all_sync(unsigned mask, int pred) { return emu_ballot(!pred, mask) == 0; }
 static inline unsigned __activemask() { return emu_activemask(); }
 // NVRTC has __cvta_generic_to_shared built in (the wgmma functions are
-// emu_wgmma_* of emu_abi.h: kernels call them where they use inline PTX).
+// emu_wgmma_* of emu_abi.h, and cp.async's emu_cp_async16,
+// emu_cp_async_commit and emu_cp_async_wait: kernels call them where they
+// use inline PTX).
 static inline size_t __cvta_generic_to_shared(const void* p) { return emu_cvta_shared(p); }
 
 // ---- atomics (real atomics: the threads of a block run in parallel) ----
