@@ -1235,7 +1235,8 @@ void wg_block_end(Worker* w) {
 //   - Visibility to the other threads of the block: a wait that has
 //     copies to complete suspends its thread until no other thread of the
 //     block can run (all wait at barriers, warp operations or cp.async
-//     waits, or have exited); then one of the threads waiting for copies,
+//     waits, or have exited; or, for a block whose threads spin, after
+//     16 steps per thread); then one of the threads waiting for copies,
 //     picked at random, completes them and goes on. So a thread that reads
 //     another thread's copies after its own wait but without a
 //     __syncthreads after theirs reads poison on every schedule (the first
@@ -1356,11 +1357,18 @@ void schedule(Worker* w, unsigned stay, unsigned long long poison64) {
 	}
 	unsigned cpwait[kMaxWarps] = {};  // threads at a cp.async.wait_group with copies to complete
 	unsigned ncpwait = 0;
+	// Steps run while threads waited at cp.async waits, and how many are
+	// enough: a thread spinning on a flag that a thread at a wait sets
+	// after it would otherwise never let that one go.
+	unsigned long long cp_steps = 0;
+	const unsigned long long cp_patience = 16ull * n + 1024;
 	unsigned focus = 0;
 	for (;;) {
-		if (!runnable && ncpwait) {
-			// Nothing else can run: one of the threads waiting for their
-			// cp.async copies (picked at random) completes them and goes on.
+		if (ncpwait && (!runnable || ++cp_steps > cp_patience)) {
+			// Nothing else can run (or has run long enough): one of the
+			// threads waiting for their cp.async copies (picked at random)
+			// completes them and goes on.
+			cp_steps = 0;
 			const unsigned long long r = next_rand(&w->rng);
 			unsigned warps = 0;
 			for (unsigned k = 0; k < nwarps; k++)

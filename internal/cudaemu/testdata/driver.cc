@@ -1947,6 +1947,19 @@ static void test_cpasync(const char* name) {
 	}
 }
 
+// cpasync_spin: a thread spinning on a flag that a thread at a cp.async
+// wait raises after it (the wait must not hold that thread forever).
+static void test_cpasync_spin(const char*) {
+	setup();
+	std::vector<float> in = {1.5f, -2.25f, 3.0f, 0.125f};
+	devptr din = upload(in), out = alloc<float>(4);
+	Args args;
+	args.add(din).add(out);
+	OK(launch("cpasync_spin", 2, 1, 1, 64, 1, 1, args));
+	std::vector<float> o = download<float>(out, 4);
+	for (int i = 0; i < 4; i++) EXPECT(o[i] == in[i], "out[%d] = %g, want %g", i, o[i], in[i]);
+}
+
 // cpasync_wgmma_ok / cpasync_no_proxy_fence: a wgmma reads B that cp.async
 // brought into shared memory, with and without fence.proxy.async after the
 // wait (the landing is a generic-proxy write).
@@ -2057,6 +2070,7 @@ int main(int argc, char** argv) {
 	    {"cpasync_src_oob", test_cpasync},
 	    {"cpasync_uncommitted", test_cpasync},
 	    {"cpasync_no_sync", test_cpasync},
+	    {"cpasync_spin", test_cpasync_spin},
 	    {"cpasync_wgmma_ok", test_cpasync_wgmma},
 	    {"cpasync_no_proxy_fence", test_cpasync_wgmma},
 	};

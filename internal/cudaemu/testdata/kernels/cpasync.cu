@@ -95,3 +95,27 @@ extern "C" __global__ void cpasync_wgmma(int mode, const unsigned short* Bimg, f
 		out[row * 64 + col] = d[i];
 	}
 }
+
+// cpasync_spin: thread 0 brings 4 floats into shared memory with cp.async
+// and, after its wait, raises a flag that thread 1 spins on (atomics, a
+// preemption point) before it reads them: the emulator must let the
+// waiting thread go although thread 1 can always run. out: 4 floats.
+extern "C" __global__ void cpasync_spin(const float* in, float* out) {
+	__shared__ __align__(16) float buf[4];
+	__shared__ int flag;
+	const int t = threadIdx.x;
+	if (t == 0) flag = 0;
+	__syncthreads();
+	if (t == 0) {
+		emu_cp_async16(buf, in, 16);
+		emu_cp_async_commit();
+		emu_cp_async_wait(0);
+		__threadfence_block();
+		atomicExch(&flag, 1);
+	} else if (t == 1) {
+		while (atomicAdd(&flag, 0) == 0) {
+		}
+		__threadfence_block();
+		for (int i = 0; i < 4; i++) out[i] = buf[i];
+	}
+}
