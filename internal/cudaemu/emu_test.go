@@ -467,6 +467,8 @@ func TestCpAsync(t *testing.T) {
 		{"cpasync_dst_global", []string{"cp.async destination outside every __shared__ variable of the kernel", "block (0,0,0) thread (7,0,0)", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
 		{"cpasync_src_size", []string{"cp.async.cg.shared.global with src-size 17: it must be 0 to 16", "block (0,0,0) thread (8,0,0)", "CUDA_ERROR_LAUNCH_FAILED"}},
 		{"cpasync_src_oob", []string{"cp.async source (16 bytes) outside device memory", "past its end", "block (0,0,0) thread (10,0,0)", "CUDA_ERROR_ILLEGAL_ADDRESS"}},
+		// Threads 0 and 3 copy to the same bytes: whichever issues second is reported.
+		{"cpasync_overlap", []string{"cp.async to 16 bytes that a cp.async of thread (", "still has in flight (two copies to the same bytes are unordered: undefined) at shared window address 0x400,", where, "CUDA_ERROR_LAUNCH_FAILED"}},
 		{"cpasync_no_proxy_fence", []string{"was written after the last fence.proxy.async", where, "CUDA_ERROR_LAUNCH_FAILED"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1903,6 +1903,7 @@ static void test_cpasync(const char* name) {
 	    {"cpasync_src_oob", {10, 700}},
 	    {"cpasync_uncommitted", {11, 719}},
 	    {"cpasync_no_sync", {12, 0}},
+	    {"cpasync_overlap", {13, 719}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -2072,6 +2073,7 @@ int main(int argc, char** argv) {
 	    {"cpasync_src_oob", test_cpasync},
 	    {"cpasync_uncommitted", test_cpasync},
 	    {"cpasync_no_sync", test_cpasync},
+	    {"cpasync_overlap", test_cpasync},
 	    {"cpasync_spin", test_cpasync_spin},
 	    {"cpasync_wgmma_ok", test_cpasync_wgmma},
 	    {"cpasync_no_proxy_fence", test_cpasync_wgmma},

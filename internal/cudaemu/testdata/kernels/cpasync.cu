@@ -49,6 +49,7 @@ extern "C" __global__ void cpasync_tiles(int mode, const float* in, int nrows, i
 	if (mode == 1) early[blockIdx.x * 128 + t] = __float_as_uint(buf[0][4 * t]);  // read before the wait
 	if (mode == 2 && t == 0) buf[0][1] = 1.0f;                                  // dst written in flight
 	if (mode == 3 && t == 0 && nrows > 0) ((float*)in)[64 * tile * 32] += 1.0f;  // src modified in flight
+	if (mode == 13 && t == 3) emu_cp_async16(buf[0], in, 16);                 // a second copy to thread 0's bytes
 	if (mode != 11) emu_cp_async_commit();
 	if (mode == 4) return;  // exits with the copies in flight
 	for (int i = 0;; i++) {
