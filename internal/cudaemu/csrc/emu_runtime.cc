@@ -1210,7 +1210,6 @@ void wg_block_end(Worker* w) {
 	}
 }
 
-
 // ---- cp.async (Ampere's asynchronous global-to-shared copy) ----
 //
 // A model of PTX cp.async.cg.shared.global (16 bytes, with a source size),
@@ -1275,9 +1274,9 @@ struct CpThread {
 
 struct CpBlock {
 	bool active = false;
-	std::vector<CpThread> th;           // by linear thread index
-	std::vector<unsigned> owner;        // by window address / 16: 1 + the thread whose copy is in flight there, or 0
-	std::vector<unsigned> used;         // threads with copies made since the block's start
+	std::vector<CpThread> th;     // by linear thread index
+	std::vector<unsigned> owner;  // by window address / 16: 1 + the thread whose copy is in flight there, or 0
+	std::vector<unsigned> used;   // threads with copies made since the block's start
 	void reset() {
 		active = false;
 		for (unsigned t : used) th[t] = CpThread();
