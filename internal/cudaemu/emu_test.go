@@ -442,7 +442,7 @@ func TestWgmma(t *testing.T) {
 // with a report saying what and where (or, for an early read and a missing
 // __syncthreads, give the poison).
 func TestCpAsync(t *testing.T) {
-	for _, name := range []string{"cpasync", "cpasync_wgmma_ok", "cpasync_spin"} {
+	for _, name := range []string{"cpasync", "cpasync_empty_group", "cpasync_wgmma_ok", "cpasync_spin"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out, err := runDriver(t, name)

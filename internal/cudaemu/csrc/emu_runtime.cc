@@ -1914,23 +1914,24 @@ void emu_cp_async_wait(int n) {
 	if (n < 0) cp_fail(f, CUDA_ERROR_LAUNCH_FAILED, 0, "cp.async.wait_group " + std::to_string(n) + ": N must be >= 0", 2);
 	CpBlock& C = cp_state(f->w);
 	CpThread& T = C.th[f->lin];
-	long long ngroups = 0, last = -1;
+	// Groups are numbered in commit order; the wait retires every group
+	// but the n most recent committed ones, empty ones among them (PTX: "all
+	// the prior cp.async-groups ... are complete"): an empty newest group
+	// still counts as one of the n.
+	const long long keep = (long long)T.groups - n;
+	bool due = false;
 	for (const auto& c : T.pending)
-		if (c.group >= 0 && c.group != last) ngroups++, last = c.group;
-	if (ngroups > n) {
+		if (c.group >= 0 && c.group < keep) due = true;
+	if (due) {
 		// The copies complete only when every other thread of the block
 		// has run as far as it can (schedule): a thread reading them
 		// without a __syncthreads after this one's wait sees the poison.
 		f->state = F_CPWAIT;
 		suspend(f);
 	}
-	while (ngroups > n) {
-		const long long g0 = T.pending.front().group;
-		while (!T.pending.empty() && T.pending.front().group == g0) {
-			cp_complete(f, C, T.pending.front());
-			T.pending.pop_front();
-		}
-		ngroups--;
+	while (!T.pending.empty() && T.pending.front().group >= 0 && T.pending.front().group < keep) {
+		cp_complete(f, C, T.pending.front());
+		T.pending.pop_front();
 	}
 }
 

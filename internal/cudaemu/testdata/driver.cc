@@ -1885,7 +1885,8 @@ static void test_wgmma_bug(const char* name) {
 // valid) tile by tile through two shared buffers with cp.async; masked
 // rows (src_bytes 0) and columns (a partial src_bytes) come out zero.
 // "cpasync" runs it on several shapes and grids, compared exactly with the
-// input; the other names plant a bug (a mode of the kernel), each failing
+// input, and so does "cpasync_empty_group" (wait_group 1 behind an empty
+// newest group still retires the older ones); the other names plant a bug (a mode of the kernel), each failing
 // the launch with the report the Go test checks, except read_early (the
 // destination read before the wait is poison) and no_sync (a missing
 // __syncthreads gives wrong numbers).
@@ -1904,6 +1905,7 @@ static void test_cpasync(const char* name) {
 	    {"cpasync_uncommitted", {11, 719}},
 	    {"cpasync_no_sync", {12, 0}},
 	    {"cpasync_overlap", {13, 719}},
+	    {"cpasync_empty_group", {14, 0}},
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1911,7 +1913,8 @@ static void test_cpasync(const char* name) {
 		int nrows, ncols, ntiles, grid;
 	};
 	std::vector<Shape> shapes = {{300, 30, 6, 2}, {256, 32, 4, 1}, {200, 17, 5, 4}, {64, 3, 2, 1}};
-	if (m.first != 0) shapes = {{128, 32, 2, 1}};
+	if (m.first == 14) shapes = {{300, 30, 6, 2}, {128, 32, 2, 2}};  // several tiles a block, and one
+	else if (m.first != 0) shapes = {{128, 32, 2, 1}};
 	for (const Shape& sh : shapes) {
 		// The allocation ends at the last valid element: a partial copy
 		// that read its whole 16 bytes would read past it.
@@ -2074,6 +2077,7 @@ int main(int argc, char** argv) {
 	    {"cpasync_uncommitted", test_cpasync},
 	    {"cpasync_no_sync", test_cpasync},
 	    {"cpasync_overlap", test_cpasync},
+	    {"cpasync_empty_group", test_cpasync},
 	    {"cpasync_spin", test_cpasync_spin},
 	    {"cpasync_wgmma_ok", test_cpasync_wgmma},
 	    {"cpasync_no_proxy_fence", test_cpasync_wgmma},

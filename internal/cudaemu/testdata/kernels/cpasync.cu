@@ -52,11 +52,25 @@ extern "C" __global__ void cpasync_tiles(int mode, const float* in, int nrows, i
 	if (mode == 13 && t == 3) emu_cp_async16(buf[0], in, 16);                 // a second copy to thread 0's bytes
 	if (mode != 11) emu_cp_async_commit();
 	if (mode == 4) return;  // exits with the copies in flight
+	if (mode == 14 && (int)gridDim.x >= ntiles) {
+		// One tile a block: the empty group comes right after the first.
+		emu_cp_async_commit();
+		emu_cp_async_wait(1);
+		__syncthreads();
+		for (int e = t; e < 64 * 32; e += 128) out[(64 * tile + e / 32) * 32 + e % 32] = buf[0][e];
+		emu_cp_async_wait(0);
+		return;
+	}
 	for (int i = 0;; i++) {
 		const int next = tile + (int)gridDim.x;
 		if (next < ntiles) {
 			cp_tile(buf[(i + 1) % 2], in, next, nrows, ncols, t, 0);
 			if (mode != 11) emu_cp_async_commit();  // mode 11: wait_group does not wait for uncommitted copies
+			emu_cp_async_wait(1);
+		} else if (mode == 14) {
+			// An empty newest group (a pipeline's last, with nothing left
+			// to load): wait_group 1 still retires every older group.
+			emu_cp_async_commit();
 			emu_cp_async_wait(1);
 		} else {
 			emu_cp_async_wait(0);
