@@ -536,6 +536,18 @@ __device__ __forceinline__ void wg_stage(unsigned short* sh, const T* src, long 
 	}
 }
 
+// wg_stage_async is wg_stage for bf16 sources with cp.async: the rows
+// land (and rows cnt … rows−1 are zero-filled) by the thread's next
+// cp_async_wait that retires the group the caller commits.
+__device__ __forceinline__ void wg_stage_async(unsigned short* sh, const unsigned short* src, long long row0, int rows, int cnt,
+                                               int heads, int head) {
+	for (int idx = threadIdx.x; idx < rows * (WG_D / 8); idx += WG_THREADS) {
+		int r = (idx >> 7) * 8 + (idx & 7), c = 8 * ((idx >> 3) & 15);
+		bool live = r < cnt;
+		cp_async16((char*)sh + wg_tile_off(r, c), src + ((row0 + (live ? r : 0)) * heads + head) * WG_D + c, live ? 16 : 0);
+	}
+}
+
 // Descriptors of k-step st of a WG tile: K along the columns (16 columns,
 // 256 bytes, a step) or along the rows (16 rows, 4096 bytes, a step).
 __device__ __forceinline__ unsigned long long wg_kmajor(const unsigned short* tile, int st) {
@@ -568,10 +580,17 @@ extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const 
 	wg_zero(&o[0][0], WG_D / 2);
 	float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
 	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	// The loads overlap the products (FlashAttention-2's order): a tile's
+	// values load during its S = Q·Kᵀ, the next tile's keys during
+	// softmax and O += P·V. One buffer each: the keys are free once S is
+	// done, the values once P·V is.
+	if (nkTile > 0) wg_stage_async(ks, k, k0, WG_BK, min(WG_BK, nkTile), G, g);
+	cp_async_commit();
 	for (int j0 = 0; j0 < nkTile; j0 += WG_BK) {
-		__syncthreads(); // the previous tile's products are complete (waited for)
-		wg_stage(ks, k, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
-		wg_stage(vs, v, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		__syncthreads(); // the previous tile's P·V is complete in every warp: vs is free
+		wg_stage_async(vs, v, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		cp_async_commit();
+		cp_async_wait<1>(); // this tile's keys (this thread's part)
 		wg_proxy_fence();
 		__syncthreads();
 		// S = Q·Kᵀ: A = the query rows (registers), B = the key tile (K-major).
@@ -583,6 +602,10 @@ extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const 
 		wg_commit();
 		wg_wait<0>();
 		wg_hold<WG_BK>(&s[0][0]);
+		__syncthreads(); // every warp's S is done: ks is free
+		if (j0 + WG_BK < nkTile)
+			wg_stage_async(ks, k, (long long)k0 + j0 + WG_BK, WG_BK, min(WG_BK, nkTile - j0 - WG_BK), G, g);
+		cp_async_commit();
 		float mx0 = NEG_INF, mx1 = NEG_INF;
 #pragma unroll
 		for (int nt = 0; nt < WG_BK / 8; nt++) {
@@ -622,6 +645,9 @@ extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const 
 		unsigned pa[WG_BK / 16][4];
 #pragma unroll
 		for (int kk = 0; kk < WG_BK / 16; kk++) fa_ptile(pa[kk], s[2 * kk], s[2 * kk + 1]);
+		cp_async_wait<1>(); // this tile's values
+		wg_proxy_fence();
+		__syncthreads();
 		wg_fence();
 #pragma unroll
 		for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma_rs<WG_D, 1>(&o[0][0], pa[kk], wg_mnmajor(vs, kk), 1);
@@ -629,6 +655,7 @@ extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const 
 		wg_wait<0>();
 		wg_hold<WG_D>(&o[0][0]);
 	}
+	cp_async_wait<0>(); // the last (empty) group
 	l0 = fa_quad_sum(l0);
 	l1 = fa_quad_sum(l1);
 	fa_store(out, o, row0, live0, 1.f / l0, row1, live1, 1.f / l1, H, h, WG_D);
@@ -660,10 +687,16 @@ extern "C" __global__ void attn_wg_bwd_dq_h(float* dq, const float* dout, const 
 	float acc[WG_D / 8][4];
 	wg_zero(&acc[0][0], WG_D / 2);
 	int nk0 = kf + r0, nk1 = kf + r1, nkTile = kf + n - 1;
+	// The next tile's values load during dS and dQ += dS·K (vs is free once
+	// dP is done), its keys after (ks is read by both products).
+	if (nkTile > 0) {
+		wg_stage_async(ks, k, k0, WG_BK, min(WG_BK, nkTile), G, g);
+		wg_stage_async(vs, v, k0, WG_BK, min(WG_BK, nkTile), G, g);
+	}
+	cp_async_commit();
 	for (int j0 = 0; j0 < nkTile; j0 += WG_BK) {
-		__syncthreads();
-		wg_stage(ks, k, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
-		wg_stage(vs, v, (long long)k0 + j0, WG_BK, min(WG_BK, nkTile - j0), G, g);
+		int next = j0 + WG_BK, nextCnt = min(WG_BK, nkTile - next);
+		cp_async_wait<0>();
 		wg_proxy_fence();
 		__syncthreads();
 		// S = Q·Kᵀ and dP = dO·Vᵀ: A in registers, B the key / value tile (K-major).
@@ -679,6 +712,8 @@ extern "C" __global__ void attn_wg_bwd_dq_h(float* dq, const float* dout, const 
 		wg_wait<0>();
 		wg_hold<WG_BK>(&s[0][0]);
 		wg_hold<WG_BK>(&dp[0][0]);
+		__syncthreads(); // every warp's dP is done: vs is free
+		if (next < nkTile) wg_stage_async(vs, v, (long long)k0 + next, WG_BK, nextCnt, G, g);
 #pragma unroll
 		for (int nt = 0; nt < WG_BK / 8; nt++) {
 #pragma unroll
@@ -700,7 +735,11 @@ extern "C" __global__ void attn_wg_bwd_dq_h(float* dq, const float* dout, const 
 		wg_commit();
 		wg_wait<0>();
 		wg_hold<WG_D>(&acc[0][0]);
+		__syncthreads(); // every warp's dQ product is done: ks is free
+		if (next < nkTile) wg_stage_async(ks, k, (long long)k0 + next, WG_BK, nextCnt, G, g);
+		cp_async_commit();
 	}
+	cp_async_wait<0>();
 	fa_store(dq, acc, row0, live0, 1.f, row1, live1, 1.f, H, h, WG_D);
 }
 

@@ -49,6 +49,30 @@ __device__ __forceinline__ unsigned long long wg_desc(const void* p, unsigned lb
 	       ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32);
 }
 
+// cp_async16 copies src_bytes (16, or 0 for none) bytes of global memory
+// at src to shared memory at dst without the thread waiting (cp.async,
+// sm_80 and later), zero-filling the rest of the 16; both 16-byte aligned.
+// cp_async_commit closes the thread's copies issued since the last into a
+// group; cp_async_wait<N>() waits until at most N of its groups are in
+// flight. Other threads see the data after the barrier that follows the
+// wait, and a wgmma after a wg_proxy_fence() too.
+#if defined(GDROTRAIN_CUDA_EMULATOR)
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) { emu_cp_async16(dst, src, src_bytes); }
+__device__ __forceinline__ void cp_async_commit() { emu_cp_async_commit(); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { emu_cp_async_wait(N); }
+#elif __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+	unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+#else
+__device__ __forceinline__ void cp_async16(void*, const void*, int) { __trap(); }
+__device__ __forceinline__ void cp_async_commit() { __trap(); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { __trap(); }
+#endif
+
 #if defined(GDROTRAIN_CUDA_EMULATOR)
 __device__ __forceinline__ void wg_fence() { emu_wgmma_fence(); }
 __device__ __forceinline__ void wg_commit() { emu_wgmma_commit(); }
