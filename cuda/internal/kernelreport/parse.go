@@ -82,6 +82,7 @@ type Code struct {
 	TensorCore   int            // matrix instructions: HMMA, IMMA, DMMA, BMMA, HGMMA (wgmma)...
 	TensorOps    map[string]int // TensorCore by opcode
 	GlobalLoads  map[int]int    // LDG instructions by width in bytes (16: 128-bit vector loads)
+	AsyncCopies  map[int]int    // LDGSTS (cp.async: global to shared without registers) by width in bytes
 }
 
 // A SASS line: /*0070*/  @!P0 HMMA.16816.F32.BF16 R8, R8, R12, RZ ;  /* 0x... */
@@ -103,7 +104,7 @@ func ParseSASS(out string) (map[string]Code, error) {
 		line := sc.Text()
 		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "Function : "); ok {
 			flush()
-			fn, c = strings.TrimSpace(name), Code{TensorOps: map[string]int{}, GlobalLoads: map[int]int{}}
+			fn, c = strings.TrimSpace(name), Code{TensorOps: map[string]int{}, GlobalLoads: map[int]int{}, AsyncCopies: map[int]int{}}
 			continue
 		}
 		m := sassLine.FindStringSubmatch(line)
@@ -121,6 +122,8 @@ func ParseSASS(out string) (map[string]Code, error) {
 			c.LoadBytes += accessBytes(mods)
 		case op == "LDG":
 			c.GlobalLoads[accessBytes(mods)]++
+		case op == "LDGSTS":
+			c.AsyncCopies[accessBytes(mods)]++
 		case isTensorCore(op):
 			c.TensorCore++
 			c.TensorOps[op]++

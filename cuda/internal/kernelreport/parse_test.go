@@ -106,7 +106,8 @@ func TestParseSASSPredicatesAndWidths(t *testing.T) {
         /*0080*/                   LDG.E.128.CONSTANT R8, desc[UR4][R2.64] ; /* 0x... */
         /*0090*/               @P2 LDG.E.U16 R9, desc[UR4][R2.64] ; /* 0x... */
         /*00a0*/                   LDG.E R10, desc[UR4][R2.64] ; /* 0x... */
-        /*00b0*/                   EXIT ;                        /* 0x... */
+        /*00b0*/               @P3 LDGSTS.E.BYPASS.LTC128B.128 [R5], desc[UR4][R2.64] ; /* 0x... */
+        /*00c0*/                   EXIT ;                        /* 0x... */
 		Function : empty
         /*0000*/                   EXIT ;                        /* 0x... */
 `
@@ -114,8 +115,9 @@ func TestParseSASSPredicatesAndWidths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Code{Instructions: 12, LocalStores: 2, LocalLoads: 2, StoreBytes: 1 + 4, LoadBytes: 2 + 16,
-		TensorCore: 2, TensorOps: map[string]int{"HGMMA": 1, "IMMA": 1}, GlobalLoads: map[int]int{16: 1, 2: 1, 4: 1}}
+	want := Code{Instructions: 13, LocalStores: 2, LocalLoads: 2, StoreBytes: 1 + 4, LoadBytes: 2 + 16,
+		TensorCore: 2, TensorOps: map[string]int{"HGMMA": 1, "IMMA": 1}, GlobalLoads: map[int]int{16: 1, 2: 1, 4: 1},
+		AsyncCopies: map[int]int{16: 1}}
 	if !reflect.DeepEqual(got["k"], want) {
 		t.Errorf("k:\n got %+v\nwant %+v", got["k"], want)
 	}

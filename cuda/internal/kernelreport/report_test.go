@@ -153,8 +153,10 @@ func TestFlashHalfKernelsVectorLoads(t *testing.T) {
 // compiled for sm_90a on compute capability 9.0) issue HGMMA — one per
 // k-step of 16 of each product: the forward 8 (S = Q·Kᵀ over D = 128) + 4
 // (O += P·V over 64 keys), dq 8 + 8 + 4, dk/dv 8 + 8 + 2 + 2 — and stage
-// their tiles with 16-byte loads; built for sm_80 they have no tensor-core
-// instruction (they trap there, and the backend never launches them).
+// their tiles 16 bytes at a time: the forward and dq with cp.async (LDGSTS
+// .128), dk/dv with 16-byte loads; built for sm_80 they have no
+// tensor-core instruction (they trap there, and the backend never
+// launches them).
 func TestWGMMAKernels(t *testing.T) {
 	_, ks := collectOrSkip(t)
 	want := map[string]int{"attn_wg_fwd_h": 12, "attn_wg_bwd_dq_h": 20, "attn_wg_bwd_dkv_h": 20}
@@ -165,7 +167,8 @@ func TestWGMMAKernels(t *testing.T) {
 			continue
 		}
 		seen++
-		t.Logf("%s %s: tensor-core instructions %v, %d registers, global loads by width %v", k.Arch, k.Name, k.TensorOps, k.Registers, k.GlobalLoads)
+		t.Logf("%s %s: tensor-core instructions %v, %d registers, global loads by width %v, cp.async by width %v", k.Arch, k.Name,
+			k.TensorOps, k.Registers, k.GlobalLoads, k.AsyncCopies)
 		if k.Arch != (Arch{9, 0}) {
 			if k.TensorCore != 0 {
 				t.Errorf("%s %s: %d tensor-core instructions, want none off sm_90a", k.Arch, k.Name, k.TensorCore)
@@ -175,8 +178,12 @@ func TestWGMMAKernels(t *testing.T) {
 		if k.TensorOps["HGMMA"] != n || k.TensorCore != n {
 			t.Errorf("%s %s: tensor-core instructions %v, want %d HGMMA and nothing else", k.Arch, k.Name, k.TensorOps, n)
 		}
-		if k.GlobalLoads[16] < 1 {
-			t.Errorf("%s %s: no 16-byte global loads; loads by width %v", k.Arch, k.Name, k.GlobalLoads)
+		if k.Name == "attn_wg_bwd_dkv_h" {
+			if k.GlobalLoads[16] < 1 {
+				t.Errorf("%s %s: no 16-byte global loads; loads by width %v", k.Arch, k.Name, k.GlobalLoads)
+			}
+		} else if k.AsyncCopies[16] < 1 || len(k.AsyncCopies) != 1 {
+			t.Errorf("%s %s: cp.async by width %v, want 16-byte copies only", k.Arch, k.Name, k.AsyncCopies)
 		}
 	}
 	if n := len(archs()) * len(want); seen != n {
