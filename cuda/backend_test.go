@@ -507,16 +507,7 @@ var stepAdamW = optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, 
 // trainable parameters, to check the gradients' layout against.
 func compareSteps(t *testing.T, c stepCase, o model.TinyOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(1, 2))
-	seqs := []model.Sequence{{Tokens: randTokens(rng, 40, o.Vocab), Start: 10}, {Tokens: randTokens(rng, 23, o.Vocab), Start: 5}}
-	var dl [][]float32
-	for _, s := range seqs {
-		row := make([]float32, len(s.Tokens)-s.Start)
-		for i := range row {
-			row[i] = float32(rng.NormFloat64()) / 20
-		}
-		dl = append(dl, row)
-	}
+	seqs, dl := randomSeqs(rand.New(rand.NewPCG(1, 2)), o.Vocab, [][2]int{{40, 10}, {23, 5}})
 	type result struct {
 		logp, ent     []float32
 		grads, params map[string][]float32
@@ -573,6 +564,24 @@ func compareSteps(t *testing.T, c stepCase, o model.TinyOptions, cpu, gpu *model
 // modes) the largest logit error is ≈ 9e-6 and the CPU's smallest top-2 gap
 // 3.2e-3: 1e-4 is ten times the error and still a tie.
 const greedyTieTol = 1e-4
+
+// randomSeqs draws sequences of (length, response start) pairs and a
+// log-prob gradient for each response token (N(0, 1/400)).
+func randomSeqs(rng *rand.Rand, vocab int, shapes [][2]int) ([]model.Sequence, [][]float32) {
+	var seqs []model.Sequence
+	for _, sh := range shapes {
+		seqs = append(seqs, model.Sequence{Tokens: randTokens(rng, sh[0], vocab), Start: sh[1]})
+	}
+	var dl [][]float32
+	for _, s := range seqs {
+		row := make([]float32, len(s.Tokens)-s.Start)
+		for i := range row {
+			row[i] = float32(rng.NormFloat64()) / 20
+		}
+		dl = append(dl, row)
+	}
+	return seqs, dl
+}
 
 func randTokens(rng *rand.Rand, n, vocab int) []int32 {
 	out := make([]int32, n)

@@ -124,16 +124,7 @@ func TestWGMMATrainingStepEqualsMMASync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	seqs := []model.Sequence{{Tokens: randTokens(rng, 150, o.Vocab), Start: 30}, {Tokens: randTokens(rng, 77, o.Vocab), Start: 7}}
-	var dl [][]float32
-	for _, s := range seqs {
-		row := make([]float32, len(s.Tokens)-s.Start)
-		for i := range row {
-			row[i] = float32(rng.NormFloat64()) / 20
-		}
-		dl = append(dl, row)
-	}
+	seqs, dl := randomSeqs(rand.New(rand.NewPCG(3, 4)), o.Vocab, [][2]int{{150, 30}, {77, 7}})
 	run := func(wg int) (logp []float32, grads map[string][]float32, launches map[string]int) {
 		b := NewBackend(d, BF16)
 		b.attnWG = wg

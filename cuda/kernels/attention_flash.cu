@@ -162,6 +162,55 @@ __device__ __forceinline__ void fa_store(O* dst, const float acc[FA_DMAX / 8][4]
 	}
 }
 
+// fa_softmax_tile is the forward's online softmax over one key tile of
+// scores s (NT tiles of 8 columns, C fragments; keys j0 …): it scales and
+// masks them (this lane's rows see keys below nk0 and nk1), raises the
+// rows' running maxima m0, m1, rescales their sums l0, l1 and the output
+// accumulators o (FA_DMAX/8 C fragments) to the new maxima, and leaves the
+// probabilities in s, added to the sums.
+template <int NT>
+__device__ __forceinline__ void fa_softmax_tile(float s[NT][4], float o[FA_DMAX / 8][4], float& m0, float& m1, float& l0,
+                                                float& l1, int j0, int tig, bool live0, bool live1, int nk0, int nk1,
+                                                float scale) {
+	float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+		for (int c = 0; c < 2; c++) {
+			int j = j0 + 8 * nt + 2 * tig + c;
+			s[nt][c] = live0 && j < nk0 ? s[nt][c] * scale : NEG_INF;
+			s[nt][2 + c] = live1 && j < nk1 ? s[nt][2 + c] * scale : NEG_INF;
+			mx0 = fmaxf(mx0, s[nt][c]);
+			mx1 = fmaxf(mx1, s[nt][2 + c]);
+		}
+	}
+	float mn0 = fmaxf(m0, fa_quad_max(mx0)), mn1 = fmaxf(m1, fa_quad_max(mx1));
+	// A row with nothing visible yet keeps max −inf: subtract 0 so its
+	// probabilities are exp(−inf) = 0, not NaN.
+	float b0 = mn0 == NEG_INF ? 0.f : mn0, b1 = mn1 == NEG_INF ? 0.f : mn1;
+	float c0 = __expf(m0 - b0), c1 = __expf(m1 - b1);
+	l0 *= c0;
+	l1 *= c1;
+#pragma unroll
+	for (int i = 0; i < FA_DMAX / 8; i++) {
+		o[i][0] *= c0;
+		o[i][1] *= c0;
+		o[i][2] *= c1;
+		o[i][3] *= c1;
+	}
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		s[nt][0] = __expf(s[nt][0] - b0);
+		s[nt][1] = __expf(s[nt][1] - b0);
+		s[nt][2] = __expf(s[nt][2] - b1);
+		s[nt][3] = __expf(s[nt][3] - b1);
+		l0 += s[nt][0] + s[nt][1];
+		l1 += s[nt][2] + s[nt][3];
+	}
+	m0 = mn0;
+	m1 = mn1;
+}
+
 template <typename Q, typename KV, typename O>
 __device__ __forceinline__ void attn_flash_fwd_impl(O* out, float* lse, const Q* q, const KV* k, const KV* v,
                                                     const int* qRow0, const int* qCount, const int* kStart,
@@ -198,43 +247,7 @@ __device__ __forceinline__ void attn_flash_fwd_impl(O* out, float* lse, const Q*
 				mma_bf16_16816(s[nt], qa[st], b);
 			}
 		}
-		float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-		for (int nt = 0; nt < FA_BK / 8; nt++) {
-#pragma unroll
-			for (int c = 0; c < 2; c++) {
-				int j = j0 + 8 * nt + 2 * tig + c;
-				s[nt][c] = live0 && j < nk0 ? s[nt][c] * scale : NEG_INF;
-				s[nt][2 + c] = live1 && j < nk1 ? s[nt][2 + c] * scale : NEG_INF;
-				mx0 = fmaxf(mx0, s[nt][c]);
-				mx1 = fmaxf(mx1, s[nt][2 + c]);
-			}
-		}
-		float mn0 = fmaxf(m0, fa_quad_max(mx0)), mn1 = fmaxf(m1, fa_quad_max(mx1));
-		// A row with nothing visible yet keeps max −inf: subtract 0 so its
-		// probabilities are exp(−inf) = 0, not NaN.
-		float b0 = mn0 == NEG_INF ? 0.f : mn0, b1 = mn1 == NEG_INF ? 0.f : mn1;
-		float c0 = __expf(m0 - b0), c1 = __expf(m1 - b1);
-		l0 *= c0;
-		l1 *= c1;
-#pragma unroll
-		for (int i = 0; i < FA_DMAX / 8; i++) {
-			o[i][0] *= c0;
-			o[i][1] *= c0;
-			o[i][2] *= c1;
-			o[i][3] *= c1;
-		}
-#pragma unroll
-		for (int nt = 0; nt < FA_BK / 8; nt++) {
-			s[nt][0] = __expf(s[nt][0] - b0);
-			s[nt][1] = __expf(s[nt][1] - b0);
-			s[nt][2] = __expf(s[nt][2] - b1);
-			s[nt][3] = __expf(s[nt][3] - b1);
-			l0 += s[nt][0] + s[nt][1];
-			l1 += s[nt][2] + s[nt][3];
-		}
-		m0 = mn0;
-		m1 = mn1;
+		fa_softmax_tile<FA_BK / 8>(s, o, m0, m1, l0, l1, j0, tig, live0, live1, nk0, nk1, scale);
 		// O += P·V: B (k = key, n = d) is a staged value column.
 #pragma unroll
 		for (int kk = 0; kk < FA_BK / 16; kk++) {
@@ -287,6 +300,52 @@ extern "C" __global__ void attn_flash_fwd_h(unsigned short* out, float* lse, con
 	attn_flash_fwd_impl(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale);
 }
 
+// fa_dq_dscores turns a key tile's scores s and dP = dO·vᵀ (NT tiles of 8
+// keys from j0, C fragments) into dS = P ⊙ (dP − δ)·scale in s, P
+// recomputed from the rows' log-sum-exps L0, L1 (this lane's rows see keys
+// below nk0 and nk1; δ is dl0, dl1).
+template <int NT>
+__device__ __forceinline__ void fa_dq_dscores(float s[NT][4], const float dp[NT][4], int j0, int tig, bool live0, bool live1,
+                                              int nk0, int nk1, float L0, float L1, float dl0, float dl1, float scale) {
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+		for (int c = 0; c < 2; c++) {
+			int j = j0 + 8 * nt + 2 * tig + c;
+			float p0 = live0 && j < nk0 ? __expf(s[nt][c] * scale - L0) : 0.f;
+			float p1 = live1 && j < nk1 ? __expf(s[nt][2 + c] * scale - L1) : 0.f;
+			s[nt][c] = p0 * (dp[nt][c] - dl0) * scale;
+			s[nt][2 + c] = p1 * (dp[nt][2 + c] - dl1) * scale;
+		}
+	}
+}
+
+// fa_dkv_probs turns a query tile's transposed scores Sᵀ (s) and dPᵀ (dp)
+// (NT tiles of 8 queries, local queries i0 …, cnt of them live, of a
+// segment whose rows start at q0; this lane's key rows are seen by local
+// queries from first0 and first1) into Pᵀ in s and dSᵀ = Pᵀ ⊙ (dPᵀ −
+// δ)·scale in dp, with each query's log-sum-exp and δ read for head h.
+template <int NT>
+__device__ __forceinline__ void fa_dkv_probs(float s[NT][4], float dp[NT][4], const float* lse, const float* delta,
+                                             long long q0, int i0, int cnt, int H, int h, int first0, int first1,
+                                             bool live0, bool live1, int tig, float scale) {
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+		for (int c = 0; c < 2; c++) {
+			int qi = 8 * nt + 2 * tig + c, i = i0 + qi;
+			bool on = qi < cnt;
+			float L = on ? lse[(q0 + i) * H + h] : 0.f, dl = on ? delta[(q0 + i) * H + h] : 0.f;
+			float p0 = on && live0 && i >= first0 ? __expf(s[nt][c] * scale - L) : 0.f;
+			float p1 = on && live1 && i >= first1 ? __expf(s[nt][2 + c] * scale - L) : 0.f;
+			s[nt][c] = p0;
+			s[nt][2 + c] = p1;
+			dp[nt][c] = p0 * (dp[nt][c] - dl) * scale;
+			dp[nt][2 + c] = p1 * (dp[nt][2 + c] - dl) * scale;
+		}
+	}
+}
+
 // attn_flash_bwd_dq overwrites dq = scale·Σ_j P_j (dP_j − δ) k_j for the rows
 // of a query tile, P recomputed from the saved log-sum-exp and dP = dO·vᵀ.
 // Grid (query tiles, H), FA_THREADS threads.
@@ -333,17 +392,7 @@ __device__ __forceinline__ void attn_flash_bwd_dq_impl(float* dq, const float* d
 			}
 		}
 		// dS = P ⊙ (dP − δ)·scale, overwriting s.
-#pragma unroll
-		for (int nt = 0; nt < FA_BKQ / 8; nt++) {
-#pragma unroll
-			for (int c = 0; c < 2; c++) {
-				int j = j0 + 8 * nt + 2 * tig + c;
-				float p0 = live0 && j < nk0 ? __expf(s[nt][c] * scale - L0) : 0.f;
-				float p1 = live1 && j < nk1 ? __expf(s[nt][2 + c] * scale - L1) : 0.f;
-				s[nt][c] = p0 * (dp[nt][c] - dl0) * scale;
-				s[nt][2 + c] = p1 * (dp[nt][2 + c] - dl1) * scale;
-			}
-		}
+		fa_dq_dscores<FA_BKQ / 8>(s, dp, j0, tig, live0, live1, nk0, nk1, L0, L1, dl0, dl1, scale);
 		// dQ += dS·K: B (k = key, n = d) is a staged key column.
 #pragma unroll
 		for (int kk = 0; kk < FA_BKQ / 16; kk++) {
@@ -430,21 +479,7 @@ __device__ __forceinline__ void attn_flash_bwd_dkv_impl(float* dk, float* dv, co
 				}
 			}
 			// Pᵀ and dSᵀ = Pᵀ ⊙ (dPᵀ − δ)·scale; columns are queries.
-#pragma unroll
-			for (int nt = 0; nt < FA_BQV / 8; nt++) {
-#pragma unroll
-				for (int c = 0; c < 2; c++) {
-					int qi = 8 * nt + 2 * tig + c, i = i0 + qi;
-					bool on = qi < cnt;
-					float L = on ? lse[(q0 + i) * H + h] : 0.f, dl = on ? delta[(q0 + i) * H + h] : 0.f;
-					float p0 = on && live0 && i >= j0 - off ? __expf(s[nt][c] * scale - L) : 0.f;
-					float p1 = on && live1 && i >= j1 - off ? __expf(s[nt][2 + c] * scale - L) : 0.f;
-					s[nt][c] = p0;
-					s[nt][2 + c] = p1;
-					dp[nt][c] = p0 * (dp[nt][c] - dl) * scale;
-					dp[nt][2 + c] = p1 * (dp[nt][2 + c] - dl) * scale;
-				}
-			}
+			fa_dkv_probs<FA_BQV / 8>(s, dp, lse, delta, q0, i0, cnt, H, h, j0 - off, j1 - off, live0, live1, tig, scale);
 			// dV += Pᵀ·dO and dK += dSᵀ·Q: B (k = query, n = d) is a staged column.
 			unsigned pa[4], sa[4];
 			fa_ptile(pa, s[0], s[1]);
@@ -606,41 +641,7 @@ extern "C" __global__ void attn_wg_fwd_h(unsigned short* out, float* lse, const 
 		if (j0 + WG_BK < nkTile)
 			wg_stage_async(ks, k, (long long)k0 + j0 + WG_BK, WG_BK, min(WG_BK, nkTile - j0 - WG_BK), G, g);
 		cp_async_commit();
-		float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-		for (int nt = 0; nt < WG_BK / 8; nt++) {
-#pragma unroll
-			for (int c = 0; c < 2; c++) {
-				int j = j0 + 8 * nt + 2 * tig + c;
-				s[nt][c] = live0 && j < nk0 ? s[nt][c] * scale : NEG_INF;
-				s[nt][2 + c] = live1 && j < nk1 ? s[nt][2 + c] * scale : NEG_INF;
-				mx0 = fmaxf(mx0, s[nt][c]);
-				mx1 = fmaxf(mx1, s[nt][2 + c]);
-			}
-		}
-		float mn0 = fmaxf(m0, fa_quad_max(mx0)), mn1 = fmaxf(m1, fa_quad_max(mx1));
-		float b0 = mn0 == NEG_INF ? 0.f : mn0, b1 = mn1 == NEG_INF ? 0.f : mn1;
-		float c0 = __expf(m0 - b0), c1 = __expf(m1 - b1);
-		l0 *= c0;
-		l1 *= c1;
-#pragma unroll
-		for (int i = 0; i < WG_D / 8; i++) {
-			o[i][0] *= c0;
-			o[i][1] *= c0;
-			o[i][2] *= c1;
-			o[i][3] *= c1;
-		}
-#pragma unroll
-		for (int nt = 0; nt < WG_BK / 8; nt++) {
-			s[nt][0] = __expf(s[nt][0] - b0);
-			s[nt][1] = __expf(s[nt][1] - b0);
-			s[nt][2] = __expf(s[nt][2] - b1);
-			s[nt][3] = __expf(s[nt][3] - b1);
-			l0 += s[nt][0] + s[nt][1];
-			l1 += s[nt][2] + s[nt][3];
-		}
-		m0 = mn0;
-		m1 = mn1;
+		fa_softmax_tile<WG_BK / 8>(s, o, m0, m1, l0, l1, j0, tig, live0, live1, nk0, nk1, scale);
 		// O += P·V: A = P (registers), B = the value tile (MN-major).
 		unsigned pa[WG_BK / 16][4];
 #pragma unroll
@@ -714,17 +715,7 @@ extern "C" __global__ void attn_wg_bwd_dq_h(float* dq, const float* dout, const 
 		wg_hold<WG_BK>(&dp[0][0]);
 		__syncthreads(); // every warp's dP is done: vs is free
 		if (next < nkTile) wg_stage_async(vs, v, (long long)k0 + next, WG_BK, nextCnt, G, g);
-#pragma unroll
-		for (int nt = 0; nt < WG_BK / 8; nt++) {
-#pragma unroll
-			for (int c = 0; c < 2; c++) {
-				int j = j0 + 8 * nt + 2 * tig + c;
-				float p0 = live0 && j < nk0 ? __expf(s[nt][c] * scale - L0) : 0.f;
-				float p1 = live1 && j < nk1 ? __expf(s[nt][2 + c] * scale - L1) : 0.f;
-				s[nt][c] = p0 * (dp[nt][c] - dl0) * scale;
-				s[nt][2 + c] = p1 * (dp[nt][2 + c] - dl1) * scale;
-			}
-		}
+		fa_dq_dscores<WG_BK / 8>(s, dp, j0, tig, live0, live1, nk0, nk1, L0, L1, dl0, dl1, scale);
 		// dQ += dS·K: A = dS (registers), B = the key tile (MN-major).
 		unsigned pa[WG_BK / 16][4];
 #pragma unroll
@@ -788,21 +779,7 @@ extern "C" __global__ void attn_wg_bwd_dkv_h(float* dk, float* dv, const float* 
 			wg_wait<0>();
 			wg_hold<WG_BQV>(&s[0][0]);
 			wg_hold<WG_BQV>(&dp[0][0]);
-#pragma unroll
-			for (int nt = 0; nt < WG_BQV / 8; nt++) {
-#pragma unroll
-				for (int c = 0; c < 2; c++) {
-					int qi = 8 * nt + 2 * tig + c, i = i0 + qi;
-					bool on = qi < cnt;
-					float L = on ? lse[(q0 + i) * H + h] : 0.f, dl = on ? delta[(q0 + i) * H + h] : 0.f;
-					float p0 = on && live0 && i >= j0 - off ? __expf(s[nt][c] * scale - L) : 0.f;
-					float p1 = on && live1 && i >= j1 - off ? __expf(s[nt][2 + c] * scale - L) : 0.f;
-					s[nt][c] = p0;
-					s[nt][2 + c] = p1;
-					dp[nt][c] = p0 * (dp[nt][c] - dl) * scale;
-					dp[nt][2 + c] = p1 * (dp[nt][2 + c] - dl) * scale;
-				}
-			}
+			fa_dkv_probs<WG_BQV / 8>(s, dp, lse, delta, q0, i0, cnt, H, h, j0 - off, j1 - off, live0, live1, tig, scale);
 			// dV += Pᵀ·dO and dK += dSᵀ·Q: A in registers, B the query-side tiles (MN-major).
 			unsigned pa[WG_BQV / 16][4], sa[WG_BQV / 16][4];
 #pragma unroll
