@@ -1791,50 +1791,33 @@ unsigned long long emu_shfl(unsigned long long v, int mode, int b, int width, un
 	return f->result;
 }
 
+// whole_warp_op posts an operation every lane of the warp takes part in
+// (val: what the lane posts; b: an operand) and waits for the warp.
+static void whole_warp_op(int op, unsigned long long val = 0, int b = 0) {
+	Fiber* f = t_fiber;
+	f->op = op;
+	f->val = val;
+	f->b = b;
+	f->mask = 0xffffffffu;
+	f->state = F_WARP;
+	suspend(f);
+}
+
 void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
-	Fiber* f = t_fiber;
 	MmaFrags m{c, a, b};
-	f->op = OP_MMA;
-	f->val = (unsigned long long)(uintptr_t)&m;
-	f->mask = 0xffffffffu;
-	f->state = F_WARP;
-	suspend(f);
+	whole_warp_op(OP_MMA, (unsigned long long)(uintptr_t)&m);
 }
 
-void emu_wgmma_fence(void) {
-	Fiber* f = t_fiber;
-	f->op = OP_WG_FENCE;
-	f->mask = 0xffffffffu;
-	f->state = F_WARP;
-	suspend(f);
-}
+void emu_wgmma_fence(void) { whole_warp_op(OP_WG_FENCE); }
 
-void emu_wgmma_commit(void) {
-	Fiber* f = t_fiber;
-	f->op = OP_WG_COMMIT;
-	f->mask = 0xffffffffu;
-	f->state = F_WARP;
-	suspend(f);
-}
+void emu_wgmma_commit(void) { whole_warp_op(OP_WG_COMMIT); }
 
-void emu_wgmma_wait(int n) {
-	Fiber* f = t_fiber;
-	f->op = OP_WG_WAIT;
-	f->b = n;
-	f->mask = 0xffffffffu;
-	f->state = F_WARP;
-	suspend(f);
-}
+void emu_wgmma_wait(int n) { whole_warp_op(OP_WG_WAIT, 0, n); }
 
 void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
                     int scale_d, int tnsp_a, int tnsp_b) {
-	Fiber* f = t_fiber;
 	WgPost p{d, n, a, adesc, bdesc, scale_d, tnsp_a, tnsp_b};
-	f->op = OP_WG_MMA;
-	f->val = (unsigned long long)(uintptr_t)&p;
-	f->mask = 0xffffffffu;
-	f->state = F_WARP;
-	suspend(f);
+	whole_warp_op(OP_WG_MMA, (unsigned long long)(uintptr_t)&p);
 }
 
 // cp.async.cg.shared.global [dst], [src], 16, src_bytes (see the cp.async
