@@ -66,8 +66,14 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("GPU self-test failed: the CUDA backend disagrees with the CPU reference on ")
 	b.WriteString(e.Report.Device)
+	wg := false
 	for _, c := range e.Report.Failed() {
 		fmt.Fprintf(&b, "\n  %s (kernels: %s; tolerance atol %g + rtol %g): %v", c.Name, c.Kernels, c.Tol.Atol, c.Tol.Rtol, c.Err)
+		wg = wg || strings.Contains(c.Kernels, "attn_wg_")
+	}
+	if wg {
+		fmt.Fprintf(&b, "\nHINT: on an H100 or H200 that check runs the warpgroup-MMA attention kernels (sm_90a); "+
+			"%s=0 keeps the attention on the mma.sync kernels", cuda.WGMMAEnv)
 	}
 	if e.Report.Precision != cuda.FP32 {
 		b.WriteString("\nHINT: retry with --matmul-precision fp32 (exact products); if it still fails, ")

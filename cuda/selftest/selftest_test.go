@@ -116,7 +116,11 @@ func TestSelfTestCatchesFaults(t *testing.T) {
 				t.Fatalf("fault %s: self-test passed (%v)", c.fault, err)
 			}
 			msg := err.Error()
-			for _, want := range []string{c.wantCheck, "tolerance", "--device cpu", "rtol"} {
+			wants := []string{c.wantCheck, "tolerance", "--device cpu", "rtol"}
+			if strings.HasPrefix(c.fault, "attn_wg_") {
+				wants = append(wants, cuda.WGMMAEnv+"=0 keeps the attention on the mma.sync kernels")
+			}
+			for _, want := range wants {
 				if !strings.Contains(msg, want) {
 					t.Errorf("fault %s: message lacks %q:\n%s", c.fault, want, msg)
 				}
