@@ -746,7 +746,7 @@ func TestReportCoverage(t *testing.T) {
 		t.Logf("CUDA coverage: kernels NOT compiled by NVRTC (%v)", err)
 	} else if nv, err := loadNVRTC(lib); err == nil {
 		a, b, _ := nv.Version()
-		t.Logf("CUDA coverage: every kernel compiled for sm_80 and sm_90 by NVRTC %d.%d (%s)", a, b, lib.path)
+		t.Logf("CUDA coverage: every kernel compiled for sm_80 and sm_90a by NVRTC %d.%d (%s)", a, b, lib.path)
 	}
 	devOnce.Do(func() {}) // do not open a device just for this report
 	switch {
