@@ -1820,6 +1820,22 @@ static void test_wgmma_mma(const char*) {
 	}
 }
 
+// check_rows_times_b checks a 64 × 64 product D = A·B of the wgmma test
+// kernels whose A row i is all bf16((i+1)/64) and B (16 × 64) is Bf, bit
+// for bit against float accumulation in k order.
+static void check_rows_times_b(const std::vector<float>& o, const std::vector<float>& Bf) {
+	for (int i = 0; i < 64; i++)
+		for (int j = 0; j < 64; j++) {
+			float acc = 0;
+			const float a = from_bf16(bf16((float)(i + 1) / 64));
+			for (int k = 0; k < 16; k++) acc = acc + a * Bf[k * 64 + j];
+			if (f2u(o[i * 64 + j]) != f2u(acc)) {
+				fail("D[%d][%d] = %g, want %g", i, j, o[i * 64 + j], acc);
+				return;
+			}
+		}
+}
+
 // wgmma_bug_*: the planted bugs of the kernel wgmma_bug (by mode); each
 // fails the launch with a report the Go test checks, except acc_read,
 // whose early read of the accumulators gives NaN.
@@ -1867,16 +1883,7 @@ static void test_wgmma_bug(const char* name) {
 		       "a number from the older one (want all); after wait_group 0, %d a number (want all)",
 		       early, first, done);
 	}
-	for (int i = 0; i < 64; i++)
-		for (int j = 0; j < 64; j++) {
-			float acc = 0;
-			const float a = from_bf16(bf16((float)(i + 1) / 64));
-			for (int k = 0; k < 16; k++) acc = acc + a * Bf[k * 64 + j];
-			if (f2u(o[i * 64 + j]) != f2u(acc)) {
-				fail("D[%d][%d] = %g, want %g", i, j, o[i * 64 + j], acc);
-				return;
-			}
-		}
+	check_rows_times_b(o, Bf);
 }
 
 // ---- cp.async (emu_cp_async16, commit and wait) ----
@@ -1985,16 +1992,7 @@ static void test_cpasync_wgmma(const char* name) {
 	EXPECT_RC(mode ? 719 : 0, launch("cpasync_wgmma", 1, 1, 1, 128, 1, 1, args));
 	if (mode) return;
 	std::vector<float> o = download<float>(out, 64 * 64);
-	for (int i = 0; i < 64; i++)
-		for (int j = 0; j < 64; j++) {
-			float acc = 0;
-			const float a = from_bf16(bf16((float)(i + 1) / 64));
-			for (int k = 0; k < 16; k++) acc = acc + a * Bf[k * 64 + j];
-			if (f2u(o[i * 64 + j]) != f2u(acc)) {
-				fail("D[%d][%d] = %g, want %g", i, j, o[i * 64 + j], acc);
-				return;
-			}
-		}
+	check_rows_times_b(o, Bf);
 }
 
 int main(int argc, char** argv) {
