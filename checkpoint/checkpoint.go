@@ -11,7 +11,10 @@
 // the parent synced. A reader therefore sees either no checkpoint or a
 // complete one; a crash mid-write leaves only a temporary folder, which the
 // next save removes. Pruning keeps the newest Keep complete checkpoints plus
-// those marked permanent, and never runs before the new one is in place.
+// those marked permanent, and never runs before the new one is in place; it
+// renames a checkpoint out of the step_ names before deleting it, so a kill
+// midway leaves a .trash- folder (removed by the next save or start), never
+// a half-deleted checkpoint.
 //
 // Reading: Verify checks the format version, the manifest's own checksum
 // (so a hand-edited or bit-flipped manifest is refused, not trusted because
@@ -121,6 +124,7 @@ func Begin(root string, step int) (*Writer, error) {
 	for _, s := range stale {
 		os.RemoveAll(s)
 	}
+	RemoveTrash(root)
 	w := &Writer{dir: filepath.Join(root, Name(step)), step: step}
 	w.tmp = filepath.Join(root, ".tmp-"+Name(step))
 	if err := os.MkdirAll(w.tmp, 0o755); err != nil {
@@ -352,6 +356,9 @@ func Latest(root string) (string, *Manifest, []error) {
 	return "", nil, skipped
 }
 
+// removeAll is os.RemoveAll; a test replaces it to kill a prune midway.
+var removeAll = os.RemoveAll
+
 // Prune removes all but the newest keep verified checkpoints under root,
 // sparing permanent ones and never touching the newest. keep ≤ 0 keeps all.
 func Prune(root string, keep int) error {
@@ -375,11 +382,35 @@ func Prune(root string, keep int) error {
 		if m.Permanent {
 			continue
 		}
-		if err := os.RemoveAll(d); err != nil {
+		// Out of the step_ names first, in one rename, then deleted: a
+		// kill midway leaves a trash folder (removed by the next save or
+		// start), never a half-deleted checkpoint.
+		trash := filepath.Join(root, trashPrefix+filepath.Base(d))
+		if err := os.Rename(d, trash); err != nil {
+			return fmt.Errorf("checkpoint: prune %s: %w", d, err)
+		}
+		if err := removeAll(trash); err != nil {
 			return fmt.Errorf("checkpoint: prune %s: %w", d, err)
 		}
 	}
 	return nil
+}
+
+// trashPrefix names a pruned checkpoint's folder while it is deleted.
+const trashPrefix = ".trash-"
+
+// RemoveTrash deletes what interrupted prunes left under root (folders
+// renamed out of the step_ names, partly deleted) and returns their names.
+func RemoveTrash(root string) ([]string, error) {
+	left, _ := filepath.Glob(filepath.Join(root, trashPrefix+"*"))
+	var names []string
+	for _, d := range left {
+		if err := os.RemoveAll(d); err != nil {
+			return names, fmt.Errorf("checkpoint: remove the leftover of an interrupted prune: %w", err)
+		}
+		names = append(names, filepath.Base(d))
+	}
+	return names, nil
 }
 
 // ModelIdentity hashes what identifies a Hugging Face model folder cheaply:

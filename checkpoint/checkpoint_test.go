@@ -224,3 +224,48 @@ func TestJoin(t *testing.T) {
 		t.Fatal("a damaged shard verified")
 	}
 }
+
+// TestPruneKilledMidway: a prune killed while it deletes a checkpoint (here
+// the deletion stops after one file, as a kill -9 leaves it) never leaves a
+// half-deleted step_ folder, which Latest would report as damaged on every
+// start and nothing would remove; the leftover is removed by the next save.
+func TestPruneKilledMidway(t *testing.T) {
+	root := t.TempDir()
+	for step := 1; step <= 3; step++ {
+		save(t, root, step, false)
+	}
+	removeAll = func(dir string) error { // deletes one file, then the process "dies"
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		os.Remove(filepath.Join(dir, entries[0].Name()))
+		return os.ErrDeadlineExceeded
+	}
+	err := Prune(root, 2)
+	removeAll = os.RemoveAll
+	if err == nil {
+		t.Fatal("the interrupted prune reported no error")
+	}
+	dirs, _ := List(root)
+	for _, d := range dirs {
+		if _, err := Verify(d); err != nil {
+			t.Errorf("a half-deleted checkpoint is left in place: %v", err)
+		}
+	}
+	if len(dirs) != 2 {
+		t.Errorf("after the interrupted prune: %d checkpoint folders, want 2 (the pruned one moved aside)", len(dirs))
+	}
+	save(t, root, 4, false) // the next save clears the leftover
+	if err := Prune(root, 2); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := Name(3) + "," + Name(4); strings.Join(names, ",") != want {
+		t.Fatalf("the run's checkpoints folder holds %v, want %s", names, want)
+	}
+}
