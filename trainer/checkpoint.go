@@ -11,7 +11,6 @@ package trainer
 // rewrites exactly the lines the uninterrupted run wrote.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -44,6 +43,10 @@ type State struct {
 	// ValidationDue: the run stopped during this step's validation, which
 	// the resumed run does first. Absent (false) in older checkpoints.
 	ValidationDue bool `json:"validation_due,omitempty"`
+	// FirstStep is the first step the run folder's metrics.jsonl holds: 1,
+	// or one past the step of a checkpoint from elsewhere the run started
+	// from. Absent (0: taken as 1) in older checkpoints.
+	FirstStep int `json:"first_step,omitempty"`
 	// Rollouts is the plan the generation ranks were given and have not
 	// returned (train.max_off_policy_steps 1, async.go), with the version
 	// and hash of its weights, which the checkpoint holds in
@@ -98,7 +101,7 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32, begun bool) erro
 		return err
 	}
 	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Steps(),
-		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue, Rollouts: t.flightInCheckpoint()})
+		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue, Rollouts: t.flightInCheckpoint(), FirstStep: t.firstStep})
 	if err != nil {
 		w.Abort()
 		return fmt.Errorf("checkpoint state: %w", err)
@@ -201,6 +204,7 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	}
 	t.rmet.Restore(st.Reward)
 	t.step, t.updates = st.Step, st.Updates
+	t.firstStep = max(st.FirstStep, 1)
 	if err := t.resumeRollouts(dir, st.Rollouts); err != nil {
 		return err
 	}
@@ -211,27 +215,118 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	return nil
 }
 
+// logCheck says what start checks in a per-step log it cuts back to a
+// resumed checkpoint's step.
+type logCheck struct {
+	// everyStep: one line per step (metrics.jsonl), from first to the
+	// checkpoint's step; validation.jsonl has lines at some steps only.
+	everyStep bool
+	first     int  // the run folder's first step (State.FirstStep)
+	repair    bool // Options.RepairMetrics
+	logf      func(string, ...any)
+}
+
 // openJSONL opens a per-step log for appending, first cutting it back to the
-// lines whose "step" is at most keep (all lines go when keep < 0).
-func openJSONL(path string, keep int) (*os.File, error) {
+// lines whose "step" is at most keep (all lines go when keep < 0). On a
+// resume the lines kept must be whole: a line that is not a step's JSON
+// object (but for a last line cut short by a kill), a missing file, or a
+// missing, repeated or out-of-order step of metrics.jsonl is refused, naming
+// the file and line, unless c.repair, which keeps the valid lines, drops the
+// others and logs what it dropped and which steps have no line.
+func openJSONL(path string, keep int, c logCheck) (*os.File, error) {
 	var kept []byte
 	if keep >= 0 {
-		if raw, err := os.ReadFile(path); err == nil {
-			sc := bufio.NewScanner(bytes.NewReader(raw))
-			sc.Buffer(make([]byte, 1<<20), 1<<28)
-			for sc.Scan() {
-				var head struct {
-					Step int `json:"step"`
-				}
-				if json.Unmarshal(sc.Bytes(), &head) != nil || head.Step > keep {
-					break
-				}
-				kept = append(append(kept, sc.Bytes()...), '\n')
-			}
+		var err error
+		if kept, err = keptLines(path, keep, c); err != nil {
+			return nil, err
 		}
 	}
 	if err := model.WriteFileAtomic(path, kept); err != nil {
 		return nil, err
 	}
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+}
+
+// repairHint is how to continue past a damaged per-step log.
+const repairHint = "HINT: restore the file from a copy, or resume with --repair-metrics to keep its valid lines and continue without the others"
+
+// keptLines returns the lines of path that a run resumed at step keep
+// keeps (see openJSONL).
+func keptLines(path string, keep int, c logCheck) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && (!c.everyStep || keep < c.first):
+		return nil, nil // no line is owed
+	case errors.Is(err, os.ErrNotExist) && c.repair:
+		c.logf("--repair-metrics: %s is missing: no metrics line for %s", path, stepRange(c.first, keep))
+		return nil, nil
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("resume at step %d: %s is missing, so there would be no metrics line for %s. %s", keep, path, stepRange(c.first, keep), repairHint)
+	case err != nil:
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	var kept []byte
+	lines := bytes.SplitAfter(raw, []byte("\n"))
+	next, reached := c.first, false // the step the next metrics line must have; a line for step keep was kept
+	for i, line := range lines {
+		n := i + 1
+		body := bytes.TrimSpace(line)
+		if len(body) == 0 {
+			continue
+		}
+		var head struct {
+			Step *int `json:"step"`
+		}
+		if err := json.Unmarshal(body, &head); err != nil || head.Step == nil {
+			why := "no \"step\""
+			if err != nil {
+				why = err.Error()
+			}
+			switch {
+			case reached:
+				return kept, nil // past the checkpoint's step: dropped with what follows
+			case i == len(lines)-1 && !bytes.HasSuffix(line, []byte("\n")):
+				c.logf("resume: dropping the last line of %s (line %d), cut short by a kill: %s", path, n, why)
+				return kept, nil
+			case c.repair:
+				c.logf("--repair-metrics: dropping line %d of %s: %s", n, path, why)
+				continue
+			}
+			return nil, fmt.Errorf("resume at step %d: %s line %d is not a step's JSON object (%s); resuming would drop every line after it. %s", keep, path, n, why, repairHint)
+		}
+		step := *head.Step
+		if step > keep {
+			break
+		}
+		if c.everyStep && step != next {
+			switch {
+			case c.repair && step < next:
+				c.logf("--repair-metrics: dropping line %d of %s: step %d again after step %d", n, path, step, next-1)
+				continue
+			case c.repair:
+				c.logf("--repair-metrics: %s has no line for %s (line %d has step %d)", path, stepRange(next, step-1), n, step)
+			case step < next:
+				return nil, fmt.Errorf("resume at step %d: %s line %d has step %d after step %d (two runs' lines mixed?). %s", keep, path, n, step, next-1, repairHint)
+			default:
+				return nil, fmt.Errorf("resume at step %d: %s line %d has step %d, but there is no line for %s (lines deleted?). %s", keep, path, n, step, stepRange(next, step-1), repairHint)
+			}
+		}
+		kept = append(append(kept, body...), '\n')
+		next, reached = step+1, reached || step == keep
+	}
+	if c.everyStep && next <= keep {
+		if !c.repair {
+			return nil, fmt.Errorf("resume at step %d: %s ends before step %d: there is no line for %s (lines deleted?). %s", keep, path, keep, stepRange(next, keep), repairHint)
+		}
+		c.logf("--repair-metrics: %s has no line for %s", path, stepRange(next, keep))
+	}
+	return kept, nil
+}
+
+// stepRange writes steps a…b.
+func stepRange(a, b int) string {
+	if a == b {
+		return fmt.Sprintf("step %d", a)
+	}
+	return fmt.Sprintf("steps %d–%d", a, b)
 }

@@ -59,6 +59,9 @@ type Trainer struct {
 	// valDue: the validation of the current step is owed (before training,
 	// at a validation step, at the last step), also across a stop and resume.
 	valDue bool
+	// firstStep is the first step of the run folder's metrics.jsonl
+	// (State.FirstStep).
+	firstStep int
 	// savedStep is the step of the newest checkpoint this run wrote or
 	// resumed from (-1: none), so a stop does not write it twice.
 	savedStep int
@@ -155,7 +158,7 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 		t.Close()
 		return nil, err
 	}
-	if err := t.start(resumeDir, m); err != nil {
+	if err := t.start(resumeDir, m, o.RepairMetrics); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -185,24 +188,44 @@ func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.rank()), log.LstdFlags)
 		return t, nil
 	}
-	var removed []string
-	if o.Overwrite {
-		var err error
-		if removed, err = clearRun(dir); err != nil {
-			return nil, err
-		}
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create run folder: %w", err)
 	}
+	// The lock before anything in the folder changes (lock.go); its notes
+	// wait for the log.
+	var notes []string
+	lock, err := lockRun(dir, func(format string, a ...any) { notes = append(notes, fmt.Sprintf(format, a...)) })
+	if err != nil {
+		return nil, err
+	}
+	t.closers = append(t.closers, lock) // closed last: after the files it guards
+	var removed []string
+	if o.Overwrite {
+		if removed, err = clearRun(dir); err != nil {
+			lock.Close()
+			return nil, err
+		}
+	}
+	trash, err := checkpoint.RemoveTrash(t.checkpointRoot())
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	logFile, err := os.OpenFile(filepath.Join(dir, "train.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	t.Log = log.New(io.MultiWriter(logw, logFile), "", log.LstdFlags)
 	t.closers = append(t.closers, logFile)
+	for _, n := range notes {
+		t.Log.Print(n)
+	}
 	if len(removed) > 0 {
 		t.Log.Printf("starting afresh (--overwrite): removed the earlier run's %s from %s", strings.Join(removed, ", "), dir)
+	}
+	if len(trash) > 0 {
+		t.Log.Printf("removed the leftovers of an interrupted prune of old checkpoints: %s", strings.Join(trash, ", "))
 	}
 	if t.dp != nil {
 		t.Log.Printf("data parallel: %d ranks; rank 0 writes the run folder", t.dp.size)
@@ -238,26 +261,33 @@ func (t *Trainer) shareResume(dir string, m *checkpoint.Manifest, err error) (st
 
 // start restores the checkpoint found by findResume, if any, and opens the
 // per-step logs.
-func (t *Trainer) start(dir string, m *checkpoint.Manifest) error {
+func (t *Trainer) start(dir string, m *checkpoint.Manifest, repair bool) error {
 	keep := -1
 	t.valDue = t.val.ds != nil && t.Cfg.Validation.BeforeTraining
+	t.firstStep = 1
 	if dir != "" {
 		if err := t.resume(dir, m); err != nil {
 			return err
 		}
 		keep = t.step
+		if !within(dir, t.checkpointRoot()) {
+			// A checkpoint from elsewhere starts this run folder's lines.
+			t.firstStep = keep + 1
+		}
 	}
 	if t.rank() != 0 {
 		t.metrics, t.valLog = io.Discard, io.Discard
 		return nil
 	}
-	metrics, err := openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep)
+	c := logCheck{everyStep: true, first: t.firstStep, repair: repair, logf: t.Log.Printf}
+	metrics, err := openJSONL(filepath.Join(t.Dir, "metrics.jsonl"), keep, c)
 	if err != nil {
 		return err
 	}
 	t.metrics = metrics
 	t.closers = append(t.closers, metrics)
-	valLog, err := openJSONL(filepath.Join(t.Dir, "validation.jsonl"), keep)
+	c.everyStep = false
+	valLog, err := openJSONL(filepath.Join(t.Dir, "validation.jsonl"), keep, c)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,9 @@ package trainer
 //     or, for a DIR outside the run folder, any earlier run;
 //   - a resumed run refuses a config whose trajectory keys differ from the
 //     checkpoint's (seed, lr, method, data, …), naming them, unless
-//     --allow-config-change.
+//     --allow-config-change;
+//   - a folder another live process writes is refused, whatever the options
+//     (its lock, lock.go).
 // Every input path is checked, naming its config key, before anything is
 // written or loaded.
 
@@ -41,6 +43,11 @@ type Options struct {
 	// AllowConfigChange resumes even when keys that change the training
 	// trajectory differ from the checkpoint's config.
 	AllowConfigChange bool
+	// RepairMetrics resumes past damaged per-step logs: the valid lines of
+	// metrics.jsonl and validation.jsonl are kept, the others dropped, and
+	// the steps left without a line logged (without it such a resume is
+	// refused, naming the file and line).
+	RepairMetrics bool
 	// Backend opens run.device (nil: CPUOnly). The binary passes
 	// backend.Open, which links the CUDA backend.
 	Backend BackendOpener
@@ -73,6 +80,9 @@ func Preflight(cfg Config, o Options) error {
 		return nil // rank 0 decides about the run folder (shareResume)
 	}
 	dir := cfg.RunDir()
+	if err := probeLock(dir); err != nil {
+		return err // another process runs there; not even --overwrite may touch it
+	}
 	root := filepath.Join(dir, "checkpoints")
 	switch {
 	case o.Overwrite && o.Resume == "auto":

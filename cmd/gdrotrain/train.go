@@ -135,6 +135,7 @@ which resumes at any world size.`,
 	cmd.Flags().StringVar(&o.Resume, "resume", "", "auto (the newest complete checkpoint in the run folder; a fresh start when it has none) or a checkpoint folder")
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "start afresh in a run folder that holds an earlier run, deleting its checkpoints, logs, metrics and plots")
 	cmd.Flags().BoolVar(&o.AllowConfigChange, "allow-config-change", false, "resume even though config keys that alter the training (seed, lr, method, data, …) differ from the checkpoint's")
+	cmd.Flags().BoolVar(&o.RepairMetrics, "repair-metrics", false, "resume past a damaged metrics.jsonl or validation.jsonl: keep the valid lines, drop the others and log which steps have no line (without it such a resume is refused)")
 	return cmd
 }
 
