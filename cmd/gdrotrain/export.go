@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,9 +16,9 @@ import (
 func newExportCmd() *cobra.Command {
 	var ckpt, out, dtype, base string
 	var shardGB float64
-	var adapter bool
+	var adapter, force bool
 	cmd := &cobra.Command{
-		Use:   "export --checkpoint DIR --out HF_DIR [--dtype bf16] [--adapter] [--base DIR]",
+		Use:   "export --checkpoint DIR --out HF_DIR [--dtype bf16] [--adapter] [--base DIR] [--force]",
 		Short: "Write a checkpoint's policy as a Hugging Face model folder (transformers / vLLM), or a LoRA checkpoint's adapters",
 		Long: `export verifies a checkpoint (manifest, checksums) and writes its policy as a
 Hugging Face folder: config.json (torch_dtype set to --dtype),
@@ -34,7 +34,14 @@ projection (computed in float64, rounded once to --dtype), as a full
 Hugging Face folder like the above; with --adapter it writes the PEFT
 adapter folder instead (adapter_config.json naming the base folder,
 adapter_model.safetensors in --dtype, the tokenizer files), which
-peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
+peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.
+
+--out must be a new folder (or an empty one, or one holding no model): a
+folder that is, or is inside, a checkpoint, a run folder or a model folder
+(the checkpoint's own, the base model's) is refused unless --force, which
+replaces the model there (the weights, index and manifest the new files do
+not replace are removed, so the folder holds one model). The files are
+written into a temporary folder beside --out and moved into place.`,
 		Example: `  gdrotrain export --checkpoint runs/demo/grpo-prompt-gdro/checkpoints/step_00000100 --out /tmp/hf --dtype bf16
   gdrotrain export --checkpoint runs/lora/t/checkpoints/step_00000100 --out /tmp/lora --adapter --dtype fp32`,
 		SilenceUsage: true,
@@ -45,6 +52,9 @@ peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
 			dt, err := model.ParseDType(dtype)
 			if err != nil {
 				return fmt.Errorf("--dtype: %w", err)
+			}
+			if !(shardGB >= 0 && shardGB <= maxShardGB) { // NaN fails both
+				return fmt.Errorf("--shard-gb %v: want a size in GiB from 0 (one file) to %d", shardGB, maxShardGB)
 			}
 			man, err := checkpoint.Verify(ckpt)
 			if err != nil {
@@ -62,10 +72,13 @@ peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
 				if err != nil {
 					return err
 				}
-				if err := model.WriteFolderSharded(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30))); err != nil {
-					return err
-				}
-				if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+				err = writeOut(cmd, out, force, func(dir string) error {
+					if err := model.WriteFolderSharded(dir, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30))); err != nil {
+						return err
+					}
+					return tokenizer.CopyFiles(ckpt, dir)
+				})
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "exported %s → %s (%s, %.1fM parameters)\n", ckpt, out, dt.TorchName(), float64(m.Cfg.NumParams())/1e6)
@@ -84,17 +97,17 @@ peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
 			}
 			lc := m.A.LoRA
 			if adapter {
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					return fmt.Errorf("--out: %w", err)
-				}
 				abs, err := filepath.Abs(baseDir)
 				if err != nil {
 					return err
 				}
-				if err := model.SaveAdapters(m.B, m.Cfg, m.A, out, abs, dt); err != nil {
-					return err
-				}
-				if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+				err = writeOut(cmd, out, force, func(dir string) error {
+					if err := model.SaveAdapters(m.B, m.Cfg, m.A, dir, abs, dt); err != nil {
+						return err
+					}
+					return tokenizer.CopyFiles(ckpt, dir)
+				})
+				if err != nil {
 					return err
 				}
 				n := 0
@@ -109,10 +122,13 @@ peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
 			if err != nil {
 				return err
 			}
-			if err := model.WriteFolderWith(out, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30)), merged); err != nil {
-				return err
-			}
-			if err := tokenizer.CopyFiles(ckpt, out); err != nil {
+			err = writeOut(cmd, out, force, func(dir string) error {
+				if err := model.WriteFolderWith(dir, m.Cfg, m.B, m.P, dt, int64(shardGB*(1<<30)), merged); err != nil {
+					return err
+				}
+				return tokenizer.CopyFiles(ckpt, dir)
+			})
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "exported %s merged into its base %s → %s (LoRA rank %d, alpha %v on %v; %s, %.1fM parameters)\n",
@@ -126,6 +142,30 @@ peft.PeftModel.from_pretrained and vLLM's LoRA support load over the base.`,
 	f.StringVar(&dtype, "dtype", "bf16", "weight dtype: bf16, fp16 or fp32")
 	f.Float64Var(&shardGB, "shard-gb", 5, "largest shard in GiB (0: one file)")
 	f.BoolVar(&adapter, "adapter", false, "LoRA checkpoint: write the PEFT adapter folder instead of the merged model")
+	f.BoolVar(&force, "force", false, "write into an --out that is, or is inside, a checkpoint, a run folder or a model folder, replacing the model there")
 	f.StringVar(&base, "base", "", "LoRA checkpoint: the base model folder (default: the one its manifest records); its weights must hash to the manifest's weights_sha256")
 	return cmd
+}
+
+// maxShardGB bounds --shard-gb (a PiB: far past any shard, and inside int64
+// bytes).
+const maxShardGB = 1 << 20
+
+// writeOut writes a model folder at out through write, into a temporary
+// sibling moved into place (outfolder.go), and says which stale weight
+// files of an earlier model it removed.
+func writeOut(cmd *cobra.Command, out string, force bool, write func(dir string) error) error {
+	o, err := openOut(out, "--out", force)
+	if err != nil {
+		return err
+	}
+	if err := write(o.Dir()); err != nil {
+		o.Abort()
+		return err
+	}
+	removed, err := o.Commit()
+	if len(removed) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "--force: removed the earlier model's %s from %s\n", strings.Join(removed, ", "), out)
+	}
+	return err
 }

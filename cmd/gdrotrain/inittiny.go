@@ -13,13 +13,16 @@ func newInitTinyCmd() *cobra.Command {
 	o := model.DefaultTiny()
 	var out, dtype string
 	var seed uint64
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "init-tiny --out DIR",
 		Short: "Write a random-initialised Qwen3 model folder (config.json + model.safetensors)",
 		Long: `init-tiny writes a randomly initialised Qwen3 model in the Hugging Face
 layout (config.json, generation_config.json, model.safetensors), loadable by
 transformers' Qwen3ForCausalLM and by every gdrotrain command. Weights are
-drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
+drawn as transformers initialises them: normal(0, init-std), norms at 1.
+An --out that is, or is inside, a model folder, a checkpoint or a run folder
+is refused unless --force (as for export).`,
 		Example:      "  gdrotrain init-tiny --out /tmp/tiny --layers 2 --hidden 64 --heads 4 --kv-heads 2 --vocab 256",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,7 +39,8 @@ drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
 			}
 			b := cpu.NewBackend()
 			p := model.RandomParams(b, cfg, seed, o.InitStd, 0)
-			if err := model.WriteFolder(out, cfg, b, p, dt); err != nil {
+			err = writeOut(cmd, out, force, func(dir string) error { return model.WriteFolder(dir, cfg, b, p, dt) })
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d layers, hidden %d, heads %d/%d, vocab %d, %d parameters (%s)\n",
@@ -58,6 +62,7 @@ drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
 	f.Float64Var(&o.InitStd, "init-std", o.InitStd, "standard deviation of the normal initialisation")
 	f.IntSliceVar(&o.EOS, "eos", nil, "end-of-sequence token ids (default: the last id)")
 	f.Uint64Var(&seed, "seed", 0, "random seed")
+	f.BoolVar(&force, "force", false, "write into an --out that is, or is inside, a model folder, a checkpoint or a run folder, replacing the model there")
 	f.StringVar(&dtype, "dtype", "float32", "storage dtype: float32, bfloat16 or float16")
 	return cmd
 }
