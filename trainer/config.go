@@ -355,6 +355,9 @@ func orDefaults(source string) string {
 func ParseYAML(raw []byte, cfg *Config) error { return decodeStrict(raw, cfg) }
 
 func decodeStrict(raw []byte, cfg *Config) error {
+	if err := wholeNumbers(raw, reflect.TypeOf(cfg)); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) { // an empty document changes nothing
@@ -378,23 +381,20 @@ func applySets(cfg *Config, sets []string, old *legacy) error {
 		if !ok || key == "" {
 			return fmt.Errorf("--set %q: want section.key=value", s)
 		}
+		if strings.TrimSpace(value) == "" {
+			// Not "unset": a key=  left the value as it was, silently.
+			return fmt.Errorf("--set %s: no value for %s (an empty string is %s=\"\", an empty list %s=[])", s, strings.TrimSpace(key), strings.TrimSpace(key), strings.TrimSpace(key))
+		}
 		parts := strings.Split(strings.TrimSpace(key), ".")
 		doc := value
 		for i := len(parts) - 1; i >= 0; i-- {
-			doc = fmt.Sprintf("{%q: %s}", parts[i], orNull(doc))
+			doc = fmt.Sprintf("{%q: %s}", parts[i], doc)
 		}
 		if err := old.decode([]byte(doc), cfg); err != nil {
 			return fmt.Errorf("--set %s: %w", s, err)
 		}
 	}
 	return nil
-}
-
-func orNull(v string) string {
-	if strings.TrimSpace(v) == "" {
-		return "null"
-	}
-	return v
 }
 
 // Resolved returns c with the settings that follow from others filled in.

@@ -22,6 +22,10 @@ func TestConfigStrictAndOverrides(t *testing.T) {
 	if cfg.Optim.Beta2 != 0.999 || cfg.Loss.ClipHigh != 0.28 {
 		t.Fatalf("defaults lost: %+v", cfg.Optim)
 	}
+	// A whole number written as a float is the integer it is.
+	if c, err := LoadBytes([]byte(base+"train: {steps: 3.0, prompts_per_step: 1e3, mini_batch_prompts: 1000}\n"), "x.yaml", nil); err != nil || c.Train.Steps != 3 || c.Train.PromptsPerStep != 1000 {
+		t.Fatalf("whole floats: steps %d, prompts %d, %v", c.Train.Steps, c.Train.PromptsPerStep, err)
+	}
 	cases := []struct {
 		yaml string
 		sets []string
@@ -59,6 +63,14 @@ func TestConfigStrictAndOverrides(t *testing.T) {
 		{base, []string{"train.ppo_epochs=0"}, "train.ppo_epochs = 0 must be ≥ 1"},
 		{base, []string{"loss.adv_eps=0"}, "loss.adv_eps must be > 0"},
 		{base, []string{"run.name=.."}, `run.name ".." must be a plain folder name`},
+		// Values yaml.v3 took in silence: a float truncated into an integer
+		// key (3.5 ran 3 steps), an empty --set value (the key kept its value).
+		{base + "train:\n  steps: 3.5\n", nil, "line 4: train.steps: 3.5 is not a whole number"},
+		{base, []string{"train.steps=3.5"}, "--set train.steps=3.5: line 1: train.steps: 3.5 is not a whole number"},
+		{base, []string{"validation.n=.nan"}, "validation.n: .nan is not a whole number"},
+		{base, []string{"gdro.prompt.focus={targets: {2: 1}}", "run.seed=1e-3"}, "run.seed: 1e-3 is not a whole number"},
+		{base, []string{"run.name="}, "--set run.name=: no value for run.name"},
+		{base, []string{`run.name=""`}, `run.name "" must be a plain folder name`},
 	}
 	for _, c := range cases {
 		_, err := LoadBytes([]byte(c.yaml), "x.yaml", c.sets)
