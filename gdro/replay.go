@@ -126,6 +126,11 @@ func Replay(cfg Config, r io.Reader, w io.Writer) (*ReplaySummary, error) {
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("gdro replay: %w", err)
 	}
+	if sum.Steps == 0 {
+		// Nothing replayed is no result: an empty file, a wrong path to a
+		// file being written, a pipe that delivered nothing.
+		return nil, errors.New("the trace holds no step (empty, or blank lines only)")
+	}
 	return sum, nil
 }
 

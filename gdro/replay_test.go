@@ -115,6 +115,9 @@ func TestReplayMalformed(t *testing.T) {
 		{"missing loss", surrogate, good, "missing loss"},
 		{"missing kl", kl, `{"prompts": [{"uid": "a", "correct": [true, false, true, false], "loss": [0, 0, 0, 0]}]}`, "missing kl"},
 		{"wrong type", cfg, `{"prompts": [{"uid": 7, "correct": [true]}]}`, "line 1"},
+		// An empty trace replayed nothing and used to succeed.
+		{"empty", cfg, "", "the trace holds no step"},
+		{"blank lines", cfg, "\n  \n", "the trace holds no step"},
 	} {
 		_, err := Replay(c.cfg, strings.NewReader(c.trace), &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

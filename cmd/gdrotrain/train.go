@@ -193,6 +193,9 @@ func readConfig(name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("config: %w", err)
 	}
 	raw, berr := configs.Get(name)
+	if st, err := os.Stat(name); berr != nil && err == nil && st.IsDir() {
+		return nil, "", fmt.Errorf("--config %s is a folder, want a YAML file (or a built-in config: %v)", name, configs.Names())
+	}
 	if berr != nil {
 		return nil, "", fmt.Errorf("config %s: no such file, and %v", name, berr)
 	}

@@ -88,6 +88,14 @@ func TestConfigNameNotAFolder(t *testing.T) {
 	if raw, source, err := readConfig("mine.yaml"); err != nil || source != "mine.yaml" || !strings.Contains(string(raw), "seed: 3") {
 		t.Fatalf("readConfig(mine.yaml): %q, %v", source, err)
 	}
+	// A folder that is no built-in config's name is named a folder (it
+	// used to say "no such file").
+	if err := os.Mkdir("configs-dir", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readConfig("configs-dir"); err == nil || !strings.Contains(err.Error(), "--config configs-dir is a folder, want a YAML file") {
+		t.Fatalf("readConfig(a folder): %v", err)
+	}
 }
 
 // TestOldConfigKeys: a config with the keys of an older gdrotrain prints as
