@@ -64,12 +64,8 @@ func adapterBase(dir string, m *checkpoint.Manifest, override, flag string) (str
 // against the manifest's weights hash (adapterBase); a plain PEFT folder
 // takes base_model_name_or_path.
 func loadAdapterFolder(b model.Backend, dir string) (*model.Model, error) {
-	var m *checkpoint.Manifest
-	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); err == nil {
-		if m, err = checkpoint.Verify(dir); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	m, err := verifyIfCheckpoint(dir)
+	if err != nil {
 		return nil, err
 	}
 	base, err := adapterBase(dir, m, "", "")
@@ -77,4 +73,18 @@ func loadAdapterFolder(b model.Backend, dir string) (*model.Model, error) {
 		return nil, err
 	}
 	return model.LoadAdapted(b, dir, base)
+}
+
+// verifyIfCheckpoint verifies dir as export does (checkpoint.Verify: the
+// manifest's own checksum, every file's size and SHA-256) when it is a
+// checkpoint (manifest.json beside its files), and returns its manifest;
+// nil for a plain model folder. generate and logits used to load a
+// checkpoint export refuses as corrupt.
+func verifyIfCheckpoint(dir string) (*checkpoint.Manifest, error) {
+	if _, err := os.Stat(filepath.Join(dir, checkpoint.ManifestName)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return checkpoint.Verify(dir)
 }

@@ -42,7 +42,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags) (*model.Model, err
 	var m *model.Model
 	if model.IsAdapterFolder(dir) {
 		m, err = loadAdapterFolder(b, dir)
-	} else {
+	} else if _, err = verifyIfCheckpoint(dir); err == nil {
 		m, err = model.Load(b, dir)
 	}
 	if err != nil {

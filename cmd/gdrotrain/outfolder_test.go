@@ -22,27 +22,8 @@ import (
 func TestExportProtectsFolders(t *testing.T) {
 	root := t.TempDir()
 	run := filepath.Join(root, "run")
-	base := filepath.Join(root, "base")
-	if _, err := runCmd(t, "", "init-tiny", "--out", base, "--seed", "1"); err != nil {
-		t.Fatal(err)
-	}
+	ckpt, base := tinyCheckpoint(t, root)
 	baseBefore, _ := os.ReadFile(filepath.Join(base, "model.safetensors"))
-	m, err := model.Load(cpu.NewBackend(), base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := checkpoint.Begin(filepath.Join(run, "checkpoints"), 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteFolder(w.Dir(), m.Cfg, m.B, m.P, model.F32); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(w.Dir(), "tokenizer.json"), []byte(`{"stub": true}`), 0o644)
-	ckpt, err := w.Commit(checkpoint.Manifest{State: json.RawMessage(`{}`), Config: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, f := range []string{"config.yaml", "metrics.jsonl"} {
 		os.WriteFile(filepath.Join(run, f), []byte("{}\n"), 0o644)
 	}
@@ -114,5 +95,53 @@ func TestExportProtectsFolders(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(base, "model.safetensors")); string(after) == string(baseBefore) {
 		t.Error("init-tiny --force left the old weights")
+	}
+}
+
+// tinyCheckpoint writes under root an init-tiny model (base) and a
+// checkpoint of it, ROOT/run/checkpoints/step_00000008 (a stub tokenizer).
+func tinyCheckpoint(t *testing.T, root string) (ckpt, base string) {
+	t.Helper()
+	base = filepath.Join(root, "base")
+	if _, err := runCmd(t, "", "init-tiny", "--out", base, "--seed", "1"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(cpu.NewBackend(), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := checkpoint.Begin(filepath.Join(root, "run", "checkpoints"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteFolder(w.Dir(), m.Cfg, m.B, m.P, model.F32); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(w.Dir(), "tokenizer.json"), []byte(`{"stub": true}`), 0o644)
+	ckpt, err = w.Commit(checkpoint.Manifest{State: json.RawMessage(`{}`), Config: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ckpt, base
+}
+
+// TestModelCommandsVerifyCheckpoints: generate and logits refuse a
+// checkpoint that fails its checksums, as export does (they used to load
+// it), and load a sound one.
+func TestModelCommandsVerifyCheckpoints(t *testing.T) {
+	ckpt, _ := tinyCheckpoint(t, t.TempDir())
+	if _, err := runCmd(t, "", "logits", "--model", ckpt, "--ids", "1,2"); err != nil {
+		t.Fatalf("logits of a sound checkpoint: %v", err)
+	}
+	flipLastByte(t, filepath.Join(ckpt, "model.safetensors"))
+	want := "file model.safetensors fails its checksum"
+	for _, args := range [][]string{
+		{"logits", "--model", ckpt, "--ids", "1,2"},
+		{"generate", "--model", ckpt, "--prompt", "1+1=", "--mode", "raw", "--max-new-tokens", "2"},
+		{"export", "--checkpoint", ckpt, "--out", filepath.Join(t.TempDir(), "hf")},
+	} {
+		if _, err := runCmd(t, "", args...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of a corrupted checkpoint: %v, want %q", args[0], err, want)
+		}
 	}
 }
