@@ -3,6 +3,7 @@ package data
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -52,7 +53,16 @@ type Cursor struct {
 	// Fingerprint is a hash of the dataset's UIDs in file order; Restore
 	// refuses a cursor taken on a different dataset.
 	Fingerprint string `json:"fingerprint"`
+	// Content is a hash of every row's content in file order (UID, data
+	// source, prompt messages, ground truth, choices): the same ids with
+	// other prompts or answers are another dataset too. Absent in cursors
+	// of older checkpoints, where Restore cannot check it (the caller says
+	// so) and the restored cursor takes this dataset's.
+	Content string `json:"content_fingerprint,omitempty"`
 }
+
+// ErrContentChanged: a cursor's rows have the same ids but other content.
+var ErrContentChanged = errors.New("the training data changed")
 
 // Loader serves batches of prompts: each epoch a fresh permutation, batches
 // of BatchSize, the incomplete last batch dropped (drop_last, docs/algorithm.md §2.6).
@@ -73,6 +83,24 @@ func (d *Dataset) Fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// ContentFingerprint hashes every row's content in order: what the
+// trainer sees of it (UID, data source, the prompt messages, the ground
+// truth, the choices).
+func (d *Dataset) ContentFingerprint() string {
+	h := sha256.New()
+	for i := range d.Prompts {
+		p := &d.Prompts[i]
+		row, _ := json.Marshal(struct { // plain strings: cannot fail
+			UID, Source, Truth string
+			Messages           any
+			Choices            []string
+		}{p.UID, p.DataSource, p.GroundTruth, p.Messages, p.Choices})
+		h.Write(row)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
 // NewLoader starts at epoch 0, position 0.
 func NewLoader(ds *Dataset, batchSize int, seed uint64) (*Loader, error) {
 	if ds == nil || len(ds.Prompts) == 0 {
@@ -81,7 +109,7 @@ func NewLoader(ds *Dataset, batchSize int, seed uint64) (*Loader, error) {
 	if batchSize <= 0 || batchSize > len(ds.Prompts) {
 		return nil, fmt.Errorf("data: loader: batch size %d with %d prompts (drop_last would serve nothing)", batchSize, len(ds.Prompts))
 	}
-	return &Loader{ds: ds, cur: Cursor{Seed: seed, BatchSize: batchSize, Fingerprint: ds.Fingerprint()}, orderE: -1}, nil
+	return &Loader{ds: ds, cur: Cursor{Seed: seed, BatchSize: batchSize, Fingerprint: ds.Fingerprint(), Content: ds.ContentFingerprint()}, orderE: -1}, nil
 }
 
 // StepsPerEpoch is ⌊prompts / batch size⌋.
@@ -116,13 +144,19 @@ func (l *Loader) Restore(c Cursor) error {
 	if c.Fingerprint != l.cur.Fingerprint {
 		return fmt.Errorf("data: loader: cursor was taken on another dataset (fingerprint %s, this dataset %s)", c.Fingerprint, l.cur.Fingerprint)
 	}
+	if c.Content != "" && c.Content != l.cur.Content {
+		return fmt.Errorf("data: loader: %w since the cursor was taken: the same %d row ids, but their prompts or answers differ (content fingerprint %s, this dataset %s)",
+			ErrContentChanged, len(l.ds.Prompts), c.Content, l.cur.Content)
+	}
 	if c.BatchSize != l.cur.BatchSize {
 		return fmt.Errorf("data: loader: cursor batch size %d, loader %d", c.BatchSize, l.cur.BatchSize)
 	}
 	if c.Epoch < 0 || c.Position < 0 || c.Position > len(l.ds.Prompts) {
 		return fmt.Errorf("data: loader: cursor out of range (epoch %d, position %d, %d prompts)", c.Epoch, c.Position, len(l.ds.Prompts))
 	}
+	content := l.cur.Content
 	l.cur = c
+	l.cur.Content = content // an older cursor's missing one: later cursors carry it
 	l.orderE = -1
 	return nil
 }

@@ -2,6 +2,7 @@ package data
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,6 +136,21 @@ func TestLoaderResume(t *testing.T) {
 	l8, _ := NewLoader(ds, 8, 7)
 	if err := l8.Restore(ref.Cursor()); err == nil {
 		t.Error("cursor with another batch size: want an error")
+	}
+	// The same ids with another answer: refused (the fingerprint used to
+	// cover the ids only).
+	edited := *ds
+	edited.Prompts = slices.Clone(ds.Prompts)
+	edited.Prompts[3].GroundTruth += "0"
+	le, _ := NewLoader(&edited, 10, 7)
+	if err := le.Restore(ref.Cursor()); !errors.Is(err, ErrContentChanged) || !strings.Contains(err.Error(), "prompts or answers differ") {
+		t.Errorf("cursor over changed answers: err = %v", err)
+	}
+	// An older cursor, without the content's: restored, and carries it on.
+	old := ref.Cursor()
+	old.Content = ""
+	if err := le.Restore(old); err != nil || le.Cursor().Content != edited.ContentFingerprint() {
+		t.Errorf("older cursor: err = %v, content %q", err, le.Cursor().Content)
 	}
 }
 

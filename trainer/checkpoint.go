@@ -199,8 +199,8 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	if err := t.Ctrl.Restore(st.Controller); err != nil {
 		return fmt.Errorf("resume %s: controller: %w", dir, err)
 	}
-	if err := t.loader.Restore(st.Cursor); err != nil {
-		return fmt.Errorf("resume %s: data cursor: %w", dir, err)
+	if err := t.restoreCursor(dir, st.Cursor); err != nil {
+		return err
 	}
 	t.rmet.Restore(st.Reward)
 	t.step, t.updates = st.Step, st.Updates
@@ -329,4 +329,27 @@ func stepRange(a, b int) string {
 		return fmt.Sprintf("step %d", a)
 	}
 	return fmt.Sprintf("steps %d–%d", a, b)
+}
+
+// restoreCursor continues the data where the checkpoint left it, on the
+// very same rows: ids and content (data.Cursor.Content). Changed content is
+// refused unless --allow-config-change; a checkpoint too old to record it is
+// resumed with a log line saying what could not be checked.
+func (t *Trainer) restoreCursor(dir string, c data.Cursor) error {
+	now := t.loader.Cursor().Content
+	switch {
+	case c.Content == "":
+		t.Log.Printf("resume %s: the checkpoint predates content fingerprints of the training data: its row ids match data.train, but whether their prompts and answers changed cannot be checked (the next checkpoint records it)", dir)
+	case c.Content != now && t.allowConfigChange:
+		t.Log.Printf("resume: --allow-config-change: the prompts or answers of data.train changed since %s (content fingerprint %s → %s); continuing on the new content", dir, c.Content, now)
+		c.Content = now
+	}
+	err := t.loader.Restore(c)
+	if errors.Is(err, data.ErrContentChanged) {
+		return fmt.Errorf("resume %s: %w. HINT: resume with the data files the run started with, start a new run, or pass --allow-config-change to continue on the changed rows", dir, err)
+	}
+	if err != nil {
+		return fmt.Errorf("resume %s: data cursor: %w", dir, err)
+	}
+	return nil
 }

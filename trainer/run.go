@@ -59,6 +59,9 @@ type Trainer struct {
 	// valDue: the validation of the current step is owed (before training,
 	// at a validation step, at the last step), also across a stop and resume.
 	valDue bool
+	// allowConfigChange: Options.AllowConfigChange (the training data's
+	// content may change too, restoreCursor).
+	allowConfigChange bool
 	// firstStep is the first step of the run folder's metrics.jsonl
 	// (State.FirstStep).
 	firstStep int
@@ -171,7 +174,7 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 // to logw with their rank as prefix.
 func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	dir := cfg.RunDir()
-	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend, scorer: o.Scorer}
+	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend, scorer: o.Scorer, allowConfigChange: o.AllowConfigChange}
 	if d := o.Dist; d != nil && d.Group != nil && d.Group.Size() > 1 {
 		t.dp = &dpState{g: d.Group, rank: d.Group.Rank(), size: d.Group.Size()}
 		t.newReducer = d.NewReducer
