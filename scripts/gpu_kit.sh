@@ -283,7 +283,7 @@ fi
 tiny="$out/tiny-model"
 ids=1,5,9,200,17,301,42,7,7,88,123,500
 if want hf; then
-	run hf-model 120 hf.log "$gdrotrain" init-tiny --out "$tiny" --layers 2 --hidden 128 --heads 4 --kv-heads 2 --head-dim 32 --vocab 512
+	run hf-model 120 hf.log "$gdrotrain" init-tiny --out "$tiny" --force --layers 2 --hidden 128 --heads 4 --kv-heads 2 --head-dim 32 --vocab 512
 	for prec in fp32 bf16; do
 		run hf-logits-$prec 300 hf.log "$gdrotrain" logits --model "$tiny" --ids $ids --all --device cuda --matmul-precision $prec \
 			--skip-self-test --out "$out/ours_$prec.json"
