@@ -216,9 +216,16 @@ func sameWithin(t *testing.T, base, wantDir, gotDir string, steps, skip int) {
 	wa, wb := testfix.LoadWeights(t, a), testfix.LoadWeights(t, b)
 	testfix.CloseTensors(t, "weight change", wa, wb, testfix.LoadWeights(t, base), dpTensorTol)
 	testfix.CloseTensors(t, "AdamW moments", testfix.LoadMoments(t, a, wa), testfix.LoadMoments(t, b, wb), nil, dpTensorTol)
-	var sa, sb any
+	var sa, sb map[string]any
 	json.Unmarshal(ma.State, &sa)
 	json.Unmarshal(mb.State, &sb)
+	// The first step of the run folder's metrics.jsonl is the folder's, not
+	// the trajectory's: one past the checkpoint a resumed copy began from.
+	if fa, fb := sa["first_step"], sb["first_step"]; fa != float64(1) || fb != float64(skip+1) {
+		t.Errorf("first_step %v and %v, want 1 and %d", fa, fb, skip+1)
+	}
+	delete(sa, "first_step")
+	delete(sb, "first_step")
 	closeJSON(t, "trainer state", sa, sb)
 	x, y := readLines(t, filepath.Join(wantDir, "metrics.jsonl")), readLines(t, filepath.Join(gotDir, "metrics.jsonl"))
 	if len(x) != steps || len(y) != steps-skip {
