@@ -146,6 +146,7 @@ func TestEmulator(t *testing.T) {
 		{"fma", nil},
 		{"fault", nil},
 		{"nvrtc", nil},
+		{"arch", nil},
 		{"threads", nil},
 		{"capture_modes", nil},
 		{"hazard_shuffle", nil},
