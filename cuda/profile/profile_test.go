@@ -301,7 +301,7 @@ func TestBenchSmoke(t *testing.T) {
 	// one), the mma.sync route alone elsewhere; FlashAttention's FLOP count
 	// over the times, the assumed rates beside.
 	routes := []string{"mma.sync"}
-	if d.Info.Major == 9 && d.Info.Minor == 0 {
+	if d.Info.HasWGMMA() {
 		routes = []string{"wgmma", "mma.sync"}
 	}
 	if len(r.Attention) != len(routes) {
