@@ -49,7 +49,7 @@ naming the op and the tolerance, if any disagrees.`,
 				if err != nil {
 					return fmt.Errorf("--compile-for %s: %w", arch, err)
 				}
-				fmt.Fprintf(out, "compiled %d kernel files for %s (%s) with NVRTC %s into %s\n", p.Files, arch, p.Target, p.NVRTCVersion, p.Dir)
+				fmt.Fprintf(out, "compiled %d kernel files for %s as %s with NVRTC %s into %s\n", p.Files, arch, p.Target, p.NVRTCVersion, p.Dir)
 				return nil
 			}
 			kind, gpu, err := device.Parse(deviceName)
