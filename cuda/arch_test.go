@@ -87,3 +87,24 @@ func TestChooseTarget(t *testing.T) {
 		t.Fatal("the list must be sorted as SupportedArchs returns it")
 	}
 }
+
+// TestHasWGMMA: the warpgroup-MMA attention runs on compute capability 9.0
+// only, and not when the kernels there are PTX (an NVRTC without sm_90a),
+// which has no architecture-specific instructions.
+func TestHasWGMMA(t *testing.T) {
+	for _, c := range []struct {
+		info Info
+		want bool
+	}{
+		{Info{Major: 9}, true},
+		{Info{Major: 9, KernelsPTX: true, KernelTarget: "compute_89 (PTX)"}, false},
+		{Info{Major: 10, KernelsPTX: true}, false},
+		{Info{Major: 10}, false},
+		{Info{Major: 8, Minor: 9}, false},
+		{Info{Major: 12}, false},
+	} {
+		if got := c.info.HasWGMMA(); got != c.want {
+			t.Errorf("%d.%d PTX %v: HasWGMMA %v, want %v", c.info.Major, c.info.Minor, c.info.KernelsPTX, got, c.want)
+		}
+	}
+}

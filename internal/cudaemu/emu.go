@@ -168,7 +168,9 @@
 //     loads an image only where the device can run it: a CUBIN for sm_XY on
 //     X.Z with Z ≥ Y, PTX for compute_XY on any X.Y or newer (the driver's
 //     JIT), an sm_90a or compute_90a one on 9.0 only; otherwise
-//     CUDA_ERROR_NO_BINARY_FOR_GPU. A program
+//     CUDA_ERROR_NO_BINARY_FOR_GPU. A warpgroup MMA in a kernel of a module
+//     not compiled for sm_90a (PTX for compute_90, say) fails the launch
+//     with CUDA_ERROR_LAUNCH_FAILED, as wgmma.cuh's other builds trap. A program
 //     with an #error directive, or one g++ rejects (checked with emu.h, the
 //     program's headers and its -D/-U/-I options;
 //     GDROTRAIN_EMU_NVRTC_CHECK=0 skips that), fails with

@@ -89,9 +89,13 @@ struct Function {
 	const emu_kernel_desc* k;
 	int static_shared;       // its __shared__ variables' bytes
 	int max_dynamic_shared;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	bool sm90a;              // its module's
 };
 struct Module {
 	std::map<std::string, Function*> funcs;
+	// Compiled for sm_90a (or an image without a target: a test's): its
+	// kernels may use warpgroup MMA.
+	bool sm90a = true;
 };
 
 // A device allocation (see the file comment for its layout).
@@ -348,12 +352,14 @@ const ErrorInfo* error_info(int code) {
 // (the driver compiles it); one for sm_XYa or compute_XYa on X.Y only.
 // Anything else is CUDA_ERROR_NO_BINARY_FOR_GPU. Images without the
 // emulator's tag (a test's "image") load as before.
-int image_fits_device(const char* image) {
+int image_fits_device(const char* image, bool* sm90a) {
 	const size_t n = sizeof kImageTag - 1;
+	*sm90a = true;
 	if (strncmp(image, kImageTag, n) != 0) return CUDA_SUCCESS;
 	const char* end = strchr(image + n, '\n');
 	Target t;
 	if (!end || !parse_target(std::string(image + n, end), &t)) return CUDA_ERROR_INVALID_IMAGE;
+	*sm90a = t.specific && t.cc == 90;
 	int major = 9, minor = 0;
 	device_cc(&major, &minor);
 	const int cc = 10 * major + minor;
@@ -1192,8 +1198,10 @@ EMU_API CUresult cuModuleLoadData(void** mod, const void* image) {
 	LOCK;
 	NEED_CTX;
 	if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
-	if (int rc = image_fits_device((const char*)image)) return rc;
+	bool sm90a;
+	if (int rc = image_fits_device((const char*)image, &sm90a)) return rc;
 	Module* m = new Module();
+	m->sm90a = sm90a;
 	g_modules.insert(m);
 	*mod = m;
 	return CUDA_SUCCESS;
@@ -1227,7 +1235,7 @@ EMU_API CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
 		// build checks it too), and dynamic shared memory may fill the
 		// rest of 48 KiB unless the function opts into more.
 		const int st = (int)static_shared_bytes(k);
-		f = new Function{k, st, st < 48 * 1024 ? 48 * 1024 - st : 0};
+		f = new Function{k, st, st < 48 * 1024 ? 48 * 1024 - st : 0, (*it)->sm90a};
 		g_funcs.insert(f);
 	}
 	*fn = f;
@@ -1277,6 +1285,7 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		params = none;
 	}
 	const emu_kernel_desc* k = f->k;
+	const bool sm90a = f->sm90a;
 	const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
 	if ((uintptr_t)stream > 2 && ((Stream*)stream)->capture) {
 		// A kernel node keeps the argument values of the captured launch.
@@ -1288,13 +1297,13 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		int rc = 0;
 		capture(stream, [=] {
 			if (fault_listed(k->name) || count_only()) return (int)CUDA_SUCCESS;
-			return after_launch(k, nullptr, args.data(), launch(k, grid, block, nullptr, args.data()));
+			return after_launch(k, nullptr, args.data(), launch(k, grid, block, nullptr, args.data(), sm90a));
 		}, &rc);
 		return rc;
 	}
 	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
 	if (fault_listed(k->name) || count_only()) return CUDA_SUCCESS;
-	return after_launch(k, params, packed, launch(k, grid, block, params, packed));
+	return after_launch(k, params, packed, launch(k, grid, block, params, packed, sm90a));
 }
 
 // ---- errors ----

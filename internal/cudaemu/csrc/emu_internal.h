@@ -105,9 +105,11 @@ const emu_kernel_desc* find_kernel(const char* name);
 
 // Runs a kernel synchronously. Exactly one of params and packed is used.
 // A fault in the kernel (an illegal or misaligned address) ends it with
-// that CUresult, reported on stderr; the caller makes it sticky.
+// that CUresult, reported on stderr; the caller makes it sticky. sm90a
+// false: the kernel's module was not compiled for sm_90a, so a warpgroup
+// MMA in it fails the launch, as its build traps on a GPU.
 int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
-           const char* packed);
+           const char* packed, bool sm90a = true);
 
 // The bytes of a kernel's __shared__ variables (its static shared memory).
 size_t static_shared_bytes(const emu_kernel_desc* k);

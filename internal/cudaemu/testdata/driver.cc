@@ -1949,6 +1949,7 @@ static void test_wgmma_bug(const char* name) {
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
 	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
 	    {"wgmma_wait1", {17, 0}}, {"wgmma_acc_after_fence", {18, 719}}, {"wgmma_a_after_fence", {19, 719}},
+	    {"wgmma_not_sm90a", {0, 719}},  // wgmma_ok's kernel from a module of PTX for compute_90
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1963,6 +1964,13 @@ static void test_wgmma_bug(const char* name) {
 	devptr dB = upload(B), out = alloc<float>(64 * 64 + 384);
 	Args args;
 	args.add(m.first).add(dB).add(out);
+	if (strcmp(name, "wgmma_not_sm90a") == 0) {
+		handle mod = nullptr, f = nullptr;
+		OK(cuModuleLoadData(&mod, "//gdrotrain-emu-image compute_90\nextern \"C\" __global__ void wgmma_bug();\n"));
+		OK(cuModuleGetFunction(&f, mod, "wgmma_bug"));
+		EXPECT_RC(719, cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args.get(), nullptr));
+		return;
+	}
 	EXPECT_RC(m.second, launch("wgmma_bug", 1, 1, 1, 128, 1, 1, args));
 	if (m.second) return;
 	std::vector<float> o = download<float>(out, 64 * 64 + 384);
@@ -2164,6 +2172,7 @@ int main(int argc, char** argv) {
 	    {"wgmma_wait1", test_wgmma_bug},
 	    {"wgmma_acc_after_fence", test_wgmma_bug},
 	    {"wgmma_a_after_fence", test_wgmma_bug},
+	    {"wgmma_not_sm90a", test_wgmma_bug},
 	    {"cpasync", test_cpasync},
 	    {"cpasync_read_early", test_cpasync},
 	    {"cpasync_dst_write", test_cpasync},
