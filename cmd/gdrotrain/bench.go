@@ -63,10 +63,7 @@ how many weight sets were drawn).`,
 			if torchOnly && (dev.device == "cpu" || profile) {
 				return fmt.Errorf("--torch-only: the PyTorch baseline alone is for the GPU benchmark (--device cuda, without --profile); the CPU benchmark interleaves both sides")
 			}
-			if noTorch {
-				torchPython = ""
-			}
-			cpuBench.python, cpuBench.script = torchPython, script
+			cpuBench.python, cpuBench.script, cpuBench.noTorch = torchPython, script, noTorch
 			if dev.device != "cpu" {
 				b, err := openBackend(cmd, dev)
 				if err != nil {
@@ -122,6 +119,7 @@ how many weight sets were drawn).`,
 // cpuBenchOptions are the flags of the CPU benchmark.
 type cpuBenchOptions struct {
 	python, script string
+	noTorch        bool // --no-torch: no baseline
 	rounds         int // interleaved rounds; medians are reported
 	threads        int // on both sides (0: every core)
 }
@@ -170,7 +168,14 @@ func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 	fmt.Fprintf(w, "gdrotrain: CPU backend, %d threads, float32; matrix products: %s\n", b.Workers(), b.MatMulLibrary())
 	var bases []*baseline
 	var notes []string
-	torch, note := startTorch(shapes, o.python, o.script, threads, "")
+	py := o.python
+	if o.noTorch {
+		py = ""
+	}
+	torch, note := startTorch(shapes, py, o.script, threads, "")
+	if o.noTorch {
+		note = "PyTorch baseline not run (--no-torch)"
+	}
 	if torch != nil {
 		bases = append(bases, &baseline{label: "PyTorch's default kernels", torch: torch})
 		printTorchInfo(w, o.python, "", torch.info)
