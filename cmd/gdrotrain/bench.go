@@ -120,8 +120,8 @@ how many weight sets were drawn).`,
 type cpuBenchOptions struct {
 	python, script string
 	noTorch        bool // --no-torch: no baseline
-	rounds         int // interleaved rounds; medians are reported
-	threads        int // on both sides (0: every core)
+	rounds         int  // interleaved rounds; medians are reported
+	threads        int  // on both sides (0: every core)
 }
 
 // torchInfo is the first line the PyTorch script prints: which BLAS its
