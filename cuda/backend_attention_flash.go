@@ -58,7 +58,7 @@ const WGMMAEnv = "GDROTRAIN_ATTN_WGMMA"
 // sm_90a code), head dim 128 (Qwen3's), unless turned off (attnWG < 0, or
 // GDROTRAIN_ATTN_WGMMA=0 when the backend was made).
 func (b *Backend) useWG(suffix string, D int) bool {
-	return suffix == "_h" && D == wgHeadDim && b.attnWG >= 0 && b.d.Info.Major == 9 && b.d.Info.Minor == 0
+	return suffix == "_h" && D == wgHeadDim && b.attnWG >= 0 && b.d.Info.HasWGMMA()
 }
 
 // useFlash reports whether the fused tensor-core kernels serve a call: by

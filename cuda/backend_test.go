@@ -369,7 +369,7 @@ func TestAttentionHalf(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			p := newPair(t, BF16)
 			gb := p.gpu.(*Backend)
-			if info := gb.Device().Info; mode.wg == 0 && mode.flash > 0 && (info.Major != 9 || info.Minor != 0) {
+			if info := gb.Device().Info; mode.wg == 0 && mode.flash > 0 && !info.HasWGMMA() {
 				t.Skipf("the warpgroup-MMA kernels run on sm_90 only (this device: sm_%d%d)", info.Major, info.Minor)
 			}
 			gb.attnTiles, gb.attnGEMM, gb.attnFlash, gb.attnDecode, gb.attnWG = mode.tiles, mode.gemm, mode.flash, -1, mode.wg

@@ -133,6 +133,8 @@ static int nv_compile(void* f, handle p, int n, const char** opts) { return ((pf
 static int nv_size(void* f, handle p, size_t* n) { return ((pf_nvrtcGetSize)f)(p, n); }
 static int nv_get(void* f, handle p, char* out) { return ((pf_nvrtcGetText)f)(p, out); }
 static int nv_destroy(void* f, handle* p) { return ((pf_nvrtcDestroyProgram)f)(p); }
+static int nv_num_archs(void* f, int* n) { return ((pf_nvrtcGetNumSupportedArchs)f)(n); }
+static int nv_archs(void* f, int* out) { return ((pf_nvrtcGetSupportedArchs)f)(out); }
 
 // ---- cuBLAS ----
 static int cb_create(void* f, handle* h) { BIND; return ((pf_cublasCreate_v2)f)(h); }
@@ -205,6 +207,7 @@ import "C"
 
 import (
 	"fmt"
+	"sort"
 	"sync/atomic"
 	"unsafe"
 )
@@ -745,6 +748,7 @@ type nvrtc struct {
 	lib                                          *library
 	version, errString, create, compile, destroy unsafe.Pointer
 	logSize, log, ptxSize, ptx, cubinSize, cubin unsafe.Pointer
+	numArchs, archs                              unsafe.Pointer // nil before NVRTC 11.2
 }
 
 func loadNVRTC(lib *library) (*nvrtc, error) {
@@ -756,7 +760,35 @@ func loadNVRTC(lib *library) (*nvrtc, error) {
 		"nvrtcGetProgramLog": &n.log, "nvrtcGetPTXSize": &n.ptxSize, "nvrtcGetPTX": &n.ptx,
 		"nvrtcGetCUBINSize": &n.cubinSize, "nvrtcGetCUBIN": &n.cubin,
 	})
+	n.numArchs, _ = lib.sym("nvrtcGetNumSupportedArchs")
+	n.archs, _ = lib.sym("nvrtcGetSupportedArchs")
 	return n, err
+}
+
+// SupportedArchs lists the architectures NVRTC compiles for, as 10·major +
+// minor (90 for sm_90), oldest first; nil when this NVRTC cannot say
+// (before 11.2), in which case it is trusted to know the GPU.
+func (n *nvrtc) SupportedArchs() ([]int, error) {
+	if n.numArchs == nil || n.archs == nil {
+		return nil, nil
+	}
+	var count C.int
+	if err := n.check("nvrtcGetNumSupportedArchs", C.nv_num_archs(n.numArchs, &count)); err != nil {
+		return nil, err
+	}
+	if count <= 0 {
+		return nil, nil
+	}
+	buf := make([]C.int, count)
+	if err := n.check("nvrtcGetSupportedArchs", C.nv_archs(n.archs, &buf[0])); err != nil {
+		return nil, err
+	}
+	out := make([]int, count)
+	for i, a := range buf {
+		out[i] = int(a)
+	}
+	sort.Ints(out)
+	return out, nil
 }
 
 func (n *nvrtc) check(call string, rc C.int) error {

@@ -28,7 +28,17 @@ type Info struct {
 	// dynamic linker, a pip wheel or a toolkit folder.
 	CudaFrom, NVRTCFrom, CublasFrom string
 	Devices                         int // GPUs visible to this process
+	// What the kernels were compiled to (arch.go): sm_90a, sm_80, or
+	// compute_90 (PTX) on a GPU the NVRTC at hand does not know, where
+	// KernelsPTX is set and architecture-specific kernels are not used.
+	KernelTarget string
+	KernelsPTX   bool
 }
+
+// HasWGMMA reports whether the warpgroup-MMA kernels (sm_90a code) run
+// here: a compute capability 9.0 device whose kernels were compiled for
+// sm_90a, not PTX.
+func (i Info) HasWGMMA() bool { return i.Major == 9 && i.Minor == 0 && !i.KernelsPTX }
 
 func (i Info) String() string {
 	return fmt.Sprintf("%s (GPU %d, sm_%d%d, %d SMs, %.1f GiB; driver %d.%d, NVRTC %s, cuBLAS %d)",
@@ -180,6 +190,11 @@ func (d *Device) loadKernels(logf func(string, ...any)) error {
 		return err
 	}
 	d.Info.NVRTCLib, d.Info.NVRTCFrom, d.Info.NVRTCVersion, d.Info.KernelsDir = lib.path, lib.from, c.version, c.cacheDir
+	t, err := c.plan(d.Info.Major, d.Info.Minor)
+	if err != nil {
+		return err
+	}
+	d.Info.KernelTarget, d.Info.KernelsPTX = t.String(), t.ptx
 	start := time.Now()
 	srcs := Sources()
 	for _, name := range sortedNames(srcs) {
@@ -197,7 +212,7 @@ func (d *Device) loadKernels(logf func(string, ...any)) error {
 			}
 		}
 	}
-	logf("cuda: %d kernels ready in %s (cache %s)", len(d.funcs), time.Since(start).Round(time.Millisecond), c.cacheDir)
+	logf("cuda: %d kernels ready for %s in %s (cache %s)", len(d.funcs), t, time.Since(start).Round(time.Millisecond), c.cacheDir)
 	return nil
 }
 

@@ -71,22 +71,16 @@ func KernelNames(src string) []string {
 	return names
 }
 
-// compileOptions are NVRTC's options for compute capability major.minor.
-// Compute capability 9.0 compiles for sm_90a, the architecture-specific
-// target with Hopper's warpgroup MMA (wgmma.cuh): its code runs on sm_90
-// devices only, which is what it is compiled for.
-func compileOptions(major, minor int) []string {
-	arch := fmt.Sprintf("sm_%d%d", major, minor)
-	if major == 9 && minor == 0 {
-		arch += "a"
-	}
-	return []string{"--gpu-architecture=" + arch, "--std=c++17", "--fmad=true"}
+// compileOptions are NVRTC's options for target t (arch.go).
+func compileOptions(t target) []string {
+	return []string{"--gpu-architecture=" + t.arch, "--std=c++17", "--fmad=true"}
 }
 
 // compiler compiles kernel files through NVRTC with an on-disk cache.
 type compiler struct {
 	nv       *nvrtc
 	version  string
+	archs    []int  // the architectures NVRTC knows (nil: it cannot say)
 	cacheDir string // "" disables the cache
 	logf     func(format string, a ...any)
 }
@@ -96,7 +90,11 @@ func newCompiler(nv *nvrtc, logf func(string, ...any)) (*compiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &compiler{nv: nv, version: fmt.Sprintf("%d.%d", a, b), logf: logf}
+	archs, err := nv.SupportedArchs()
+	if err != nil {
+		return nil, err
+	}
+	c := &compiler{nv: nv, version: fmt.Sprintf("%d.%d", a, b), archs: archs, logf: logf}
 	if dir := os.Getenv(CacheDirEnv); dir != "" {
 		c.cacheDir = dir
 	} else if base, err := os.UserCacheDir(); err == nil {
@@ -105,24 +103,53 @@ func newCompiler(nv *nvrtc, logf func(string, ...any)) (*compiler, error) {
 	return c, nil
 }
 
-// compile returns the CUBIN of one file for sm_major.minor.
+// target is what this NVRTC compiles to for sm_major.minor (chooseTarget).
+func (c *compiler) target(major, minor int) (target, error) {
+	t, err := chooseTarget(major, minor, c.archs)
+	if err != nil {
+		return t, fmt.Errorf("compile kernels for sm_%d%d with NVRTC %s: %w", major, minor, c.version, err)
+	}
+	return t, nil
+}
+
+// plan is target, saying in one log line when the kernels go to PTX.
+func (c *compiler) plan(major, minor int) (target, error) {
+	t, err := c.target(major, minor)
+	if err == nil && t.ptx {
+		c.logf("cuda: NVRTC %s does not know sm_%d%d (newest it knows: sm_%d): kernels compiled to PTX for %s, which the driver compiles for the GPU when it loads them; the sm_90a warpgroup-MMA attention is off",
+			c.version, major, minor, c.archs[len(c.archs)-1], t.arch)
+	}
+	return t, err
+}
+
+// compile returns the image of one file for sm_major.minor: CUBIN, or PTX
+// (NUL-terminated, as cuModuleLoadData reads it) for a GPU NVRTC does not
+// know.
 func (c *compiler) compile(name, src string, major, minor int) ([]byte, error) {
-	opts := compileOptions(major, minor)
+	t, err := c.target(major, minor)
+	if err != nil {
+		return nil, err
+	}
+	opts := compileOptions(t)
 	h := sha256.New()
 	// The library's file is part of the key: two NVRTCs may report the same
 	// version (the CPU emulator reports 13.0) and produce different images.
+	// The options name the target, so PTX and CUBIN never share a key.
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d.%d\x00", src, strings.Join(opts, " "), c.version, c.nv.lib.realPath(), major, minor)
 	key := hex.EncodeToString(h.Sum(nil))[:32]
 	path := ""
 	if c.cacheDir != "" {
-		path = filepath.Join(c.cacheDir, strings.TrimSuffix(name, ".cu")+"-"+key+".cubin")
+		path = filepath.Join(c.cacheDir, strings.TrimSuffix(name, ".cu")+"-"+key+t.ext())
 		if img, err := os.ReadFile(path); err == nil && len(img) > 0 {
 			return img, nil
 		}
 	}
-	img, _, err := c.nv.Compile(src, name, opts, true)
+	img, _, err := c.nv.Compile(src, name, opts, !t.ptx)
 	if err != nil {
-		return nil, fmt.Errorf("compile kernels/%s for sm_%d%d with NVRTC %s: %w", name, major, minor, c.version, err)
+		return nil, fmt.Errorf("compile kernels/%s for %s with NVRTC %s: %w", name, t, c.version, err)
+	}
+	if t.ptx && img[len(img)-1] != 0 {
+		img = append(img, 0)
 	}
 	if path != "" {
 		// The cache is an optimisation: a read-only home must not stop a run.
@@ -148,31 +175,43 @@ func sortedNames(m map[string]string) []string {
 	return names
 }
 
+// Precompiled says what Precompile did.
+type Precompiled struct {
+	NVRTCVersion string
+	Dir          string // the kernel cache folder
+	Files        int    // kernel files compiled (or found in the cache)
+	Target       string // what they were compiled to: sm_90a, or compute_90 (PTX)
+}
+
 // Precompile compiles every kernel for sm_major.minor into the kernel cache
 // with the NVRTC found here (no GPU needed), so GPU nodes sharing the cache
-// folder start without compiling. It returns the NVRTC version, the cache
-// folder and the number of files compiled.
-func Precompile(major, minor int, logf func(string, ...any)) (version, dir string, files int, err error) {
+// folder start without compiling: CUBIN where NVRTC knows the architecture,
+// else PTX for the driver to compile (arch.go), as Open would.
+func Precompile(major, minor int, logf func(string, ...any)) (Precompiled, error) {
 	lib, err := openLibrary("nvrtc", 0) // no GPU here: any version
 	if err != nil {
-		return "", "", 0, err
+		return Precompiled{}, err
 	}
 	nv, err := loadNVRTC(lib)
 	if err != nil {
-		return "", "", 0, err
+		return Precompiled{}, err
 	}
 	c, err := newCompiler(nv, logf)
 	if err != nil {
-		return "", "", 0, err
+		return Precompiled{}, err
 	}
 	if c.cacheDir == "" {
-		return "", "", 0, fmt.Errorf("no kernel cache folder (set %s)", CacheDirEnv)
+		return Precompiled{}, fmt.Errorf("no kernel cache folder (set %s)", CacheDirEnv)
+	}
+	t, err := c.plan(major, minor)
+	if err != nil {
+		return Precompiled{}, err
 	}
 	srcs := Sources()
 	for _, name := range sortedNames(srcs) {
 		if _, err := c.compile(name, srcs[name], major, minor); err != nil {
-			return "", "", 0, err
+			return Precompiled{}, err
 		}
 	}
-	return c.version, c.cacheDir, len(srcs), nil
+	return Precompiled{NVRTCVersion: c.version, Dir: c.cacheDir, Files: len(srcs), Target: t.String()}, nil
 }

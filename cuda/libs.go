@@ -10,7 +10,12 @@ package cuda
 //  2. NVIDIA's pip wheels in the active Python environments (internal/wheels):
 //     the libraries the node's PyTorch runs with, found with no setting, on
 //     the many nodes that have CUDA only that way;
-//  3. the usual toolkit folders, which nothing registered with the linker:
+//  3. for the driver library only, where containers and distributions put
+//     it without registering it with the linker (driverDirs: the NVIDIA
+//     container toolkit's /usr/local/nvidia/lib64, WSL's /usr/lib/wsl/lib,
+//     NixOS's /run/opengl-driver/lib, Debian's and Fedora's nvidia
+//     subfolders); the driver is never in a wheel;
+//  4. the usual toolkit folders, which nothing registered with the linker:
 //     a guess, so last.
 //
 // Several major versions are accepted so one binary runs on CUDA 12 and
@@ -71,6 +76,16 @@ var libNames = map[string][]libCandidate{
 	"nccl": {{"libnccl.so.2", 0}, {"libnccl.so", 0}},
 }
 
+// driverDirs are searched for the driver library (libcuda.so.1) after the
+// dynamic linker: folders where container runtimes and distributions
+// install it, which a container's ld.so.cache may not list.
+var driverDirs = []string{"/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib",
+	"/run/opengl-driver/lib", "/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib64/nvidia",
+	"/usr/lib/nvidia", "/usr/lib/aarch64-linux-gnu/nvidia/current"}
+
+// driverKinds are the library kinds searched in driverDirs.
+var driverKinds = map[string]bool{"cuda": true}
+
 // toolkitDirs are searched after the dynamic linker and the wheels.
 var toolkitDirs = []string{"/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
 	"/usr/local/cuda/targets/sbsa-linux/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64"}
@@ -95,7 +110,11 @@ func findLibraryFor(kind, dir string, maxMajor int) (*library, error) {
 // driver library is never in a wheel (it comes with the driver).
 func defaultPlaces(kind string, sps []wheels.SitePackages, env wheels.Env) []wheels.Place {
 	ps := []wheels.Place{{From: fromLinker}}
-	if kind != "cuda" {
+	if driverKinds[kind] {
+		for _, d := range driverDirs {
+			ps = append(ps, wheels.Place{Dir: d, From: "driver folder " + d})
+		}
+	} else {
 		ps = append(ps, wheels.Places(kind, sps, env)...)
 	}
 	for _, d := range toolkitDirs {

@@ -90,7 +90,7 @@ func TestNVRTCBuiltinsFromFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := nv.Compile(`extern "C" __global__ void k(float* x) { x[threadIdx.x] = expf(x[threadIdx.x]); }`, "k.cu",
-		compileOptions(9, 0), true); err != nil {
+		compileOptions(target{arch: "sm_90a"}), true); err != nil {
 		t.Fatalf("compile with %s and %s: %v", lib.realPath(), lib.companions[0].realPath(), err)
 	}
 	t.Logf("NVRTC %s with %s", lib.realPath(), lib.companions[0].realPath())

@@ -209,3 +209,51 @@ func TestWheelLayoutOnEmulator(t *testing.T) {
 		l.close()
 	}
 }
+
+// TestDriverFolders: the driver library is searched, after the dynamic
+// linker and before the toolkit folders, in the folders where container
+// runtimes and distributions install it (driverDirs), and in no wheel.
+// The list is a test folder's here; the files are empty, so every dlopen
+// fails and the error lists the attempts in order.
+func TestDriverFolders(t *testing.T) {
+	root := t.TempDir()
+	mkfiles(t, root, "lib64/", "wsl/libgddrv.so.1", "opengl/libgddrv.so.1", "toolkit/libgddrv.so.1",
+		"venv/lib/python3.12/site-packages/nvidia/cu13/lib/libgddrv.so.1")
+	oldDirs, oldTK := driverDirs, toolkitDirs
+	libNames["gddrv"] = []libCandidate{{"libgddrv.so.1", 0}}
+	driverKinds["gddrv"] = true
+	driverDirs = []string{filepath.Join(root, "lib64"), filepath.Join(root, "wsl"), filepath.Join(root, "opengl")}
+	toolkitDirs = []string{filepath.Join(root, "toolkit")}
+	t.Cleanup(func() {
+		driverDirs, toolkitDirs = oldDirs, oldTK
+		delete(libNames, "gddrv")
+		delete(driverKinds, "gddrv")
+	})
+	env := fakePyEnv(root, map[string]string{"VIRTUAL_ENV": "venv"}, "", nil, new(int))
+	_, err := searchLibrary("gddrv", "", 0, func() []wheels.Place { return defaultPlaces("gddrv", wheels.Find(env), env) })
+	var le *LibraryError
+	if !errors.As(err, &le) {
+		t.Fatalf("want a LibraryError, got %v", err)
+	}
+	var got []string
+	for _, tried := range le.Tried {
+		p, _, _ := strings.Cut(strings.TrimPrefix(tried, "dlopen "), ": ")
+		got = append(got, strings.TrimPrefix(p, root+"/"))
+	}
+	if want := []string{"libgddrv.so.1", "wsl/libgddrv.so.1", "opengl/libgddrv.so.1", "toolkit/libgddrv.so.1"}; !slices.Equal(got, want) {
+		t.Errorf("tried\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	// The driver's real list: after the linker, before the toolkit folders.
+	driverDirs, toolkitDirs = oldDirs, oldTK
+	var froms []string
+	for _, p := range defaultPlaces("cuda", wheels.Find(env), env) {
+		froms = append(froms, p.Dir)
+	}
+	want := append(append([]string{""}, oldDirs...), oldTK...)
+	if !slices.Equal(froms, want) {
+		t.Errorf("the driver library's places %q, want %q", froms, want)
+	}
+	if !slices.Contains(oldDirs, "/usr/local/nvidia/lib64") || !slices.Contains(oldDirs, "/usr/lib/wsl/lib") {
+		t.Errorf("driverDirs %q lacks the container toolkit's or WSL's folder", oldDirs)
+	}
+}

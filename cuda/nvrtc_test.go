@@ -1,10 +1,16 @@
 package cuda
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/cuda/internal/wheels"
 )
 
 // skipNoNVRTC skips (or, where GDROTRAIN_REQUIRE_NVRTC is set, as in CI, fails)
@@ -22,12 +28,12 @@ func skipNoNVRTC(t *testing.T, err error) {
 // Makefile sets it when that folder exists).
 const nvrtcDirEnv = "GDROTRAIN_NVRTC_DIR"
 
-// systemCompiler loads NVRTC from $GDROTRAIN_NVRTC_DIR, else the machine's,
-// ignoring GDROTRAIN_CUDA_LIB_DIR (which the emulator tests point at a fake
-// one), with the cache off.
+// systemCompiler loads a real NVRTC (realNVRTC) from $GDROTRAIN_NVRTC_DIR,
+// else the machine's, ignoring GDROTRAIN_CUDA_LIB_DIR (which the emulator
+// tests point at a fake one), with the cache off.
 func systemCompiler(t *testing.T) (*compiler, *library) {
 	t.Helper()
-	lib, err := findLibrary("nvrtc", os.Getenv(nvrtcDirEnv))
+	lib, err := realNVRTC(os.Getenv(nvrtcDirEnv), defaultPlaces("nvrtc", wheels.ForProcess(), wheels.RealEnv))
 	if err != nil {
 		skipNoNVRTC(t, err)
 	}
@@ -44,13 +50,66 @@ func systemCompiler(t *testing.T) (*compiler, *library) {
 	return c, lib
 }
 
+// isEmulatorLib reports whether lib is the CUDA emulator's library
+// (internal/cudaemu): one file serving as libcuda, libnvrtc and libcublas,
+// so its "NVRTC" exports the driver's cuInit, which a real NVRTC never does.
+func isEmulatorLib(lib *library) bool {
+	_, err := lib.sym("cuInit")
+	return err == nil
+}
+
+// realNVRTC returns the first NVRTC in dir (if not empty), then in places,
+// that is not the emulator's: its libraries may sit in a pip wheel's
+// folder (the GPU kit's test lays them out so) or on LD_LIBRARY_PATH, ahead
+// of a real NVRTC, and its compiler only checks the source.
+func realNVRTC(dir string, places []wheels.Place) (*library, error) {
+	if dir != "" {
+		places = append([]wheels.Place{{Dir: dir, From: nvrtcDirEnv}}, places...)
+	}
+	var emulators []string
+	for _, p := range places {
+		l, err := searchLibrary("nvrtc", "", 0, func() []wheels.Place { return []wheels.Place{p} })
+		if err != nil {
+			continue
+		}
+		if !isEmulatorLib(l) {
+			return l, nil
+		}
+		emulators = append(emulators, l.realPath())
+		closeAll(l.companions)
+		l.close()
+	}
+	if len(emulators) > 0 {
+		return nil, fmt.Errorf("no real NVRTC: the one found (%s) is the CUDA emulator's", strings.Join(emulators, ", "))
+	}
+	return nil, errors.New("no NVRTC library found")
+}
+
+// kernelTestCache is the kernel cache folder of the kernel compilation
+// tests: under the repository's .cache, so a second run in the same
+// checkout (make test runs the cuda package's tests under several seeds,
+// the GPU kit's test again) reuses what the first compiled. Entries are
+// keyed as the real cache is, by source, options, NVRTC version and file:
+// a changed kernel or another NVRTC compiles afresh.
+func kernelTestCache(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".cache", "kernels-nvrtc-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestKernelsCompile compiles every embedded kernel with the NVRTC found on
 // this machine (none needs a GPU), so a syntax error never costs device time:
 // for sm_80 and sm_90, or sm_90 alone under -short (cuda/internal/kernelreport
 // compiles for both as well). It ignores GDROTRAIN_CUDA_LIB_DIR, which the
-// emulator tests point at a fake NVRTC.
+// emulator tests point at a fake NVRTC. Images come from kernelTestCache
+// where this exact compilation has succeeded before, and are checked the
+// same way (an ELF CUBIN naming every kernel).
 func TestKernelsCompile(t *testing.T) {
 	c, _ := systemCompiler(t)
+	c.cacheDir = kernelTestCache(t)
 	srcs := Sources()
 	archs := [][2]int{{8, 0}, {9, 0}}
 	if testing.Short() {
@@ -63,8 +122,8 @@ func TestKernelsCompile(t *testing.T) {
 				t.Errorf("%v", err)
 				continue
 			}
-			if len(img) < 64 {
-				t.Errorf("%s sm_%d%d: image of %d bytes", name, arch[0], arch[1], len(img))
+			if len(img) < 64 || !bytes.HasPrefix(img, []byte("\x7fELF")) {
+				t.Errorf("%s sm_%d%d: image of %d bytes, not an ELF CUBIN", name, arch[0], arch[1], len(img))
 			}
 			// A CUBIN names each kernel in its symbol table.
 			for _, k := range KernelNames(srcs[name]) {
@@ -111,5 +170,93 @@ func TestKernelCache(t *testing.T) {
 	}
 	if files, _ = filepath.Glob(filepath.Join(c.cacheDir, "elementwise-*.cubin")); len(files) != 2 {
 		t.Fatalf("sm_80 did not get its own entry: %v", files)
+	}
+}
+
+// TestRealNVRTCSkipsEmulator: the kernel tests' NVRTC is never the
+// emulator's, even where the emulator's libraries come first in a pip
+// wheel's folder (which the plain search takes, as TestCompileErrorCarriesLog
+// once did in the GPU kit's test): a real NVRTC further on is taken, and
+// with none the error says the emulator's was found.
+func TestRealNVRTCSkipsEmulator(t *testing.T) {
+	testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("needs the emulator's libraries")
+	}
+	root := t.TempDir()
+	sp := "venv/lib/python3.12/site-packages"
+	wheelDir := filepath.Join(root, sp, "nvidia", "cu13", "lib")
+	if err := os.MkdirAll(wheelDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libcuda.so.1", "libnvrtc.so.13", "libcublas.so.13"} {
+		if err := os.Symlink(filepath.Join(emuDir, f), filepath.Join(wheelDir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := fakePyEnv(root, map[string]string{"VIRTUAL_ENV": "venv"}, "", nil, new(int))
+	wheel := []wheels.Place{}
+	for _, p := range wheels.Places("nvrtc", wheels.Find(env), env) {
+		if p.Dir == wheelDir {
+			wheel = append(wheel, p)
+		}
+	}
+	if len(wheel) != 1 {
+		t.Fatalf("the wheel folder %s is not among the places searched", wheelDir)
+	}
+	// The plain search takes the emulator's.
+	if l, err := searchLibrary("nvrtc", "", 0, func() []wheels.Place { return wheel }); err != nil || !isEmulatorLib(l) {
+		t.Fatalf("the wheel folder's NVRTC: %v (emulator %v)", err, err == nil && isEmulatorLib(l))
+	}
+	if _, err := realNVRTC("", wheel); err == nil || !strings.Contains(err.Error(), "emulator") || !strings.Contains(err.Error(), emuDir) {
+		t.Errorf("with only the emulator's NVRTC: %v, want an error naming it", err)
+	}
+	real := os.Getenv(nvrtcDirEnv)
+	if real == "" {
+		skipNoNVRTC(t, errors.New("GDROTRAIN_NVRTC_DIR is not set: no real NVRTC to prefer"))
+	}
+	l, err := realNVRTC("", append(wheel, wheels.Place{Dir: real, From: nvrtcDirEnv}))
+	if err != nil || isEmulatorLib(l) || !strings.HasPrefix(l.realPath(), filepath.Clean(real)) {
+		t.Fatalf("want the NVRTC of %s after the emulator's: %v", real, err)
+	}
+}
+
+// TestNVRTC125NewerGPU: the real NVRTC 12.5 lists sm_50 … sm_90 (the list
+// the emulator models under GDROTRAIN_EMU_NVRTC_VERSION=12.5), and for an
+// sm_100 GPU every kernel compiles to PTX for compute_90, with no
+// architecture-specific (wgmma) instruction, NUL-terminated for
+// cuModuleLoadData.
+func TestNVRTC125NewerGPU(t *testing.T) {
+	c, _ := systemCompiler(t)
+	if c.version != "12.5" {
+		t.Skipf("NVRTC %s here; the test is of 12.5's list (scripts/install_cuda_tools.sh)", c.version)
+	}
+	if !slices.Equal(c.archs, nvrtc125Archs) {
+		t.Fatalf("NVRTC 12.5 lists %v, want %v", c.archs, nvrtc125Archs)
+	}
+	c.cacheDir = kernelTestCache(t)
+	srcs := Sources()
+	for _, name := range sortedNames(srcs) {
+		img, err := c.compile(name, srcs[name], 10, 0)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		ptx := string(img)
+		if !strings.Contains(ptx, ".target sm_90") || strings.Contains(ptx, ".target sm_90a") || !strings.HasSuffix(ptx, "\x00") {
+			t.Errorf("%s: not NUL-terminated PTX for compute_90: %.200q", name, ptx)
+		}
+		if strings.Contains(ptx, "wgmma.") {
+			t.Errorf("%s: PTX for compute_90 uses wgmma (sm_90a only)", name)
+		}
+		for _, k := range KernelNames(srcs[name]) {
+			if !strings.Contains(ptx, ".entry "+k) {
+				t.Errorf("%s: kernel %s missing from the PTX", name, k)
+			}
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(c.cacheDir, "elementwise-*.ptx"))
+	if len(files) == 0 {
+		t.Errorf("no elementwise-*.ptx in %s", c.cacheDir)
 	}
 }

@@ -162,6 +162,9 @@ typedef GD_NVRTC_RESULT (*pf_nvrtcCompileProgram)(GD_PROGRAM prog, int numOption
 typedef GD_NVRTC_RESULT (*pf_nvrtcDestroyProgram)(GD_PROGRAM* prog);
 typedef GD_NVRTC_RESULT (*pf_nvrtcGetSize)(GD_PROGRAM prog, size_t* size); // log, PTX and CUBIN sizes
 typedef GD_NVRTC_RESULT (*pf_nvrtcGetText)(GD_PROGRAM prog, char* out);    // log, PTX and CUBIN
+// NVRTC 11.2 and later: the architectures --gpu-architecture accepts.
+typedef GD_NVRTC_RESULT (*pf_nvrtcGetNumSupportedArchs)(int* numArchs);
+typedef GD_NVRTC_RESULT (*pf_nvrtcGetSupportedArchs)(int* supportedArchs);
 
 // ---- cuBLAS (libcublas) ----
 typedef GD_BLAS_STATUS (*pf_cublasCreate_v2)(GD_BLAS* h);

@@ -28,7 +28,7 @@ func newBenchCmd() *cobra.Command {
 	var torchPython, script string
 	var only, gpuShape string
 	var dev deviceFlags
-	var profile, asJSON bool
+	var profile, asJSON, noTorch, torchOnly bool
 	var peakTFLOPs, bandwidthGBs float64
 	var cpuBench cpuBenchOptions
 	cmd := &cobra.Command{
@@ -42,10 +42,28 @@ the same shapes in plain PyTorch in the same run, and prints the ratio. Both sid
 number of threads (--threads), and their measurements alternate shape by
 shape for --rounds rounds, so the machine's load weighs on both alike; each
 side's best round is compared, and every round's ratios are printed. It prints which BLAS PyTorch calls and its thread
-count, and warns when that is not an optimized BLAS.`,
+count, and warns when that is not an optimized BLAS.
+
+With --device cuda it measures, at Qwen3-1.7B's shapes with random weights
+(drawn once for every row, on every core): training forward+backward
+tokens/s, step time and MFU at 4×2k and 1×8k tokens; whole optimizer steps
+(the trainer's fused head, backward, clipping, AdamW) at the step profile's
+8×2k and 2×8k; the fused attention's TFLOP/s on each route the GPU has
+(wgmma and mma.sync on an H100/H200); and decode tokens/s at batch 1, 64,
+256 × context 1k, 4k, with a bf16 and an fp8 KV cache. The PyTorch +
+transformers baseline runs first, on the same shapes, unless --no-torch;
+--torch-only runs it alone (the GPU kit runs it last, if time remains).
+--json prints every row (and "rows", their names in order, and "weights",
+how many weight sets were drawn).`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cpuBench.python, cpuBench.script = torchPython, script
+			if noTorch && torchOnly {
+				return fmt.Errorf("--no-torch and --torch-only exclude each other")
+			}
+			if torchOnly && (dev.device == "cpu" || profile) {
+				return fmt.Errorf("--torch-only: the PyTorch baseline alone is for the GPU benchmark (--device cuda, without --profile); the CPU benchmark interleaves both sides")
+			}
+			cpuBench.python, cpuBench.script, cpuBench.noTorch = torchPython, script, noTorch
 			if dev.device != "cpu" {
 				b, err := openBackend(cmd, dev)
 				if err != nil {
@@ -67,7 +85,7 @@ count, and warns when that is not an optimized BLAS.`,
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,
 						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs,
-						JSON: asJSON})
+						JSON: asJSON, NoTorch: noTorch, TorchOnly: torchOnly})
 				}
 			}
 			var shapes []bench.Shape
@@ -90,6 +108,8 @@ count, and warns when that is not an optimized BLAS.`,
 	addDeviceFlags(cmd, &dev, "bf16")
 	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts, then the step time of the paper's 1.7B and 8B GRPO configs on 8 GPUs, synchronous and with generation overlapped")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --device cuda: the measurements as one JSON object (with --profile: one per shape)")
+	cmd.Flags().BoolVar(&noTorch, "no-torch", false, "measure gdrotrain's rows only, without the PyTorch baseline")
+	cmd.Flags().BoolVar(&torchOnly, "torch-only", false, "with --device cuda: run the PyTorch baseline alone (its rows, our columns empty), e.g. after a --no-torch run")
 	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
 	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
 	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")
@@ -99,8 +119,9 @@ count, and warns when that is not an optimized BLAS.`,
 // cpuBenchOptions are the flags of the CPU benchmark.
 type cpuBenchOptions struct {
 	python, script string
-	rounds         int // interleaved rounds; medians are reported
-	threads        int // on both sides (0: every core)
+	noTorch        bool // --no-torch: no baseline
+	rounds         int  // interleaved rounds; medians are reported
+	threads        int  // on both sides (0: every core)
 }
 
 // torchInfo is the first line the PyTorch script prints: which BLAS its
@@ -147,7 +168,14 @@ func runBench(w io.Writer, shapes []bench.Shape, o cpuBenchOptions) error {
 	fmt.Fprintf(w, "gdrotrain: CPU backend, %d threads, float32; matrix products: %s\n", b.Workers(), b.MatMulLibrary())
 	var bases []*baseline
 	var notes []string
-	torch, note := startTorch(shapes, o.python, o.script, threads, "")
+	py := o.python
+	if o.noTorch {
+		py = ""
+	}
+	torch, note := startTorch(shapes, py, o.script, threads, "")
+	if o.noTorch {
+		note = "PyTorch baseline not run (--no-torch)"
+	}
 	if torch != nil {
 		bases = append(bases, &baseline{label: "PyTorch's default kernels", torch: torch})
 		printTorchInfo(w, o.python, "", torch.info)

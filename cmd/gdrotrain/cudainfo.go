@@ -25,9 +25,12 @@ loading the kernels) and prints what it found, where each library came from
 (GDROTRAIN_CUDA_LIB_DIR, the dynamic linker, a pip wheel of the active Python
 environment, a toolkit folder; NCCL too, which only several GPUs need) and
 the device's free memory; --json prints the same as one JSON object.
-With --compile-for sm_XY it needs no GPU: NVRTC alone compiles every kernel
-into the kernel cache (GDROTRAIN_KERNEL_CACHE, default ~/.cache/gdrotrain/kernels),
-e.g. on a Slurm login node whose home folder the GPU nodes share.
+With --compile-for sm_XY (sm_80, sm_90, sm_100, sm_120, …) it needs no GPU:
+NVRTC alone compiles every kernel into the kernel cache
+(GDROTRAIN_KERNEL_CACHE, default ~/.cache/gdrotrain/kernels), e.g. on a Slurm
+login node whose home folder the GPU nodes share. For an architecture that
+NVRTC does not know (sm_100 with CUDA 12.5's) it compiles PTX for the newest
+one it knows, which the driver compiles for the GPU, as the GPU itself would.
 With --self-test it then compares every backend op, one GRPO training step
 of a tiny model and a greedy decode with the CPU backend (train, generate and
 bench do this first on CUDA unless --skip-self-test) and exits non-zero,
@@ -38,15 +41,15 @@ naming the op and the tolerance, if any disagrees.`,
 			out := cmd.OutOrStdout()
 			logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 			if arch != "" {
-				var major, minor int
-				if n, err := fmt.Sscanf(arch, "sm_%1d%1d", &major, &minor); n != 2 || err != nil {
-					return fmt.Errorf("--compile-for %q: want sm_XY, e.g. sm_90", arch)
-				}
-				version, dir, files, err := cuda.Precompile(major, minor, logf)
+				major, minor, err := cuda.ParseArch(arch)
 				if err != nil {
-					return fmt.Errorf("--compile-for: %w", err)
+					return fmt.Errorf("--compile-for %w", err)
 				}
-				fmt.Fprintf(out, "compiled %d kernel files for %s with NVRTC %s into %s\n", files, arch, version, dir)
+				p, err := cuda.Precompile(major, minor, logf)
+				if err != nil {
+					return fmt.Errorf("--compile-for %s: %w", arch, err)
+				}
+				fmt.Fprintf(out, "compiled %d kernel files for %s as %s with NVRTC %s into %s\n", p.Files, arch, p.Target, p.NVRTCVersion, p.Dir)
 				return nil
 			}
 			kind, gpu, err := device.Parse(deviceName)
@@ -90,7 +93,7 @@ naming the op and the tolerance, if any disagrees.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the device and libraries as one JSON object (the GPU kit's record)")
 	cmd.Flags().BoolVar(&selfTest, "self-test", false, "run the GPU self-test against the CPU backend (exit 1 if any check fails)")
 	cmd.Flags().StringVar(&matmul, "matmul-precision", "bf16", "with --self-test: matrix-product precision to test (bf16, tf32, fp32)")
-	cmd.Flags().StringVar(&arch, "compile-for", "", "compile the kernels for this architecture (sm_80, sm_90, …) with NVRTC only, no GPU")
+	cmd.Flags().StringVar(&arch, "compile-for", "", "compile the kernels for this architecture (sm_80, sm_90, sm_100, …) with NVRTC only, no GPU")
 	return cmd
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/cuda"
 )
 
 // TestCudaInfo: without a GPU, cuda-info says so in one sentence; with
@@ -30,7 +32,36 @@ func TestCudaInfo(t *testing.T) {
 	if len(files) < 5 || !strings.Contains(out, "sm_90") {
 		t.Fatalf("cache holds %d files after %q", len(files), out)
 	}
-	if _, err := runCmd(t, "", "cuda-info", "--compile-for", "hopper"); err == nil {
-		t.Error("a malformed architecture was accepted")
+	if _, err := runCmd(t, "", "cuda-info", "--compile-for", "hopper"); err == nil || !strings.Contains(err.Error(), "--compile-for") {
+		t.Errorf("a malformed architecture: %v, want an error naming the flag", err)
+	}
+}
+
+// TestCompileForNewerGPU: --compile-for sm_100 is compute capability 10.0
+// (it was read as sm_10), and with an NVRTC that does not know it (12.5's,
+// sm_50 … sm_90) the kernels are prepared as PTX for compute_90, which the
+// GPU's driver compiles, instead of failing.
+func TestCompileForNewerGPU(t *testing.T) {
+	dir := os.Getenv("GDROTRAIN_NVRTC_DIR")
+	if dir == "" {
+		if os.Getenv("GDROTRAIN_REQUIRE_NVRTC") != "" {
+			t.Fatal("GDROTRAIN_REQUIRE_NVRTC is set but GDROTRAIN_NVRTC_DIR is not")
+		}
+		t.Skip("skipped: needs NVRTC 12.5 (GDROTRAIN_NVRTC_DIR; scripts/install_cuda_tools.sh)")
+	}
+	cache := t.TempDir()
+	t.Setenv("GDROTRAIN_KERNEL_CACHE", cache)
+	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", dir)
+	out, err := runCmd(t, "", "cuda-info", "--compile-for", "sm_100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "NVRTC 12.") {
+		t.Skipf("skipped: the NVRTC in %s is not 12.x: %s", dir, out)
+	}
+	ptx, _ := filepath.Glob(filepath.Join(cache, "*.ptx"))
+	cubin, _ := filepath.Glob(filepath.Join(cache, "*.cubin"))
+	if len(ptx) != len(cuda.Sources()) || len(cubin) != 0 || !strings.Contains(out, "sm_100 as compute_90 (PTX)") {
+		t.Fatalf("cache holds %d PTX and %d CUBIN files after %q; want %d PTX", len(ptx), len(cubin), out, len(cuda.Sources()))
 	}
 }

@@ -64,7 +64,7 @@ func attnFLOPs(s attnBenchShape) float64 {
 // benchAttention times every shape on every route of device d.
 func benchAttention(d *cuda.Device, shape string) []BenchAttention {
 	routes := []string{"mma.sync"}
-	if d.Info.Major == 9 && d.Info.Minor == 0 {
+	if d.Info.HasWGMMA() {
 		routes = []string{"wgmma", "mma.sync"}
 	}
 	var out []BenchAttention

@@ -12,14 +12,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 )
 
 // BenchOptions configure Bench.
@@ -30,6 +33,9 @@ type BenchOptions struct {
 	PeakTFLOPs   float64 // dense bf16 peak; 0: from the GPU's name
 	BandwidthGBs float64 // memory bandwidth; 0: from the GPU's name
 	JSON         bool    // print the BenchReport as JSON instead of a table
+	// NoTorch measures our rows only; TorchOnly runs the PyTorch baseline
+	// only (the GPU kit runs it last, if time remains).
+	NoTorch, TorchOnly bool
 }
 
 // BenchReport is what Bench measured.
@@ -45,13 +51,30 @@ type BenchReport struct {
 	// each route the GPU has (attention.go).
 	Attention []BenchAttention `json:"attention"`
 	Baseline  string           `json:"baseline"` // PyTorch's versions, or why there is no baseline
+	// Weights says how often random weights were drawn: once per model
+	// shape for all the rows (bench.Weights).
+	Weights BenchWeights `json:"weights"`
+	// Rows lists every row's name in order: training, optimizer steps,
+	// attention, decode.
+	Rows []string `json:"rows"`
+}
+
+// BenchWeights counts the random weight sets a run drew and the rows that
+// used them.
+type BenchWeights struct {
+	Made    int     `json:"made"`
+	Rows    int     `json:"rows"`
+	Seconds float64 `json:"seconds"`
 }
 
 // BenchTrain is one training shape: a forward and backward of Batch
 // sequences of SeqLen tokens, log-probabilities over the last
 // ResponseTokens (the optimizer step is not included, on either side).
 type BenchTrain struct {
-	Name           string  `json:"name"`
+	Name string `json:"name"`
+	// Step: a whole optimizer step as the trainer runs it (fused-head
+	// forward, backward, clipping, AdamW), not forward+backward alone.
+	Step           bool    `json:"optimizer_step,omitempty"`
 	Batch          int     `json:"batch"`
 	SeqLen         int     `json:"seq_len"`
 	ResponseTokens int     `json:"response_tokens"`
@@ -73,6 +96,7 @@ type BenchDecode struct {
 	Name          string  `json:"name"`
 	Batch         int     `json:"batch"`
 	Context       int     `json:"context"`
+	KVCache       string  `json:"kv_cache"` // bf16 or fp8
 	Steps         int     `json:"steps"`
 	TokPerS       float64 `json:"tok_s"`
 	BoundFraction float64 `json:"bound_fraction"` // of the memory-bandwidth bound, 0–1
@@ -92,6 +116,7 @@ func Bench(w io.Writer, b *cuda.Backend, o BenchOptions) error {
 type gpuBench struct {
 	b *cuda.Backend
 	BenchOptions
+	weights *bench.Weights
 }
 
 // gpuSpecs are dense bf16 peaks (TFLOP/s) and memory bandwidths (GB/s) by
@@ -131,45 +156,79 @@ type gpuTorchResult struct {
 type gpuPlan struct {
 	opts   model.TinyOptions
 	train  []bench.Shape
-	decode [][2]int // batch, context
+	step   []bench.Shape // whole optimizer steps
+	decode [][2]int      // batch, context; each with a bf16 and an fp8 KV cache
 	steps  int
 }
 
 func (g *gpuBench) plan() (gpuPlan, error) {
 	switch g.Shape {
 	case "qwen3-1.7b":
-		return gpuPlan{opts: bench.Qwen3_1_7B(), train: bench.GPUShapes(bench.Qwen3_1_7B(), g.Shape),
+		step := TrainShapes() // the step profile's: 8 × 2k and 2 × 8k, the paper's row lengths
+		for i := range step {
+			step[i].Name, step[i].Iters = strings.Replace(step[i].Name, "qwen3-1.7b-", "qwen3-1.7b-step-", 1), 2
+		}
+		return gpuPlan{opts: bench.Qwen3_1_7B(), train: bench.GPUShapes(bench.Qwen3_1_7B(), g.Shape), step: step,
 			decode: [][2]int{{1, 1024}, {64, 1024}, {256, 1024}, {1, 4096}, {64, 4096}, {256, 4096}}, steps: 32}, nil
 	case "tiny":
 		o := model.DefaultTiny()
 		return gpuPlan{opts: o, train: []bench.Shape{{Name: "tiny-256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
+			step:   []bench.Shape{{Name: "tiny-step-2x256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
 			decode: [][2]int{{1, 64}, {4, 64}}, steps: 4}, nil
 	}
 	return gpuPlan{}, fmt.Errorf("--gpu-shape %q: want qwen3-1.7b or tiny", g.Shape)
 }
 
+// decodeName is a decode row's name; the bf16 rows keep the names the
+// PyTorch baseline answers to.
+func decodeName(batch, context int, fp8 bool) string {
+	name := fmt.Sprintf("decode-b%d-c%d", batch, context)
+	if fp8 {
+		name += "-fp8"
+	}
+	return name
+}
+
 func (g *gpuBench) run(w io.Writer) error {
+	if g.NoTorch && g.TorchOnly {
+		return fmt.Errorf("--no-torch and --torch-only exclude each other")
+	}
 	g.specs()
 	p, err := g.plan()
 	if err != nil {
 		return err
 	}
-	theirs, note := g.torch(p)
+	g.weights = bench.NewWeights(g.b)
+	theirs, note := map[string]gpuTorchResult{}, "PyTorch baseline not run (--no-torch)"
+	if !g.NoTorch {
+		theirs, note = g.torch(p)
+	}
+	ours := !g.TorchOnly // our rows are measured
 	r := BenchReport{GPU: g.b.Device().Info.String(), Matmul: g.b.Name(), Shape: g.Shape, PeakTFLOPs: g.PeakTFLOPs,
 		BandwidthGBs: g.BandwidthGBs, Baseline: note}
 	if !g.JSON {
 		fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", r.GPU, r.Matmul, r.PeakTFLOPs, r.BandwidthGBs)
-		fmt.Fprintf(w, "%-18s %12s %9s %8s %12s %8s\n", "training", "tok/s", "step s", "MFU", "torch tok/s", "×")
+		if !ours {
+			fmt.Fprintln(w, "the PyTorch baseline alone (--torch-only): our columns are empty")
+		}
+		fmt.Fprintf(w, "%-22s %12s %9s %8s %12s %8s\n", "training", "tok/s", "step s", "MFU", "torch tok/s", "×")
 	}
-	for _, s := range p.train {
-		t := BenchTrain{Name: s.Name, Batch: s.Batch, SeqLen: s.SeqLen, ResponseTokens: s.ResponseTokens}
+	trainRows := append(append([]bench.Shape{}, p.train...), p.step...)
+	for i, s := range trainRows {
+		step := i >= len(p.train)
+		t := BenchTrain{Name: s.Name, Step: step, Batch: s.Batch, SeqLen: s.SeqLen, ResponseTokens: s.ResponseTokens}
 		tokens := float64(s.Batch * s.SeqLen)
 		mfu := func(tokS float64) float64 { return bench.TrainFLOPs(s) * tokS / tokens / (g.PeakTFLOPs * 1e12) }
-		res, err := g.measureTrain(s)
-		if err != nil {
-			t.Error = g.failed(err)
-		} else {
-			t.Params, t.TokPerS, t.StepSeconds, t.MFU = res.Params, res.TrainTokPerS, tokens/res.TrainTokPerS, mfu(res.TrainTokPerS)
+		if ours {
+			measure := g.measureTrain
+			if step {
+				measure = g.measureStep
+			}
+			if res, err := measure(s); err != nil {
+				t.Error = g.failed(err)
+			} else {
+				t.Params, t.TokPerS, t.StepSeconds, t.MFU = res.Params, res.TrainTokPerS, tokens/res.TrainTokPerS, mfu(res.TrainTokPerS)
+			}
 		}
 		if th, ok := theirs[s.Name]; ok {
 			t.TorchNote = th.Note
@@ -181,53 +240,73 @@ func (g *gpuBench) run(w io.Writer) error {
 			}
 		}
 		r.Train = append(r.Train, t)
+		r.Rows = append(r.Rows, t.Name)
 		if !g.JSON {
 			if t.Error != "" {
-				fmt.Fprintf(w, "%-18s %12s   (%s)\n", t.Name, "-", t.Error)
+				fmt.Fprintf(w, "%-22s %12s   (%s)\n", t.Name, "-", t.Error)
 			} else {
-				fmt.Fprintf(w, "%-18s %12.0f %9.3f %7.1f%% %12s %8s\n", t.Name, t.TokPerS, t.StepSeconds, 100*t.MFU, num(t.TorchTokPerS, "%.0f"), num(t.Ratio, "%.2f"))
+				fmt.Fprintf(w, "%-22s %12s %9s %8s %12s %8s\n", t.Name, num(t.TokPerS, "%.0f"), num(t.StepSeconds, "%.3f"),
+					num(100*t.MFU, "%.1f%%"), num(t.TorchTokPerS, "%.0f"), num(t.Ratio, "%.2f"))
 			}
 		}
 	}
-	r.Attention = benchAttention(g.b.Device(), g.Shape)
+	if ours {
+		r.Attention = benchAttention(g.b.Device(), g.Shape)
+		for _, a := range r.Attention {
+			r.Rows = append(r.Rows, a.Name+"/"+a.Route)
+		}
+	}
 	if !g.JSON {
 		writeAttention(w, r.Attention)
-		fmt.Fprintf(w, "%-18s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
+		fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	}
-	for _, d := range p.decode {
-		x := BenchDecode{Name: fmt.Sprintf("decode-b%d-c%d", d[0], d[1]), Batch: d[0], Context: d[1], Steps: p.steps}
-		res, err := bench.MeasureDecode(g.b, p.opts, d[0], d[1], p.steps)
-		if err != nil {
-			x.Error = g.failed(err)
-		} else {
-			bound := float64(d[0]) * g.BandwidthGBs * 1e9 / res.StepBytes
-			x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
-		}
-		if th, ok := theirs[x.Name]; ok {
-			x.TorchNote = th.Note
-			if th.TokS > 0 {
-				x.TorchTokPerS = th.TokS
-				if x.TokPerS > 0 {
-					x.Ratio = x.TokPerS / th.TokS
+	for _, fp8 := range []bool{false, true} {
+		for _, d := range p.decode {
+			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
+			if fp8 {
+				x.KVCache = "fp8"
+			}
+			if ours {
+				res, err := bench.MeasureDecodeWith(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
+					FP8: fp8, Weights: g.weights})
+				if err != nil {
+					x.Error = g.failed(err)
+				} else {
+					bound := float64(d[0]) * g.BandwidthGBs * 1e9 / res.StepBytes
+					x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
+				}
+			}
+			if th, ok := theirs[x.Name]; ok {
+				x.TorchNote = th.Note
+				if th.TokS > 0 {
+					x.TorchTokPerS = th.TokS
+					if x.TokPerS > 0 {
+						x.Ratio = x.TokPerS / th.TokS
+					}
+				}
+			}
+			r.Decode = append(r.Decode, x)
+			r.Rows = append(r.Rows, x.Name)
+			if !g.JSON {
+				if x.Error != "" {
+					fmt.Fprintf(w, "%-22s %12s   (%s)\n", x.Name, "-", x.Error)
+				} else {
+					fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", x.Name, num(x.TokPerS, "%.0f"), num(100*x.BoundFraction, "%.1f%%"),
+						num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
 				}
 			}
 		}
-		r.Decode = append(r.Decode, x)
-		if !g.JSON {
-			if x.Error != "" {
-				fmt.Fprintf(w, "%-18s %12s   (%s)\n", x.Name, "-", x.Error)
-			} else {
-				fmt.Fprintf(w, "%-18s %12.0f %9.1f%% %12s %8s\n", x.Name, x.TokPerS, 100*x.BoundFraction, num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
-			}
-		}
 	}
+	r.Weights = BenchWeights{Made: g.weights.Made, Rows: g.weights.Served, Seconds: g.weights.Seconds}
 	if g.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintln(w, "step s = one forward+backward of the shape (no optimizer step); MFU = model FLOPs (6·params·tokens + attention) / time / peak; "+
+	fmt.Fprintln(w, "step s = one forward+backward of the shape (no optimizer step; the -step- rows: a whole optimizer step, fused-head "+
+		"forward, backward, clipping and AdamW); MFU = model FLOPs (6·params·tokens + attention) / time / peak; "+
 		"% bound = tok/s over the bandwidth bound of reading our weights and KV cache once per step")
+	fmt.Fprintf(w, "random weights: %d set(s) drawn in %.1f s for %d rows (once per model shape)\n", r.Weights.Made, r.Weights.Seconds, r.Weights.Rows)
 	if note != "" {
 		fmt.Fprintln(w, note)
 	}
@@ -238,7 +317,7 @@ func (g *gpuBench) run(w io.Writer) error {
 // (allocator growth, cuBLAS heuristics, first-touch), as the PyTorch
 // baseline warms up too.
 func (g *gpuBench) measureTrain(s bench.Shape) (bench.Result, error) {
-	x, err := bench.NewBencher(g.b, s)
+	x, err := bench.NewBencherWith(g.b, s, g.weights)
 	if err != nil {
 		return bench.Result{}, err
 	}
@@ -246,6 +325,56 @@ func (g *gpuBench) measureTrain(s bench.Shape) (bench.Result, error) {
 		return bench.Result{}, err
 	}
 	return x.Run()
+}
+
+// measureStep times s.Iters whole optimizer steps of a shape as the
+// trainer runs them (optimizerStep: bf16 weight copies, the fused head,
+// clipping, AdamW) after one untimed step. The AdamW state is released
+// after, for the rows that follow.
+func (g *gpuBench) measureStep(s bench.Shape) (bench.Result, error) {
+	cfg, err := s.Opts.Config()
+	if err != nil {
+		return bench.Result{}, err
+	}
+	p, err := g.weights.Params(cfg)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	m := &model.Model{Cfg: cfg, B: g.b, P: p}
+	if _, err := m.ShadowWeights(); err != nil {
+		return bench.Result{}, err
+	}
+	grads := model.NewParams(g.b, cfg)
+	opt := optim.NewAdamW(g.b, cfg, optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	defer func() {
+		grads, opt = nil, nil
+		runtime.GC() // the finalizers give the gradients and moments back
+		g.b.Device().ReleaseCache()
+	}()
+	rng := rand.New(rand.NewPCG(3, 3))
+	seqs := make([]model.Sequence, s.Batch)
+	for i := range seqs {
+		toks := make([]int32, s.SeqLen)
+		for j := range toks {
+			toks[j] = int32(rng.IntN(cfg.VocabSize))
+		}
+		seqs[i] = model.Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens}
+	}
+	if err := optimizerStep(m, seqs, grads, opt); err != nil {
+		return bench.Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
+	}
+	iters := max(s.Iters, 1)
+	start := time.Now()
+	for range iters {
+		if err := optimizerStep(m, seqs, grads, opt); err != nil {
+			return bench.Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
+		}
+	}
+	if err := g.b.Device().Synchronize(); err != nil {
+		return bench.Result{}, err
+	}
+	secs := time.Since(start).Seconds()
+	return bench.Result{Params: cfg.NumParams(), TrainTokPerS: float64(s.Batch*s.SeqLen*iters) / secs}, nil
 }
 
 // num formats v, or "-" when there is none.

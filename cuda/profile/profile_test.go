@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,7 +256,8 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tiny-256", "decode-b1-c64", "decode-b4-c64", "MFU", "baseline skipped", "attn-1x256", "mma.sync"} {
+	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "MFU",
+		"baseline skipped", "attn-1x256", "mma.sync", "random weights: 1 set(s)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
 		}
@@ -282,8 +284,25 @@ func TestBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out.String())
 	}
-	if len(r.Train) != 1 || len(r.Decode) != 2 || r.Baseline != "baseline: fake torch" {
+	if len(r.Train) != 2 || len(r.Decode) != 4 || r.Baseline != "baseline: fake torch" {
 		t.Fatalf("report %+v", r)
+	}
+	// Every row measured, listed in order, on one set of random weights.
+	wantRows := []string{"tiny-256", "tiny-step-2x256"}
+	for _, a := range r.Attention {
+		wantRows = append(wantRows, a.Name+"/"+a.Route)
+	}
+	wantRows = append(wantRows, "decode-b1-c64", "decode-b4-c64", "decode-b1-c64-fp8", "decode-b4-c64-fp8")
+	if !slices.Equal(r.Rows, wantRows) || r.Weights.Made != 1 || r.Weights.Rows != 6 {
+		t.Errorf("rows %q (want %q), weights %+v (want 1 set for 6 rows)", r.Rows, wantRows, r.Weights)
+	}
+	if st := r.Train[1]; !st.Step || st.TokPerS <= 0 || st.MFU <= 0 || st.Error != "" || st.TorchTokPerS != 0 {
+		t.Errorf("optimizer-step row %+v", st)
+	}
+	for _, d := range r.Decode[2:] {
+		if d.KVCache != "fp8" || d.TokPerS <= 0 || d.Error != "" || d.TorchTokPerS != 0 {
+			t.Errorf("fp8 decode row %+v", d)
+		}
 	}
 	tr := r.Train[0]
 	tokens := float64(tr.Batch * tr.SeqLen)
@@ -301,7 +320,7 @@ func TestBenchSmoke(t *testing.T) {
 	// one), the mma.sync route alone elsewhere; FlashAttention's FLOP count
 	// over the times, the assumed rates beside.
 	routes := []string{"mma.sync"}
-	if d.Info.Major == 9 && d.Info.Minor == 0 {
+	if d.Info.HasWGMMA() {
 		routes = []string{"wgmma", "mma.sync"}
 	}
 	if len(r.Attention) != len(routes) {
@@ -318,6 +337,31 @@ func TestBenchSmoke(t *testing.T) {
 			math.Abs(a.BwdTFLOPs*a.BwdSeconds*1e12/(2.5*f)-1) > 1e-9 || a.AssumedFwdTFLOPs <= 0 || a.AssumedBwdTFLOPs <= 0 {
 			t.Errorf("attention row %+v", a)
 		}
+	}
+
+	// --no-torch: the baseline is not started; --torch-only: it alone,
+	// our rows empty and no weights drawn.
+	for _, c := range []struct {
+		noTorch, torchOnly bool
+	}{{noTorch: true}, {torchOnly: true}} {
+		out.Reset()
+		err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+			Python: "/bin/sh", Script: script, JSON: true, NoTorch: c.noTorch, TorchOnly: c.torchOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r BenchReport
+		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
+			t.Fatal(err)
+		}
+		ours, theirs := r.Train[0].TokPerS > 0 && r.Decode[0].TokPerS > 0, r.Train[0].TorchTokPerS == 1000 && r.Decode[0].TorchTokPerS == 50
+		if ours != c.noTorch || theirs != c.torchOnly || (r.Weights.Made > 0) != c.noTorch || (len(r.Attention) > 0) != c.noTorch {
+			t.Errorf("no-torch %v, torch-only %v: ours measured %v, baseline %v (%q), weights %+v, %d attention rows",
+				c.noTorch, c.torchOnly, ours, theirs, r.Baseline, r.Weights, len(r.Attention))
+		}
+	}
+	if err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", NoTorch: true, TorchOnly: true}); err == nil {
+		t.Error("--no-torch with --torch-only was accepted")
 	}
 }
 

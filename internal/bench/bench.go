@@ -53,12 +53,20 @@ type Bencher struct {
 }
 
 // NewBencher builds a random model of the shape on backend b and its batch.
-func NewBencher(b model.Backend, s Shape) (*Bencher, error) {
+func NewBencher(b model.Backend, s Shape) (*Bencher, error) { return NewBencherWith(b, s, nil) }
+
+// NewBencherWith is NewBencher taking the weights from w, which makes them
+// once per model shape (nil: fresh ones).
+func NewBencherWith(b model.Backend, s Shape, w *Weights) (*Bencher, error) {
 	cfg, err := s.Opts.Config()
 	if err != nil {
 		return nil, err
 	}
-	x := &Bencher{s: s, m: &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}}
+	p, err := randomParams(b, cfg, w)
+	if err != nil {
+		return nil, err
+	}
+	x := &Bencher{s: s, m: &model.Model{Cfg: cfg, B: b, P: p}}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := 0; i < s.Batch; i++ {
 		toks := make([]int32, s.SeqLen)
@@ -194,6 +202,7 @@ func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
 // DecodeResult is the throughput of cached decoding.
 type DecodeResult struct {
 	Batch, Context int
+	FP8            bool // an fp8 KV cache
 	TokPerS        float64
 	StepBytes      float64 // weights + KV cache read per decode step
 }
@@ -204,20 +213,46 @@ type DecodeResult struct {
 // sampler receives them (whole rows, or device-side reductions on a
 // RowSampler backend).
 func MeasureDecode(b model.Backend, o model.RandomOptions, batch, context, steps int) (DecodeResult, error) {
+	return MeasureDecodeWith(b, o, DecodeOptions{Batch: batch, Context: context, Steps: steps})
+}
+
+// DecodeOptions are one decode measurement's: Batch slots with Context
+// tokens of cache, Steps timed steps; FP8 an fp8 KV cache
+// (precision.kv_cache: fp8) instead of bf16; Weights the run's weight
+// cache (nil: fresh weights).
+type DecodeOptions struct {
+	Batch, Context, Steps int
+	FP8                   bool
+	Weights               *Weights
+}
+
+// MeasureDecodeWith is MeasureDecode with every option.
+func MeasureDecodeWith(b model.Backend, o model.RandomOptions, d DecodeOptions) (DecodeResult, error) {
+	batch, context, steps := d.Batch, d.Context, d.Steps
 	cfg, err := o.Config()
 	if err != nil {
 		return DecodeResult{}, err
 	}
-	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 1, cfg.InitializerRange, 0)}
-	// As generation runs: bf16 weight copies and a bf16 KV cache where the
-	// backend keeps them.
+	p, err := randomParams(b, cfg, d.Weights)
+	if err != nil {
+		return DecodeResult{}, err
+	}
+	m := &model.Model{Cfg: cfg, B: b, P: p}
+	// As generation runs: bf16 weight copies and a bf16 (or fp8) KV cache
+	// where the backend keeps them.
 	wBytes, kvBytes := 4.0, 4.0
 	if made, err := m.ShadowWeights(); err != nil {
 		return DecodeResult{}, err
 	} else if made {
 		wBytes = 2
 	}
-	if _, ok := b.(model.HalfStore); ok {
+	if d.FP8 {
+		m.KVCacheFP8 = true
+		if err := m.CheckKVCache(); err != nil {
+			return DecodeResult{}, err
+		}
+		kvBytes = float64(model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)) / float64(cfg.NumKeyValueHeads*cfg.HeadDim)
+	} else if _, ok := b.(model.HalfStore); ok {
 		m.KVCacheBF16, kvBytes = true, 2
 	}
 	kv := m.NewKVCache(batch, context+steps+1)
@@ -254,6 +289,6 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, batch, context, steps
 	}
 	secs := time.Since(start).Seconds()
 	kvRead := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * kvBytes
-	return DecodeResult{Batch: batch, Context: context, TokPerS: float64(batch*steps) / secs,
+	return DecodeResult{Batch: batch, Context: context, FP8: d.FP8, TokPerS: float64(batch*steps) / secs,
 		StepBytes: float64(cfg.NumParams())*wBytes + kvRead}, nil
 }

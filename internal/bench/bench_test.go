@@ -69,3 +69,49 @@ func TestQwen3Shapes(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightsOncePerShape: a bench run's rows of one model shape (training
+// rows of two batch sizes, bf16 and fp8 KV decode rows) share one set of
+// random weights, drawn once; another shape gets its own.
+func TestWeightsOncePerShape(t *testing.T) {
+	b := cpu.NewBackend()
+	w := NewWeights(b)
+	o := model.DefaultTiny()
+	var ps []*model.Params
+	for _, s := range []Shape{{Name: "a", Opts: o, Batch: 2, SeqLen: 16, Iters: 1, ResponseTokens: 8},
+		{Name: "b", Opts: o, Batch: 1, SeqLen: 32, Iters: 1, ResponseTokens: 8}} {
+		x, err := NewBencherWith(b, s, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Run(); err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, x.m.P)
+	}
+	for _, fp8 := range []bool{false, true} {
+		r, err := MeasureDecodeWith(b, o, DecodeOptions{Batch: 2, Context: 8, Steps: 1, FP8: fp8, Weights: w})
+		if err != nil {
+			if fp8 {
+				t.Logf("fp8 KV cache on the CPU backend: %v", err) // a backend without one says so
+				continue
+			}
+			t.Fatal(err)
+		}
+		if r.TokPerS <= 0 || r.FP8 != fp8 {
+			t.Errorf("decode fp8=%v: %+v", fp8, r)
+		}
+	}
+	if w.Made != 1 || w.Served < 3 || ps[0] != ps[1] {
+		t.Fatalf("one shape: made %d sets for %d rows (same params: %v), want 1", w.Made, w.Served, ps[0] == ps[1])
+	}
+	other := o
+	other.Layers = 3
+	x, err := NewBencherWith(b, Shape{Name: "c", Opts: other, Batch: 1, SeqLen: 16, Iters: 1, ResponseTokens: 8}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Made != 2 || x.m.P == ps[0] {
+		t.Errorf("a second shape: made %d sets, want 2 (its own)", w.Made)
+	}
+}

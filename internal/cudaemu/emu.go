@@ -155,7 +155,22 @@
 //     the launch with CUDA_ERROR_MISALIGNED_ADDRESS (sticky), reporting the
 //     kernel, the source line and the type, as a GPU faults on a float4
 //     load from an address not 16-byte aligned (x86 would not).
-//   - NVRTC keeps the source: PTX and CUBIN are the source text. A program
+//   - The device is compute capability 9.0, or GDROTRAIN_EMU_CC (10.0,
+//     12.0, …; read at every call; a malformed value makes cuInit fail with
+//     CUDA_ERROR_INVALID_VALUE).
+//   - NVRTC keeps the source: PTX and CUBIN are the source text after a
+//     line naming the target (sm_90a, compute_90). It models NVRTC 13.0, or
+//     GDROTRAIN_EMU_NVRTC_VERSION=12.5 (read at every call): that release's
+//     version and architecture list (nvrtcGetSupportedArchs, sm_50 … sm_90
+//     for 12.5), and --gpu-architecture values outside the list fail with
+//     NVRTC_ERROR_INVALID_OPTION as NVRTC's do. The CUBIN of a virtual
+//     architecture (compute_XY) is empty, as NVRTC's is. cuModuleLoadData
+//     loads an image only where the device can run it: a CUBIN for sm_XY on
+//     X.Z with Z ≥ Y, PTX for compute_XY on any X.Y or newer (the driver's
+//     JIT), an sm_90a or compute_90a one on 9.0 only; otherwise
+//     CUDA_ERROR_NO_BINARY_FOR_GPU. A warpgroup MMA in a kernel of a module
+//     not compiled for sm_90a (PTX for compute_90, say) fails the launch
+//     with CUDA_ERROR_LAUNCH_FAILED, as wgmma.cuh's other builds trap. A program
 //     with an #error directive, or one g++ rejects (checked with emu.h, the
 //     program's headers and its -D/-U/-I options;
 //     GDROTRAIN_EMU_NVRTC_CHECK=0 skips that), fails with

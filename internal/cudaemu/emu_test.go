@@ -146,6 +146,7 @@ func TestEmulator(t *testing.T) {
 		{"fma", nil},
 		{"fault", nil},
 		{"nvrtc", nil},
+		{"arch", nil},
 		{"threads", nil},
 		{"capture_modes", nil},
 		{"hazard_shuffle", nil},
@@ -388,6 +389,7 @@ func TestWgmma(t *testing.T) {
 	}, []plantedCase{
 		{"wgmma_acc_read", []string{"accumulators read before wgmma.wait_group: NaN in all 128 threads"}},
 		{"wgmma_acc_write", []string{"the accumulator registers of an in-flight wgmma were written (d[1] = 0x7fe0dead)", where, "CUDA_ERROR_LAUNCH_FAILED"}},
+		{"wgmma_not_sm90a", []string{"a warpgroup MMA (wgmma) in a module not compiled for sm_90a", where, "CUDA_ERROR_LAUNCH_FAILED"}},
 		{"wgmma_a_changed", []string{"the A registers of an in-flight wgmma (RS) changed", where}},
 		{"wgmma_smem_inflight", []string{"shared memory operand of an in-flight wgmma was written (B, 16 bytes at window address 0x", where}},
 		{"wgmma_no_fence", []string{"wgmma.mma_async without a wgmma.fence since the kernel's start", where}},

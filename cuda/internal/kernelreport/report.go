@@ -135,12 +135,12 @@ func Collect(tools Tools, archs []Arch, work string, logf func(string, ...any)) 
 			return "", nil, err
 		}
 		restore := setenv(cuda.CacheDirEnv, dir)
-		v, _, _, err := cuda.Precompile(a[0], a[1], logf)
+		p, err := cuda.Precompile(a[0], a[1], logf)
 		restore()
 		if err != nil {
 			return "", nil, err
 		}
-		version = v
+		version = p.NVRTCVersion
 		files := make([]string, 0, len(srcs))
 		for f := range srcs {
 			files = append(files, f)

@@ -89,9 +89,13 @@ struct Function {
 	const emu_kernel_desc* k;
 	int static_shared;       // its __shared__ variables' bytes
 	int max_dynamic_shared;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	bool sm90a;              // its module's
 };
 struct Module {
 	std::map<std::string, Function*> funcs;
+	// Compiled for sm_90a (or an image without a target: a test's): its
+	// kernels may use warpgroup MMA.
+	bool sm90a = true;
 };
 
 // A device allocation (see the file comment for its layout).
@@ -319,6 +323,7 @@ const ErrorInfo kErrors[] = {
 	{100, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
 	{101, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
 	{200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+	{209, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
 	{201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{400, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{401, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
@@ -341,6 +346,30 @@ const ErrorInfo* error_info(int code) {
 	return nullptr;
 }
 
+// image_fits_device checks an image of the emulator's NVRTC against the
+// device as the driver does: a CUBIN for sm_XY runs on compute capability
+// X.Z with Z ≥ Y, and PTX for compute_XY on any compute capability ≥ X.Y
+// (the driver compiles it); one for sm_XYa or compute_XYa on X.Y only.
+// Anything else is CUDA_ERROR_NO_BINARY_FOR_GPU. Images without the
+// emulator's tag (a test's "image") load as before.
+int image_fits_device(const char* image, bool* sm90a) {
+	const size_t n = sizeof kImageTag - 1;
+	*sm90a = true;
+	if (strncmp(image, kImageTag, n) != 0) return CUDA_SUCCESS;
+	const char* end = strchr(image + n, '\n');
+	Target t;
+	if (!end || !parse_target(std::string(image + n, end), &t)) return CUDA_ERROR_INVALID_IMAGE;
+	*sm90a = t.specific && t.cc == 90;
+	int major = 9, minor = 0;
+	device_cc(&major, &minor);
+	const int cc = 10 * major + minor;
+	bool ok;
+	if (t.specific) ok = t.cc == cc;
+	else if (t.virt) ok = t.cc <= cc;
+	else ok = t.cc / 10 == major && t.cc % 10 <= minor;
+	return ok ? CUDA_SUCCESS : CUDA_ERROR_NO_BINARY_FOR_GPU;
+}
+
 int attribute(int a) {
 	switch (a) {
 	case 1: return 1024;        // MAX_THREADS_PER_BLOCK
@@ -360,8 +389,12 @@ int attribute(int a) {
 	case 37: return 5120;       // GLOBAL_MEMORY_BUS_WIDTH
 	case 38: return 52428800;   // L2_CACHE_SIZE
 	case 39: return 2048;       // MAX_THREADS_PER_MULTIPROCESSOR
-	case 75: return 9;          // COMPUTE_CAPABILITY_MAJOR
-	case 76: return 0;          // COMPUTE_CAPABILITY_MINOR
+	case 75:                    // COMPUTE_CAPABILITY_MAJOR
+	case 76: {                  // COMPUTE_CAPABILITY_MINOR
+		int major = 9, minor = 0;
+		device_cc(&major, &minor);
+		return a == 75 ? major : minor;
+	}
 	case 81: return 233472;     // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
 	case 82: return 65536;      // MAX_REGISTERS_PER_MULTIPROCESSOR
 	case 97: return kMaxSharedOptin;  // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
@@ -370,6 +403,38 @@ int attribute(int a) {
 }
 
 }  // namespace
+
+bool device_cc(int* major, int* minor) {
+	*major = 9;
+	*minor = 0;
+	const char* s = getenv("GDROTRAIN_EMU_CC");
+	if (!s || !*s) return true;
+	int a = 0, b = 0, used = 0;
+	if (sscanf(s, "%d.%d%n", &a, &b, &used) != 2 || s[used] != 0 || a < 1 || a > 99 || b < 0 || b > 9) return false;
+	*major = a;
+	*minor = b;
+	return true;
+}
+
+bool parse_target(const std::string& s, Target* t) {
+	std::string digits;
+	if (s.compare(0, 3, "sm_") == 0) {
+		digits = s.substr(3);
+		t->virt = false;
+	} else if (s.compare(0, 8, "compute_") == 0) {
+		digits = s.substr(8);
+		t->virt = true;
+	} else {
+		return false;
+	}
+	t->specific = !digits.empty() && digits.back() == 'a';
+	if (t->specific) digits.pop_back();
+	if (digits.size() < 2 || digits.size() > 3 || digits[0] == '0') return false;
+	for (char c : digits)
+		if (c < '0' || c > '9') return false;
+	t->cc = atoi(digits.c_str());
+	return true;
+}
 
 int dev_range_check(uintptr_t p, size_t n) {
 	if (n == 0) return CUDA_SUCCESS;
@@ -466,6 +531,12 @@ EMU_API CUresult cuInit(unsigned flags) {
 	LOCK;
 	if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
 	if (env_u64("GDROTRAIN_EMU_NO_DEVICE", 0) != 0) return CUDA_ERROR_NO_DEVICE;
+	int major, minor;
+	if (!device_cc(&major, &minor)) {
+		fprintf(stderr, "gdrotrain CUDA emulator: GDROTRAIN_EMU_CC=%s: want MAJOR.MINOR, e.g. 9.0 or 10.0\n",
+		        getenv("GDROTRAIN_EMU_CC"));
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	if (!g_inited) {
 		g_total = env_u64("GDROTRAIN_EMU_MEM_BYTES", kDefaultMem);
 		g_inited = true;
@@ -1127,7 +1198,10 @@ EMU_API CUresult cuModuleLoadData(void** mod, const void* image) {
 	LOCK;
 	NEED_CTX;
 	if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
+	bool sm90a;
+	if (int rc = image_fits_device((const char*)image, &sm90a)) return rc;
 	Module* m = new Module();
+	m->sm90a = sm90a;
 	g_modules.insert(m);
 	*mod = m;
 	return CUDA_SUCCESS;
@@ -1161,7 +1235,7 @@ EMU_API CUresult cuModuleGetFunction(void** fn, void* mod, const char* name) {
 		// build checks it too), and dynamic shared memory may fill the
 		// rest of 48 KiB unless the function opts into more.
 		const int st = (int)static_shared_bytes(k);
-		f = new Function{k, st, st < 48 * 1024 ? 48 * 1024 - st : 0};
+		f = new Function{k, st, st < 48 * 1024 ? 48 * 1024 - st : 0, (*it)->sm90a};
 		g_funcs.insert(f);
 	}
 	*fn = f;
@@ -1211,6 +1285,7 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		params = none;
 	}
 	const emu_kernel_desc* k = f->k;
+	const bool sm90a = f->sm90a;
 	const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
 	if ((uintptr_t)stream > 2 && ((Stream*)stream)->capture) {
 		// A kernel node keeps the argument values of the captured launch.
@@ -1222,13 +1297,13 @@ EMU_API CUresult cuLaunchKernel(void* fn, unsigned gx, unsigned gy, unsigned gz,
 		int rc = 0;
 		capture(stream, [=] {
 			if (fault_listed(k->name) || count_only()) return (int)CUDA_SUCCESS;
-			return after_launch(k, nullptr, args.data(), launch(k, grid, block, nullptr, args.data()));
+			return after_launch(k, nullptr, args.data(), launch(k, grid, block, nullptr, args.data(), sm90a));
 		}, &rc);
 		return rc;
 	}
 	// GDROTRAIN_EMU_FAULT: a checked launch that leaves memory as it was.
 	if (fault_listed(k->name) || count_only()) return CUDA_SUCCESS;
-	return after_launch(k, params, packed, launch(k, grid, block, params, packed));
+	return after_launch(k, params, packed, launch(k, grid, block, params, packed, sm90a));
 }
 
 // ---- errors ----

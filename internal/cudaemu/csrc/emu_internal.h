@@ -29,6 +29,7 @@ enum {
 	CUDA_ERROR_NO_DEVICE = 100,
 	CUDA_ERROR_INVALID_DEVICE = 101,
 	CUDA_ERROR_INVALID_IMAGE = 200,
+	CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_ILLEGAL_STATE = 401,
@@ -104,9 +105,11 @@ const emu_kernel_desc* find_kernel(const char* name);
 
 // Runs a kernel synchronously. Exactly one of params and packed is used.
 // A fault in the kernel (an illegal or misaligned address) ends it with
-// that CUresult, reported on stderr; the caller makes it sticky.
+// that CUresult, reported on stderr; the caller makes it sticky. sm90a
+// false: the kernel's module was not compiled for sm_90a, so a warpgroup
+// MMA in it fails the launch, as its build traps on a GPU.
 int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
-           const char* packed);
+           const char* packed, bool sm90a = true);
 
 // The bytes of a kernel's __shared__ variables (its static shared memory).
 size_t static_shared_bytes(const emu_kernel_desc* k);
@@ -134,6 +137,27 @@ bool fault_listed(const char* name);
 // device-to-device copies move nothing, so a full-size model's step can be
 // counted (cuda's step profile) without its arithmetic. Results are garbage.
 bool count_only();
+
+// The device's compute capability: GDROTRAIN_EMU_CC ("10.0", "12.0"; read
+// now), 9.0 when unset. False when the variable is malformed.
+bool device_cc(int* major, int* minor);
+
+// Images from the emulator's NVRTC start with kImageTag and the target
+// they were compiled for ("sm_90a", "compute_90") on one line, then the
+// source; cuModuleLoadData checks the target against the device as the
+// driver does (emu_driver.cc).
+constexpr const char kImageTag[] = "//gdrotrain-emu-image ";
+
+// A compilation target: sm_XY (CUBIN) or compute_XY (PTX), with the
+// architecture-specific suffix a.
+struct Target {
+	int cc = 0;             // 10·major + minor
+	bool virt = false;      // compute_XY: PTX the driver JITs
+	bool specific = false;  // the a suffix: runs on exactly this compute capability
+};
+
+// parse_target reads "sm_90a", "compute_100" and the like.
+bool parse_target(const std::string& s, Target* t);
 
 }  // namespace emu
 

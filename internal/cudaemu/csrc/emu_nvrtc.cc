@@ -1,7 +1,14 @@
 // emu_nvrtc.cc: a stand-in for NVRTC. The kernels are compiled into the
 // emulator ahead of time, so "compiling" keeps the source: PTX and CUBIN are
-// the source text. Compilation still fails like NVRTC's would, with
-// NVRTC_ERROR_COMPILATION and a log:
+// the source text after one line naming the target (kImageTag), which the
+// emulator's cuModuleLoadData checks against the device. Which NVRTC it
+// models is GDROTRAIN_EMU_NVRTC_VERSION (read at every call): 13.0 (the
+// default) or 12.5, whose version and list of architectures
+// (nvrtcGetSupportedArchs) it reports; --gpu-architecture must name one of
+// them (sm_XY, or compute_XY for PTX only, as NVRTC's CUBIN of a virtual
+// architecture is empty), or compilation fails with
+// NVRTC_ERROR_INVALID_OPTION as NVRTC's does. Compilation also fails like
+// NVRTC's would, with NVRTC_ERROR_COMPILATION and a log:
 //   - on an #error directive (always, without running anything);
 //   - on any error g++ finds checking the source with emu.h (g++
 //     -fsyntax-only, with the program's headers and its -D, -U and -I
@@ -58,6 +65,8 @@ const char* const kNames[] = {
 
 struct Program {
 	std::string src, name, log;
+	std::string target;  // what the last successful compilation was for: "sm_90a", "compute_90"
+	bool virt = false;   // target is a virtual architecture: no CUBIN
 	std::vector<std::pair<std::string, std::string>> headers;  // include name, text
 	bool compiled = false;
 };
@@ -190,6 +199,46 @@ bool syntax_check(const std::string& name, const std::string& src,
 	return ok;
 }
 
+// NVRTCModel is one NVRTC release: its version, the architectures
+// nvrtcGetSupportedArchs lists and the target without --gpu-architecture.
+struct NVRTCModel {
+	int major, minor;
+	std::vector<int> archs;
+	const char* dflt;
+};
+
+// model is the NVRTC GDROTRAIN_EMU_NVRTC_VERSION names (13.0 when unset),
+// or nullptr for one the emulator does not model.
+const NVRTCModel* model() {
+	static const NVRTCModel k13 = {13, 0, {75, 80, 86, 87, 89, 90, 100, 103, 120}, "compute_75"};
+	static const NVRTCModel k125 = {12, 5, {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90}, "compute_52"};
+	const char* v = getenv("GDROTRAIN_EMU_NVRTC_VERSION");
+	if (!v || !*v || strcmp(v, "13.0") == 0) return &k13;
+	if (strcmp(v, "12.5") == 0) return &k125;
+	return nullptr;
+}
+
+// arch_option finds --gpu-architecture=X (or -arch=X) among the options and
+// checks X against the model: "" and a log line when X is not one it knows.
+// The architecture-specific suffix a exists from sm_90 on.
+std::string arch_option(const NVRTCModel& m, const std::vector<std::string>& opts, std::string* log) {
+	std::string arch = m.dflt;
+	for (const std::string& o : opts)
+		for (const char* prefix : {"--gpu-architecture=", "-arch="})
+			if (o.compare(0, strlen(prefix), prefix) == 0) arch = o.substr(strlen(prefix));
+	Target t;
+	bool known = parse_target(arch, &t) && (!t.specific || t.cc >= 90);
+	if (known) {
+		known = false;
+		for (int a : m.archs) known = known || a == t.cc;
+	}
+	if (!known) {
+		*log = "nvrtc: error: invalid value for --gpu-architecture (-arch)\n";
+		return "";
+	}
+	return arch;
+}
+
 Program* get(void* prog) {
 	Program* p = (Program*)prog;
 	return g_programs.count(p) ? p : nullptr;
@@ -204,8 +253,10 @@ using namespace emu;
 
 EMU_API int nvrtcVersion(int* major, int* minor) {
 	if (!major || !minor) return NVRTC_ERROR_INVALID_INPUT;
-	*major = 13;
-	*minor = 0;
+	const NVRTCModel* m = model();
+	if (!m) return NVRTC_ERROR_INVALID_INPUT;
+	*major = m->major;
+	*minor = m->minor;
 	return NVRTC_SUCCESS;
 }
 
@@ -215,15 +266,16 @@ EMU_API const char* nvrtcGetErrorString(int result) {
 }
 
 EMU_API int nvrtcGetNumSupportedArchs(int* n) {
-	if (!n) return NVRTC_ERROR_INVALID_INPUT;
-	*n = 9;
+	const NVRTCModel* m = model();
+	if (!n || !m) return NVRTC_ERROR_INVALID_INPUT;
+	*n = (int)m->archs.size();
 	return NVRTC_SUCCESS;
 }
 
 EMU_API int nvrtcGetSupportedArchs(int* archs) {
-	static const int kArchs[] = {75, 80, 86, 87, 89, 90, 100, 103, 120};
-	if (!archs) return NVRTC_ERROR_INVALID_INPUT;
-	memcpy(archs, kArchs, sizeof kArchs);
+	const NVRTCModel* m = model();
+	if (!archs || !m) return NVRTC_ERROR_INVALID_INPUT;
+	memcpy(archs, m->archs.data(), m->archs.size() * sizeof(int));
 	return NVRTC_SUCCESS;
 }
 
@@ -264,6 +316,13 @@ EMU_API int nvrtcCompileProgram(void* prog, int numOptions, const char* const* o
 		opts.push_back(options[i]);
 	}
 	p->compiled = false;
+	const NVRTCModel* m = model();
+	if (!m) {
+		p->log = "gdrotrain CUDA emulator: GDROTRAIN_EMU_NVRTC_VERSION: want 13.0 or 12.5\n";
+		return NVRTC_ERROR_INVALID_OPTION;
+	}
+	std::string arch = arch_option(*m, opts, &p->log);
+	if (arch.empty()) return NVRTC_ERROR_INVALID_OPTION;
 	p->log = error_lines(*p);
 	if (p->log.empty()) {
 		// The check runs without the lock (it takes a while); the caller
@@ -277,6 +336,10 @@ EMU_API int nvrtcCompileProgram(void* prog, int numOptions, const char* const* o
 		p->log = ok ? "" : log;
 	}
 	p->compiled = p->log.empty();
+	Target t;
+	parse_target(arch, &t);
+	p->target = arch;
+	p->virt = t.virt;
 	return p->compiled ? NVRTC_SUCCESS : NVRTC_ERROR_COMPILATION;
 }
 
@@ -299,37 +362,50 @@ EMU_API int nvrtcGetProgramLog(void* prog, char* log) {
 }
 
 namespace {
-int image_size(void* prog, size_t* size, size_t extra) {
+// image_text is a compiled program's image: the tag line naming target,
+// then the source. PTX names the virtual architecture (sm_90a's is
+// compute_90a).
+std::string image_text(const Program& p, bool ptx) {
+	std::string target = p.target;
+	if (ptx && target.compare(0, 3, "sm_") == 0) target = "compute_" + target.substr(3);
+	return kImageTag + target + "\n" + p.src;
+}
+
+// image_size and image serve PTX (NUL-terminated) and CUBIN. A CUBIN of a
+// virtual architecture is empty: size 0, as NVRTC's documentation says.
+int image_size(void* prog, size_t* size, bool ptx) {
 	Program* p = get(prog);
 	if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
 	if (!size) return NVRTC_ERROR_INVALID_INPUT;
 	if (!p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-	*size = p->src.size() + extra;
+	*size = !ptx && p->virt ? 0 : image_text(*p, ptx).size() + (ptx ? 1 : 0);
 	return NVRTC_SUCCESS;
 }
-int image(void* prog, char* out, size_t extra) {
+int image(void* prog, char* out, bool ptx) {
 	Program* p = get(prog);
 	if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
 	if (!out) return NVRTC_ERROR_INVALID_INPUT;
 	if (!p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-	memcpy(out, p->src.c_str(), p->src.size() + extra);
+	if (!ptx && p->virt) return NVRTC_SUCCESS;
+	std::string img = image_text(*p, ptx);
+	memcpy(out, img.c_str(), img.size() + (ptx ? 1 : 0));
 	return NVRTC_SUCCESS;
 }
 }  // namespace
 
 EMU_API int nvrtcGetPTXSize(void* prog, size_t* size) {
 	LOCK;
-	return image_size(prog, size, 1);
+	return image_size(prog, size, true);
 }
 EMU_API int nvrtcGetPTX(void* prog, char* ptx) {
 	LOCK;
-	return image(prog, ptx, 1);
+	return image(prog, ptx, true);
 }
 EMU_API int nvrtcGetCUBINSize(void* prog, size_t* size) {
 	LOCK;
-	return image_size(prog, size, 0);
+	return image_size(prog, size, false);
 }
 EMU_API int nvrtcGetCUBIN(void* prog, char* cubin) {
 	LOCK;
-	return image(prog, cubin, 0);
+	return image(prog, cubin, false);
 }

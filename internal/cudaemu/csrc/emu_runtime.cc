@@ -282,6 +282,7 @@ struct Launch {
 	// variable's address in it, and the end of the last.
 	std::vector<unsigned> win_off;
 	unsigned win_end;
+	bool sm90a;  // the module was compiled for sm_90a: wgmma exists
 } g_launch;
 
 std::vector<Worker*> g_workers;
@@ -1631,7 +1632,7 @@ size_t static_shared_bytes(const emu_kernel_desc* k) {
 }
 
 int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned block[3], void** params,
-           const char* packed) {
+           const char* packed, bool sm90a) {
 	const unsigned n = block[0] * block[1] * block[2];
 	const unsigned long long nblocks = (unsigned long long)grid[0] * grid[1] * grid[2];
 	static const unsigned ncpu = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
@@ -1654,6 +1655,7 @@ int launch(const emu_kernel_desc* k, const unsigned grid[3], const unsigned bloc
 	L.shared = sh == shared_registry().end() ? nullptr : sh->second;
 	L.params = params;
 	L.packed = packed;
+	L.sm90a = sm90a;
 	for (int d = 0; d < 3; d++) {
 		L.grid[d] = grid[d];
 		L.block[d] = block[d];
@@ -1808,14 +1810,34 @@ void emu_mma_bf16_16816(float* c, const unsigned* a, const unsigned* b) {
 	whole_warp_op(OP_MMA, (unsigned long long)(uintptr_t)&m);
 }
 
-void emu_wgmma_fence(void) { whole_warp_op(OP_WG_FENCE); }
+// wg_need_sm90a fails a warpgroup-MMA instruction in a kernel whose module
+// was not compiled for sm_90a (PTX for compute_90 the driver compiled for a
+// newer GPU, say): wgmma exists in sm_90a code only, and wgmma.cuh's other
+// builds trap.
+static void wg_need_sm90a() {
+	if (!g_launch.sm90a)
+		cp_fail(t_fiber, CUDA_ERROR_LAUNCH_FAILED, 0,
+		        "a warpgroup MMA (wgmma) in a module not compiled for sm_90a: only sm_90a code has it (other builds trap)", 2);
+}
 
-void emu_wgmma_commit(void) { whole_warp_op(OP_WG_COMMIT); }
+void emu_wgmma_fence(void) {
+	wg_need_sm90a();
+	whole_warp_op(OP_WG_FENCE);
+}
 
-void emu_wgmma_wait(int n) { whole_warp_op(OP_WG_WAIT, 0, n); }
+void emu_wgmma_commit(void) {
+	wg_need_sm90a();
+	whole_warp_op(OP_WG_COMMIT);
+}
+
+void emu_wgmma_wait(int n) {
+	wg_need_sm90a();
+	whole_warp_op(OP_WG_WAIT, 0, n);
+}
 
 void emu_wgmma_bf16(float* d, int n, const unsigned* a, unsigned long long adesc, unsigned long long bdesc,
                     int scale_d, int tnsp_a, int tnsp_b) {
+	wg_need_sm90a();
 	WgPost p{d, n, a, adesc, bdesc, scale_d, tnsp_a, tnsp_b};
 	whole_warp_op(OP_WG_MMA, (unsigned long long)(uintptr_t)&p);
 }

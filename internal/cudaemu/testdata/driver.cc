@@ -127,6 +127,8 @@ static int (*nvrtcGetPTX)(handle, char*);
 static int (*nvrtcGetCUBINSize)(handle, size_t*);
 static int (*nvrtcGetCUBIN)(handle, char*);
 static int (*nvrtcDestroyProgram)(handle*);
+static int (*nvrtcGetNumSupportedArchs)(int*);
+static int (*nvrtcGetSupportedArchs)(int*);
 
 static void load(const char* dir) {
 	const char* names[3] = {"libcuda.so.1", "libcublas.so.13", "libnvrtc.so.13"};
@@ -199,6 +201,8 @@ static void load(const char* dir) {
 	S(nvrtcGetCUBINSize, "nvrtcGetCUBINSize", 2);
 	S(nvrtcGetCUBIN, "nvrtcGetCUBIN", 2);
 	S(nvrtcDestroyProgram, "nvrtcDestroyProgram", 2);
+	S(nvrtcGetNumSupportedArchs, "nvrtcGetNumSupportedArchs", 2);
+	S(nvrtcGetSupportedArchs, "nvrtcGetSupportedArchs", 2);
 #undef S
 }
 
@@ -1253,9 +1257,9 @@ static void test_nvrtc(const char*) {
 	std::string log = prog_string(p, nvrtcGetProgramLogSize, nvrtcGetProgramLog);
 	EXPECT(log == std::string(1, '\0'), "log %s", log.c_str());
 	std::string ptx = prog_string(p, nvrtcGetPTXSize, nvrtcGetPTX);
-	EXPECT(ptx == std::string(src) + '\0', "ptx %s", ptx.c_str());
+	EXPECT(ptx == "//gdrotrain-emu-image compute_90\n" + std::string(src) + '\0', "ptx %s", ptx.c_str());
 	std::string cubin = prog_string(p, nvrtcGetCUBINSize, nvrtcGetCUBIN);
-	EXPECT(cubin == src, "cubin %s", cubin.c_str());
+	EXPECT(cubin == "//gdrotrain-emu-image sm_90\n" + std::string(src), "cubin %s", cubin.c_str());
 	OK(nvrtcDestroyProgram(&p));
 	EXPECT(p == nullptr, "program not cleared");
 
@@ -1292,6 +1296,103 @@ static void test_nvrtc(const char*) {
 	OK(nvrtcCreateProgram(&p, undef, "broken.cu", 0, nullptr, nullptr));
 	OK(nvrtcCompileProgram(p, 0, nullptr));
 	OK(nvrtcDestroyProgram(&p));
+}
+
+// compile_image compiles src for arch under the NVRTC the environment
+// models and returns its PTX (ptx) or CUBIN, "" for an empty one, or
+// "<rc N: log>" when compilation fails.
+static std::string compile_image(const char* src, const char* arch, bool ptx) {
+	handle p = nullptr;
+	OK(nvrtcCreateProgram(&p, src, "k.cu", 0, nullptr, nullptr));
+	std::string opt = std::string("--gpu-architecture=") + arch;
+	const char* opts[] = {opt.c_str()};
+	int rc = nvrtcCompileProgram(p, 1, opts);
+	std::string out;
+	if (rc != 0) {
+		out = "<rc " + std::to_string(rc) + ": " + prog_string(p, nvrtcGetProgramLogSize, nvrtcGetProgramLog) + ">";
+	} else if (ptx) {
+		out = prog_string(p, nvrtcGetPTXSize, nvrtcGetPTX);
+	} else {
+		size_t n = 1;
+		OK(nvrtcGetCUBINSize(p, &n));
+		out = n == 0 ? "" : prog_string(p, nvrtcGetCUBINSize, nvrtcGetCUBIN);
+	}
+	OK(nvrtcDestroyProgram(&p));
+	return out;
+}
+
+// test_arch: GDROTRAIN_EMU_NVRTC_VERSION picks the NVRTC modelled (its
+// version, architecture list and the --gpu-architecture values it takes),
+// GDROTRAIN_EMU_CC the device's compute capability, and cuModuleLoadData
+// loads an image only on a device that can run it: a CUBIN within its
+// major version, PTX on any newer device, an sm_90a one on 9.0 only.
+static void test_arch(const char*) {
+	const char* src = "extern \"C\" __global__ void k(float* x) { x[0] = 1; }\n";
+	struct Model {
+		const char* env;
+		int major, minor;
+		std::vector<int> archs;
+	};
+	for (const Model& m : {Model{"12.5", 12, 5, {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90}},
+	                       Model{"13.0", 13, 0, {75, 80, 86, 87, 89, 90, 100, 103, 120}}}) {
+		setenv("GDROTRAIN_EMU_NVRTC_VERSION", m.env, 1);
+		int a = 0, b = 0, n = 0;
+		OK(nvrtcVersion(&a, &b));
+		EXPECT(a == m.major && b == m.minor, "NVRTC %s reports %d.%d", m.env, a, b);
+		OK(nvrtcGetNumSupportedArchs(&n));
+		std::vector<int> got(n);
+		OK(nvrtcGetSupportedArchs(got.data()));
+		EXPECT(got == m.archs, "NVRTC %s lists %d architectures", m.env, n);
+	}
+	setenv("GDROTRAIN_EMU_NVRTC_VERSION", "12.5", 1);
+	struct Case {
+		const char* arch;
+		bool ptx;
+		std::string want;  // a prefix of the image, "" for an empty one
+	};
+	for (const Case& c : {Case{"sm_90a", false, "//gdrotrain-emu-image sm_90a\n"},
+	                      Case{"sm_90a", true, "//gdrotrain-emu-image compute_90a\n"},
+	                      Case{"compute_90", true, "//gdrotrain-emu-image compute_90\n"},
+	                      Case{"compute_90", false, ""},
+	                      Case{"sm_100", false, "<rc 5: nvrtc: error: invalid value for --gpu-architecture (-arch)"},
+	                      Case{"compute_120", true, "<rc 5: "}, Case{"sm_80a", false, "<rc 5: "},
+	                      Case{"sm_10", false, "<rc 5: "}, Case{"sm_35", false, "<rc 5: "}}) {
+		std::string img = compile_image(src, c.arch, c.ptx);
+		EXPECT(c.want.empty() ? img.empty() : img.compare(0, c.want.size(), c.want) == 0,
+		       "NVRTC 12.5, %s %s: %s", c.arch, c.ptx ? "PTX" : "CUBIN", img.c_str());
+	}
+	setenv("GDROTRAIN_EMU_NVRTC_VERSION", "13.0", 1);
+	EXPECT(compile_image(src, "sm_100", false).compare(0, 27, "//gdrotrain-emu-image sm_10") == 0, "NVRTC 13.0 refused sm_100");
+	setenv("GDROTRAIN_EMU_NVRTC_VERSION", "11.8", 1);
+	EXPECT(compile_image(src, "sm_80", false).compare(0, 6, "<rc 5:") == 0, "an NVRTC not modelled compiled");
+	unsetenv("GDROTRAIN_EMU_NVRTC_VERSION");
+
+	setenv("GDROTRAIN_EMU_CC", "ten", 1);
+	EXPECT_RC(1, cuInit(0));
+	struct Load {
+		const char* cc;
+		const char* image;
+		int want;
+	};
+	for (const Load& l : {Load{"9.0", "sm_90a", 0}, Load{"9.0", "sm_90", 0}, Load{"9.0", "compute_90a", 0},
+	                      Load{"9.0", "compute_80", 0}, Load{"8.9", "sm_80", 0}, Load{"8.9", "sm_90", 209},
+	                      Load{"10.0", "sm_90a", 209}, Load{"10.0", "sm_90", 209}, Load{"10.0", "compute_90a", 209},
+	                      Load{"10.0", "compute_90", 0}, Load{"12.0", "compute_90", 0}, Load{"12.0", "sm_100", 209},
+	                      Load{"12.0", "compute_120", 0}, Load{"10.0", "compute_120", 209}, Load{"9.0", "bogus", 200}}) {
+		setenv("GDROTRAIN_EMU_CC", l.cc, 1);
+		OK(cuInit(0));
+		int major = -1, minor = -1;
+		OK(cuDeviceGetAttribute(&major, 75, 0));
+		OK(cuDeviceGetAttribute(&minor, 76, 0));
+		EXPECT(std::to_string(major) + "." + std::to_string(minor) == l.cc, "GDROTRAIN_EMU_CC=%s reports %d.%d", l.cc,
+		       major, minor);
+		handle ctx = nullptr, mod = nullptr;
+		OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+		OK(cuCtxSetCurrent(ctx));
+		std::string image = std::string("//gdrotrain-emu-image ") + l.image + "\n" + src;
+		EXPECT_RC(l.want, cuModuleLoadData(&mod, image.c_str()));
+	}
+	unsetenv("GDROTRAIN_EMU_CC");
 }
 
 // ---- concurrency ----
@@ -1848,6 +1949,7 @@ static void test_wgmma_bug(const char* name) {
 	    {"wgmma_pending_exit", {12, 719}}, {"wgmma_cvta_global", {13, 700}}, {"wgmma_lane_missing", {14, 719}},
 	    {"wgmma_warp_missing", {15, 719}}, {"wgmma_swizzle_misaligned", {16, 719}},
 	    {"wgmma_wait1", {17, 0}}, {"wgmma_acc_after_fence", {18, 719}}, {"wgmma_a_after_fence", {19, 719}},
+	    {"wgmma_not_sm90a", {0, 719}},  // wgmma_ok's kernel from a module of PTX for compute_90
 	};
 	setup();
 	const auto m = modes.at(name);
@@ -1862,6 +1964,13 @@ static void test_wgmma_bug(const char* name) {
 	devptr dB = upload(B), out = alloc<float>(64 * 64 + 384);
 	Args args;
 	args.add(m.first).add(dB).add(out);
+	if (strcmp(name, "wgmma_not_sm90a") == 0) {
+		handle mod = nullptr, f = nullptr;
+		OK(cuModuleLoadData(&mod, "//gdrotrain-emu-image compute_90\nextern \"C\" __global__ void wgmma_bug();\n"));
+		OK(cuModuleGetFunction(&f, mod, "wgmma_bug"));
+		EXPECT_RC(719, cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, args.get(), nullptr));
+		return;
+	}
 	EXPECT_RC(m.second, launch("wgmma_bug", 1, 1, 1, 128, 1, 1, args));
 	if (m.second) return;
 	std::vector<float> o = download<float>(out, 64 * 64 + 384);
@@ -2023,6 +2132,7 @@ int main(int argc, char** argv) {
 	    {"fma", test_fma},
 	    {"fault", test_fault},
 	    {"nvrtc", test_nvrtc},
+	    {"arch", test_arch},
 	    {"threads", test_threads},
 	    {"capture_modes", test_capture_modes},
 	    {"deadlock", test_deadlock},
@@ -2062,6 +2172,7 @@ int main(int argc, char** argv) {
 	    {"wgmma_wait1", test_wgmma_bug},
 	    {"wgmma_acc_after_fence", test_wgmma_bug},
 	    {"wgmma_a_after_fence", test_wgmma_bug},
+	    {"wgmma_not_sm90a", test_wgmma_bug},
 	    {"cpasync", test_cpasync},
 	    {"cpasync_read_early", test_cpasync},
 	    {"cpasync_dst_write", test_cpasync},
