@@ -118,10 +118,16 @@ type Summary struct {
 	SelfTest  map[string]string   `json:"self_test,omitempty"`  // by precision: the summary line
 	Tests     map[string]*TestRun `json:"tests,omitempty"`      // cuda-tests, profile-tests, nccl-tests
 	HF        map[string]any      `json:"hf,omitempty"`         // by precision: scripts/hf_check.py's line
+	// Checks are scripts/kit_checks.py's lines: peft's load of our exported
+	// adapter, tensorboard's read of our event files.
+	Checks map[string]any `json:"checks,omitempty"`
 	// Bench is `gdrotrain bench --device cuda --json`'s object as written:
 	// measured training step time, tokens/s and MFU, decode tokens/s,
-	// PyTorch's beside them.
+	// PyTorch's beside them when the baseline phase completed (its run,
+	// bench-baseline.json, measures ours again), else bench.json's.
 	Bench json.RawMessage `json:"bench,omitempty"`
+	// BenchFrom names the file Bench came from.
+	BenchFrom string `json:"bench_from,omitempty"`
 	// Unreadable lists the records that are there but could not be read
 	// (a failed step may leave half of one); the rest is summarized.
 	Unreadable []string `json:"unreadable,omitempty"`
@@ -198,13 +204,28 @@ func Summarize(dir string) (*Summary, error) {
 		}
 		s.Tests[name] = countTests(raw)
 	}
-	if raw, err := os.ReadFile(filepath.Join(dir, "bench.json")); err == nil && len(bytes.TrimSpace(raw)) > 0 {
+	for _, name := range []string{"peft", "tensorboard"} {
+		if raw, err := os.ReadFile(filepath.Join(dir, name+".log")); err == nil {
+			if v := lastJSON(raw); v != nil {
+				if s.Checks == nil {
+					s.Checks = map[string]any{}
+				}
+				s.Checks[name] = v
+			}
+		}
+	}
+	for _, name := range []string{"bench-baseline.json", "bench.json"} {
+		raw, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(bytes.TrimSpace(raw)) == 0 {
+			continue
+		}
 		var v struct{}
 		if err := json.Unmarshal(raw, &v); err != nil {
-			s.Unreadable = append(s.Unreadable, fmt.Sprintf("bench.json: %v", err))
-		} else {
-			s.Bench = json.RawMessage(bytes.TrimSpace(raw))
+			s.Unreadable = append(s.Unreadable, fmt.Sprintf("%s: %v", name, err))
+			continue
 		}
+		s.Bench, s.BenchFrom = json.RawMessage(bytes.TrimSpace(raw)), name
+		break
 	}
 	return s, nil
 }

@@ -256,3 +256,32 @@ func TestCompileFailures(t *testing.T) {
 		t.Errorf("detail %q, want %q", s.Steps[0].Detail, want)
 	}
 }
+
+// TestBenchSources: the baseline phase's bench (ours measured again beside
+// PyTorch) is preferred when complete; a half-written one falls back to
+// the measured bench and is listed as unreadable. peft's and tensorboard's
+// lines are kept.
+func TestBenchSources(t *testing.T) {
+	for _, c := range []struct {
+		name, baseline, want string
+	}{
+		{"baseline complete", `{"shape": "tiny", "baseline": "PyTorch"}`, "bench-baseline.json"},
+		{"baseline cut", `{"shape": "ti`, "bench.json"},
+		{"no baseline", "", "bench.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{"steps.tsv": header, "bench.json": `{"shape": "tiny"}`,
+				"peft.log": "== peft\n{\"check\": \"peft\", \"ok\": true}\n"}
+			if c.baseline != "" {
+				files["bench-baseline.json"] = c.baseline
+			}
+			s, err := Summarize(results(t, files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.BenchFrom != c.want || (c.name == "baseline cut") != (len(s.Unreadable) == 1) || s.Checks["peft"] == nil {
+				t.Errorf("bench from %q (want %q), unreadable %q, checks %v", s.BenchFrom, c.want, s.Unreadable, s.Checks)
+			}
+		})
+	}
+}

@@ -137,7 +137,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		if err := json.Unmarshal(s.Bench, &b); err != nil {
 			return fmt.Errorf("bench.json: %w", err)
 		}
-		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s`\n\n", b.Shape)
+		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s` (%s)\n\n", b.Shape, s.BenchFrom)
 		p("%s, matmul %s; peak %.0f TFLOP/s and %.0f GB/s for MFU and the decode bound. %s.\n\n", b.GPU, b.Matmul, b.PeakTFLOPs, b.BandwidthGBs, b.Baseline)
 		p("Training (forward + backward of the batch; the optimizer step not included, on either side):\n\n")
 		p("| shape | tokens | step s | tok/s | MFU | PyTorch step s | PyTorch tok/s | PyTorch MFU | × |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -204,6 +204,16 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 			if v, ok := s.HF[prec]; ok {
 				raw, _ := json.Marshal(v)
 				p("- %s: `%s`\n", prec, raw)
+			}
+		}
+		p("\n")
+	}
+	if len(s.Checks) > 0 {
+		p("## The Python ecosystem's readers\n\n")
+		for _, name := range []string{"peft", "tensorboard"} {
+			if v, ok := s.Checks[name]; ok {
+				raw, _ := json.Marshal(v)
+				p("- %s: `%s`\n", name, raw)
 			}
 		}
 		p("\n")
