@@ -44,6 +44,7 @@
 #   --phases LIST        comma-separated phases to run (default: all)
 #   --tests REGEX        which CUDA tests to run (default: all but the
 #                        emulator-only ones)
+#   --profile-tests REGEX  which profile tests to run (default: all)
 #   --nccl auto|on|off   the NCCL tests: auto runs them with ≥ 2 GPUs
 #   --nccl-tests REGEX   which of them (default: all multi-process tests)
 # GDROTRAIN, CUDA_TEST and CUDA_PROFILE_TEST override the programs;
@@ -70,6 +71,7 @@ size=auto
 python=${PYTHON-python3}
 only=""
 tests=""
+profile_tests=""
 nccl=auto
 nccl_tests='^(TestNCCLCollectives|TestNCCLShardedAdamW|TestNCCLGradientReducer|TestNCCLMissingRank|TestDataParallelOnEmulator|TestShardedMastersOnEmulator)$'
 # Left out of cuda-tests: the tests that need the emulator (or skip on one
@@ -84,6 +86,7 @@ while [ $# -gt 0 ]; do
 	--python) python=${2?--python needs an interpreter}; shift ;;
 	--phases) only=${2:?--phases needs a list}; shift ;;
 	--tests) tests=${2:?--tests needs a regular expression}; shift ;;
+	--profile-tests) profile_tests=${2:?--profile-tests needs a regular expression}; shift ;;
 	--nccl) nccl=${2:?--nccl needs auto, on or off}; shift ;;
 	--nccl-tests) nccl_tests=${2:?--nccl-tests needs a regular expression}; shift ;;
 	-h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -176,7 +179,16 @@ record() {
 	esac
 }
 
-skip() { record "$1" "$2" skip 0 0 "" "$3"; }
+# skip PHASE STEP REASON: a step that does not run, for REASON. Past the
+# deadline (or after an interrupt) it is cut instead, as it could not
+# have run anyway; a step not selected is a skip whatever the time.
+skip() {
+	if [[ $3 != "not selected"* ]] && { [ -n "$interrupted" ] || [ "$(left)" -lt "$min_start" ]; }; then
+		record "$1" "$2" cut 0 0 "" "not started: ${interrupted:+interrupted; }$((deadline - SECONDS)) s of the $deadline s deadline left"
+		return
+	fi
+	record "$1" "$2" skip 0 0 "" "$3"
+}
 
 # limited SECONDS CMD...: CMD under a time limit where timeout(1) is here.
 limited() {
@@ -211,11 +223,11 @@ trap on_signal INT TERM
 run() {
 	local phase=$1 step=$2 cap=$3 log=$4 rc start secs lim bound=""
 	shift 4
+	lim=$(left)
 	if [ -n "$interrupted" ]; then
-		record "$phase" "$step" cut 0 0 "" "not started: interrupted"
+		record "$phase" "$step" cut 0 0 "" "not started: interrupted; $((deadline - SECONDS)) s of the $deadline s deadline left"
 		return 1
 	fi
-	lim=$(left)
 	if [ "$lim" -lt "$min_start" ]; then
 		record "$phase" "$step" cut 0 0 "" "not started: $((deadline - SECONDS)) s of the $deadline s deadline left"
 		return 1
@@ -483,7 +495,7 @@ validation: {files: [], before_training: false}
 checkpoint: {every: 1}
 log: {tensorboard: true}
 EOF
-		if run python lora-train 240 lora.log "$gdrotrain" train --config "$lora/config.yaml"; then
+		if run python lora-train 240 lora.log "$gdrotrain" train --config "$lora/config.yaml" --skip-self-test; then
 			ck=$(ls -d "$lora"/runs/t/checkpoints/step_* 2>/dev/null | tail -1)
 			run python lora-export 60 lora.log "$gdrotrain" export --checkpoint "$ck" --out "$lora/adapter" --adapter --dtype fp32
 		fi
@@ -512,7 +524,9 @@ fi
 
 # ---- 6. profile tests ---------------------------------------------------------
 if want profile-tests; then
-	indir "$root/cuda/profile" run profile-tests profile-tests 600 profile-tests.log "${testenv[@]}" "$profiletest" "${testargs[@]}" -test.timeout 15m
+	args=("${testargs[@]}" -test.timeout 15m)
+	[ -n "$profile_tests" ] && args+=(-test.run "$profile_tests")
+	indir "$root/cuda/profile" run profile-tests profile-tests 600 profile-tests.log "${testenv[@]}" "$profiletest" "${args[@]}"
 elif [ "$only" != none ]; then
 	skip profile-tests profile-tests "not selected (--phases)"
 fi
@@ -555,7 +569,8 @@ else
 	} >"$out/report.md"
 fi
 [ -f "$out/report.md" ] && cat "$out/report.md"
-tar -czf "$out/logs.tar.gz" -C "$work" "${res##*/}" || echo "gpu_kit: packing the logs into $out/logs.tar.gz failed"
+# The models' weights stay out (their logits are in): the archive is logs.
+tar -czf "$out/logs.tar.gz" --exclude='*.safetensors' -C "$work" "${res##*/}" || echo "gpu_kit: packing the logs into $out/logs.tar.gz failed"
 rm -rf "$work"
 
 rc=0

@@ -481,6 +481,8 @@ func countTests(raw []byte) *TestRun {
 	lastLog := map[string]string{}
 	current := ""
 	timedOut := false
+	var started []string
+	ended := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if m := testDevice.FindStringSubmatch(line); m != nil && t.Device == "" {
 			t.Device = m[1]
@@ -497,6 +499,9 @@ func countTests(raw []byte) *TestRun {
 		}
 		if m := testSwitch.FindStringSubmatch(line); m != nil {
 			current = m[1]
+			if strings.HasPrefix(line, "=== RUN") {
+				started = append(started, m[1])
+			}
 			continue
 		}
 		if m := testLogLine.FindStringSubmatch(line); m != nil && current != "" {
@@ -507,6 +512,7 @@ func countTests(raw []byte) *TestRun {
 		if m == nil {
 			continue
 		}
+		ended[m[2]] = true
 		switch m[1] {
 		case "PASS":
 			t.Passed++
@@ -521,6 +527,16 @@ func countTests(raw []byte) *TestRun {
 			}
 			t.SkippedTests = append(t.SkippedTests, m[2]+why)
 		}
+	}
+	// A log cut off (the deadline's SIGTERM, a crash) without the timeout's
+	// list: the tests started and never ended were running.
+	if len(t.Running) == 0 {
+		for _, n := range started {
+			if !ended[n] {
+				t.Running = append(t.Running, n)
+			}
+		}
+		t.Running = leaves(t.Running)
 	}
 	return t
 }

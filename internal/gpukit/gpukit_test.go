@@ -238,6 +238,22 @@ func TestPhases(t *testing.T) {
 	}
 }
 
+// TestRunningTests: a log the deadline's SIGTERM cut off names the test
+// (the deepest subtest) that was running; a complete log names none.
+func TestRunningTests(t *testing.T) {
+	for _, c := range []struct {
+		name, log string
+		want      []string
+	}{
+		{"killed", "=== RUN   TestA\n--- PASS: TestA (1.00s)\n=== RUN   TestB\n=== RUN   TestB/sub\n    b_test.go:3: working\n", []string{"TestB/sub"}},
+		{"complete", testLog, nil},
+	} {
+		if got := countTests([]byte(c.log)).Running; !slices.Equal(got, c.want) {
+			t.Errorf("%s: running %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // TestCompileFailures: a failed compile names every kernel file that did
 // not compile, each once.
 func TestCompileFailures(t *testing.T) {
