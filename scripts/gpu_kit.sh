@@ -393,8 +393,16 @@ line = "python %s torch %s transformers %s peft %s tensorboard %s" % (sys.versio
     version("transformers"), version("peft"), version("tensorboard"))
 import torch, transformers
 assert torch.cuda.is_available(), "torch sees no GPU: " + line
-print(line + " CUDA " + str(torch.version.cuda))' >"$res/python.txt" 2>&1
-	local rc=$?
+print(line + " CUDA " + str(torch.version.cuda))' >"$res/python.txt" 2>&1 &
+	# In the background, as a step is, so that an interrupt ends it at once.
+	step_pid=$!
+	local rc
+	while true; do
+		wait "$step_pid"
+		rc=$?
+		kill -0 "$step_pid" 2>/dev/null || break
+	done
+	step_pid=""
 	grep -q ' peft [0-9]' "$res/python.txt" && have_peft=true
 	grep -q ' tensorboard [0-9]' "$res/python.txt" && have_tb=true
 	if [ $rc -eq 0 ]; then
@@ -549,7 +557,7 @@ fi
 interrupted_run=$interrupted
 trap '' INT TERM # the report of what ran is written whatever comes now
 version=$(head -1 "$root/VERSION" 2>/dev/null || git -C "$root" describe --always --dirty 2>/dev/null || true)
-if [ $starts = true ] && limited 15 "$gdrotrain" kit-report --dir "$res" --size "$size" --kit-version "$version" >"$res/report.log" 2>&1; then
+if [ $starts = true ] && limited 10 "$gdrotrain" kit-report --dir "$res" --size "$size" --kit-version "$version" >"$res/report.log" 2>&1; then
 	cp "$res/summary.json" "$res/report.md" "$out/"
 else
 	# kit-report could not run: a summary from steps.tsv alone.
