@@ -32,7 +32,8 @@ def peft_check(a):
     ours = json.load(open(a.ours))
     ids = ours["ids"]
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    base = AutoModelForCausalLM.from_pretrained(a.base, torch_dtype=torch.float32)
+    # No dtype argument (transformers 5 renamed torch_dtype): float32 after loading, as ours ran.
+    base = AutoModelForCausalLM.from_pretrained(a.base).float()
     model = PeftModel.from_pretrained(base, a.adapter).to(dev).eval()
     x = torch.tensor([ids], device=dev)
     with torch.no_grad():
