@@ -49,7 +49,8 @@
 #   --nccl-tests REGEX   which of them (default: all multi-process tests)
 # GDROTRAIN, CUDA_TEST and CUDA_PROFILE_TEST override the programs;
 # GDROTRAIN_KERNEL_CACHE the kernel cache (default .cache/kernels in the
-# kit's folder, so each kernel is compiled once for the whole kit).
+# kit's folder, so each kernel is compiled once for the whole kit);
+# GPU_KIT_CONSOLE_MAX the bytes console.log keeps (default 12 MiB).
 # scripts/test_gpu_kit.sh runs the script against fakes and on the emulator.
 set -uo pipefail # not -e: a failed step is recorded and the next one runs
 SECONDS=0        # the deadline counts from here
@@ -597,4 +598,15 @@ fi
 # The console's last lines reach console.log before the script ends.
 exec >&- 2>&-
 wait "$tee_pid" 2>/dev/null
+# What comes back is limited per file (16 MiB where this kit was planned):
+# a console.log larger than GPU_KIT_CONSOLE_MAX bytes keeps its first
+# quarter and last half; every step's whole log is in logs.tar.gz.
+max=${GPU_KIT_CONSOLE_MAX:-12582912}
+if [ "$(wc -c <"$out/console.log")" -gt "$max" ]; then
+	{
+		head -c $((max / 4)) "$out/console.log"
+		printf '\n[… console.log cut to its first %d and last %d bytes; every step'"'"'s whole log is in logs.tar.gz …]\n' $((max / 4)) $((max / 2))
+		tail -c $((max / 2)) "$out/console.log"
+	} >"$out/console.log.cut" && mv "$out/console.log.cut" "$out/console.log"
+fi
 exit $rc

@@ -176,7 +176,12 @@ grep -q "fake gdrotrain cuda-info --self-test --matmul-precision fp32 \[wgmma=\]
 grep -q '"notes": \[' "$tmp/out/summary.json" || fail "summary.json has no note of the fallback"
 grep -q "^\*\*Note:\*\* The bf16 self-test failed on the warpgroup-MMA attention" "$tmp/out/report.md" || fail "report.md does not say the rest ran with the mma.sync kernels"
 
-kit 0 --phases selftest,bench --nccl off
+# A console.log over its limit keeps its head and tail, and says so.
+GPU_KIT_CONSOLE_MAX=2000 kit 0 --phases selftest,bench --nccl off
+[ "$(wc -c <"$tmp/out/console.log")" -le 1700 ] || fail "console.log over its limit: $(wc -c <"$tmp/out/console.log") bytes"
+grep -q "console.log cut to its first 500 and last 1000 bytes" "$tmp/out/console.log" || fail "the cut console.log does not say so"
+grep -q "^gpu_kit: deadline" "$tmp/out/console.log" || fail "the cut console.log lost its head"
+grep -q "^gpu_kit: every phase passed" "$tmp/out/console.log" || fail "the cut console.log lost its tail"
 [ "$(tail -n +2 "$tmp"/x/*/steps.tsv | cut -f2,3 | tr '\t\n' ': ')" = "compile:skip selftest-fp32:pass selftest-bf16:pass bench:pass cuda-tests:skip python:skip profile-tests:skip baseline:skip " ] ||
 	fail "--phases selftest,bench ran $(tail -n +2 "$tmp"/x/*/steps.tsv | cut -f2,3 | tr '\t\n' ': ')"
 every_phase "$tmp/out/summary.json"
