@@ -240,13 +240,19 @@ run() {
 	fi
 	echo "== $step (limit $lim s): $*" | tee -a "$res/$log"
 	start=$SECONDS
+	# The tee first, on a descriptor of its own, so that the step's end can
+	# wait for it: the log is whole before anything reads it.
+	local fd tee_step
+	exec {fd}> >(tee -a "$res/$log")
+	tee_step=$!
 	# Simple commands, so that $! is timeout's (or CMD's) own process.
 	if command -v timeout >/dev/null; then
-		timeout -k 5 "$lim" "$@" > >(tee -a "$res/$log") 2>&1 &
+		timeout -k 5 "$lim" "$@" >&$fd 2>&1 &
 	else
-		"$@" > >(tee -a "$res/$log") 2>&1 &
+		"$@" >&$fd 2>&1 &
 	fi
 	step_pid=$!
+	exec {fd}>&- # the step holds the tee's input now; its end is the tee's
 	# wait returns early when a signal's trap runs; wait again for the end.
 	while true; do
 		wait "$step_pid"
@@ -254,6 +260,12 @@ run() {
 		kill -0 "$step_pid" 2>/dev/null || break
 	done
 	step_pid=""
+	# The tee ends when every writer has closed the pipe; a process the step
+	# left behind may hold it, so wait 5 s at most.
+	for _ in $(seq 50); do
+		kill -0 "$tee_step" 2>/dev/null || break
+		sleep 0.1
+	done
 	secs=$((SECONDS - start))
 	if [ $rc -eq 0 ]; then
 		record "$phase" "$step" pass 0 $secs "$log" ""
