@@ -25,10 +25,14 @@ build:
 	$(GO) build -o $(BIN) ./cmd/gdrotrain
 
 # gpu-check-build: the binary and the CUDA test binaries, for scripts/gpu_kit.sh
-# run from this checkout on a GPU node.
-gpu-check-build: build
-	$(GO) test -c -o bin/cuda.test ./cuda/
-	$(GO) test -c -o bin/cuda-profile.test ./cuda/profile/
+# run from this checkout on a GPU node. Stripped (-s -w: no symbol table, no
+# DWARF; panics still name functions and lines), so the kit's archive stays
+# small (docs/gpu-kit.md gives its size).
+KIT_LDFLAGS := -s -w
+gpu-check-build:
+	$(GO) build -ldflags='$(KIT_LDFLAGS)' -o $(BIN) ./cmd/gdrotrain
+	$(GO) test -c -ldflags='$(KIT_LDFLAGS)' -o bin/cuda.test ./cuda/
+	$(GO) test -c -ldflags='$(KIT_LDFLAGS)' -o bin/cuda-profile.test ./cuda/profile/
 
 # tbproto: the Go types of TensorBoard's event messages (internal/tbevents/tbpb)
 # from the vendored .proto files; needs protoc (Debian: protobuf-compiler).

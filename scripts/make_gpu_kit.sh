@@ -8,10 +8,12 @@
 #   bash scripts/make_gpu_kit.sh [--gdrotrain BIN] [--cuda-test BIN] [--cuda-profile-test BIN] [--out ARCHIVE]
 # (defaults bin/gdrotrain, bin/cuda.test, bin/cuda-profile.test, bin/gdrotrain-gpu-kit.tar.gz).
 #
-# The archive holds run.sh (scripts/gpu_kit.sh), the two programs, what the
-# CUDA tests read beside their package folder (cuda/shim.h, the PyTorch
-# goldens in model/testdata), the Python scripts of the transformers check
-# and the PyTorch baseline, this documentation, and VERSION: the commit,
+# The archive holds run.sh (scripts/gpu_kit.sh), the three programs (built
+# stripped by make gpu-check-build: -ldflags='-s -w'), what the CUDA tests
+# read beside their package folder (cuda/shim.h, the PyTorch goldens in
+# model/testdata), the Python scripts of the transformers, peft and
+# tensorboard checks and of the PyTorch baseline, this documentation, and
+# VERSION: the commit,
 # the Go version and the newest glibc symbol version the programs need (cgo
 # links them against the build machine's glibc; a node with an older one
 # cannot start them).
@@ -46,7 +48,7 @@ cp "$root/scripts/gpu_kit.sh" "$kit/run.sh"
 chmod +x "$kit/run.sh"
 cp "$root/cuda/shim.h" "$kit/cuda/"
 cp -r "$root/model/testdata" "$kit/model/"
-cp "$root/scripts/hf_check.py" "$root/scripts/bench_torch_gpu.py" "$kit/scripts/"
+cp "$root/scripts/hf_check.py" "$root/scripts/bench_torch_gpu.py" "$root/scripts/kit_checks.py" "$kit/scripts/"
 cp "$root/docs/gpu-kit.md" "$kit/docs/"
 
 # The newest GLIBC_x.y either program needs, when binutils is here to say.
@@ -64,16 +66,16 @@ EOF
 cat >"$kit/README.txt" <<'EOF'
 gdrotrain GPU kit. On a GPU node (no Go needed):
 
-    ./run.sh                    # every step; results in ./results-HOST-TIME/
-    ./run.sh --help             # the options (output folder, sizes, steps)
+    ./run.sh --out DIR          # every phase in 8 minutes (--deadline-s 480)
+    ./run.sh --help             # the options (deadline, phases, sizes)
 
+DIR gets four files: summary.json, report.md, console.log, logs.tar.gz.
 With CUDA only from PyTorch's pip wheels, activate that Python environment
 first (or pass --python /path/to/venv/bin/python3): the libraries are found
 in its site-packages. Under Slurm: srun --gpus=1 ./run.sh (--gpus=2 or more
-adds the NCCL tests). Send back the whole results folder; summary.json and
-report.md say what passed and what was measured. More: docs/gpu-kit.md.
+adds the NCCL tests). Send back the four files. More: docs/gpu-kit.md.
 EOF
 mkdir -p "$(dirname "$out")"
 tar -C "$stage" -czf "$out.partial" gdrotrain-gpu-kit
 mv "$out.partial" "$out"
-echo "make_gpu_kit: $out ($(du -h "$out" | cut -f1); $commit; needs glibc >= $glibc)"
+echo "make_gpu_kit: $out ($(awk -v b="$(wc -c <"$out")" 'BEGIN { printf "%.1f MiB", b / 1048576 }'); $commit; needs glibc >= $glibc)"

@@ -23,7 +23,9 @@ docs/gpu-kit.md). It reads the folder the run wrote (steps.tsv, cuda-info.json,
 the logs, bench.json) and writes summary.json — every step's outcome and
 duration, the GPU, driver and libraries with where each was found, the tests'
 counts, the measured benchmark numbers — and report.md, the same for reading.
-It can be rerun on a results folder at any time.`,
+A phase the kit's deadline cut is reported as cut, with what it finished.
+It can be rerun on a results folder at any time (run.sh packs the folder
+into logs.tar.gz).`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dir == "" {
@@ -59,8 +61,8 @@ It can be rerun on a results folder at any time.`,
 					return fmt.Errorf("kit-report: %w", err)
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "kit-report: %s: %d steps passed, %d failed, %d skipped; wrote %s and %s\n", s.Result,
-				s.Counts["pass"], s.Counts["fail"], s.Counts["skip"], filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.md"))
+			fmt.Fprintf(cmd.OutOrStdout(), "kit-report: %s: %d steps passed, %d failed, %d skipped, %d cut; wrote %s and %s\n", s.Result,
+				s.Counts["pass"], s.Counts["fail"], s.Counts["skip"], s.Counts["cut"], filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.md"))
 			return nil
 		},
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -58,7 +57,8 @@ type benchView struct {
 func (s *Summary) WriteMarkdown(w io.Writer) error {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("# gdrotrain GPU kit: %s\n\n", strings.ToUpper(s.Result))
-	p("%d steps passed, %d failed, %d skipped in %.0f s", s.Counts["pass"], s.Counts["fail"], s.Counts["skip"], s.Seconds)
+	p("%d steps passed, %d failed, %d skipped, %d cut by the deadline in %.0f s", s.Counts["pass"], s.Counts["fail"], s.Counts["skip"],
+		s.Counts["cut"], s.Seconds)
 	p(" on %s (size %s", orDash(s.Kit.Host), s.Kit.Size)
 	if s.Kit.Version != "" {
 		p(", %s", s.Kit.Version)
@@ -66,7 +66,17 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 	if s.Kit.Revision != "" {
 		p(", binary at commit %s", s.Kit.Revision)
 	}
-	p("); results in `%s`.\n\n", s.Kit.Dir)
+	p(").\n\n")
+	for _, n := range s.Notes {
+		p("**Note:** %s\n\n", n)
+	}
+	if len(s.Phases) > 0 {
+		p("## Phases\n\n| phase | result | seconds | steps | finished before the deadline |\n|---|---|---|---|---|\n")
+		for _, ph := range s.Phases {
+			p("| %s | %s | %.0f | %s | %s |\n", ph.Name, status(ph.Status), ph.Seconds, strings.Join(ph.Steps, ", "), cell(ph.Finished))
+		}
+		p("\n")
+	}
 
 	p("## Device\n\n")
 	if ci := s.CudaInfo; ci != nil {
@@ -114,7 +124,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		} else if st.Note != "" {
 			d = st.Note
 		}
-		res := strings.ToUpper(st.Status)
+		res := status(st.Status)
 		if st.Status == "fail" {
 			res = fmt.Sprintf("**FAIL** (exit %d)", st.RC)
 		}
@@ -127,7 +137,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		if err := json.Unmarshal(s.Bench, &b); err != nil {
 			return fmt.Errorf("bench.json: %w", err)
 		}
-		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s`\n\n", b.Shape)
+		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s` (%s)\n\n", b.Shape, s.BenchFrom)
 		p("%s, matmul %s; peak %.0f TFLOP/s and %.0f GB/s for MFU and the decode bound. %s.\n\n", b.GPU, b.Matmul, b.PeakTFLOPs, b.BandwidthGBs, b.Baseline)
 		p("Training (forward + backward of the batch; the optimizer step not included, on either side):\n\n")
 		p("| shape | tokens | step s | tok/s | MFU | PyTorch step s | PyTorch tok/s | PyTorch MFU | × |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -198,12 +208,33 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		}
 		p("\n")
 	}
+	if len(s.Checks) > 0 {
+		p("## The Python ecosystem's readers\n\n")
+		for _, name := range []string{"peft", "tensorboard"} {
+			if v, ok := s.Checks[name]; ok {
+				raw, _ := json.Marshal(v)
+				p("- %s: `%s`\n", name, raw)
+			}
+		}
+		p("\n")
+	}
 	for _, u := range s.Unreadable {
 		p("Not summarized (unreadable): %s\n\n", cell(u))
 	}
-	p("## What to send back\n\nThe whole results folder (`tar czf %s.tar.gz -C %s %s`): summary.json, this report and every step's log.\n",
-		filepath.Base(s.Kit.Dir), filepath.Dir(s.Kit.Dir), filepath.Base(s.Kit.Dir))
+	p("## Files\n\nsummary.json (all of this as JSON), this report, console.log (everything the run printed) and logs.tar.gz " +
+		"(every step's log and record: `tar xzf logs.tar.gz`; `gdrotrain kit-report --dir` on the extracted folder makes this report again).\n")
 	return nil
+}
+
+// status is a status as the tables show it.
+func status(s string) string {
+	switch s {
+	case "fail":
+		return "**FAIL**"
+	case "cut":
+		return "**CUT**"
+	}
+	return strings.ToUpper(s)
 }
 
 func orDash(s string) string {
