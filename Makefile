@@ -131,6 +131,7 @@ test: fixtures vet
 	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
+	$(GO) test -run '^$$' -fuzz '^FuzzReport$$' -fuzztime 50x ./report/
 
 # test-short: the quick lane (README, "The two commands"): go test -short,
 # where the CUDA tests run each route once, without repetitions and sweeps.
