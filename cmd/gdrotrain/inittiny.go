@@ -34,6 +34,9 @@ drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
 			if err != nil {
 				return err
 			}
+			if err := initTinyPlan(cfg, dt).check(hostMemory(), "this machine"); err != nil {
+				return err
+			}
 			b := cpu.NewBackend()
 			p := model.RandomParams(b, cfg, seed, o.InitStd, 0)
 			if err := model.WriteFolder(out, cfg, b, p, dt); err != nil {
@@ -60,4 +63,13 @@ drawn as transformers initialises them: normal(0, init-std), norms at 1.`,
 	f.Uint64Var(&seed, "seed", 0, "random seed")
 	f.StringVar(&dtype, "dtype", "float32", "storage dtype: float32, bfloat16 or float16")
 	return cmd
+}
+
+// initTinyPlan is what init-tiny holds: the fp32 weights and the file's
+// encoded tensors.
+func initTinyPlan(cfg *model.Config, dt model.DType) memPlan {
+	w := paramBytes(cfg)
+	const sizes = "--hidden, --intermediate, --layers or --vocab"
+	return memPlan{command: "init-tiny", parts: []memPart{
+		{"weights (fp32)", w, sizes}, {"model.safetensors (" + dt.TorchName() + ")", w / 4 * float64(dt.Size()), sizes}}}
 }
