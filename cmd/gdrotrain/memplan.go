@@ -123,6 +123,8 @@ func checkContext(c *model.Config, what string, prompt int, newTokens int, flag 
 	switch {
 	case prompt > maxPos:
 		return fmt.Errorf("%s has %d tokens, more than the model's max_position_embeddings %d", what, prompt, maxPos)
+	case newTokens > 0 && prompt == maxPos:
+		return fmt.Errorf("%s has %d tokens, the model's whole max_position_embeddings: no room to generate (%s %d)", what, prompt, flag, newTokens)
 	case newTokens > 0 && int64(prompt)+int64(newTokens) > int64(maxPos):
 		return fmt.Errorf("%s has %d tokens and %s %d would take the sequence to %d, past the model's max_position_embeddings %d (HINT: %s %d at most)",
 			what, prompt, flag, newTokens, int64(prompt)+int64(newTokens), maxPos, flag, maxPos-prompt)
