@@ -24,7 +24,7 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, stopSignals()...)
 	go handleSignals(sigs, cancel, os.Stderr, trainer.Checkpointing, os.Exit)
 	err := newRootCmd().ExecuteContext(ctx)
 	if errors.Is(err, trainer.ErrStopped) {
@@ -38,8 +38,16 @@ func main() {
 
 // stopSignals stop a command cleanly: SIGINT (Ctrl-C), SIGTERM (kill,
 // Slurm at the time limit, scancel), SIGUSR1 (Slurm's pre-emption
-// warning) and SIGHUP (the SSH session or terminal closed).
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGHUP}
+// warning) and SIGHUP (the SSH session or terminal closed), unless the
+// process started with SIGHUP ignored (nohup: the user asked it to outlive
+// the terminal; catching it would undo that).
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
 
 // handleSignals reads sigs until it closes. The first signal calls stop
 // (commands finish or abandon the work in flight and return; the trainer

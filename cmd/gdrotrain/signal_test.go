@@ -175,32 +175,35 @@ func TestStopSignalsReal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the test binary")
 	}
+	type send struct {
+		marker string
+		sig    syscall.Signal
+	}
 	for _, c := range []struct {
 		name  string
-		sends []struct {
-			marker string
-			sig    syscall.Signal
-		}
+		nohup bool // started under nohup: SIGHUP ignored, the run goes on
+		sends []send
 	}{
-		{"SIGHUP", []struct {
-			marker string
-			sig    syscall.Signal
-		}{{"step 2/", syscall.SIGHUP}}},
-		{"SIGUSR1 then SIGTERM", []struct {
-			marker string
-			sig    syscall.Signal
-		}{{"step 2/", syscall.SIGUSR1}, {"stopping at step", syscall.SIGTERM}}},
+		{"SIGHUP", false, []send{{"step 2/", syscall.SIGHUP}}},
+		{"SIGUSR1 then SIGTERM", false, []send{{"step 2/", syscall.SIGUSR1}, {"stopping at step", syscall.SIGTERM}}},
+		{"SIGHUP under nohup", true, []send{{"step 2/", syscall.SIGHUP}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			task := testfix.TinyTask(t)
 			args := append([]string{"train", "--config", "demo", "--resume", "auto"}, taskArgs(task, "validation.every=0",
 				"train.steps=5", "checkpoint.every=4", "train.log_every=1")...)
-			code, log := runMain(t, args, func(line string, p *os.Process) {
+			code, log := runMain(t, c.nohup, args, func(line string, p *os.Process) {
 				if len(c.sends) > 0 && strings.Contains(line, c.sends[0].marker) {
 					p.Signal(c.sends[0].sig)
 					c.sends = c.sends[1:]
 				}
 			})
+			if c.nohup {
+				if code != 0 || len(c.sends) > 0 || strings.Contains(log, "stopping at step") {
+					t.Fatalf("under nohup, SIGHUP: exit status %d (signals left unsent: %v), want the run to go on to the end (0)\n%s", code, c.sends, log)
+				}
+				return
+			}
 			if code != exitRequeue || len(c.sends) > 0 {
 				t.Fatalf("exit status %d (signals left unsent: %v), want %d\n%s", code, c.sends, exitRequeue, log)
 			}
@@ -211,18 +214,26 @@ func TestStopSignalsReal(t *testing.T) {
 			if _, err := checkpoint.Verify(m[len(m)-1][1]); err != nil {
 				t.Fatalf("the stop's checkpoint: %v\n%s", err, log)
 			}
-			if code, log := runMain(t, args, nil); code != 0 || !strings.Contains(log, "resumed from") {
+			if code, log := runMain(t, false, args, nil); code != 0 || !strings.Contains(log, "resumed from") {
 				t.Fatalf("resumed run: exit status %d\n%s", code, log)
 			}
 		})
 	}
 }
 
-// runMain runs gdrotrain with args in a child process, calls on with
-// each line it logs, and returns its exit status and log.
-func runMain(t *testing.T, args []string, on func(line string, p *os.Process)) (int, string) {
+// runMain runs gdrotrain with args in a child process (under nohup(1)
+// with nohup), calls on with each line it logs, and returns its exit
+// status and log.
+func runMain(t *testing.T, nohup bool, args []string, on func(line string, p *os.Process)) (int, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
+	if nohup {
+		path, err := exec.LookPath("nohup")
+		if err != nil {
+			t.Skip("no nohup(1)")
+		}
+		cmd = exec.Command(path, os.Args[0])
+	}
 	cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
