@@ -115,7 +115,8 @@ CUDA_SEED3_LOG := .cache/cuda-seed3.log
 test test-short: export GDROTRAIN_EMU_CACHE ?= $(CURDIR)/.cache/cuda-emu-objects
 # The fuzz budget is a count, not a duration: Go 1.26's fuzz coordinator can
 # report a spurious "context deadline exceeded" at the end of a timed run
-# (golang/go#75804).
+# (golang/go#75804). FuzzReport draws every figure per input (about 0.1 s),
+# so its budget is small and its minimisation counted too (about 8 CPU s).
 test: fixtures vet
 	$(GO) test -count=1 -timeout 40m $(PKGS)
 	@mkdir -p .cache
@@ -135,6 +136,7 @@ test: fixtures vet
 	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
+	$(GO) test -run '^$$' -fuzz '^FuzzReport$$' -fuzztime 50x -fuzzminimizetime 10x ./report/
 
 # test-short: the quick lane (README, "The two commands"): go test -short,
 # where the CUDA tests run each route once, without repetitions and sweeps.

@@ -358,6 +358,9 @@ func (s Series) MovingAverage(w int) Series {
 // Method is the "method" of the run's last record (grpo, prompt, rollout,
 // prompt+rollout), or inferred from its fields when not logged.
 func (r *Run) Method() string {
+	if len(r.Records) == 0 {
+		return "unknown (no step records)"
+	}
 	last := r.Records[len(r.Records)-1]
 	if last.Method != "" {
 		return last.Method
@@ -475,8 +478,8 @@ func (r *Run) Grid(key string) (g Grid, ok bool) {
 		share := rec.Arrays["bin_share"]
 		for c := range row {
 			row[c] = math.NaN()
-			if has && share[c] > 0 {
-				row[c] = a[c]
+			if has && share[c] > 0 && !math.IsInf(a[c], 0) {
+				row[c] = a[c] // ±Inf (not from JSON) has no colour: no value
 			}
 		}
 		g.Steps = append(g.Steps, float64(rec.Step))

@@ -129,9 +129,9 @@ func dynamicsFigures(run *Run) ([]Figure, []Skipped) {
 
 // addDashed adds a series as a dashed line of colour i with a legend entry.
 func addDashed(p *plot.Plot, s Series, i int) {
-	l, err := plotter.NewLine(s)
+	l, err := plotter.NewLine(s.finite())
 	if err != nil {
-		panic(fmt.Sprintf("report: line %q: %v", s.Label, err))
+		return // no finite point to draw
 	}
 	l.Color = lineColor(i)
 	l.Width = vg.Points(1.2)
@@ -152,9 +152,7 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 	addLines(top, []Series{dmu}, 0, false)
 
 	bot := newPlot("", "lag k in steps (k > 0: dmu leads the mean bin)", "corr(dmu(t), Δmean bin(t+k))")
-	vals := make(plotter.Values, len(corrs))
-	copy(vals, corrs)
-	bars, err := plotter.NewBarChart(vals, vg.Points(22))
+	bars, err := plotter.NewBarChart(barValues(corrs), vg.Points(22))
 	if err != nil {
 		panic(fmt.Sprintf("report: lead-lag bars: %v", err))
 	}
@@ -171,7 +169,9 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 	// ±0.25, so that a near-zero bar does not look like a strong one.
 	m := 0.25
 	for _, c := range corrs {
-		m = math.Max(m, 1.25*math.Abs(c))
+		if isFinite(c) { // NaN: a lag with no variation to correlate
+			m = math.Max(m, 1.25*math.Abs(c))
+		}
 	}
 	m = math.Min(m, 1.05)
 	bot.Y.Min, bot.Y.Max = -m, m
@@ -186,6 +186,9 @@ func leadLagFigure(run *Run, lags, corrs []float64) Figure {
 		}
 		xys.XYs[i] = plotter.XY{X: float64(i), Y: c + off}
 		xys.Labels[i] = fmt.Sprintf("%+.2f", c)
+		if !isFinite(c) {
+			xys.XYs[i].Y, xys.Labels[i] = off, "n/a"
+		}
 	}
 	if lb, err := plotter.NewLabels(xys); err == nil {
 		for i := range lb.TextStyle {
@@ -294,7 +297,7 @@ func snapshotFigure(run *Run, snaps []Snapshot, name, title, otherLabel string, 
 	for i, s := range snaps {
 		p := newPlot(fmt.Sprintf("%s: step %d", s.Name, s.Step), "accuracy bin (0 = hardest)", "share")
 		p.Title.TextStyle.Font.Size = 11
-		share, err := plotter.NewBarChart(plotter.Values(s.Share), barW)
+		share, err := plotter.NewBarChart(barValues(s.Share), barW)
 		if err != nil {
 			panic(fmt.Sprintf("report: snapshot bars: %v", err))
 		}
@@ -303,7 +306,7 @@ func snapshotFigure(run *Run, snaps []Snapshot, name, title, otherLabel string, 
 		if o == nil { // the field is missing at this step only
 			o = make([]float64, C)
 		}
-		ob, err := plotter.NewBarChart(plotter.Values(o), barW)
+		ob, err := plotter.NewBarChart(barValues(o), barW)
 		if err != nil {
 			panic(fmt.Sprintf("report: snapshot bars: %v", err))
 		}

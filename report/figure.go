@@ -194,14 +194,14 @@ func styleAxis(a *plot.Axis) {
 // series are skipped. Series with a single point get a dot so they show.
 func addLines(p *plot.Plot, series []Series, offset int, legend bool) {
 	for i, s := range series {
+		s = s.finite()
 		if s.Len() == 0 {
 			continue
 		}
 		col := lineColor(offset + i)
 		l, err := plotter.NewLine(s)
 		if err != nil {
-			// NaN/Inf cannot come from JSON; a failure here is a bug.
-			panic(fmt.Sprintf("report: line %q: %v", s.Label, err))
+			continue // finite points always make a line
 		}
 		l.Color = col
 		l.Width = vg.Points(1.4)
@@ -232,6 +232,7 @@ func addSmoothLines(p *plot.Plot, series []Series, offset int, legend bool) stri
 	bold := make([]Series, len(series))
 	var windows []string
 	for i, s := range series {
+		s = s.finite()
 		bold[i] = s
 		w := SmoothWindow(s.Len())
 		if w == 0 {
@@ -239,7 +240,7 @@ func addSmoothLines(p *plot.Plot, series []Series, offset int, legend bool) stri
 		}
 		raw, err := plotter.NewLine(s)
 		if err != nil {
-			panic(fmt.Sprintf("report: line %q: %v", s.Label, err))
+			continue // finite points always make a line
 		}
 		raw.Color = faded(lineColor(offset + i))
 		raw.Width = vg.Points(0.7)
@@ -263,9 +264,14 @@ func faded(c color.Color) color.Color {
 	return color.RGBA{mix(r), mix(g), mix(b), 0xff}
 }
 
-// addHLine adds a dashed horizontal reference line at y over [x0, x1].
+// addHLine adds a dashed horizontal reference line at y over [x0, x1];
+// none where the range is empty (x0 > x1: xRange of series without a
+// point, such as a WSE ratio in a run that solved nothing yet).
 func addHLine(p *plot.Plot, y, x0, x1 float64, label string) {
-	l, _ := plotter.NewLine(plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}})
+	l, err := plotter.NewLine(plotter.XYs{{X: x0, Y: y}, {X: x1, Y: y}})
+	if err != nil || !(x0 <= x1) {
+		return
+	}
 	l.Color = refColor
 	l.Width = vg.Points(1)
 	l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
@@ -275,15 +281,44 @@ func addHLine(p *plot.Plot, y, x0, x1 float64, label string) {
 	}
 }
 
-// xRange is the smallest and largest X over the series.
+// xRange is the smallest and largest X over the series' finite points;
+// lo > hi (+Inf, −Inf) when they have none.
 func xRange(series ...Series) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, s := range series {
+		s = s.finite()
 		for _, x := range s.X {
 			lo, hi = math.Min(lo, x), math.Max(hi, x)
 		}
 	}
 	return lo, hi
+}
+
+// finite is s without its NaN and ±Inf points, which no plotter draws: a
+// value left undefined at a step (0/0 where a bin had no rollouts, a ratio
+// to a zero WSE) is a gap in the line, not a crash.
+func (s Series) finite() Series {
+	out := Series{Label: s.Label}
+	for i := range s.X {
+		if isFinite(s.X[i]) && isFinite(s.Y[i]) {
+			out.X, out.Y = append(out.X, s.X[i]), append(out.Y, s.Y[i])
+		}
+	}
+	return out
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// barValues are v for a bar chart, a non-finite value (an undefined
+// average, a logged NaN) drawn as no bar.
+func barValues(v []float64) plotter.Values {
+	out := make(plotter.Values, len(v))
+	for i, x := range v {
+		if isFinite(x) {
+			out[i] = x
+		}
+	}
+	return out
 }
 
 // yFloor makes the Y axis start at 0 when all data are ≥ 0 and the data
@@ -306,8 +341,14 @@ type niceTicks struct {
 
 func (n niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	span := hi - lo
-	if !(span > 0) || math.IsInf(span, 0) {
-		return plot.DefaultTicks{}.Ticks(lo, hi)
+	switch {
+	case !isFinite(lo) || !isFinite(hi):
+		return nil // gonum's default ticks loop forever on NaN
+	case math.IsInf(span, 0):
+		// ±1e308: the span overflows; gonum's default ticks panic.
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 3, 64)}, {Value: hi, Label: strconv.FormatFloat(hi, 'g', 3, 64)}}
+	case !(span > 0):
+		return []plot.Tick{{Value: lo, Label: formatTick(lo, 0)}}
 	}
 	target := max(2, n.target)
 	mag := math.Pow(10, math.Floor(math.Log10(span/float64(target))))
@@ -327,6 +368,11 @@ func (n niceTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
 	sub := step / float64(minor)
 	first := math.Ceil(lo/sub-1e-9) * sub
+	if !(first+sub > first) || (hi-first)/sub > float64(4*target*minor) {
+		// A span below the float resolution at this magnitude (1e17 to
+		// 1e17+1): the minor steps would not advance. Label the ends.
+		return []plot.Tick{{Value: lo, Label: formatTick(lo, span)}, {Value: hi, Label: formatTick(hi, span)}}
+	}
 	for k := 0; ; k++ {
 		v := first + float64(k)*sub
 		if v > hi+1e-9*span {

@@ -73,7 +73,7 @@ func heatmapFigure(run *Run, g Grid, sp heatSpec) Figure {
 	if !sp.fixed {
 		lo, hi = g.Range()
 		if sp.zeroFloor {
-			lo = 0
+			lo, hi = 0, math.Max(hi, 0) // a negative count is not logged by us, but must not invert the scale
 		}
 		// A few extreme cells (every prompt in bin 0 before the classifier
 		// has history) would squeeze the rest of the map into the dark end

@@ -99,8 +99,10 @@ func (r *Report) HTML() string {
 		if run.Dir == "" {
 			hr.ConfigNote = "no config.yaml: " + run.MetricsPath + " is a metrics file (gdro-sim and gdro-replay take their settings from the command line)"
 		}
-		first, last := run.Records[0].Step, run.Records[len(run.Records)-1].Step
-		hr.Steps = fmt.Sprintf("%d–%d (%d records)", first, last, len(run.Records))
+		hr.Steps = "none (no step records)"
+		if n := len(run.Records); n > 0 {
+			hr.Steps = fmt.Sprintf("%d–%d (%d records)", run.Records[0].Step, run.Records[n-1].Step, n)
+		}
 		if len(run.Val) > 0 {
 			hr.Validation = fmt.Sprintf("%d evaluations, %d benchmarks", len(run.Val), len(run.Benchmarks()))
 		}

@@ -221,6 +221,9 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 		lo, hi := xRange(ratio)
 		addHLine(bot, 1, lo, hi, "uniform")
 		addSmoothLines(bot, []Series{ratio}, 0, true)
+		if ratio.Len() == 0 {
+			cap += " The ratio is undefined at every step (WSE uniform is 0): σ̂_b = 0 in every bin sampled, no rollout solved yet or every one."
+		}
 		figs = append(figs, Figure{Name: "dyn_wse", Section: secPaper, Title: "WSE(t) = Σ_b q_t(b)·σ̂_b/√n_b(t) against uniform",
 			Caption: "The paper's weighted standard error (docs/algorithm.md §8.1). q_t(b) is the step's prompt share (bin_share), n_b(t) the rollouts " +
 				"per prompt the bin received (bin_n_mean) and σ̂_b = sqrt(p̄_b(1 − p̄_b)) is estimated once from the whole run, p̄_b the bin's " +
@@ -274,12 +277,7 @@ func paperFigures(run *Run) ([]Figure, []Skipped) {
 // uniform-over-present reference).
 func tailFigure(run *Run, tb TailBars, name, title, yLabel, uniLabel, caption string) Figure {
 	C := len(run.Labels)
-	vals := make(plotter.Values, C)
-	for c, v := range tb.Mean {
-		if !math.IsNaN(v) {
-			vals[c] = v
-		}
-	}
+	vals := barValues(tb.Mean)
 	p := newPlot(title+" — "+run.Name, "accuracy bin (0 = hardest)", yLabel)
 	bars, err := plotter.NewBarChart(vals, vg.Points(math.Max(6, math.Min(28, 300/float64(C)))))
 	if err != nil {

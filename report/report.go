@@ -49,6 +49,14 @@ var sections = []string{secHeatmaps, secDynamics, secPaper, secSnapshots, secTra
 // Build makes the report of one run: every figure the run has data for.
 func Build(run *Run) *Report {
 	rep := &Report{Title: "gdrotrain run " + run.Name, Runs: []*Run{run}}
+	if len(run.Records) == 0 {
+		// LoadRun refuses such a run; one built otherwise gets a page
+		// that says why it holds no figure.
+		for _, sec := range sections {
+			rep.Skipped = append(rep.Skipped, Skipped{Section: sec, Name: sec, Title: "every figure", Reason: "the run has no step records"})
+		}
+		return rep
+	}
 	for _, part := range []func(*Run) ([]Figure, []Skipped){
 		heatmapFigures, dynamicsFigures, paperFigures, snapshotFigures, trainingFigures, validationFigures, paperValidationFigures,
 	} {

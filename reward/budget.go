@@ -55,6 +55,10 @@ type meter struct {
 	steps    int64
 	deadline time.Time
 	err      error // sticky: once exhausted, every later charge fails
+	// overflows counts the exact values that passed MaxBits and fell
+	// outside float64's range (demote): a comparison they leave
+	// undecided is reported as over budget, not as unequal.
+	overflows int
 }
 
 func newMeter(b Budget) *meter {

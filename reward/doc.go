@@ -112,7 +112,12 @@
 // StatusBudget, and so does an answer or truth longer than MaxAnswerBytes
 // that is not equal to the other as a string: extraction never shortens an
 // answer, so an identical answer of a million digits is correct and a
-// different one is reported as over budget, never as no answer. A panic in
+// different one is reported as over budget, never as no answer. An exact
+// value past MaxBits (8192 bits) becomes floating point; one that then
+// leaves float64's range (2^{9000}, 100000!, 2^{-9000}) is undecidable, and a
+// comparison it leaves unequal is StatusBudget too, never a confident
+// "incorrect" (nor 1/2^{9000} = 0). Powers are sized by |n|·log2|x|, so
+// 2^{8000} (8001 bits) stays exact. A panic in
 // any scorer is recovered and scored as incorrect with StatusPanic. Metrics
 // counts both (the trainer logs them per step as verifier_budget_exhausted
 // and verifier_panics). FuzzScore and the adversarial set (adversarial_test.go)

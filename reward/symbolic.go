@@ -72,6 +72,13 @@ func (s *Symbolic) equivalent(pred, truth string) (bool, error) {
 		// failed for want of input: report it as such.
 		return false, m.err
 	}
+	if err == nil && !eq && m.overflows > 0 {
+		// An exact value passed the size limit and left float64's range
+		// (2^{9000}, 100000!): its comparison at that point is undecided,
+		// so "unequal" would be a guess.
+		return false, fmt.Errorf("%w: an exact value passed %d bits (Budget.MaxBits) and float64's range; equality is undecided",
+			errBudget, s.Budget.MaxBits)
+	}
 	return eq, err
 }
 

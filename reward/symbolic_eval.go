@@ -280,6 +280,11 @@ func (e *evaluator) factorial(x value) (value, error) {
 	if r < 0 && r == math.Trunc(r) {
 		return value{}, errDomain
 	}
+	if x.realExact() && x.re.IsInt() {
+		// An integer's factorial past the size limit (100000!): ±Inf in
+		// floating point, so undecidable rather than a number.
+		return e.demote(complex(math.Gamma(r+1), 0)), nil
+	}
 	return floatValue(complex(math.Gamma(r+1), 0)), nil
 }
 
@@ -331,7 +336,7 @@ func (e *evaluator) binomial(n, k value) (value, error) {
 	a, sa := lg(nr)
 	b, sb := lg(kr)
 	c, sc := lg(nr - kr)
-	return demoted(complex(sa*sb*sc*math.Exp(a-b-c), 0)), nil
+	return e.demote(complex(sa*sb*sc*math.Exp(a-b-c), 0)), nil
 }
 
 // log2Binomial estimates log2 C(n, k) for 0 ≤ k ≤ n.

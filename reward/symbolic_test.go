@@ -537,7 +537,7 @@ var equivTables = map[string][]equivCase{
 		{"\\frac{1}{\\sqrt{2}}", "\\frac{\\sqrt{2}}{2}", true},
 		{"\\frac{\\sqrt{2}}{3}", "\\frac{\\sqrt{2}}{2}", false},
 		{"10^{10^{10}}", "10^{10^{10}}", true},
-		{"10^{10^{10}}", "10^{10^{10}}+1", false},
+		// 10^{10^{10}} against 10^{10^{10}}+1 is undecided: TestBeyondBitLimit.
 		{"2^{2^{2^{2}}}", "65536", true},
 		{"0.999", "1", false},
 		{"\\frac{1}{3}", "0.\\overline{3}", false},
@@ -547,5 +547,46 @@ var equivTables = map[string][]equivCase{
 func TestEquivalent(t *testing.T) {
 	for group, cases := range equivTables {
 		t.Run(strings.ReplaceAll(group, " ", "_"), func(t *testing.T) { runEquiv(t, group, cases) })
+	}
+}
+
+// TestBeyondBitLimit: exact values near and past Budget.MaxBits (8192 bits
+// by default). Where both sides stay exact the verdict is exact; where a
+// value passes the limit and overflows float64 the comparison cannot be
+// decided and says so (StatusBudget), never a confident "incorrect" or
+// "correct" from an overflow (issue 44).
+func TestBeyondBitLimit(t *testing.T) {
+	const correct, incorrect, budget = "correct", "incorrect", "budget"
+	s := NewSymbolic(DefaultBudget())
+	for _, c := range []struct{ response, truth, want string }{
+		{`\boxed{2^{4000}}`, `2^{3999}\cdot 2`, correct}, // 4001 bits: exact
+		{`\boxed{2^{8000}}`, `2^{7999}\cdot 2`, correct}, // 8001 bits
+		{`\boxed{2^{4000}}`, `2^{3999}`, incorrect},
+		{`\boxed{2^{-4000} \cdot 2^{4000}}`, `1`, correct},
+		{`\boxed{3^{5000}}`, `3^{4999}\cdot 3`, correct}, // 7925 bits
+		{`\boxed{500!}`, `500\cdot 499!`, correct},       // 3768 bits
+		{`\boxed{2^{9000}}`, `2^{9000}`, correct},        // equal as strings
+		{`\boxed{2^{9000}}`, `2^{8999}\cdot 2`, budget},
+		{`\boxed{100000!}`, `100000\cdot 99999!`, budget},
+		{`\boxed{100000!}`, `99999!`, budget},
+		{`\boxed{10^{10^{10}}}`, `10^{10^{10}}+1`, budget},
+		{`\boxed{\frac{1}{2^{9000}}}`, `0`, budget}, // not 0: 2^{-9000} underflows
+		{`\boxed{2^{9000}-2^{9000}}`, `0`, budget},
+		{`\boxed{5}`, `5`, correct},
+	} {
+		r := s.Score(c.response, c.truth)
+		got := incorrect
+		switch {
+		case r.Status == StatusBudget:
+			got = budget
+			if r.Err == nil || !strings.Contains(r.Err.Error(), "bits") {
+				t.Errorf("%s vs %s: budget without saying why: %v", c.response, c.truth, r.Err)
+			}
+		case r.Correct:
+			got = correct
+		}
+		if got != c.want {
+			t.Errorf("Score(%q, %q) = %s (%v, %v), want %s", c.response, c.truth, got, r.Status, r.Err, c.want)
+		}
 	}
 }

@@ -107,16 +107,20 @@ func (a *arith) cost(bits int) error { return a.m.charge(1 + int64(bits)/32) }
 // fit demotes an exact value that has grown past the size limit.
 func (a *arith) fit(v value) value {
 	if v.exact && v.bits() > a.maxBits {
-		return demoted(v.complex())
+		return a.demote(v.complex())
 	}
 	return v
 }
 
-// demoted marks a floating-point stand-in for a value too large or too
-// small for float64 as unusable: a nonzero number that underflowed to 0
-// would otherwise compare equal to 0.
-func demoted(z complex128) value {
-	if z == 0 {
+// demote is the floating-point stand-in for an exact value past the size
+// limit. One too large or too small for float64 is unusable, NaN, and
+// counted on the meter: an underflow to 0 would compare equal to 0
+// (2^{-9000} = 0), and an overflow to ±Inf would make 1/2^{9000} = 0 and
+// 2^{9000} − 2^{9000} undefined; equivalent then reports the comparison
+// as undecided (over budget) instead of a confident verdict.
+func (a *arith) demote(z complex128) value {
+	if z == 0 || cmplx.IsInf(z) || cmplx.IsNaN(z) {
+		a.m.overflows++
 		return floatValue(complex(math.NaN(), 0))
 	}
 	return floatValue(z)
@@ -256,16 +260,17 @@ func (a *arith) powInt(x value, n *big.Int) (value, error) {
 		}
 		return intValue(-1), nil
 	}
-	// The result has about bits(x)·|n| bits; compare without overflowing.
+	// The result has |n|·log2|x| bits, numerator and denominator; compare
+	// without overflowing (2^{8000} is 8001 bits, within the limit).
 	if !n.IsInt64() || !x.exact || n.Int64() == math.MinInt64 ||
-		absInt64(n.Int64()) > int64(a.maxBits) || int64(x.bits()) > int64(a.maxBits)/absInt64(n.Int64()) {
+		absInt64(n.Int64()) > int64(a.maxBits) || powBits(x, absInt64(n.Int64())) > float64(a.maxBits) {
 		// Too big to be exact: floating point (usually ±Inf or 0).
 		nf, _ := new(big.Float).SetInt(n).Float64()
 		xc := x.complex()
 		if x.realish() {
-			return demoted(complex(math.Pow(real(xc), nf), 0)), nil
+			return a.demote(complex(math.Pow(real(xc), nf), 0)), nil
 		}
-		return demoted(cmplx.Pow(xc, complex(nf, 0))), nil
+		return a.demote(cmplx.Pow(xc, complex(nf, 0))), nil
 	}
 	k := absInt64(n.Int64())
 	var v value
@@ -396,4 +401,33 @@ func intLog2(n *big.Int) float64 {
 	top := new(big.Int).Rsh(n, uint(b-64))
 	f, _ := new(big.Float).SetInt(top).Float64()
 	return math.Log2(f) + float64(b-64)
+}
+
+// powBits bounds from above the size (numerator + denominator bits, as
+// ratBits counts them) of x^k for an exact x and k ≥ 1.
+func powBits(x value, k int64) float64 {
+	parts := []*big.Rat{x.re}
+	if x.im != nil && x.im.Sign() != 0 {
+		// |re + im·i|^k is at most (|re| + |im|)^k.
+		parts = []*big.Rat{new(big.Rat).Add(new(big.Rat).Abs(x.re), new(big.Rat).Abs(x.im))}
+	}
+	bits := 0.0
+	for _, r := range parts {
+		bits += float64(k)*log2Int(r.Num()) + 1 + float64(k)*log2Int(r.Denom()) + 1
+	}
+	if x.im != nil && x.im.Sign() != 0 {
+		bits *= 2 // both parts of the result
+	}
+	return bits * (1 + 1e-12)
+}
+
+// log2Int is log2|n| (0 for 0 and ±1).
+func log2Int(n *big.Int) float64 {
+	if n.BitLen() <= 1 {
+		return 0
+	}
+	mant := new(big.Float)
+	exp := new(big.Float).SetInt(n).MantExp(mant) // |n| = mant·2^exp, mant in [0.5, 1)
+	m, _ := mant.Float64()
+	return float64(exp) + math.Log2(math.Abs(m))
 }

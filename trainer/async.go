@@ -814,6 +814,13 @@ func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply 
 		g.version, g.hash = w.Version, w.Hash
 		rep.LoadSeconds = time.Since(t0).Seconds()
 	}
+	if g.version != w.Version && g.hash == w.Hash && g.hash != "" {
+		// A step that left the weights as they were (no gradient: every
+		// group with equal rewards) makes a new version with the hash this
+		// rank holds, and rank 0 sends nothing: the version advances
+		// without a transfer.
+		g.version = w.Version
+	}
 	if g.version != w.Version || g.hash != w.Hash {
 		rep.Err = fmt.Sprintf("holds the weights of version %d (sha256 %.12s); step %d asks for version %d (sha256 %.12s)", g.version, g.hash, w.Step, w.Version, w.Hash)
 		return rep

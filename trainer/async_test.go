@@ -25,6 +25,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/reward"
 )
 
 // runAsync runs cfg on trainers training ranks and gens generation ranks
@@ -32,6 +33,13 @@ import (
 // rank's trainer; hook, when set, is generation rank r's onWork.
 func runAsync(t *testing.T, cfg Config, trainers, gens int, resume string, timeout time.Duration,
 	prep func(r int, tr *Trainer), hook func(r int) func(step int) error) []error {
+	t.Helper()
+	return runAsyncScored(t, cfg, trainers, gens, resume, timeout, prep, hook, testfix.Parity{})
+}
+
+// runAsyncScored is runAsync with the generation ranks' scorer.
+func runAsyncScored(t *testing.T, cfg Config, trainers, gens int, resume string, timeout time.Duration,
+	prep func(r int, tr *Trainer), hook func(r int) func(step int) error, scorer reward.Scorer) []error {
 	t.Helper()
 	cfg.Dist.RolloutRanks = gens
 	world, err := dist.Loopback(trainers+gens, timeout)
@@ -54,7 +62,7 @@ func runAsync(t *testing.T, cfg Config, trainers, gens int, resume string, timeo
 		go func() {
 			defer wg.Done()
 			if r >= trainers {
-				g, err := OpenGenerator(cfg, io.Discard, Options{Dist: &Dist{World: world[r]}, Scorer: testfix.Parity{}})
+				g, err := OpenGenerator(cfg, io.Discard, Options{Dist: &Dist{World: world[r]}, Scorer: scorer})
 				if err != nil {
 					errs[r] = fmt.Errorf("open generator: %w", err)
 					world[r].Close()
@@ -239,6 +247,56 @@ func TestAsyncOneStepOffResume(t *testing.T) {
 		t.Errorf("the resumed run differs from the uninterrupted one:\n%s\nvs\n%s", a, b)
 	}
 	sameWeights(t, full.RunDir(), part.RunDir())
+}
+
+// nothingSolved scores every response incorrect: every group has equal
+// rewards, so a step has no gradient and leaves the weights as they were.
+type nothingSolved struct{}
+
+func (nothingSolved) Mode() reward.Mode { return reward.ModeDAPO }
+func (nothingSolved) Score(string, string) reward.Result {
+	return reward.Result{Score: -1, Status: reward.StatusOK}
+}
+
+// TestAsyncUnchangedWeights: a step that leaves the weights unchanged
+// (no correct rollout: no gradient) makes the next version's hash the one
+// the generation rank holds, so rank 0 sends no weights; the generation
+// rank takes the new version number without a transfer (issue 44: it
+// refused, "holds the weights of version 0 …; step 2 asks for version 1"
+// with the same sha256), on 2 training ranks and 1 generation rank, at
+// either max_off_policy_steps.
+func TestAsyncUnchangedWeights(t *testing.T) {
+	for _, k := range []int{0, 1} {
+		t.Run(fmt.Sprintf("k=%d", k), func(t *testing.T) {
+			cfg := offPolicyConfig(t, fmt.Sprintf("unchanged-k%d", k), 3)
+			cfg.Train.MaxOffPolicySteps = k
+			// Nothing else moves the weights: no KL term (its gradient is
+			// a rounding difference from the reference), no decay.
+			cfg.Loss.KLCoef, cfg.GDRO.Prompt.KLCoef, cfg.Optim.WeightDecay = 0, 0, 0
+			unsolved := func(r int, tr *Trainer) {
+				for src := range tr.scorers {
+					tr.scorers[src] = reward.Counted{Scorer: nothingSolved{}, M: &tr.rmet}
+				}
+			}
+			noErrs(t, runAsyncScored(t, cfg, 2, 1, "", time.Minute, unsolved, nil, nothingSolved{}))
+			lines := readLines(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"))
+			if len(lines) != 3 {
+				t.Fatalf("%d steps logged, want 3", len(lines))
+			}
+			for i, m := range lines {
+				if m["acc_mean"] != 0.0 {
+					t.Errorf("step %d: acc_mean %v, want 0 (nothing solved)", i+1, m["acc_mean"])
+				}
+				if want := float64(max(0, i-k)); m["weight_version"] != want {
+					t.Errorf("step %d: weight_version %v, want %v", i+1, m["weight_version"], want)
+				}
+			}
+			// Only the first version travelled: later ones have its hash.
+			if b := lines[len(lines)-1]["weight_sync_bytes"]; b != 0.0 {
+				t.Errorf("last step: weight_sync_bytes %v, want 0 (the weights did not change)", b)
+			}
+		})
+	}
 }
 
 func TestAsyncGenerationRankFails(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/data"
@@ -62,6 +63,8 @@ func (t *Trainer) checkpointRoot() string { return filepath.Join(t.Dir, "checkpo
 // compare their state hashes, rank 0 writes, and the others wait for its
 // outcome (their state is the same, so there is nothing else to write).
 func (t *Trainer) SaveCheckpoint() error {
+	checkpointing.Add(1)
+	defer checkpointing.Add(-1)
 	t.phase(PhaseCheckpoint)
 	if err := t.checkState("at the checkpoint"); err != nil {
 		return err
@@ -82,6 +85,14 @@ func (t *Trainer) SaveCheckpoint() error {
 	t.savedStep = t.step
 	return nil
 }
+
+// checkpointing counts the SaveCheckpoint calls in progress in this process.
+var checkpointing atomic.Int32
+
+// Checkpointing reports whether a checkpoint is being written in this
+// process: the command's signal handler then lets it finish whatever
+// signal follows (cmd/gdrotrain/main.go).
+func Checkpointing() bool { return checkpointing.Load() > 0 }
 
 // writeCheckpoint writes the checkpoint folder and prunes old ones; the
 // parameters in masters (fp32 masters gathered from the ranks) are

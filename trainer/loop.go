@@ -2,7 +2,7 @@ package trainer
 
 // The training loop: steps, metrics lines, periodic validation and weight
 // snapshots, and a clean stop when the context is cancelled (SIGINT,
-// SIGTERM, SIGUSR1) at any moment:
+// SIGTERM, SIGUSR1, SIGHUP) at any moment:
 //   - during a step's generation, scoring or old/reference log-probs (before
 //     the weights change), the step is abandoned: its state (step counter,
 //     data cursor, controllers, verifier counts) is rolled back, so the

@@ -476,3 +476,7 @@ func kvRow(b Budget, dtype string) string {
 	}
 	return "KV cache (" + dtype + ")"
 }
+
+// HostMemory is the host's available memory in bytes (MemAvailable; 0
+// when unknown), for the commands that plan their own memory.
+func HostMemory() int64 { return availableMemory() }

@@ -29,7 +29,7 @@ func newDemoCmd() *cobra.Command {
 Every hyperparameter is in configs/demo.yaml (its demo: section sizes the
 model, the task and the warm-up); --set overrides any key, demo.* included.
 Without --resume the GRPO run folder is started afresh (an earlier demo run
-there is replaced). A signal (SIGINT, SIGTERM, SIGUSR1) exits with status 3:
+there is replaced). A signal (SIGINT, SIGTERM, SIGUSR1, SIGHUP) exits with status 3:
 during the warm-up nothing is kept; during GRPO the last complete step is
 checkpointed, and --resume continues from it (reusing the warmed-up model).`,
 		SilenceUsage: true,

@@ -33,11 +33,19 @@ func addSelfTestFlag(cmd *cobra.Command, skip *bool) {
 // loadModel opens the flags' backend and loads dir onto it: a Hugging Face
 // folder, or a PEFT adapter folder (a LoRA checkpoint, its base checked
 // against the manifest; an exported adapter folder) over its base, the
-// adapters applied on the fly.
-func loadModel(cmd *cobra.Command, dir string, f deviceFlags) (*model.Model, error) {
+// adapters applied on the fly. plan, when set, is checked against the
+// device's memory first (memplan.go).
+func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*model.Model, error) {
 	b, err := openBackend(cmd, f)
 	if err != nil {
 		return nil, err
+	}
+	if plan != nil {
+		// Against the device's memory, before the weights are read.
+		avail, name := deviceMemory(b)
+		if err := plan.check(avail, name); err != nil {
+			return nil, err
+		}
 	}
 	var m *model.Model
 	if model.IsAdapterFolder(dir) {

@@ -68,6 +68,11 @@ written into a temporary folder beside --out and moved into place.`,
 					}
 					return fmt.Errorf("%s: %s is not a LoRA checkpoint (no %s): its policy is a full model, exported without it", flag, ckpt, model.AdapterConfigFile)
 				}
+				if mc, err := model.LoadConfig(ckpt); err == nil {
+					if err := exportPlan(mc, dt, shardGB*(1<<30)).check(hostMemory(), "this machine"); err != nil {
+						return err
+					}
+				}
 				m, err := model.Load(cpu.NewBackend(), ckpt)
 				if err != nil {
 					return err
@@ -90,6 +95,11 @@ written into a temporary folder beside --out and moved into place.`,
 			baseDir, err := adapterBase(ckpt, man, base, "--base")
 			if err != nil {
 				return err
+			}
+			if mc, err := model.LoadConfig(baseDir); err == nil {
+				if err := exportPlan(mc, dt, shardGB*(1<<30)).check(hostMemory(), "this machine"); err != nil {
+					return err
+				}
 			}
 			m, err := model.LoadAdapted(cpu.NewBackend(), ckpt, baseDir)
 			if err != nil {

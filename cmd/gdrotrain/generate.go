@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/internal/progress"
+	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/sampler"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
@@ -24,7 +26,11 @@ func newGenerateCmd() *cobra.Command {
 		Long: `generate renders the prompt (the model's chat template with an open assistant
 turn, or raw), samples -n completions with the same sampler the trainer uses
 (per-sequence seeded randomness, stop on every EOS id), and prints them.
-Temperature 0 is greedy.`,
+Temperature 0 is greedy. A prompt that with --max-new-tokens would pass the
+model's max_position_embeddings is refused (the error says the largest
+--max-new-tokens that fits), and so is a run whose weights, KV cache (-n
+slots of prompt + --max-new-tokens tokens, or --kv-cache-gib) and results
+would not fit the device's memory.`,
 		Example:      "  gdrotrain generate --model runs/demo/model-warm --prompt '12+7=' --mode raw -n 4 --temperature 0.6",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,15 +47,26 @@ Temperature 0 is greedy.`,
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)
 			}
-			m, err := loadModel(cmd, dir, dev)
-			if err != nil {
-				return err
+			if !(kvGiB >= 0) {
+				return fmt.Errorf("--kv-cache-gib %v: want ≥ 0 (0: every slot at full length)", kvGiB)
 			}
 			tok, err := tokenizer.Load(tokDir)
 			if err != nil {
 				return err
 			}
 			ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: prompt}}, pm)
+			if err != nil {
+				return err
+			}
+			mc, err := modelConfig(dir)
+			if err != nil {
+				return err
+			}
+			if err := checkContext(mc, "--prompt", len(ids), p.MaxNewTokens, "--max-new-tokens"); err != nil {
+				return err
+			}
+			plan := generatePlan(mc, dev, n, len(ids), p.MaxNewTokens, kvGiB)
+			m, err := loadModel(cmd, dir, dev, &plan)
 			if err != nil {
 				return err
 			}
@@ -60,9 +77,6 @@ Temperature 0 is greedy.`,
 				p.StopIDs = append(p.StopIDs, int32(id))
 			}
 			p.MaxSlots = max(n, 1)
-			if !(kvGiB >= 0) {
-				return fmt.Errorf("--kv-cache-gib %v: want ≥ 0 (0: every slot at full length)", kvGiB)
-			}
 			p.KVBudgetBytes = int64(kvGiB * (1 << 30))
 			bar := progress.New(n, "sequences")
 			out, err := sampler.Generate(cmd.Context(), m, []sampler.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
@@ -103,4 +117,24 @@ Temperature 0 is greedy.`,
 	f.Uint64Var(&p.Seed, "seed", 0, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per completion")
 	return cmd
+}
+
+// generatePlan is what generate holds: the weights (and their bf16 copies
+// under bf16 products), the KV cache of n slots of the prompt and
+// maxNew tokens (or the --kv-cache-gib pool), a decode step's logits and
+// the completions' tokens.
+func generatePlan(mc *model.Config, dev deviceFlags, n, prompt, maxNew int, kvGiB float64) memPlan {
+	w := paramBytes(mc)
+	parts := []memPart{{"weights", w, ""}}
+	if dev.matmul == "bf16" {
+		parts = append(parts, memPart{"bf16 weight copies", w / 2, ""})
+	}
+	kv := kvBytes(mc, float64(n), float64(prompt)+float64(maxNew))
+	if kvGiB > 0 {
+		kv = math.Min(kv, kvGiB*(1<<30))
+	}
+	return memPlan{command: "generate", parts: append(parts,
+		memPart{fmt.Sprintf("KV cache (%d slots × %d tokens)", n, int64(prompt)+int64(maxNew)), kv, "-n or --max-new-tokens (or bound it with --kv-cache-gib)"},
+		memPart{"logits", float64(n) * float64(mc.VocabSize) * 4, "-n"},
+		memPart{"completions", float64(n) * (float64(maxNew)*8 + 256), "-n or --max-new-tokens"})}
 }

@@ -37,6 +37,9 @@ is refused unless --force (as for export).`,
 			if err != nil {
 				return err
 			}
+			if err := initTinyPlan(cfg, dt).check(hostMemory(), "this machine"); err != nil {
+				return err
+			}
 			b := cpu.NewBackend()
 			p := model.RandomParams(b, cfg, seed, o.InitStd, 0)
 			err = writeOut(cmd, out, force, func(dir string) error { return model.WriteFolder(dir, cfg, b, p, dt) })
@@ -65,4 +68,13 @@ is refused unless --force (as for export).`,
 	f.BoolVar(&force, "force", false, "write into an --out that is, or is inside, a model folder, a checkpoint or a run folder, replacing the model there")
 	f.StringVar(&dtype, "dtype", "float32", "storage dtype: float32, bfloat16 or float16")
 	return cmd
+}
+
+// initTinyPlan is what init-tiny holds: the fp32 weights and the file's
+// encoded tensors.
+func initTinyPlan(cfg *model.Config, dt model.DType) memPlan {
+	w := paramBytes(cfg)
+	const sizes = "--hidden, --intermediate, --layers or --vocab"
+	return memPlan{command: "init-tiny", parts: []memPart{
+		{"weights (fp32)", w, sizes}, {"model.safetensors (" + dt.TorchName() + ")", w / 4 * float64(dt.Size()), sizes}}}
 }

@@ -40,7 +40,15 @@ as JSON to stdout or --out.`,
 			if err != nil {
 				return fmt.Errorf("--ids: %w", err)
 			}
-			m, err := loadModel(cmd, dir, dev)
+			mc, err := modelConfig(dir)
+			if err != nil {
+				return err
+			}
+			if err := checkContext(mc, "--ids", len(tokens), 0, ""); err != nil {
+				return err
+			}
+			plan := logitsPlan(mc, len(tokens))
+			m, err := loadModel(cmd, dir, dev, &plan)
 			if err != nil {
 				return err
 			}
@@ -90,4 +98,18 @@ func parseIDs(s string) ([]int32, error) {
 		return nil, fmt.Errorf("no token ids given")
 	}
 	return ids, nil
+}
+
+// logitsPlan is what logits holds for T tokens: the weights, their KV
+// cache, one layer's activations and every position's logits (on the
+// device and downloaded).
+func logitsPlan(mc *model.Config, T int) memPlan {
+	t := float64(T)
+	C, F := float64(mc.HiddenSize), float64(mc.IntermediateSize)
+	Q, KV := float64(mc.NumAttentionHeads*mc.HeadDim), float64(mc.NumKeyValueHeads*mc.HeadDim)
+	return memPlan{command: "logits", parts: []memPart{
+		{"weights", paramBytes(mc), ""},
+		{"KV cache", kvBytes(mc, 1, t), "--ids"},
+		{"activations", t * (4*C + 3*F + Q + 2*KV) * 4, "--ids"},
+		{"logits", 2 * t * float64(mc.VocabSize) * 4, "--ids"}}}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,15 +21,11 @@ import (
 const exitRequeue = 3
 
 func main() {
-	// The first SIGINT/SIGTERM/SIGUSR1 cancels the context: commands finish
-	// or abandon the work in flight and return (the trainer checkpoints its
-	// last complete step and returns trainer.ErrStopped, whatever phase it
-	// was in). After that the default handlers are back, so a second signal
-	// ends the process at once; every file is written atomically, so that
-	// loses at most the write in progress.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, stopSignals()...)
+	go handleSignals(sigs, cancel, os.Stderr, trainer.Checkpointing, os.Exit)
 	err := newRootCmd().ExecuteContext(ctx)
 	if errors.Is(err, trainer.ErrStopped) {
 		// Pre-empted or interrupted with a checkpoint written: a distinct
@@ -37,4 +34,45 @@ func main() {
 		os.Exit(exitRequeue)
 	}
 	cobra.CheckErr(err)
+}
+
+// stopSignals stop a command cleanly: SIGINT (Ctrl-C), SIGTERM (kill,
+// Slurm at the time limit, scancel), SIGUSR1 (Slurm's pre-emption
+// warning) and SIGHUP (the SSH session or terminal closed), unless the
+// process started with SIGHUP ignored (nohup: the user asked it to outlive
+// the terminal; catching it would undo that).
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
+// handleSignals reads sigs until it closes. The first signal calls stop
+// (commands finish or abandon the work in flight and return; the trainer
+// checkpoints its last complete step and returns trainer.ErrStopped,
+// whatever phase it was in). Later ones never cut that stop short: Slurm
+// follows its USR1 warning with TERM, to every process, at the time
+// limit, and a checkpoint being written must be finished (only SIGKILL,
+// which cannot be caught, stops it; every file is written atomically, so
+// that loses at most the checkpoint in progress). They are only logged,
+// except a second Ctrl-C outside a checkpoint write, which ends the
+// process at once (exit 130), for a user who will not wait.
+func handleSignals(sigs <-chan os.Signal, stop func(), log io.Writer, checkpointing func() bool, exit func(int)) {
+	first := true
+	for sig := range sigs {
+		switch {
+		case first:
+			first = false
+			stop()
+		case sig == os.Interrupt && !checkpointing():
+			fmt.Fprintln(log, "gdrotrain: second interrupt: exiting now, without a checkpoint")
+			exit(130)
+		case checkpointing():
+			fmt.Fprintf(log, "gdrotrain: %v while a checkpoint is being written: it is finished first (only SIGKILL stops it)\n", sig)
+		default:
+			fmt.Fprintf(log, "gdrotrain: %v: already stopping (the last complete step is checkpointed first; SIGKILL ends the process at once)\n", sig)
+		}
+	}
 }

@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
@@ -130,6 +132,134 @@ func TestDemoSignalDuringWarmup(t *testing.T) {
 	if log, err = runCancelled(t, "", append(args, "--resume")...); err != nil || !strings.Contains(log, "reusing the finished warm-up") {
 		t.Fatalf("second demo --resume: %v\n%s", err, log)
 	}
+}
+
+// TestHandleSignals: the first signal stops; later ones never cut a
+// checkpoint short, and only a second Ctrl-C outside one exits at once.
+func TestHandleSignals(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		sigs    []os.Signal
+		writing bool // a checkpoint is being written when the later signals land
+		exit    int  // -1: none
+		log     string
+	}{
+		{"SIGHUP stops like SIGTERM", []os.Signal{syscall.SIGHUP}, false, -1, ""},
+		{"USR1 then TERM mid-checkpoint", []os.Signal{syscall.SIGUSR1, syscall.SIGTERM}, true, -1, "terminated while a checkpoint is being written: it is finished first"},
+		{"USR1 then TERM before the checkpoint", []os.Signal{syscall.SIGUSR1, syscall.SIGTERM}, false, -1, "terminated: already stopping"},
+		{"TERM twice", []os.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGHUP}, false, -1, "hangup: already stopping"},
+		{"Ctrl-C twice", []os.Signal{os.Interrupt, os.Interrupt}, false, 130, "second interrupt: exiting now"},
+		{"Ctrl-C twice mid-checkpoint", []os.Signal{os.Interrupt, os.Interrupt}, true, -1, "interrupt while a checkpoint is being written"},
+	} {
+		sigs := make(chan os.Signal, len(c.sigs))
+		for _, s := range c.sigs {
+			sigs <- s
+		}
+		close(sigs)
+		var log bytes.Buffer
+		stops, exit := 0, -1
+		handleSignals(sigs, func() { stops++ }, &log, func() bool { return c.writing }, func(code int) { exit = code })
+		if stops != 1 || exit != c.exit || !strings.Contains(log.String(), c.log) || (c.log == "" && log.Len() > 0) {
+			t.Errorf("%s: %d stops, exit %d, log %q; want 1 stop, exit %d, log with %q", c.name, stops, exit, log.String(), c.exit, c.log)
+		}
+	}
+}
+
+// TestStopSignalsReal sends real signals to gdrotrain (this test binary
+// re-executed as main) during a run: SIGHUP (a closed SSH session) after a
+// step checkpoints and exits 3 like SIGTERM; SIGUSR1 then SIGTERM as the
+// stop's checkpoint begins (Slurm's warning, then its TERM at the time
+// limit) still finishes that checkpoint and exits 3; each run resumes to
+// the end. Before: 129 and 143, with no checkpoint.
+func TestStopSignalsReal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	type send struct {
+		marker string
+		sig    syscall.Signal
+	}
+	for _, c := range []struct {
+		name  string
+		nohup bool // started under nohup: SIGHUP ignored, the run goes on
+		sends []send
+	}{
+		{"SIGHUP", false, []send{{"step 2/", syscall.SIGHUP}}},
+		{"SIGUSR1 then SIGTERM", false, []send{{"step 2/", syscall.SIGUSR1}, {"stopping at step", syscall.SIGTERM}}},
+		{"SIGHUP under nohup", true, []send{{"step 2/", syscall.SIGHUP}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			task := testfix.TinyTask(t)
+			args := append([]string{"train", "--config", "demo", "--resume", "auto"}, taskArgs(task, "validation.every=0",
+				"train.steps=5", "checkpoint.every=4", "train.log_every=1")...)
+			code, log := runMain(t, c.nohup, args, func(line string, p *os.Process) {
+				if len(c.sends) > 0 && strings.Contains(line, c.sends[0].marker) {
+					p.Signal(c.sends[0].sig)
+					c.sends = c.sends[1:]
+				}
+			})
+			if c.nohup {
+				if code != 0 || len(c.sends) > 0 || strings.Contains(log, "stopping at step") {
+					t.Fatalf("under nohup, SIGHUP: exit status %d (signals left unsent: %v), want the run to go on to the end (0)\n%s", code, c.sends, log)
+				}
+				return
+			}
+			if code != exitRequeue || len(c.sends) > 0 {
+				t.Fatalf("exit status %d (signals left unsent: %v), want %d\n%s", code, c.sends, exitRequeue, log)
+			}
+			m := regexp.MustCompile(`checkpoint: (\S+step_0000000(\d))`).FindAllStringSubmatch(log, -1)
+			if len(m) == 0 {
+				t.Fatalf("no checkpoint written:\n%s", log)
+			}
+			if _, err := checkpoint.Verify(m[len(m)-1][1]); err != nil {
+				t.Fatalf("the stop's checkpoint: %v\n%s", err, log)
+			}
+			if code, log := runMain(t, false, args, nil); code != 0 || !strings.Contains(log, "resumed from") {
+				t.Fatalf("resumed run: exit status %d\n%s", code, log)
+			}
+		})
+	}
+}
+
+// runMain runs gdrotrain with args in a child process (under nohup(1)
+// with nohup), calls on with each line it logs, and returns its exit
+// status and log.
+func runMain(t *testing.T, nohup bool, args []string, on func(line string, p *os.Process)) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	if nohup {
+		path, err := exec.LookPath("nohup")
+		if err != nil {
+			t.Skip("no nohup(1)")
+		}
+		cmd = exec.Command(path, os.Args[0])
+	}
+	cmd.Env = append(os.Environ(), "GDROTRAIN_TEST_MAIN=1", "GDROTRAIN_TEST_ARGS="+strings.Join(args, "\n"))
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if on != nil {
+			on(sc.Text(), cmd.Process)
+		}
+	}
+	io.Copy(io.Discard, stderr)
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), log.String()
+		}
+		return exit.ExitCode(), log.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, log.String()
 }
 
 // TestSIGTERMExitsRequeue sends a real SIGTERM to gdrotrain (this test

@@ -34,11 +34,13 @@ checkpoints/step_NNNNNNNN (complete, verified checkpoints; the newest
 checkpoint.keep are kept). A run folder that already holds a run is refused
 unless --resume auto continues it or --overwrite clears it; a resume refuses
 config changes that alter the training (seed, lr, method, data, …) unless
---allow-config-change. SIGTERM, SIGUSR1 (Slurm's pre-emption warning) and
-SIGINT at any moment checkpoint the last complete step (a step still
-generating is abandoned, an update or checkpoint write finishes, a
-validation is redone on resume) and exit with status 3, which the Slurm
-scripts requeue; --resume auto continues exactly.
+--allow-config-change. SIGTERM, SIGUSR1 (Slurm's pre-emption warning),
+SIGHUP (a closed SSH session) and SIGINT at any moment checkpoint the last
+complete step (a step still generating is abandoned, an update or
+checkpoint write finishes, a validation is redone on resume) and exit with
+status 3, which the Slurm scripts requeue; --resume auto continues exactly.
+Later signals never cut that checkpoint short (a second Ctrl-C outside it
+exits at once); only SIGKILL does (docs/checkpoints.md).
 
 Several GPUs (data parallel, one process per GPU): under srun the rank,
 world size and GPU come from Slurm's variables; elsewhere start one process

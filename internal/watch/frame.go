@@ -99,7 +99,7 @@ func (s *state) frame(width int, now time.Time) []string {
 	last := s.last()
 	switch {
 	case len(s.steps) == 0:
-		head += "  waiting for the first step in metrics.jsonl"
+		head += "  no step yet"
 	case s.total > 0:
 		head += fmt.Sprintf("  step %d/%d (%.0f%%)", last, s.total, 100*float64(last)/float64(s.total))
 		if s.finished {
@@ -115,7 +115,7 @@ func (s *state) frame(width int, now time.Time) []string {
 	}
 	out = append(out, head)
 	if len(s.steps) == 0 {
-		return append(out, "", "Ctrl-C to exit")
+		return append(append(out, ""), wrap(s.wait, width)...)
 	}
 	out = append(out, s.stepLine(s.newest), "")
 
@@ -245,4 +245,21 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// wrap breaks text into lines of at most width runes at spaces (a word
+// longer than width, a long path, stays whole and is cut by draw).
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > width {
+			lines, line = append(lines, line), ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
 }

@@ -55,6 +55,25 @@ type state struct {
 	resets   int             // times the metrics file was rewritten (a resume)
 	printed  map[string]bool // the plain view's lines already printed
 	finished bool
+	// wait says what the view waits for while no step is read;
+	// waitShown is the last such line the plain view printed.
+	wait, waitShown string
+}
+
+// waiting is the line shown while a run folder holds no step yet: what is
+// missing and what that usually means, so that a watch started before the
+// run (or on the wrong folder) does not wait without a word.
+func waiting(dir string, metrics, config bool) string {
+	m := filepath.Join(dir, "metrics.jsonl")
+	switch {
+	case !metrics && !config:
+		return fmt.Sprintf("waiting for %s: no metrics.jsonl or config.yaml yet (the run has not started here; "+
+			"is this the run's folder, run.out_dir/run.name?); Ctrl-C to stop", m)
+	case !metrics:
+		return fmt.Sprintf("waiting for the first step: %s does not exist yet (the run is starting: loading the model, "+
+			"generating the first rollouts); Ctrl-C to stop", m)
+	}
+	return fmt.Sprintf("waiting for the first step in %s (the file has no complete line yet); Ctrl-C to stop", m)
 }
 
 // runConfig is the part of config.yaml the view reads.
@@ -117,6 +136,15 @@ func Run(ctx context.Context, o Options) error {
 		}
 		s.updated = met.modTime()
 		s.add(lines)
+		if len(s.steps) == 0 {
+			s.wait = waiting(o.Dir, !s.updated.IsZero(), !cfgTime.IsZero())
+			if !o.TTY && s.wait != s.waitShown {
+				// Once per change (no folder content → config → an empty
+				// metrics file), so a batch log says what it waits for.
+				fmt.Fprintln(o.Out, s.wait)
+				s.waitShown = s.wait
+			}
+		}
 		if !o.TTY {
 			s.printLines(o.Out, lines, vals)
 		}

@@ -105,3 +105,42 @@ func TestPlainAfterResume(t *testing.T) {
 		t.Errorf("the validation of step 2 comes before its step:\n%s", got)
 	}
 }
+
+// TestWaitingMessage: a folder without steps says what the view waits for,
+// in a batch log (plain) and on a terminal, naming the file.
+func TestWaitingMessage(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		config, metrics string // file contents; "-" for no file
+		want            string
+	}{
+		{"empty folder", "-", "-", "no metrics.jsonl or config.yaml yet (the run has not started here"},
+		{"config only", "train: {steps: 4}\n", "-", "metrics.jsonl does not exist yet (the run is starting"},
+		{"empty metrics", "train: {steps: 4}\n", "", "the file has no complete line yet"},
+		{"a line not ended", "train: {steps: 4}\n", `{"step":1,`, "the file has no complete line yet"},
+	} {
+		dir := t.TempDir()
+		for name, body := range map[string]string{"config.yaml": c.config, "metrics.jsonl": c.metrics} {
+			if body != "-" {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, tty := range []bool{false, true} {
+			var out bytes.Buffer
+			if err := Run(context.Background(), Options{Dir: dir, Out: &out, TTY: tty, Once: true}); err != nil {
+				t.Fatal(err)
+			}
+			want := "waiting for"
+			got := out.String()
+			if tty { // wrapped to the terminal's width
+				got = strings.Join(strings.Fields(regexp.MustCompile(`\x1b\[[?0-9;]*[a-zA-Z]`).ReplaceAllString(got, " ")), " ")
+			}
+			if !strings.Contains(got, want) || !strings.Contains(got, c.want) ||
+				!strings.Contains(got, filepath.Join(dir, "metrics.jsonl")) {
+				t.Errorf("%s (tty %v): output lacks %q, %q or the file's path:\n%q", c.name, tty, want, c.want, got)
+			}
+		}
+	}
+}

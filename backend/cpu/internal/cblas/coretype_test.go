@@ -80,11 +80,23 @@ func TestCoreRankNames(t *testing.T) {
 	}
 }
 
+// userCore is OPENBLAS_CORETYPE as the test process started with it.
+// OpenBLAS reads the variable once, when the process first loads the
+// library (perhaps in an earlier test of this package), so where the user
+// set it the library runs the user's core whatever a test sets afterwards.
+var userCore = os.Getenv(CoreEnv)
+
 // TestOpenCore loads the machine's OpenBLAS through Open and checks that the
 // core it runs is never older than the CPU's class when the library could
 // run it, that the user's OPENBLAS_CORETYPE wins, and that the variable is
-// not left set for child processes.
+// not left set for child processes. Where the user set the variable
+// (make test run with OPENBLAS_CORETYPE=Haswell) it checks instead that the
+// user's setting is the one honoured.
 func TestOpenCore(t *testing.T) {
+	if userCore != "" {
+		testOpenUserCore(t, userCore)
+		return
+	}
 	t.Setenv(Env, "")
 	t.Setenv(CoreEnv, "")
 	if err := os.Unsetenv(CoreEnv); err != nil {
@@ -129,6 +141,38 @@ func TestOpenCore(t *testing.T) {
 	t.Setenv(CoreEnv, "Prescott")
 	if ch, note, err := chooseFor(Names); err != nil || ch.Set != "" || !strings.Contains(note, "the user's setting") {
 		t.Errorf("user's %s: %+v, %q", CoreEnv, ch, note)
+	}
+}
+
+// testOpenUserCore: with the user's OPENBLAS_CORETYPE set, Open keeps it
+// (no probe, no override), says so, leaves it set for child processes, and
+// the library runs the core a fresh process given the same setting runs
+// (OpenBLAS may map a name to another core, or refuse one the CPU lacks).
+func testOpenUserCore(t *testing.T, user string) {
+	t.Setenv(Env, "")
+	t.Setenv(CoreEnv, user)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	l, err := Open()
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Logf("%s with the user's %s=%s", l.Describe(), CoreEnv, user)
+	if !strings.Contains(l.Note, "the user's setting") {
+		t.Errorf("note %q does not name the user's setting %s=%s", l.Note, CoreEnv, user)
+	}
+	if v := os.Getenv(CoreEnv); v != user {
+		t.Errorf("%s=%q after Open, want the user's %q", CoreEnv, v, user)
+	}
+	if l.Core == "" {
+		return // not OpenBLAS, or one that does not say its core
+	}
+	r, err := probe(Names, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.EqualFold(r.Core, l.Core) {
+		t.Errorf("core %s here, but a fresh process with %s=%s runs %s", l.Core, CoreEnv, user, r.Core)
 	}
 }
 
