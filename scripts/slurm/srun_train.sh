@@ -79,7 +79,16 @@ while :; do
   status=$?
   # wait returns early (status > 128) when a trapped signal arrives; keep
   # waiting while the ranks are still writing their checkpoint.
-  kill -0 "$pid" 2>/dev/null || break
+  kill -0 "$pid" 2>/dev/null && continue
+  # It ended just as the signal came: that wait's status may be the
+  # signal's; one more wait may return its own (bash answers 127 or -1 when
+  # the first was its own, or when it no longer knows).
+  if [ "$status" -gt 128 ]; then
+    wait "$pid" 2>/dev/null
+    s=$?
+    if [ "$s" -ge 0 ] && [ "$s" -ne 127 ]; then status=$s; fi
+  fi
+  break
 done
 
 echo "gdrotrain ranks exited with status $status at $(date -u +%FT%TZ)"
@@ -98,6 +107,6 @@ if [ "$warned" -eq 1 ] && { [ "$status" -eq "$EXIT_REQUEUE" ] || [ "$status" -gt
   exit 0
 fi
 if [ "$status" -eq "$EXIT_REQUEUE" ]; then
-  echo "checkpoint written; stopped by SIGTERM/SIGINT without a pre-emption warning: not requeueing (continue with --resume auto)"
+  echo "checkpoint written; stopped by SIGTERM/SIGINT without a pre-emption warning: not requeueing (scancel: the job ends; scontrol requeue: Slurm requeues it; either way --resume auto continues)"
 fi
 exit "$status"

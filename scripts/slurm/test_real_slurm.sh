@@ -6,8 +6,8 @@
 # run as shipped, but for the device (--device cpu, DEVICE=cpu), on a tiny
 # model, a few a+b= rows and 0.1 s steps:
 #   a. gdrotrain.sbatch runs to the end: COMPLETED;
-#   b. gdrotrain-2node.sbatch (16 ranks on 2 nodes) with a 2-minute limit
-#      and --signal=B:USR1@60: the warning reaches every rank, they
+#   b. gdrotrain-2node.sbatch (16 ranks on 2 nodes) with a 1-minute limit
+#      and --signal=B:USR1@45: the warning reaches every rank, they
 #      checkpoint, the job requeues itself and resumes: COMPLETED,
 #      Restarts=1;
 #   c. gdrotrain-8gpu.sbatch requeued by `scontrol requeue`: resumed,
@@ -27,7 +27,9 @@
 # GDROTRAIN_REQUIRE_SLURM=1 (set by .ci/run) makes that a failure. It adds
 # "127.0.0.1 n1 n2 n3 n4" to /etc/hosts while it runs (the nodes' names
 # must resolve: the ranks reach rank 0 at the first node of the job), and
-# stops every daemon it started on exit. About 2 minutes.
+# stops every daemon it started on exit (GDROTRAIN_SLURM_KEEP=1 keeps its
+# folder: the jobs' logs, the run folders, the daemons' logs). About 2
+# minutes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=/usr/local/go/bin:$PATH
@@ -73,7 +75,7 @@ cleanup() {
 		[ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null
 	done
 	sed -i "\|$hosts_marker|d" /etc/hosts
-	rm -rf "$tmp"
+	if [ -n "${GDROTRAIN_SLURM_KEEP:-}" ]; then echo "test_real_slurm: kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
 
@@ -214,9 +216,9 @@ ln -s "$root/scripts" "$tmp/submit/scripts"
 mkdir -p "$tmp/runs"
 
 # --- b: the 2-node script pre-empted by its warning (the longest; first) ---
-# The warning is due 60 s before the 2-minute limit; Slurm sends it at its
-# next timer event, up to 60 s earlier.
-jb=$(submit b gdrotrain-2node.sbatch --time=2 --signal=B:USR1@60)
+# The warning is due 45 s before the 1-minute limit; slurmctld sends it at
+# its next time-limit check (every 30 s), so 15 to 45 s after the start.
+jb=$(submit b gdrotrain-2node.sbatch --time=1 --signal=B:USR1@45)
 # --- a: to the end; d: a plain scancel; f: a requeue that fails ---------
 ja=$(submit a gdrotrain.sbatch)
 set_steps a 4
