@@ -92,7 +92,7 @@ t0=$SECONDS
 say() { printf 'test_real_slurm: [%3ds] %s\n' $((SECONDS - t0)) "$*"; }
 
 # --- the binary and the task -------------------------------------------
-go build -o "$tmp/gdrotrain" "$root/cmd/gdrotrain"
+(cd "$root" && go build -o "$tmp/gdrotrain" ./cmd/gdrotrain)
 g=$tmp/gdrotrain
 mkdir -p "$tmp/task"
 "$g" init-tiny --out "$tmp/task/model" --vocab 512 >/dev/null
