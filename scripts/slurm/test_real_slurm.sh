@@ -42,11 +42,10 @@ skip() {
 	echo "test_real_slurm: skipped: $*"
 	exit 0
 }
-for c in munged slurmctld slurmd sbatch scontrol scancel sinfo; do
-	command -v "$c" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$c" >/dev/null ||
-		skip "no $c (Debian: apt-get install slurmctld slurmd munge slurm-client)"
-done
 export PATH=$PATH:/usr/sbin:/sbin
+for c in munged slurmctld slurmd sbatch scontrol scancel sinfo squeue; do
+	command -v "$c" >/dev/null || skip "no $c (Debian: apt-get install slurmctld slurmd munge slurm-client)"
+done
 [ "$(id -u)" = 0 ] || skip "not root (slurmd runs the jobs' processes as their user)"
 for p in 17000 17001 17002 17003 17004; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then skip "port $p is in use"; fi

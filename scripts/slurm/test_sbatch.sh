@@ -23,10 +23,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/gdrotrain" <<'FAKE'
 #!/usr/bin/env bash
-echo "fake gdrotrain $*" >> "$FAKE_LOG"
-# A signal: "write a checkpoint" (0.3 s), exit 3.
+# A signal: "write a checkpoint" (0.3 s), exit 3. The traps are set before
+# the line the test waits for.
 trap 'echo "fake gdrotrain: got USR1" >> "$FAKE_LOG"; sleep 0.3; exit 3' USR1
 trap 'echo "fake gdrotrain: got TERM" >> "$FAKE_LOG"; sleep 0.3; exit 3' TERM
+echo "fake gdrotrain $*" >> "$FAKE_LOG"
 sleep 10 &
 wait $!
 exit 0
@@ -48,6 +49,8 @@ start() {
   setsid "$@" > "$tmp/out" 2>&1 &
   job=$!
 }
+# running: until the fake gdrotrain has started (its traps set).
+running() { for _ in $(seq 100); do grep -q "^fake gdrotrain train" "$tmp/log" && return; sleep 0.1; done; echo "gdrotrain never started"; cat "$tmp/out"; exit 1; }
 # finish WANT: waits for the job; its exit status must be WANT (nonzero:
 # any but 0).
 finish() {
@@ -59,7 +62,7 @@ finish() {
 
 # The pre-emption warning: SIGUSR1 to the batch shell alone.
 start env CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" bash "$script" --set optim.lr=1e-6
-sleep 1
+running
 kill -USR1 "$job"          # what --signal=B:USR1@300 does
 finish 0
 expect "fake gdrotrain train --config my.yaml --resume auto --set optim.lr=1e-6"
@@ -70,7 +73,7 @@ expect "scontrol requeue 4242"
 # (from Slurm; the script does not forward it again), checkpoints, and the
 # job is not requeued: the script exits 3.
 start env CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" bash "$script"
-sleep 1
+running
 kill -TERM -- "-$job"
 finish 3
 expect "fake gdrotrain: got TERM"
@@ -80,7 +83,7 @@ grep -q "not requeueing" "$tmp/out" || { echo "no word that the job is not reque
 
 # Outside a job (no SLURM_JOB_ID), a SIGTERM to the shell alone is forwarded.
 start env -u SLURM_JOB_ID CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" bash "$script"
-sleep 1
+running
 kill -TERM "$job"
 finish 3
 expect "fake gdrotrain: got TERM"
@@ -88,7 +91,7 @@ refute "scontrol requeue"
 
 # The warning, but the requeue fails: the script exits non-zero.
 start env FAKE_SCONTROL_FAIL=1 CONFIG=my.yaml GDROTRAIN="$tmp/gdrotrain" bash "$script"
-sleep 1
+running
 kill -USR1 "$job"
 finish 3
 expect "scontrol requeue 4242"
@@ -101,10 +104,10 @@ echo "slurm script: ok"
 # The multi-GPU scripts.
 cat > "$tmp/gdrotrain" <<'FAKE'
 #!/usr/bin/env bash
-echo "rank $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS: gdrotrain $*" >> "$FAKE_LOG"
-echo "$GDROTRAIN_DIST_TOKEN" >> "$FAKE_LOG.tokens"  # the job token each task received
 trap 'echo "rank $SLURM_PROCID: got USR1" >> "$FAKE_LOG"; sleep 0.3; exit 3' USR1
 trap 'echo "rank $SLURM_PROCID: got TERM" >> "$FAKE_LOG"; sleep 0.3; exit 3' TERM
+echo "$GDROTRAIN_DIST_TOKEN" >> "$FAKE_LOG.tokens"  # the job token each task received
+echo "rank $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS: gdrotrain $*" >> "$FAKE_LOG"
 [ "${FAKE_FAIL_RANK:-}" = "$SLURM_PROCID" ] && { echo "rank $SLURM_PROCID: failing at start-up" >> "$FAKE_LOG"; exit 1; }
 sleep 10 &
 wait $!
@@ -134,7 +137,7 @@ for case in "gdrotrain-8gpu.sbatch 8 1" "gdrotrain-2node.sbatch 16 2" "gdrotrain
       GDROTRAIN_DIST_TOKEN=submit-shell-token \
       bash "$multi" --set optim.lr=1e-6 ) > "$tmp/out" 2>&1 &
   job=$!
-  for _ in $(seq 50); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge "$2" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge "$2" ] && break; sleep 0.1; done
   kill -USR1 "$job"
   wait "$job" || { echo "$1: batch script failed"; cat "$tmp/out" "$tmp/log"; exit 1; }
   expect "srun --ntasks=$2 --kill-on-bad-exit=1 --open-mode=append --output=logs/gt-77-rank%t.out"
@@ -170,7 +173,7 @@ run_multi() {
       bash "$multi" ) > "$tmp/out" 2>&1 &
   job=$!
 }
-started() { for _ in $(seq 50); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge 8 ] && break; sleep 0.1; done; }
+started() { for _ in $(seq 300); do [ "$(grep -c '^rank .* of' "$tmp/log")" -ge 8 ] && break; sleep 0.1; done; }
 # scancel: SIGTERM to every process; the ranks checkpoint, no requeue.
 run_multi
 started
