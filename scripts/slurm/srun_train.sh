@@ -21,11 +21,11 @@
 # together; srun then exits 3 and the job requeues itself. A failed requeue
 # ends the job with status 3 (FAILED).
 #
-# Cancellation: SIGTERM or SIGINT alone (scancel, scontrol requeue, a time
-# limit or pre-emption without the warning) reaches the ranks too (Slurm
-# signals them itself; the trap passes it on as SIGUSR1, which srun forwards
-# rather than tearing the step down), so they checkpoint and exit 3, but the
-# job is not requeued: a cancelled job stays CANCELLED.
+# Cancellation: SIGTERM alone (scancel, scontrol requeue, a time limit or
+# pre-emption without the warning) reaches every rank from Slurm itself, so
+# the ranks checkpoint and exit 3, but the job is not requeued: a cancelled
+# job stays CANCELLED. (The trap does not pass SIGTERM on inside a job: a
+# second signal would end a rank before its checkpoint.)
 #
 # A rank that fails (any non-zero exit, at start-up or later) ends the step
 # at once (srun --kill-on-bad-exit=1: Slurm sends SIGTERM to the other
@@ -66,12 +66,17 @@ echo "gdrotrain job $job start $(date -u +%FT%TZ) (restart ${SLURM_RESTART_COUNT
   "$GDROTRAIN" train --config "$CONFIG" --device "$DEVICE" --resume auto "$@" &
 pid=$!
 # srun forwards SIGUSR1 to every task; a SIGTERM would make it tear the step
-# down instead, so every signal is passed on as SIGUSR1. Only the warning
-# (SIGUSR1) asks for a requeue.
+# down instead, so what is passed on goes as SIGUSR1. Only the warning
+# (SIGUSR1) asks for a requeue. Inside a job SIGTERM is not passed on: Slurm
+# sends it to every rank itself.
 warned=0
 trap 'warned=1; echo "signal USR1 (pre-emption warning): asking the ranks (srun pid $pid) to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' USR1
-trap 'echo "signal TERM: asking the ranks (srun pid $pid) to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' TERM
 trap 'echo "signal INT: asking the ranks (srun pid $pid) to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' INT
+if [ -n "${SLURM_JOB_ID:-}" ]; then
+  trap 'echo "signal TERM: the ranks have it too; they checkpoint and stop"' TERM
+else
+  trap 'echo "signal TERM: asking the ranks (srun pid $pid) to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' TERM
+fi
 
 status=0
 while :; do
