@@ -34,6 +34,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=/usr/local/go/bin:$PATH
 
+# Nothing of a cluster this may run on: its slurm.conf, a job's variables,
+# sbatch's defaults from the environment.
+unset $(compgen -e | grep -E '^(SLURM|SBATCH|SRUN|SALLOC)_') || true
+
 skip() {
 	if [ "${GDROTRAIN_REQUIRE_SLURM:-}" = 1 ]; then
 		echo "test_real_slurm: FAIL: $* (GDROTRAIN_REQUIRE_SLURM=1)" >&2
@@ -62,7 +66,7 @@ cleanup() {
 	set +e
 	# The jobs first (their processes are not the daemons' children), then
 	# the daemons, by the pids they wrote.
-	if [ -n "${SLURM_CONF:-}" ]; then
+	if [ -n "${ours:-}" ]; then
 		scancel --quiet --user=root 2>/dev/null
 		for _ in $(seq 20); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.5; done
 	fi
@@ -94,7 +98,7 @@ say() { printf 'test_real_slurm: [%3ds] %s\n' $((SECONDS - t0)) "$*"; }
 (cd "$root" && go build -o "$tmp/gdrotrain" ./cmd/gdrotrain)
 g=$tmp/gdrotrain
 mkdir -p "$tmp/task"
-"$g" init-tiny --out "$tmp/task/model" --vocab 512 >/dev/null
+"$g" init-tiny --out "$tmp/task/model" --vocab 512 >"$tmp/init-tiny.log" 2>&1 || fail "init-tiny: $(cat "$tmp/init-tiny.log")"
 cp "$root"/tokenizer/testdata/tiny512/tokenizer*.json "$tmp/task/model/"
 for a in $(seq 1 40); do echo "{\"problem\": \"$a+$((a % 7))=\", \"answer\": \"$((a + a % 7))\"}"; done >"$tmp/task/train.jsonl"
 # One resolved config; each job gets a copy whose train.steps the test
@@ -119,7 +123,11 @@ chmod +x "$tmp/failing-rank"
 
 # --- the cluster ----------------------------------------------------------
 mkdir -p "$tmp/state" "$tmp/log" "$tmp/dev" "$tmp/submit/logs"
-for i in 0 1 2 3 4 5 6 7; do mknod "$tmp/dev/gpu$i" c 1 3; done # /dev/null's numbers
+# The GPUs: character devices with /dev/null's numbers (slurmd counts a
+# GPU only by its device file).
+for i in 0 1 2 3 4 5 6 7; do
+	mknod "$tmp/dev/gpu$i" c 1 3 2>/dev/null || skip "mknod is not allowed here (the GPUs are declared as character devices)"
+done
 for n in n1 n2 n3 n4; do mkdir -p "$tmp/spool/$n"; done
 dd if=/dev/urandom of="$tmp/munge.key" bs=1024 count=1 status=none
 chmod 400 "$tmp/munge.key"
@@ -160,6 +168,7 @@ PartitionName=ci Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP
 EOF
 echo "NodeName=n[1-4] Name=gpu File=$tmp/dev/gpu[0-7]" >"$tmp/gres.conf"
 export SLURM_CONF=$tmp/slurm.conf
+ours=1
 munged --force --socket="$tmp/munge.sock" --key-file="$tmp/munge.key" --pid-file="$tmp/munged.pid" \
 	--seed-file="$tmp/munge.seed" --log-file="$tmp/log/munged.log"
 slurmctld -f "$SLURM_CONF" -i
