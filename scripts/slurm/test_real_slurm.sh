@@ -201,11 +201,13 @@ steps() { [ -f "$tmp/runs/$1/metrics.jsonl" ] && wc -l <"$tmp/runs/$1/metrics.js
 has_steps() { [ "$(steps "$1")" -ge "$2" ]; }
 # submit NAME SCRIPT [SBATCH OPTIONS]: submits scripts/slurm/SCRIPT from
 # the submit folder (scripts/ a link to the repository's) for run NAME with
-# its own copy of the config; prints the job id.
+# its own copy of the config (ending at step $STEPS when set); prints the
+# job id.
 submit() {
 	local name=$1 script=$2
 	shift 2
 	cp "$tmp/task/base.yaml" "$tmp/cfg-$name.yaml"
+	[ -z "${STEPS:-}" ] || set_steps "$name" "$STEPS"
 	(cd "$tmp/submit" && CONFIG="$tmp/cfg-$name.yaml" GDROTRAIN=${GDROTRAIN:-$g} DEVICE=cpu \
 		sbatch --parsable --job-name="$name" "$@" "scripts/slurm/$script" --device cpu --set run.name="$name")
 }
@@ -233,8 +235,7 @@ mkdir -p "$tmp/runs"
 # its next time-limit check (every 30 s), so 15 to 45 s after the start.
 jb=$(submit b gdrotrain-2node.sbatch --time=1 --signal=B:USR1@45)
 # --- a: to the end; d: a plain scancel; f: a requeue that fails ---------
-ja=$(submit a gdrotrain.sbatch)
-set_steps a 4
+ja=$(STEPS=4 submit a gdrotrain.sbatch)
 jd=$(submit d gdrotrain.sbatch)
 jf=$(submit f gdrotrain.sbatch --no-requeue)
 say "submitted b=$jb a=$ja d=$jd f=$jf"
