@@ -26,6 +26,7 @@ package dist
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/binary"
@@ -125,7 +126,13 @@ type Options struct {
 // o.Bind) and waits for every other rank; the others connect, retrying
 // until rank 0 is up. Setup and every later call run under o.Timeout. A
 // world of one rank needs no connection.
-func Join(w World, o Options) (*Group, error) {
+func Join(w World, o Options) (*Group, error) { return JoinContext(context.Background(), w, o) }
+
+// JoinContext is Join, given up as soon as ctx is done (the run's signal
+// context): a rank waiting for a rank that never comes, or for rank 0,
+// stops at once rather than at o.Timeout. The error then wraps ctx's
+// (context.Canceled for a signal).
+func JoinContext(ctx context.Context, w World, o Options) (*Group, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,9 +145,9 @@ func Join(w World, o Options) (*Group, error) {
 			return nil, err
 		}
 		defer h.Close()
-		return h.Accept()
+		return h.AcceptContext(ctx)
 	}
-	return DialGroup(w, o)
+	return DialGroupContext(ctx, w, o)
 }
 
 // NewGroup forms an unauthenticated group (any process that reaches rank
@@ -213,7 +220,12 @@ func (h *Hub) Close() error { return h.ln.Close() }
 // handshake (wrong or missing token, wrong world, not a gdrotrain rank) or
 // names a rank that has already joined is refused and logged, and the wait
 // goes on for the real rank.
-func (h *Hub) Accept() (*Group, error) {
+func (h *Hub) Accept() (*Group, error) { return h.AcceptContext(context.Background()) }
+
+// AcceptContext is Accept, given up as soon as ctx is done: the ranks that
+// joined are let go (their connections closed) and the error, naming the
+// ranks still missing, wraps ctx's.
+func (h *Hub) AcceptContext(ctx context.Context) (*Group, error) {
 	timeout := h.o.Timeout
 	g := &Group{w: h.w, timeout: timeout, authed: !h.o.Token.IsZero(), peers: make([]*link, h.w.Size)}
 	if h.w.Size == 1 {
@@ -271,8 +283,23 @@ func (h *Hub) Accept() (*Group, error) {
 		}
 	}
 	from := make([]string, h.w.Size)
+	missing := func() string {
+		var m []string
+		for r := 1; r < h.w.Size; r++ {
+			if g.peers[r] == nil {
+				m = append(m, strconv.Itoa(r))
+			}
+		}
+		return strings.Join(m, ", ")
+	}
 	for n := 1; n < h.w.Size; {
 		select {
+		case <-ctx.Done():
+			close(done)
+			m := missing()
+			g.Close()
+			return nil, fmt.Errorf("dist: rank 0: stopped while waiting for rank(s) %s of %d to join the group on port %d: %w",
+				m, h.w.Size, h.Port(), context.Cause(ctx))
 		case a := <-arrivals:
 			switch {
 			case a.err != nil:
@@ -296,13 +323,8 @@ func (h *Hub) Accept() (*Group, error) {
 			}
 		case <-timer.C:
 			close(done)
+			m := missing()
 			g.Close()
-			var missing []string
-			for r := 1; r < h.w.Size; r++ {
-				if g.peers[r] == nil {
-					missing = append(missing, strconv.Itoa(r))
-				}
-			}
 			extra := ""
 			if len(refused) > 0 {
 				more := ""
@@ -312,7 +334,7 @@ func (h *Hub) Accept() (*Group, error) {
 				extra = " (refused: " + strings.Join(refused, "; ") + more + ")"
 			}
 			return nil, fmt.Errorf("dist: rank 0: %w after %s: rank(s) %s of %d did not join the group on port %d%s",
-				ErrTimeout, timeout, strings.Join(missing, ", "), h.w.Size, h.Port(), extra)
+				ErrTimeout, timeout, m, h.w.Size, h.Port(), extra)
 		}
 	}
 	close(done)
@@ -413,6 +435,12 @@ func readRefusal(r io.Reader) string {
 // DialGroup connects a rank other than 0 to rank 0, retrying until the
 // time limit.
 func DialGroup(w World, o Options) (*Group, error) {
+	return DialGroupContext(context.Background(), w, o)
+}
+
+// DialGroupContext is DialGroup, given up as soon as ctx is done (between
+// attempts or during one); the error wraps ctx's.
+func DialGroupContext(ctx context.Context, w World, o Options) (*Group, error) {
 	if err := w.Validate(); err != nil {
 		return nil, err
 	}
@@ -422,8 +450,17 @@ func DialGroup(w World, o Options) (*Group, error) {
 	deadline := time.Now().Add(o.Timeout)
 	addr := w.Endpoint()
 	var last error
+	stopped := func() error {
+		return fmt.Errorf("dist: rank %d: stopped while joining rank 0 at %s: %w", w.Rank, addr, context.Cause(ctx))
+	}
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		l, err, retry := dialOnce(w, o.Token, addr, deadline)
+		l, err, retry := dialOnce(ctx, w, o.Token, addr, deadline)
+		if ctx.Err() != nil {
+			if err == nil {
+				l.Close()
+			}
+			return nil, stopped()
+		}
 		if err == nil {
 			return &Group{w: w, timeout: o.Timeout, authed: !o.Token.IsZero(), peers: []*link{l}}, nil
 		}
@@ -434,20 +471,26 @@ func DialGroup(w World, o Options) (*Group, error) {
 		if time.Now().Add(delay).After(deadline) {
 			break
 		}
-		time.Sleep(delay)
+		select {
+		case <-ctx.Done():
+			return nil, stopped()
+		case <-time.After(delay):
+		}
 	}
 	return nil, fmt.Errorf("dist: rank %d: %w after %s: could not join rank 0 at %s (is rank 0 running and the port reachable?); last error: %v",
 		w.Rank, ErrTimeout, o.Timeout, addr, last)
 }
 
 // dialOnce runs one connection's handshake from rank w.Rank's side; retry
-// says whether another attempt may succeed.
-func dialOnce(w World, tok Token, addr string, deadline time.Time) (*link, error, bool) {
+// says whether another attempt may succeed. ctx's end breaks the
+// connection (the caller checks ctx).
+func dialOnce(ctx context.Context, w World, tok Token, addr string, deadline time.Time) (*link, error, bool) {
 	d := net.Dialer{Deadline: deadline}
-	conn, err := d.Dial("tcp", addr)
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err, true
 	}
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	fail := func(err error, retry bool) (*link, error, bool) {
 		conn.Close()
 		return nil, err, retry

@@ -133,7 +133,14 @@ func joinGroup(cmd *cobra.Command, w dist.World, cfg trainer.Config, insecure bo
 		o.Token = tok
 	}
 	logf("%s: joining the group (%s)", w, how)
-	return dist.Join(w, o)
+	// A signal while the group forms (a rank that died at start-up leaves
+	// the others waiting for it up to dist.timeout_s) stops the wait: exit
+	// status 3 with nothing to checkpoint, as a signal while loading.
+	g, err := dist.JoinContext(cmd.Context(), w, o)
+	if err != nil && cmd.Context().Err() != nil {
+		return nil, fmt.Errorf("data parallel: %v (before any step: nothing to save): %w", err, trainer.ErrStopped)
+	}
+	return g, err
 }
 
 // reducerFor makes the gradient reducer of backend b: NCCL on CUDA (the id
