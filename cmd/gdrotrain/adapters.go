@@ -75,6 +75,17 @@ func loadAdapterFolder(b model.Backend, dir string) (*model.Model, error) {
 	return model.LoadAdapted(b, dir, base)
 }
 
+// verifyModelFolder verifies a model folder that is a checkpoint before a
+// command reads any of its files (its tokenizer, config.json, weights); an
+// adapter folder is checked against its base when loaded.
+func verifyModelFolder(dir string) error {
+	if model.IsAdapterFolder(dir) {
+		return nil
+	}
+	_, err := verifyIfCheckpoint(dir)
+	return err
+}
+
 // verifyIfCheckpoint verifies dir as export does (checkpoint.Verify: the
 // manifest's own checksum, every file's size and SHA-256) when it is a
 // checkpoint (manifest.json beside its files), and returns its manifest;

@@ -34,7 +34,8 @@ func addSelfTestFlag(cmd *cobra.Command, skip *bool) {
 // folder, or a PEFT adapter folder (a LoRA checkpoint, its base checked
 // against the manifest; an exported adapter folder) over its base, the
 // adapters applied on the fly. plan, when set, is checked against the
-// device's memory first (memplan.go).
+// device's memory first (memplan.go). The caller has verified dir
+// (verifyModelFolder) before reading any of its files.
 func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*model.Model, error) {
 	b, err := openBackend(cmd, f)
 	if err != nil {
@@ -50,7 +51,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*m
 	var m *model.Model
 	if model.IsAdapterFolder(dir) {
 		m, err = loadAdapterFolder(b, dir)
-	} else if _, err = verifyIfCheckpoint(dir); err == nil {
+	} else {
 		m, err = model.Load(b, dir)
 	}
 	if err != nil {

@@ -43,6 +43,9 @@ would not fit the device's memory.`,
 			if tokDir == "" {
 				tokDir = dir
 			}
+			if err := verifyModelFolder(dir); err != nil {
+				return err
+			}
 			pm, err := tokenizer.ParsePromptMode(mode)
 			if err != nil {
 				return fmt.Errorf("--mode: %w", err)

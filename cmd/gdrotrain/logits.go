@@ -40,6 +40,9 @@ as JSON to stdout or --out.`,
 			if err != nil {
 				return fmt.Errorf("--ids: %w", err)
 			}
+			if err := verifyModelFolder(dir); err != nil {
+				return err
+			}
 			mc, err := modelConfig(dir)
 			if err != nil {
 				return err
