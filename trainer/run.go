@@ -296,6 +296,26 @@ func (t *Trainer) setup() error {
 	if err := plan.Check(); err != nil {
 		return err
 	}
+	if err := t.loadPolicy(b); err != nil {
+		return err
+	}
+	if err := t.loadReference(b, plan.NeedRef); err != nil {
+		return err
+	}
+	if err := t.loadData(); err != nil {
+		return err
+	}
+	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
+		return fmt.Errorf("gdro: %w", err)
+	}
+	return t.Opt.AllocGrads()
+}
+
+// loadPolicy loads the policy on b (with LoRA its adapters), its
+// optimizer and its bf16 copies.
+func (t *Trainer) loadPolicy(b model.Backend) error {
+	cfg := t.Cfg
+	var err error
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
@@ -323,10 +343,18 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
-	if plan.NeedRef && t.Policy.A != nil {
+	return nil
+}
+
+// loadReference loads the frozen reference policy when the run needs one
+// (needRef: a KL term).
+func (t *Trainer) loadReference(b model.Backend, needRef bool) error {
+	cfg := t.Cfg
+	var err error
+	if needRef && t.Policy.A != nil {
 		// With LoRA the reference is the base the adapters sit on.
 		t.Ref = t.Policy.Base()
-	} else if plan.NeedRef {
+	} else if needRef {
 		// The reference policy is the frozen initial checkpoint.
 		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)
@@ -341,7 +369,15 @@ func (t *Trainer) setup() error {
 			}
 		}
 	}
-	tokDir := t.Cfg.tokDir()
+	return nil
+}
+
+// loadData loads the tokenizer, the training and validation prompts, the
+// data loader and the scorers.
+func (t *Trainer) loadData() error {
+	cfg := t.Cfg
+	var err error
+	tokDir := cfg.tokDir()
 	if t.Tok, err = tokenizer.Load(tokDir); err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
@@ -360,13 +396,7 @@ func (t *Trainer) setup() error {
 	if t.loader, err = data.NewLoader(t.train.ds, cfg.Train.PromptsPerStep, cfg.Run.Seed); err != nil {
 		return fmt.Errorf("train data: %w", err)
 	}
-	if err := t.buildScorers(); err != nil {
-		return err
-	}
-	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
-		return fmt.Errorf("gdro: %w", err)
-	}
-	return t.Opt.AllocGrads()
+	return t.buildScorers()
 }
 
 // optimSetup is how the run updates its policy (optim.New): in one

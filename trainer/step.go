@@ -157,10 +157,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	t.step++
 	t.group.setStep(t.step)
 	met := &StepMetrics{Step: t.step}
-	mem, onGPU := t.Policy.B.(model.MemoryReporter)
-	if onGPU {
-		mem.ResetMemPeak()
-	}
+	mem := newMemPeaks(t.Policy.B)
 
 	// Generate and score (each rank its slice of the prompts, the rows
 	// then shared), in rounds while dynamic sampling wants more groups.
@@ -177,21 +174,11 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	if cause := ctx.Err(); cause != nil {
 		return nil, t.abandon(before, cause)
 	}
-	if onGPU {
-		met.GPUMemGenPeakGiB = float64(mem.MemPeak()) / (1 << 30)
-		mem.ResetMemPeak()
-	}
+	met.GPUMemGenPeakGiB = mem.lap()
 
-	// Rewards with the overlong penalty, advantages over every generated
-	// group, then the groups the update trains on.
-	rewards, groups := make([]float64, len(b.rows)), make([]int, len(b.rows))
-	for i, r := range b.rows {
-		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
-	}
-	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
-	for i := range b.rows {
-		b.rows[i].adv = adv[i]
-	}
+	// Advantages over every generated group, then the groups the update
+	// trains on.
+	t.advantages(b.rows)
 	keep := t.keepGroups(b, met)
 	plan, err := b.plan.Subset(keep)
 	if err != nil {
@@ -210,14 +197,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, t.abandon(before, cause)
 	}
 	met.LogProbSeconds = time.Since(t0).Seconds()
-	if len(rows) > 0 {
-		w, err := t.Ctrl.Weights(plan)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", t.step, err)
-		}
-		for i := range rows {
-			rows[i].weight = w.Row[i]
-		}
+	if err := t.weigh(plan, rows); err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 
 	// The actor update: it always finishes.
@@ -231,11 +212,83 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	met.TrainTokensPerSec = float64(trained) / math.Max(met.UpdateSeconds+met.LogProbSeconds, 1e-9)
 	met.MismatchMetrics = mismatchMetrics(rows)
 
-	// The controllers observe every generated row: a row the update did
-	// not train on has ρ = 1, so its loss signal is −A (0 for the groups
-	// dynamic sampling drops) and no KL is measured (docs/algorithm.md §5.12).
-	obs := gdro.Rows{Loss: make([]float64, len(b.rows)), KL: make([]float64, len(b.rows)), Correct: make([]bool, len(b.rows))}
-	for i, r := range b.rows {
+	if met.StepRecord, err = t.Ctrl.Observe(b.plan, observed(b.rows, rowOf, signal, kl)); err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.Updates = t.updates
+	rs := t.rmet.Snapshot()
+	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
+	met.StepSeconds = time.Since(start).Seconds()
+	met.GPUMemTrainPeakGiB = mem.peak()
+	met.GPUMemPeakGiB = max(met.GPUMemGenPeakGiB, met.GPUMemTrainPeakGiB)
+	return met, nil
+}
+
+// weigh sets the controllers' weight of each row trained on.
+func (t *Trainer) weigh(plan *gdro.Plan, rows []rowData) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	w, err := t.Ctrl.Weights(plan)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].weight = w.Row[i]
+	}
+	return nil
+}
+
+// memPeaks measures the GPU memory a step's phases hold at most (0
+// where the backend does not report it).
+type memPeaks struct{ m model.MemoryReporter }
+
+func newMemPeaks(b model.Backend) memPeaks {
+	m, _ := b.(model.MemoryReporter)
+	if m != nil {
+		m.ResetMemPeak()
+	}
+	return memPeaks{m}
+}
+
+// peak is the peak in GiB since the last lap.
+func (p memPeaks) peak() float64 {
+	if p.m == nil {
+		return 0
+	}
+	return float64(p.m.MemPeak()) / (1 << 30)
+}
+
+// lap is peak, and starts the next lap.
+func (p memPeaks) lap() float64 {
+	peak := p.peak()
+	if p.m != nil {
+		p.m.ResetMemPeak()
+	}
+	return peak
+}
+
+// advantages sets each row's advantage: its reward with the overlong
+// penalty, normalised in its prompt's group.
+func (t *Trainer) advantages(rows []rowData) {
+	rewards, groups := make([]float64, len(rows)), make([]int, len(rows))
+	for i, r := range rows {
+		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
+	}
+	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
+	for i := range rows {
+		rows[i].adv = adv[i]
+	}
+}
+
+// observed is what the controllers observe of every generated row (rowOf:
+// its index among the rows trained on, −1 for none; signal and kl by
+// trained row). A row the update did not train on has ρ = 1, so its loss
+// signal is −A (0 for the groups dynamic sampling drops) and no KL is
+// measured (docs/algorithm.md §5.12).
+func observed(rows []rowData, rowOf []int, signal, kl []float64) gdro.Rows {
+	obs := gdro.Rows{Loss: make([]float64, len(rows)), KL: make([]float64, len(rows)), Correct: make([]bool, len(rows))}
+	for i, r := range rows {
 		obs.Correct[i] = r.result.Correct
 		if j := rowOf[i]; j >= 0 {
 			obs.Loss[i], obs.KL[i] = signal[j], kl[j]
@@ -243,20 +296,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 			obs.Loss[i] = -r.adv
 		}
 	}
-	rec, err := t.Ctrl.Observe(b.plan, obs)
-	if err != nil {
-		return nil, fmt.Errorf("step %d: %w", t.step, err)
-	}
-	met.StepRecord = rec
-	met.Updates = t.updates
-	rs := t.rmet.Snapshot()
-	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
-	met.StepSeconds = time.Since(start).Seconds()
-	if onGPU {
-		met.GPUMemTrainPeakGiB = float64(mem.MemPeak()) / (1 << 30)
-		met.GPUMemPeakGiB = max(met.GPUMemGenPeakGiB, met.GPUMemTrainPeakGiB)
-	}
-	return met, nil
+	return obs
 }
 
 // stepBatch is what a step generated: the prompts of every round, one
