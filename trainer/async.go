@@ -60,6 +60,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -692,9 +693,9 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 // load loads what a generation rank holds on b: the policy, the
 // tokenizer, the training prompts and the scorers (scorer, when set,
 // scores every source).
-func (g *Generator) load(b model.Backend, plan Budget, scorer reward.Scorer) error {
+func (g *Generator) load(b model.Backend, plan memplan.Budget, scorer reward.Scorer) error {
 	cfg := g.cfg
-	gp := GenerationPlan(plan)
+	gp := memplan.Generation(plan)
 	g.log.Printf("backend %s; generation rank memory plan: %s", b.Name(), gp.Plan)
 	if err := gp.Check(); err != nil {
 		return err

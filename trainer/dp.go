@@ -62,6 +62,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -89,7 +90,7 @@ func (d *dataParallel) describe() string {
 
 // open makes the gradient reducer for backend b and plans memory for the
 // world's ZeRO stage.
-func (d *dataParallel) open(b model.Backend, plan *Budget, zero int) error {
+func (d *dataParallel) open(b model.Backend, plan *memplan.Budget, zero int) error {
 	if d.newReducer == nil {
 		d.red = optim.HostComm{B: b, G: d.g}
 	} else {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -60,7 +61,7 @@ type rankGroup interface {
 	size() int
 	// open makes what the group needs on backend b (the gradient
 	// reducer) and sizes the memory plan for the group's world.
-	open(b model.Backend, plan *Budget, zero int) error
+	open(b model.Backend, plan *memplan.Budget, zero int) error
 	// optimSetup places s (the optimizer's settings) in the group.
 	optimSetup(s optim.Setup, b model.Backend) optim.Setup
 	// setStep names the step in the group's collectives (their errors).
@@ -111,7 +112,7 @@ type soloRanks struct{}
 
 func (soloRanks) rank() int                                             { return 0 }
 func (soloRanks) size() int                                             { return 1 }
-func (soloRanks) open(model.Backend, *Budget, int) error                { return nil }
+func (soloRanks) open(model.Backend, *memplan.Budget, int) error        { return nil }
 func (soloRanks) optimSetup(s optim.Setup, _ model.Backend) optim.Setup { return s }
 func (soloRanks) setStep(int)                                           {}
 func (soloRanks) slice(n []int) (lo, hi int)                            { return 0, len(n) }

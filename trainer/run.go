@@ -17,6 +17,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -42,7 +43,7 @@ type Trainer struct {
 	// Opt updates the policy: AdamW and clipping, spread over the ranks
 	// by the strategy setup chose (optim.New).
 	Opt    optim.Strategy
-	Memory MemoryPlan // estimated before the run starts
+	Memory memplan.Plan // estimated before the run starts
 	refID  checkpoint.Identity
 
 	train   promptSet
