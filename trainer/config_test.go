@@ -163,7 +163,7 @@ func TestMemoryPlan(t *testing.T) {
 	}
 	err := memplan.Check(p, 8<<30)
 	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "micro_batch_rows") {
-		t.Fatalf("checkMemory: %v", err)
+		t.Fatalf("memplan.Check: %v", err)
 	}
 	if memplan.Check(p, 0) != nil || memplan.Check(p, p.Total()) != nil {
 		t.Fatal("a plan that fits (or unknown memory) was refused")
