@@ -99,7 +99,7 @@ type TaskSettings struct {
 	HeldoutPerGroup int `yaml:"heldout_per_group" json:"heldout_per_group"` // evaluation only
 }
 
-// WarmupSettings configure the supervised warm-up (trainer.SFT, AdamW).
+// WarmupSettings configure the supervised warm-up (SFT, AdamW).
 type WarmupSettings struct {
 	Epochs      int     `yaml:"epochs" json:"epochs"`
 	BatchRows   int     `yaml:"batch_rows" json:"batch_rows"`
@@ -512,20 +512,20 @@ func WarmUp(ctx context.Context, o Options, s Settings, warm []synth.Problem, wa
 		return err
 	}
 	logf("model: %s (%.2fM parameters, vocab %d)", initDir, float64(mcfg.NumParams())/1e6, mcfg.VocabSize)
-	var examples []trainer.SFTExample
+	var examples []SFTExample
 	for _, p := range warm {
 		ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: p.Problem}}, tokenizer.PromptRaw)
 		if err != nil {
 			return err
 		}
 		resp := tok.Encode32(synth.Response(p)+"<|im_end|>", nil)
-		examples = append(examples, trainer.SFTExample{Prompt: tokenizer.Int32s(ids), Response: resp})
+		examples = append(examples, SFTExample{Prompt: tokenizer.Int32s(ids), Response: resp})
 	}
 	w := s.Warmup
 	logf("warm-up: %d examples × %d epochs", len(examples), w.Epochs)
-	sft := trainer.SFTConfig{Epochs: w.Epochs, BatchRows: w.BatchRows, GradClip: w.GradClip, Seed: o.Seed,
+	sft := SFTConfig{Epochs: w.Epochs, BatchRows: w.BatchRows, GradClip: w.GradClip, Seed: o.Seed,
 		Optim: optim.AdamWConfig{LR: w.LR, Beta1: w.Beta1, Beta2: w.Beta2, Eps: w.Eps, WeightDecay: w.WeightDecay}}
-	if _, err := trainer.SFT(ctx, m, examples, sft, logf); err != nil {
+	if _, err := SFT(ctx, m, examples, sft, logf); err != nil {
 		return err
 	}
 	tmp := warmDir + ".tmp"

@@ -135,6 +135,33 @@ func Replay(cfg Config, r io.Reader, w io.Writer) (*ReplaySummary, error) {
 }
 
 func replayStep(ctrl *Controller, ts *TraceStep, needLoss, needKL bool) (*ReplayRecord, error) {
+	uids, err := traceUIDs(ts, needLoss, needKL)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := ctrl.Plan(uids)
+	if err != nil {
+		return nil, err
+	}
+	w, err := ctrl.Weights(plan)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := traceRows(ts, plan, needLoss, needKL)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := ctrl.Observe(plan, rows)
+	if err != nil {
+		return nil, err
+	}
+	return &ReplayRecord{StepRecord: rec, UIDs: uids, PromptBin: plan.Classes, PromptN: plan.N, PromptMult: w.Prompt}, nil
+}
+
+// traceUIDs checks a trace step's prompts (each once, with rollouts and
+// the arrays the configuration reads, of one length) and returns their
+// UIDs in order.
+func traceUIDs(ts *TraceStep, needLoss, needKL bool) ([]string, error) {
 	if len(ts.Prompts) == 0 {
 		return nil, fmt.Errorf("no prompts")
 	}
@@ -152,36 +179,42 @@ func replayStep(ctrl *Controller, ts *TraceStep, needLoss, needKL bool) (*Replay
 		}
 		first[tp.UID] = i
 		uids[i] = tp.UID
-		k := len(tp.Correct)
-		if k == 0 {
-			k = len(tp.Reward)
-		}
-		if k == 0 {
-			return nil, fmt.Errorf("prompts[%d] (uid %s): needs correct or reward", i, tp.UID)
-		}
-		for _, f := range []struct {
-			name string
-			n    int
-		}{{"correct", len(tp.Correct)}, {"reward", len(tp.Reward)}, {"loss", len(tp.Loss)}, {"kl", len(tp.KL)}} {
-			if f.n != 0 && f.n != k {
-				return nil, fmt.Errorf("prompts[%d] (uid %s): %s has %d entries, other arrays %d", i, tp.UID, f.name, f.n, k)
-			}
-		}
-		if needLoss && len(tp.Loss) == 0 {
-			return nil, fmt.Errorf("prompts[%d] (uid %s): missing loss, which the configuration reads", i, tp.UID)
-		}
-		if needKL && len(tp.KL) == 0 {
-			return nil, fmt.Errorf("prompts[%d] (uid %s): missing kl, which prompt.signal %q reads", i, tp.UID, SignalSurrogateKL)
+		if err := checkTracePrompt(i, tp, needLoss, needKL); err != nil {
+			return nil, err
 		}
 	}
-	plan, err := ctrl.Plan(uids)
-	if err != nil {
-		return nil, err
+	return uids, nil
+}
+
+// checkTracePrompt checks prompts[i]'s arrays.
+func checkTracePrompt(i int, tp *TracePrompt, needLoss, needKL bool) error {
+	k := len(tp.Correct)
+	if k == 0 {
+		k = len(tp.Reward)
 	}
-	w, err := ctrl.Weights(plan)
-	if err != nil {
-		return nil, err
+	if k == 0 {
+		return fmt.Errorf("prompts[%d] (uid %s): needs correct or reward", i, tp.UID)
 	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"correct", len(tp.Correct)}, {"reward", len(tp.Reward)}, {"loss", len(tp.Loss)}, {"kl", len(tp.KL)}} {
+		if f.n != 0 && f.n != k {
+			return fmt.Errorf("prompts[%d] (uid %s): %s has %d entries, other arrays %d", i, tp.UID, f.name, f.n, k)
+		}
+	}
+	if needLoss && len(tp.Loss) == 0 {
+		return fmt.Errorf("prompts[%d] (uid %s): missing loss, which the configuration reads", i, tp.UID)
+	}
+	if needKL && len(tp.KL) == 0 {
+		return fmt.Errorf("prompts[%d] (uid %s): missing kl, which prompt.signal %q reads", i, tp.UID, SignalSurrogateKL)
+	}
+	return nil
+}
+
+// traceRows is the rows the controller observes: each prompt's first
+// plan.N[i] recorded rollouts.
+func traceRows(ts *TraceStep, plan *Plan, needLoss, needKL bool) (Rows, error) {
 	R := plan.Rows()
 	rows := Rows{Correct: make([]bool, 0, R)}
 	if needLoss {
@@ -195,7 +228,7 @@ func replayStep(ctrl *Controller, ts *TraceStep, needLoss, needKL bool) (*Replay
 		n := plan.N[i]
 		k := max(len(tp.Correct), len(tp.Reward))
 		if k < n {
-			return nil, fmt.Errorf("prompts[%d] (uid %s): %d recorded rollouts, the allocation needs %d (record at least the largest arm per prompt)", i, tp.UID, k, n)
+			return Rows{}, fmt.Errorf("prompts[%d] (uid %s): %d recorded rollouts, the allocation needs %d (record at least the largest arm per prompt)", i, tp.UID, k, n)
 		}
 		for j := 0; j < n; j++ {
 			if len(tp.Correct) > 0 {
@@ -211,9 +244,5 @@ func replayStep(ctrl *Controller, ts *TraceStep, needLoss, needKL bool) (*Replay
 			rows.KL = append(rows.KL, tp.KL[:n]...)
 		}
 	}
-	rec, err := ctrl.Observe(plan, rows)
-	if err != nil {
-		return nil, err
-	}
-	return &ReplayRecord{StepRecord: rec, UIDs: uids, PromptBin: plan.Classes, PromptN: plan.N, PromptMult: w.Prompt}, nil
+	return rows, nil
 }

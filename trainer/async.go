@@ -60,6 +60,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -103,8 +104,10 @@ type flight struct {
 	Plan    *gdro.Plan `json:"plan"`
 }
 
-// asyncState is the training ranks' side of the rollout exchange.
+// asyncState is the rollout source of a run with generation ranks: the
+// training ranks' side of the rollout exchange.
 type asyncState struct {
+	t        *Trainer // the run it feeds
 	world    *dist.Group
 	trainers int // W − R
 	k        int // train.max_off_policy_steps
@@ -121,9 +124,11 @@ type asyncState struct {
 	// weights on the device (asynclink.go); nil: in the exchange.
 	link WeightLink
 	met  AsyncMetrics
+	// newLink makes link once the backend is open (Dist.NewWeightLink).
+	newLink func(model.Backend) (WeightLink, error)
 }
 
-func newAsyncState(cfg Config, d *Dist) (*asyncState, error) {
+func newAsyncState(t *Trainer, cfg Config, d *Dist) (*asyncState, error) {
 	r := cfg.Dist.RolloutRanks
 	w := d.World
 	if r < 1 || r >= w.Size() {
@@ -139,7 +144,7 @@ func newAsyncState(cfg Config, d *Dist) (*asyncState, error) {
 	if (d.Group == nil || d.Group.Size() == 1) && trainers > 1 {
 		return nil, fmt.Errorf("%d training ranks (dist.rollout_ranks %d of %d) need their own group (Dist.Group)", trainers, r, w.Size())
 	}
-	return &asyncState{world: w, trainers: trainers, k: cfg.Train.MaxOffPolicySteps, bytesVersion: -1}, nil
+	return &asyncState{t: t, world: w, trainers: trainers, k: cfg.Train.MaxOffPolicySteps, bytesVersion: -1, newLink: d.NewWeightLink}, nil
 }
 
 // asyncAgrees: the settings of the generation ranks (async.go).
@@ -257,7 +262,8 @@ func loadWeights(m *model.Model, b []byte) error {
 // planFlight takes the next prompts and plans step (the controllers plan
 // with what they have observed so far: steps before step−k), to be
 // generated with the weights of step max(0, step−1−k).
-func (t *Trainer) planFlight(step int) (*flight, error) {
+func (a *asyncState) planFlight(step int) (*flight, error) {
+	t := a.t
 	prompts, epoch := t.loader.Next()
 	uids := make([]string, len(prompts))
 	for i, p := range prompts {
@@ -268,20 +274,20 @@ func (t *Trainer) planFlight(step int) (*flight, error) {
 		return nil, err
 	}
 	plan.Step = step // planned k steps ahead; observed as step
-	return &flight{Step: step, Version: max(0, step-1-t.ro.k), Epoch: epoch, Plan: plan}, nil
+	return &flight{Step: step, Version: max(0, step-1-a.k), Epoch: epoch, Plan: plan}, nil
 }
 
 // work is the command for f. Rank 0 attaches the weights of f's version
 // when the generation ranks do not hold them: the policy's own (version
 // t.step−1 during a step, t.step between steps) or, after a resume, those
 // the checkpoint kept.
-func (t *Trainer) work(f *flight, during bool) (*rolloutWork, error) {
-	a := t.ro
+func (a *asyncState) work(f *flight, during bool) (*rolloutWork, error) {
+	t := a.t
 	w := &rolloutWork{Step: f.Step, Version: f.Version, UIDs: f.Plan.UIDs, N: f.Plan.N}
 	if t.rank() != 0 {
 		return w, nil
 	}
-	if err := t.encodeVersion(f.Version, during); err != nil {
+	if err := a.encodeVersion(f.Version, during); err != nil {
 		return nil, err
 	}
 	f.Hash, w.Hash = a.bytesHash, a.bytesHash
@@ -295,8 +301,8 @@ func (t *Trainer) work(f *flight, during bool) (*rolloutWork, error) {
 }
 
 // encodeVersion makes a.bytes the weights of version v (rank 0).
-func (t *Trainer) encodeVersion(v int, during bool) error {
-	a := t.ro
+func (a *asyncState) encodeVersion(v int, during bool) error {
+	t := a.t
 	if a.bytesVersion == v {
 		return nil
 	}
@@ -327,8 +333,8 @@ func (t *Trainer) encodeVersion(v int, during bool) error {
 
 // exchange runs one rollout exchange: rank 0's cmd out (the others pass
 // nil), every generation rank's reply back (nil where it had none).
-func (t *Trainer) exchange(cmd *rolloutCmd) (*rolloutCmd, []*rolloutReply, error) {
-	a := t.ro
+func (a *asyncState) exchange(cmd *rolloutCmd) (*rolloutCmd, []*rolloutReply, error) {
+	t := a.t
 	var blob []byte
 	if t.rank() == 0 {
 		var buf bytes.Buffer
@@ -373,23 +379,24 @@ func (t *Trainer) exchange(cmd *rolloutCmd) (*rolloutCmd, []*rolloutReply, error
 
 // send runs an exchange that sends f (nil: nothing) and returns the
 // replies; the training ranks learn f's weight hash from rank 0's command.
-func (t *Trainer) send(f *flight, during bool) ([]*rolloutReply, error) {
+func (a *asyncState) send(f *flight, during bool) ([]*rolloutReply, error) {
+	t := a.t
 	cmd := &rolloutCmd{}
 	if f != nil {
-		w, err := t.work(f, during)
+		w, err := a.work(f, during)
 		if err != nil {
 			return nil, err
 		}
 		cmd.Work = w
 	}
-	got, replies, err := t.exchange(cmd)
+	got, replies, err := a.exchange(cmd)
 	if err != nil {
 		return nil, err
 	}
 	if cmd.Work != nil && cmd.Work.Link { // rank 0: the weights follow, on the device
 		t0 := time.Now()
-		err := t.sendWeights(f.Version, during)
-		t.ro.met.WaitSeconds += time.Since(t0).Seconds()
+		err := a.sendWeights(f.Version, during)
+		a.met.WaitSeconds += time.Since(t0).Seconds()
 		if err != nil {
 			return nil, err
 		}
@@ -399,32 +406,31 @@ func (t *Trainer) send(f *flight, during bool) ([]*rolloutReply, error) {
 			return nil, fmt.Errorf("step %d: rank 0 sent other work than this rank planned (step %d, version %d): the training ranks diverged", t.step, f.Step, f.Version)
 		}
 		f.Hash, f.Sent = got.Work.Hash, true
-		t.ro.genHash = got.Work.Hash
+		a.genHash = got.Work.Hash
 	}
 	return replies, nil
 }
 
-// collectRollouts is collect's counterpart with generation ranks: the
-// step's rows come from them, generated with the weights the step's
-// flight named.
-func (t *Trainer) collectRollouts(met *StepMetrics) (stepBatch, error) {
-	a := t.ro
+// collect is the step's rows from the generation ranks, generated with
+// the weights the step's flight named.
+func (a *asyncState) collect(_ context.Context, met *StepMetrics) (stepBatch, error) {
+	t := a.t
 	a.met = AsyncMetrics{}
 	t.phase(PhaseGenerate)
 	var cur *flight
 	var replies []*rolloutReply
 	var err error
 	if a.k == 0 {
-		if cur, err = t.planFlight(t.step); err != nil {
+		if cur, err = a.planFlight(t.step); err != nil {
 			return stepBatch{}, err
 		}
-		if replies, err = t.send(cur, true); err != nil {
+		if replies, err = a.send(cur, true); err != nil {
 			return stepBatch{}, err
 		}
 		if err := noRows(replies, a.trainers); err != nil {
 			return stepBatch{}, err
 		}
-		if replies, err = t.send(nil, true); err != nil {
+		if replies, err = a.send(nil, true); err != nil {
 			return stepBatch{}, err
 		}
 	} else {
@@ -435,7 +441,7 @@ func (t *Trainer) collectRollouts(met *StepMetrics) (stepBatch, error) {
 		// The next step's plan, before this step is observed; sent unless
 		// the run ends here (the checkpoint still records it, so that a
 		// longer resumed run continues as one that never stopped).
-		next, err := t.planFlight(t.step + 1)
+		next, err := a.planFlight(t.step + 1)
 		if err != nil {
 			return stepBatch{}, err
 		}
@@ -443,18 +449,18 @@ func (t *Trainer) collectRollouts(met *StepMetrics) (stepBatch, error) {
 		if t.step < t.Cfg.Train.Steps {
 			out = next
 		} else if t.rank() == 0 {
-			if err := t.encodeVersion(next.Version, true); err != nil {
+			if err := a.encodeVersion(next.Version, true); err != nil {
 				return stepBatch{}, err
 			}
 			next.Hash = a.bytesHash
 		}
-		if replies, err = t.send(out, true); err != nil {
+		if replies, err = a.send(out, true); err != nil {
 			return stepBatch{}, err
 		}
 		a.flight = next
 	}
 	t.phase(PhaseScore)
-	rows, err := t.acceptRows(cur, replies, met)
+	rows, err := a.acceptRows(cur, replies, met)
 	if err != nil {
 		return stepBatch{}, err
 	}
@@ -490,8 +496,8 @@ func noRows(replies []*rolloutReply, trainers int) error {
 // made for f's step with f's weight version and hash, the rows in plan
 // order with the plan's counts — and returns the rows, adding the
 // verifier counts and generation figures to the step's.
-func (t *Trainer) acceptRows(f *flight, replies []*rolloutReply, met *StepMetrics) ([]rowData, error) {
-	a := t.ro
+func (a *asyncState) acceptRows(f *flight, replies []*rolloutReply, met *StepMetrics) ([]rowData, error) {
+	t := a.t
 	var rows []rowData
 	counts := t.rmet.Snapshot()
 	for j, r := range replies {
@@ -535,48 +541,47 @@ func (t *Trainer) acceptRows(f *flight, replies []*rolloutReply, met *StepMetric
 	return rows, nil
 }
 
-// primeRollouts starts the pipeline at the start of Run: with k = 1 the
+// start starts the pipeline at the start of Run: with k = 1 the
 // first step's plan goes out now — a fresh plan, or the one a checkpoint
 // recorded, with the weights it kept.
-func (t *Trainer) primeRollouts() error {
-	a := t.ro
+func (a *asyncState) start() error {
+	t := a.t
 	if a.k == 0 || t.step >= t.Cfg.Train.Steps {
 		return nil
 	}
 	if a.flight == nil {
-		f, err := t.planFlight(t.step + 1)
+		f, err := a.planFlight(t.step + 1)
 		if err != nil {
 			return err
 		}
 		a.flight = f
 	}
-	replies, err := t.send(a.flight, false)
+	replies, err := a.send(a.flight, false)
 	if err != nil {
 		return err
 	}
 	return noRows(replies, a.trainers)
 }
 
-// finishRollouts ends the generation ranks' loop when Run returns: a stop
+// finish ends the generation ranks' loop when Run returns: a stop
 // command after a clean end or a stop (rows still in flight are
 // discarded: the checkpoint records their plan); after another error the
 // world's group is closed, which fails the generation ranks at once.
-func (t *Trainer) finishRollouts(err error) error {
+func (a *asyncState) finish(err error) error {
 	if err != nil && !errors.Is(err, ErrStopped) {
-		t.ro.world.Close()
+		a.world.Close()
 		return err
 	}
-	if _, _, xerr := t.exchange(&rolloutCmd{Stop: true, Stopped: err != nil}); xerr != nil {
+	if _, _, xerr := a.exchange(&rolloutCmd{Stop: true, Stopped: err != nil}); xerr != nil {
 		return errors.Join(err, xerr)
 	}
 	return err
 }
 
-// saveRollouts writes the weights of the rollouts in flight into a
-// checkpoint folder (rank 0).
-func (t *Trainer) saveRollouts(dir string) error {
-	a := t.ro
-	if a == nil || a.flight == nil {
+// save writes the weights of the rollouts in flight into a checkpoint
+// folder (rank 0).
+func (a *asyncState) save(dir string) error {
+	if a.flight == nil {
 		return nil
 	}
 	if a.bytesVersion != a.flight.Version || a.bytesHash != a.flight.Hash {
@@ -585,16 +590,10 @@ func (t *Trainer) saveRollouts(dir string) error {
 	return model.WriteFileAtomic(filepath.Join(dir, rolloutWeightsFile), a.bytes)
 }
 
-// resumeRollouts restores the flight a checkpoint recorded; rank 0 reads
-// its weights and checks their hash.
-func (t *Trainer) resumeRollouts(dir string, f *flight) error {
-	a := t.ro
-	if a == nil {
-		if f != nil {
-			return fmt.Errorf("resume %s: the checkpoint has rollouts in flight (step %d) but this run has no generation ranks (dist.rollout_ranks)", dir, f.Step)
-		}
-		return nil
-	}
+// resume restores the flight a checkpoint recorded; rank 0 reads its
+// weights and checks their hash.
+func (a *asyncState) resume(dir string, f *flight) error {
+	t := a.t
 	if a.k == 0 || f == nil {
 		if a.k > 0 && t.step > 0 {
 			return fmt.Errorf("resume %s: train.max_off_policy_steps %d, but the checkpoint records no rollouts in flight", dir, a.k)
@@ -628,7 +627,14 @@ func (t *Trainer) resumeRollouts(dir string, f *flight) error {
 // loop receives a plan with the weights to use, samples and scores its
 // share of the rows, and returns them at the next exchange.
 type Generator struct {
-	t       *Trainer // the parts a generation rank needs
+	cfg Config
+	log *log.Logger
+	// maker generates and scores with the rank's policy (policy), whose
+	// weights each work's version replaces.
+	maker   rolloutMaker
+	policy  *model.Model
+	train   promptSet
+	rmet    reward.Metrics // the verifier's counts
 	world   *dist.Group
 	index   int // among the generation ranks
 	count   int
@@ -659,9 +665,8 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 	if r < 1 || trainers < 1 || w.Rank() < trainers {
 		return nil, fmt.Errorf("world rank %d of %d is not a generation rank (dist.rollout_ranks %d: ranks %d … %d)", w.Rank(), w.Size(), r, trainers, w.Size()-1)
 	}
-	t := &Trainer{Cfg: cfg, backend: o.Backend, scorer: o.Scorer, savedStep: -1}
-	t.Log = log.New(logw, fmt.Sprintf("[generation rank %d] ", w.Rank()), log.LstdFlags)
-	b, plan, err := OpenBackend(cfg, t.backend, t.Log.Printf)
+	g := &Generator{cfg: cfg, version: -1, log: log.New(logw, fmt.Sprintf("[generation rank %d] ", w.Rank()), log.LstdFlags)}
+	b, plan, err := OpenBackend(cfg, o.Backend, g.log.Printf)
 	if err != nil {
 		return nil, err
 	}
@@ -674,8 +679,8 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 	if _, gpu := b.(model.MemoryReporter); gpu && link == nil {
 		return nil, errors.New("generation ranks on CUDA take their weights over a device link (Dist.NewWeightLink: NCCL), and none was given")
 	}
-	g, err := openGenerator(t, b, plan, link)
-	if err != nil {
+	g.link = link
+	if err := g.load(b, plan, o.Scorer); err != nil {
 		if link != nil {
 			link.Close()
 		}
@@ -685,60 +690,74 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 	return g, nil
 }
 
-// openGenerator loads what a generation rank holds on b.
-func openGenerator(t *Trainer, b model.Backend, plan Budget, link WeightLink) (*Generator, error) {
-	cfg := t.Cfg
-	var err error
-	gp := GenerationPlan(plan)
-	t.Memory = gp.Plan
-	t.Log.Printf("backend %s; generation rank memory plan: %s", b.Name(), gp.Plan)
+// load loads what a generation rank holds on b: the policy, the
+// tokenizer, the training prompts and the scorers (scorer, when set,
+// scores every source).
+func (g *Generator) load(b model.Backend, plan memplan.Budget, scorer reward.Scorer) error {
+	cfg := g.cfg
+	gp := memplan.Generation(plan)
+	g.log.Printf("backend %s; generation rank memory plan: %s", b.Name(), gp.Plan)
 	if err := gp.Check(); err != nil {
-		return nil, err
+		return err
 	}
-	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+	if err := g.loadPolicy(b); err != nil {
+		return err
 	}
-	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
-	t.Policy.KVCacheFP8 = cfg.Precision.KVFP8()
-	if err := t.Policy.CheckKVCache(); err != nil {
-		return nil, err
+	tok, err := tokenizer.Load(cfg.tokDir())
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	if g.train, err = loadPrompts(cfg, tok, g.log.Printf, cfg.Data.Train, "train"); err != nil {
+		return err
+	}
+	scorers, err := buildScorers(cfg, scorer, &g.rmet, g.log.Printf, g.train)
+	if err != nil {
+		return err
+	}
+	g.maker = rolloutMaker{s: cfg.Sampling, policy: g.policy, tok: tok, stops: stopIDs(tok, g.policy.Cfg, cfg.Model.Path), ids: g.train.ids, scorers: scorers}
+	return nil
+}
+
+// loadPolicy loads the policy from model.path as the training ranks hold
+// it for products, until the first weights arrive.
+func (g *Generator) loadPolicy(b model.Backend) error {
+	cfg := g.cfg
+	p, err := model.Load(b, cfg.Model.Path)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	g.policy = p
+	p.KVCacheBF16 = cfg.Precision.KVBF16()
+	p.KVCacheFP8 = cfg.Precision.KVFP8()
+	if err := p.CheckKVCache(); err != nil {
+		return err
 	}
 	if lc := cfg.LoRA.Model(); lc != nil {
 		// The base from model.path, frozen as the training ranks freeze
 		// it, adapters as they draw them; the sync sends the adapters
 		// alone.
 		if cfg.Precision.RefBF16() {
-			if _, err := t.Policy.Freeze(); err != nil {
-				return nil, fmt.Errorf("lora: freeze the base weights: %w", err)
+			if _, err := p.Freeze(); err != nil {
+				return fmt.Errorf("lora: freeze the base weights: %w", err)
 			}
 		}
-		t.Policy.A = model.NewAdapters(b, t.Policy.Cfg, lc)
-		model.InitAdapters(b, t.Policy.Cfg, t.Policy.A, cfg.Run.Seed^loraSeedSalt)
+		p.A = model.NewAdapters(b, p.Cfg, lc)
+		model.InitAdapters(b, p.Cfg, p.A, cfg.Run.Seed^loraSeedSalt)
 	}
-	if link != nil && link.HalfProducts() {
+	if g.link != nil && g.link.HalfProducts() {
 		// The matrices as products read them, bf16 alone: the link
 		// writes them in place.
-		if err := holdHalf(t.Policy); err != nil {
-			return nil, fmt.Errorf("policy: %w", err)
+		if err := holdHalf(p); err != nil {
+			return fmt.Errorf("policy: %w", err)
 		}
 	}
-	if _, err := t.Policy.ShadowWeights(); err != nil { // a tied LM head's bf16 copy
-		return nil, fmt.Errorf("policy: %w", err)
+	if _, err := p.ShadowWeights(); err != nil { // a tied LM head's bf16 copy
+		return fmt.Errorf("policy: %w", err)
 	}
 	if err := b.Err(); err != nil {
-		return nil, fmt.Errorf("policy: %w", err)
+		return fmt.Errorf("policy: %w", err)
 	}
-	if t.Tok, err = tokenizer.Load(t.tokDir()); err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
-	}
-	t.stops = stopIDs(t.Tok, t.Policy.Cfg, cfg.Model.Path)
-	if t.train, err = t.loadPrompts(cfg.Data.Train, "train"); err != nil {
-		return nil, err
-	}
-	if err := t.buildScorers(); err != nil {
-		return nil, err
-	}
-	return &Generator{t: t, version: -1, link: link}, nil
+	return nil
 }
 
 // Run serves the training ranks until they send the stop (nil, or
@@ -791,7 +810,6 @@ func (g *Generator) Run(ctx context.Context) error {
 // generate loads the work's weights if they are new and generates and
 // scores this rank's share of its plan.
 func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply {
-	t := g.t
 	rep := &rolloutReply{Step: w.Step, Version: w.Version, Hash: w.Hash}
 	if w.Link {
 		t0 := time.Now()
@@ -807,7 +825,7 @@ func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply 
 			rep.Err = fmt.Sprintf("the weights of version %d arrived with sha256 %.12s, rank 0 sent %.12s", w.Version, h, w.Hash)
 			return rep
 		}
-		if err := loadWeights(t.Policy, w.Weights); err != nil {
+		if err := loadWeights(g.policy, w.Weights); err != nil {
 			rep.Err = err.Error()
 			return rep
 		}
@@ -827,7 +845,7 @@ func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply 
 	}
 	prompts := make([]data.Prompt, len(w.UIDs))
 	for i, u := range w.UIDs {
-		p, ok := t.train.byUID[u]
+		p, ok := g.train.byUID[u]
 		if !ok {
 			rep.Err = fmt.Sprintf("step %d: prompt %s is not in this rank's training data", w.Step, u)
 			return rep
@@ -835,18 +853,17 @@ func (g *Generator) generate(ctx context.Context, w *rolloutWork) *rolloutReply 
 		prompts[i] = p
 	}
 	lo, hi := slicePrompts(w.N, g.index, g.count)
-	t.step = w.Step
-	before := t.rmet.Snapshot()
+	before := g.rmet.Snapshot()
 	t0 := time.Now()
-	rows, st, err := t.generate(ctx, prompts, w.N, lo, hi, versionSeed(t.Cfg.Run.Seed, w.Step, w.Version))
+	rows, st, err := g.maker.generate(ctx, prompts, w.N, lo, hi, versionSeed(g.cfg.Run.Seed, w.Step, w.Version), w.Step)
 	rep.Preemptions = st.Preemptions
 	if err != nil {
 		rep.Err = err.Error()
 		return rep
 	}
-	t.score(prompts, rows)
+	g.maker.score(prompts, rows)
 	rep.GenSeconds = time.Since(t0).Seconds()
-	rep.Verifier = subCounts(t.rmet.Snapshot(), before)
+	rep.Verifier = subCounts(g.rmet.Snapshot(), before)
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, toWire(r))
 		rep.Versions = append(rep.Versions, w.Version)
@@ -860,7 +877,7 @@ func (g *Generator) receive(w *rolloutWork) error {
 	if g.link == nil {
 		return fmt.Errorf("the weights of version %d come over a device link, and this rank has none", w.Version)
 	}
-	ts, half := linkTensors(g.t.Policy, g.link.HalfProducts())
+	ts, half := linkTensors(g.policy, g.link.HalfProducts())
 	if err := g.link.Receive(ts, half); err != nil {
 		return fmt.Errorf("receive the weights of version %d: %w", w.Version, err)
 	}
@@ -874,20 +891,41 @@ func (g *Generator) receive(w *rolloutWork) error {
 	return nil
 }
 
-// Close releases the generation rank's link, files (none today) and its
-// backend's errors.
+// Close releases the generation rank's link.
 func (g *Generator) Close() error {
-	var err error
-	if g.link != nil {
-		err = g.link.Close()
-	}
-	return errors.Join(err, g.t.Close())
-}
-
-// flightInCheckpoint is the flight a checkpoint records (nil: none).
-func (t *Trainer) flightInCheckpoint() *flight {
-	if t.ro == nil {
+	if g.link == nil {
 		return nil
 	}
-	return t.ro.flight
+	return g.link.Close()
+}
+
+// inFlight is the flight a checkpoint records (nil: none).
+func (a *asyncState) inFlight() *flight { return a.flight }
+
+// open makes the weights' device link on backend b, where the job has one.
+func (a *asyncState) open(b model.Backend) error {
+	if a.newLink == nil {
+		return nil
+	}
+	var err error
+	if a.link, err = a.newLink(b); err != nil {
+		return fmt.Errorf("the weights' link to the generation ranks: %w", err)
+	}
+	return nil
+}
+
+// stepContext: the generation ranks wait for the training ranks' command,
+// so a signal stops the run at a step boundary only.
+func (a *asyncState) stepContext(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
+}
+
+// close closes the weights' link.
+func (a *asyncState) close() error {
+	if a.link == nil {
+		return nil
+	}
+	err := a.link.Close()
+	a.link = nil
+	return err
 }

@@ -115,8 +115,8 @@ func holdHalf(m *model.Model) error {
 // sendWeights broadcasts the weights of version v over the link (training
 // rank 0, right after the exchange that announced them): from the policy
 // when it holds v, else from the payload kept (a checkpoint's).
-func (t *Trainer) sendWeights(v int, during bool) error {
-	a := t.ro
+func (a *asyncState) sendWeights(v int, during bool) error {
+	t := a.t
 	held := t.step
 	if during {
 		held--

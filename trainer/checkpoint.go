@@ -66,7 +66,7 @@ func (t *Trainer) SaveCheckpoint() error {
 	checkpointing.Add(1)
 	defer checkpointing.Add(-1)
 	t.phase(PhaseCheckpoint)
-	if err := t.checkState("at the checkpoint"); err != nil {
+	if err := t.group.checkState(t.step, "at the checkpoint", t.stateHashes); err != nil {
 		return err
 	}
 	// Every rank's part first: under ZeRO its moments file, and with
@@ -76,10 +76,10 @@ func (t *Trainer) SaveCheckpoint() error {
 	if err != nil {
 		return err
 	}
-	if t.rank() == 0 {
+	if t.group.rank() == 0 {
 		err = t.writeCheckpoint(masters, ck.begun)
 	}
-	if err := t.agree(fmt.Sprintf("checkpoint of step %d", t.step), err); err != nil {
+	if err := t.group.agree(fmt.Sprintf("checkpoint of step %d", t.step), err); err != nil {
 		return err
 	}
 	t.savedStep = t.step
@@ -112,7 +112,7 @@ func (t *Trainer) writeCheckpoint(masters map[string][]float32, begun bool) erro
 		return err
 	}
 	state, err := json.Marshal(State{Step: t.step, Updates: t.updates, OptimStep: t.Opt.Steps(),
-		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue, Rollouts: t.flightInCheckpoint(), FirstStep: t.firstStep})
+		Controller: t.Ctrl.State(), Cursor: t.loader.Cursor(), Reward: t.rmet.Snapshot(), ValidationDue: t.valDue, Rollouts: t.rollouts.inFlight(), FirstStep: t.firstStep})
 	if err != nil {
 		w.Abort()
 		return fmt.Errorf("checkpoint state: %w", err)
@@ -145,10 +145,10 @@ func (t *Trainer) writeCheckpointFiles(dir string, masters map[string][]float32)
 	} else if err := model.WriteFolderWith(dir, t.Policy.Cfg, t.Policy.B, t.Policy.P, model.F32, 0, masters); err != nil {
 		return err
 	}
-	if err := tokenizer.CopyFiles(t.tokDir(), dir); err != nil {
+	if err := tokenizer.CopyFiles(t.Cfg.tokDir(), dir); err != nil {
 		return err
 	}
-	if err := t.saveRollouts(dir); err != nil {
+	if err := t.rollouts.save(dir); err != nil {
 		return err
 	}
 	return t.Opt.SaveShared(dir)
@@ -171,10 +171,10 @@ func (c *rankCheckpoint) PerRank(what string, write func(dir string) error) erro
 	t := c.t
 	root := t.checkpointRoot()
 	var err error
-	if t.rank() == 0 {
+	if t.group.rank() == 0 {
 		_, err = checkpoint.Begin(root, t.step)
 	}
-	if err := t.agree(fmt.Sprintf("checkpoint folder of step %d", t.step), err); err != nil {
+	if err := t.group.agree(fmt.Sprintf("checkpoint folder of step %d", t.step), err); err != nil {
 		return err
 	}
 	c.begun = true
@@ -182,10 +182,10 @@ func (c *rankCheckpoint) PerRank(what string, write func(dir string) error) erro
 	if err == nil {
 		err = write(w.Dir())
 	}
-	return t.agreeAll(fmt.Sprintf("%s of step %d", what, t.step), err)
+	return t.group.agreeAll(fmt.Sprintf("%s of step %d", what, t.step), err)
 }
 
-func (c *rankCheckpoint) Agree(what string, err error) error { return c.t.agreeAll(what, err) }
+func (c *rankCheckpoint) Agree(what string, err error) error { return c.t.group.agreeAll(what, err) }
 
 var _ optim.Checkpoint = (*rankCheckpoint)(nil)
 
@@ -216,7 +216,7 @@ func (t *Trainer) resume(dir string, m *checkpoint.Manifest) error {
 	t.rmet.Restore(st.Reward)
 	t.step, t.updates = st.Step, st.Updates
 	t.firstStep = max(st.FirstStep, 1)
-	if err := t.resumeRollouts(dir, st.Rollouts); err != nil {
+	if err := t.rollouts.resume(dir, st.Rollouts); err != nil {
 		return err
 	}
 	t.Opt.SetSteps(st.OptimStep)

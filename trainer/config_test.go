@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/configs"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -151,7 +152,7 @@ func TestMemoryPlan(t *testing.T) {
 	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
 		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}
 	cfg := Default()
-	p := PlanMemory(mc, cfg, true)
+	p := memplan.Estimate(mc, withRef(cfg.memSettings()))
 	// Qwen3-1.7B: ≈1.7e9 parameters → 4 float32 copies of ≈6.4 GiB plus the reference.
 	if w := float64(p.Weights) / (1 << 30); w < 5.5 || w > 7.5 {
 		t.Fatalf("weights %.2f GiB, want ≈6.4", w)
@@ -160,11 +161,11 @@ func TestMemoryPlan(t *testing.T) {
 	if p.Total() != persistent+max(p.KVCache, p.Activations+p.Logits+p.GatherBuffer) || p.Reference != p.Weights {
 		t.Fatalf("plan parts do not add up: %+v", p)
 	}
-	err := checkMemory(p, 8<<30)
+	err := memplan.Check(p, 8<<30)
 	if err == nil || !strings.Contains(err.Error(), "needs about") || !strings.Contains(err.Error(), "micro_batch_rows") {
-		t.Fatalf("checkMemory: %v", err)
+		t.Fatalf("memplan.Check: %v", err)
 	}
-	if checkMemory(p, 0) != nil || checkMemory(p, p.Total()) != nil {
+	if memplan.Check(p, 0) != nil || memplan.Check(p, p.Total()) != nil {
 		t.Fatal("a plan that fits (or unknown memory) was refused")
 	}
 }
@@ -204,4 +205,11 @@ func TestResolvedThenValidate(t *testing.T) {
 			t.Errorf("%s: unresolved switches accepted: %v", c.method, err)
 		}
 	}
+}
+
+// withRef is s with a reference model, whatever the config's KL
+// coefficient.
+func withRef(s memplan.Settings) memplan.Settings {
+	s.NeedRef = true
+	return s
 }

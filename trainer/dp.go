@@ -59,64 +59,80 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 )
 
-// Reducer sums tensors over the ranks (a replicated run's gradient
-// all-reduce, optim.AllReducer). A reducer that also runs ZeRO's
-// collectives (optim.ShardComm: cuda.Comm, over NCCL) runs those too;
-// otherwise they go through the control plane (optim.HostComm).
-type Reducer interface {
-	// AllReduceSum replaces every tensor by its element-wise sum over the
-	// ranks; every rank ends with the same values.
-	AllReduceSum(ts []*model.Tensor) error
+// dataParallel is a data-parallel run's rank group: its handle on the
+// other training ranks.
+type dataParallel struct {
+	g      *dist.Group
+	red    Reducer
+	rnk, n int
+	// newReducer makes red once the backend is open (Dist.NewReducer).
+	newReducer func(model.Backend) (Reducer, error)
 }
 
-// Dist places a run in a data-parallel job (Options.Dist; nil or a group of
-// one rank: one process, today's path).
-type Dist struct {
-	Group *dist.Group
-	// NewReducer makes the gradient reducer once the backend is open; nil
-	// sums through Group in host memory (optim.HostComm), the CPU
-	// backend's way. The binary passes an NCCL reducer on CUDA.
-	NewReducer func(b model.Backend) (Reducer, error)
-	// World, with dist.rollout_ranks R > 0, is the whole job's group:
-	// the training ranks first (Group is theirs alone; nil or one rank when
-	// a single rank trains), then the R generation ranks (OpenGenerator).
-	// It carries the rollout exchange only (async.go).
-	World *dist.Group
-	// NewWeightLink, with World, makes the weights' device link once the
-	// backend is open (asynclink.go); every world rank calls it, and it
-	// returns nil on the training ranks but rank 0, and where the
-	// backend has none (the CPU's: the weights then travel in the
-	// exchange). The binary passes cuda.OpenWeightLink on CUDA.
-	NewWeightLink func(b model.Backend) (WeightLink, error)
+func (d *dataParallel) rank() int                  { return d.rnk }
+func (d *dataParallel) size() int                  { return d.n }
+func (d *dataParallel) setStep(step int)           { d.g.SetStep(step) }
+func (d *dataParallel) slice(n []int) (lo, hi int) { return slicePrompts(n, d.rnk, d.n) }
+func (d *dataParallel) abort()                     { d.g.Close() }
+
+func (d *dataParallel) describe() string {
+	return fmt.Sprintf("data parallel: %d ranks; rank 0 writes the run folder", d.n)
 }
 
-// dpState is a data-parallel run's handle on the other ranks.
-type dpState struct {
-	g          *dist.Group
-	red        Reducer
-	rank, size int
-}
-
-// ranks is this process's rank and the world size (0 and 1 in a
-// one-process run).
-func (t *Trainer) ranks() (rank, size int) {
-	if t.dp == nil {
-		return 0, 1
+// open makes the gradient reducer for backend b and plans memory for the
+// world's ZeRO stage.
+func (d *dataParallel) open(b model.Backend, plan *memplan.Budget, zero int) error {
+	if d.newReducer == nil {
+		d.red = optim.HostComm{B: b, G: d.g}
+	} else {
+		r, err := d.newReducer(b)
+		if err != nil {
+			return fmt.Errorf("gradient reducer: %w", err)
+		}
+		d.red = r
 	}
-	return t.dp.rank, t.dp.size
+	plan.ForWorld(d.n, zero)
+	return nil
 }
 
-// rank is this process's rank (0 in a one-process run).
-func (t *Trainer) rank() int {
-	rank, _ := t.ranks()
-	return rank
+// optimSetup: this rank of the data-parallel world with its collectives —
+// ZeRO's the reducer's where it runs them (cuda.Comm), the control plane's
+// otherwise.
+func (d *dataParallel) optimSetup(s optim.Setup, b model.Backend) optim.Setup {
+	s.Shard = optim.Shard{Rank: d.rnk, World: d.n}
+	s.Reducer, s.Group = d.red, d.g
+	s.Comm = optim.HostComm{B: b, G: d.g}
+	if c, ok := d.red.(optim.ShardComm); ok {
+		s.Comm = c
+	}
+	return s
+}
+
+// close closes the reducer.
+func (d *dataParallel) close() error {
+	err := closeReducer(d.red)
+	d.red = nil
+	return err
+}
+
+// forwardBatches: the rows of the micro-batches this rank trains.
+func (d *dataParallel) forwardBatches(spans []microSpan, _, _ int) []microSpan {
+	var out []microSpan
+	for k, s := range spans {
+		if owns(k, d.rnk, d.n) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // slicePrompts returns the prompts [lo, hi) rank generates: a prompt
@@ -178,17 +194,13 @@ func microBatches(n []int, miniPrompts, mb int) []microSpan {
 	return out
 }
 
-// owns reports whether this rank runs micro-batch k of the step.
-func (t *Trainer) owns(k int) bool {
-	rank, size := t.ranks()
-	return k%size == rank
-}
+// owns reports whether rank (of size) runs micro-batch k of the step.
+func owns(k, rank, size int) bool { return k%size == rank }
 
 // roundsMissing is how many rounds of the mini-batch of micro-batches
 // [k0, k1) this rank has no micro-batch in: the most any rank runs minus
 // its own count (0 in one process).
-func (t *Trainer) roundsMissing(k0, k1 int) int {
-	rank, size := t.ranks()
+func roundsMissing(k0, k1, rank, size int) int {
 	counts := make([]int, size)
 	for k := k0; k < k1; k++ {
 		counts[k%size]++
@@ -219,16 +231,16 @@ type rowsMsg struct {
 	Verifier reward.MetricsSnapshot
 }
 
-// gatherRows gives every rank every rank's rows in rank (= plan) order,
+// shareRows gives every rank every rank's rows in rank (= plan) order,
 // and the verifier counts of the whole step (before + each rank's delta).
-func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]rowData, error) {
-	now := t.rmet.Snapshot()
+func (d *dataParallel) shareRows(rows []rowData, before reward.MetricsSnapshot, rmet *reward.Metrics) ([]rowData, error) {
+	now := rmet.Snapshot()
 	msg := rowsMsg{Verifier: subCounts(now, before)}
 	for _, r := range rows {
 		msg.Rows = append(msg.Rows, toWire(r))
 	}
 	var parts []rowsMsg
-	if err := t.allGather("rows", msg, &parts); err != nil {
+	if err := d.allGather("rows", msg, &parts); err != nil {
 		return nil, err
 	}
 	var all []rowData
@@ -239,7 +251,7 @@ func (t *Trainer) gatherRows(rows []rowData, before reward.MetricsSnapshot) ([]r
 			all = append(all, fromWire(w))
 		}
 	}
-	t.rmet.Restore(total)
+	rmet.Restore(total)
 	return all, nil
 }
 
@@ -289,12 +301,12 @@ type updateMsg struct {
 	Micro      []microRec
 }
 
-// gatherUpdate completes signal, kl, the rows' entropies and recs with the
+// shareUpdate completes signal, kl, the rows' entropies and recs with the
 // other ranks' parts; recs come back in (epoch, index) order.
-func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []float64, recs []microRec) ([]microRec, error) {
+func (d *dataParallel) shareUpdate(spans []microSpan, rows []rowData, signal, kl []float64, recs []microRec, epochs int) ([]microRec, error) {
 	var msg updateMsg
 	for k, s := range spans {
-		if !t.owns(k) {
+		if !owns(k, d.rnk, d.n) {
 			continue
 		}
 		for i := s.lo; i < s.hi; i++ {
@@ -310,7 +322,7 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 	}
 	msg.Micro = recs
 	var parts []updateMsg
-	if err := t.allGather("update results", msg, &parts); err != nil {
+	if err := d.allGather("update results", msg, &parts); err != nil {
 		return nil, err
 	}
 	byKey := map[[2]int]microRec{}
@@ -327,7 +339,7 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 		}
 	}
 	var out []microRec
-	for e := 0; e < t.Cfg.Train.PPOEpochs; e++ {
+	for e := 0; e < epochs; e++ {
 		for k := range spans {
 			r, ok := byKey[[2]int{e, k}]
 			if !ok {
@@ -341,12 +353,12 @@ func (t *Trainer) gatherUpdate(spans []microSpan, rows []rowData, signal, kl []f
 
 // allGather gob-encodes v, all-gathers it and decodes every rank's part
 // into *out (a *[]rowsMsg, *[]updateMsg or *[]valMsg).
-func (t *Trainer) allGather(name string, v any, out any) error {
+func (d *dataParallel) allGather(name string, v any, out any) error {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(v); err != nil {
 		return fmt.Errorf("%s: encode: %w", name, err)
 	}
-	parts, err := t.dp.g.AllGather(name, buf.Bytes())
+	parts, err := d.g.AllGather(name, buf.Bytes())
 	if err != nil {
 		return err
 	}
@@ -374,27 +386,21 @@ func decodeParts[T any](name string, parts [][]byte, out *[]T) error {
 // stepContext is the context a step and a validation run under: in a
 // data-parallel run a signal must not abandon a step on one rank only, so
 // the stop waits for the next step boundary (stopRequested).
-func (t *Trainer) stepContext(ctx context.Context) context.Context {
-	if t.dp == nil && t.ro == nil {
-		return ctx
-	}
+func (d *dataParallel) stepContext(ctx context.Context) context.Context {
 	return context.WithoutCancel(ctx)
 }
 
-// stopRequested reports, at a step boundary, whether the run stops: in one
-// process when ctx is cancelled; in a data-parallel run when any rank's ctx
-// is (all ranks agree on the same answer; an all-gather rather than a max
-// all-reduce, so the log names the ranks that were signalled).
-func (t *Trainer) stopRequested(ctx context.Context) (bool, error, error) {
-	if t.dp == nil {
-		return ctx.Err() != nil, ctx.Err(), nil
-	}
-	t.dp.g.SetStep(t.step)
+// stopRequested reports, at a step boundary, whether the run stops: in a
+// data-parallel run when any rank's ctx is cancelled (all ranks agree on
+// the same answer; an all-gather rather than a max all-reduce, so the log
+// names the ranks that were signalled).
+func (d *dataParallel) stopRequested(ctx context.Context, step int) (bool, error, error) {
+	d.g.SetStep(step)
 	flag := []byte{0}
 	if ctx.Err() != nil {
 		flag[0] = 1
 	}
-	parts, err := t.dp.g.AllGather("stop flag", flag)
+	parts, err := d.g.AllGather("stop flag", flag)
 	if err != nil {
 		return false, nil, err
 	}
@@ -412,15 +418,12 @@ func (t *Trainer) stopRequested(ctx context.Context) (bool, error, error) {
 
 // agree makes rank 0's outcome of something only it does (a checkpoint
 // write) every rank's, and doubles as a barrier: the others wait for it.
-func (t *Trainer) agree(what string, err error) error {
-	if t.dp == nil {
-		return err
-	}
+func (d *dataParallel) agree(what string, err error) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	got, berr := t.dp.g.Broadcast(what, []byte(msg))
+	got, berr := d.g.Broadcast(what, []byte(msg))
 	switch {
 	case berr != nil:
 		return errors.Join(err, berr)
@@ -434,12 +437,12 @@ func (t *Trainer) agree(what string, err error) error {
 
 // agreeAll returns nil on every rank when no rank's err is set, else on
 // every rank an error naming each failed rank and its error.
-func (t *Trainer) agreeAll(what string, err error) error {
+func (d *dataParallel) agreeAll(what string, err error) error {
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	all, gerr := t.dp.g.AllGather(what, []byte(msg))
+	all, gerr := d.g.AllGather(what, []byte(msg))
 	if gerr != nil {
 		return errors.Join(err, gerr)
 	}
@@ -493,15 +496,12 @@ func (t *Trainer) stateHashes() (ctrl, weights string, err error) {
 
 // checkState compares the state hashes of all ranks and stops the run on a
 // mismatch, naming the ranks that differ from rank 0.
-func (t *Trainer) checkState(when string) error {
-	if t.dp == nil {
-		return nil
-	}
-	ctrl, weights, err := t.stateHashes()
+func (d *dataParallel) checkState(step int, when string, hashes func() (string, string, error)) error {
+	ctrl, weights, err := hashes()
 	if err != nil {
-		return fmt.Errorf("state check at step %d: %w", t.step, err)
+		return fmt.Errorf("state check at step %d: %w", step, err)
 	}
-	parts, err := t.dp.g.AllGather("state hashes", []byte(ctrl+" "+weights))
+	parts, err := d.g.AllGather("state hashes", []byte(ctrl+" "+weights))
 	if err != nil {
 		return err
 	}
@@ -520,12 +520,53 @@ func (t *Trainer) checkState(when string) error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("state check %s at step %d: %w (the ranks diverged: a bug or a non-deterministic rank; the last checkpoint is kept)",
-			when, t.step, errors.Join(errs...))
+			when, step, errors.Join(errs...))
 	}
 	return nil
 }
 
-// DistTimeout is dist.timeout_s, the control plane's time limit.
-func (c Config) DistTimeout() time.Duration {
-	return time.Duration(c.Dist.TimeoutS * float64(time.Second))
+// shareValidation gives every rank every rank's slice of the n validation
+// prompts' outcomes, in rank order, and the validation's verifier counts.
+func (d *dataParallel) shareValidation(step, n int, recs []valPrompt, before reward.MetricsSnapshot, rmet *reward.Metrics) ([]valPrompt, error) {
+	var parts []valMsg
+	if err := d.allGather(fmt.Sprintf("validation of step %d", step), valMsg{Prompts: recs, Verifier: subCounts(rmet.Snapshot(), before)}, &parts); err != nil {
+		return nil, err
+	}
+	var all []valPrompt
+	total := before
+	for _, p := range parts {
+		all = append(all, p.Prompts...)
+		total = addCounts(total, p.Verifier)
+	}
+	rmet.Restore(total)
+	if len(all) != n {
+		return nil, fmt.Errorf("validation: the ranks returned %d prompts of %d", len(all), n)
+	}
+	return all, nil
+}
+
+// shareResume gives every rank rank 0's decision of where to resume from
+// (or its error); the other ranks verify that checkpoint themselves.
+func (d *dataParallel) shareResume(dir string, m *checkpoint.Manifest, err error) (string, *checkpoint.Manifest, error) {
+	msg := "ok " + dir
+	if err != nil {
+		msg = "error " + err.Error()
+	}
+	got, berr := d.g.Broadcast("resume decision", []byte(msg))
+	switch {
+	case berr != nil:
+		return "", nil, errors.Join(err, berr)
+	case err != nil:
+		return "", nil, err
+	case strings.HasPrefix(string(got), "error "):
+		return "", nil, fmt.Errorf("rank 0 could not start: %s", strings.TrimPrefix(string(got), "error "))
+	}
+	dir = strings.TrimPrefix(string(got), "ok ")
+	if d.rnk == 0 || dir == "" {
+		return dir, m, nil
+	}
+	if m, err = checkpoint.Verify(dir); err != nil {
+		return "", nil, fmt.Errorf("resume (rank 0 chose %s): %w", dir, err)
+	}
+	return dir, m, nil
 }

@@ -417,7 +417,7 @@ func TestDataParallelRankFails(t *testing.T) {
 		if r != 1 {
 			return
 		}
-		g1 = tr.dp.g
+		g1 = tr.group.(*dataParallel).g
 		tr.onPhase = func(p Phase) {
 			if p == PhaseGenerate && tr.step == 2 {
 				g1.Close()

@@ -179,14 +179,11 @@ type valPrompt struct {
 // prompts and the outcomes and verifier counts are all-gathered in rank
 // order, so every rank ends with the one-process records and counts.
 func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, reqs []sampler.Request, params sampler.Params) ([]valPrompt, error) {
-	lo, hi := 0, len(reqs)
-	if t.dp != nil {
-		n := make([]int, len(reqs))
-		for i, r := range reqs {
-			n[i] = r.N
-		}
-		lo, hi = slicePrompts(n, t.dp.rank, t.dp.size)
+	n := make([]int, len(reqs))
+	for i, r := range reqs {
+		n[i] = r.N
 	}
+	lo, hi := t.group.slice(n)
 	before := t.rmet.Snapshot()
 	out, err := sampler.Generate(ctx, t.Policy, reqs[lo:hi], params, nil)
 	if err != nil {
@@ -209,24 +206,7 @@ func (t *Trainer) validatePrompts(ctx context.Context, prompts []data.Prompt, re
 			recs[i].Rows++
 		}
 	}
-	if t.dp == nil {
-		return recs, nil
-	}
-	var parts []valMsg
-	if err := t.allGather(fmt.Sprintf("validation of step %d", t.step), valMsg{Prompts: recs, Verifier: subCounts(t.rmet.Snapshot(), before)}, &parts); err != nil {
-		return nil, err
-	}
-	var all []valPrompt
-	total := before
-	for _, p := range parts {
-		all = append(all, p.Prompts...)
-		total = addCounts(total, p.Verifier)
-	}
-	t.rmet.Restore(total)
-	if len(all) != len(reqs) {
-		return nil, fmt.Errorf("validation: the ranks returned %d prompts of %d", len(all), len(reqs))
-	}
-	return all, nil
+	return t.group.shareValidation(t.step, len(reqs), recs, before, &t.rmet)
 }
 
 // valMsg is one rank's validation slice.

@@ -31,18 +31,14 @@ import (
 // calls Run; a rank that fails closes its connections, so the others fail
 // at their next collective instead of waiting for the time limit.
 func (t *Trainer) Run(ctx context.Context) (err error) {
-	if t.dp != nil {
-		defer func() {
-			if err != nil && !errors.Is(err, ErrStopped) {
-				t.dp.g.Close()
-			}
-		}()
-	}
-	if t.ro != nil { // generation ranks (async.go): start them, and end them with the run
-		defer func() { err = t.finishRollouts(err) }()
-		if err := t.primeRollouts(); err != nil {
-			return err
+	defer func() {
+		if err != nil && !errors.Is(err, ErrStopped) {
+			t.group.abort()
 		}
+	}()
+	defer func() { err = t.rollouts.finish(err) }() // the generation ranks end with the run
+	if err := t.rollouts.start(); err != nil {
+		return err
 	}
 	cfg := t.Cfg
 	sctx := t.stepContext(ctx)
@@ -54,7 +50,7 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 	bar := progress.New(max(cfg.Train.Steps-t.step, 0), "train steps")
 	defer bar.Finish()
 	for t.step < cfg.Train.Steps {
-		stop, cause, err := t.stopRequested(ctx)
+		stop, cause, err := t.group.stopRequested(ctx, t.step)
 		if err != nil {
 			return err
 		}
@@ -80,7 +76,7 @@ func (t *Trainer) Run(ctx context.Context) (err error) {
 			}
 		}
 		if n := cfg.Dist.StateCheckEvery; n > 0 && t.step%n == 0 {
-			if err := t.checkState("every " + fmt.Sprint(n) + " steps"); err != nil {
+			if err := t.group.checkState(t.step, "every "+fmt.Sprint(n)+" steps", t.stateHashes); err != nil {
 				return err
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -176,13 +177,13 @@ func TestLoRAMemoryPlan(t *testing.T) {
 	if n != 34865152 { // 32·(4096 + 2·3072 + 4096 + 2·8192 + 8192) per layer × 28
 		t.Fatalf("%d adapter parameters at rank 32, want 34,865,152", n)
 	}
-	full := PlanMemory(mc, cfg, true)
+	full := memplan.Estimate(mc, withRef(cfg.memSettings()))
 	if full.Reference != 0 || full.Base != 4*mc.NumParams() || full.Weights != 4*n || full.Gradients != 4*n || full.Moments != 8*n {
 		t.Errorf("one process: %+v; want base %d, no reference, adapters %d, gradients %d, moments %d", full, 4*mc.NumParams(), 4*n, 4*n, 8*n)
 	}
 	b := planFor(mc, cfg, true, "cuda")
-	if b.Plan.Base != frozenBytes(mc) || b.Plan.WeightCopies != 2*n+2*int64(mc.VocabSize*mc.HiddenSize) {
-		t.Errorf("GPU: base %d (want %d, bf16 matrices), copies %d (want the adapters' and the tied head's bf16)", b.Plan.Base, frozenBytes(mc), b.Plan.WeightCopies)
+	if b.Plan.Base != memplan.FrozenBytes(mc) || b.Plan.WeightCopies != 2*n+2*int64(mc.VocabSize*mc.HiddenSize) {
+		t.Errorf("GPU: base %d (want %d, bf16 matrices), copies %d (want the adapters' and the tied head's bf16)", b.Plan.Base, memplan.FrozenBytes(mc), b.Plan.WeightCopies)
 	}
 	b.ForWorld(8, 1)
 	if b.Plan.Moments > 8*n/8+8*int64(2*7*28) || b.Plan.Moments < 8*n/8 {

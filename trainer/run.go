@@ -17,6 +17,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -42,7 +43,7 @@ type Trainer struct {
 	// Opt updates the policy: AdamW and clipping, spread over the ranks
 	// by the strategy setup chose (optim.New).
 	Opt    optim.Strategy
-	Memory MemoryPlan // estimated before the run starts
+	Memory memplan.Plan // estimated before the run starts
 	refID  checkpoint.Identity
 
 	train   promptSet
@@ -73,15 +74,13 @@ type Trainer struct {
 	// backend opens run.device (Options.Backend).
 	backend BackendOpener
 	scorer  reward.Scorer // Options.Scorer
-	// dp links a data-parallel run's ranks (dp.go); nil in one process.
-	dp *dpState
-	// ro links the training ranks to the generation ranks
-	// (dist.rollout_ranks, async.go); nil when every rank generates.
-	ro *asyncState
-	// newReducer makes dp's gradient reducer once the backend is open.
-	newReducer func(model.Backend) (Reducer, error)
-	// newWeightLink makes ro's device link once the backend is open.
-	newWeightLink func(model.Backend) (WeightLink, error)
+	// group is the training ranks' group (ranks.go): one process, or data
+	// parallel (dp.go); chosen in openFolder.
+	group rankGroup
+	// rollouts is where the steps' rows come from (rollouts.go): this
+	// process's sampler, or the generation ranks (dist.rollout_ranks,
+	// async.go); chosen in openFolder.
+	rollouts rolloutSource
 }
 
 // Phase names a unit of the loop's work, for tests that stop a run at each.
@@ -128,7 +127,7 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.rank() == 0 {
+	if t.group.rank() == 0 {
 		for _, n := range cfg.Notices() { // old keys the config was read with, one line each
 			t.Log.Print(n)
 		}
@@ -147,13 +146,10 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	}
 	var resumeDir string
 	var m *checkpoint.Manifest
-	if t.rank() == 0 {
+	if t.group.rank() == 0 {
 		resumeDir, m, err = t.findResume(o)
 	}
-	if t.dp != nil {
-		resumeDir, m, err = t.shareResume(resumeDir, m, err)
-	}
-	if err != nil {
+	if resumeDir, m, err = t.group.shareResume(resumeDir, m, err); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -175,20 +171,13 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	dir := cfg.RunDir()
 	t := &Trainer{Cfg: cfg, Dir: dir, savedStep: -1, backend: o.Backend, scorer: o.Scorer, allowConfigChange: o.AllowConfigChange}
-	if d := o.Dist; d != nil && d.Group != nil && d.Group.Size() > 1 {
-		t.dp = &dpState{g: d.Group, rank: d.Group.Rank(), size: d.Group.Size()}
-		t.newReducer = d.NewReducer
+	t.group = openRanks(o.Dist)
+	var err error
+	if t.rollouts, err = openRollouts(t, cfg, o.Dist); err != nil {
+		return nil, err
 	}
-	if d := o.Dist; d != nil && d.World != nil {
-		ro, err := newAsyncState(cfg, d)
-		if err != nil {
-			return nil, err
-		}
-		t.ro = ro
-		t.newWeightLink = d.NewWeightLink
-	}
-	if t.rank() != 0 {
-		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.rank()), log.LstdFlags)
+	if t.group.rank() != 0 {
+		t.Log = log.New(logw, fmt.Sprintf("[rank %d] ", t.group.rank()), log.LstdFlags)
 		return t, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -230,36 +219,10 @@ func openFolder(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if len(trash) > 0 {
 		t.Log.Printf("removed the leftovers of an interrupted prune of old checkpoints: %s", strings.Join(trash, ", "))
 	}
-	if t.dp != nil {
-		t.Log.Printf("data parallel: %d ranks; rank 0 writes the run folder", t.dp.size)
+	if d := t.group.describe(); d != "" {
+		t.Log.Print(d)
 	}
 	return t, nil
-}
-
-// shareResume gives every rank rank 0's decision of where to resume from
-// (or its error); the other ranks verify that checkpoint themselves.
-func (t *Trainer) shareResume(dir string, m *checkpoint.Manifest, err error) (string, *checkpoint.Manifest, error) {
-	msg := "ok " + dir
-	if err != nil {
-		msg = "error " + err.Error()
-	}
-	got, berr := t.dp.g.Broadcast("resume decision", []byte(msg))
-	switch {
-	case berr != nil:
-		return "", nil, errors.Join(err, berr)
-	case err != nil:
-		return "", nil, err
-	case strings.HasPrefix(string(got), "error "):
-		return "", nil, fmt.Errorf("rank 0 could not start: %s", strings.TrimPrefix(string(got), "error "))
-	}
-	dir = strings.TrimPrefix(string(got), "ok ")
-	if t.rank() == 0 || dir == "" {
-		return dir, m, nil
-	}
-	if m, err = checkpoint.Verify(dir); err != nil {
-		return "", nil, fmt.Errorf("resume (rank 0 chose %s): %w", dir, err)
-	}
-	return dir, m, nil
 }
 
 // start restores the checkpoint found by findResume, if any, and opens the
@@ -278,7 +241,7 @@ func (t *Trainer) start(dir string, m *checkpoint.Manifest, repair bool) error {
 			t.firstStep = keep + 1
 		}
 	}
-	if t.rank() != 0 {
+	if t.group.rank() != 0 {
 		t.metrics, t.valLog = io.Discard, io.Discard
 		return nil
 	}
@@ -300,16 +263,16 @@ func (t *Trainer) start(dir string, m *checkpoint.Manifest, repair bool) error {
 }
 
 // tokDir is the tokenizer folder (model.tokenizer, else model.path).
-func (t *Trainer) tokDir() string {
-	if t.Cfg.Model.Tokenizer != "" {
-		return t.Cfg.Model.Tokenizer
+func (c Config) tokDir() string {
+	if c.Model.Tokenizer != "" {
+		return c.Model.Tokenizer
 	}
-	return t.Cfg.Model.Path
+	return c.Model.Path
 }
 
 func (t *Trainer) setup() error {
 	cfg := t.Cfg
-	if t.rank() == 0 {
+	if t.group.rank() == 0 {
 		raw, err := cfg.YAML()
 		if err != nil {
 			return err
@@ -323,22 +286,37 @@ func (t *Trainer) setup() error {
 	if err != nil {
 		return err
 	}
-	if t.dp != nil {
-		if t.dp.red, err = t.openReducer(b); err != nil {
-			return err
-		}
-		plan.ForWorld(t.dp.size, cfg.Dist.ZeROStage)
+	if err := t.group.open(b, &plan, cfg.Dist.ZeROStage); err != nil {
+		return err
 	}
-	if t.ro != nil && t.newWeightLink != nil {
-		if t.ro.link, err = t.newWeightLink(b); err != nil {
-			return fmt.Errorf("the weights' link to the generation ranks: %w", err)
-		}
+	if err := t.rollouts.open(b); err != nil {
+		return err
 	}
 	t.Memory = plan.Plan
 	t.Log.Printf("backend %s; memory plan: %s", b.Name(), t.Memory)
 	if err := plan.Check(); err != nil {
 		return err
 	}
+	if err := t.loadPolicy(b); err != nil {
+		return err
+	}
+	if err := t.loadReference(b, plan.NeedRef); err != nil {
+		return err
+	}
+	if err := t.loadData(); err != nil {
+		return err
+	}
+	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
+		return fmt.Errorf("gdro: %w", err)
+	}
+	return t.Opt.AllocGrads()
+}
+
+// loadPolicy loads the policy on b (with LoRA its adapters), its
+// optimizer and its bf16 copies.
+func (t *Trainer) loadPolicy(b model.Backend) error {
+	cfg := t.Cfg
+	var err error
 	if t.Policy, err = model.Load(b, cfg.Model.Path); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
@@ -366,10 +344,18 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	t.Log.Printf("policy %s: %d layers, hidden %d, %.1fM parameters", cfg.Model.Path, t.Policy.Cfg.NumHiddenLayers, t.Policy.Cfg.HiddenSize, float64(t.Policy.Cfg.NumParams())/1e6)
-	if plan.NeedRef && t.Policy.A != nil {
+	return nil
+}
+
+// loadReference loads the frozen reference policy when the run needs one
+// (needRef: a KL term).
+func (t *Trainer) loadReference(b model.Backend, needRef bool) error {
+	cfg := t.Cfg
+	var err error
+	if needRef && t.Policy.A != nil {
 		// With LoRA the reference is the base the adapters sit on.
 		t.Ref = t.Policy.Base()
-	} else if plan.NeedRef {
+	} else if needRef {
 		// The reference policy is the frozen initial checkpoint.
 		if t.Ref, err = model.Load(b, cfg.Model.Path); err != nil {
 			return fmt.Errorf("reference policy: %w", err)
@@ -384,7 +370,15 @@ func (t *Trainer) setup() error {
 			}
 		}
 	}
-	tokDir := t.tokDir()
+	return nil
+}
+
+// loadData loads the tokenizer, the training and validation prompts, the
+// data loader and the scorers.
+func (t *Trainer) loadData() error {
+	cfg := t.Cfg
+	var err error
+	tokDir := cfg.tokDir()
 	if t.Tok, err = tokenizer.Load(tokDir); err != nil {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
@@ -403,53 +397,29 @@ func (t *Trainer) setup() error {
 	if t.loader, err = data.NewLoader(t.train.ds, cfg.Train.PromptsPerStep, cfg.Run.Seed); err != nil {
 		return fmt.Errorf("train data: %w", err)
 	}
-	if err := t.buildScorers(); err != nil {
-		return err
-	}
-	if t.Ctrl, err = gdro.New(cfg.GDRO); err != nil {
-		return fmt.Errorf("gdro: %w", err)
-	}
-	return t.Opt.AllocGrads()
-}
-
-// openReducer makes the gradient reducer for backend b.
-func (t *Trainer) openReducer(b model.Backend) (Reducer, error) {
-	if t.newReducer == nil {
-		return optim.HostComm{B: b, G: t.dp.g}, nil
-	}
-	r, err := t.newReducer(b)
-	if err != nil {
-		return nil, fmt.Errorf("gradient reducer: %w", err)
-	}
-	return r, nil
+	return t.buildScorers()
 }
 
 // optimSetup is how the run updates its policy (optim.New): in one
-// process, or as this rank of the data-parallel world with its
-// collectives — ZeRO's the reducer's where it runs them (cuda.Comm), the
-// control plane's otherwise.
+// process, or as this rank of its group (rankGroup.optimSetup).
 func (t *Trainer) optimSetup(b model.Backend) optim.Setup {
 	s := optim.Setup{AdamW: t.Cfg.Optim.AdamWConfig, GradClip: t.Cfg.Optim.GradClip,
 		ZeRO: t.Cfg.Dist.ZeROStage, ShardMasters: t.Cfg.Dist.ShardMasters, Logf: t.Log.Printf}
-	if t.dp == nil {
-		return s
-	}
-	s.Shard = optim.Shard{Rank: t.dp.rank, World: t.dp.size}
-	s.Reducer, s.Group = t.dp.red, t.dp.g
-	s.Comm = optim.HostComm{B: b, G: t.dp.g}
-	if c, ok := t.dp.red.(optim.ShardComm); ok {
-		s.Comm = c
-	}
-	return s
+	return t.group.optimSetup(s, b)
+}
+
+// loadPrompts is loadPrompts with t's config, tokenizer and log.
+func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
+	return loadPrompts(t.Cfg, t.Tok, t.Log.Printf, files, split)
 }
 
 // loadPrompts reads, tokenizes and length-checks a set of files.
-func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
-	tmpl, err := data.ParseTemplate(t.Cfg.Data.Template)
+func loadPrompts(cfg Config, tok *tokenizer.Tokenizer, logf func(string, ...any), files []string, split string) (promptSet, error) {
+	tmpl, err := data.ParseTemplate(cfg.Data.Template)
 	if err != nil {
 		return promptSet{}, fmt.Errorf("data.template: %w", err)
 	}
-	ds, err := data.ReadFiles(files, data.ReadOptions{Template: tmpl, Split: split, SkipBadRows: t.Cfg.Data.SkipBadRows, Logf: t.Log.Printf})
+	ds, err := data.ReadFiles(files, data.ReadOptions{Template: tmpl, Split: split, SkipBadRows: cfg.Data.SkipBadRows, Logf: logf})
 	if err != nil {
 		return promptSet{}, err
 	}
@@ -458,19 +428,19 @@ func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
 			return promptSet{}, fmt.Errorf("%s: row %d (uid %s) has no ground truth", p.File, p.Row, p.UID)
 		}
 	}
-	mode, err := tokenizer.ParsePromptMode(t.Cfg.Model.Prompt)
+	mode, err := tokenizer.ParsePromptMode(cfg.Model.Prompt)
 	if err != nil {
 		return promptSet{}, fmt.Errorf("model.prompt: %w", err)
 	}
-	toks, err := ds.Tokenize(t.Tok, mode)
+	toks, err := ds.Tokenize(tok, mode)
 	if err != nil {
 		return promptSet{}, err
 	}
-	ds, toks, rep, err := data.FilterByLength(ds, toks, t.Cfg.Data.MaxPromptLength, t.Cfg.Data.DropLongPrompts)
+	ds, toks, rep, err := data.FilterByLength(ds, toks, cfg.Data.MaxPromptLength, cfg.Data.DropLongPrompts)
 	if err != nil {
 		return promptSet{}, fmt.Errorf("data.max_prompt_length: %w", err)
 	}
-	t.Log.Printf("%s data: %d prompts from %d files (%s)", split, len(ds.Prompts), len(files), rep)
+	logf("%s data: %d prompts from %d files (%s)", split, len(ds.Prompts), len(files), rep)
 	set := promptSet{ds: ds, ids: map[string][]int32{}, byUID: map[string]data.Prompt{}}
 	for i, p := range ds.Prompts {
 		set.ids[p.UID] = tokenizer.Int32s(toks[i].IDs)
@@ -481,11 +451,18 @@ func (t *Trainer) loadPrompts(files []string, split string) (promptSet, error) {
 
 // buildScorers picks one scorer per data_source, by reward.mode or by the
 // reference's dispatch; an unsupported source is an error before training.
-func (t *Trainer) buildScorers() error {
-	t.scorers = map[string]reward.Scorer{}
+func (t *Trainer) buildScorers() (err error) {
+	t.scorers, err = buildScorers(t.Cfg, t.scorer, &t.rmet, t.Log.Printf, t.train, t.val)
+	return err
+}
+
+// buildScorers is Trainer.buildScorers for the prompts of sets: the
+// scorers count into rmet; override, when set, scores every source.
+func buildScorers(cfg Config, override reward.Scorer, rmet *reward.Metrics, logf func(string, ...any), sets ...promptSet) (map[string]reward.Scorer, error) {
+	scorers := map[string]reward.Scorer{}
 	var sources []string
 	seen := map[string]bool{}
-	for _, set := range []promptSet{t.train, t.val} {
+	for _, set := range sets {
 		if set.ds == nil {
 			continue
 		}
@@ -500,20 +477,20 @@ func (t *Trainer) buildScorers() error {
 	for _, src := range sources {
 		var s reward.Scorer
 		var err error
-		if t.scorer != nil {
-			s = t.scorer
-		} else if t.Cfg.Reward.Mode == "auto" {
+		if override != nil {
+			s = override
+		} else if cfg.Reward.Mode == "auto" {
 			s, err = reward.ForDataSource(src)
 		} else {
-			s, err = reward.New(reward.Mode(t.Cfg.Reward.Mode))
+			s, err = reward.New(reward.Mode(cfg.Reward.Mode))
 		}
 		if err != nil {
-			return fmt.Errorf("reward for data_source %q: %w (set reward.mode to dapo, boxed, gpqa or symbolic)", src, err)
+			return nil, fmt.Errorf("reward for data_source %q: %w (set reward.mode to dapo, boxed, gpqa or symbolic)", src, err)
 		}
-		t.scorers[src] = reward.Counted{Scorer: s, M: &t.rmet}
-		t.Log.Printf("reward: %s → %s", src, s.Mode())
+		scorers[src] = reward.Counted{Scorer: s, M: rmet}
+		logf("reward: %s → %s", src, s.Mode())
 	}
-	return nil
+	return scorers, nil
 }
 
 // stopIDs gathers every end-of-sequence id: the tokenizer's, config.json's
@@ -549,16 +526,8 @@ func stopIDs(tok *tokenizer.Tokenizer, mc *model.Config, dir string) []int32 {
 // Close flushes and closes the run's files.
 func (t *Trainer) Close() error {
 	var errs []error
-	if t.dp != nil {
-		if c, ok := t.dp.red.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
-		t.dp.red = nil
-	}
-	if t.ro != nil && t.ro.link != nil {
-		errs = append(errs, t.ro.link.Close())
-		t.ro.link = nil
-	}
+	errs = append(errs, t.group.close())
+	errs = append(errs, t.rollouts.close())
 	for i := len(t.closers) - 1; i >= 0; i-- {
 		errs = append(errs, t.closers[i].Close())
 	}

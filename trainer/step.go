@@ -24,6 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/sampler"
+	"github.com/gdrotrain/gdrotrain/tokenizer"
 )
 
 // rowData is one response of the step.
@@ -154,24 +155,13 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	start := time.Now()
 	before := t.saveStepState()
 	t.step++
-	if t.dp != nil {
-		t.dp.g.SetStep(t.step)
-	}
+	t.group.setStep(t.step)
 	met := &StepMetrics{Step: t.step}
-	mem, onGPU := t.Policy.B.(model.MemoryReporter)
-	if onGPU {
-		mem.ResetMemPeak()
-	}
+	mem := newMemPeaks(t.Policy.B)
 
 	// Generate and score (each rank its slice of the prompts, the rows
 	// then shared), in rounds while dynamic sampling wants more groups.
-	var b stepBatch
-	var err error
-	if t.ro != nil {
-		b, err = t.collectRollouts(met) // from the generation ranks (async.go)
-	} else {
-		b, err = t.collect(ctx, met)
-	}
+	b, err := t.rollouts.collect(ctx, met)
 	if err != nil {
 		if cause := ctx.Err(); cause != nil && b.abandonable {
 			return nil, t.abandon(before, cause)
@@ -184,21 +174,11 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	if cause := ctx.Err(); cause != nil {
 		return nil, t.abandon(before, cause)
 	}
-	if onGPU {
-		met.GPUMemGenPeakGiB = float64(mem.MemPeak()) / (1 << 30)
-		mem.ResetMemPeak()
-	}
+	met.GPUMemGenPeakGiB = mem.lap()
 
-	// Rewards with the overlong penalty, advantages over every generated
-	// group, then the groups the update trains on.
-	rewards, groups := make([]float64, len(b.rows)), make([]int, len(b.rows))
-	for i, r := range b.rows {
-		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
-	}
-	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
-	for i := range b.rows {
-		b.rows[i].adv = adv[i]
-	}
+	// Advantages over every generated group, then the groups the update
+	// trains on.
+	t.advantages(b.rows)
 	keep := t.keepGroups(b, met)
 	plan, err := b.plan.Subset(keep)
 	if err != nil {
@@ -217,14 +197,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 		return nil, t.abandon(before, cause)
 	}
 	met.LogProbSeconds = time.Since(t0).Seconds()
-	if len(rows) > 0 {
-		w, err := t.Ctrl.Weights(plan)
-		if err != nil {
-			return nil, fmt.Errorf("step %d: %w", t.step, err)
-		}
-		for i := range rows {
-			rows[i].weight = w.Row[i]
-		}
+	if err := t.weigh(plan, rows); err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
 	}
 
 	// The actor update: it always finishes.
@@ -238,11 +212,83 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	met.TrainTokensPerSec = float64(trained) / math.Max(met.UpdateSeconds+met.LogProbSeconds, 1e-9)
 	met.MismatchMetrics = mismatchMetrics(rows)
 
-	// The controllers observe every generated row: a row the update did
-	// not train on has ρ = 1, so its loss signal is −A (0 for the groups
-	// dynamic sampling drops) and no KL is measured (docs/algorithm.md §5.12).
-	obs := gdro.Rows{Loss: make([]float64, len(b.rows)), KL: make([]float64, len(b.rows)), Correct: make([]bool, len(b.rows))}
-	for i, r := range b.rows {
+	if met.StepRecord, err = t.Ctrl.Observe(b.plan, observed(b.rows, rowOf, signal, kl)); err != nil {
+		return nil, fmt.Errorf("step %d: %w", t.step, err)
+	}
+	met.Updates = t.updates
+	rs := t.rmet.Snapshot()
+	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
+	met.StepSeconds = time.Since(start).Seconds()
+	met.GPUMemTrainPeakGiB = mem.peak()
+	met.GPUMemPeakGiB = max(met.GPUMemGenPeakGiB, met.GPUMemTrainPeakGiB)
+	return met, nil
+}
+
+// weigh sets the controllers' weight of each row trained on.
+func (t *Trainer) weigh(plan *gdro.Plan, rows []rowData) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	w, err := t.Ctrl.Weights(plan)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].weight = w.Row[i]
+	}
+	return nil
+}
+
+// memPeaks measures the GPU memory a step's phases hold at most (0
+// where the backend does not report it).
+type memPeaks struct{ m model.MemoryReporter }
+
+func newMemPeaks(b model.Backend) memPeaks {
+	m, _ := b.(model.MemoryReporter)
+	if m != nil {
+		m.ResetMemPeak()
+	}
+	return memPeaks{m}
+}
+
+// peak is the peak in GiB since the last lap.
+func (p memPeaks) peak() float64 {
+	if p.m == nil {
+		return 0
+	}
+	return float64(p.m.MemPeak()) / (1 << 30)
+}
+
+// lap is peak, and starts the next lap.
+func (p memPeaks) lap() float64 {
+	peak := p.peak()
+	if p.m != nil {
+		p.m.ResetMemPeak()
+	}
+	return peak
+}
+
+// advantages sets each row's advantage: its reward with the overlong
+// penalty, normalised in its prompt's group.
+func (t *Trainer) advantages(rows []rowData) {
+	rewards, groups := make([]float64, len(rows)), make([]int, len(rows))
+	for i, r := range rows {
+		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
+	}
+	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
+	for i := range rows {
+		rows[i].adv = adv[i]
+	}
+}
+
+// observed is what the controllers observe of every generated row (rowOf:
+// its index among the rows trained on, −1 for none; signal and kl by
+// trained row). A row the update did not train on has ρ = 1, so its loss
+// signal is −A (0 for the groups dynamic sampling drops) and no KL is
+// measured (docs/algorithm.md §5.12).
+func observed(rows []rowData, rowOf []int, signal, kl []float64) gdro.Rows {
+	obs := gdro.Rows{Loss: make([]float64, len(rows)), KL: make([]float64, len(rows)), Correct: make([]bool, len(rows))}
+	for i, r := range rows {
 		obs.Correct[i] = r.result.Correct
 		if j := rowOf[i]; j >= 0 {
 			obs.Loss[i], obs.KL[i] = signal[j], kl[j]
@@ -250,20 +296,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 			obs.Loss[i] = -r.adv
 		}
 	}
-	rec, err := t.Ctrl.Observe(b.plan, obs)
-	if err != nil {
-		return nil, fmt.Errorf("step %d: %w", t.step, err)
-	}
-	met.StepRecord = rec
-	met.Updates = t.updates
-	rs := t.rmet.Snapshot()
-	met.VerifierBudget, met.VerifierPanics = rs.Budget, rs.Panics
-	met.StepSeconds = time.Since(start).Seconds()
-	if onGPU {
-		met.GPUMemTrainPeakGiB = float64(mem.MemPeak()) / (1 << 30)
-		met.GPUMemPeakGiB = max(met.GPUMemGenPeakGiB, met.GPUMemTrainPeakGiB)
-	}
-	return met, nil
+	return obs
 }
 
 // stepBatch is what a step generated: the prompts of every round, one
@@ -300,10 +333,7 @@ func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, err
 		if err != nil {
 			return b, err
 		}
-		lo, hi := 0, len(prompts)
-		if t.dp != nil {
-			lo, hi = slicePrompts(plan.N, t.dp.rank, t.dp.size)
-		}
+		lo, hi := t.group.slice(plan.N)
 		before := t.rmet.Snapshot()
 		rows, gst, err := t.generate(ctx, prompts, plan.N, lo, hi, t.roundSeed(round))
 		met.RolloutPreemptions += gst.Preemptions
@@ -315,10 +345,8 @@ func (t *Trainer) collect(ctx context.Context, met *StepMetrics) (stepBatch, err
 		t.phase(PhaseScore)
 		t0 = time.Now()
 		t.score(prompts, rows)
-		if t.dp != nil {
-			if rows, err = t.gatherRows(rows, before); err != nil {
-				return b, err
-			}
+		if rows, err = t.group.shareRows(rows, before, &t.rmet); err != nil {
+			return b, err
 		}
 		for i := range rows {
 			rows[i].prompt += len(b.prompts)
@@ -362,18 +390,39 @@ func (t *Trainer) roundSeed(round int) uint64 {
 // prompt in one process), drawing with seed (roundSeed, versionSeed) and
 // the step, prompt UID and rollout index.
 func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int, seed uint64) ([]rowData, sampler.Stats, error) {
+	return t.maker().generate(ctx, prompts, n, lo, hi, seed, t.step)
+}
+
+// maker is the training policy's rollout maker.
+func (t *Trainer) maker() rolloutMaker {
+	return rolloutMaker{s: t.Cfg.Sampling, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
+}
+
+// rolloutMaker generates and scores rollouts of training prompts: what a
+// training rank (localRollouts) and a generation rank (Generator) share.
+type rolloutMaker struct {
+	s       SamplingConfig
+	policy  *model.Model
+	tok     *tokenizer.Tokenizer
+	stops   []int32
+	ids     map[string][]int32       // the prompts' tokens by UID
+	scorers map[string]reward.Scorer // by data_source
+}
+
+// generate is Trainer.generate for step.
+func (m rolloutMaker) generate(ctx context.Context, prompts []data.Prompt, n []int, lo, hi int, seed uint64, step int) ([]rowData, sampler.Stats, error) {
 	if lo == hi {
 		return nil, sampler.Stats{}, nil
 	}
 	reqs := make([]sampler.Request, hi-lo)
 	for i, p := range prompts[lo:hi] {
-		reqs[i] = sampler.Request{UID: p.UID, Prompt: t.train.ids[p.UID], N: n[lo+i]}
+		reqs[i] = sampler.Request{UID: p.UID, Prompt: m.ids[p.UID], N: n[lo+i]}
 	}
-	s := t.Cfg.Sampling
+	s := m.s
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
-		StopIDs: t.stops, Seed: seed, Step: t.step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
+		StopIDs: m.stops, Seed: seed, Step: step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
 		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
-	out, st, err := sampler.GenerateStats(ctx, t.Policy, reqs, params, nil)
+	out, st, err := sampler.GenerateStats(ctx, m.policy, reqs, params, nil)
 	if err != nil {
 		return nil, st, fmt.Errorf("generate: %w", err)
 	}
@@ -416,12 +465,14 @@ func rolloutMetrics(rows []rowData, met *StepMetrics) int {
 }
 
 // score runs the verifier on each response (special tokens dropped, docs/algorithm.md §2.3).
-func (t *Trainer) score(prompts []data.Prompt, rows []rowData) {
+func (t *Trainer) score(prompts []data.Prompt, rows []rowData) { t.maker().score(prompts, rows) }
+
+func (m rolloutMaker) score(prompts []data.Prompt, rows []rowData) {
 	for i := range rows {
 		r := &rows[i]
 		p := prompts[r.prompt]
-		text := t.Tok.Decode32(r.tokens[r.start:], true)
-		r.result = t.scorers[p.DataSource].Score(text, p.GroundTruth)
+		text := m.tok.Decode32(r.tokens[r.start:], true)
+		r.result = m.scorers[p.DataSource].Score(text, p.GroundTruth)
 	}
 }
 
@@ -429,20 +480,9 @@ func (t *Trainer) score(prompts []data.Prompt, rows []rowData) {
 // response token, micro-batch by micro-batch; in a data-parallel run only
 // of the rows of this rank's micro-batches (spans).
 func (t *Trainer) logProbs(rows []rowData, spans []microSpan) error {
-	if t.dp == nil {
-		mb := t.Cfg.Train.MicroBatchRows
-		for lo := 0; lo < len(rows); lo += mb {
-			if err := t.logProbsOf(rows[lo:min(lo+mb, len(rows))]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for k, s := range spans {
-		if t.owns(k) {
-			if err := t.logProbsOf(rows[s.lo:s.hi]); err != nil {
-				return err
-			}
+	for _, s := range t.group.forwardBatches(spans, len(rows), t.Cfg.Train.MicroBatchRows) {
+		if err := t.logProbsOf(rows[s.lo:s.hi]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -510,7 +550,7 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 			t.Opt.ZeroGrads()
 			k0 := k
 			for ; k < end; k++ {
-				if !t.owns(k) {
+				if !owns(k, t.group.rank(), t.group.size()) {
 					continue
 				}
 				s := spans[k]
@@ -525,7 +565,7 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 				recs = append(recs, microRec{Epoch: epoch, Index: k, Tokens: st.Tokens, Clip: st.ClipCount,
 					Lower: st.LowerClipCount, KL: st.KL, PPOKL: st.PPOKL, Policy: st.PolicyLoss})
 			}
-			if err := t.Opt.Reduce(t.roundsMissing(k0, end)); err != nil {
+			if err := t.Opt.Reduce(roundsMissing(k0, end, t.group.rank(), t.group.size())); err != nil {
 				return nil, nil, 0, fmt.Errorf("mini-batch %d: %w", spans[end-1].mini, err)
 			}
 			norm, err := t.Opt.Clip()
@@ -542,11 +582,9 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 			norms++
 		}
 	}
-	if t.dp != nil {
-		var err error
-		if recs, err = t.gatherUpdate(spans, rows, signal, kl, recs); err != nil {
-			return nil, nil, 0, err
-		}
+	recs, err := t.group.shareUpdate(spans, rows, signal, kl, recs, epochs)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	// The sums in the one-process order (epoch, micro-batch).
 	var tokens, clip, lower int

@@ -19,8 +19,8 @@ import (
 	"strings"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
 // memPart is one thing a command holds: what, its bytes and the flags that
@@ -102,7 +102,7 @@ func kvBytes(c *model.Config, slots, tokens float64) float64 {
 }
 
 // hostMemory is the host's available memory (MemAvailable; 0: unknown).
-func hostMemory() int64 { return trainer.HostMemory() }
+func hostMemory() int64 { return memplan.Available() }
 
 // deviceMemory is the free memory of the device b computes on: its own for
 // a GPU, the host's otherwise, and the name to say.

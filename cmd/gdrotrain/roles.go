@@ -17,6 +17,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
@@ -93,16 +94,16 @@ func weightLinkFor(world *dist.Group, trainers int, timeout time.Duration) func(
 
 // dryRunRoles prints the plans of a training rank (of W−R) and of a
 // generation rank.
-func dryRunRoles(cmd *cobra.Command, bud trainer.Budget, openErr error, world, rollout, zero int) error {
+func dryRunRoles(cmd *cobra.Command, bud memplan.Budget, openErr error, world, rollout, zero int) error {
 	if rollout >= world {
 		return fmt.Errorf("--dry-run: dist.rollout_ranks = %d needs --world-size above it (got %d)", rollout, world)
 	}
-	gen := trainer.GenerationPlan(bud)
+	gen := memplan.Generation(bud)
 	bud.ForWorld(world-rollout, zero)
 	fmt.Fprintf(cmd.OutOrStdout(), "training ranks (%d of %d):\n", world-rollout, world)
 	fmt.Fprint(cmd.OutOrStdout(), bud.Report())
 	fmt.Fprintf(cmd.OutOrStdout(), "generation ranks (%d of %d):\n", rollout, world)
-	fmt.Fprint(cmd.OutOrStdout(), trainer.GenerationReport(gen))
+	fmt.Fprint(cmd.OutOrStdout(), memplan.GenerationReport(gen))
 	if openErr != nil {
 		return fmt.Errorf("dry run: plans printed, but %w", openErr)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/configs"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -149,7 +150,7 @@ which resumes at any world size.`,
 // (ZeRO-1 moments when dist.zero_stage is 1).
 func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64, world int) error {
 	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-	var bud trainer.Budget
+	var bud memplan.Budget
 	var err error
 	if assumeGiB > 0 {
 		if bud, err = trainer.PlanBudget(cfg); err != nil {

@@ -1,10 +1,11 @@
-package trainer
-
-// A memory plan computed before anything large is allocated, so a run that
-// cannot fit stops at once with a message saying how much it needs and what
-// to change (rather than dying mid-step). Both backends hold float32
-// tensors (the GPU's weights are also AdamW's fp32 master copy), so one plan
-// serves both; it is checked against the memory of the device in hand.
+// Package memplan plans a run's memory before anything large is
+// allocated, so a run that cannot fit stops at once with a message saying
+// how much it needs and what to change (rather than dying mid-step). Both
+// backends hold float32 tensors (the GPU's weights are also AdamW's fp32
+// master copy), so one plan serves both; it is checked against the memory
+// of the device in hand. The trainer fills Settings from its config
+// (trainer.PlanBudget, trainer.OpenBackend).
+package memplan
 
 import (
 	"bufio"
@@ -12,20 +13,36 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/backend/cpu"
-	"github.com/gdrotrain/gdrotrain/device"
-	"github.com/gdrotrain/gdrotrain/gdro"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 )
 
-// MemoryPlan is the estimated peak memory of a run, in bytes. Generation
+// Settings are what the plan reads of a run's config.
+type Settings struct {
+	// SeqLen is the longest sequence: the longest prompt plus the most
+	// new tokens of training or validation samples.
+	SeqLen, MicroBatchRows int
+	FusedHead, Recompute   bool
+	LoRA                   *model.LoRAConfig // nil: full fine-tuning
+	// MaxSlots and CUDAGraphs size the sampler's KV cache; KVPoolBytes is
+	// a paged cache's pool (0: not paged).
+	MaxSlots    int
+	CUDAGraphs  bool
+	KVPoolBytes int64
+	// NeedRef: the run keeps a frozen reference model.
+	NeedRef, ShardMasters bool
+	// RefBF16, KVBF16, KVFP8 and BF16Products: the precisions asked for
+	// (they apply on a GPU).
+	RefBF16, KVBF16, KVFP8, BF16Products bool
+}
+
+// Plan is the estimated peak memory of a run, in bytes. Generation
 // and training take turns in a step: the sampler's KV cache is released
 // when Generate returns, before the training forward allocates its
 // activations (and the device pool frees idle blocks of other sizes
 // before it fails an allocation), so the peak is the state that persists
 // plus the larger of the two phases.
-type MemoryPlan struct {
+type Plan struct {
 	// Base is a LoRA run's frozen base weights, which are also its
 	// reference (Weights, Gradients and Moments are then the adapters').
 	Base                                   int64
@@ -39,21 +56,21 @@ type MemoryPlan struct {
 
 // Persistent is what the run holds throughout: the policy, the
 // reference, the gradients and the optimizer state.
-func (p MemoryPlan) Persistent() int64 {
+func (p Plan) Persistent() int64 {
 	return p.Base + p.Weights + p.Reference + p.Gradients + p.Moments + p.WeightCopies
 }
 
 // Generation is what sampling adds: the KV cache.
-func (p MemoryPlan) Generation() int64 { return p.KVCache }
+func (p Plan) Generation() int64 { return p.KVCache }
 
 // Training is what the update adds: the saved activations, the LM head's
 // logit chunks and ZeRO's collective buffer.
-func (p MemoryPlan) Training() int64 { return p.Activations + p.Logits + p.GatherBuffer }
+func (p Plan) Training() int64 { return p.Activations + p.Logits + p.GatherBuffer }
 
 // Total is the peak: the persistent state plus the larger phase.
-func (p MemoryPlan) Total() int64 { return p.Persistent() + max(p.Generation(), p.Training()) }
+func (p Plan) Total() int64 { return p.Persistent() + max(p.Generation(), p.Training()) }
 
-func (p MemoryPlan) String() string {
+func (p Plan) String() string {
 	g := func(b int64) string { return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30)) }
 	gather := ""
 	if p.GatherBuffer > 0 {
@@ -70,22 +87,21 @@ func (p MemoryPlan) String() string {
 }
 
 // planTokens is a micro-batch's tokens at the longest sequence.
-func planTokens(cfg Config) int64 {
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
-	return int64(cfg.Train.MicroBatchRows) * seq
+func planTokens(s Settings) int64 {
+	return int64(s.MicroBatchRows) * int64(s.SeqLen)
 }
 
 // headRows is the LM head's rows of logits and of logit gradients held at
 // once in a training pass (model.HeadRows).
-func headRows(mc *model.Config, cfg Config) (logits, grads int) {
-	return model.HeadRows(mc, int(planTokens(cfg)), cfg.Train.FusedHead, cfg.LoRA.Model() == nil)
+func headRows(mc *model.Config, s Settings) (logits, grads int) {
+	return model.HeadRows(mc, int(planTokens(s)), s.FusedHead, s.LoRA == nil)
 }
 
 // kvSlots is the sampler's cache slots: one more under CUDA graphs (the
 // padding rows' spare, model.DecodeGraph).
-func kvSlots(cfg Config) int64 {
-	n := int64(cfg.Sampling.MaxSlots) // continuous batching: n may exceed the slots
-	if cfg.Sampling.CUDAGraphs {
+func kvSlots(s Settings) int64 {
+	n := int64(s.MaxSlots) // continuous batching: n may exceed the slots
+	if s.CUDAGraphs {
 		n++
 	}
 	return n
@@ -95,16 +111,17 @@ func kvSlots(cfg Config) int64 {
 // 0: not paged). The CUDA backend creates pages up to it as slots grow and
 // the graphs' spare slot holds its pages within it, so the pool, not
 // kvSlots × the longest sequence, is what the cache can take.
-func kvPool(cfg Config) int64 { return cfg.Sampling.KVBudgetBytes() }
+func kvPool(s Settings) int64 { return s.KVPoolBytes }
 
-// PlanMemory estimates a run's peak memory from the model and run configs.
-func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
+// Estimate is a run's peak memory in one process on the CPU (fp32
+// throughout), from the model's config and the run's settings.
+func Estimate(mc *model.Config, s Settings) Plan {
 	const f32 = 4
 	params := mc.NumParams() * f32
 	C, F := int64(mc.HiddenSize), int64(mc.IntermediateSize)
 	HD, GD := int64(mc.NumAttentionHeads*mc.HeadDim), int64(mc.NumKeyValueHeads*mc.HeadDim)
-	seq := int64(cfg.Data.MaxPromptLength + max(cfg.Sampling.MaxNewTokens, cfg.Validation.MaxNewTokens))
-	tokens := planTokens(cfg)
+	seq := int64(s.SeqLen)
+	tokens := planTokens(s)
 	// Saved per token per layer by the training forward (model's
 	// layerActs): the layer's input, xMid and the statistics, fp32
 	// everywhere, and the rest (halfPerToken), fp32 on the CPU; plus the
@@ -113,26 +130,26 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	perLayer := (2*C+2+2*H+G)*f32 + halfPerToken(mc)
 	scratch := (2*C + 3*F + 3*HD + 4*GD) * f32
 	opt := optim.PlanMemory(mc, 1, 0, false)
-	p := MemoryPlan{
+	p := Plan{
 		Weights:     opt.Weights,
 		Gradients:   opt.Gradients,
 		Moments:     opt.Moments,
 		Activations: tokens * (perLayer*int64(mc.NumHiddenLayers) + scratch + 4*C*f32),
-		KVCache:     kvSlots(cfg) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
+		KVCache:     kvSlots(s) * seq * int64(mc.NumHiddenLayers) * 2 * GD * f32,
 	}
 	// The LM head's logits (one chunk) and their gradient (one chunk, or
 	// the fused head's group of chunks: model.HeadRows), fp32 as on the CPU.
-	lr, gr := headRows(mc, cfg)
+	lr, gr := headRows(mc, s)
 	p.Logits = int64(lr+gr) * int64(mc.VocabSize) * f32
-	if cfg.Train.Recompute {
+	if s.Recompute {
 		// Each layer's input is kept; one layer's activations are rebuilt
 		// at a time (plus the backward's scratch output).
 		p.Activations = tokens * (C*f32*int64(mc.NumHiddenLayers) + perLayer + scratch + 5*C*f32)
 	}
-	if hasRef {
+	if s.NeedRef {
 		p.Reference = params
 	}
-	if lc := cfg.LoRA.Model(); lc != nil {
+	if lc := s.LoRA; lc != nil {
 		// The base is frozen and is the reference; gradients, moments
 		// and masters are the adapters'. Each adapted projection saves
 		// its rank's low-rank input per token and layer; the backward
@@ -143,7 +160,7 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 		p.Weights, p.Gradients, p.Moments = ad.Weights, ad.Gradients, ad.Moments
 		low := int64(lc.Rank*len(lc.Targets)) * f32
 		layers := int64(mc.NumHiddenLayers)
-		if cfg.Train.Recompute {
+		if s.Recompute {
 			layers = 1
 		}
 		p.Activations += tokens * (low*(layers+1) + max(HD, GD, min(F, C))*f32)
@@ -151,9 +168,9 @@ func PlanMemory(mc *model.Config, cfg Config, hasRef bool) MemoryPlan {
 	return p
 }
 
-// frozenBytes is the base model held as model.Freeze leaves it: matrices
+// FrozenBytes is the base model held as model.Freeze leaves it: matrices
 // bf16, the input embedding and the norms fp32.
-func frozenBytes(mc *model.Config) int64 {
+func FrozenBytes(mc *model.Config) int64 {
 	var n int64
 	for _, np := range model.ParamShapes(mc) {
 		k := int64(1)
@@ -183,7 +200,7 @@ func halfPerToken(mc *model.Config) int64 {
 // Budget is a memory plan set against the memory of the device it will run
 // on: the GPU's free memory for the CUDA backend, MemAvailable for the CPU.
 type Budget struct {
-	Plan      MemoryPlan
+	Plan      Plan
 	NeedRef   bool
 	Device    string // backend name
 	Available int64  // bytes; 0 when unknown
@@ -229,7 +246,7 @@ func (b *Budget) ForWorld(world, zero int) {
 }
 
 // Check refuses a plan that will not fit, saying what to change.
-func (b Budget) Check() error { return checkMemory(b.Plan, b.Available) }
+func (b Budget) Check() error { return Check(b.Plan, b.Available) }
 
 // Report is the dry-run text: every part, the total, the device's memory
 // and the verdict.
@@ -318,36 +335,21 @@ func rowName(b Budget, stage int, masters bool, sharded, whole string) string {
 	return whole
 }
 
-// NeedsReference reports whether the run keeps a frozen reference model.
-func NeedsReference(cfg Config) bool {
-	return cfg.Loss.KLCoef > 0 || cfg.GDRO.Prompt.Signal == gdro.SignalSurrogateKL
-}
-
-// PlanBudget plans the run's memory from config.json alone for the device
-// run.device names, without opening it (Available is left 0).
-func PlanBudget(cfg Config) (Budget, error) {
-	mc, err := model.LoadConfig(cfg.Model.Path)
-	if err != nil {
-		return Budget{}, fmt.Errorf("policy: %w", err)
-	}
-	kind, _, _ := device.Parse(cfg.Run.Device)
-	return planFor(mc, cfg, kind == device.CUDA, cfg.Run.Device), nil
-}
-
-// planFor plans for the CPU or a GPU (whose reference may be bf16).
-func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
-	need := NeedsReference(cfg)
-	bud := Budget{Plan: PlanMemory(mc, cfg, need), NeedRef: need, Device: device, model: mc, masters: cfg.Dist.ShardMasters,
-		lora: cfg.LoRA.Model()}
-	if gpu && cfg.Precision.RefBF16() {
+// For plans for the CPU or a GPU (whose reference, KV cache, activations
+// and weight copies may be bf16) named device.
+func For(mc *model.Config, s Settings, gpu bool, device string) Budget {
+	need := s.NeedRef
+	bud := Budget{Plan: Estimate(mc, s), NeedRef: need, Device: device, model: mc, masters: s.ShardMasters,
+		lora: s.LoRA}
+	if gpu && s.RefBF16 {
 		bud.Plan.Reference /= 2 // frozen matrices in bf16 (norms, embedding are small)
 		bud.RefBF16 = need
 		if bud.lora != nil {
-			bud.Plan.Base = frozenBytes(mc)
+			bud.Plan.Base = FrozenBytes(mc)
 			bud.RefBF16 = true
 		}
 	}
-	if fp8 := cfg.Precision.KVFP8(); gpu && (cfg.Precision.KVBF16() || fp8) {
+	if fp8 := s.KVFP8; gpu && (s.KVBF16 || fp8) {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = !fp8
 		if fp8 { // codes and scales per row, against bf16's 2 bytes an element
@@ -355,15 +357,15 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 			bud.Plan.KVCache = bud.Plan.KVCache / (2 * G * D) * model.FP8KVRowBytes(int(G), int(D))
 			bud.KVFP8 = true
 		}
-		if pool := kvPool(cfg); pool > 0 {
+		if pool := kvPool(s); pool > 0 {
 			// Paged: the page pool, never more than every slot in full.
 			bud.Plan.KVCache = min(pool, bud.Plan.KVCache)
 			bud.KVPaged = true
 		}
 	}
-	if gpu && cfg.Precision.MatMul == "bf16" {
+	if gpu && s.BF16Products {
 		bud.Plan.WeightCopies = bud.Plan.Weights / 2 // model.ShadowWeights
-		if bud.lora != nil && cfg.Precision.RefBF16() && mc.TieWordEmbeddings {
+		if bud.lora != nil && s.RefBF16 && mc.TieWordEmbeddings {
 			// The adapters', and a tied LM head's (Freeze keeps the input
 			// embedding fp32; the head's product reads the copy).
 			bud.Plan.WeightCopies += 2 * int64(mc.VocabSize) * int64(mc.HiddenSize)
@@ -371,76 +373,20 @@ func planFor(mc *model.Config, cfg Config, gpu bool, device string) Budget {
 		// Every activation but the residual stream and the statistics is
 		// bf16 (halfPerToken): every layer's set, or the one recomputed set.
 		layers := int64(mc.NumHiddenLayers)
-		if cfg.Train.Recompute {
+		if s.Recompute {
 			layers = 1
 		}
-		bud.Plan.Activations -= planTokens(cfg) * layers * halfPerToken(mc) / 2
+		bud.Plan.Activations -= planTokens(s) * layers * halfPerToken(mc) / 2
 		// The logits' gradient is bf16 too (model.ActivationStore).
-		_, gr := headRows(mc, cfg)
+		_, gr := headRows(mc, s)
 		bud.Plan.Logits -= int64(gr) * int64(mc.VocabSize) * 2
 		bud.ActBF16 = true
 	}
 	return bud
 }
 
-// BackendOpener opens the backend a device name asks for (cpu, cuda,
-// cuda:N, auto) with the GPU's matrix-product precision; logf receives the
-// choice. The binary passes backend.Open; the trainer itself links no GPU
-// code.
-type BackendOpener func(device, precision string, logf func(string, ...any)) (model.Backend, error)
-
-// CPUOnly is the opener used when none is given: cpu opens the CPU
-// backend, auto falls back to it (saying so), and cuda is an error.
-func CPUOnly(name, precision string, logf func(string, ...any)) (model.Backend, error) {
-	kind, _, err := device.Parse(name)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := device.ParsePrecision(precision); err != nil {
-		return nil, err
-	}
-	switch kind {
-	case device.CUDA:
-		return nil, fmt.Errorf("device %s: this program opens no GPU backend (trainer.Options.Backend is not set; the gdrotrain binary sets it to backend.Open)", name)
-	case device.Auto:
-		logf("device auto: this program opens no GPU backend; using the CPU backend")
-	}
-	return cpu.NewBackend(), nil
-}
-
-// OpenBackend opens the device run.device names with open (nil: CPUOnly)
-// and plans the run's memory against it, reading only config.json (nothing
-// large is allocated). A backend with its own device memory
-// (model.MemoryReporter) is planned against that memory, others against
-// the host's.
-func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (model.Backend, Budget, error) {
-	mc, err := model.LoadConfig(cfg.Model.Path)
-	if err != nil {
-		return nil, Budget{}, fmt.Errorf("policy: %w", err)
-	}
-	if open == nil {
-		open = CPUOnly
-	}
-	b, err := open(cfg.Run.Device, cfg.Precision.MatMul, logf)
-	if err != nil {
-		kind, _, _ := device.Parse(cfg.Run.Device)
-		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
-	}
-	mr, gpu := b.(model.MemoryReporter)
-	bud := planFor(mc, cfg, gpu, b.Name())
-	bud.Available = availableMemory()
-	if gpu {
-		free, _, err := mr.MemInfo()
-		if err != nil {
-			return nil, bud, err
-		}
-		bud.Device, bud.Available = fmt.Sprintf("%s, %s", b.Name(), mr.DeviceName()), free
-	}
-	return b, bud, nil
-}
-
-// availableMemory reads MemAvailable from /proc/meminfo (0 if unknown).
-func availableMemory() int64 {
+// Available reads MemAvailable from /proc/meminfo (0 if unknown).
+func Available() int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -458,8 +404,9 @@ func availableMemory() int64 {
 	return 0
 }
 
-// checkMemory refuses a plan that exceeds the available memory.
-func checkMemory(p MemoryPlan, avail int64) error {
+// Check refuses a plan that exceeds the available memory avail (0:
+// unknown, accepted).
+func Check(p Plan, avail int64) error {
 	if avail <= 0 || p.Total() <= avail {
 		return nil
 	}
@@ -477,6 +424,44 @@ func kvRow(b Budget, dtype string) string {
 	return "KV cache (" + dtype + ")"
 }
 
-// HostMemory is the host's available memory in bytes (MemAvailable; 0
-// when unknown), for the commands that plan their own memory.
-func HostMemory() int64 { return availableMemory() }
+// Generation is b (a training rank's budget from For) as a
+// generation rank holds it: the policy's weights — bf16 where products
+// are bf16 (the input embedding fp32, as model.Freeze keeps it), fp32
+// otherwise — and the KV cache; no reference, gradients, moments,
+// activations or collective buffer.
+func Generation(b Budget) Budget {
+	g := b
+	g.World, g.ZeRO, g.MastersSharded, g.NeedRef = 0, 0, false, false
+	p := b.Plan
+	weights := p.Weights
+	if mc := b.model; mc != nil {
+		weights = mc.NumParams() * 4
+		if p.WeightCopies > 0 {
+			embed := int64(mc.VocabSize) * int64(mc.HiddenSize)
+			weights = (mc.NumParams()-embed)*2 + embed*4
+		}
+	}
+	g.Plan = Plan{Weights: weights, KVCache: p.KVCache, Logits: p.Logits}
+	return g
+}
+
+// GenerationReport is the dry-run text of a generation rank's plan.
+func GenerationReport(b Budget) string {
+	g := func(x int64) string { return fmt.Sprintf("%8.2f GiB", float64(x)/(1<<30)) }
+	p := b.Plan
+	dt := "fp32"
+	if mc := b.model; mc != nil && p.Weights < mc.NumParams()*4 {
+		dt = "bf16; fp32 embedding, norms"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "memory plan per generation rank on %s:\n", b.Device)
+	for _, row := range []struct {
+		name string
+		v    int64
+	}{{"policy (" + dt + ")", p.Weights}, {kvRow(b, map[bool]string{false: "fp32", true: "bf16"}[b.KVBF16]), p.KVCache},
+		{"logits (LM-head chunks)", p.Logits}, {"peak", p.Weights + p.KVCache + p.Logits}} {
+		fmt.Fprintf(&sb, "  %-38s %s\n", row.name, g(row.v))
+	}
+	sb.WriteString(b.verdict())
+	return sb.String()
+}

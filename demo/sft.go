@@ -1,4 +1,4 @@
-package trainer
+package demo
 
 // Supervised warm-up: maximise the log-likelihood of target responses (the
 // token mean per batch), used by the demo to give a random tiny model the
