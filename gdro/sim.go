@@ -37,7 +37,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 )
 

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
