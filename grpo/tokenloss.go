@@ -10,7 +10,7 @@ import "fmt"
 
 // TokenLoss is a loss whose derivative with respect to each target token's
 // log-probability depends on that log-probability and on per-token
-// constants alone: GRPO's clipped surrogate with the k3 KL, as the trainer
+// constants alone: GRPO's clipped surrogate with the k3 KL, as MicroBatch
 // computes it (Surrogate.Token, .Grad). The slices hold one entry per
 // target row, in the pass's order (the sequences' Tokens[Start:] end to
 // end).
@@ -37,7 +37,7 @@ func (l *TokenLoss) Check(m int) error {
 	return nil
 }
 
-// Grad is target row k's ∂J/∂log π at log-prob lp, as the trainer's
+// Grad is target row k's ∂J/∂log π at log-prob lp, as LossConfig's
 // MicroBatch computes it (the host's reference for the CUDA kernel).
 func (l *TokenLoss) Grad(k int, lp float32) float32 {
 	if l.Denom[k] == 0 {

@@ -10,7 +10,7 @@ import (
 
 // tokenLossGrad: a backend's TokenLossGrad (the fused head's per-token
 // derivative, model.TokenLossGrader) against the host's TokenLoss.Grad
-// (float64, internal/grpo) on every branch: ratios inside and beyond the
+// (float64, grpo) on every branch: ratios inside and beyond the
 // clip on both sides, the dual clip, Δ and the KL's d beyond ±20, the k3
 // value beyond its clamp, dropped tokens, importance weights or none, a
 // NaN log-prob, and a row range not starting at 0 over more than one
