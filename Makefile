@@ -59,7 +59,7 @@ fixtures:
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency.
-NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./internal/grpo/ ./internal/gpukit/ ./internal/configdoc/ ./internal/tbevents/... ./internal/watch/
+NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./grpo/ ./internal/layers/ ./internal/gpukit/ ./internal/configdoc/ ./internal/tbevents/... ./internal/watch/
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff

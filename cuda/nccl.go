@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -355,11 +354,21 @@ func (c *Comm) fail(what string, err error, blocked chan error) error {
 	return c.err
 }
 
+// ControlPlane is what opening a communicator needs of the ranks' control
+// plane (dist.Group implements it): this rank, the world size, and a blob
+// broadcast from rank 0 to every rank. An interface, so that this package
+// does not import dist (docs/architecture.md, the layers).
+type ControlPlane interface {
+	Rank() int
+	Size() int
+	Broadcast(name string, blob []byte) ([]byte, error)
+}
+
 // OpenCommOver opens the communicator of a data-parallel run whose ranks
 // form the control plane g: rank 0 makes NCCL's id and broadcasts it over
 // g, then every rank joins. The Comm is the trainer's gradient reducer
 // (AllReduceSum) and ZeRO-1 gatherer (GatherShards).
-func OpenCommOver(b *Backend, g *dist.Group, timeout time.Duration) (*Comm, error) {
+func OpenCommOver(b *Backend, g ControlPlane, timeout time.Duration) (*Comm, error) {
 	var id UniqueID
 	if g.Rank() == 0 {
 		var err error

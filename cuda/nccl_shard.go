@@ -4,10 +4,9 @@ import (
 	"fmt"
 
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/optim"
 )
 
-// ZeRO's two collectives over per-parameter ranges (optim.Shard.Range).
+// ZeRO's two collectives over per-parameter ranges (model.Shard.Range).
 // NCCL's reduce-scatter and all-gather need equal blocks, and the last
 // ranks' ranges can be shorter or empty, so each tensor of n elements
 // travels through a scratch buffer of World·⌈n/World⌉ elements whose block
@@ -28,7 +27,7 @@ type padded struct {
 }
 
 // eachPadded runs do for every tensor of ts with its scratch buffer.
-func (c *Comm) eachPadded(what string, ts []*model.Tensor, s optim.Shard, do func(i int, p padded) error) error {
+func (c *Comm) eachPadded(what string, ts []*model.Tensor, s model.Shard, do func(i int, p padded) error) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("%s: the optimizer is rank %d of %d but the communicator rank %d of %d", what, s.Rank, s.World, c.rank, c.world)
 	}
@@ -69,7 +68,7 @@ func (c *Comm) reduceScatterPadded(p padded) error {
 // each tensor's range goes from its rank to every rank. The bf16-only
 // weights of sharded masters go first (gatherHalf), then the float32
 // tensors; every rank lists the same tensors, so the collectives match.
-func (c *Comm) GatherShards(ts []*model.Tensor, s optim.Shard) error {
+func (c *Comm) GatherShards(ts []*model.Tensor, s model.Shard) error {
 	var whole []*model.Tensor
 	for i, t := range ts {
 		if !c.b.IsHalfOnly(t) {
@@ -95,7 +94,7 @@ func (c *Comm) GatherShards(ts []*model.Tensor, s optim.Shard) error {
 // ReduceScatterShards sums each tensor over the ranks into this rank's
 // range only (optim.ShardReducer: half an all-reduce's traffic); the rest
 // of the tensor keeps this rank's own, unsummed values.
-func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s optim.Shard) error {
+func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s model.Shard) error {
 	return c.eachPadded("reduce-scatter shards", ts, s, func(_ int, p padded) error {
 		if err := c.reduceScatterPadded(p); err != nil {
 			return err
@@ -110,7 +109,7 @@ func (c *Comm) ReduceScatterShards(ts []*model.Tensor, s optim.Shard) error {
 // ReduceScatterAdd is ZeRO-2's reduce-scatter (optim.ShardAccumulator):
 // each tensor's sum over the ranks, this rank's range of it added into
 // acc[i]. The tensors are left as they were; the caller zeroes them.
-func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s optim.Shard) error {
+func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s model.Shard) error {
 	if len(acc) != len(ts) {
 		return fmt.Errorf("reduce-scatter-add: %d tensors but %d accumulators", len(ts), len(acc))
 	}
@@ -130,7 +129,7 @@ func (c *Comm) ReduceScatterAdd(ts, acc []*model.Tensor, s optim.Shard) error {
 
 // GatherBlocks all-gathers buf in place (optim.BlockGatherer): its World
 // equal blocks, float32 or bf16, each from its rank.
-func (c *Comm) GatherBlocks(buf *model.Tensor, s optim.Shard) error {
+func (c *Comm) GatherBlocks(buf *model.Tensor, s model.Shard) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("gather blocks: the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
 	}
@@ -149,10 +148,10 @@ func (c *Comm) GatherBlocks(buf *model.Tensor, s optim.Shard) error {
 // written by AdamWHalf). In place where the weight's storage has room for
 // W·⌈n/W⌉ elements from its start that belong to no other tensor: n a
 // multiple of W, or the weight the last tensor of a storage padded for it
-// (optim.ShardedAdamW.ShardMasters pads every sharded weight's storage so).
+// (model.ShardedAdamW.ShardMasters pads every sharded weight's storage so).
 // Otherwise (a fused storage's earlier view of n not a multiple of W)
 // through a bf16 scratch buffer, as the float32 tensors go.
-func (c *Comm) gatherHalf(t *model.Tensor, s optim.Shard) error {
+func (c *Comm) gatherHalf(t *model.Tensor, s model.Shard) error {
 	if s.World != c.world || s.Rank != c.rank {
 		return fmt.Errorf("the optimizer is rank %d of %d but the communicator rank %d of %d", s.Rank, s.World, c.rank, c.world)
 	}
@@ -188,8 +187,3 @@ func (c *Comm) gatherHalf(t *model.Tensor, s optim.Shard) error {
 	c.b.keep(c.b.d.copyDevice(p, pt, 2*int64(n)))
 	return c.b.Err()
 }
-
-var (
-	_ optim.ShardComm  = (*Comm)(nil)
-	_ optim.AllReducer = (*Comm)(nil)
-)

@@ -569,3 +569,11 @@ func ncclZeRO(t *testing.T, b *Backend, c *Comm, rank, world int) {
 	}
 	t.Logf("rank %d of %d: reduce-scatter of the shards matches the host's rank-order sums %s", rank, world, sumsMatch(world))
 }
+
+// The communicator is every collective ZeRO and the replicated strategy
+// need; checked here, since the package itself does not import optim
+// (docs/architecture.md, the layers).
+var (
+	_ optim.ShardComm  = (*Comm)(nil)
+	_ optim.AllReducer = (*Comm)(nil)
+)

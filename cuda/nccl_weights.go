@@ -32,7 +32,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -47,7 +46,7 @@ type WeightLink struct {
 // trainers ranks train (world is the whole job's control plane). Every
 // world rank calls it, since the id travels in a broadcast of the whole
 // world's group; the training ranks but rank 0 then return nil.
-func OpenWeightLink(b *Backend, world *dist.Group, trainers int, timeout time.Duration) (*WeightLink, error) {
+func OpenWeightLink(b *Backend, world ControlPlane, trainers int, timeout time.Duration) (*WeightLink, error) {
 	gens := world.Size() - trainers
 	if trainers < 1 || gens < 1 {
 		return nil, fmt.Errorf("weights' communicator: %d training ranks of %d", trainers, world.Size())

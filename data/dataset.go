@@ -168,7 +168,7 @@ var dataSources = map[string]string{
 	"amc23":          "math-ai/amc23",
 	"minerva_math":   "math-ai/minervamath",
 	"olympiadbench":  "math-ai/olympiadbench",
-	"gpqa_diamond":   "Idavidrein/gpqa",
+	"gpqa_diamond":   GPQASource,
 	"dapo_math_17k":  "open-r1/DAPO-Math-17k-Processed",
 	"dapo_math":      "open-r1/DAPO-Math-17k-Processed",
 	"dapo-math-17k":  "open-r1/DAPO-Math-17k-Processed",

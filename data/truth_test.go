@@ -3,8 +3,11 @@ package data
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gdrotrain/gdrotrain/reward"
 )
 
 func TestGroundTruth(t *testing.T) {
@@ -66,6 +69,29 @@ func TestGroundTruthRows(t *testing.T) {
 	for i, want := range []string{"B", "27"} {
 		if got := ds.Prompts[i].GroundTruth; got != want {
 			t.Errorf("simple row %d: ground truth %q, want %q", i, got, want)
+		}
+	}
+}
+
+// TestMultipleChoiceAgreesWithReward: data names the GPQA data_source and
+// the option letters itself (it does not import reward); both must be
+// reward's: MultipleChoice holds for exactly the sources reward scores
+// with the GPQA letter scorer, and an option index becomes reward's letter.
+func TestMultipleChoiceAgreesWithReward(t *testing.T) {
+	for _, ds := range []string{GPQASource, "math-ai/gpqa", "gpqa_diamond", "lighteval/MATH", "math_dapo",
+		"HuggingFaceH4/aime_2024", "aime2025", "openai/gsm8k", "unknown", ""} {
+		m, err := reward.ReferenceMode(ds)
+		if want := err == nil && m == reward.ModeGPQA; MultipleChoice(ds, nil) != want {
+			t.Errorf("MultipleChoice(%q) = %v; reward's mode %q (%v)", ds, !want, m, err)
+		}
+	}
+	for i := -1; i <= 5; i++ {
+		want, ok := reward.GPQATruth(i)
+		if !ok {
+			want = strconv.Itoa(i)
+		}
+		if got, err := GroundTruth(json.Number(strconv.Itoa(i)), true); err != nil || got != want {
+			t.Errorf("option index %d: %q, %v; want %q", i, got, err, want)
 		}
 	}
 }

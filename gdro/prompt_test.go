@@ -199,7 +199,7 @@ func TestPromptSignalZeroAtRatioOne(t *testing.T) {
 }
 
 // GRPO advantage vectors of docs/algorithm.md §5.2 (the simulator's
-// advantages, internal/grpo's, the same function as the trainer's).
+// advantages, grpo's, the same function as the trainer's).
 func TestGRPOAdvantagesSpecVectors(t *testing.T) {
 	b := func(k, n int) []bool {
 		s := make([]bool, n)

@@ -37,7 +37,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 )
 
@@ -552,7 +552,7 @@ func fmtFloats(v []float64, f string) string {
 }
 
 // grpoAdvantages returns the GRPO advantages of one group for math_dapo
-// rewards ±1 (ε = 1e−6, no clip), computed by internal/grpo — the function
+// rewards ±1 (ε = 1e−6, no clip), computed by grpo.Advantages — the function
 // the trainer uses (docs/algorithm.md §5.2), so a single-rollout group keeps
 // its raw reward here too.
 func grpoAdvantages(correct []bool) []float64 {

@@ -11,46 +11,12 @@ package optim
 // and a checkpoint shard maps to parameter names, so resharding to another
 // world size is a per-name slice of the assembled moments.
 
-import (
-	"fmt"
+import "github.com/gdrotrain/gdrotrain/model"
 
-	"github.com/gdrotrain/gdrotrain/model"
-)
-
-// Shard is this rank's part of the optimizer state: rank Rank of World.
-// World ≤ 1 means unsharded.
-type Shard struct{ Rank, World int }
-
-// Sharded reports whether the state is split over several ranks.
-func (s Shard) Sharded() bool { return s.World > 1 }
-
-// Range is the owned part [lo, hi) of a parameter of n elements: ranks own
-// consecutive chunks of ⌈n/W⌉ elements, the last ones possibly fewer or none.
-func (s Shard) Range(n int) (lo, hi int) {
-	if !s.Sharded() {
-		return 0, n
-	}
-	chunk := (n + s.World - 1) / s.World
-	lo = min(n, s.Rank*chunk)
-	return lo, min(n, lo+chunk)
-}
-
-// PaddedLen is W·⌈n/W⌉: the elements of a padded buffer whose block r
-// holds rank r's Range of a parameter of n elements.
-func (s Shard) PaddedLen(n int) int {
-	if !s.Sharded() {
-		return n
-	}
-	return s.World * ((n + s.World - 1) / s.World)
-}
-
-// Validate checks the rank against the world size.
-func (s Shard) Validate() error {
-	if s.World > 1 && (s.Rank < 0 || s.Rank >= s.World) {
-		return fmt.Errorf("optimizer shard: rank %d is not in 0…%d", s.Rank, s.World-1)
-	}
-	return nil
-}
+// Shard is this rank's part of the optimizer state: rank Rank of World
+// (model.Shard, defined there so that the CUDA backend's collectives take
+// it without importing this package).
+type Shard = model.Shard
 
 // ShardViews returns the part of each tensor s owns, as a flat view (nil
 // where the part is empty).

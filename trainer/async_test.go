@@ -23,6 +23,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -196,7 +197,7 @@ func offPolicyConfig(t *testing.T, name string, steps int) Config {
 	cfg.Run.Name = name
 	cfg.Train.Steps = steps
 	cfg.Train.MaxOffPolicySteps = 1
-	cfg.Loss.RolloutCorrection.Mode = CorrectTokenTIS
+	cfg.Loss.RolloutCorrection.Mode = grpo.CorrectTokenTIS
 	cfg.Checkpoint.Every = 1
 	return cfg
 }
@@ -354,7 +355,7 @@ func TestAsyncConfigRules(t *testing.T) {
 		}
 	}
 	ok := base
-	ok.Dist.RolloutRanks, ok.Train.MaxOffPolicySteps, ok.Loss.RolloutCorrection.Mode = 1, 1, CorrectTokenTIS
+	ok.Dist.RolloutRanks, ok.Train.MaxOffPolicySteps, ok.Loss.RolloutCorrection.Mode = 1, 1, grpo.CorrectTokenTIS
 	if err := ok.Validate(); err != nil {
 		t.Errorf("one step off-policy with token_tis: %v", err)
 	}

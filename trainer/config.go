@@ -21,6 +21,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/device"
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
 )
@@ -44,7 +45,7 @@ type Config struct {
 	Sampling   SamplingConfig   `yaml:"sampling" json:"sampling"`
 	Train      TrainConfig      `yaml:"train" json:"train"`
 	Optim      OptimConfig      `yaml:"optim" json:"optim"`
-	Loss       LossConfig       `yaml:"loss" json:"loss"`
+	Loss       grpo.LossConfig  `yaml:"loss" json:"loss"`
 	LoRA       LoRAConfig       `yaml:"lora" json:"lora"`
 	GDRO       gdro.Config      `yaml:"gdro" json:"gdro"`
 	Reward     RewardConfig     `yaml:"reward" json:"reward"`
@@ -274,7 +275,7 @@ func Default() Config {
 			MicroBatchRows: 16, PPOEpochs: 1, LogEvery: 1, FusedHead: true, DynamicSampling: DynamicSamplingConfig{MaxRounds: 10}},
 		Optim: OptimConfig{AdamWConfig: optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01},
 			GradClip: 1},
-		Loss:       DefaultLoss(),
+		Loss:       grpo.DefaultLoss(),
 		LoRA:       DefaultLoRA(),
 		GDRO:       g,
 		Reward:     RewardConfig{Mode: "auto"},
@@ -501,7 +502,7 @@ func (c Config) rlOptionsAgree() error {
 		p.add("loss.rollout_correction.mode %s needs the sampler to draw from the policy itself (sampling.temperature 1, top_p 1, top_k 0; got %v, %v, %d): the trainer's log-probs are at temperature 1 without filters",
 			rc.Mode, c.Sampling.Temperature, c.Sampling.TopP, c.Sampling.TopK)
 	}
-	if err := c.Loss.Overlong.checkLimit(c.Sampling.MaxNewTokens); err != nil {
+	if err := c.Loss.Overlong.CheckLimit(c.Sampling.MaxNewTokens); err != nil {
 		p = append(p, err)
 	}
 	if err := c.asyncAgrees(); err != nil {

@@ -127,27 +127,6 @@ func TestBuiltinConfigsLoad(t *testing.T) {
 	}
 }
 
-func TestPassAtK(t *testing.T) {
-	cases := []struct {
-		n, c, k int
-		want    float64
-	}{
-		{4, 0, 1, 0}, {4, 4, 1, 1}, {4, 1, 1, 0.25}, {4, 1, 4, 1}, {4, 1, 2, 0.5}, {8, 2, 4, 1 - (6.0*5*4*3)/(8*7*6*5)}, {8, 7, 2, 1},
-	}
-	for _, c := range cases {
-		if got := PassAtK(c.n, c.c, c.k); abs(got-c.want) > 1e-12 {
-			t.Errorf("pass@%d(n=%d, c=%d) = %v want %v", c.k, c.n, c.c, got, c.want)
-		}
-	}
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
-}
-
 func TestMemoryPlan(t *testing.T) {
 	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
 		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}

@@ -63,6 +63,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/dist"
 	"github.com/gdrotrain/gdrotrain/memplan"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -297,7 +298,7 @@ type updateMsg struct {
 	Rows       []int
 	Signal, KL []float64
 	Entropy    [][]float32
-	Mismatch   []rowMismatch // zero (not Measured) where the sampler's log-probs are not comparable
+	Mismatch   []grpo.RowMismatch // zero (not Measured) where the sampler's log-probs are not comparable
 	Micro      []microRec
 }
 
@@ -313,7 +314,7 @@ func (d *dataParallel) shareUpdate(spans []microSpan, rows []rowData, signal, kl
 			msg.Rows = append(msg.Rows, i)
 			msg.Signal, msg.KL = append(msg.Signal, signal[i]), append(msg.KL, kl[i])
 			msg.Entropy = append(msg.Entropy, rows[i].entropy)
-			var m rowMismatch // gob cannot send nil pointers in a slice
+			var m grpo.RowMismatch // gob cannot send nil pointers in a slice
 			if rows[i].mismatch != nil {
 				m = *rows[i].mismatch
 			}

@@ -17,7 +17,11 @@ package trainer
 // the kept prompts only, so they keep their normalisation on the rows that
 // are trained on.
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gdrotrain/gdrotrain/grpo"
+)
 
 // DynamicSamplingConfig is train.dynamic_sampling.
 type DynamicSamplingConfig struct {
@@ -160,7 +164,7 @@ type OverlongMetrics struct {
 }
 
 // overlongMetrics is nil when loss.overlong does nothing.
-func overlongMetrics(o OverlongConfig, rows []rowData) *OverlongMetrics {
+func overlongMetrics(o grpo.OverlongConfig, rows []rowData) *OverlongMetrics {
 	if !o.Filter && o.SoftPenaltyTokens == 0 {
 		return nil
 	}

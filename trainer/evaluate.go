@@ -18,6 +18,7 @@ import (
 	"sort"
 
 	"github.com/gdrotrain/gdrotrain/data"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/reward"
 	"github.com/gdrotrain/gdrotrain/sampler"
@@ -52,23 +53,6 @@ type ValResult struct {
 	MeanLength    float64 `json:"response_len_mean"`
 	Truncation    float64 `json:"truncation_rate"`
 	GenTokens     int     `json:"gen_tokens"`
-}
-
-// PassAtK is the unbiased estimator 1 − C(n−c, k)/C(n, k) (Chen et al.
-// 2021) for c correct of n samples.
-func PassAtK(n, c, k int) float64 {
-	if k > n || k < 1 {
-		return math.NaN()
-	}
-	if n-c < k {
-		return 1
-	}
-	// C(n−c, k)/C(n, k) = Π_{i=0}^{k−1} (n−c−i)/(n−i)
-	p := 1.0
-	for i := 0; i < k; i++ {
-		p *= float64(n-c-i) / float64(n-i)
-	}
-	return 1 - p
 }
 
 // Evaluate runs the held-out evaluation: the current policy on the
@@ -131,7 +115,7 @@ func (t *Trainer) Evaluate(ctx context.Context) (*ValResult, error) {
 		for k := 1; k <= v.N; k *= 2 {
 			var s float64
 			for _, c := range cs {
-				s += PassAtK(v.N, c, k)
+				s += grpo.PassAtK(v.N, c, k)
 			}
 			b.PassAtK[fmt.Sprintf("pass@%d", k)] = s / float64(len(cs))
 			b.FirstKAny[fmt.Sprintf("first_k_any@%d", k)] = firstKAny(first[src], k)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -35,10 +36,10 @@ func TestFusedHeadMatchesMicroBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Release()
-	rows := make([]Row, len(seqs))
+	rows := make([]grpo.Row, len(seqs))
 	for i := range rows {
 		n := len(p.LogProbs[i])
-		r := Row{Old: make([]float32, n), Ref: make([]float32, n), Adv: 1.3 * rng.NormFloat64(), Weight: 0.5 + rng.Float64(),
+		r := grpo.Row{Old: make([]float32, n), Ref: make([]float32, n), Adv: 1.3 * rng.NormFloat64(), Weight: 0.5 + rng.Float64(),
 			GroupSize: 1 + i%3, Masked: i == 2}
 		for k := range n {
 			r.Old[k] = p.LogProbs[i][k] + float32(0.4*rng.NormFloat64())
@@ -53,14 +54,14 @@ func TestFusedHeadMatchesMicroBatch(t *testing.T) {
 		rows[i] = r
 	}
 	for _, agg := range []string{"token-mean", "seq-mean-token-mean", "prompt-mean-token-mean"} {
-		lc := DefaultLoss()
+		lc := grpo.DefaultLoss()
 		lc.KLCoef, lc.Aggregation = 0.05, agg
 		f, err := m.ForwardLoss(seqs, lc.TokenLoss(rows, 3), model.NewParams(b, mc))
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.Release()
-		rs := append([]Row(nil), rows...)
+		rs := append([]grpo.Row(nil), rows...)
 		for i := range rs {
 			rs[i].LogProbs = f.LogProbs[i]
 		}

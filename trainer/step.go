@@ -20,6 +20,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/data"
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/rng"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/reward"
@@ -45,7 +46,7 @@ type rowData struct {
 	// (nil: 1) and mismatch its figures, set with the old log-probs.
 	sampler  []float32
 	is       []float32
-	mismatch *rowMismatch
+	mismatch *grpo.RowMismatch
 	// penalty: the soft overlong penalty added to the score; masked: the
 	// overlong filter drops the row from the loss (overlong.go).
 	penalty float64
@@ -176,8 +177,8 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	}
 	met.GPUMemGenPeakGiB = mem.lap()
 
-	// Advantages over every generated group, then the groups the update
-	// trains on.
+	// Rewards with the overlong penalty, advantages over every generated
+	// group, then the groups the update trains on.
 	t.advantages(b.rows)
 	keep := t.keepGroups(b, met)
 	plan, err := b.plan.Subset(keep)
@@ -275,7 +276,7 @@ func (t *Trainer) advantages(rows []rowData) {
 	for i, r := range rows {
 		rewards[i], groups[i] = r.result.Score+r.penalty, r.prompt
 	}
-	adv := Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
+	adv := grpo.Advantages(rewards, groups, t.Cfg.Loss.AdvEps, t.Cfg.Loss.AdvClip)
 	for i := range rows {
 		rows[i].adv = adv[i]
 	}
@@ -618,13 +619,13 @@ func (t *Trainer) update(spans []microSpan, rows []rowData, met *StepMetrics) ([
 // in the forward, from the loss's per-token derivative computed on the
 // backend (model.ForwardLoss); the host's own derivative, computed here for
 // the statistics, must match it token for token.
-func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
-	lr := make([]Row, len(rows))
+func (t *Trainer) microStep(rows []rowData, ga int) (grpo.MicroStats, error) {
+	lr := make([]grpo.Row, len(rows))
 	for i, r := range rows {
-		lr[i] = Row{Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group, IS: r.is, Masked: r.masked}
+		lr[i] = grpo.Row{Old: r.old, Ref: r.ref, Adv: r.adv, Weight: r.weight, GroupSize: r.group, IS: r.is, Masked: r.masked}
 	}
 	var (
-		loss *model.TokenLoss
+		loss *grpo.TokenLoss
 		p    *model.Pass
 		err  error
 	)
@@ -635,7 +636,7 @@ func (t *Trainer) microStep(rows []rowData, ga int) (MicroStats, error) {
 		p, err = t.Policy.Forward(sequences(rows))
 	}
 	if err != nil {
-		return MicroStats{}, fmt.Errorf("policy forward: %w", err)
+		return grpo.MicroStats{}, fmt.Errorf("policy forward: %w", err)
 	}
 	for i := range lr {
 		lr[i].LogProbs = p.LogProbs[i]

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/checkpoint"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
 )
@@ -158,7 +159,7 @@ func TestTrainingStepGradient(t *testing.T) {
 	b := cpu.NewBackend()
 	m := &model.Model{Cfg: mc, B: b, P: model.RandomParams(b, mc, 9, 0.3, 0.2)}
 	rng := rand.New(rand.NewPCG(1, 2))
-	var rows []Row
+	var rows []grpo.Row
 	var seqs []model.Sequence
 	for i := 0; i < 4; i++ {
 		toks := make([]int32, 6+i)
@@ -178,23 +179,23 @@ func TestTrainingStepGradient(t *testing.T) {
 			old[k] = p.LogProbs[i][k] + float32(rng.NormFloat64()*0.3)
 			ref[k] = p.LogProbs[i][k] + float32(rng.NormFloat64()*0.3)
 		}
-		rows = append(rows, Row{Old: old, Ref: ref, Adv: []float64{1.2, -0.7, 0.4, -1.5}[i], Weight: []float64{1, 2, 0.5, 1}[i]})
+		rows = append(rows, grpo.Row{Old: old, Ref: ref, Adv: []float64{1.2, -0.7, 0.4, -1.5}[i], Weight: []float64{1, 2, 0.5, 1}[i]})
 	}
-	lc := DefaultLoss()
+	lc := grpo.DefaultLoss()
 	lc.KLCoef = 0.1
 	loss := func() float64 {
 		p, err := m.Forward(seqs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs := append([]Row(nil), rows...)
+		rs := append([]grpo.Row(nil), rows...)
 		for i := range rs {
 			rs[i].LogProbs = p.LogProbs[i]
 		}
 		_, st := lc.MicroBatch(rs, 1)
 		return st.Loss
 	}
-	rs := append([]Row(nil), rows...)
+	rs := append([]grpo.Row(nil), rows...)
 	for i := range rs {
 		rs[i].LogProbs = p.LogProbs[i]
 	}

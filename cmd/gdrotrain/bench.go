@@ -80,7 +80,11 @@ how many weight sets were drawn).`,
 					}
 					// The step time of generation and training, synchronous
 					// and overlapped on 8 GPUs, estimated from those counts.
-					return cudaprofile.WritePipeline(cmd.OutOrStdout(), train, decode, asJSON)
+					wls, err := cudaprofile.PaperWorkloads(paperRunSettings)
+					if err != nil {
+						return err
+					}
+					return cudaprofile.WritePipeline(cmd.OutOrStdout(), train, decode, wls, asJSON)
 				}
 				if cb, ok := b.(*cuda.Backend); ok {
 					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,

@@ -1,7 +1,7 @@
 // The GRPO loss's derivative per target token, for the fused LM head
 // (model.TokenLoss, docs/algorithm.md §5.15): dl[m] = ∂J/∂log π at the
 // token's log-prob logp[m], in float64 as the host computes it
-// (internal/grpo Surrogate.Token and .Grad, mirrored branch for branch;
+// (grpo.Surrogate.Token and .Grad, mirrored branch for branch;
 // change both together). c holds five doubles per row: the old and the
 // reference log-probs, the importance weight, the weighted advantage and
 // the aggregation's divisor (0: the token is dropped, dl = 0).

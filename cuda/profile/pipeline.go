@@ -54,12 +54,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
-	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
 // NVLinkGBs is the bandwidth, in GB/s, assumed for rank 0's broadcast of
@@ -187,32 +185,41 @@ func PipelineAssumptions() []string {
 	}
 }
 
-// PaperWorkloads are the paper's GRPO configs (configs/paper-grpo-1.7b.yaml
-// and paper-grpo-8b.yaml) on PipelineWorld GPUs, read from the built-in
-// configs; the mean lengths are the assumed ones.
-func PaperWorkloads() ([]Workload, error) {
+// RunSettings are the values of a training config a workload reads. The
+// caller resolves the config (cmd/gdrotrain: configs and trainer.Resolve),
+// since this package sits below the trainer (docs/architecture.md).
+type RunSettings struct {
+	Rows            int  // train.prompts_per_step × gdro.rollout.n_mean
+	MaxNewTokens    int  // sampling.max_new_tokens
+	Slots           int  // sampling.max_slots
+	Graphs          bool // sampling.cuda_graphs
+	LogProbForwards int  // 2 with a reference policy (trainer.NeedsReference), else 1
+	PPOEpochs       int  // train.ppo_epochs
+	Recompute       bool // train.recompute
+}
+
+// PaperConfigs are the names of the paper's GRPO configs
+// (configs/paper-grpo-1.7b.yaml and paper-grpo-8b.yaml) and their models.
+var PaperConfigs = []struct {
+	Config, Model string
+	Opts          model.RandomOptions
+}{{"paper-grpo-1.7b", "Qwen3-1.7B", bench.Qwen3_1_7B()}, {"paper-grpo-8b", "Qwen3-8B", bench.Qwen3_8B()}}
+
+// PaperWorkloads are the paper's GRPO configs on PipelineWorld GPUs, their
+// settings read by settings (the resolved built-in configs); the mean
+// lengths are the assumed ones.
+func PaperWorkloads(settings func(config string) (RunSettings, error)) ([]Workload, error) {
 	var out []Workload
-	for _, c := range []struct {
-		config, model string
-		opts          model.RandomOptions
-	}{{"paper-grpo-1.7b", "Qwen3-1.7B", bench.Qwen3_1_7B()}, {"paper-grpo-8b", "Qwen3-8B", bench.Qwen3_8B()}} {
-		raw, err := configs.Get(c.config)
+	for _, c := range PaperConfigs {
+		rs, err := settings(c.Config)
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := trainer.Resolve(raw, "built-in "+c.config, nil)
-		if err != nil {
-			return nil, err
-		}
-		fwd := 1
-		if trainer.NeedsReference(cfg) {
-			fwd = 2
-		}
-		out = append(out, Workload{Config: c.config, Model: c.model, Opts: c.opts, World: PipelineWorld,
-			Rows: cfg.Train.PromptsPerStep * cfg.GDRO.Rollout.NMean, PromptTokens: AssumedPromptTokens,
-			ResponseTokens: int(math.Round(AssumedResponseFraction * float64(cfg.Sampling.MaxNewTokens))),
-			MaxNewTokens:   cfg.Sampling.MaxNewTokens, Slots: cfg.Sampling.MaxSlots, Graphs: cfg.Sampling.CUDAGraphs,
-			LogProbForwards: fwd, PPOEpochs: cfg.Train.PPOEpochs, Recompute: cfg.Train.Recompute})
+		out = append(out, Workload{Config: c.Config, Model: c.Model, Opts: c.Opts, World: PipelineWorld,
+			Rows: rs.Rows, PromptTokens: AssumedPromptTokens,
+			ResponseTokens: int(math.Round(AssumedResponseFraction * float64(rs.MaxNewTokens))),
+			MaxNewTokens:   rs.MaxNewTokens, Slots: rs.Slots, Graphs: rs.Graphs,
+			LogProbForwards: rs.LogProbForwards, PPOEpochs: rs.PPOEpochs, Recompute: rs.Recompute})
 	}
 	return out, nil
 }
@@ -374,10 +381,10 @@ func shapeFamily(decode []DecodeProfile) string {
 // 8×2k step: rows of about the paper's length).
 const PipelineTrainShape = "qwen3-1.7b-8x2k"
 
-// WritePipeline writes the estimate for every paper workload from the
-// counted training and decode steps: one JSON object per config
+// WritePipeline writes the estimate for every workload (PaperWorkloads)
+// from the counted training and decode steps: one JSON object per config
 // (asJSON), or a table with the assumptions under it.
-func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, asJSON bool) error {
+func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, wls []Workload, asJSON bool) error {
 	var sp *StepProfile
 	for i := range train {
 		if train[i].Shape == PipelineTrainShape {
@@ -393,10 +400,6 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, asJ
 	if sp == nil || shape.Name == "" {
 		return fmt.Errorf("pipeline estimate: no counted training step %s", PipelineTrainShape)
 	}
-	wls, err := PaperWorkloads()
-	if err != nil {
-		return err
-	}
 	header := fmt.Sprintf("pipeline step on %d GPUs (ESTIMATES from the counts above, not measurements): synchronous = generation on %d, then training on %d; "+
 		"overlapped (train.max_off_policy_steps 1, dist.rollout_ranks R) = max(generation on R, training on %d−R + weight sync)\n",
 		PipelineWorld, PipelineWorld, PipelineWorld, PipelineWorld) +
@@ -409,7 +412,7 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, asJ
 		}
 		ests[i] = EstimatePipeline(wl, r)
 	}
-	err = writeProfiles(w, asJSON, header, len(ests), func(i int) (map[string]any, string, error) {
+	err := writeProfiles(w, asJSON, header, len(ests), func(i int) (map[string]any, string, error) {
 		e := ests[i]
 		wl, r := e.Workload, e.Rates
 		line := fmt.Sprintf("%-16s %5d %5d %9.1f %9.1f %9.1f %8.1f %7d %11.1f %-10s %5.2f×", wl.Config, wl.Rows, wl.Slots,

@@ -3,6 +3,7 @@ package profile
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -72,11 +73,25 @@ func madeUpProfiles(t *testing.T) ([]StepProfile, []DecodeProfile) {
 	return train, decode
 }
 
+// paperSettings are the paper configs' settings as the binary resolves
+// them (cmd/gdrotrain's TestPaperRunSettings checks the binary's reading).
+func paperSettings(config string) (RunSettings, error) {
+	rs := RunSettings{Rows: 256 * 4, MaxNewTokens: 4096, Slots: 32, Graphs: true, LogProbForwards: 2, PPOEpochs: 1, Recompute: true}
+	switch config {
+	case "paper-grpo-1.7b":
+		return rs, nil
+	case "paper-grpo-8b":
+		rs.Slots = 16
+		return rs, nil
+	}
+	return RunSettings{}, fmt.Errorf("no config %q", config)
+}
+
 // TestPipelineRates: the rates read from (made-up) counted profiles, for
 // the counted model and for one scaled from it.
 func TestPipelineRates(t *testing.T) {
 	train, decode := madeUpProfiles(t)
-	wls, err := PaperWorkloads()
+	wls, err := PaperWorkloads(paperSettings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +142,12 @@ func TestPipelineRates(t *testing.T) {
 // a row for each paper config, labelled an estimate, on made-up counts.
 func TestWritePipeline(t *testing.T) {
 	train, decode := madeUpProfiles(t)
+	wls, err := PaperWorkloads(paperSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out bytes.Buffer
-	if err := WritePipeline(&out, train, decode, false); err != nil {
+	if err := WritePipeline(&out, train, decode, wls, false); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", out.String())
@@ -139,7 +158,7 @@ func TestWritePipeline(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := WritePipeline(&out, train, decode, true); err != nil {
+	if err := WritePipeline(&out, train, decode, wls, true); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -13,7 +13,7 @@ package profile
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"io"
 	"math/rand/v2"
 	"os"

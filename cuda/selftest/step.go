@@ -8,10 +8,10 @@ import (
 	"math"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/internal/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
-	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
 // stepTol are the whole-step tolerances. fp32: kernels accumulate in
@@ -73,7 +73,7 @@ func trainingStep(cpu, gpu model.Backend, prec cuda.Precision) []Check {
 			seqs = append(seqs, model.Sequence{Tokens: append(append([]int32{}, prompt...), g.ids(11+5*r, 300)...), Start: len(prompt)})
 		}
 	}
-	adv := trainer.Advantages([]float64{1, -1, -1, 1, 1, -1}, []int{0, 0, 0, 1, 1, 1}, 1e-6, 0)
+	adv := grpo.Advantages([]float64{1, -1, -1, 1, 1, -1}, []int{0, 0, 0, 1, 1, 1}, 1e-6, 0)
 	// The old and reference log-probs are inputs (the same for both
 	// backends): the CPU's current ones, moved as a previous PPO epoch and
 	// the frozen reference would be, so ratios leave 1 (some clip) and the
@@ -118,12 +118,12 @@ func runStep(m *model.Model, seqs []model.Sequence, adv []float64, old, ref [][]
 	if err != nil {
 		return r, err
 	}
-	rows := make([]trainer.Row, len(seqs))
+	rows := make([]grpo.Row, len(seqs))
 	for i, lp := range pass.LogProbs {
 		r.logp = append(r.logp, lp...)
-		rows[i] = trainer.Row{LogProbs: lp, Old: old[i], Ref: ref[i], Adv: adv[i], Weight: 1, GroupSize: 3}
+		rows[i] = grpo.Row{LogProbs: lp, Old: old[i], Ref: ref[i], Adv: adv[i], Weight: 1, GroupSize: 3}
 	}
-	loss := trainer.DefaultLoss()
+	loss := grpo.DefaultLoss()
 	loss.KLCoef = 0.05
 	dl, st := loss.MicroBatch(rows, 1)
 	r.loss = st.Loss

@@ -4,13 +4,13 @@ import (
 	"math"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
+	"github.com/gdrotrain/gdrotrain/grpo"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // tokenLossGrad: a backend's TokenLossGrad (the fused head's per-token
 // derivative, model.TokenLossGrader) against the host's TokenLoss.Grad
-// (float64, internal/grpo) on every branch: ratios inside and beyond the
+// (float64, grpo) on every branch: ratios inside and beyond the
 // clip on both sides, the dual clip, Δ and the KL's d beyond ±20, the k3
 // value beyond its clamp, dropped tokens, importance weights or none, a
 // NaN log-prob, and a row range not starting at 0 over more than one

@@ -1,4 +1,4 @@
-package trainer
+package grpo
 
 // Overlong responses (docs/algorithm.md §5.11): a response that reaches
 // sampling.max_new_tokens was cut, not finished, so its reward says little
@@ -39,8 +39,8 @@ func (o OverlongConfig) Validate() error {
 	return p.err()
 }
 
-// checkLimit: the ramp must fit under the response limit.
-func (o OverlongConfig) checkLimit(maxNew int) error {
+// CheckLimit checks that the ramp fits must fit under the response limit.
+func (o OverlongConfig) CheckLimit(maxNew int) error {
 	if o.SoftPenaltyTokens >= maxNew && o.SoftPenaltyTokens > 0 {
 		return fmt.Errorf("loss.overlong.soft_penalty_tokens = %d must be below sampling.max_new_tokens = %d", o.SoftPenaltyTokens, maxNew)
 	}

@@ -1,53 +1,9 @@
-package trainer
+package grpo
 
 import (
 	"math"
 	"testing"
 )
-
-func TestAdvantagesSpecVectors(t *testing.T) {
-	one12 := []float64{1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
-	cases := []struct {
-		name    string
-		rewards []float64
-		want    []float64
-	}{
-		{"1 of 4", []float64{1, -1, -1, -1}, []float64{1.4999985, -0.4999995, -0.4999995, -0.4999995}},
-		{"2 of 4", []float64{1, 1, -1, -1}, []float64{0.8660247, 0.8660247, -0.8660247, -0.8660247}},
-		{"1 of 2", []float64{1, -1}, []float64{0.7071063, -0.7071063}},
-		{"1 of 12", one12, append([]float64{3.1754210}, repeat(-0.2886746, 11)...)},
-		{"all equal", []float64{1, 1, 1}, []float64{0, 0, 0}},
-		{"0/1 rewards equal ±1", []float64{1, 0, 0, 0}, []float64{1.4999985 * 1, -0.4999995, -0.4999995, -0.4999995}},
-	}
-	for _, c := range cases {
-		got := Advantages(c.rewards, make([]int, len(c.rewards)), 1e-6, 0)
-		for i := range c.want {
-			// 0/1 rewards have σ half as large, so ε weighs twice: 1e-6 tolerance covers it.
-			if math.Abs(got[i]-c.want[i]) > 2e-6 {
-				t.Errorf("%s [%d]: %.7f, want %.7f", c.name, i, got[i], c.want[i])
-			}
-		}
-	}
-	// Groups of different sizes in one batch, interleaved ids; a singleton keeps its raw reward.
-	got := Advantages([]float64{1, 5, -1, 0.5}, []int{7, 9, 7, 3}, 1e-6, 0)
-	want := []float64{0.7071063, 5 / (1 + 1e-6), -0.7071063, 0.5 / (1 + 1e-6)}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-6 {
-			t.Errorf("mixed groups [%d]: %v want %v", i, got[i], want[i])
-		}
-	}
-	if c := Advantages([]float64{1, -1, -1, -1}, []int{0, 0, 0, 0}, 1e-6, 1); c[0] != 1 {
-		t.Errorf("advantage clip: %v", c)
-	}
-}
-
-func repeat(v float64, n int) []float64 {
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = v
-	}
-	return out
-}
 
 // TestTokenLossBranches checks each branch of the dual-clip surrogate by hand
 // and every derivative against a central difference.

@@ -1,35 +1,9 @@
-// Package trainer runs GRPO with the Prompt-GDRO and Rollout-GDRO
-// curricula. This file holds the GRPO core of docs/algorithm.md §5: group-normalised
-// advantages, the dual-clip surrogate, the k3 KL penalty, token-mean
-// aggregation per micro-batch, and the per-row loss signal of docs/algorithm.md §6.2.
-//
-// Departures from the GRPO paper, all following the verl reference the
-// published runs used (docs/algorithm.md §5, §11 item 13):
-//   - the group standard deviation is the unbiased one (n−1), ε = 1e−6,
-//     and a group of one has μ = 0, σ = 1;
-//   - the KL term is the k3 ("low_var_kl") estimator in the loss, not in
-//     the reward, against the frozen initial policy;
-//   - the loss is a token mean per micro-batch, and micro-batch losses are
-//     averaged (divided by the accumulation count) over a mini-batch — so
-//     longer responses and prompts with more rollouts weigh more. Two
-//     variants are options: seq-mean-token-mean (each row's token mean,
-//     averaged over rows) and prompt-mean-token-mean (each prompt weighs the
-//     same whatever its rollout count n_i, docs/algorithm.md §11 item 14);
-//   - advantage clipping is available but off by default (the reference
-//     sets ±5 and never reads it; it cannot bind for n ≤ 12).
-//
-// Gradients: the model's backward consumes ∂loss/∂log π per token; this
-// file computes it in closed form. At the ties of max/min (measure zero
-// for continuous ratios) the whole gradient goes to the first branch.
-package trainer
+package grpo
 
 import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/gdrotrain/gdrotrain/internal/grpo"
-	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // LossConfig holds the GRPO loss settings (docs/algorithm.md §5, §10).
@@ -75,21 +49,10 @@ func (c LossConfig) Validate() error {
 	return errors.Join(c.RolloutCorrection.Validate(), c.Overlong.Validate())
 }
 
-// Advantages returns GRPO advantages for rewards grouped by group[i] (any
-// group ids; groups may have different sizes). It is internal/grpo's
-// function, the one gdro-sim uses too: a group of one row keeps its raw
-// reward (μ = 0, σ = 1), as in the reference (docs/algorithm.md §5.2).
-func Advantages(rewards []float64, group []int, eps, clip float64) []float64 {
-	return grpo.Advantages(rewards, group, eps, clip)
-}
-
-// TokenTerms are one token's loss pieces and derivatives (internal/grpo).
-type TokenTerms = grpo.TokenTerms
-
-// Surrogate is the loss's per-token settings, as internal/grpo and the
-// model's fused head (model.TokenLoss) take them.
-func (c LossConfig) Surrogate() grpo.Surrogate {
-	return grpo.Surrogate{ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, DualClip: c.DualClip, KLCoef: c.KLCoef}
+// Surrogate is the loss's per-token settings, as Token and the model's
+// fused head (TokenLoss) take them.
+func (c LossConfig) Surrogate() Surrogate {
+	return Surrogate{ClipLow: c.ClipLow, ClipHigh: c.ClipHigh, DualClip: c.DualClip, KLCoef: c.KLCoef}
 }
 
 // Token computes the dual-clip surrogate and k3 KL of one token (docs/algorithm.md §5.4–5.5).
@@ -180,8 +143,8 @@ func (c LossConfig) MicroBatch(rows []Row, ga int) ([][]float32, MicroStats) {
 // TokenLoss is the loss of rows (their Old, Ref, Adv, Weight, IS, Masked,
 // GroupSize; LogProbs unused) as the model's fused head takes it: one entry
 // per response token, the rows end to end.
-func (c LossConfig) TokenLoss(rows []Row, ga int) *model.TokenLoss {
-	l := &model.TokenLoss{Surrogate: c.Surrogate(), GA: float64(ga)}
+func (c LossConfig) TokenLoss(rows []Row, ga int) *TokenLoss {
+	l := &TokenLoss{Surrogate: c.Surrogate(), GA: float64(ga)}
 	denoms := c.Denominators(rows)
 	anyIS := false
 	for _, r := range rows {

@@ -1,13 +1,13 @@
-// Package grpo holds the GRPO advantage of docs/algorithm.md §5.2: the one
-// implementation the trainer (trainer.Advantages) and gdro-sim share, so the
-// simulator's training pressure and the trainer's agree on every group,
-// single-rollout groups included.
+package grpo
+
+// The GRPO advantage of docs/algorithm.md §5.2: the one implementation the
+// trainer and gdro-sim share, so the simulator's training pressure and the
+// trainer's agree on every group, single-rollout groups included.
 //
 // For the rows G of one group with rewards s_j: if |G| = 1, μ = 0 and σ = 1
 // (the reference's rule: a lone row keeps its raw reward, divided by 1 + ε);
 // otherwise μ is the mean and σ the unbiased standard deviation (÷ |G| − 1).
 // A_j = (s_j − μ)/(σ + ε), then clipped to [−clip, clip] when clip > 0.
-package grpo
 
 import "math"
 
