@@ -444,7 +444,7 @@ func halfTensor(b model.Backend, vals []float32, shape ...int) *model.Tensor {
 }
 
 // tinyPair returns the same random tiny model on the CPU and on the GPU.
-func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *model.Model) {
+func tinyPair(t *testing.T, prec Precision, o model.RandomOptions) (cpu, gpu *model.Model) {
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -508,7 +508,7 @@ var stepAdamW = optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, 
 // every gradient, the gradient norm (relative error within the gradient
 // rtol) and the updated parameters. like returns a set laid out as m's
 // trainable parameters, to check the gradients' layout against.
-func compareSteps(t *testing.T, c stepCase, o model.TinyOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
+func compareSteps(t *testing.T, c stepCase, o model.RandomOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
 	t.Helper()
 	seqs, dl := randomSeqs(rand.New(rand.NewPCG(1, 2)), o.Vocab, [][2]int{{40, 10}, {23, 5}})
 	type result struct {

@@ -129,7 +129,7 @@ type gpuTorchResult struct {
 }
 
 type gpuPlan struct {
-	opts   model.TinyOptions
+	opts   model.RandomOptions
 	train  []bench.Shape
 	decode [][2]int // batch, context
 	steps  int
