@@ -69,9 +69,6 @@ which resumes at any world size.`,
 				if err != nil {
 					return err
 				}
-				for _, n := range cfg.Notices() { // a run logs them; here stderr, beside the printed config
-					fmt.Fprintln(cmd.ErrOrStderr(), n)
-				}
 				if dryRun {
 					if cfg.Model.Path == "" {
 						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")

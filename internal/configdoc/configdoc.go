@@ -309,7 +309,8 @@ func Markdown(secs []Section) string {
 	b.WriteString("(the value in YAML syntax), `--print-config` shows the resolved config. Every default below is\n")
 	b.WriteString("`trainer.Default()`'s; `train.method` then switches the GDRO controllers on or off\n")
 	b.WriteString("(`Config.Resolved`). `—` marks a key with no default (a path the run must be given, or an\n")
-	b.WriteString("optional setting that is off).\n")
+	b.WriteString("optional setting that is off). A key renamed before the first release is an error naming\n")
+	b.WriteString("its new name.\n")
 	for _, s := range secs {
 		fmt.Fprintf(&b, "\n## `%s`\n\n", s.Path)
 		if s.Doc != "" {
@@ -322,14 +323,6 @@ func Markdown(secs []Section) string {
 		for _, k := range s.Keys {
 			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.Path, k.Type, k.Default, strings.ReplaceAll(k.Doc, "|", "\\|"))
 		}
-	}
-	b.WriteString("\n## Old keys\n\n")
-	b.WriteString("Configs written for an older gdrotrain, and the configs its checkpoints recorded, still load:\n")
-	b.WriteString("each old key is read as its new form with one notice line (an old key and its new key set to\n")
-	b.WriteString("different values in the same file, or a removed key that disagrees, is an error naming both).\n\n")
-	b.WriteString("| old key | now |\n|---|---|\n")
-	for _, o := range trainer.OldKeys() {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", o[0], o[1])
 	}
 	return b.String()
 }
