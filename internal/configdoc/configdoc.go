@@ -12,7 +12,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -60,48 +59,56 @@ func (c *comments) load(pkgPath string) (string, error) {
 	}
 	c.seen[rel] = true
 	dir := filepath.Join(c.root, rel)
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
-	if err != nil {
-		return rel, fmt.Errorf("parse %s: %w", dir, err)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(paths) == 0 {
+		return rel, fmt.Errorf("parse %s: no Go files (%v)", dir, err)
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.TYPE {
-					continue
-				}
-				for _, s := range g.Specs {
-					ts := s.(*ast.TypeSpec)
-					st, ok := ts.Type.(*ast.StructType)
-					if !ok {
-						continue
-					}
-					key := rel + "." + ts.Name.Name
-					doc := ts.Doc
-					if doc == nil && len(g.Specs) == 1 {
-						doc = g.Doc
-					}
-					c.types[key] = text(doc)
-					fields := map[string]string{}
-					for _, fl := range st.Fields.List {
-						d := text(fl.Doc)
-						if d == "" {
-							d = text(fl.Comment)
-						}
-						for _, n := range fl.Names {
-							fields[n.Name] = d
-						}
-					}
-					c.field[key] = fields
-				}
-			}
+	fset := token.NewFileSet()
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return rel, fmt.Errorf("parse %s: %w", path, err)
+		}
+		c.structs(rel, f)
 	}
 	return rel, nil
+}
+
+// structs records the doc comments of f's struct types and their fields.
+func (c *comments) structs(rel string, f *ast.File) {
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, s := range g.Specs {
+			ts := s.(*ast.TypeSpec)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			key := rel + "." + ts.Name.Name
+			doc := ts.Doc
+			if doc == nil && len(g.Specs) == 1 {
+				doc = g.Doc
+			}
+			c.types[key] = text(doc)
+			fields := map[string]string{}
+			for _, fl := range st.Fields.List {
+				d := text(fl.Doc)
+				if d == "" {
+					d = text(fl.Comment)
+				}
+				for _, n := range fl.Names {
+					fields[n.Name] = d
+				}
+			}
+			c.field[key] = fields
+		}
+	}
 }
 
 // text joins a comment group into one paragraph.

@@ -34,9 +34,7 @@ func TinyTask(t testing.TB) Task {
 	}
 	o := model.DefaultTiny()
 	o.Vocab = tok.VocabSize()
-	for _, id := range tok.StopIDs() {
-		o.EOS = append(o.EOS, id)
-	}
+	o.EOS = append(o.EOS, tok.StopIDs()...)
 	mc, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
