@@ -165,9 +165,6 @@ func newPair(t *testing.T, prec Precision) *pair {
 	return &pair{t: t, cpu: fastcpu.NewBackend(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
 }
 
-// inputs is a set of host arrays uploaded identically to both backends.
-type inputs map[string][]float32
-
 func (p *pair) randn(n int, scale float64) []float32 {
 	out := make([]float32, n)
 	for i := range out {
