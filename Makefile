@@ -55,15 +55,25 @@ gpu-kit: gpu-check-build
 fixtures:
 	bash scripts/fetch_tokenizer.sh
 
-# vet also fails when go.mod/go.sum are not tidy, and when a package that
+# vet also fails when go.mod/go.sum are not tidy, when a package that
 # must build without cgo (everything but cuda/, backend/ and cmd/: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
-# cgo dependency.
+# cgo dependency, on any staticcheck finding (one kept on purpose carries a
+# //lint:ignore with its reason), and on any function deadcode finds
+# unreachable from main or a test (generated files are not reported; deadcode
+# exits 0 with findings, so its output must be empty). Both tools run at the
+# pinned versions through `go run pkg@version` (the module proxy; go.mod is
+# untouched).
 NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./grpo/ ./internal/layers/ ./internal/gpukit/ ./internal/configdoc/ ./internal/tbevents/... ./internal/watch/
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE    := golang.org/x/tools/cmd/deadcode@v0.52.0
 vet:
 	$(GO) vet $(PKGS)
 	$(GO) mod tidy -diff
 	CGO_ENABLED=0 $(GO) build $(NOCGO_PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	@dead=$$($(GO) run $(DEADCODE) -test $(PKGS)) || exit 1; \
+	if [ -n "$$dead" ]; then echo "$$dead"; echo "deadcode: the functions above are unreachable from main and the tests: delete them"; exit 1; fi
 
 # cuda-tools: NVRTC 12.5, cuobjdump/nvdisasm/ptxas and the CUDA and NCCL headers
 # from Debian into .cache/cuda-tools (about 1.1 GB downloaded, about a minute;

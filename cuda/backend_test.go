@@ -165,31 +165,10 @@ func newPair(t *testing.T, prec Precision) *pair {
 	return &pair{t: t, cpu: fastcpu.NewBackend(), gpu: NewBackend(testDevice(t), prec), rng: rand.New(rand.NewPCG(5, 9))}
 }
 
-// inputs is a set of host arrays uploaded identically to both backends.
-type inputs map[string][]float32
-
 func (p *pair) randn(n int, scale float64) []float32 {
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = float32(scale * p.rng.NormFloat64())
-	}
-	return out
-}
-
-func upload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
-	t := b.New(shape...)
-	if vals != nil {
-		b.Upload(t, vals)
-	}
-	return t
-}
-
-func download(b model.Backend, ts ...*model.Tensor) []float32 {
-	var out []float32
-	for _, t := range ts {
-		v := make([]float32, t.Numel())
-		b.Download(t, v)
-		out = append(out, v...)
 	}
 	return out
 }
@@ -316,14 +295,14 @@ func attentionMatchesCPU(t *testing.T, tiles, gemm, flash int, tol numcheck.Tol)
 		dout := p.randn(c.nq*c.H*c.D, 1)
 		scale := float32(1 / math.Sqrt(float64(c.D)))
 		p.check("attention "+c.name, tol, func(b model.Backend) []float32 {
-			Q, K, Vt := upload(b, q, c.nq, c.H, c.D), upload(b, k, c.nk, c.G, c.D), upload(b, v, c.nk, c.G, c.D)
+			Q, K, Vt := model.NewFrom(b, q, c.nq, c.H, c.D), model.NewFrom(b, k, c.nk, c.G, c.D), model.NewFrom(b, v, c.nk, c.G, c.D)
 			out, lse := b.New(c.nq, c.H, c.D), b.New(c.nq, c.H)
 			b.Attention(out, lse, Q, K, Vt, c.segs, scale)
-			res := download(b, out, lse)
+			res := model.Values(b, out, lse)
 			if c.backward {
 				dq, dk, dv := b.New(c.nq, c.H, c.D), b.New(c.nk, c.G, c.D), b.New(c.nk, c.G, c.D)
-				b.AttentionBackward(dq, dk, dv, upload(b, dout, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
-				res = append(res, download(b, dq, dk, dv)...)
+				b.AttentionBackward(dq, dk, dv, model.NewFrom(b, dout, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
+				res = append(res, model.Values(b, dq, dk, dv)...)
 			}
 			return res
 		})
@@ -413,7 +392,7 @@ func attentionHalfCases(p *pair, tol numcheck.Tol) {
 			Q, K, V := halfTensor(b, q, n, c.H, c.D), halfTensor(b, k, n, c.G, c.D), halfTensor(b, v, n, c.G, c.D)
 			out, lse := halfTensor(b, nil, n, c.H, c.D), b.New(n, c.H)
 			b.Attention(out, lse, Q, K, V, c.segs, scale)
-			res := download(b, out, lse)
+			res := model.Values(b, out, lse)
 			if _, ok := b.(model.ActivationStore); !ok {
 				for i := range res[:out.Numel()] { // the GPU keeps a rounded output
 					res[i] = bf16Round(res[i])
@@ -421,8 +400,8 @@ func attentionHalfCases(p *pair, tol numcheck.Tol) {
 				b.Upload(out, res[:out.Numel()])
 			}
 			dq, dk, dv := b.New(n, c.H, c.D), b.New(n, c.G, c.D), b.New(n, c.G, c.D)
-			b.AttentionBackward(dq, dk, dv, upload(b, dout, n, c.H, c.D), Q, K, V, out, lse, c.segs, scale)
-			return append(res, download(b, dq, dk, dv)...)
+			b.AttentionBackward(dq, dk, dv, model.NewFrom(b, dout, n, c.H, c.D), Q, K, V, out, lse, c.segs, scale)
+			return append(res, model.Values(b, dq, dk, dv)...)
 		})
 	}
 }
@@ -432,19 +411,19 @@ func attentionHalfCases(p *pair, tol numcheck.Tol) {
 func halfTensor(b model.Backend, vals []float32, shape ...int) *model.Tensor {
 	as, ok := b.(model.ActivationStore)
 	if !ok {
-		return upload(b, vals, shape...)
+		return model.NewFrom(b, vals, shape...)
 	}
 	t := as.ActivationHalf(shape...)
 	if vals != nil {
 		cols := shape[len(shape)-1]
 		rows := len(vals) / cols
-		b.MatMul(t.View(rows, cols), upload(b, vals, rows, cols), upload(b, identity(cols), cols, cols), false, false, false) // exact
+		b.MatMul(t.View(rows, cols), model.NewFrom(b, vals, rows, cols), model.NewFrom(b, identity(cols), cols, cols), false, false, false) // exact
 	}
 	return t
 }
 
 // tinyPair returns the same random tiny model on the CPU and on the GPU.
-func tinyPair(t *testing.T, prec Precision, o model.TinyOptions) (cpu, gpu *model.Model) {
+func tinyPair(t *testing.T, prec Precision, o model.RandomOptions) (cpu, gpu *model.Model) {
 	cfg, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -508,7 +487,7 @@ var stepAdamW = optim.AdamWConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 0.1, 
 // every gradient, the gradient norm (relative error within the gradient
 // rtol) and the updated parameters. like returns a set laid out as m's
 // trainable parameters, to check the gradients' layout against.
-func compareSteps(t *testing.T, c stepCase, o model.TinyOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
+func compareSteps(t *testing.T, c stepCase, o model.RandomOptions, cpu, gpu *model.Model, like func(m *model.Model) *model.Params) {
 	t.Helper()
 	seqs, dl := randomSeqs(rand.New(rand.NewPCG(1, 2)), o.Vocab, [][2]int{{40, 10}, {23, 5}})
 	type result struct {
@@ -596,7 +575,7 @@ func randTokens(rng *rand.Rand, n, vocab int) []int32 {
 
 func snapshot(m *model.Model, p *model.Params) map[string][]float32 {
 	out := map[string][]float32{}
-	p.Each(m.Cfg, func(name string, t *model.Tensor) { out[name] = download(m.B, t) })
+	p.Each(m.Cfg, func(name string, t *model.Tensor) { out[name] = model.Values(m.B, t) })
 	return out
 }
 
@@ -699,7 +678,7 @@ func TestFrozenReference(t *testing.T) {
 	}
 	// A frozen table is widened row by row by Embedding.
 	ids := []int32{4, 0, 299, 4}
-	table := upload(gpu.B, want["model.embed_tokens.weight"], o.Vocab, o.Hidden)
+	table := model.NewFrom(gpu.B, want["model.embed_tokens.weight"], o.Vocab, o.Hidden)
 	if err := gpu.B.(*Backend).Freeze(table); err != nil {
 		t.Fatal(err)
 	}
@@ -711,7 +690,7 @@ func TestFrozenReference(t *testing.T) {
 			exp = append(exp, model.BF16ToF32(model.F32ToBF16(v)))
 		}
 	}
-	compare(t, "frozen embedding rows", download(gpu.B, rows), exp, numcheck.Tol{})
+	compare(t, "frozen embedding rows", model.Values(gpu.B, rows), exp, numcheck.Tol{})
 	rng := rand.New(rand.NewPCG(8, 8))
 	seqs := []model.Sequence{{Tokens: randTokens(rng, 30, o.Vocab), Start: 4}}
 	pc, err := cpu.Forward(seqs)
@@ -773,7 +752,7 @@ func TestRowSampler(t *testing.T) {
 		host[i] = float32(math.Round(rng.NormFloat64()*40) / 10) // many ties
 	}
 	host[7] = float32(math.NaN())
-	lg := upload(b, host, R, V)
+	lg := model.NewFrom(b, host, R, V)
 	for _, k := range []int{1, 5, 40} {
 		ids, vals := b.TopK(lg, k)
 		if err := b.Err(); err != nil {
@@ -796,7 +775,7 @@ func TestRowSampler(t *testing.T) {
 		}
 	}
 	host[7] = 0.5
-	lg = upload(b, host, R, V)
+	lg = model.NewFrom(b, host, R, V)
 	mx, sums := b.ChunkSums(lg, 0.7, 1024)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
@@ -1060,8 +1039,8 @@ func TestOutOfMemory(t *testing.T) {
 	}
 	t.Logf("message: %v", err)
 	b.ResetErr()
-	x := upload(b, []float32{1, 2}, 2)
-	if got := download(b, x); got[1] != 2 || b.Err() != nil {
+	x := model.NewFrom(b, []float32{1, 2}, 2)
+	if got := model.Values(b, x); got[1] != 2 || b.Err() != nil {
 		t.Fatalf("backend unusable after the error: %v, %v", got, b.Err())
 	}
 }
@@ -1150,11 +1129,11 @@ func TestFlashAttentionCausal(t *testing.T) {
 			s := c.segs[c.seg]
 			off := s.KLen - s.QLen
 			q, k, v, dout := randn(c.nq*H*D), randn(c.nk*G*D), randn(c.nk*G*D), randn(c.nq*H*D)
-			Q, K := upload(b, q, c.nq, H, D), upload(b, k, c.nk, G, D)
+			Q, K := model.NewFrom(b, q, c.nq, H, D), model.NewFrom(b, k, c.nk, G, D)
 			forward := func(v []float32) (out, lse *model.Tensor, host []float32) {
 				out, lse = b.New(c.nq, H, D), b.New(c.nq, H)
-				b.Attention(out, lse, Q, K, upload(b, v, c.nk, G, D), c.segs, 0.2)
-				return out, lse, download(b, out)
+				b.Attention(out, lse, Q, K, model.NewFrom(b, v, c.nk, G, D), c.segs, 0.2)
+				return out, lse, model.Values(b, out)
 			}
 			out, lse, o1 := forward(v)
 			v2 := append([]float32(nil), v...)
@@ -1170,11 +1149,11 @@ func TestFlashAttentionCausal(t *testing.T) {
 					t.Errorf("forward: query row %d (sees key %d: %v) changed: %v", row, c.j, sees, !same)
 				}
 			}
-			V := upload(b, v, c.nk, G, D)
+			V := model.NewFrom(b, v, c.nk, G, D)
 			backward := func(dout []float32) (dq, dv []float32) {
 				dQ, dK, dV := b.New(c.nq, H, D), b.New(c.nk, G, D), b.New(c.nk, G, D)
-				b.AttentionBackward(dQ, dK, dV, upload(b, dout, c.nq, H, D), Q, K, V, out, lse, c.segs, 0.2)
-				return download(b, dQ), download(b, dV)
+				b.AttentionBackward(dQ, dK, dV, model.NewFrom(b, dout, c.nq, H, D), Q, K, V, out, lse, c.segs, 0.2)
+				return model.Values(b, dQ), model.Values(b, dV)
 			}
 			dq1, dv1 := backward(dout)
 			d2 := append([]float32(nil), dout...)
@@ -1192,12 +1171,12 @@ func TestFlashAttentionCausal(t *testing.T) {
 			for e := 0; e < G*D; e++ {
 				k2[(s.K0+c.j)*G*D+e] += 1
 			}
-			K2 := upload(b, k2, c.nk, G, D)
+			K2 := model.NewFrom(b, k2, c.nk, G, D)
 			out2, lse2 := b.New(c.nq, H, D), b.New(c.nq, H)
 			b.Attention(out2, lse2, Q, K2, V, c.segs, 0.2)
 			dQ, dK, dV := b.New(c.nq, H, D), b.New(c.nk, G, D), b.New(c.nk, G, D)
-			b.AttentionBackward(dQ, dK, dV, upload(b, dout, c.nq, H, D), Q, K2, V, out2, lse2, c.segs, 0.2)
-			dq3 := download(b, dQ)
+			b.AttentionBackward(dQ, dK, dV, model.NewFrom(b, dout, c.nq, H, D), Q, K2, V, out2, lse2, c.segs, 0.2)
+			dq3 := model.Values(b, dQ)
 			for row := s.Q0; row < s.Q0+s.QLen; row++ {
 				sees := row-s.Q0+off >= c.j
 				if slices.Equal(dq1[row*H*D:(row+1)*H*D], dq3[row*H*D:(row+1)*H*D]) == sees {
@@ -1302,18 +1281,18 @@ func TestActivationHalf(t *testing.T) {
 		if as, ok := b.(model.ActivationStore); ok {
 			out = as.ActivationHalf(R, F)
 		}
-		b.MatMul(out, upload(b, x, R, C), upload(b, w, F, C), false, true, false)
-		return download(b, out)
+		b.MatMul(out, model.NewFrom(b, x, R, C), model.NewFrom(b, w, F, C), false, true, false)
+		return model.Values(b, out)
 	})
 	p.check("swiglu on bf16", bf, func(b model.Backend) []float32 {
 		mk := func(v []float32) *model.Tensor {
 			if as, ok := b.(model.ActivationStore); ok {
 				t := as.ActivationHalf(R, F)
-				tmp := upload(b, v, R, F)
-				b.MatMul(t, tmp, upload(b, identity(F), F, F), false, false, false) // exact: v is bf16
+				tmp := model.NewFrom(b, v, R, F)
+				b.MatMul(t, tmp, model.NewFrom(b, identity(F), F, F), false, false, false) // exact: v is bf16
 				return t
 			}
-			return upload(b, v, R, F)
+			return model.NewFrom(b, v, R, F)
 		}
 		g, u := mk(gate), mk(up)
 		h := b.New(R, F)
@@ -1322,8 +1301,8 @@ func TestActivationHalf(t *testing.T) {
 		}
 		b.SwiGLU(h, g, u)
 		dg, du := b.New(R, F), b.New(R, F)
-		b.SwiGLUBackward(dg, du, upload(b, dout, R, F), g, u)
-		return append(download(b, h), download(b, dg, du)...)
+		b.SwiGLUBackward(dg, du, model.NewFrom(b, dout, R, F), g, u)
+		return append(model.Values(b, h), model.Values(b, dg, du)...)
 	})
 	testSplitQKVHalf(t, p)
 	testNormAndProductsHalf(t, p)
@@ -1333,7 +1312,7 @@ func TestActivationHalf(t *testing.T) {
 		t.Errorf("swiglu on mixed storages: want a refusal, got %v", err)
 	}
 	gb.ResetErr()
-	gb.MatMul(h, upload(gb, x, R, C), upload(gb, w, F, C), false, true, true)
+	gb.MatMul(h, model.NewFrom(gb, x, R, C), model.NewFrom(gb, w, F, C), false, true, true)
 	if err := gb.Err(); err == nil || !strings.Contains(err.Error(), "not accumulated") {
 		t.Errorf("accumulating into bf16: want a refusal, got %v", err)
 	}
@@ -1359,27 +1338,27 @@ func testSplitQKVHalf(t *testing.T, p *pair) {
 	dqn, dkn, dv := p.randn(d.N*d.H*d.D, 1), p.randn(d.N*d.G*d.D, 1), p.randn(d.N*d.G*d.D, 1)
 	tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-4} // TestConformance's for fp32 kernels
 	p.check("split qkv from bf16", tol, func(b model.Backend) []float32 {
-		qkv := upload(b, x, d.N, d.Width())
+		qkv := model.NewFrom(b, x, d.N, d.Width())
 		if as, ok := b.(model.ActivationStore); ok {
 			qkv = as.ActivationHalf(d.N, d.Width())
-			b.MatMul(qkv, upload(b, x, d.N, d.Width()), upload(b, identity(d.Width()), d.Width(), d.Width()), false, false, false) // exact: x is bf16
+			b.MatMul(qkv, model.NewFrom(b, x, d.N, d.Width()), model.NewFrom(b, identity(d.Width()), d.Width(), d.Width()), false, false, false) // exact: x is bf16
 		}
 		qn, kn, v := b.New(d.N, d.H, d.D), b.New(d.N, d.G, d.D), b.New(d.N, d.G, d.D)
 		rq, rk := b.New(d.N*d.H), b.New(d.N*d.G)
-		wq, wk := upload(b, qw, d.D), upload(b, kw, d.D)
+		wq, wk := model.NewFrom(b, qw, d.D), model.NewFrom(b, kw, d.D)
 		b.SplitQKV(qn, kn, v, rq, rk, qkv, wq, wk, pos, 1e6, 1e-6)
 		dqkv, dqw, dkw := b.New(d.N, d.Width()), b.New(d.D), b.New(d.D)
-		b.SplitQKVBackward(dqkv, dqw, dkw, upload(b, dqn, d.N, d.H, d.D), upload(b, dkn, d.N, d.G, d.D),
-			upload(b, dv, d.N, d.G, d.D), qkv, wq, wk, rq, rk, pos, 1e6)
-		return download(b, qn, kn, v, rq, rk, dqkv, dqw, dkw)
+		b.SplitQKVBackward(dqkv, dqw, dkw, model.NewFrom(b, dqn, d.N, d.H, d.D), model.NewFrom(b, dkn, d.N, d.G, d.D),
+			model.NewFrom(b, dv, d.N, d.G, d.D), qkv, wq, wk, rq, rk, pos, 1e6)
+		return model.Values(b, qn, kn, v, rq, rk, dqkv, dqw, dkw)
 	})
 	// A training pass's split writes bf16 qn, kn, v: the fp32 split rounded
 	// once (observed |err| 1.5e-2: within the rounding's 2⁻⁹ of each value).
 	p.check("split qkv into bf16", numcheck.Tol{Atol: 1e-6, Rtol: 1.0 / 128}, func(b model.Backend) []float32 {
 		qkv := halfTensor(b, x, d.N, d.Width())
 		qn, kn, v := halfTensor(b, nil, d.N, d.H, d.D), halfTensor(b, nil, d.N, d.G, d.D), halfTensor(b, nil, d.N, d.G, d.D)
-		b.SplitQKV(qn, kn, v, b.New(d.N*d.H), b.New(d.N*d.G), qkv, upload(b, qw, d.D), upload(b, kw, d.D), pos, 1e6, 1e-6)
-		return download(b, qn, kn, v)
+		b.SplitQKV(qn, kn, v, b.New(d.N*d.H), b.New(d.N*d.G), qkv, model.NewFrom(b, qw, d.D), model.NewFrom(b, kw, d.D), pos, 1e6, 1e-6)
+		return model.Values(b, qn, kn, v)
 	})
 }
 
@@ -1396,8 +1375,8 @@ func testNormAndProductsHalf(t *testing.T, p *pair) {
 	// One rounding of the output (observed |err| 1.5e-2: within 2⁻⁹ of each value).
 	p.check("rmsnorm into bf16", numcheck.Tol{Atol: 1e-6, Rtol: 1.0 / 128}, func(b model.Backend) []float32 {
 		out, rstd := halfTensor(b, nil, R, C), b.New(R)
-		b.RMSNorm(out, rstd, upload(b, x, R, C), upload(b, w, C), 1e-6)
-		return download(b, out, rstd)
+		b.RMSNorm(out, rstd, model.NewFrom(b, x, R, C), model.NewFrom(b, w, C), 1e-6)
+		return model.Values(b, out, rstd)
 	})
 	xn := p.randn(R*C, 1)
 	for i := range xn {
@@ -1414,9 +1393,9 @@ func testNormAndProductsHalf(t *testing.T, p *pair) {
 		// dY rounded to bf16, R = 9 unit-size terms per output:
 		// TestConformanceBF16's bound 2e-2·√R.
 		p.check(fmt.Sprintf("bf16 activation product, K=%d", c.K), numcheck.Tol{Atol: 6e-2, Rtol: 2e-2}, func(b model.Backend) []float32 {
-			dw := upload(b, acc, c.K, C)
-			b.MatMul(dw, upload(b, dy, R, c.K), halfTensor(b, xn, R, C), true, false, true)
-			return download(b, dw)
+			dw := model.NewFrom(b, acc, c.K, C)
+			b.MatMul(dw, model.NewFrom(b, dy, R, c.K), halfTensor(b, xn, R, C), true, false, true)
+			return model.Values(b, dw)
 		})
 		if gb.Device().Launches()[c.conv] == before {
 			t.Errorf("K=%d: %s never launched", c.K, c.conv)

@@ -39,14 +39,14 @@ func TestFP8Conversions(t *testing.T) {
 		xs = append(xs, math.Float32frombits(rng.Uint32()), float32(math.Exp2(rng.Float64()*24-14)))
 	}
 	n := len(xs)
-	x, y := upload(b, xs, n), b.New(n)
+	x, y := model.NewFrom(b, xs, n), b.New(n)
 	codes, err := b.allocBytes(n, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.free(codes)
 	b.elementwise("e4m3_round_trip", n, y.Store.(*buffer).ptr, codes.ptr, x.Store.(*buffer).ptr, int64(n))
-	got := download(b, y)
+	got := model.Values(b, y)
 	gotCodes := make([]uint8, n)
 	if err := b.d.copyOut(unsafe.Pointer(&gotCodes[0]), codes.ptr, int64(n)); err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func TestFP8Conversions(t *testing.T) {
 		src[(1*G+2)*D+d] = 0
 	}
 	src[(4*G+1)*D+5] = float32(math.NaN())
-	b.ScatterRows(kv.View(rows, G*D), upload(b, src, len(idx), G*D), idx, false)
+	b.ScatterRows(kv.View(rows, G*D), model.NewFrom(b, src, len(idx), G*D), idx, false)
 	want := make([]float32, rows*G*D)
 	for i, r := range idx {
 		if i == 0 { // overwritten by the later write to row 7
@@ -87,7 +87,7 @@ func TestFP8Conversions(t *testing.T) {
 			copy(want[(int(r)*G+g)*D:], model.RoundTripE4M3(src[(i*G+g)*D:(i*G+g+1)*D]))
 		}
 	}
-	cache := download(b, kv)
+	cache := model.Values(b, kv)
 	if err := b.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestFP8Conversions(t *testing.T) {
 	}
 	// Copy rows 3..13 to 20..30, then read the copy.
 	b.Copy(kv.Rows(20, 30), kv.Rows(3, 13))
-	copied := download(b, kv.Rows(20, 30))
+	copied := model.Values(b, kv.Rows(20, 30))
 	for i := range copied {
 		if w := want[3*G*D+i]; math.Float32bits(copied[i]) != math.Float32bits(w) && !math.IsNaN(float64(w)) {
 			t.Fatalf("copied element %d: %g, want %g", i, copied[i], w)
@@ -110,7 +110,7 @@ func TestFP8Conversions(t *testing.T) {
 		t.Errorf("scale of an fp8 cache: want a refusal naming it, got %v", err)
 	}
 	b.ResetErr()
-	b.ScatterRows(kv.View(rows, G*D), upload(b, src[:G*D], 1, G*D), []int32{1}, true)
+	b.ScatterRows(kv.View(rows, G*D), model.NewFrom(b, src[:G*D], 1, G*D), []int32{1}, true)
 	if err := b.Err(); err == nil || !strings.Contains(err.Error(), "plain writes") {
 		t.Errorf("accumulating into an fp8 cache: want a refusal, got %v", err)
 	}
@@ -126,7 +126,7 @@ func fp8Cache(b *Backend, vals []float32, rows, G, D int) (*model.Tensor, []floa
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	src := upload(b, vals, rows, G*D)
+	src := model.NewFrom(b, vals, rows, G*D)
 	b.ScatterRows(t.View(rows, G*D), src, idx, false)
 	b.Release(src)
 	held := make([]float32, len(vals))
@@ -192,14 +192,14 @@ func TestFP8Attention(t *testing.T) {
 			before := dev.Launches()[kernel]
 			K, kHeld := fp8Cache(b, kv[:nk*G*D], nk, G, D)
 			V, vHeld := fp8Cache(b, kv[nk*G*D:], nk, G, D)
-			Q, out, lse := upload(b, q, nq, H, D), b.New(nq, H, D), b.New(nq, H)
+			Q, out, lse := model.NewFrom(b, q, nq, H, D), b.New(nq, H, D), b.New(nq, H)
 			b.Attention(out, lse, Q, K, V, segs, scale)
-			got := download(b, out, lse)
+			got := model.Values(b, out, lse)
 			b.Release(K, V, Q, out, lse)
-			rq, rk, rv := upload(ref, q, nq, H, D), upload(ref, kHeld, nk, G, D), upload(ref, vHeld, nk, G, D)
+			rq, rk, rv := model.NewFrom(ref, q, nq, H, D), model.NewFrom(ref, kHeld, nk, G, D), model.NewFrom(ref, vHeld, nk, G, D)
 			rout, rlse := ref.New(nq, H, D), ref.New(nq, H)
 			ref.Attention(rout, rlse, rq, rk, rv, segs, scale)
-			want := download(ref, rout, rlse)
+			want := model.Values(ref, rout, rlse)
 			if !backendErrs(t, name, ref, b) {
 				continue
 			}

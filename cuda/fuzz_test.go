@@ -141,14 +141,14 @@ func (b *tracked) releaseAll() {
 func kvTensor(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
 	hs, ok := b.(model.HalfStore)
 	if !ok || !half {
-		return upload(b, vals, rows, heads, d)
+		return model.NewFrom(b, vals, rows, heads, d)
 	}
 	t := hs.NewHalf(rows, heads, d)
 	idx := make([]int32, rows)
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	b.ScatterRows(t.View(rows, heads*d), upload(b, vals, rows, heads*d), idx, false)
+	b.ScatterRows(t.View(rows, heads*d), model.NewFrom(b, vals, rows, heads*d), idx, false)
 	return t
 }
 
@@ -227,10 +227,10 @@ func TestDecodeSplitEveryHeadDim(t *testing.T) {
 			met[kernel] = true
 			before := b.Device().Launches()[kernel]
 			run := func(be model.Backend) []float32 {
-				Q, K, V := upload(be, q, nq, H, D), kvTensor(be, k, half, nk, G, D), kvTensor(be, v, half, nk, G, D)
+				Q, K, V := model.NewFrom(be, q, nq, H, D), kvTensor(be, k, half, nk, G, D), kvTensor(be, v, half, nk, G, D)
 				out, lse := be.New(nq, H, D), be.New(nq, H)
 				be.Attention(out, lse, Q, K, V, segs, scale)
-				return download(be, out, lse)
+				return model.Values(be, out, lse)
 			}
 			tb := track(b)
 			want, got := run(ref), run(tb)
@@ -413,11 +413,11 @@ func TestFuzzAttention(t *testing.T) {
 			if act16 {
 				Q, K, V, out = halfTensor(be, q, nq, H, D), halfTensor(be, k, nk, G, D), halfTensor(be, v, nk, G, D), halfTensor(be, nil, nq, H, D)
 			} else {
-				Q, K, V, out = upload(be, q, nq, H, D), kvTensor(be, k, halfKV, nk, G, D), kvTensor(be, v, halfKV, nk, G, D), be.New(nq, H, D)
+				Q, K, V, out = model.NewFrom(be, q, nq, H, D), kvTensor(be, k, halfKV, nk, G, D), kvTensor(be, v, halfKV, nk, G, D), be.New(nq, H, D)
 			}
 			lse := be.New(nq, H)
 			be.Attention(out, lse, Q, K, V, segs, scale)
-			res := download(be, out, lse)
+			res := model.Values(be, out, lse)
 			if act16 {
 				if _, ok := be.(model.ActivationStore); !ok {
 					// The GPU keeps a rounded output, which its backward
@@ -430,8 +430,8 @@ func TestFuzzAttention(t *testing.T) {
 			}
 			if backward {
 				dq, dk, dv := be.New(nq, H, D), be.New(nk, G, D), be.New(nk, G, D)
-				be.AttentionBackward(dq, dk, dv, upload(be, dout, nq, H, D), Q, K, V, out, lse, segs, scale)
-				res = append(res, download(be, dq, dk, dv)...)
+				be.AttentionBackward(dq, dk, dv, model.NewFrom(be, dout, nq, H, D), Q, K, V, out, lse, segs, scale)
+				res = append(res, model.Values(be, dq, dk, dv)...)
 			}
 			return res
 		}
@@ -491,16 +491,16 @@ func TestFuzzRMSNorm(t *testing.T) {
 		x, w, dy := roundedRandn(r, rows*n, scale, false), roundedRandn(r, n, 1, false), roundedRandn(r, rows*n, 1, false)
 		w0 := roundedRandn(r, n, 1, false)
 		run := func(be model.Backend) []float32 {
-			X, W := upload(be, x, rows, n), upload(be, w, n)
+			X, W := model.NewFrom(be, x, rows, n), model.NewFrom(be, w, n)
 			out, rstd := be.New(rows, n), be.New(rows)
 			if as, ok := be.(model.ActivationStore); ok && half {
 				out = as.ActivationHalf(rows, n)
 			}
 			be.RMSNorm(out, rstd, X, W, eps)
-			res := download(be, out, rstd)
-			dx, dw := be.New(rows, n), upload(be, w0, n)
-			be.RMSNormBackward(dx, dw, upload(be, dy, rows, n), X, W, rstd)
-			return append(res, download(be, dx, dw)...)
+			res := model.Values(be, out, rstd)
+			dx, dw := be.New(rows, n), model.NewFrom(be, w0, n)
+			be.RMSNormBackward(dx, dw, model.NewFrom(be, dy, rows, n), X, W, rstd)
+			return append(res, model.Values(be, dx, dw)...)
 		}
 		tb := track(b)
 		want, got := run(ref), run(tb)
@@ -555,9 +555,9 @@ func TestFuzzRoPE(t *testing.T) {
 		*desc = fmt.Sprintf("N=%d H=%d D=%d theta=%g inverse %v positions %v", N, H, D, theta, inverse, pos)
 		x := roundedRandn(r, N*H*D, 1, false)
 		run := func(be model.Backend) []float32 {
-			X := upload(be, x, N, H, D)
+			X := model.NewFrom(be, x, N, H, D)
 			be.RoPE(X, pos, theta, inverse)
-			return download(be, X)
+			return model.Values(be, X)
 		}
 		tb := track(b)
 		want, got := run(ref), run(tb)
@@ -597,16 +597,16 @@ func TestFuzzSplitQKV(t *testing.T) {
 		run := func(be model.Backend) []float32 {
 			// halfTensor writes through a product with an identity of
 			// the last dimension's size: (N·W/D, D) rows keep it small.
-			X, QW, KW := halfTensor(be, x, N*W/D, D).View(N, W), upload(be, qw, D), upload(be, kw, D)
+			X, QW, KW := halfTensor(be, x, N*W/D, D).View(N, W), model.NewFrom(be, qw, D), model.NewFrom(be, kw, D)
 			qn, kn, v := halfTensor(be, nil, N, H, D), halfTensor(be, nil, N, G, D), halfTensor(be, nil, N, G, D)
 			if !half {
-				X, qn, kn, v = upload(be, x, N, W), be.New(N, H, D), be.New(N, G, D), be.New(N, G, D)
+				X, qn, kn, v = model.NewFrom(be, x, N, W), be.New(N, H, D), be.New(N, G, D), be.New(N, G, D)
 			}
 			rq, rk := be.New(N*H), be.New(N*G)
 			be.SplitQKV(qn, kn, v, rq, rk, X, QW, KW, pos, 1e6, 1e-6)
-			dx, dqw, dkw := be.New(N, W), upload(be, qw, D), upload(be, kw, D) // the norms' gradients accumulate
-			be.SplitQKVBackward(dx, dqw, dkw, upload(be, dq, N, H, D), upload(be, dk, N, G, D), upload(be, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
-			return download(be, qn, kn, v, rq, rk, dx, dqw, dkw)
+			dx, dqw, dkw := be.New(N, W), model.NewFrom(be, qw, D), model.NewFrom(be, kw, D) // the norms' gradients accumulate
+			be.SplitQKVBackward(dx, dqw, dkw, model.NewFrom(be, dq, N, H, D), model.NewFrom(be, dk, N, G, D), model.NewFrom(be, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
+			return model.Values(be, qn, kn, v, rq, rk, dx, dqw, dkw)
 		}
 		tb := track(b)
 		want, got := run(ref), run(tb)
@@ -698,7 +698,7 @@ func TestFuzzSampling(t *testing.T) {
 			}
 		}
 		*desc = fmt.Sprintf("R=%d V=%d %s %+v, logits ~ %g, ties %v, masked ids %v", R, V, mode, p, spread, ties, masked)
-		L := upload(b, logits, R, V)
+		L := model.NewFrom(b, logits, R, V)
 		row := func(i int) []float32 { return logits[i*V : (i+1)*V] }
 
 		k := 1 + r.IntN(min(V, 64))
@@ -759,7 +759,7 @@ func TestFuzzSampling(t *testing.T) {
 		}
 		out := b.New(R, 2)
 		b.SampleTokens(out, L, draws, p)
-		res := download(b, out)
+		res := model.Values(b, out)
 		if !backendErrs(t, *desc, b) {
 			return
 		}

@@ -124,7 +124,7 @@ func TestGraphCapture(t *testing.T) {
 
 // graphModel is a tiny policy as generation runs it: bf16 products on bf16
 // weight copies, a bf16 KV cache.
-func graphModel(t *testing.T, o model.TinyOptions) *model.Model {
+func graphModel(t *testing.T, o model.RandomOptions) *model.Model {
 	t.Helper()
 	b := NewBackend(testDevice(t), BF16)
 	cfg, err := o.Config()

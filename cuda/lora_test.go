@@ -61,7 +61,7 @@ func roundBase(t *testing.T, m *model.Model) {
 		if len(np.Shape) < 2 || np.Name == "model.embed_tokens.weight" {
 			continue
 		}
-		host := download(m.B, *np.Ptr)
+		host := model.Values(m.B, *np.Ptr)
 		for i, v := range host {
 			host[i] = model.BF16ToF32(model.F32ToBF16(v))
 		}

@@ -65,15 +65,6 @@ func openNCCL() (*ncclLib, error) {
 	return n, nil
 }
 
-// NCCLVersion loads NCCL and returns its version code (22907 for 2.29.7).
-func NCCLVersion() (int, error) {
-	n, err := openNCCL()
-	if err != nil {
-		return 0, err
-	}
-	return n.Version()
-}
-
 // NCCLInfo loads NCCL and says which file it is, where the search found it
 // (libs.go) and its version code.
 func NCCLInfo() (path, from string, version int, err error) {

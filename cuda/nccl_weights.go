@@ -174,7 +174,7 @@ func (l *WeightLink) Send(ts []*model.Tensor, half []bool, from []byte) error {
 			continue
 		}
 		var p uint64
-		done := func() {}
+		var done func()
 		if from == nil {
 			var err error
 			if p, done, err = l.source(t, half[i]); err != nil {

@@ -125,7 +125,7 @@ func (f *fusedCopy) refresh() (launches, elems int) {
 func (f *fusedCopy) check(stage string) {
 	f.t.Helper()
 	b := f.b
-	master := download(b, f.w)
+	master := model.Values(b, f.w)
 	buf := f.w.Store.(*buffer)
 	sh := make([]uint16, buf.elems)
 	if err := b.d.copyOut(unsafe.Pointer(&sh[0]), buf.shadow.ptr, int64(2*len(sh))); err != nil {
@@ -140,13 +140,13 @@ func (f *fusedCopy) check(stage string) {
 			bad++
 		}
 	}
-	id := upload(b, identity(fusedCols), fusedCols, fusedCols)
+	id := model.NewFrom(b, identity(fusedCols), fusedCols, fusedCols)
 	defer b.Release(id)
 	for vi, v := range f.views {
 		N := v.Shape[0]
 		c := b.New(fusedCols, N)
 		b.MatMul(c, id, v, false, true, false)
-		got := download(b, c)
+		got := model.Values(b, c)
 		b.Release(c)
 		for k := range fusedCols {
 			for n := range N {
@@ -205,18 +205,18 @@ func TestFusedCopyOtherWrite(t *testing.T) {
 		write func(v *model.Tensor)
 	}{
 		{"copy", func(v *model.Tensor) {
-			src := upload(b, f.randn(v.Numel()), v.Shape...)
+			src := model.NewFrom(b, f.randn(v.Numel()), v.Shape...)
 			b.Copy(v, src)
 			b.Release(src)
 		}},
 		{"scatter rows", func(v *model.Tensor) {
-			src := upload(b, f.randn(2*fusedCols), 2, fusedCols)
+			src := model.NewFrom(b, f.randn(2*fusedCols), 2, fusedCols)
 			b.ScatterRows(v, src, []int32{3, int32(v.Shape[0] - 1)}, false)
 			b.Release(src)
 		}},
 		{"scale", func(v *model.Tensor) { b.Scale(v, 0.75) }},
 		{"accumulated product", func(v *model.Tensor) {
-			x, y := upload(b, f.randn(v.Shape[0]*4), v.Shape[0], 4), upload(b, f.randn(4*fusedCols), 4, fusedCols)
+			x, y := model.NewFrom(b, f.randn(v.Shape[0]*4), v.Shape[0], 4), model.NewFrom(b, f.randn(4*fusedCols), 4, fusedCols)
 			b.MatMul(v, x, y, false, false, true)
 			b.Release(x, y)
 		}},

@@ -59,8 +59,8 @@ func TestWGMMAAttentionEqualsMMASync(t *testing.T) {
 				out, lse := halfTensor(b, nil, c.n, c.H, D), b.New(c.n, c.H)
 				b.Attention(out, lse, Q, K, V, c.segs, scale)
 				dq, dk, dv := b.New(c.n, c.H, D), b.New(c.nk, c.G, D), b.New(c.nk, c.G, D)
-				b.AttentionBackward(dq, dk, dv, upload(b, dout, c.n, c.H, D), Q, K, V, out, lse, c.segs, scale)
-				res := download(b, out, lse, dq, dk, dv)
+				b.AttentionBackward(dq, dk, dv, model.NewFrom(b, dout, c.n, c.H, D), Q, K, V, out, lse, c.segs, scale)
+				res := model.Values(b, out, lse, dq, dk, dv)
 				if err := b.Err(); err != nil {
 					t.Fatal(err)
 				}

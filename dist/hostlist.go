@@ -36,16 +36,6 @@ func ExpandHostlist(list string) ([]string, error) {
 	return hosts, nil
 }
 
-// FirstHost is the first host of a Slurm host list (rank 0's, under srun's
-// default block distribution).
-func FirstHost(list string) (string, error) {
-	hosts, err := ExpandHostlist(list)
-	if err != nil {
-		return "", err
-	}
-	return hosts[0], nil
-}
-
 // splitTop splits at the commas outside brackets.
 func splitTop(s string) []string {
 	var out []string

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 
 	"gopkg.in/yaml.v3"
@@ -389,19 +388,6 @@ func ParseConfig(data []byte, base Config) (Config, error) {
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err
-	}
-	return c, nil
-}
-
-// LoadConfig reads a YAML config file over DefaultConfig.
-func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("gdro config: %w", err)
-	}
-	c, err := ParseConfig(data, DefaultConfig())
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }

@@ -331,6 +331,27 @@ func Scratch(b Backend, shape ...int) *Tensor {
 	return b.New(shape...)
 }
 
+// NewFrom returns a new tensor of shape holding vals, or zeros when vals
+// is nil.
+func NewFrom(b Backend, vals []float32, shape ...int) *Tensor {
+	t := b.New(shape...)
+	if vals != nil {
+		b.Upload(t, vals)
+	}
+	return t
+}
+
+// Values downloads ts and concatenates their values.
+func Values(b Backend, ts ...*Tensor) []float32 {
+	var out []float32
+	for _, t := range ts {
+		v := make([]float32, t.Numel())
+		b.Download(t, v)
+		out = append(out, v...)
+	}
+	return out
+}
+
 // Release gives ts back to b when b is a Releaser (nil tensors skipped).
 func Release(b Backend, ts ...*Tensor) {
 	if r, ok := b.(Releaser); ok {

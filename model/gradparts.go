@@ -25,9 +25,6 @@ type GradParts struct {
 	Embed  []int
 }
 
-// PartsOf returns cfg's GradParts.
-func PartsOf(cfg *Config) GradParts { return PartsOfNamed(ParamShapes(cfg), cfg.NumHiddenLayers) }
-
 // PartsOfNamed returns the GradParts of a name table of a model with
 // layers decoder layers (a full model's or an adapter set's: adapters are
 // in their layer's part, and an adapter set has no head or embedding).

@@ -29,12 +29,6 @@ type RandomOptions struct {
 	NormJitter float64
 }
 
-// TinyOptions is the former name of RandomOptions, kept until the cuda
-// package uses the new one.
-//
-// Deprecated: use RandomOptions.
-type TinyOptions = RandomOptions
-
 // DefaultTiny is a 2-layer GQA model small enough for unit tests.
 func DefaultTiny() RandomOptions {
 	return RandomOptions{Layers: 2, Hidden: 64, Intermediate: 128, Heads: 4, KVHeads: 2, HeadDim: 16,

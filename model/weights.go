@@ -252,22 +252,13 @@ func ReadParams(cfg *Config, p *Params, dir string, put func(np NamedParam, host
 	return nil
 }
 
-// SaveParams writes p as DIR/model.safetensors in the Hugging Face layout.
-func SaveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType) error {
-	return SaveParamsSharded(b, cfg, p, dir, dtype, 0)
-}
-
-// SaveParamsSharded writes p in the Hugging Face layout, split into shards
-// of at most maxShardBytes (model-0000i-of-0000n.safetensors plus
+// saveParams writes p in the Hugging Face layout, split into shards of at
+// most maxShardBytes (model-0000i-of-0000n.safetensors plus
 // model.safetensors.index.json) when it does not fit in one; 0 never shards.
-// Tensors stay in name-table order and are never split.
-func SaveParamsSharded(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64) error {
-	return saveParams(b, cfg, p, dir, dtype, maxShardBytes, nil)
-}
-
-// saveParams is SaveParamsSharded taking the values of the parameters
-// named in host from there instead of from the backend (the fp32 masters a
-// sharded optimizer gathered: optim.ShardedAdamW.GatherMasters).
+// Tensors stay in name-table order and are never split. The values of the
+// parameters named in given are taken from there instead of from the
+// backend (the fp32 masters a sharded optimizer gathered:
+// optim.ShardedAdamW.GatherMasters).
 func saveParams(b Backend, cfg *Config, p *Params, dir string, dtype DType, maxShardBytes int64, given map[string][]float32) error {
 	var shards [][]NamedTensor
 	var size, total int64

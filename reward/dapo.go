@@ -240,64 +240,55 @@ func subGreedyGroup(a, open string) string {
 	return b.String()
 }
 
-// dapoFixFrac is re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", a): `[^{]` is any
-// code point but "{" (newline included), `.` any code point but "\n".
-func dapoFixFrac(a string) string {
-	if !strings.Contains(a, "frac") {
+// dapoFixFrac is re.sub(r"(frac)([^{])(.)", "frac{\\2}{\\3}", a).
+func dapoFixFrac(a string) string { return dapoBraceArgs(a, "frac", 2) }
+
+// dapoFixSqrt is re.sub(r"(sqrt)([^{])", "sqrt{\\2}", a).
+func dapoFixSqrt(a string) string { return dapoBraceArgs(a, "sqrt", 1) }
+
+// dapoBraceArgs puts each of the n code points after every word in braces,
+// as re.sub(r"(word)([^{])(.)…", "word{\\2}{\\3}…", a) with n−1 `(.)`:
+// the first must not be "{" (a newline may be), the others not "\n". A
+// word not followed by them is left as it is, and the search goes on from
+// its next byte, as the regular expression's does.
+func dapoBraceArgs(a, word string, n int) string {
+	if !strings.Contains(a, word) {
 		return a
 	}
 	var b strings.Builder
 	pos := 0
 	for search := 0; ; {
-		i := strings.Index(a[search:], "frac")
+		i := strings.Index(a[search:], word)
 		if i < 0 {
 			break
 		}
 		i += search
-		x := i + 4
-		ra, na := utf8.DecodeRuneInString(a[x:])
-		if na == 0 || ra == '{' {
-			search = i + 1
-			continue
-		}
-		rb, nb := utf8.DecodeRuneInString(a[x+na:])
-		if nb == 0 || rb == '\n' {
+		args, end, ok := dapoArgs(a, i+len(word), n)
+		if !ok {
 			search = i + 1
 			continue
 		}
 		b.WriteString(a[pos:i])
-		b.WriteString("frac{" + a[x:x+na] + "}{" + a[x+na:x+na+nb] + "}")
-		pos = x + na + nb
-		search = pos
+		b.WriteString(word)
+		for _, x := range args {
+			b.WriteString("{" + x + "}")
+		}
+		pos, search = end, end
 	}
 	b.WriteString(a[pos:])
 	return b.String()
 }
 
-// dapoFixSqrt is re.sub(r"(sqrt)([^{])", "sqrt{\\2}", a).
-func dapoFixSqrt(a string) string {
-	if !strings.Contains(a, "sqrt") {
-		return a
-	}
-	var b strings.Builder
-	pos := 0
-	for search := 0; ; {
-		i := strings.Index(a[search:], "sqrt")
-		if i < 0 {
-			break
+// dapoArgs reads the n code points dapoBraceArgs wraps, starting at x, and
+// returns them and where they end; ok is false when they are not there.
+func dapoArgs(a string, x, n int) (args []string, end int, ok bool) {
+	for k := range n {
+		r, size := utf8.DecodeRuneInString(a[x:])
+		if size == 0 || (k == 0 && r == '{') || (k > 0 && r == '\n') {
+			return nil, 0, false
 		}
-		i += search
-		x := i + 4
-		r, n := utf8.DecodeRuneInString(a[x:])
-		if n == 0 || r == '{' {
-			search = i + 1
-			continue
-		}
-		b.WriteString(a[pos:i])
-		b.WriteString("sqrt{" + a[x:x+n] + "}")
-		pos = x + n
-		search = pos
+		args = append(args, a[x:x+size])
+		x += size
 	}
-	b.WriteString(a[pos:])
-	return b.String()
+	return args, x, true
 }

@@ -1,6 +1,8 @@
 package reward
 
 import (
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -82,6 +84,34 @@ func TestNormalizeDAPO(t *testing.T) {
 	for _, c := range cases {
 		if got := NormalizeDAPO(c.in); got != c.want {
 			t.Errorf("NormalizeDAPO(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestDAPOBraceArgs: the frac and sqrt fixes agree with the regular
+// expressions they stand for (Go's regexp has Python's semantics for these:
+// `.` stops at "\n", `[^{]` does not, matches are leftmost and disjoint), on
+// chosen cases and on random strings of the pieces that matter.
+func TestDAPOBraceArgs(t *testing.T) {
+	frac := regexp.MustCompile(`(frac)([^{])(.)`)
+	sqrt := regexp.MustCompile(`(sqrt)([^{])`)
+	inputs := []string{"", "frac", "frac1", "frac12", "frac{1}{2}", "frac1\n", "frac\n1", "fracfrac12",
+		"sqrt", "sqrt2", "sqrt{2}", "sqrt\n", "sqrtsqrt2", "fracé√", "frac\xff2", "ssqrt3 frac 12"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"frac", "sqrt", "fra", "{", "}", "\n", "1", "é", "\xff", " "}
+	for range 2000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		inputs = append(inputs, b.String())
+	}
+	for _, a := range inputs {
+		if got, want := dapoFixFrac(a), frac.ReplaceAllString(a, "frac{${2}}{${3}}"); got != want {
+			t.Errorf("dapoFixFrac(%q) = %q, want %q", a, got, want)
+		}
+		if got, want := dapoFixSqrt(a), sqrt.ReplaceAllString(a, "sqrt{${2}}"); got != want {
+			t.Errorf("dapoFixSqrt(%q) = %q, want %q", a, got, want)
 		}
 	}
 }

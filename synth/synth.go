@@ -91,9 +91,6 @@ func Generate(perGroup int, seed uint64, exclude map[string]bool) []Problem {
 	return out
 }
 
-// FirstPerGroup keeps the first n problems of each group, in order.
-func FirstPerGroup(ps []Problem, n int) []Problem { return PerGroup(ps, 0, n) }
-
 // PerGroup keeps the problems ranked lo, …, hi−1 within their group, in
 // order: PerGroup(ps, 0, a) and PerGroup(ps, a, b) are disjoint.
 func PerGroup(ps []Problem, lo, hi int) []Problem {

@@ -36,12 +36,3 @@ func byteLevelDecode(tok string) ([]byte, bool) {
 	}
 	return out, true
 }
-
-// byteLevelEncode maps raw bytes to a byte-level token string.
-func byteLevelEncode(b []byte) string {
-	out := make([]rune, len(b))
-	for i, c := range b {
-		out[i] = byteChar[c]
-	}
-	return string(out)
-}

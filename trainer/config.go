@@ -53,8 +53,6 @@ type Config struct {
 	Checkpoint CheckpointConfig `yaml:"checkpoint" json:"checkpoint"`
 	Dist       DistConfig       `yaml:"dist" json:"dist"`
 	Log        LogConfig        `yaml:"log" json:"log"`
-
-	notices []string // one line per old key the decoding upgraded (legacy.go)
 }
 
 // RefBF16 reports whether the reference policy is held in bf16 on the GPU.
@@ -78,9 +76,8 @@ type RunConfig struct {
 	Device string `yaml:"device" json:"device"`   // cpu, cuda, cuda:N or auto (GPU if present, else CPU)
 }
 
-// PrecisionConfig holds the GPU's number formats (run.matmul_precision,
-// run.reference_dtype and run.kv_cache_dtype before, still read with a
-// notice). The CPU always computes and stores fp32.
+// PrecisionConfig holds the GPU's number formats. The CPU always computes
+// and stores fp32.
 type PrecisionConfig struct {
 	// MatMul is the GPU's matrix-product precision: bf16 (tensor cores,
 	// fp32 accumulation), tf32 or fp32.
@@ -119,8 +116,7 @@ type DataConfig struct {
 	SkipBadRows     bool     `yaml:"skip_bad_rows" json:"skip_bad_rows"`         // skip (and count) malformed rows instead of failing
 }
 
-// SamplingConfig is the training sampler's settings (the section was
-// rollout: before, still read with a notice).
+// SamplingConfig is the training sampler's settings.
 type SamplingConfig struct {
 	Temperature  float64 `yaml:"temperature" json:"temperature"`       // training sampling temperature (the reference's 1.0; docs/algorithm.md §5.1)
 	TopP         float64 `yaml:"top_p" json:"top_p"`                   // nucleus sampling mass; 1 = off
@@ -299,8 +295,8 @@ func Load(path string, sets []string) (Config, error) {
 
 // LoadBytes decodes YAML over the defaults (unknown keys are errors),
 // applies --set overrides ("section.key=value", value in YAML syntax) and
-// validates. source names the YAML in errors. Old keys are upgraded
-// (legacy.go); Notices has one line for each.
+// validates. source names the YAML in errors; a key renamed or removed
+// before the first release is an error naming what replaced it (oldkeys.go).
 func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
 	cfg, err := Resolve(raw, source, sets)
 	if err != nil {
@@ -319,31 +315,18 @@ func LoadBytes(raw []byte, source string, sets []string) (Config, error) {
 func Resolve(raw []byte, source string, sets []string) (Config, error) {
 	cfg := Default()
 	source = orDefaults(source)
-	var old legacy
-	if err := old.decode(raw, &cfg); err != nil {
+	if err := decodeStrict(raw, &cfg); err != nil {
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
-	if err := applySets(&cfg, sets, &old); err != nil {
+	if err := applySets(&cfg, sets); err != nil {
 		return cfg, err
 	}
 	cfg = cfg.Resolved()
-	if err := old.check(cfg); err != nil {
-		return cfg, fmt.Errorf("config %s: %w", source, err)
-	}
-	cfg.notices = old.notices
 	if err := cfg.validateValues(); err != nil {
-		if len(cfg.notices) > 0 { // the error names the new keys
-			err = fmt.Errorf("%w\n%s", err, strings.Join(cfg.notices, "\n"))
-		}
 		return cfg, fmt.Errorf("config %s: %w", source, err)
 	}
 	return cfg, nil
 }
-
-// Notices are the lines saying which old keys the config was read with and
-// what they became (legacy.go), one per old key; the caller prints them
-// (the run's log, or stderr before there is one).
-func (c Config) Notices() []string { return c.notices }
 
 func orDefaults(source string) string {
 	if source == "" {
@@ -352,10 +335,12 @@ func orDefaults(source string) string {
 	return source
 }
 
-// ParseYAML decodes raw YAML over cfg (unknown keys are errors).
-func ParseYAML(raw []byte, cfg *Config) error { return decodeStrict(raw, cfg) }
-
+// decodeStrict decodes one YAML document over cfg: unknown keys are
+// errors, and an old key's error names what replaced it.
 func decodeStrict(raw []byte, cfg *Config) error {
+	if err := oldKeyError(raw); err != nil {
+		return err
+	}
 	if err := wholeNumbers(raw, reflect.TypeOf(cfg)); err != nil {
 		return err
 	}
@@ -367,16 +352,9 @@ func decodeStrict(raw []byte, cfg *Config) error {
 	return nil
 }
 
-// ApplySets applies overrides such as "optim.lr=1e-6" or
-// "data.train=[a.jsonl, b.jsonl]" through the same strict decoder. An old
-// key is upgraded as in a file, but its notice is lost and the keys
-// train.method derives are not checked: Resolve does both.
-func ApplySets(cfg *Config, sets []string) error {
-	var old legacy
-	return applySets(cfg, sets, &old)
-}
-
-func applySets(cfg *Config, sets []string, old *legacy) error {
+// applySets applies overrides such as "optim.lr=1e-6" or
+// "data.train=[a.jsonl, b.jsonl]" through the same strict decoder.
+func applySets(cfg *Config, sets []string) error {
 	for _, s := range sets {
 		key, value, ok := strings.Cut(s, "=")
 		if !ok || key == "" {
@@ -391,7 +369,7 @@ func applySets(cfg *Config, sets []string, old *legacy) error {
 		for i := len(parts) - 1; i >= 0; i-- {
 			doc = fmt.Sprintf("{%q: %s}", parts[i], doc)
 		}
-		if err := old.decode([]byte(doc), cfg); err != nil {
+		if err := decodeStrict([]byte(doc), cfg); err != nil {
 			return fmt.Errorf("--set %s: %w", s, err)
 		}
 	}

@@ -127,11 +127,6 @@ func Open(cfg Config, logw io.Writer, o Options) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.group.rank() == 0 {
-		for _, n := range cfg.Notices() { // old keys the config was read with, one line each
-			t.Log.Print(n)
-		}
-	}
 	if t.refID, err = checkpoint.ModelIdentity(cfg.Model.Path); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("model.path: %w", err)

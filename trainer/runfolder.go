@@ -289,6 +289,21 @@ func freeKey(k string) bool {
 	return false
 }
 
+// readRecorded reads the config a checkpoint recorded (JSON) over
+// Default(). Unknown keys are ignored (a key an older build had and this
+// one dropped), except the old keys (oldkeys.go): their values would be
+// lost, so the error names what replaced them.
+func readRecorded(raw json.RawMessage) (Config, error) {
+	cfg := Default()
+	if err := oldKeyError(raw); err != nil {
+		return cfg, fmt.Errorf("%w; the checkpoint was written by a gdrotrain from before that change: resume it with that build", err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg.Resolved(), nil
+}
+
 // checkResumeConfig compares the checkpoint's config and reference model
 // with this run's.
 func (t *Trainer) checkResumeConfig(dir string, m *checkpoint.Manifest, allow bool) error {
@@ -301,16 +316,12 @@ func (t *Trainer) checkResumeConfig(dir string, m *checkpoint.Manifest, allow bo
 			dir, m.Reference.Path, m.Reference.Hash, t.refID.Path, t.refID.Hash)
 	}
 	// Keys missing from an older checkpoint's config take today's defaults
-	// (logged): decode over Default(), as a config file is, with the old
-	// keys of an older build upgraded (legacy.go, logged).
-	old, recorded, notices, err := upgradeRecorded(m.Config)
+	// (logged): decode over Default(), as a config file is.
+	old, err := readRecorded(m.Config)
 	if err != nil {
 		return fmt.Errorf("resume %s: the checkpoint's config: %w", dir, err)
 	}
-	for _, n := range notices {
-		t.Log.Printf("resume: the checkpoint's %s", n)
-	}
-	oldKeys, err := flatKeys(recorded)
+	oldKeys, err := flatKeys(m.Config)
 	if err != nil {
 		return fmt.Errorf("resume %s: the checkpoint's config: %w", dir, err)
 	}

@@ -268,7 +268,7 @@ func TestFastCPUAttention(t *testing.T) {
 // (several query blocks per sequence, GQA, untied head) on both backends.
 func TestFastCPUModel(t *testing.T) {
 	fastVariants(t, func(t *testing.T, p *fastPair) {
-		o := model.TinyOptions{Layers: 2, Hidden: 96, Intermediate: 160, Heads: 4, KVHeads: 2, HeadDim: 24,
+		o := model.RandomOptions{Layers: 2, Hidden: 96, Intermediate: 160, Heads: 4, KVHeads: 2, HeadDim: 24,
 			Vocab: 300, RopeTheta: 1e4, MaxPositions: 512, InitStd: 0.05}
 		cfg, err := o.Config()
 		if err != nil {
@@ -326,7 +326,7 @@ func TestFastCPUModel(t *testing.T) {
 // another core count repeats the same arithmetic. Under -short: 1 and 3
 // workers (one split against none).
 func TestFastCPUWorkerCountInvariant(t *testing.T) {
-	o := model.TinyOptions{Layers: 2, Hidden: 128, Intermediate: 352, Heads: 4, KVHeads: 2, HeadDim: 32,
+	o := model.RandomOptions{Layers: 2, Hidden: 128, Intermediate: 352, Heads: 4, KVHeads: 2, HeadDim: 32,
 		Vocab: 3000, RopeTheta: 1e4, MaxPositions: 512, InitStd: 0.05}
 	cfg, err := o.Config()
 	if err != nil {

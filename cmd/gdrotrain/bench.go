@@ -22,8 +22,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/bench"
 )
 
-func init() { register(newBenchCmd) }
-
 func newBenchCmd() *cobra.Command {
 	var torchPython, script string
 	var only, gpuShape string

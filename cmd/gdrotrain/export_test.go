@@ -127,7 +127,7 @@ func TestExportLoRA(t *testing.T) {
 	}
 	if _, err := runCmd(t, "", append([]string{"train", "--config", "demo", "--device", "cpu"},
 		taskArgs(task, "run.name=lora", "train.steps=2", "checkpoint.every=1", "validation.every=0",
-			"rollout.max_new_tokens=8", "loss.overlong.soft_penalty_tokens=4",
+			"sampling.max_new_tokens=8", "loss.overlong.soft_penalty_tokens=4",
 			"lora.rank=4", "lora.alpha=8", "optim.lr=2e-2")...)...); err != nil {
 		t.Fatal(err)
 	}

@@ -58,20 +58,7 @@ func trainWithGenerators(cmd *cobra.Command, cfg trainer.Config, w dist.World, i
 		defer g.Close()
 		o.Dist.Group, o.Dist.NewReducer = g, reducerFor(g, cfg.DistTimeout())
 	}
-	if err := trainer.Preflight(cfg, o); err != nil {
-		return err
-	}
-	if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
-		return err
-	}
-	o.Backend = backend.Open
-	t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
-	if err != nil {
-		world.Close()
-		return err
-	}
-	defer t.Close()
-	return t.Run(cmd.Context())
+	return openAndRun(cmd, cfg, o, skipSelfTest, func() { world.Close() })
 }
 
 // weightLinkFor makes the weights' device link of backend b: an NCCL

@@ -38,7 +38,3 @@ update with the Prompt-GDRO or Rollout-GDRO curriculum controllers.`,
 	)
 	return root
 }
-
-// register is a no-op left for bench.go's init (the subcommands are listed
-// in newRootCmd above); delete both when bench.go drops its init.
-func register(func() *cobra.Command) {}

@@ -72,9 +72,6 @@ which resumes at any world size.`,
 				if err != nil {
 					return err
 				}
-				for _, n := range cfg.Notices() { // a run logs them; here stderr, beside the printed config
-					fmt.Fprintln(cmd.ErrOrStderr(), n)
-				}
 				if dryRun {
 					if cfg.Model.Path == "" {
 						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
@@ -110,21 +107,7 @@ which resumes at any world size.`,
 				defer g.Close()
 				o.Dist = &trainer.Dist{Group: g, NewReducer: reducerFor(g, cfg.DistTimeout())}
 			}
-			// Input paths and the run folder first: a mistake costs no
-			// self-test and no model load.
-			if err := trainer.Preflight(cfg, o); err != nil {
-				return err
-			}
-			if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
-				return err
-			}
-			o.Backend = backend.Open
-			t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
-			if err != nil {
-				return err
-			}
-			defer t.Close()
-			return t.Run(cmd.Context())
+			return openAndRun(cmd, cfg, o, skipSelfTest, nil)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
@@ -203,4 +186,27 @@ func readConfig(name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("config %s: no such file, and %v", name, berr)
 	}
 	return raw, "built-in " + name, nil
+}
+
+// openAndRun ends every training rank's launch: the input paths and the
+// run folder first (a mistake costs no self-test and no model load), then
+// the device self-test, Open and Run. abort, when not nil, runs when Open
+// fails, before the caller's deferred closes.
+func openAndRun(cmd *cobra.Command, cfg trainer.Config, o trainer.Options, skipSelfTest bool, abort func()) error {
+	if err := trainer.Preflight(cfg, o); err != nil {
+		return err
+	}
+	if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
+		return err
+	}
+	o.Backend = backend.Open
+	t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
+	if err != nil {
+		if abort != nil {
+			abort()
+		}
+		return err
+	}
+	defer t.Close()
+	return t.Run(cmd.Context())
 }

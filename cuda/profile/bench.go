@@ -154,7 +154,7 @@ type gpuTorchResult struct {
 }
 
 type gpuPlan struct {
-	opts   model.TinyOptions
+	opts   model.RandomOptions
 	train  []bench.Shape
 	step   []bench.Shape // whole optimizer steps
 	decode [][2]int      // batch, context; each with a bf16 and an fp8 KV cache

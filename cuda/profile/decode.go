@@ -37,7 +37,7 @@ import (
 // DecodeShape is a decode batch and the context every slot holds.
 type DecodeShape struct {
 	Name           string
-	Opts           model.TinyOptions
+	Opts           model.RandomOptions
 	Batch, Context int
 	Graphs         bool // the step as a CUDA graph replay with the draw on the device
 	Paged          bool // a paged KV cache, its pages mapped between steps
@@ -112,7 +112,7 @@ func matrixParams(cfg *model.Config) int64 {
 // decodeAt runs two decode steps of o's model after filling the cache
 // (zeros: the counts do not depend on the values) and returns the second's
 // counts, and for a paged cache the pages that step mapped.
-func decodeAt(b *cuda.Backend, o model.TinyOptions, s DecodeShape) (cuda.Profile, int, error) {
+func decodeAt(b *cuda.Backend, o model.RandomOptions, s DecodeShape) (cuda.Profile, int, error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return cuda.Profile{}, 0, err

@@ -71,7 +71,7 @@ type counted struct{ step, forward cuda.Profile }
 
 // profileAt runs two optimizer steps of o and returns the first one's
 // counts and the second's, then counts a forward alone.
-func profileAt(b *cuda.Backend, o model.TinyOptions, s bench.Shape) (first cuda.Profile, step counted, err error) {
+func profileAt(b *cuda.Backend, o model.RandomOptions, s bench.Shape) (first cuda.Profile, step counted, err error) {
 	cfg, err := o.Config()
 	if err != nil {
 		return first, step, err

@@ -84,25 +84,6 @@ func (g *gen) ids(n, limit int) []int32 {
 	return out
 }
 
-func upload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
-	t := b.New(shape...)
-	if vals != nil {
-		b.Upload(t, vals)
-	}
-	return t
-}
-
-// download concatenates the values of ts.
-func download(b model.Backend, ts ...*model.Tensor) []float32 {
-	var out []float32
-	for _, t := range ts {
-		v := make([]float32, t.Numel())
-		b.Download(t, v)
-		out = append(out, v...)
-	}
-	return out
-}
-
 // OpCases returns every op case. Inputs are drawn once, here, so each case
 // sees the same values on both backends.
 func OpCases() []OpCase {
@@ -113,16 +94,16 @@ func OpCases() []OpCase {
 	const N, C, F = 37, 72, 1000
 	x, y := g.randn(N*C, 1), g.randn(N*C, 1)
 	add(OpCase{Name: "add/scale/copy/zero", Kernels: "add_f32, scale_f32, copy", Run: func(b model.Backend) []float32 {
-		a, c, z, w := upload(b, x, N, C), upload(b, y, N, C), b.New(6, C), upload(b, y[:3*C], 3, C)
+		a, c, z, w := model.NewFrom(b, x, N, C), model.NewFrom(b, y, N, C), b.New(6, C), model.NewFrom(b, y[:3*C], 3, C)
 		b.Add(a, c)
 		b.Scale(a, 0.37)
 		b.Copy(z, a.Rows(3, 9).View(6*C))
 		b.Zero(w)
-		return download(b, a, z, w)
+		return model.Values(b, a, z, w)
 	}})
 	big := g.randn(300001, 1)
 	add(OpCase{Name: "sumsquares", Kernels: "sumsq_partial, sum_chunks", Run: func(b model.Backend) []float32 {
-		return []float32{float32(b.SumSquares(upload(b, big, len(big))))}
+		return []float32{float32(b.SumSquares(model.NewFrom(b, big, len(big))))}
 	}})
 	for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 		M, K, Nn := 37, 72, 45
@@ -135,11 +116,11 @@ func OpCases() []OpCase {
 		}
 		av, bv, cv := g.randn(M*K, 1), g.randn(K*Nn, 1), g.randn(M*Nn, 1)
 		products := func(b model.Backend, av, bv, cv []float32) []float32 {
-			c1, c2 := b.New(M, Nn), upload(b, cv, M, Nn)
-			A, B := upload(b, av, aShape...), upload(b, bv, bShape...)
+			c1, c2 := b.New(M, Nn), model.NewFrom(b, cv, M, Nn)
+			A, B := model.NewFrom(b, av, aShape...), model.NewFrom(b, bv, bShape...)
 			b.MatMul(c1, A, B, tr[0], tr[1], false)
 			b.MatMul(c2, A, B, tr[0], tr[1], true)
-			return download(b, c1, c2)
+			return model.Values(b, c1, c2)
 		}
 		add(OpCase{Name: "matmul " + transName(tr), Kernels: "gemm",
 			Run:       func(b model.Backend) []float32 { return products(b, av, bv, cv) },
@@ -148,32 +129,32 @@ func OpCases() []OpCase {
 	for _, n := range []int{C, F} {
 		xs, ws, dy := g.randn(N*n, 2), g.randn(n, 0.5), g.randn(N*n, 1)
 		add(OpCase{Name: "rmsnorm fwd+bwd", Kernels: "rmsnorm_fwd, rmsnorm_bwd_dxdw, sum_chunks", Run: func(b model.Backend) []float32 {
-			X, W, out, rs := upload(b, xs, N, n), upload(b, ws, n), b.New(N, n), b.New(N)
+			X, W, out, rs := model.NewFrom(b, xs, N, n), model.NewFrom(b, ws, n), b.New(N, n), b.New(N)
 			b.RMSNorm(out, rs, X, W, 1e-6)
-			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
-			b.RMSNormBackward(dx, dw, upload(b, dy, N, n), X, W, rs)
-			return download(b, out, rs, dx, dw)
+			dx, dw := b.New(N, n), model.NewFrom(b, ws, n) // dw accumulates onto w's values
+			b.RMSNormBackward(dx, dw, model.NewFrom(b, dy, N, n), X, W, rs)
+			return model.Values(b, out, rs, dx, dw)
 		}})
 	}
 	for _, n := range []int{C, F} {
 		xs, ys, ws, dy, res := g.randn(N*n, 2), g.randn(N*n, 1), g.randn(n, 0.5), g.randn(N*n, 1), g.randn(N*n, 1)
 		add(OpCase{Name: "fused residual rmsnorm fwd+bwd", Kernels: "add_rmsnorm_fwd, rmsnorm_bwd_dxdw_res, sum_chunks", Run: func(b model.Backend) []float32 {
-			X, Y, W, sum, out, rs := upload(b, xs, N, n), upload(b, ys, N, n), upload(b, ws, n), b.New(N, n), b.New(N, n), b.New(N)
+			X, Y, W, sum, out, rs := model.NewFrom(b, xs, N, n), model.NewFrom(b, ys, N, n), model.NewFrom(b, ws, n), b.New(N, n), b.New(N, n), b.New(N)
 			model.AddRMSNorm(b, sum, out, rs, X, Y, W, 1e-6)
-			dx, dw := b.New(N, n), upload(b, ws, n) // dw accumulates onto w's values
-			model.RMSNormBackwardAdd(b, dx, dw, upload(b, dy, N, n), sum, W, rs, upload(b, res, N, n))
-			return download(b, sum, out, rs, dx, dw)
+			dx, dw := b.New(N, n), model.NewFrom(b, ws, n) // dw accumulates onto w's values
+			model.RMSNormBackwardAdd(b, dx, dw, model.NewFrom(b, dy, N, n), sum, W, rs, model.NewFrom(b, res, N, n))
+			return model.Values(b, sum, out, rs, dx, dw)
 		}})
 	}
 	pos := g.ids(N, 9000)
 	for _, D := range []int{16, 128} {
 		xs := g.randn(N*3*D, 1)
 		add(OpCase{Name: "rope", Kernels: "rope", Run: func(b model.Backend) []float32 {
-			X := upload(b, xs, N, 3, D)
+			X := model.NewFrom(b, xs, N, 3, D)
 			b.RoPE(X, pos, 1e6, false)
-			f := download(b, X)
+			f := model.Values(b, X)
 			b.RoPE(X, pos, 1e6, true)
-			return append(f, download(b, X)...)
+			return append(f, model.Values(b, X)...)
 		}})
 	}
 	for _, D := range []int{16, 128} {
@@ -182,69 +163,69 @@ func OpCases() []OpCase {
 		xs, qw, kw := g.randn(N*d.Width(), 2), g.randn(D, 1), g.randn(D, 1)
 		dq, dk, dv := g.randn(N*H*D, 1), g.randn(N*G*D, 1), g.randn(N*G*D, 1)
 		add(OpCase{Name: "split qkv fwd+bwd", Kernels: "qkv_split_fwd, qkv_split_bwd_dx, qkv_split_bwd_dw_partial", Run: func(b model.Backend) []float32 {
-			X, QW, KW := upload(b, xs, N, d.Width()), upload(b, qw, D), upload(b, kw, D)
+			X, QW, KW := model.NewFrom(b, xs, N, d.Width()), model.NewFrom(b, qw, D), model.NewFrom(b, kw, D)
 			qn, kn, v, rq, rk := b.New(N, H, D), b.New(N, G, D), b.New(N, G, D), b.New(N*H), b.New(N*G)
 			b.SplitQKV(qn, kn, v, rq, rk, X, QW, KW, pos, 1e6, 1e-6)
-			dx, dqw, dkw := b.New(N, d.Width()), upload(b, qw, D), upload(b, kw, D) // the norms' gradients accumulate onto their values
-			b.SplitQKVBackward(dx, dqw, dkw, upload(b, dq, N, H, D), upload(b, dk, N, G, D), upload(b, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
-			return download(b, qn, kn, v, rq, rk, dx, dqw, dkw)
+			dx, dqw, dkw := b.New(N, d.Width()), model.NewFrom(b, qw, D), model.NewFrom(b, kw, D) // the norms' gradients accumulate onto their values
+			b.SplitQKVBackward(dx, dqw, dkw, model.NewFrom(b, dq, N, H, D), model.NewFrom(b, dk, N, G, D), model.NewFrom(b, dv, N, G, D), X, QW, KW, rq, rk, pos, 1e6)
+			return model.Values(b, qn, kn, v, rq, rk, dx, dqw, dkw)
 		}})
 	}
 	gate, up, dout := g.randn(F*3, 3), g.randn(F*3, 1), g.randn(F*3, 1)
 	add(OpCase{Name: "swiglu fwd+bwd", Kernels: "swiglu_fwd, swiglu_bwd", Run: func(b model.Backend) []float32 {
-		G, U, out, dg, du := upload(b, gate, F, 3), upload(b, up, F, 3), b.New(F, 3), b.New(F, 3), b.New(F, 3)
+		G, U, out, dg, du := model.NewFrom(b, gate, F, 3), model.NewFrom(b, up, F, 3), b.New(F, 3), b.New(F, 3), b.New(F, 3)
 		b.SwiGLU(out, G, U)
-		b.SwiGLUBackward(dg, du, upload(b, dout, F, 3), G, U)
-		return download(b, out, dg, du)
+		b.SwiGLUBackward(dg, du, model.NewFrom(b, dout, F, 3), G, U)
+		return model.Values(b, out, dg, du)
 	}})
 	for _, V := range []int{1000, 4099} {
 		const M = 7
 		logits, dl, targets := g.randn(M*V, 4), g.randn(M, 1), g.ids(M, V)
 		add(OpCase{Name: "logsoftmax gather fwd+bwd", Kernels: "lsg_fwd, lsg_bwd", Run: func(b model.Backend) []float32 {
-			L, lp, lse, ent, dL := upload(b, logits, M, V), b.New(M), b.New(M), b.New(M), b.New(M, V)
+			L, lp, lse, ent, dL := model.NewFrom(b, logits, M, V), b.New(M), b.New(M), b.New(M), b.New(M, V)
 			b.LogSoftmaxGather(lp, lse, ent, L, targets)
-			b.LogSoftmaxGatherBackward(dL, upload(b, dl, M), L, lse, targets)
-			return download(b, lp, lse, ent, dL)
+			b.LogSoftmaxGatherBackward(dL, model.NewFrom(b, dl, M), L, lse, targets)
+			return model.Values(b, lp, lse, ent, dL)
 		}})
 	}
 	const V = 50
 	table, ids := g.randn(V*C, 1), []int32{3, 7, 3, 49, 0, 7, 7, 12, 3}
 	rowsIn := g.randn(len(ids)*C, 1)
 	add(OpCase{Name: "embedding / gather / scatter", Kernels: "copy_rows, accumulate_rows", Run: func(b model.Backend) []float32 {
-		T, out := upload(b, table, V, C), b.New(len(ids), C)
+		T, out := model.NewFrom(b, table, V, C), b.New(len(ids), C)
 		b.Embedding(out, T, ids)
-		dT := upload(b, table, V, C)
-		b.EmbeddingBackward(dT, upload(b, rowsIn, len(ids), C), ids)
-		gr, s1, s2 := b.New(len(ids), C), upload(b, table, V, C), upload(b, table, V, C)
+		dT := model.NewFrom(b, table, V, C)
+		b.EmbeddingBackward(dT, model.NewFrom(b, rowsIn, len(ids), C), ids)
+		gr, s1, s2 := b.New(len(ids), C), model.NewFrom(b, table, V, C), model.NewFrom(b, table, V, C)
 		b.GatherRows(gr, T, ids)
-		b.ScatterRows(s1, upload(b, rowsIn, len(ids), C), ids, false)
-		b.ScatterRows(s2, upload(b, rowsIn, len(ids), C), ids, true)
-		return download(b, out, dT, gr, s1, s2)
+		b.ScatterRows(s1, model.NewFrom(b, rowsIn, len(ids), C), ids, false)
+		b.ScatterRows(s2, model.NewFrom(b, rowsIn, len(ids), C), ids, true)
+		return model.Values(b, out, dT, gr, s1, s2)
 	}})
 	pv, gv, mv, vv := g.randn(F, 1), g.randn(F, 1), g.randn(F, 0.1), g.randn(F, 0.1)
 	for i := range vv {
 		vv[i] *= vv[i]
 	}
 	add(OpCase{Name: "adamw", Kernels: "adamw", Run: func(b model.Backend) []float32 {
-		P, G, Mm, Vv := upload(b, pv, F), upload(b, gv, F), upload(b, mv, F), upload(b, vv, F)
+		P, G, Mm, Vv := model.NewFrom(b, pv, F), model.NewFrom(b, gv, F), model.NewFrom(b, mv, F), model.NewFrom(b, vv, F)
 		for step := 1; step <= 3; step++ {
 			b.AdamW(P, G, Mm, Vv, model.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.1, Step: step})
 		}
-		return download(b, P, Mm, Vv)
+		return model.Values(b, P, Mm, Vv)
 	}})
 	for _, c := range attentionShapes() {
 		q, k, v := g.randn(c.nq*c.H*c.D, 1), g.randn(c.nk*c.G*c.D, 1), g.randn(c.nk*c.G*c.D, 1)
 		do := g.randn(c.nq*c.H*c.D, 1)
 		scale := float32(1 / math.Sqrt(float64(c.D)))
 		add(OpCase{Name: "attention " + c.name, Kernels: "attn_* or gemm", Products: true, Run: func(b model.Backend) []float32 {
-			Q, K, Vt := upload(b, q, c.nq, c.H, c.D), upload(b, k, c.nk, c.G, c.D), upload(b, v, c.nk, c.G, c.D)
+			Q, K, Vt := model.NewFrom(b, q, c.nq, c.H, c.D), model.NewFrom(b, k, c.nk, c.G, c.D), model.NewFrom(b, v, c.nk, c.G, c.D)
 			out, lse := b.New(c.nq, c.H, c.D), b.New(c.nq, c.H)
 			b.Attention(out, lse, Q, K, Vt, c.segs, scale)
-			res := download(b, out, lse)
+			res := model.Values(b, out, lse)
 			if c.backward {
 				dq, dk, dv := b.New(c.nq, c.H, c.D), b.New(c.nk, c.G, c.D), b.New(c.nk, c.G, c.D)
-				b.AttentionBackward(dq, dk, dv, upload(b, do, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
-				res = append(res, download(b, dq, dk, dv)...)
+				b.AttentionBackward(dq, dk, dv, model.NewFrom(b, do, c.nq, c.H, c.D), Q, K, Vt, out, lse, c.segs, scale)
+				res = append(res, model.Values(b, dq, dk, dv)...)
 			}
 			return res
 		}})
@@ -253,11 +234,11 @@ func OpCases() []OpCase {
 	add(trainingAttentionCase(g))
 	samp := g.randn(5*3001, 3)
 	add(OpCase{Name: "device sampling reductions", Kernels: "topk_rows, chunk_sums", Run: func(b model.Backend) []float32 {
-		L := upload(b, samp, 5, 3001)
+		L := model.NewFrom(b, samp, 5, 3001)
 		if rs, ok := b.(model.RowSampler); ok {
 			return sampling(rs.TopK(L, 8))(rs.ChunkSums(L, 0.7, 512))
 		}
-		return sampling(hostTopK(download(b, L), 3001, 8))(hostChunkSums(download(b, L), 3001, 0.7, 512))
+		return sampling(hostTopK(model.Values(b, L), 3001, 8))(hostChunkSums(model.Values(b, L), 3001, 0.7, 512))
 	}})
 	return cases
 }
@@ -315,14 +296,14 @@ func headDimCases(g *gen) []OpCase {
 				var res []float32
 				for i, D := range dims {
 					scale := float32(1 / math.Sqrt(float64(D)))
-					Q, K, V := upload(b, in[i].q, l.nq, H, D), kvUpload(b, in[i].k, l.halfKV, l.nk, G, D), kvUpload(b, in[i].v, l.halfKV, l.nk, G, D)
+					Q, K, V := model.NewFrom(b, in[i].q, l.nq, H, D), kvUpload(b, in[i].k, l.halfKV, l.nk, G, D), kvUpload(b, in[i].v, l.halfKV, l.nk, G, D)
 					out, lse := b.New(l.nq, H, D), b.New(l.nq, H)
 					b.Attention(out, lse, Q, K, V, l.segs, scale)
-					res = append(res, download(b, out, lse)...)
+					res = append(res, model.Values(b, out, lse)...)
 					if l.backward {
 						dq, dk, dv := b.New(l.nq, H, D), b.New(l.nk, G, D), b.New(l.nk, G, D)
-						b.AttentionBackward(dq, dk, dv, upload(b, in[i].dout, l.nq, H, D), Q, K, V, out, lse, l.segs, scale)
-						res = append(res, download(b, dq, dk, dv)...)
+						b.AttentionBackward(dq, dk, dv, model.NewFrom(b, in[i].dout, l.nq, H, D), Q, K, V, out, lse, l.segs, scale)
+						res = append(res, model.Values(b, dq, dk, dv)...)
 					}
 					if r, ok := b.(model.Releaser); ok {
 						r.Release(Q, K, V, out, lse)
@@ -344,14 +325,14 @@ func headDimCases(g *gen) []OpCase {
 func kvUpload(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
 	hs, ok := b.(model.HalfStore)
 	if !half || !ok {
-		return upload(b, vals, rows, heads, d)
+		return model.NewFrom(b, vals, rows, heads, d)
 	}
 	t := hs.NewHalf(rows, heads, d)
 	idx := make([]int32, rows)
 	for i := range idx {
 		idx[i] = int32(i)
 	}
-	src := upload(b, vals, rows, heads*d)
+	src := model.NewFrom(b, vals, rows, heads*d)
 	b.ScatterRows(t.View(rows, heads*d), src, idx, false)
 	if r, ok := b.(model.Releaser); ok {
 		r.Release(src)
@@ -496,14 +477,14 @@ func trainingAttentionCase(g *gen) OpCase {
 			Q, K, V := actUpload(b, q, n, H, D), actUpload(b, k, n, G, D), actUpload(b, v, n, G, D)
 			out, lse := actUpload(b, nil, n, H, D), b.New(n, H)
 			b.Attention(out, lse, Q, K, V, segs, scale)
-			res := download(b, out, lse)
+			res := model.Values(b, out, lse)
 			if _, ok := b.(model.ActivationStore); !ok {
 				roundBF16(res[:out.Numel()]) // the GPU keeps a bf16 output
 				b.Upload(out, res[:out.Numel()])
 			}
 			dq, dk, dv := b.New(n, H, D), b.New(n, G, D), b.New(n, G, D)
-			b.AttentionBackward(dq, dk, dv, upload(b, do, n, H, D), Q, K, V, out, lse, segs, scale)
-			return append(res, download(b, dq, dk, dv)...)
+			b.AttentionBackward(dq, dk, dv, model.NewFrom(b, do, n, H, D), Q, K, V, out, lse, segs, scale)
+			return append(res, model.Values(b, dq, dk, dv)...)
 		}}
 }
 
@@ -517,7 +498,7 @@ func actUpload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
 		if vals == nil {
 			return b.New(shape...)
 		}
-		return upload(b, vals, shape...)
+		return model.NewFrom(b, vals, shape...)
 	}
 	t := as.ActivationHalf(shape...)
 	if vals != nil {
@@ -527,7 +508,7 @@ func actUpload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
 		for i := 0; i < cols; i++ {
 			id[i*cols+i] = 1
 		}
-		b.MatMul(t.View(rows, cols), upload(b, vals, rows, cols), upload(b, id, cols, cols), false, false, false)
+		b.MatMul(t.View(rows, cols), model.NewFrom(b, vals, rows, cols), model.NewFrom(b, id, cols, cols), false, false, false)
 	}
 	return t
 }

@@ -150,7 +150,7 @@ func runStep(m *model.Model, seqs []model.Sequence, adv []float64, old, ref [][]
 func flatten(m *model.Model, p *model.Params) []float32 {
 	var out []float32
 	for _, np := range p.Named(m.Cfg) {
-		out = append(out, download(m.B, *np.Ptr)...)
+		out = append(out, model.Values(m.B, *np.Ptr)...)
 	}
 	return out
 }

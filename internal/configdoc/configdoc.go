@@ -12,7 +12,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -60,48 +59,56 @@ func (c *comments) load(pkgPath string) (string, error) {
 	}
 	c.seen[rel] = true
 	dir := filepath.Join(c.root, rel)
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
-	if err != nil {
-		return rel, fmt.Errorf("parse %s: %w", dir, err)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(paths) == 0 {
+		return rel, fmt.Errorf("parse %s: no Go files (%v)", dir, err)
 	}
-	for _, p := range pkgs {
-		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.TYPE {
-					continue
-				}
-				for _, s := range g.Specs {
-					ts := s.(*ast.TypeSpec)
-					st, ok := ts.Type.(*ast.StructType)
-					if !ok {
-						continue
-					}
-					key := rel + "." + ts.Name.Name
-					doc := ts.Doc
-					if doc == nil && len(g.Specs) == 1 {
-						doc = g.Doc
-					}
-					c.types[key] = text(doc)
-					fields := map[string]string{}
-					for _, fl := range st.Fields.List {
-						d := text(fl.Doc)
-						if d == "" {
-							d = text(fl.Comment)
-						}
-						for _, n := range fl.Names {
-							fields[n.Name] = d
-						}
-					}
-					c.field[key] = fields
-				}
-			}
+	fset := token.NewFileSet()
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return rel, fmt.Errorf("parse %s: %w", path, err)
+		}
+		c.structs(rel, f)
 	}
 	return rel, nil
+}
+
+// structs records the doc comments of f's struct types and their fields.
+func (c *comments) structs(rel string, f *ast.File) {
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, s := range g.Specs {
+			ts := s.(*ast.TypeSpec)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			key := rel + "." + ts.Name.Name
+			doc := ts.Doc
+			if doc == nil && len(g.Specs) == 1 {
+				doc = g.Doc
+			}
+			c.types[key] = text(doc)
+			fields := map[string]string{}
+			for _, fl := range st.Fields.List {
+				d := text(fl.Doc)
+				if d == "" {
+					d = text(fl.Comment)
+				}
+				for _, n := range fl.Names {
+					fields[n.Name] = d
+				}
+			}
+			c.field[key] = fields
+		}
+	}
 }
 
 // text joins a comment group into one paragraph.
@@ -309,7 +316,8 @@ func Markdown(secs []Section) string {
 	b.WriteString("(the value in YAML syntax), `--print-config` shows the resolved config. Every default below is\n")
 	b.WriteString("`trainer.Default()`'s; `train.method` then switches the GDRO controllers on or off\n")
 	b.WriteString("(`Config.Resolved`). `—` marks a key with no default (a path the run must be given, or an\n")
-	b.WriteString("optional setting that is off).\n")
+	b.WriteString("optional setting that is off). A key renamed before the first release is an error naming\n")
+	b.WriteString("its new name.\n")
 	for _, s := range secs {
 		fmt.Fprintf(&b, "\n## `%s`\n\n", s.Path)
 		if s.Doc != "" {
@@ -322,14 +330,6 @@ func Markdown(secs []Section) string {
 		for _, k := range s.Keys {
 			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s |\n", k.Path, k.Type, k.Default, strings.ReplaceAll(k.Doc, "|", "\\|"))
 		}
-	}
-	b.WriteString("\n## Old keys\n\n")
-	b.WriteString("Configs written for an older gdrotrain, and the configs its checkpoints recorded, still load:\n")
-	b.WriteString("each old key is read as its new form with one notice line (an old key and its new key set to\n")
-	b.WriteString("different values in the same file, or a removed key that disagrees, is an error naming both).\n\n")
-	b.WriteString("| old key | now |\n|---|---|\n")
-	for _, o := range trainer.OldKeys() {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", o[0], o[1])
 	}
 	return b.String()
 }

@@ -34,9 +34,7 @@ func TinyTask(t testing.TB) Task {
 	}
 	o := model.DefaultTiny()
 	o.Vocab = tok.VocabSize()
-	for _, id := range tok.StopIDs() {
-		o.EOS = append(o.EOS, id)
-	}
+	o.EOS = append(o.EOS, tok.StopIDs()...)
 	mc, err := o.Config()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +62,7 @@ func (t Task) Sets() []string {
 		"model.path=" + q(t.Model), "data.train=[" + q(t.Train) + "]", "data.template=none",
 		"validation.files=[" + q(t.Val) + "]", "validation.n=2", "validation.every=1", "validation.max_new_tokens=4",
 		"run.out_dir=" + q(t.Dir), "train.steps=2", "train.prompts_per_step=4", "train.mini_batch_prompts=2",
-		"train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "rollout.max_new_tokens=4", "reward.mode=dapo",
+		"train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "sampling.max_new_tokens=4", "reward.mode=dapo",
 		"train.method=prompt_gdro", "optim.lr=1e-3",
 	}
 }

@@ -56,7 +56,7 @@ func testInputs(n int) []float32 {
 		x[i] = float32(rng.NormFloat64() * 40)
 	}
 	copy(x, []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), Lo + 0.5, Lo + 0.49,
-		Hi + 0.5, Hi + 0.51, 0.5, -1e30, 1e30, -0.0})
+		Hi + 0.5, Hi + 0.51, 0.5, -1e30, 1e30, float32(math.Copysign(0, -1))})
 	return x
 }
 
