@@ -267,7 +267,7 @@ func (g *gpuBench) run(w io.Writer) error {
 				x.KVCache = "fp8"
 			}
 			if ours {
-				res, err := bench.MeasureDecodeWith(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
+				res, err := bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
 					FP8: fp8, Weights: g.weights})
 				if err != nil {
 					x.Error = g.failed(err)

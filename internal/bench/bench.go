@@ -207,15 +207,6 @@ type DecodeResult struct {
 	StepBytes      float64 // weights + KV cache read per decode step
 }
 
-// MeasureDecode fills batch cache slots with context tokens (one prefill,
-// copied to every slot as the sampler shares a prompt) and times steps
-// decode steps of one token per slot, the logits reaching the host as the
-// sampler receives them (whole rows, or device-side reductions on a
-// RowSampler backend).
-func MeasureDecode(b model.Backend, o model.RandomOptions, batch, context, steps int) (DecodeResult, error) {
-	return MeasureDecodeWith(b, o, DecodeOptions{Batch: batch, Context: context, Steps: steps})
-}
-
 // DecodeOptions are one decode measurement's: Batch slots with Context
 // tokens of cache, Steps timed steps; FP8 an fp8 KV cache
 // (precision.kv_cache: fp8) instead of bf16; Weights the run's weight
@@ -226,8 +217,12 @@ type DecodeOptions struct {
 	Weights               *Weights
 }
 
-// MeasureDecodeWith is MeasureDecode with every option.
-func MeasureDecodeWith(b model.Backend, o model.RandomOptions, d DecodeOptions) (DecodeResult, error) {
+// MeasureDecode fills d.Batch cache slots with d.Context tokens (one prefill,
+// copied to every slot as the sampler shares a prompt) and times d.Steps
+// decode steps of one token per slot, the logits reaching the host as the
+// sampler receives them (whole rows, or device-side reductions on a
+// RowSampler backend).
+func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (DecodeResult, error) {
 	batch, context, steps := d.Batch, d.Context, d.Steps
 	cfg, err := o.Config()
 	if err != nil {

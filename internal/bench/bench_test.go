@@ -90,7 +90,7 @@ func TestWeightsOncePerShape(t *testing.T) {
 		ps = append(ps, x.m.P)
 	}
 	for _, fp8 := range []bool{false, true} {
-		r, err := MeasureDecodeWith(b, o, DecodeOptions{Batch: 2, Context: 8, Steps: 1, FP8: fp8, Weights: w})
+		r, err := MeasureDecode(b, o, DecodeOptions{Batch: 2, Context: 8, Steps: 1, FP8: fp8, Weights: w})
 		if err != nil {
 			if fp8 {
 				t.Logf("fp8 KV cache on the CPU backend: %v", err) // a backend without one says so
