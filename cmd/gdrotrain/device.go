@@ -6,9 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/backend"
-	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/cuda/selftest"
-	"github.com/gdrotrain/gdrotrain/device"
+	"github.com/gdrotrain/gdrotrain/launch"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -68,7 +66,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*m
 // openBackend opens the backend the flags name, after the GPU self-test,
 // logging to stderr.
 func openBackend(cmd *cobra.Command, f deviceFlags) (model.Backend, error) {
-	if err := selfTestDevice(cmd, f.device, f.matmul, f.skipSelfTest); err != nil {
+	if err := launch.SelfTest(f.device, f.matmul, f.skipSelfTest, cmd.ErrOrStderr()); err != nil {
 		return nil, err
 	}
 	b, err := backend.Open(f.device, f.matmul, stderrLog(cmd))
@@ -81,34 +79,3 @@ func openBackend(cmd *cobra.Command, f deviceFlags) (model.Backend, error) {
 func stderrLog(cmd *cobra.Command) func(string, ...any) {
 	return func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
 }
-
-// selfTestDevice runs the GPU self-test when name names a GPU (or is
-// auto and a GPU is usable), once per process and precision. Without a GPU
-// it does nothing: opening the backend then says why.
-func selfTestDevice(cmd *cobra.Command, name, matmul string, skip bool) error {
-	kind, gpu, err := device.Parse(name)
-	if err != nil || kind == device.CPU || skip {
-		return nil // a bad name is reported by the backend's selection
-	}
-	prec, err := cuda.ParsePrecision(matmul)
-	if err != nil {
-		return nil
-	}
-	d, err := cuda.Open(gpu, stderrLog(cmd))
-	if err != nil {
-		return nil
-	}
-	if selfTested[prec] {
-		return nil
-	}
-	r, err := selftest.Run(d, prec, nil)
-	if err != nil {
-		return fmt.Errorf("%w\n(--skip-self-test runs anyway, at your own risk)", err)
-	}
-	selfTested[prec] = true
-	fmt.Fprintln(cmd.ErrOrStderr(), r.Summary())
-	return nil
-}
-
-// selfTested records the precisions this process has self-tested.
-var selfTested = map[cuda.Precision]bool{}

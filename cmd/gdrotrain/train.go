@@ -8,9 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/configs"
-	"github.com/gdrotrain/gdrotrain/memplan"
+	"github.com/gdrotrain/gdrotrain/launch"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
@@ -76,7 +75,7 @@ which resumes at any world size.`,
 					if cfg.Model.Path == "" {
 						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
 					}
-					return dryRunPlan(cmd, cfg, assumeGiB, max(df.size, 1))
+					return launch.Plan(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, assumeGiB, max(df.place.Size, 1))
 				}
 				out, err := cfg.YAML()
 				if err != nil {
@@ -89,25 +88,8 @@ which resumes at any world size.`,
 			if err != nil {
 				return err
 			}
-			w, err := df.world(os.Getenv)
-			if err != nil {
-				return err
-			}
-			if cfg.Run.Device, err = rankDevice(cfg.Run.Device, w, os.Getenv); err != nil {
-				return err
-			}
-			if cfg.Dist.RolloutRanks > 0 {
-				return trainWithGenerators(cmd, cfg, w, df.insecure, o, skipSelfTest)
-			}
-			g, err := joinGroup(cmd, w, cfg, df.insecure, os.Getenv)
-			if err != nil {
-				return err
-			}
-			if g != nil {
-				defer g.Close()
-				o.Dist = &trainer.Dist{Group: g, NewReducer: reducerFor(g, cfg.DistTimeout())}
-			}
-			return openAndRun(cmd, cfg, o, skipSelfTest, nil)
+			return launch.Run(cmd.Context(), launch.Options{Config: cfg, Place: df.place, Insecure: df.insecure,
+				Trainer: o, SkipSelfTest: skipSelfTest, Log: cmd.ErrOrStderr()})
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
@@ -123,42 +105,6 @@ which resumes at any world size.`,
 	cmd.Flags().BoolVar(&o.AllowConfigChange, "allow-config-change", false, "resume even though config keys that alter the training (seed, lr, method, data, …) differ from the checkpoint's")
 	cmd.Flags().BoolVar(&o.RepairMetrics, "repair-metrics", false, "resume past a damaged metrics.jsonl or validation.jsonl: keep the valid lines, drop the others and log which steps have no line (without it such a resume is refused)")
 	return cmd
-}
-
-// dryRunPlan prints the memory plan against the device's memory, or against
-// assumeGiB when given (no device is opened). Without a GPU it still prints
-// the plan, saying the device could not be opened.
-//
-// With --world-size W the plan is one rank's of W data-parallel ranks
-// (ZeRO-1 moments when dist.zero_stage is 1).
-func dryRunPlan(cmd *cobra.Command, cfg trainer.Config, assumeGiB float64, world int) error {
-	logf := func(format string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", a...) }
-	var bud memplan.Budget
-	var err error
-	if assumeGiB > 0 {
-		if bud, err = trainer.PlanBudget(cfg); err != nil {
-			return err
-		}
-		bud.Device += fmt.Sprintf(", assumed %.0f GiB", assumeGiB)
-		bud.Available = int64(assumeGiB * (1 << 30))
-	} else {
-		_, bud, err = trainer.OpenBackend(cfg, backend.Open, logf)
-		if err != nil && bud.Plan.Total() == 0 {
-			return err
-		}
-	}
-	if r := cfg.Dist.RolloutRanks; r > 0 {
-		return dryRunRoles(cmd, bud, err, world, r, cfg.Dist.ZeROStage)
-	}
-	bud.ForWorld(world, cfg.Dist.ZeROStage)
-	fmt.Fprint(cmd.OutOrStdout(), bud.Report())
-	if err != nil {
-		return fmt.Errorf("dry run: plan printed, but %w", err)
-	}
-	if bud.Check() != nil {
-		return fmt.Errorf("dry run: the run does not fit (plan above)")
-	}
-	return nil
 }
 
 // readConfig reads a config file, or a built-in config when no file of that
@@ -186,27 +132,4 @@ func readConfig(name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("config %s: no such file, and %v", name, berr)
 	}
 	return raw, "built-in " + name, nil
-}
-
-// openAndRun ends every training rank's launch: the input paths and the
-// run folder first (a mistake costs no self-test and no model load), then
-// the device self-test, Open and Run. abort, when not nil, runs when Open
-// fails, before the caller's deferred closes.
-func openAndRun(cmd *cobra.Command, cfg trainer.Config, o trainer.Options, skipSelfTest bool, abort func()) error {
-	if err := trainer.Preflight(cfg, o); err != nil {
-		return err
-	}
-	if err := selfTestDevice(cmd, cfg.Run.Device, cfg.Precision.MatMul, skipSelfTest); err != nil {
-		return err
-	}
-	o.Backend = backend.Open
-	t, err := trainer.Open(cfg, cmd.ErrOrStderr(), o)
-	if err != nil {
-		if abort != nil {
-			abort()
-		}
-		return err
-	}
-	defer t.Close()
-	return t.Run(cmd.Context())
 }
