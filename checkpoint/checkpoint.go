@@ -481,3 +481,17 @@ func WeightsHash(dir string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// VerifyIfCheckpoint verifies dir as export does (Verify: the
+// manifest's own checksum, every file's size and SHA-256) when it is a
+// checkpoint (manifest.json beside its files), and returns its manifest;
+// nil for a plain model folder. (The model commands verify what they load as
+// export does.)
+func VerifyIfCheckpoint(dir string) (*Manifest, error) {
+	if _, err := os.Stat(filepath.Join(dir, ManifestName)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return Verify(dir)
+}

@@ -33,7 +33,7 @@ func addSelfTestFlag(cmd *cobra.Command, skip *bool) {
 // against the manifest; an exported adapter folder) over its base, the
 // adapters applied on the fly. plan, when set, is checked against the
 // device's memory first (memplan.go). The caller has verified dir
-// (verifyModelFolder) before reading any of its files.
+// (model.VerifyModelFolder) before reading any of its files.
 func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*model.Model, error) {
 	b, err := openBackend(cmd, f)
 	if err != nil {
@@ -48,7 +48,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*m
 	}
 	var m *model.Model
 	if model.IsAdapterFolder(dir) {
-		m, err = loadAdapterFolder(b, dir)
+		m, err = model.LoadAdapterFolder(b, dir)
 	} else {
 		m, err = model.Load(b, dir)
 	}

@@ -92,7 +92,7 @@ written into a temporary folder beside --out and moved into place.`,
 			if adapter && cmd.Flags().Changed("shard-gb") {
 				return fmt.Errorf("--shard-gb: an adapter folder is one file (adapter_model.safetensors); drop --shard-gb or --adapter")
 			}
-			baseDir, err := adapterBase(ckpt, man, base, "--base")
+			baseDir, err := model.AdapterBase(ckpt, man, base, "--base")
 			if err != nil {
 				return err
 			}

@@ -43,7 +43,7 @@ would not fit the device's memory.`,
 			if tokDir == "" {
 				tokDir = dir
 			}
-			if err := verifyModelFolder(dir); err != nil {
+			if err := model.VerifyModelFolder(dir); err != nil {
 				return err
 			}
 			pm, err := tokenizer.ParsePromptMode(mode)

@@ -40,7 +40,7 @@ as JSON to stdout or --out.`,
 			if err != nil {
 				return fmt.Errorf("--ids: %w", err)
 			}
-			if err := verifyModelFolder(dir); err != nil {
+			if err := model.VerifyModelFolder(dir); err != nil {
 				return err
 			}
 			mc, err := modelConfig(dir)

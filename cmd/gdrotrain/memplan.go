@@ -145,7 +145,7 @@ func modelConfig(dir string) (*model.Config, error) {
 			m = nil
 		}
 	}
-	base, err := adapterBase(dir, m, "", "")
+	base, err := model.AdapterBase(dir, m, "", "")
 	if err != nil {
 		return nil, err
 	}
