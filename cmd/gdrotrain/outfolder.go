@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // outFolder is a model folder being written: Dir until Commit.
@@ -144,4 +146,23 @@ func (o *outFolder) Commit() ([]string, error) {
 		}
 	}
 	return removed, os.Remove(o.tmp)
+}
+
+// writeOut writes a model folder at out through write, into a temporary
+// sibling moved into place, and says which stale weight files of an
+// earlier model it removed.
+func writeOut(cmd *cobra.Command, out string, force bool, write func(dir string) error) error {
+	o, err := openOut(out, "--out", force)
+	if err != nil {
+		return err
+	}
+	if err := write(o.Dir()); err != nil {
+		o.Abort()
+		return err
+	}
+	removed, err := o.Commit()
+	if len(removed) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "--force: removed the earlier model's %s from %s\n", strings.Join(removed, ", "), out)
+	}
+	return err
 }
