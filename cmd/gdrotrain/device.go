@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/backend"
-	"github.com/gdrotrain/gdrotrain/launch"
+	"github.com/gdrotrain/gdrotrain/cuda/selftest"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -66,7 +66,7 @@ func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*m
 // openBackend opens the backend the flags name, after the GPU self-test,
 // logging to stderr.
 func openBackend(cmd *cobra.Command, f deviceFlags) (model.Backend, error) {
-	if err := launch.SelfTest(f.device, f.matmul, f.skipSelfTest, cmd.ErrOrStderr()); err != nil {
+	if err := selftest.ForDevice(f.device, f.matmul, f.skipSelfTest, cmd.ErrOrStderr()); err != nil {
 		return nil, err
 	}
 	b, err := backend.Open(f.device, f.matmul, stderrLog(cmd))

@@ -1,20 +1,23 @@
-package launch
+package selftest
+
+// The self-test a command runs before it opens a GPU.
 
 import (
 	"fmt"
 	"io"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/cuda/selftest"
-	"github.com/gdrotrain/gdrotrain/device"
+	devname "github.com/gdrotrain/gdrotrain/device"
 )
 
-// SelfTest runs the GPU self-test when name names a GPU (or is auto and a
-// GPU is usable), once per process and precision, logging to log. Without
-// a GPU it does nothing: opening the backend then says why.
-func SelfTest(name, matmul string, skip bool, log io.Writer) error {
-	kind, gpu, err := device.Parse(name)
-	if err != nil || kind == device.CPU || skip {
+// ForDevice runs the self-test (Run) when the device name names a GPU (or
+// is auto and a GPU is usable), once per process and precision, logging to
+// log. Without a GPU it does nothing: opening the backend then says why.
+// Every command that opens a device calls it first (launch for training
+// and generation ranks, the model commands).
+func ForDevice(name, matmul string, skip bool, log io.Writer) error {
+	kind, gpu, err := devname.Parse(name)
+	if err != nil || kind == devname.CPU || skip {
 		return nil // a bad name is reported by the backend's selection
 	}
 	prec, err := cuda.ParsePrecision(matmul)
@@ -28,7 +31,7 @@ func SelfTest(name, matmul string, skip bool, log io.Writer) error {
 	if selfTested[prec] {
 		return nil
 	}
-	r, err := selftest.Run(d, prec, nil)
+	r, err := Run(d, prec, nil)
 	if err != nil {
 		return fmt.Errorf("%w\n(--skip-self-test runs anyway, at your own risk)", err)
 	}
