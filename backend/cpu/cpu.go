@@ -59,6 +59,9 @@ type Backend struct {
 	rope   map[ropeKey]*ropeTable
 
 	scratch sync.Pool // *[]float32, per-worker buffers
+
+	// exact: batch-invariant products (exact.go, precision.exact_logprobs).
+	exact bool
 }
 
 // Options configure NewBackendWith.
