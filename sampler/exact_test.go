@@ -28,6 +28,7 @@ type exactCase struct {
 	topK         int
 	budget       int64
 	microBatches []int // training micro-batch sizes to compare with
+	lora         bool  // adapters on every projection
 }
 
 var exactCases = []exactCase{
@@ -37,6 +38,23 @@ var exactCases = []exactCase{
 	{name: "paper settings, untempered log-probs", prompts: 3, n: 5, slots: 8, temp: 0.6, topP: 0.8, topK: 20, microBatches: []int{2, 15}},
 	{name: "greedy", prompts: 2, n: 2, slots: 3, temp: 0, topP: 1, microBatches: []int{4}},
 	{name: "paged cache", prompts: 3, n: 4, slots: 12, temp: 1, topP: 1, budget: 1 << 16, microBatches: []int{5, 12}},
+	{name: "LoRA adapters", prompts: 3, n: 4, slots: 5, temp: 1, topP: 1, microBatches: []int{1, 12}, lora: true},
+}
+
+// withAdapters gives m rank-2 adapters on every projection, entries drawn
+// N(0, 0.2²) so that their terms move the logits.
+func withAdapters(t *testing.T, m *model.Model) {
+	t.Helper()
+	lc := &model.LoRAConfig{Rank: 2, Alpha: 4, Targets: model.LoRAModules}
+	m.A = model.NewAdapters(m.B, m.Cfg, lc)
+	rnd := rand.New(rand.NewPCG(9, 9))
+	for _, np := range m.A.Named(m.Cfg) {
+		host := make([]float32, (*np.Ptr).Numel())
+		for i := range host {
+			host[i] = float32(0.2 * rnd.NormFloat64())
+		}
+		m.B.Upload(*np.Ptr, host)
+	}
 }
 
 // TestExactLogProbsMatchTraining: with exact log-probs on a batch-invariant
@@ -47,6 +65,9 @@ func TestExactLogProbsMatchTraining(t *testing.T) {
 	for _, c := range exactCases {
 		t.Run(c.name, func(t *testing.T) {
 			m := exactCPUModel(t, true)
+			if c.lora {
+				withAdapters(t, m)
+			}
 			seqs, lps, ents := sampleExact(t, m, c)
 			for _, mb := range c.microBatches {
 				lp, ent := trainLogProbs(t, m, seqs, mb)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // exactRunConfig is the fixture's run in exact mode at the paper's
@@ -79,6 +80,16 @@ func TestExactLogProbsConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one naming %q", c.sets, err, c.want)
 		}
+	}
+	// A backend that cannot be made batch-invariant (a GPU's; here the
+	// reference) is refused at open, not run with a mismatch.
+	cfg, err := LoadBytes(nil, "", append(task.Sets(), "precision.exact_logprobs=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notInvariant := func(string, string, func(string, ...any)) (model.Backend, error) { return model.NewReferenceCPU(), nil }
+	if _, _, err := OpenBackend(cfg, notInvariant, t.Logf); err == nil || !strings.Contains(err.Error(), "the CUDA kernels are not batch-invariant yet") {
+		t.Errorf("open on a backend without exact mode: %v", err)
 	}
 	// The rollout correction is accepted at the paper's settings in exact
 	// mode: the sampler's log-probs are the policy's.
