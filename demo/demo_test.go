@@ -380,7 +380,8 @@ func TestRun(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	for _, want := range []string{"held-out accuracy (mean@1 over 6 problems never trained on)", "worst group", "standard errors", "time: ",
-		"prompt_gdro against GRPO", "prompt_gdro − grpo:", "machine: ", "matrix products: ", "GRPO baseline"} {
+		"prompt_gdro against GRPO", "prompt_gdro − grpo:", "machine: ", "matrix products: ", "GRPO baseline",
+		"sampler/trainer mismatch over 1 steps", "precision.exact_logprobs off"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
@@ -404,4 +405,52 @@ func TestRun(t *testing.T) {
 	if !errors.As(err, &stopped) || !errors.Is(err, trainer.ErrStopped) || !strings.Contains(err.Error(), "during the warm-up") {
 		t.Errorf("cancelled warm-up: %v", err)
 	}
+}
+
+// TestRunExact: the demo in exact mode prints a mismatch of exactly 0.
+func TestRunExact(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a tiny model")
+	}
+	o := tiny(t)
+	o.Sets = append(o.Sets, "demo.compare=false", "precision.exact_logprobs=true")
+	var out, log bytes.Buffer
+	if err := Run(context.Background(), o, &out, &log); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	want := "sampler/trainer mismatch over 1 steps: max |Δ log-prob| 0, max KL 0 (precision.exact_logprobs on"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("report lacks %q:\n%s", want, out.String())
+	}
+}
+
+// TestMismatchReport: the worst step's figures, steps without them
+// skipped, a bad line named.
+func TestMismatchReport(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		lines, want string
+	}{
+		{`{"step":1,"mismatch_logp_abs_max":2e-6,"mismatch_kl":1e-12}` + "\n" + `{"step":2}` + "\n" + `{"step":3,"mismatch_logp_abs_max":5e-6,"mismatch_kl":3e-13}` + "\n",
+			"over 2 steps: max |Δ log-prob| 5e-06, max KL 1e-12 (precision.exact_logprobs off"},
+		{`{"step":1}` + "\n", "not measured"},
+		{"{\n", "metrics.jsonl line 1"},
+	} {
+		path := filepath.Join(dir, "metrics.jsonl")
+		if err := os.WriteFile(path, []byte(c.lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err := MismatchReport(&out, path, false)
+		if got := out.String() + errString(err); !strings.Contains(got, c.want) {
+			t.Errorf("%q: got %q, want %q", c.lines, got, c.want)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -188,6 +188,16 @@ type Freezer interface {
 	Freeze(t *Tensor) error
 }
 
+// BatchInvariant is implemented by backends that can compute every op on
+// the path from a token to its log-probability with the same order and
+// roundings whatever rows share the op (precision.exact_logprobs,
+// docs/algorithm.md §5.10): the CPU backends. A cached decode step's logits
+// and log-softmax then equal, bit for bit, a training forward's over the
+// same tokens.
+type BatchInvariant interface {
+	SetBatchInvariant(on bool)
+}
+
 // RowSampler is implemented by backends that reduce next-token logits on
 // the device, so the sampler downloads a few numbers per row instead of a
 // whole vocabulary (the CUDA backend). The rollout package uses it when

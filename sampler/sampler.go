@@ -87,6 +87,14 @@ type Params struct {
 	// device where the model can (GraphLM on a CUDA backend, and settings
 	// the device draws: not top-p without top-k); elsewhere it is ignored.
 	Graphs bool
+	// ExactLogProbs (precision.exact_logprobs, docs/algorithm.md §5.10)
+	// returns as each token's log-probability, and as its distribution's
+	// entropy, what the backend's LogSoftmaxGather computes on the
+	// untempered logits: the training forward's op, on logits a
+	// batch-invariant backend (model.BatchInvariant) computes bit for bit
+	// as the forward does. The token is drawn as without it. It needs a
+	// DeviceLM and runs no decode graphs.
+	ExactLogProbs bool
 }
 
 // Validate checks the settings.
@@ -117,10 +125,13 @@ type Request struct {
 
 // Completion is one sampled continuation.
 type Completion struct {
-	UID       string
-	Index     int     // rollout index within its prompt, 0..N−1
-	Tokens    []int32 // generated tokens, the stop token included when one was hit
-	LogProbs  []float32
+	UID      string
+	Index    int     // rollout index within its prompt, 0..N−1
+	Tokens   []int32 // generated tokens, the stop token included when one was hit
+	LogProbs []float32
+	// Entropy is each token's predictive distribution's entropy, with
+	// Params.ExactLogProbs (nil otherwise).
+	Entropy   []float32
 	Stopped   bool // ended on a stop token
 	Truncated bool // hit MaxNewTokens without a stop token
 }
@@ -220,6 +231,9 @@ func GenerateStats(ctx context.Context, lm LM, reqs []Request, p Params, bar *pr
 	if slots == 0 {
 		slots = 64
 	}
+	if _, ok := lm.(DeviceLM); p.ExactLogProbs && !ok {
+		return nil, st, fmt.Errorf("sampler: exact log-probs need a model whose logits stay on its backend (model.Model)")
+	}
 	maxLen := maxPrompt + p.MaxNewTokens
 	kv, dg, err := openDecoding(lm, slots, maxLen, p)
 	if err != nil {
@@ -274,7 +288,7 @@ func checkRequests(reqs []Request, p Params) (int, error) {
 // tokens and, when decode steps run as graphs, the decode graph (nil
 // otherwise), whose padding rows take one more slot, never handed out.
 func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.DecodeGraph, error) {
-	graphed := p.Graphs && canGraph(lm, p)
+	graphed := p.Graphs && !p.ExactLogProbs && canGraph(lm, p)
 	kvSlots := slots
 	if graphed {
 		kvSlots++ // the padding rows' spare slot (model.DecodeGraph)
@@ -758,6 +772,9 @@ const sampleChunk = 1024
 // stepAndSample runs one model step and draws a token for each rollout
 // reading each row (readers[i] read row i).
 func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
+	if p.ExactLogProbs {
+		return stepExact(lm.(DeviceLM), kv, in, readers, p)
+	}
 	dev, isDev := lm.(DeviceLM)
 	var rs model.RowSampler
 	if isDev {
@@ -792,6 +809,50 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	default: // top-p over the whole vocabulary needs the whole row
 		return drawFromRows(b, t, V, readers, p)
 	}
+}
+
+// stepExact is stepAndSample with Params.ExactLogProbs: the tokens drawn
+// on the host from the downloaded rows, then each drawn token's
+// log-probability and entropy from LogSoftmaxGather on the backend's
+// logits (one gathered row per rollout), the op the training forward
+// runs on its own logits.
+func stepExact(lm DeviceLM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
+	t, err := lm.StepLogits(kv, in)
+	if err != nil {
+		return err
+	}
+	b := lm.Backend()
+	defer model.Release(b, t)
+	_, V := model.Matrix(t)
+	host := make([]float32, t.Numel())
+	b.Download(t, host)
+	var rows, targets []int32
+	var seqs []*seqState
+	for i, row := range readers {
+		for _, s := range row {
+			tok, _ := Sample(host[i*V:(i+1)*V], p.Temperature, p.TopK, p.TopP, s.draw())
+			rows, targets, seqs = append(rows, int32(i)), append(targets, tok), append(seqs, s)
+		}
+	}
+	if len(seqs) == 0 {
+		return backendErr(b)
+	}
+	n := len(seqs)
+	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
+	defer model.Release(b, g, out)
+	b.GatherRows(g, t, rows)
+	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
+	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, targets)
+	res := make([]float32, 3*n)
+	b.Download(out, res)
+	if err := backendErr(b); err != nil {
+		return err
+	}
+	for k, s := range seqs {
+		s.push(targets[k], res[k])
+		s.out.Entropy = append(s.out.Entropy, res[2*n+k])
+	}
+	return nil
 }
 
 // drawGreedy gives each reader its row's argmax, the top 1 of the device.

@@ -89,6 +89,14 @@ func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (mod
 		kind, _, _ := device.Parse(cfg.Run.Device)
 		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
 	}
+	if cfg.Precision.ExactLogProbs {
+		bi, ok := b.(model.BatchInvariant)
+		if !ok {
+			return nil, planFor(mc, cfg, true, b.Name()), fmt.Errorf("run.device %s (%s): %w", cfg.Run.Device, b.Name(), errExactCUDA)
+		}
+		bi.SetBatchInvariant(true)
+		logf("precision.exact_logprobs: batch-invariant products on %s; the sampler's log-probs are π_old", b.Name())
+	}
 	mr, gpu := b.(model.MemoryReporter)
 	bud := planFor(mc, cfg, gpu, b.Name())
 	bud.Available = memplan.Available()

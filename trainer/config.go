@@ -98,6 +98,19 @@ type PrecisionConfig struct {
 	// bf16, else fp32. The trainer recomputes old log-probs, so this only
 	// affects sampling (docs/gpu.md measures the mismatch it adds).
 	KVCacheDType string `yaml:"kv_cache" json:"kv_cache"`
+	// ExactLogProbs makes the sampler's log-probabilities the trainer's,
+	// bit for bit: every op from a token to its log-probability runs in
+	// the same order with the same roundings in decoding and in the
+	// training forward (batch-invariant products), the sampler returns
+	// the untempered log-probability of each drawn token, and the trainer
+	// uses them as π_old, skipping the π_old forward (the mismatch metrics
+	// are exactly 0). The CPU backend only; slower products
+	// (docs/algorithm.md §5.10).
+	ExactLogProbs bool `yaml:"exact_logprobs" json:"exact_logprobs"`
+	// ExactLogProbsCheck (with exact_logprobs) still runs the π_old
+	// forward and stops the run on the first token whose log-probability
+	// or entropy differs from the sampler's in any bit: a debugging check.
+	ExactLogProbsCheck bool `yaml:"exact_logprobs_check" json:"exact_logprobs_check"`
 }
 
 // ModelConfig says what to train.
@@ -476,7 +489,7 @@ func (c Config) methodAgrees() error {
 // train on (docs/algorithm.md §5.10–5.12).
 func (c Config) rlOptionsAgree() error {
 	var p problems
-	if rc := c.Loss.RolloutCorrection; rc.Corrects() && !c.Sampling.samplerComparable() {
+	if rc := c.Loss.RolloutCorrection; rc.Corrects() && !c.samplerIsPolicy() {
 		p.add("loss.rollout_correction.mode %s needs the sampler to draw from the policy itself (sampling.temperature 1, top_p 1, top_k 0; got %v, %v, %d): the trainer's log-probs are at temperature 1 without filters",
 			rc.Mode, c.Sampling.Temperature, c.Sampling.TopP, c.Sampling.TopK)
 	}
@@ -484,6 +497,9 @@ func (c Config) rlOptionsAgree() error {
 		p = append(p, err)
 	}
 	if err := c.asyncAgrees(); err != nil {
+		p = append(p, err)
+	}
+	if err := c.exactAgrees(); err != nil {
 		p = append(p, err)
 	}
 	if c.Train.DynamicSampling.Enabled {
@@ -494,6 +510,25 @@ func (c Config) rlOptionsAgree() error {
 		if r.Rollout.Enabled && r.Rollout.Mode == gdro.ModeReferenceCompat {
 			p.add("train.dynamic_sampling with gdro.rollout.mode reference_compat: its positional labels assume one batch of prompts per step; use gdro.rollout.mode paper")
 		}
+	}
+	return p.err()
+}
+
+// errExactCUDA refuses precision.exact_logprobs on a GPU.
+var errExactCUDA = errors.New("precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet")
+
+// exactAgrees: exact log-probs need the CPU and a sampler with the
+// trainer's weights (not generation ranks a step behind).
+func (c Config) exactAgrees() error {
+	if !c.Precision.ExactLogProbs {
+		return nil
+	}
+	var p problems
+	if kind, _, err := device.Parse(c.Run.Device); err == nil && kind == device.CUDA {
+		p.add("run.device %s: %v", c.Run.Device, errExactCUDA)
+	}
+	if c.Dist.RolloutRanks > 0 {
+		p.add("precision.exact_logprobs with dist.rollout_ranks = %d: the generation ranks sample with the weights of the step before, so their log-probs are not π_old; set dist.rollout_ranks to 0", c.Dist.RolloutRanks)
 	}
 	return p.err()
 }
@@ -537,6 +572,9 @@ func (r PrecisionConfig) Validate() error {
 	}
 	if r.KVCacheDType != "auto" && r.KVCacheDType != "bf16" && r.KVCacheDType != "fp8" && r.KVCacheDType != "fp32" {
 		p.add("precision.kv_cache %q: want auto, bf16, fp8 or fp32", r.KVCacheDType)
+	}
+	if r.ExactLogProbsCheck && !r.ExactLogProbs {
+		p.add("precision.exact_logprobs_check checks precision.exact_logprobs, which is off")
 	}
 	return p.err()
 }

@@ -79,3 +79,11 @@ func mismatchMetrics(rows []rowData) *MismatchMetrics {
 func (s SamplingConfig) samplerComparable() bool {
 	return s.Temperature == 1 && s.TopK == 0 && s.TopP == 1
 }
+
+// samplerIsPolicy reports whether the sampler's log-probs are of the
+// policy the trainer evaluates: comparable settings, or
+// precision.exact_logprobs, where the sampler returns the untempered,
+// unfiltered log-probability of each drawn token whatever it drew with.
+func (c Config) samplerIsPolicy() bool {
+	return c.Precision.ExactLogProbs || c.Sampling.samplerComparable()
+}

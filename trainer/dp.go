@@ -218,6 +218,7 @@ type wireRow struct {
 	Prompt, Start, Group int
 	Tokens               []int32
 	Sampler              []float32 // the sampler's log-probs
+	SamplerEntropy       []float32 // their entropies (precision.exact_logprobs)
 	Truncated            bool
 	Score                float64
 	Correct              bool
@@ -257,7 +258,7 @@ func (d *dataParallel) shareRows(rows []rowData, before reward.MetricsSnapshot, 
 }
 
 func toWire(r rowData) wireRow {
-	w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, Truncated: r.truncated,
+	w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, SamplerEntropy: r.samplerEnt, Truncated: r.truncated,
 		Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
 	if r.result.Err != nil {
 		w.Err = r.result.Err.Error()
@@ -266,7 +267,7 @@ func toWire(r rowData) wireRow {
 }
 
 func fromWire(w wireRow) rowData {
-	r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, truncated: w.Truncated,
+	r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, samplerEnt: w.SamplerEntropy, truncated: w.Truncated,
 		result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
 	if w.Err != "" {
 		r.result.Err = errors.New(w.Err)

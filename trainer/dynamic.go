@@ -187,7 +187,7 @@ func overlongMetrics(o grpo.OverlongConfig, rows []rowData) *OverlongMetrics {
 // their old and sampler log-probs (correction.go), when the sampler drew
 // from the policy itself.
 func (t *Trainer) correct(rows []rowData) error {
-	if !t.Cfg.Sampling.samplerComparable() {
+	if !t.Cfg.samplerIsPolicy() {
 		return nil
 	}
 	for i := range rows {

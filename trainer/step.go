@@ -44,9 +44,12 @@ type rowData struct {
 	// sampler: the sampler's log-prob of each response token (the
 	// distribution it drew from); is: the rollout correction's weights
 	// (nil: 1) and mismatch its figures, set with the old log-probs.
-	sampler  []float32
-	is       []float32
-	mismatch *grpo.RowMismatch
+	sampler []float32
+	// samplerEnt: the entropies of the sampler's distributions, with
+	// precision.exact_logprobs (where they are the trainer's).
+	samplerEnt []float32
+	is         []float32
+	mismatch   *grpo.RowMismatch
 	// penalty: the soft overlong penalty added to the score; masked: the
 	// overlong filter drops the row from the loss (overlong.go).
 	penalty float64
@@ -396,13 +399,14 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 
 // maker is the training policy's rollout maker.
 func (t *Trainer) maker() rolloutMaker {
-	return rolloutMaker{s: t.Cfg.Sampling, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
+	return rolloutMaker{s: t.Cfg.Sampling, exact: t.Cfg.Precision.ExactLogProbs, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
 }
 
 // rolloutMaker generates and scores rollouts of training prompts: what a
 // training rank (localRollouts) and a generation rank (Generator) share.
 type rolloutMaker struct {
 	s       SamplingConfig
+	exact   bool // precision.exact_logprobs: the sampler's log-probs are π_old
 	policy  *model.Model
 	tok     *tokenizer.Tokenizer
 	stops   []int32
@@ -422,7 +426,7 @@ func (m rolloutMaker) generate(ctx context.Context, prompts []data.Prompt, n []i
 	s := m.s
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: m.stops, Seed: seed, Step: step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
-		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes()}
+		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes(), ExactLogProbs: m.exact}
 	out, st, err := sampler.GenerateStats(ctx, m.policy, reqs, params, nil)
 	if err != nil {
 		return nil, st, fmt.Errorf("generate: %w", err)
@@ -433,7 +437,7 @@ func (m rolloutMaker) generate(ctx context.Context, prompts []data.Prompt, n []i
 		for _, c := range comps {
 			seq := append(append([]int32(nil), prompt...), c.Tokens...)
 			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps),
-				truncated: c.Truncated, sampler: c.LogProbs})
+				truncated: c.Truncated, sampler: c.LogProbs, samplerEnt: c.Entropy})
 		}
 	}
 	return rows, st, nil
@@ -489,16 +493,32 @@ func (t *Trainer) logProbs(rows []rowData, spans []microSpan) error {
 	return nil
 }
 
-// logProbsOf fills the log-probs of one micro-batch.
+// logProbsOf fills the log-probs of one micro-batch. With
+// precision.exact_logprobs the sampler's log-probs are π_old, bit for bit
+// (docs/algorithm.md §5.10), and the π_old forward runs only to check that
+// (precision.exact_logprobs_check).
 func (t *Trainer) logProbsOf(rows []rowData) error {
 	seqs := sequences(rows)
-	p, err := t.Policy.Forward(seqs)
-	if err != nil {
-		return fmt.Errorf("old log-probs: %w", err)
+	pc := t.Cfg.Precision
+	if pc.ExactLogProbs {
+		if err := samplerOld(rows); err != nil {
+			return err
+		}
 	}
-	p.Release() // only the log-probs are wanted
-	for i := range rows {
-		rows[i].old, rows[i].entropy = p.LogProbs[i], p.Entropy[i]
+	if !pc.ExactLogProbs || pc.ExactLogProbsCheck {
+		p, err := t.Policy.Forward(seqs)
+		if err != nil {
+			return fmt.Errorf("old log-probs: %w", err)
+		}
+		p.Release() // only the log-probs are wanted
+		for i := range rows {
+			if pc.ExactLogProbs {
+				if err := sameBits(i, rows[i], p.LogProbs[i], p.Entropy[i]); err != nil {
+					return err
+				}
+			}
+			rows[i].old, rows[i].entropy = p.LogProbs[i], p.Entropy[i]
+		}
 	}
 	if err := t.correct(rows); err != nil {
 		return err
@@ -516,6 +536,32 @@ func (t *Trainer) logProbsOf(rows []rowData) error {
 	rp.Release()
 	for i := range rows {
 		rows[i].ref = rp.LogProbs[i]
+	}
+	return nil
+}
+
+// samplerOld makes the sampler's log-probs and entropies the rows' π_old
+// (precision.exact_logprobs).
+func samplerOld(rows []rowData) error {
+	for i := range rows {
+		r := &rows[i]
+		n := len(r.tokens) - r.start
+		if len(r.sampler) != n || len(r.samplerEnt) != n {
+			return fmt.Errorf("precision.exact_logprobs: row %d of the micro-batch has %d response tokens but %d sampler log-probs and %d entropies", i, n, len(r.sampler), len(r.samplerEnt))
+		}
+		r.old, r.entropy = r.sampler, r.samplerEnt
+	}
+	return nil
+}
+
+// sameBits checks (precision.exact_logprobs_check) that the π_old forward's
+// log-probs and entropies of row i equal the sampler's bit for bit.
+func sameBits(i int, r rowData, lp, ent []float32) error {
+	for k := range lp {
+		if math.Float32bits(lp[k]) != math.Float32bits(r.sampler[k]) || math.Float32bits(ent[k]) != math.Float32bits(r.samplerEnt[k]) {
+			return fmt.Errorf("precision.exact_logprobs_check: row %d of the micro-batch, response token %d: the sampler's log-prob %v (entropy %v), the π_old forward's %v (%v); the two paths are not batch-invariant",
+				i, k, r.sampler[k], r.samplerEnt[k], lp[k], ent[k])
+		}
 	}
 	return nil
 }

@@ -6,6 +6,9 @@
 //   - Matrix products, including attention's q·kᵀ and p·v, go through
 //     OpenBLAS sgemm (gemm.go), or gonum's Go Sgemm where OpenBLAS is
 //     missing (with one log line).
+//     In exact mode (SetBatchInvariant, precision.exact_logprobs) every
+//     product is instead fixed-order dot products (exact.go), so a row's
+//     results do not depend on the rows that share the product.
 //   - RMSNorm, RoPE, SwiGLU, attention's softmax and the log-softmax over
 //     the vocabulary run in parallel over rows (and heads), in float32 with
 //     the float32 exponential of internal/fastexp (a vectorized C loop
@@ -59,6 +62,9 @@ type Backend struct {
 	rope   map[ropeKey]*ropeTable
 
 	scratch sync.Pool // *[]float32, per-worker buffers
+
+	// exact: batch-invariant products (exact.go, precision.exact_logprobs).
+	exact bool
 }
 
 // Options configure NewBackendWith.

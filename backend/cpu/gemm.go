@@ -91,6 +91,10 @@ func (b *Backend) gemm(split, tA, tB bool, m, n, k int, alpha float32, a []float
 		}
 		return
 	}
+	if b.exact {
+		b.gemmExact(split, tA, tB, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
+		return
+	}
 	if m*n*k <= smallGemm {
 		gemmGo(tA, tB, m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
 		return

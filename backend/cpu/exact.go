@@ -1,0 +1,99 @@
+package cpu
+
+// Batch-invariant products for precision.exact_logprobs (docs/algorithm.md
+// §5.10). OpenBLAS picks its kernels and blocking by shape, and gemm
+// itself sends small products to gemmGo: so a row's logits depend on how
+// many rows share the product, and a token's log-probability differs in
+// the last bits between the sampler's decode (one row per sequence, a KV
+// cache) and the training forward (packed rows). In exact mode every
+// element of every product is one dot product over K in a fixed order
+// (fixeddot.Dot), whatever the shape, the transposes, the split over workers
+// or the rows that share it. Attention's two products go through the same
+// path: its score rows are then the same in decode and in training, and
+// its P·v sums the causal keys in the same lanes, the keys a training
+// block computes beyond a row's last (their probabilities cleared to 0)
+// adding exact zeros.
+//
+// Every other op on the path from a token to its log-probability (RMSNorm,
+// the fused residual norm, SplitQKV's norm and RoPE, SwiGLU, the softmax
+// of attention, the LM head's log-softmax) already computes each row from
+// that row alone in a fixed order.
+
+import (
+	"github.com/gdrotrain/gdrotrain/backend/cpu/internal/fixeddot"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// SetBatchInvariant turns exact mode on or off (model.BatchInvariant).
+func (b *Backend) SetBatchInvariant(on bool) { b.exact = on }
+
+var _ model.BatchInvariant = (*Backend)(nil)
+
+// The exact product's work items: blocks of exactRows rows of op(a) by
+// exactCols columns of op(b), so a block of op(a) stays in cache while the
+// columns stream past it. Blocks only group independent dots: they change
+// no element's bits.
+const (
+	exactRows = 16
+	exactCols = 64
+)
+
+// gemmExact is gemm in exact mode: c[i,j] = alpha·Dot(op(a)[i,:],
+// op(b)[:,j]) (+ beta·c[i,j], added after the dot), each Dot in
+// fixeddot's fixed order (C where cgo is on, the same bits in Go
+// otherwise). Operands whose K-vectors are strided are first copied into
+// contiguous ones (copies are exact). With split, the blocks are shared
+// over the workers.
+func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
+	bm []float32, ldb int, beta float32, c []float32, ldc int) {
+	av, la := kVectors(!tA, m, k, a, lda)
+	bv, lb := kVectors(tB, n, k, bm, ldb)
+	rb, cb := (m+exactRows-1)/exactRows, (n+exactCols-1)/exactCols
+	body := func(lo, hi int) {
+		p, tmp := b.buf(exactRows * exactCols)
+		defer b.put(p)
+		for it := lo; it < hi; it++ {
+			i0, j0 := it/cb*exactRows, it%cb*exactCols
+			rows, cols := min(exactRows, m-i0), min(exactCols, n-j0)
+			fixeddot.Dots(tmp, cols, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
+			for i := 0; i < rows; i++ {
+				ci := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+cols]
+				for j, d := range tmp[i*cols : (i+1)*cols] {
+					if alpha != 1 {
+						d *= alpha
+					}
+					switch beta {
+					case 0:
+						ci[j] = d
+					case 1:
+						ci[j] += d
+					default:
+						ci[j] = float32(beta*ci[j]) + d
+					}
+				}
+			}
+		}
+	}
+	if !split {
+		body(0, rb*cb)
+		return
+	}
+	b.ParallelFor(rb*cb, exactRows*exactCols*k, body)
+}
+
+// kVectors returns count vectors of length k of a matrix x with leading
+// dimension ld, as a matrix of rows and its leading dimension: x itself
+// when rowMajor (the vectors are x's rows), else x's columns copied into a
+// packed block.
+func kVectors(rowMajor bool, count, k int, x []float32, ld int) ([]float32, int) {
+	if rowMajor {
+		return x, ld
+	}
+	packed := make([]float32, count*k)
+	for p := 0; p < k; p++ {
+		for r, v := range x[p*ld : p*ld+count] {
+			packed[r*k+p] = v
+		}
+	}
+	return packed, k
+}

@@ -1,0 +1,155 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/backend/cpu/internal/fixeddot"
+	"github.com/gdrotrain/gdrotrain/internal/bench"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// TestExactProductsBatchInvariant: in exact mode a row of a product is the
+// same bits whatever rows share it (1 … 64, any offset, either operand
+// transposed, overwritten or accumulated into), and equals the fixed-order
+// dot product computed alone.
+func TestExactProductsBatchInvariant(t *testing.T) {
+	b := NewBackend()
+	b.SetBatchInvariant(true)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	const K, N, M = 67, 45, 64 // K not a multiple of the lanes
+	randT := func(shape ...int) *model.Tensor {
+		x := b.New(shape...)
+		v := b.Data(x)
+		for i := range v {
+			v[i] = float32(rnd.NormFloat64())
+		}
+		return x
+	}
+	for _, c := range []struct{ transA, transB, acc bool }{{false, true, false}, {false, false, false}, {true, true, true}, {true, false, true}} {
+		t.Run(fmt.Sprintf("transA=%v transB=%v accumulate=%v", c.transA, c.transB, c.acc), func(t *testing.T) {
+			a := randT(M, K)
+			if c.transA {
+				a = randT(K, M)
+			}
+			w := randT(K, N)
+			if c.transB {
+				w = randT(N, K)
+			}
+			init := randT(M, N)
+			// rowsOf is rows [lo, hi) of op(a) as a tensor of its own.
+			rowsOf := func(lo, hi int) *model.Tensor {
+				x := b.New(hi-lo, K)
+				if c.transA {
+					x = b.New(K, hi-lo)
+				}
+				xv, av := b.Data(x), b.Data(a)
+				for i := lo; i < hi; i++ {
+					for p := 0; p < K; p++ {
+						if c.transA {
+							xv[p*(hi-lo)+i-lo] = av[p*M+i]
+						} else {
+							xv[(i-lo)*K+p] = av[i*K+p]
+						}
+					}
+				}
+				return x
+			}
+			product := func(lo, hi int) []float32 {
+				out := b.New(hi-lo, N)
+				copy(b.Data(out), b.Data(init)[lo*N:hi*N])
+				b.MatMul(out, rowsOf(lo, hi), w, c.transA, c.transB, c.acc)
+				if err := b.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return b.Data(out)
+			}
+			all := product(0, M)
+			for _, r := range [][2]int{{0, 1}, {5, 6}, {3, 20}, {17, 64}, {63, 64}} {
+				got := product(r[0], r[1])
+				for i := r[0]; i < r[1]; i++ {
+					for j := 0; j < N; j++ {
+						if math.Float32bits(got[(i-r[0])*N+j]) != math.Float32bits(all[i*N+j]) {
+							t.Fatalf("rows %v: c[%d,%d] = %v, in the %d-row product %v", r, i, j, got[(i-r[0])*N+j], M, all[i*N+j])
+						}
+					}
+				}
+			}
+			// Element (0, 0) is the fixed-order dot product alone.
+			av, wv := b.Data(a), b.Data(w)
+			ar, wc := make([]float32, K), make([]float32, K)
+			for p := 0; p < K; p++ {
+				ar[p], wc[p] = av[p], wv[p*N] // row 0 of a (M, K), column 0 of w (K, N)
+				if c.transA {
+					ar[p] = av[p*M] // column 0 of a (K, M)
+				}
+				if c.transB {
+					wc[p] = wv[p] // row 0 of w (N, K)
+				}
+			}
+			want := fixeddot.Dot(ar, wc)
+			if c.acc {
+				want = b.Data(init)[0] + want
+			}
+			if math.Float32bits(all[0]) != math.Float32bits(want) {
+				t.Errorf("c[0,0] = %v, the fixed-order dot %v", all[0], want)
+			}
+		})
+	}
+}
+
+// BenchmarkMatMulExact measures exact mode's products beside the default
+// ones at a 0.6B model's projection (1024 → 3072) for a decode step's rows
+// and a training micro-batch's.
+func BenchmarkMatMulExact(bm *testing.B) {
+	const K, N = 1024, 3072
+	for _, rows := range []int{1, 64, 1024} {
+		for _, exact := range []bool{false, true} {
+			bm.Run(fmt.Sprintf("rows=%d/exact=%v", rows, exact), func(bm *testing.B) {
+				b := NewBackend()
+				b.SetBatchInvariant(exact)
+				x, w, out := b.New(rows, K), b.New(N, K), b.New(rows, N)
+				for _, tt := range []*model.Tensor{x, w} {
+					v := b.Data(tt)
+					for i := range v {
+						v[i] = float32(i%7) * 0.1
+					}
+				}
+				bm.SetBytes(int64(2 * rows * N * K)) // FLOPs, reported as "MB/s" = MFLOP/s
+				for bm.Loop() {
+					b.MatMul(out, x, w, false, true, false)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkExactModel measures exact mode's cost on the benchmark's
+// ≈50M-parameter model (bench.Shapes): the training forward (what the
+// π_old pass costs, and what exact mode skips) and forward+backward over
+// 2 × 128 tokens, and 16 sequences decoding one token each against 256
+// cached tokens, beside the default mode. Run with -benchtime=1x.
+func BenchmarkExactModel(bm *testing.B) {
+	s := bench.Shapes()[1]
+	for _, exact := range []bool{false, true} {
+		bm.Run(fmt.Sprintf("exact=%v", exact), func(bm *testing.B) {
+			b := NewBackend()
+			b.SetBatchInvariant(exact)
+			for bm.Loop() {
+				r, err := bench.Measure(b, s)
+				if err != nil {
+					bm.Fatal(err)
+				}
+				d, err := bench.MeasureDecode(b, s.Opts, bench.DecodeOptions{Batch: 16, Context: 256, Steps: 4})
+				if err != nil {
+					bm.Fatal(err)
+				}
+				bm.ReportMetric(r.FwdTokPerS, "fwd-tok/s")
+				bm.ReportMetric(r.TrainTokPerS, "train-tok/s")
+				bm.ReportMetric(d.TokPerS, "decode-tok/s")
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package trainer
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// exactRunConfig is the fixture's run in exact mode at the paper's
+// sampling settings, with a KL term (a reference forward beside the
+// skipped π_old one) and micro-batches that split prompts.
+func exactRunConfig(t *testing.T, task testfix.Task, name string, extra ...string) Config {
+	t.Helper()
+	cfg, err := LoadBytes(nil, "", append(append(task.Sets(), "train.steps=3", "checkpoint.every=0", "validation.every=0",
+		"precision.exact_logprobs=true", "sampling.temperature=0.6", "sampling.top_p=0.8", "sampling.top_k=20",
+		"sampling.max_new_tokens=6", "loss.kl_coef=0.01", "train.ppo_epochs=2"), extra...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Run.Name = name
+	return cfg
+}
+
+// TestExactLogProbsRun: a run in exact mode has a mismatch of exactly 0
+// at every step, and its losses equal, bit for bit, those of the run that
+// still computes π_old by a forward pass and checks every token's bits
+// against the sampler's (precision.exact_logprobs_check, which stops the
+// run on any difference); on one rank and on two (the rows, with the
+// sampler's entropies, exchanged between ranks).
+func TestExactLogProbsRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four tiny runs")
+	}
+	task := testfix.TinyTask(t)
+	for _, ranks := range []int{1, 2} {
+		var metrics [2][]map[string]any
+		for k, check := range []string{"false", "true"} {
+			cfg := exactRunConfig(t, task, "exact-"+check+"-"+string(rune('0'+ranks)), "precision.exact_logprobs_check="+check)
+			for r, err := range runRanks(t, cfg, ranks, "", nil, nil) {
+				if err != nil {
+					t.Fatalf("%d ranks, check %s, rank %d: %v", ranks, check, r, err)
+				}
+			}
+			metrics[k] = readLines(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"))
+		}
+		if len(metrics[0]) != 3 || len(metrics[1]) != 3 {
+			t.Fatalf("%d ranks: %d and %d metrics lines, want 3", ranks, len(metrics[0]), len(metrics[1]))
+		}
+		for s := range metrics[0] {
+			a, b := metrics[0][s], metrics[1][s]
+			for _, key := range []string{"mismatch_logp_abs_max", "mismatch_logp_abs_mean", "mismatch_kl"} {
+				if a[key] != 0.0 || b[key] != 0.0 {
+					t.Errorf("%d ranks, step %d: %s = %v and %v (with the check), want exactly 0", ranks, s+1, key, a[key], b[key])
+				}
+			}
+			for _, key := range []string{"policy_loss", "kl", "ppo_kl", "entropy", "grad_norm", "reward_mean", "clip_frac"} {
+				if a[key] == nil || a[key] != b[key] {
+					t.Errorf("%d ranks, step %d: %s = %v, with the π_old forward %v", ranks, s+1, key, a[key], b[key])
+				}
+			}
+		}
+	}
+}
+
+// TestExactLogProbsConfig: exact mode is refused where it cannot hold.
+func TestExactLogProbsConfig(t *testing.T) {
+	task := testfix.TinyTask(t)
+	for _, c := range []struct {
+		sets []string
+		want string
+	}{
+		{[]string{"precision.exact_logprobs=true", "run.device=cuda"}, "precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet"},
+		{[]string{"precision.exact_logprobs_check=true"}, "precision.exact_logprobs_check"},
+		{[]string{"precision.exact_logprobs=true", "dist.rollout_ranks=1"}, "dist.rollout_ranks"},
+	} {
+		_, err := LoadBytes(nil, "", append(task.Sets(), c.sets...))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: error %v, want one naming %q", c.sets, err, c.want)
+		}
+	}
+	// A backend that cannot be made batch-invariant (a GPU's; here the
+	// reference) is refused at open, not run with a mismatch.
+	cfg, err := LoadBytes(nil, "", append(task.Sets(), "precision.exact_logprobs=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notInvariant := func(string, string, func(string, ...any)) (model.Backend, error) { return model.NewReferenceCPU(), nil }
+	if _, _, err := OpenBackend(cfg, notInvariant, t.Logf); err == nil || !strings.Contains(err.Error(), "the CUDA kernels are not batch-invariant yet") {
+		t.Errorf("open on a backend without exact mode: %v", err)
+	}
+	// The rollout correction is accepted at the paper's settings in exact
+	// mode: the sampler's log-probs are the policy's.
+	if _, err := LoadBytes(nil, "", append(task.Sets(), "precision.exact_logprobs=true", "sampling.temperature=0.6",
+		"loss.rollout_correction.mode=token_tis")); err != nil {
+		t.Error(err)
+	}
+}
