@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
-	"github.com/gdrotrain/gdrotrain/internal/tbevents"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
+	"github.com/gdrotrain/gdrotrain/tools/tbevents"
 )
 
 // TestTensorBoardResume: a Prompt+Rollout-GDRO run with log.tensorboard
