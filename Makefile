@@ -9,7 +9,7 @@ PKGS    := ./...
 
 # NVRTC 12.5, cuobjdump and the CUDA headers, where scripts/install_cuda_tools.sh
 # (make cuda-tools) has fetched them: the kernel tests (cuda/nvrtc_test.go,
-# cuda/headers_test.go, cuda/internal/kernelreport) use them.
+# cuda/headers_test.go, tools/kernelreport) use them.
 CUDA_TOOLS := $(CURDIR)/.cache/cuda-tools
 ifneq ($(wildcard $(CUDA_TOOLS)/usr/lib/x86_64-linux-gnu/libnvrtc.so.12),)
 export GDROTRAIN_NVRTC_DIR ?= $(CUDA_TOOLS)/usr/lib/x86_64-linux-gnu
@@ -32,17 +32,17 @@ KIT_LDFLAGS := -s -w
 gpu-check-build:
 	$(GO) build -ldflags='$(KIT_LDFLAGS)' -o $(BIN) ./cmd/gdrotrain
 	$(GO) test -c -ldflags='$(KIT_LDFLAGS)' -o bin/cuda.test ./cuda/
-	$(GO) test -c -ldflags='$(KIT_LDFLAGS)' -o bin/cuda-profile.test ./cuda/profile/
+	$(GO) test -c -ldflags='$(KIT_LDFLAGS)' -o bin/cuda-profile.test ./tools/profile/
 
-# tbproto: the Go types of TensorBoard's event messages (internal/tbevents/tbpb)
+# tbproto: the Go types of TensorBoard's event messages (tools/tbevents/tbpb)
 # from the vendored .proto files; needs protoc (Debian: protobuf-compiler).
 tbproto:
-	$(GO) generate ./internal/tbevents
+	$(GO) generate ./tools/tbevents
 
 # config-doc: docs/config.md from the config structs' field comments
-# (internal/configdoc; its test fails when the page is out of date).
+# (tools/configdoc; its test fails when the page is out of date).
 config-doc:
-	$(GO) run ./internal/configdoc/cmd/gen-config-doc
+	$(GO) run ./tools/configdoc/cmd/gen-config-doc
 
 # gpu-kit: one archive for a GPU node without Go (docs/gpu-kit.md):
 #   tar xzf gdrotrain-gpu-kit.tar.gz && cd gdrotrain-gpu-kit && ./run.sh
@@ -56,7 +56,8 @@ fixtures:
 	bash scripts/fetch_tokenizer.sh
 
 # vet also fails when go.mod/go.sum are not tidy, when a package that
-# must build without cgo (everything but cuda/, backend/ and cmd/: the
+# must build without cgo (everything but cuda/, backend/, cmd/ and the CUDA
+# tools tools/profile and tools/kernelreport: the
 # trainer reaches the GPU only through the opener cmd passes it) gains a
 # cgo dependency, on any staticcheck finding (one kept on purpose carries a
 # //lint:ignore with its reason), and on any function deadcode finds
@@ -64,7 +65,7 @@ fixtures:
 # exits 0 with findings, so its output must be empty). Both tools run at the
 # pinned versions through `go run pkg@version` (the module proxy; go.mod is
 # untouched).
-NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./demo/ ./synth/ ./report/ ./dist/ ./grpo/ ./internal/layers/ ./internal/gpukit/ ./internal/configdoc/ ./internal/tbevents/... ./internal/watch/
+NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./tools/demo/ ./synth/ ./tools/report/ ./dist/ ./grpo/ ./internal/testinfra/layers/ ./tools/gpukit/ ./tools/configdoc/ ./tools/tbevents/... ./tools/watch/
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE    := golang.org/x/tools/cmd/deadcode@v0.52.0
 vet:
@@ -85,15 +86,15 @@ cuda-tools:
 # local/shared/constant memory, local loads/stores and tensor-core instructions
 # of what NVRTC compiles, read back with cuobjdump (no GPU needed).
 kernel-report: cuda-tools
-	$(GO) run ./cuda/internal/kernelreport/cmd/kernel-report
+	$(GO) run ./tools/kernelreport/cmd/kernel-report
 
 # emulator: the CPU emulator of libcuda/libcublas/libnvrtc with our kernels
-# (internal/cudaemu), so the binary runs without a GPU:
+# (internal/testinfra/cudaemu), so the binary runs without a GPU:
 #   GDROTRAIN_CUDA_LIB_DIR=.cache/cuda-emu GDROTRAIN_KERNEL_CACHE=.cache/cuda-emu/kernels bin/gdrotrain cuda-info
 emulator:
-	$(GO) run ./internal/cudaemu/cmd/build-emulator .cache/cuda-emu
+	$(GO) run ./internal/testinfra/cudaemu/cmd/build-emulator .cache/cuda-emu
 
-# The CUDA tests run on the emulator (see internal/cudaemu), which schedules
+# The CUDA tests run on the emulator (see internal/testinfra/cudaemu), which schedules
 # a block's threads adversarially from a seed (GDROTRAIN_EMU_SEED), so each
 # run meets another schedule, and has two more rounding modes: fused
 # multiply-add in kernels and GEMMs (GDROTRAIN_EMU_FMA=1, x86-64 with FMA
@@ -107,7 +108,7 @@ emulator:
 #     the kernel tests, the bf16 and training tests (CUDA_BF16_TESTS: the
 #     property tests of cuda/fuzz_test.go among them) and those that compare
 #     with the CPU, the host's draws or PyTorch's numbers
-#     (CUDA_ROUNDING_TESTS); and the emulator's own tests (internal/cudaemu);
+#     (CUDA_ROUNDING_TESTS); and the emulator's own tests (internal/testinfra/cudaemu);
 #   - the bf16 tests under seed 3 with tf32 products.
 # So every kernel the kernel tests launch meets three schedules and both
 # roundings. The rest (CUDA graphs, the NCCL, data-parallel and sharded-
@@ -134,19 +135,19 @@ test: fixtures vet
 		{ grep -v -e '^=== ' -e '--- PASS' $(CUDA_SEED3_LOG) | tail -200; exit 1; }
 	@grep -o 'CUDA coverage: .*' $(CUDA_SEED3_LOG) || true
 	@if [ "$$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then \
-		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '\$$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/ && ... ./internal/cudaemu/"; \
-		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/ && \
-		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 ./internal/cudaemu/; \
+		echo "GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '\$$(CUDA_FMA_TESTS)' ./cuda/ ./tools/profile/ && ... ./internal/testinfra/cudaemu/"; \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./tools/profile/ && \
+		GDROTRAIN_EMU_SEED=2 GDROTRAIN_EMU_FMA=1 $(GO) test -count=1 ./internal/testinfra/cudaemu/; \
 	else \
 		echo "no x86-64 CPU with FMA: the CUDA tests' FMA mode is skipped; seed 2 without it"; \
-		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./cuda/profile/; \
+		GDROTRAIN_EMU_SEED=2 $(GO) test -count=1 -timeout 40m -run '$(CUDA_FMA_TESTS)' ./cuda/ ./tools/profile/; \
 	fi
-	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/ ./cuda/profile/
+	GDROTRAIN_EMU_SEED=3 GDROTRAIN_EMU_FAST16BF=tf32 $(GO) test -count=1 -timeout 40m -run '$(CUDA_BF16_TESTS)' ./cuda/ ./tools/profile/
 	bash scripts/slurm/test_sbatch.sh
 	bash scripts/test_gpu_kit.sh
 	bash scripts/test_selftest_cli.sh
 	$(GO) test -run '^$$' -fuzz '^FuzzScore$$' -fuzztime 100000x ./reward/
-	$(GO) test -run '^$$' -fuzz '^FuzzReport$$' -fuzztime 50x -fuzzminimizetime 10x ./report/
+	$(GO) test -run '^$$' -fuzz '^FuzzReport$$' -fuzztime 50x -fuzzminimizetime 10x ./tools/report/
 
 # test-short: the quick lane (README, "The two commands"): go test -short,
 # where the CUDA tests run each route once, without repetitions and sweeps.

@@ -110,7 +110,7 @@ func NewBackend(d *Device, prec Precision) *Backend {
 }
 
 // ForceAttention overrides the per-call choice of attention
-// implementation, for tests and profiles that compare them (cuda/profile):
+// implementation, for tests and profiles that compare them (tools/profile):
 // gemm −1 never puts attention's products in cuBLAS, +1 always (fp32 K/V),
 // 0 chooses per call; flash the same for the fused tensor-core kernels. A
 // new backend chooses per call.

@@ -1,12 +1,12 @@
 package cuda
 
 // Backend tests run on a real GPU where libcuda is found, and otherwise on
-// the CPU emulator (internal/cudaemu): the same bindings, launches, cuBLAS
+// the CPU emulator (internal/testinfra/cudaemu): the same bindings, launches, cuBLAS
 // calls and kernel arithmetic, executed by a g++ build of the kernels behind
 // a fake libcuda/libcublas/libnvrtc. Only the emulator's absence (no g++)
 // skips them, with a message, or fails them where GDROTRAIN_REQUIRE_EMULATOR
 // is set (as in CI). The emulator's modes (GDROTRAIN_EMU_FAST16BF=tf32,
-// GDROTRAIN_EMU_FMA=1; see internal/cudaemu) change its rounding as a GPU
+// GDROTRAIN_EMU_FMA=1; see internal/testinfra/cudaemu) change its rounding as a GPU
 // might; every tolerance here holds in each, and make test runs them.
 
 import (
@@ -25,8 +25,8 @@ import (
 	"testing"
 
 	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
-	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/cudaemu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/model/backendtest"
 	"github.com/gdrotrain/gdrotrain/optim"

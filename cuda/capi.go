@@ -304,7 +304,7 @@ type driver struct {
 	n                                                                calls // what was asked of the device
 }
 
-// calls counts the driver calls a profile reports (profile.go, cuda/profile).
+// calls counts the driver calls a profile reports (profile.go, tools/profile).
 type calls struct {
 	launches, syncs, allocs, memsets       atomic.Int64
 	h2d, d2h, d2d                          atomic.Int64 // copies (h2d and d2h: synchronous ones)

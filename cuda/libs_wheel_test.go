@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/cuda/internal/wheels"
-	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/cudaemu"
 )
 
 // mkfiles creates each path under root (a folder when it ends in /, else

@@ -153,7 +153,7 @@ func TestLeakedBlockWaitsForSync(t *testing.T) {
 }
 
 // optimizerStep is the trainer's update on one micro-batch (the step
-// profile's, cuda/profile/step.go, which this package's tests cannot import): gradients
+// profile's, tools/profile/step.go, which this package's tests cannot import): gradients
 // zeroed, forward, a token-mean loss's ∂/∂log π (host side, as the GRPO
 // loss is), backward, clipping, AdamW.
 func optimizerStep(m *model.Model, seqs []model.Sequence, grads *model.Params, opt *optim.AdamW) error {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 func TestSamplerTrainerMismatch(t *testing.T) {

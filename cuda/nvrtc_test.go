@@ -51,7 +51,7 @@ func systemCompiler(t *testing.T) (*compiler, *library) {
 }
 
 // isEmulatorLib reports whether lib is the CUDA emulator's library
-// (internal/cudaemu): one file serving as libcuda, libnvrtc and libcublas,
+// (internal/testinfra/cudaemu): one file serving as libcuda, libnvrtc and libcublas,
 // so its "NVRTC" exports the driver's cuInit, which a real NVRTC never does.
 func isEmulatorLib(lib *library) bool {
 	_, err := lib.sym("cuInit")
@@ -102,7 +102,7 @@ func kernelTestCache(t *testing.T) string {
 
 // TestKernelsCompile compiles every embedded kernel with the NVRTC found on
 // this machine (none needs a GPU), so a syntax error never costs device time:
-// for sm_80 and sm_90, or sm_90 alone under -short (cuda/internal/kernelreport
+// for sm_80 and sm_90, or sm_90 alone under -short (tools/kernelreport
 // compiles for both as well). It ignores GDROTRAIN_CUDA_LIB_DIR, which the
 // emulator tests point at a fake NVRTC. Images come from kernelTestCache
 // where this exact compilation has succeeded before, and are checked the

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/dist"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 

@@ -29,7 +29,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 )

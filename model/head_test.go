@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 )
 
 // TestHeadChunksKeepLast: with the LM head in chunks of 3 rows (the last

@@ -33,7 +33,7 @@ package model
 //
 // Run: go test -run Oracle ./model/   (about a second on two cores)
 //
-// Tolerance policy (internal/numcheck, whose own tests cover the comparator
+// Tolerance policy (internal/testinfra/numcheck, whose own tests cover the comparator
 // on zero, NaN, Inf and sign): an element passes when
 // |got − want| ≤ atol + rtol·|want|, want being gorgonia's float64 value.
 // rtol is 1e-4 for forward values and 1e-3 for gradients: our pipeline stores
@@ -53,7 +53,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	// gorgonia's dependencies refuse to start on a Go release they do not
 	// know (Go 1.26 here); this import asserts the GC does not move heap
 	// objects, which holds for every Go release so far.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/grpo"
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 )
 
 // randomTokenLoss draws a GRPO token loss for m target rows whose old

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch (CPU, float32) baseline for `gdrotrain bench`.
 
-Reads a JSON list of shapes (the fields of bench.Shape, internal/bench) as the first
+Reads a JSON list of shapes (the fields of bench.Shape, tools/bench) as the first
 line of stdin and prints one JSON line describing this PyTorch first:
 
   {"info": {"torch": version, "threads": torch threads, "blas": the BLAS

@@ -547,7 +547,7 @@ fi
 if want profile-tests; then
 	args=("${testargs[@]}" -test.timeout 15m)
 	[ -n "$profile_tests" ] && args+=(-test.run "$profile_tests")
-	indir "$root/cuda/profile" run profile-tests profile-tests 600 profile-tests.log "${testenv[@]}" "$profiletest" "${args[@]}"
+	indir "$root/tools/profile" run profile-tests profile-tests 600 profile-tests.log "${testenv[@]}" "$profiletest" "${args[@]}"
 elif [ "$only" != none ]; then
 	skip profile-tests profile-tests "not selected (--phases)"
 fi

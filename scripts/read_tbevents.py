@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Reads a run's TensorBoard event files with Python's protobuf and checks
 them against its metrics.jsonl and validation.jsonl: an independent reader
-for internal/tbevents (go test -run TestPythonReader ./trainer/).
+for tools/tbevents (go test -run TestPythonReader ./trainer/).
 
 It compiles TensorBoard's .proto files (vendored under
-internal/tbevents/proto) with protoc --python_out into a temporary folder,
+tools/tbevents/proto) with protoc --python_out into a temporary folder,
 reads every record of every events.out.tfevents.* file with its own TFRecord
 framing and its own CRC-32C (both CRCs of every record checked), and checks:
   - every file starts with a file_version event "brain.Event:2";

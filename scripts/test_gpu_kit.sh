@@ -246,8 +246,8 @@ echo "test_gpu_kit: fakes ok ($(($(date +%s) - start)) s)"
 # compiling what the first build compiled.
 export GDROTRAIN_EMU_CACHE=${GDROTRAIN_EMU_CACHE:-$tmp/emu-cache}
 go test -c -ldflags='-s -w' -o "$tmp/real/cuda.test" ./cuda/
-go test -c -ldflags='-s -w' -o "$tmp/real/cuda-profile.test" ./cuda/profile/
-go run ./internal/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
+go test -c -ldflags='-s -w' -o "$tmp/real/cuda-profile.test" ./tools/profile/
+go run ./internal/testinfra/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
 bash scripts/make_gpu_kit.sh --gdrotrain "$tmp/real/gdrotrain" --cuda-test "$tmp/real/cuda.test" \
 	--cuda-profile-test "$tmp/real/cuda-profile.test" --out "$tmp/kit.tar.gz" >/dev/null
 mkdir "$tmp/node"

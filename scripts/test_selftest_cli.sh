@@ -16,7 +16,7 @@ cd "$root"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/gdrotrain" ./cmd/gdrotrain
-go run ./internal/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
+go run ./internal/testinfra/cudaemu/cmd/build-emulator "$tmp/emu" >/dev/null
 export GDROTRAIN_CUDA_LIB_DIR="$tmp/emu" GDROTRAIN_KERNEL_CACHE="$tmp/kernels"
 g="$tmp/gdrotrain"
 fail() { echo "test_selftest_cli: $*"; [ -f "$tmp/out" ] && tail -20 "$tmp/out"; exit 1; }

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/gdro"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // rolloutTrainer opens a Rollout-GDRO (paper mode) run on the tiny fixture:

@@ -3,7 +3,7 @@ package trainer
 // Experiment tracking beside metrics.jsonl: TensorBoard event files in the
 // run folder's tb/, written by rank 0 only (the other ranks write no run
 // files at all). The mirror sits on the writers of metrics.jsonl and
-// validation.jsonl (internal/tbevents), so the event files hold exactly
+// validation.jsonl (tools/tbevents), so the event files hold exactly
 // their lines, and on a resume they are cut back to the resumed step as
 // the JSONL files are (docs/tracking.md).
 
@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/gdrotrain/gdrotrain/internal/tbevents"
+	"github.com/gdrotrain/gdrotrain/tools/tbevents"
 )
 
 // LogConfig says where a run's metrics go besides metrics.jsonl and

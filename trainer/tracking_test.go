@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
-	"github.com/gdrotrain/gdrotrain/internal/tbevents"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
+	"github.com/gdrotrain/gdrotrain/tools/tbevents"
 )
 
 // TestTensorBoardResume: a Prompt+Rollout-GDRO run with log.tensorboard
@@ -106,7 +106,7 @@ func checkPythonReader(t *testing.T, dir string) {
 	}
 	_, self, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(self))
-	cmd := exec.Command(python, filepath.Join(root, "scripts", "read_tbevents.py"), filepath.Join(root, "internal", "tbevents", "proto"), dir)
+	cmd := exec.Command(python, filepath.Join(root, "scripts", "read_tbevents.py"), filepath.Join(root, "tools", "tbevents", "proto"), dir)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // TestZeRO2MatchesZeRO1Bitwise: where each rank runs one micro-batch per

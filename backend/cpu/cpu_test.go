@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/numcheck"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 

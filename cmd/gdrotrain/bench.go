@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
-	cudaprofile "github.com/gdrotrain/gdrotrain/cuda/profile"
-	"github.com/gdrotrain/gdrotrain/internal/bench"
+	"github.com/gdrotrain/gdrotrain/tools/bench"
+	cudaprofile "github.com/gdrotrain/gdrotrain/tools/profile"
 )
 
 func newBenchCmd() *cobra.Command {

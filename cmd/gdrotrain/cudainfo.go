@@ -11,7 +11,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/cuda/selftest"
 	"github.com/gdrotrain/gdrotrain/device"
-	"github.com/gdrotrain/gdrotrain/internal/gpukit"
+	"github.com/gdrotrain/gdrotrain/tools/gpukit"
 )
 
 func newCudaInfoCmd() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/backend"
-	"github.com/gdrotrain/gdrotrain/demo"
+	"github.com/gdrotrain/gdrotrain/tools/demo"
 )
 
 func newDemoCmd() *cobra.Command {

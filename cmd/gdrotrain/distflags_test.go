@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/dist"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // syncBuffer is a process's output, which a test may watch for a marker.

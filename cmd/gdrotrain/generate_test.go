@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // TestGenerateCount: -n below 1 is an error naming the flag (-n 0 used to

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/dist"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // TestSignalWhileJoining: a rank waiting for the group to form — rank 0 for

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/internal/gpukit"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/gpukit"
 )
 
 func newKitReportCmd() *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 

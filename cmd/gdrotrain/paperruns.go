@@ -2,13 +2,13 @@ package main
 
 import (
 	"github.com/gdrotrain/gdrotrain/configs"
-	cudaprofile "github.com/gdrotrain/gdrotrain/cuda/profile"
+	cudaprofile "github.com/gdrotrain/gdrotrain/tools/profile"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
 // paperRunSettings resolves a built-in config into the settings the
 // profile's pipeline estimate reads. It lives here, above both packages:
-// cuda/profile sits below the trainer and the configs (docs/architecture.md).
+// tools/profile sits below the trainer and the configs (docs/architecture.md).
 func paperRunSettings(name string) (cudaprofile.RunSettings, error) {
 	raw, err := configs.Get(name)
 	if err != nil {

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	cudaprofile "github.com/gdrotrain/gdrotrain/cuda/profile"
+	cudaprofile "github.com/gdrotrain/gdrotrain/tools/profile"
 )
 
 // TestPaperRunSettings: the pipeline estimate's workloads read the paper

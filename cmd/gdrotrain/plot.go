@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/report"
+	"github.com/gdrotrain/gdrotrain/tools/report"
 )
 
 func newPlotCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-const plotFixture = "../../report/testdata/run3"
+const plotFixture = "../../tools/report/testdata/run3"
 
 // TestPlotRun: plot --run on the trainer fixture, and on a gdro-sim file
 // with the default output folder beside it.

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // TestSrunScriptTwoRanks runs scripts/slurm/srun_train.sh (the body of the

@@ -114,7 +114,7 @@ func readConfig(name string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("--config is required (a YAML file or one of %v)", configs.Names())
 	}
 	// A file of that name wins over a built-in config; a folder does not
-	// (run from the repository root, `--config demo` must not read demo/).
+	// (`--config demo` beside a folder demo/ must not read the folder).
 	if st, err := os.Stat(name); err == nil && !st.IsDir() {
 		raw, err := os.ReadFile(name)
 		if err != nil {

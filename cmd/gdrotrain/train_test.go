@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // TestPrintConfigOfBuiltin: --print-config shows a shipped config before
@@ -70,8 +70,8 @@ func TestTrainRefusesAnEarlierRun(t *testing.T) {
 	}
 }
 
-// TestConfigNameNotAFolder: run from the repository root, whose demo/ is a
-// Go package, `--config demo` still means the built-in config; a file of
+// TestConfigNameNotAFolder: run beside a folder demo/ (as the repository
+// root once had), `--config demo` still means the built-in config; a file of
 // the name still wins.
 func TestConfigNameNotAFolder(t *testing.T) {
 	dir := t.TempDir()

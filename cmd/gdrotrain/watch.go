@@ -1,6 +1,6 @@
 package main
 
-// gdrotrain watch RUN_DIR: a live terminal view of a run (internal/watch).
+// gdrotrain watch RUN_DIR: a live terminal view of a run (tools/watch).
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/gdrotrain/gdrotrain/internal/watch"
+	"github.com/gdrotrain/gdrotrain/tools/watch"
 )
 
 func newWatchCmd() *cobra.Command {

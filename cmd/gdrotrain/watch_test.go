@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gdrotrain/gdrotrain/internal/testfix"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
 // fakeStep is a metrics.jsonl line of a 3-bin Prompt-GDRO run.

@@ -3,7 +3,7 @@
 // they use it (kernels.go). sm_90a only: NVRTC compiles for sm_90a on a
 // compute capability 9.0 device (compileOptions), the backend launches the
 // kernels built on these only there, and every other build traps. The CPU
-// emulator models each instruction (internal/cudaemu: the asynchrony, the
+// emulator models each instruction (internal/testinfra/cudaemu: the asynchrony, the
 // fences and the shared-memory descriptors, as an adversary).
 //
 // A warpgroup is 4 consecutive warps (threads 128w … 128w+127); every one

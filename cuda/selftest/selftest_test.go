@@ -10,7 +10,7 @@ import (
 
 	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/internal/cudaemu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/cudaemu"
 )
 
 var emuDir string // the emulator built by device, removed by TestMain

@@ -1,0 +1,443 @@
+package profile
+
+// The GPU benchmark: training forward+backward tokens/s, step time and MFU
+// at 2k and 8k tokens, the fused attention alone (attention.go), and cached decode tokens/s at batch 1, 64 and 256
+// with 1k and 4k of context against the memory-bandwidth bound, beside
+// PyTorch + transformers (eager, SDPA, bf16) on the same GPU in the same
+// run. Both sides are warmed up (one untimed pass) before they are timed.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/gdrotrain/gdrotrain/cuda"
+	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/optim"
+	"github.com/gdrotrain/gdrotrain/tools/bench"
+)
+
+// BenchOptions configure Bench.
+type BenchOptions struct {
+	Shape        string  // qwen3-1.7b (random weights) or tiny (a smoke test)
+	Python       string  // interpreter with torch + transformers ("" skips the baseline)
+	Script       string  // scripts/bench_torch_gpu.py
+	PeakTFLOPs   float64 // dense bf16 peak; 0: from the GPU's name
+	BandwidthGBs float64 // memory bandwidth; 0: from the GPU's name
+	JSON         bool    // print the BenchReport as JSON instead of a table
+	// NoTorch measures our rows only; TorchOnly runs the PyTorch baseline
+	// only (the GPU kit runs it last, if time remains).
+	NoTorch, TorchOnly bool
+}
+
+// BenchReport is what Bench measured.
+type BenchReport struct {
+	GPU          string        `json:"gpu"`
+	Matmul       string        `json:"matmul"`
+	Shape        string        `json:"shape"`
+	PeakTFLOPs   float64       `json:"peak_tflops"`
+	BandwidthGBs float64       `json:"bandwidth_gbs"`
+	Train        []BenchTrain  `json:"train"`
+	Decode       []BenchDecode `json:"decode"`
+	// Attention is the fused attention alone at the training shapes, on
+	// each route the GPU has (attention.go).
+	Attention []BenchAttention `json:"attention"`
+	Baseline  string           `json:"baseline"` // PyTorch's versions, or why there is no baseline
+	// Weights says how often random weights were drawn: once per model
+	// shape for all the rows (bench.Weights).
+	Weights BenchWeights `json:"weights"`
+	// Rows lists every row's name in order: training, optimizer steps,
+	// attention, decode.
+	Rows []string `json:"rows"`
+}
+
+// BenchWeights counts the random weight sets a run drew and the rows that
+// used them.
+type BenchWeights struct {
+	Made    int     `json:"made"`
+	Rows    int     `json:"rows"`
+	Seconds float64 `json:"seconds"`
+}
+
+// BenchTrain is one training shape: a forward and backward of Batch
+// sequences of SeqLen tokens, log-probabilities over the last
+// ResponseTokens (the optimizer step is not included, on either side).
+type BenchTrain struct {
+	Name string `json:"name"`
+	// Step: a whole optimizer step as the trainer runs it (fused-head
+	// forward, backward, clipping, AdamW), not forward+backward alone.
+	Step           bool    `json:"optimizer_step,omitempty"`
+	Batch          int     `json:"batch"`
+	SeqLen         int     `json:"seq_len"`
+	ResponseTokens int     `json:"response_tokens"`
+	Params         int64   `json:"params"`
+	TokPerS        float64 `json:"tok_s"`
+	StepSeconds    float64 `json:"step_s"`
+	MFU            float64 `json:"mfu"` // model FLOPs / time / peak, 0–1
+	TorchTokPerS   float64 `json:"torch_tok_s,omitempty"`
+	TorchStepSecs  float64 `json:"torch_step_s,omitempty"`
+	TorchMFU       float64 `json:"torch_mfu,omitempty"`
+	Ratio          float64 `json:"ratio,omitempty"` // ours / PyTorch's tokens per second
+	TorchNote      string  `json:"torch_note,omitempty"`
+	Error          string  `json:"error,omitempty"` // why ours has no number (out of memory)
+}
+
+// BenchDecode is one decode shape: Batch sequences with Context tokens of
+// KV cache, one token each per step.
+type BenchDecode struct {
+	Name          string  `json:"name"`
+	Batch         int     `json:"batch"`
+	Context       int     `json:"context"`
+	KVCache       string  `json:"kv_cache"` // bf16 or fp8
+	Steps         int     `json:"steps"`
+	TokPerS       float64 `json:"tok_s"`
+	BoundFraction float64 `json:"bound_fraction"` // of the memory-bandwidth bound, 0–1
+	TorchTokPerS  float64 `json:"torch_tok_s,omitempty"`
+	Ratio         float64 `json:"ratio,omitempty"`
+	TorchNote     string  `json:"torch_note,omitempty"`
+	Error         string  `json:"error,omitempty"`
+}
+
+// Bench measures training and decode throughput on b and prints a table
+// beside the PyTorch baseline.
+func Bench(w io.Writer, b *cuda.Backend, o BenchOptions) error {
+	g := &gpuBench{b: b, BenchOptions: o}
+	return g.run(w)
+}
+
+type gpuBench struct {
+	b *cuda.Backend
+	BenchOptions
+	weights *bench.Weights
+}
+
+// gpuSpecs are dense bf16 peaks (TFLOP/s) and memory bandwidths (GB/s) by
+// name fragment, from the vendors' data sheets.
+var gpuSpecs = []struct {
+	match    string
+	tflops   float64
+	gbs      float64
+	verified bool
+}{
+	{"H200", 989, 4800, true}, {"H100 PCIe", 756, 2000, true}, {"H100", 989, 3350, true},
+	{"A100-SXM4-80GB", 312, 2039, true}, {"A100", 312, 1555, true}, {"emulator", 1, 1, false},
+}
+
+func (g *gpuBench) specs() {
+	for _, s := range gpuSpecs {
+		if strings.Contains(g.b.Device().Info.Name, s.match) {
+			if g.PeakTFLOPs == 0 {
+				g.PeakTFLOPs = s.tflops
+			}
+			if g.BandwidthGBs == 0 {
+				g.BandwidthGBs = s.gbs
+			}
+			return
+		}
+	}
+}
+
+type gpuTorchResult struct {
+	Name      string  `json:"name"`
+	TrainTokS float64 `json:"train_tok_s"`
+	TokS      float64 `json:"tok_s"`
+	Torch     string  `json:"torch"`
+	Note      string  `json:"note"`
+}
+
+type gpuPlan struct {
+	opts   model.RandomOptions
+	train  []bench.Shape
+	step   []bench.Shape // whole optimizer steps
+	decode [][2]int      // batch, context; each with a bf16 and an fp8 KV cache
+	steps  int
+}
+
+func (g *gpuBench) plan() (gpuPlan, error) {
+	switch g.Shape {
+	case "qwen3-1.7b":
+		step := TrainShapes() // the step profile's: 8 × 2k and 2 × 8k, the paper's row lengths
+		for i := range step {
+			step[i].Name, step[i].Iters = strings.Replace(step[i].Name, "qwen3-1.7b-", "qwen3-1.7b-step-", 1), 2
+		}
+		return gpuPlan{opts: bench.Qwen3_1_7B(), train: bench.GPUShapes(bench.Qwen3_1_7B(), g.Shape), step: step,
+			decode: [][2]int{{1, 1024}, {64, 1024}, {256, 1024}, {1, 4096}, {64, 4096}, {256, 4096}}, steps: 32}, nil
+	case "tiny":
+		o := model.DefaultTiny()
+		return gpuPlan{opts: o, train: []bench.Shape{{Name: "tiny-256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
+			step:   []bench.Shape{{Name: "tiny-step-2x256", Opts: o, Batch: 2, SeqLen: 256, Iters: 1, ResponseTokens: 200}},
+			decode: [][2]int{{1, 64}, {4, 64}}, steps: 4}, nil
+	}
+	return gpuPlan{}, fmt.Errorf("--gpu-shape %q: want qwen3-1.7b or tiny", g.Shape)
+}
+
+// decodeName is a decode row's name; the bf16 rows keep the names the
+// PyTorch baseline answers to.
+func decodeName(batch, context int, fp8 bool) string {
+	name := fmt.Sprintf("decode-b%d-c%d", batch, context)
+	if fp8 {
+		name += "-fp8"
+	}
+	return name
+}
+
+func (g *gpuBench) run(w io.Writer) error {
+	if g.NoTorch && g.TorchOnly {
+		return fmt.Errorf("--no-torch and --torch-only exclude each other")
+	}
+	g.specs()
+	p, err := g.plan()
+	if err != nil {
+		return err
+	}
+	g.weights = bench.NewWeights(g.b)
+	theirs, note := map[string]gpuTorchResult{}, "PyTorch baseline not run (--no-torch)"
+	if !g.NoTorch {
+		theirs, note = g.torch(p)
+	}
+	ours := !g.TorchOnly // our rows are measured
+	r := BenchReport{GPU: g.b.Device().Info.String(), Matmul: g.b.Name(), Shape: g.Shape, PeakTFLOPs: g.PeakTFLOPs,
+		BandwidthGBs: g.BandwidthGBs, Baseline: note}
+	if !g.JSON {
+		fmt.Fprintf(w, "%s, matmul %s; peak %.0f TFLOP/s, %.0f GB/s\n", r.GPU, r.Matmul, r.PeakTFLOPs, r.BandwidthGBs)
+		if !ours {
+			fmt.Fprintln(w, "the PyTorch baseline alone (--torch-only): our columns are empty")
+		}
+		fmt.Fprintf(w, "%-22s %12s %9s %8s %12s %8s\n", "training", "tok/s", "step s", "MFU", "torch tok/s", "×")
+	}
+	trainRows := append(append([]bench.Shape{}, p.train...), p.step...)
+	for i, s := range trainRows {
+		step := i >= len(p.train)
+		t := BenchTrain{Name: s.Name, Step: step, Batch: s.Batch, SeqLen: s.SeqLen, ResponseTokens: s.ResponseTokens}
+		tokens := float64(s.Batch * s.SeqLen)
+		mfu := func(tokS float64) float64 { return bench.TrainFLOPs(s) * tokS / tokens / (g.PeakTFLOPs * 1e12) }
+		if ours {
+			measure := g.measureTrain
+			if step {
+				measure = g.measureStep
+			}
+			if res, err := measure(s); err != nil {
+				t.Error = g.failed(err)
+			} else {
+				t.Params, t.TokPerS, t.StepSeconds, t.MFU = res.Params, res.TrainTokPerS, tokens/res.TrainTokPerS, mfu(res.TrainTokPerS)
+			}
+		}
+		if th, ok := theirs[s.Name]; ok {
+			t.TorchNote = th.Note
+			if th.TrainTokS > 0 {
+				t.TorchTokPerS, t.TorchStepSecs, t.TorchMFU = th.TrainTokS, tokens/th.TrainTokS, mfu(th.TrainTokS)
+				if t.TokPerS > 0 {
+					t.Ratio = t.TokPerS / th.TrainTokS
+				}
+			}
+		}
+		r.Train = append(r.Train, t)
+		r.Rows = append(r.Rows, t.Name)
+		if !g.JSON {
+			if t.Error != "" {
+				fmt.Fprintf(w, "%-22s %12s   (%s)\n", t.Name, "-", t.Error)
+			} else {
+				fmt.Fprintf(w, "%-22s %12s %9s %8s %12s %8s\n", t.Name, num(t.TokPerS, "%.0f"), num(t.StepSeconds, "%.3f"),
+					num(100*t.MFU, "%.1f%%"), num(t.TorchTokPerS, "%.0f"), num(t.Ratio, "%.2f"))
+			}
+		}
+	}
+	if ours {
+		r.Attention = benchAttention(g.b.Device(), g.Shape)
+		for _, a := range r.Attention {
+			r.Rows = append(r.Rows, a.Name+"/"+a.Route)
+		}
+	}
+	if !g.JSON {
+		writeAttention(w, r.Attention)
+		fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
+	}
+	for _, fp8 := range []bool{false, true} {
+		for _, d := range p.decode {
+			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
+			if fp8 {
+				x.KVCache = "fp8"
+			}
+			if ours {
+				res, err := bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
+					FP8: fp8, Weights: g.weights})
+				if err != nil {
+					x.Error = g.failed(err)
+				} else {
+					bound := float64(d[0]) * g.BandwidthGBs * 1e9 / res.StepBytes
+					x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
+				}
+			}
+			if th, ok := theirs[x.Name]; ok {
+				x.TorchNote = th.Note
+				if th.TokS > 0 {
+					x.TorchTokPerS = th.TokS
+					if x.TokPerS > 0 {
+						x.Ratio = x.TokPerS / th.TokS
+					}
+				}
+			}
+			r.Decode = append(r.Decode, x)
+			r.Rows = append(r.Rows, x.Name)
+			if !g.JSON {
+				if x.Error != "" {
+					fmt.Fprintf(w, "%-22s %12s   (%s)\n", x.Name, "-", x.Error)
+				} else {
+					fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", x.Name, num(x.TokPerS, "%.0f"), num(100*x.BoundFraction, "%.1f%%"),
+						num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
+				}
+			}
+		}
+	}
+	r.Weights = BenchWeights{Made: g.weights.Made, Rows: g.weights.Served, Seconds: g.weights.Seconds}
+	if g.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintln(w, "step s = one forward+backward of the shape (no optimizer step; the -step- rows: a whole optimizer step, fused-head "+
+		"forward, backward, clipping and AdamW); MFU = model FLOPs (6·params·tokens + attention) / time / peak; "+
+		"% bound = tok/s over the bandwidth bound of reading our weights and KV cache once per step")
+	fmt.Fprintf(w, "random weights: %d set(s) drawn in %.1f s for %d rows (once per model shape)\n", r.Weights.Made, r.Weights.Seconds, r.Weights.Rows)
+	if note != "" {
+		fmt.Fprintln(w, note)
+	}
+	return nil
+}
+
+// measureTrain times a training shape after one untimed forward+backward
+// (allocator growth, cuBLAS heuristics, first-touch), as the PyTorch
+// baseline warms up too.
+func (g *gpuBench) measureTrain(s bench.Shape) (bench.Result, error) {
+	x, err := bench.NewBencherWith(g.b, s, g.weights)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	if err := x.Warm(); err != nil {
+		return bench.Result{}, err
+	}
+	return x.Run()
+}
+
+// measureStep times s.Iters whole optimizer steps of a shape as the
+// trainer runs them (optimizerStep: bf16 weight copies, the fused head,
+// clipping, AdamW) after one untimed step. The AdamW state is released
+// after, for the rows that follow.
+func (g *gpuBench) measureStep(s bench.Shape) (bench.Result, error) {
+	cfg, err := s.Opts.Config()
+	if err != nil {
+		return bench.Result{}, err
+	}
+	p, err := g.weights.Params(cfg)
+	if err != nil {
+		return bench.Result{}, err
+	}
+	m := &model.Model{Cfg: cfg, B: g.b, P: p}
+	if _, err := m.ShadowWeights(); err != nil {
+		return bench.Result{}, err
+	}
+	grads := model.NewParams(g.b, cfg)
+	opt := optim.NewAdamW(g.b, cfg, optim.AdamWConfig{LR: 1e-6, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	defer func() {
+		grads, opt = nil, nil
+		runtime.GC() // the finalizers give the gradients and moments back
+		g.b.Device().ReleaseCache()
+	}()
+	rng := rand.New(rand.NewPCG(3, 3))
+	seqs := make([]model.Sequence, s.Batch)
+	for i := range seqs {
+		toks := make([]int32, s.SeqLen)
+		for j := range toks {
+			toks[j] = int32(rng.IntN(cfg.VocabSize))
+		}
+		seqs[i] = model.Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens}
+	}
+	if err := optimizerStep(m, seqs, grads, opt); err != nil {
+		return bench.Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
+	}
+	iters := max(s.Iters, 1)
+	start := time.Now()
+	for range iters {
+		if err := optimizerStep(m, seqs, grads, opt); err != nil {
+			return bench.Result{}, fmt.Errorf("bench %s: %w", s.Name, err)
+		}
+	}
+	if err := g.b.Device().Synchronize(); err != nil {
+		return bench.Result{}, err
+	}
+	secs := time.Since(start).Seconds()
+	return bench.Result{Params: cfg.NumParams(), TrainTokPerS: float64(s.Batch*s.SeqLen*iters) / secs}, nil
+}
+
+// num formats v, or "-" when there is none.
+func num(v float64, format string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// failed frees what a measurement that failed (typically out of memory: 256
+// sequences × 4k tokens of KV cache for Qwen3-1.7B is 120 GB in bf16) left
+// behind so the next one starts clean, and says why in one line.
+func (g *gpuBench) failed(err error) string {
+	g.b.ResetErr()
+	runtime.GC()
+	g.b.Device().ReleaseCache()
+	msg := err.Error()
+	if isOOMText(msg) {
+		msg = "out of memory"
+	}
+	return lastLines(msg, 1)
+}
+
+func isOOMText(s string) bool { return strings.Contains(s, "OUT_OF_MEMORY") }
+
+// torch runs the PyTorch + transformers baseline on the same shapes.
+func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {
+	out := map[string]gpuTorchResult{}
+	if g.Python == "" {
+		return out, "PyTorch baseline skipped (--torch-python empty)"
+	}
+	if _, err := os.Stat(g.Script); err != nil {
+		return out, fmt.Sprintf("PyTorch baseline skipped: %v", err)
+	}
+	req := map[string]any{"opts": p.opts, "train": p.train, "decode": p.decode, "steps": p.steps}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return out, err.Error()
+	}
+	c := exec.Command(g.Python, g.Script)
+	c.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	raw, err := c.Output()
+	if err != nil {
+		return out, fmt.Sprintf("PyTorch baseline failed: %v: %s", err, lastLines(stderr.String(), 5))
+	}
+	note := ""
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var r gpuTorchResult
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			out[r.Name] = r
+			if r.Torch != "" {
+				note = "baseline: " + r.Torch
+			}
+		}
+	}
+	return out, note
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
