@@ -201,7 +201,7 @@ func (b *Backend) free(bufs ...*buffer) {
 	}
 }
 
-// Shadow gives t a bf16 copy that products read (model.Shadower), under
+// Shadow gives t a bf16 copy that products read (model.HalfPrecision), under
 // bf16 products only: the copy rounds what tf32 or fp32 products keep.
 func (b *Backend) Shadow(t *model.Tensor) (bool, error) {
 	if b.prec != BF16 {
@@ -224,8 +224,6 @@ func (b *Backend) Shadow(t *model.Tensor) (bool, error) {
 	markAllStale(buf)
 	return true, nil
 }
-
-var _ model.Shadower = (*Backend)(nil)
 
 // hasHalf reports whether an fp32 operand has a bf16 copy.
 func (b *Backend) hasHalf(t *model.Tensor) bool {
@@ -411,7 +409,7 @@ func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new 
 var _ model.HalfStore = (*Backend)(nil)
 
 // ActivationHalf hands out an uncleared activation kept in bf16 under bf16
-// products (model.ActivationStore): the products that read these tensors
+// products (model.HalfPrecision): the products that read these tensors
 // round their inputs to bf16 anyway, and the fused attention stages its
 // operands in bf16. Under tf32 or fp32 products it is fp32, so those stay
 // the exact modes.
@@ -421,8 +419,6 @@ func (b *Backend) ActivationHalf(shape ...int) *model.Tensor {
 	}
 	return b.newTensor("activation", -2, shape)
 }
-
-var _ model.ActivationStore = (*Backend)(nil)
 
 // opt returns the address of an optional tensor (0 when nil).
 func (b *Backend) opt(op string, t *model.Tensor) (uint64, bool) {
@@ -655,8 +651,6 @@ func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
 	}
 	return s
 }
-
-var _ model.SquareSummer = (*Backend)(nil)
 
 // MatMul computes c = op(a)·op(b) or c += op(a)·op(b) with cuBLAS. Row-major
 // c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ, so b goes first. A

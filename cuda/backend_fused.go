@@ -62,7 +62,7 @@ func (b *Backend) RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *model.Tensor
 		return
 	}
 	// RMSNormBackward's traffic and res read once more; where dx has a bf16
-	// copy (model.Shadower: the products that read dx take it) that dx
+	// copy (model.HalfPrecision: the products that read dx take it) that dx
 	// covers whole, the copy is written in the same pass and is then fresh.
 	buf := dx.Store.(*buffer)
 	if b.normDWInPass(n) {

@@ -1,6 +1,6 @@
 package cuda
 
-// Plumbing for bf16 activations (model.ActivationStore): writable bf16
+// Plumbing for bf16 activations (model.HalfPrecision): writable bf16
 // tensors that ops read and write beside fp32 ones, and the conversions
 // between the two storages that an op needs when a kernel reads only one.
 

@@ -1,6 +1,6 @@
 package cuda
 
-// bf16-only policy weights (model.HalfWeights): ZeRO-1 with sharded fp32
+// bf16-only policy weights (model.HalfPrecision): ZeRO-1 with sharded fp32
 // masters. Under bf16 products the policy's matrices are read by products
 // only, through their bf16 copy (Shadow) or rounded in the tile loads, so
 // once each rank's optimizer holds the fp32 master of its 1/W of a
@@ -152,4 +152,4 @@ func (b *Backend) WriteHalf(t *model.Tensor, src []float32) {
 	b.elementwise("f32_to_bf16", len(src), p, wide.ptr, int64(len(src)))
 }
 
-var _ model.HalfWeights = (*Backend)(nil)
+var _ model.HalfPrecision = (*Backend)(nil)

@@ -120,9 +120,7 @@ func (b *Backend) Chunks(logits *model.Tensor, rows, chunks []int32, chunk int) 
 	return out
 }
 
-var _ model.RowSampler = (*Backend)(nil)
-
-var _ model.TokenSampler = (*Backend)(nil)
+var _ model.DeviceSampler = (*Backend)(nil)
 
 // DeviceSamples reports whether SampleTokens supports p: greedy, unfiltered,
 // or top-k (with or without top-p); top-p alone would need a sort of the
@@ -131,7 +129,7 @@ func (b *Backend) DeviceSamples(p model.SampleParams) bool {
 	return p.Temperature == 0 || p.TopP >= 1 || p.TopK > 0
 }
 
-// SampleTokens draws each row's token on the device (model.TokenSampler):
+// SampleTokens draws each row's token on the device (model.DeviceSampler):
 // sample_rows for greedy and unfiltered draws, topk_rows then sample_topk
 // for top-k and top-p.
 func (b *Backend) SampleTokens(out, logits *model.Tensor, draws []model.Draw, p model.SampleParams) {

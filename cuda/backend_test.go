@@ -320,7 +320,7 @@ type attnCase struct {
 }
 
 // TestAttentionHalf: attention on bf16 activations (a training pass under
-// bf16 products: q, k, v and out bf16, model.ActivationStore) against the
+// bf16 products: q, k, v and out bf16, model.HalfPrecision) against the
 // CPU's fp32 attention of the same bf16 values, on every route. The fused
 // kernels read and write bf16 directly (the _h kernels); the other routes
 // widen the queries (and, backward, q, k, v) and round the output. The
@@ -393,7 +393,7 @@ func attentionHalfCases(p *pair, tol numcheck.Tol) {
 			out, lse := halfTensor(b, nil, n, c.H, c.D), b.New(n, c.H)
 			b.Attention(out, lse, Q, K, V, c.segs, scale)
 			res := model.Values(b, out, lse)
-			if _, ok := b.(model.ActivationStore); !ok {
+			if _, ok := b.(model.HalfPrecision); !ok {
 				for i := range res[:out.Numel()] { // the GPU keeps a rounded output
 					res[i] = bf16Round(res[i])
 				}
@@ -409,7 +409,7 @@ func attentionHalfCases(p *pair, tol numcheck.Tol) {
 // halfTensor is a bf16 activation holding vals (already bf16 values) where
 // the backend has them, else an fp32 tensor; nil vals leaves it unwritten.
 func halfTensor(b model.Backend, vals []float32, shape ...int) *model.Tensor {
-	as, ok := b.(model.ActivationStore)
+	as, ok := b.(model.HalfPrecision)
 	if !ok {
 		return model.NewFrom(b, vals, shape...)
 	}
@@ -1278,7 +1278,7 @@ func TestActivationHalf(t *testing.T) {
 	// Products into bf16: inputs already bf16, so only the output rounds.
 	p.check("matmul into bf16", bf, func(b model.Backend) []float32 {
 		out := b.New(R, F)
-		if as, ok := b.(model.ActivationStore); ok {
+		if as, ok := b.(model.HalfPrecision); ok {
 			out = as.ActivationHalf(R, F)
 		}
 		b.MatMul(out, model.NewFrom(b, x, R, C), model.NewFrom(b, w, F, C), false, true, false)
@@ -1286,7 +1286,7 @@ func TestActivationHalf(t *testing.T) {
 	})
 	p.check("swiglu on bf16", bf, func(b model.Backend) []float32 {
 		mk := func(v []float32) *model.Tensor {
-			if as, ok := b.(model.ActivationStore); ok {
+			if as, ok := b.(model.HalfPrecision); ok {
 				t := as.ActivationHalf(R, F)
 				tmp := model.NewFrom(b, v, R, F)
 				b.MatMul(t, tmp, model.NewFrom(b, identity(F), F, F), false, false, false) // exact: v is bf16
@@ -1296,7 +1296,7 @@ func TestActivationHalf(t *testing.T) {
 		}
 		g, u := mk(gate), mk(up)
 		h := b.New(R, F)
-		if as, ok := b.(model.ActivationStore); ok {
+		if as, ok := b.(model.HalfPrecision); ok {
 			h = as.ActivationHalf(R, F)
 		}
 		b.SwiGLU(h, g, u)
@@ -1339,7 +1339,7 @@ func testSplitQKVHalf(t *testing.T, p *pair) {
 	tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-4} // TestConformance's for fp32 kernels
 	p.check("split qkv from bf16", tol, func(b model.Backend) []float32 {
 		qkv := model.NewFrom(b, x, d.N, d.Width())
-		if as, ok := b.(model.ActivationStore); ok {
+		if as, ok := b.(model.HalfPrecision); ok {
 			qkv = as.ActivationHalf(d.N, d.Width())
 			b.MatMul(qkv, model.NewFrom(b, x, d.N, d.Width()), model.NewFrom(b, identity(d.Width()), d.Width(), d.Width()), false, false, false) // exact: x is bf16
 		}

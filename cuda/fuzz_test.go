@@ -419,7 +419,7 @@ func TestFuzzAttention(t *testing.T) {
 			be.Attention(out, lse, Q, K, V, segs, scale)
 			res := model.Values(be, out, lse)
 			if act16 {
-				if _, ok := be.(model.ActivationStore); !ok {
+				if _, ok := be.(model.HalfPrecision); !ok {
 					// The GPU keeps a rounded output, which its backward
 					// reads (Σ dout ⊙ out): the reference rounds its own.
 					for i := range res[:out.Numel()] {
@@ -493,7 +493,7 @@ func TestFuzzRMSNorm(t *testing.T) {
 		run := func(be model.Backend) []float32 {
 			X, W := model.NewFrom(be, x, rows, n), model.NewFrom(be, w, n)
 			out, rstd := be.New(rows, n), be.New(rows)
-			if as, ok := be.(model.ActivationStore); ok && half {
+			if as, ok := be.(model.HalfPrecision); ok && half {
 				out = as.ActivationHalf(rows, n)
 			}
 			be.RMSNorm(out, rstd, X, W, eps)
@@ -630,7 +630,7 @@ func TestFuzzSplitQKV(t *testing.T) {
 	})
 }
 
-// sortedTopK is RowSampler.TopK's definition on the host: a row's k
+// sortedTopK is DeviceSampler.TopK's definition on the host: a row's k
 // largest values, descending, ties broken by the lower id.
 func sortedTopK(row []float32, k int) ([]int32, []float32) {
 	idx := make([]int32, len(row))

@@ -1,6 +1,6 @@
 package cuda
 
-// CUDA graphs for the decode step (model.StepGrapher, model.GraphSet).
+// CUDA graphs for the decode step (model.DeviceSampler, model.GraphSet).
 //
 // A decode step is ~700 launches of short kernels; issued one by one from
 // the host it is bound by launch overhead at small batches. A graph issues
@@ -167,8 +167,6 @@ type graphSet struct {
 	graphs  map[string]*stepGraph
 	lastErr error // the last failed capture's reason (tests)
 }
-
-var _ model.StepGrapher = (*Backend)(nil)
 
 // NewGraphSet prepares graphs for a cache of maxKeys keys per slot.
 func (b *Backend) NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (model.GraphSet, error) {

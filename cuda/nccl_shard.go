@@ -144,7 +144,7 @@ func (c *Comm) GatherBlocks(buf *model.Tensor, s model.Shard) error {
 	return c.AllGather(flat, flat.Rows(c.rank*chunk, (c.rank+1)*chunk))
 }
 
-// gatherHalf all-gathers the ranges of a bf16-only weight (model.HalfWeights,
+// gatherHalf all-gathers the ranges of a bf16-only weight (model.HalfPrecision,
 // written by AdamWHalf). In place where the weight's storage has room for
 // W·⌈n/W⌉ elements from its start that belong to no other tensor: n a
 // multiple of W, or the weight the last tensor of a storage padded for it

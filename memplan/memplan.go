@@ -187,7 +187,7 @@ func FrozenBytes(mc *model.Config) int64 {
 }
 
 // halfPerToken is the fp32 bytes per token of a layer's saved activations
-// that a GPU under bf16 products keeps in bf16 (model.ActivationStore):
+// that a GPU under bf16 products keeps in bf16 (model.HalfPrecision):
 // the normed inputs of products (xn1, xn2), the fused q/k/v product and
 // attention's inputs and output (qkv, qn, kn, v, att), and the MLP's
 // (gate and up, h).
@@ -377,7 +377,7 @@ func For(mc *model.Config, s Settings, gpu bool, device string) Budget {
 			layers = 1
 		}
 		bud.Plan.Activations -= planTokens(s) * layers * halfPerToken(mc) / 2
-		// The logits' gradient is bf16 too (model.ActivationStore).
+		// The logits' gradient is bf16 too (model.HalfPrecision).
 		_, gr := headRows(mc, s)
 		bud.Plan.Logits -= int64(gr) * int64(mc.VocabSize) * 2
 		bud.ActBF16 = true

@@ -80,7 +80,10 @@ func (h AdamWParams) Scale() float32 {
 	return h.GradScale
 }
 
-// Backend is the set of ops the model runs on.
+// Backend is the set of ops the model runs on, which every backend
+// implements: the backend contract's first part. What a backend may add
+// (bf16 storage, device sampling, memory management) is in
+// capabilities.go, grouped by who needs it.
 type Backend interface {
 	Name() string
 	// Err returns the first error recorded since the last ResetErr.
@@ -164,11 +167,11 @@ type Backend interface {
 
 	// AddCols accumulates src (R, w) into columns [col0, col0+w) of dst
 	// (R, W): dst[r, col0+j] += src[r, j]. dst may be a bf16 activation
-	// (ActivationStore), rounded as it is written. LoRA adds each adapted
+	// (HalfPrecision.ActivationHalf), rounded as it is written. LoRA adds each adapted
 	// projection's low-rank term into the fused q/k/v product with it.
 	AddCols(dst, src *Tensor, col0 int)
 	// CopyCols overwrites dst (R, w) with columns [col0, col0+w) of src
-	// (R, W), dst fp32, src fp32 or a bf16 activation (ActivationStore).
+	// (R, W), dst fp32, src fp32 or a bf16 activation (HalfPrecision.ActivationHalf).
 	CopyCols(dst, src *Tensor, col0 int)
 
 	// GatherRows overwrites dst[i] = src[idx[i]] (rows along the first dim).
@@ -181,155 +184,12 @@ type Backend interface {
 	AdamW(p, g, m, v *Tensor, h AdamWParams)
 }
 
-// Freezer is implemented by backends that can keep a read-only tensor in
-// bf16, half the memory (the CUDA backend). A frozen tensor may afterwards
-// be read only by MatMul, Embedding and Download.
-type Freezer interface {
-	Freeze(t *Tensor) error
-}
-
-// BatchInvariant is implemented by backends that can compute every op on
-// the path from a token to its log-probability with the same order and
-// roundings whatever rows share the op (precision.exact_logprobs,
-// docs/algorithm.md §5.10): the CPU backends. A cached decode step's logits
-// and log-softmax then equal, bit for bit, a training forward's over the
-// same tokens.
-type BatchInvariant interface {
-	SetBatchInvariant(on bool)
-}
-
-// RowSampler is implemented by backends that reduce next-token logits on
-// the device, so the sampler downloads a few numbers per row instead of a
-// whole vocabulary (the CUDA backend). The rollout package uses it when
-// the model's backend has it and falls back to full rows otherwise.
-type RowSampler interface {
-	// TopK returns, for each row of logits (R, V), its k largest logits in
-	// descending order, ties broken by the lower id, and their ids.
-	TopK(logits *Tensor, k int) (ids [][]int32, vals [][]float32)
-	// ChunkSums returns, for each row, mx = max_v logits/temperature and,
-	// for consecutive chunks of chunk ids, Σ exp(logit/temperature − mx)
-	// accumulated in float64.
-	ChunkSums(logits *Tensor, temperature float64, chunk int) (mx []float64, sums [][]float64)
-	// Chunks returns, for each k, the logits of row rows[k] at ids
-	// chunks[k]·chunk … (chunks[k]+1)·chunk − 1 (fewer at the end of the
-	// vocabulary), brought back in one download.
-	Chunks(logits *Tensor, rows, chunks []int32, chunk int) [][]float32
-}
-
-// Shadower is implemented by backends that can keep a bf16 copy of a
-// writable float32 tensor for matrix products (the CUDA backend under bf16
-// products): products then read the copy, half the bytes of the float32
-// master, which stays what every other op and the optimizer see. The copy
-// follows the master on the device (AdamW writes both; any other write
-// marks it for refreshing at the next product). Shadow reports whether a
-// copy was made: false where the backend's products are not bf16.
-type Shadower interface {
-	Shadow(t *Tensor) (bool, error)
-}
-
-// SquareSummer is implemented by backends that sum the squares of many
-// tensors with one transfer to the host (the CUDA backend: one host
-// synchronisation for the gradient norm instead of one per tensor). The
-// result must equal Σ_t SumSquares(t), added in order.
-type SquareSummer interface {
-	SumSquaresAll(ts []*Tensor) float64
-}
-
-// MultiTensorOptimizer is implemented by backends that apply AdamW to, and
-// clear, many tensors in one launch (the CUDA backend's multi-tensor
-// kernels, as apex's multi_tensor_apply). AdamWAll must equal AdamW on
-// each (ps[i], gs[i], ms[i], vs[i]) in turn, and ZeroAll Zero on each
-// tensor, bit for bit.
-type MultiTensorOptimizer interface {
-	AdamWAll(ps, gs, ms, vs []*Tensor, h AdamWParams)
-	ZeroAll(ts []*Tensor)
-}
-
-// HalfWeights is implemented by backends that can keep a weight matrix as
-// writable bf16 storage alone, its fp32 master living elsewhere (the CUDA
-// backend under bf16 products; the optimizer's sharded fp32 masters,
-// optim/masters.go, hold the masters). Such a weight is read by MatMul (as a
-// bf16 operand) and ReadHalf, written by AdamWHalf, WriteHalf and the
-// ranks' gathers; Download of it is an error, since its fp32 values are
-// not there.
-type HalfWeights interface {
-	// HalfOnly replaces t's float32 storage by bf16 storage holding its
-	// values rounded to nearest even, with pad spare elements after the
-	// storage's end. Views convert with their storage: converting the
-	// storage first, then each view, points the views at the new storage.
-	HalfOnly(t *Tensor, pad int) error
-	// IsHalfOnly reports whether t is such a weight.
-	IsHalfOnly(t *Tensor) bool
-	// AdamWHalf is AdamW on the fp32 master that also writes the bf16
-	// rounding of the updated master into half (equal sizes).
-	AdamWHalf(master, half, g, m, v *Tensor, h AdamWParams)
-	// ReadHalf downloads a bf16-only weight, widened (exact).
-	ReadHalf(t *Tensor, dst []float32)
-	// WriteHalf uploads src rounded to bf16 into a bf16-only weight.
-	WriteHalf(t *Tensor, src []float32)
-}
-
-// ActivationStore is implemented by backends that keep some activations
-// in bf16 (the CUDA backend under bf16 products): the model asks it for
-// every activation a training pass saves but the residual stream and the
-// statistics (newLayerActs lists them), which stay fp32 as do gradients.
-// The model also asks it for the two activation gradients that only
-// products read (the MLP's dgu and the fused projection's dqkv).
-// Such a tensor is written (overwritten) by MatMul, RMSNorm (out),
-// SplitQKV (qn, kn, v; from a bf16 qkv), Attention (out; with q, k, v bf16),
-// SwiGLU, SwiGLUBackward (dgate, dup; with gate, up bf16),
-// SplitQKVBackward (dqkv; with qkv bf16) and LogSoftmaxGatherBackward
-// (dlogits), each rounding the fp32 result once, and read by MatMul,
-// SwiGLU, SwiGLUBackward, SplitQKV and SplitQKVBackward (qkv), Attention and
-// AttentionBackward (q, k, v, and out for the backward's Σ dout ⊙ out),
-// CopyCols (src), Copy and Download; its contents are undefined until written. Backends without it (the CPU ones) keep these
-// tensors fp32, so the model has one path.
-type ActivationStore interface {
-	ActivationHalf(shape ...int) *Tensor
-}
-
-// HalfStore is implemented by backends that can hold a writable tensor in
-// bf16 (the CUDA backend): the KV cache, written by ScatterRows (rounding)
-// and read by Attention, Copy and Download.
-type HalfStore interface {
-	NewHalf(shape ...int) *Tensor
-}
-
-// ConfigChecker is implemented by backends that cannot run every model
-// Config.Validate admits (the CUDA backend's attention kernels take head
-// dims up to a bound): CheckConfig says why, naming the config key, so a
-// model is refused when it is loaded rather than computed wrongly.
-type ConfigChecker interface {
-	CheckConfig(c *Config) error
-}
-
 // CheckBackend returns b's refusal of c, if b is a ConfigChecker.
 func CheckBackend(b Backend, c *Config) error {
-	if cc, ok := b.(ConfigChecker); ok {
+	if cc := MemoryCapsOf(b).Checker; cc != nil {
 		return cc.CheckConfig(c)
 	}
 	return nil
-}
-
-// Releaser is implemented by backends whose memory is given back
-// explicitly (the CUDA backend, whose device memory is a stream-ordered
-// pool: a released block serves the next allocation of its size, which the
-// stream runs after every op already issued on the old tensor). The model
-// releases every temporary it allocates; a Pass is released by Backward or
-// by Pass.Release, a KV cache by KVCache.Release. Backends without it (the
-// CPU ones) leave tensors to the garbage collector.
-type Releaser interface {
-	// Release gives t's storage back; t and its views must not be used
-	// afterwards. Releasing a tensor twice is an error the backend records.
-	Release(ts ...*Tensor)
-}
-
-// Scratcher is implemented by backends that can hand out a tensor without
-// clearing it (the CUDA backend: clearing every activation cost about a
-// tenth of a training step's estimated time). Its contents are undefined
-// until written: only an op that overwrites every element may come first.
-type Scratcher interface {
-	Scratch(shape ...int) *Tensor
 }
 
 // Scratch allocates a tensor the caller overwrites whole before reading

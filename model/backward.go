@@ -203,12 +203,12 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 	// The gradients of the two products whose activations are bf16 (gate
 	// and up, q/k/v: dgu and dqkv) are read by products alone, which round
 	// them to bf16 anyway: where the backend keeps bf16 activations
-	// (ActivationStore) they are written in bf16, rounded once by the op
+	// (HalfPrecision.ActivationHalf) they are written in bf16, rounded once by the op
 	// that computes them, instead of in fp32 and rounded by each product.
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	half := s
-	if as, ok := b.(ActivationStore); ok {
-		half = as.ActivationHalf
+	if hp := TrainerCapsOf(b).Half; hp != nil {
+		half = hp.ActivationHalf
 	}
 	dxMid := s(n, C)
 	m.shadowGrad(dxMid)
@@ -222,14 +222,14 @@ func (m *Model) newLayerGrads(n int) *layerGrads {
 }
 
 // shadowGrad gives a residual gradient (dx, dxMid) a bf16 copy where the
-// backend keeps them (Shadower, under bf16 products): products read it
+// backend keeps them (HalfPrecision.Shadow, under bf16 products): products read it
 // (each of dx and dxMid feeds a weight gradient and an input gradient),
 // and the fused norm backward that writes the gradient writes the copy in
 // the same pass, where a product would otherwise round it to bf16 in a
 // pass of its own (the weight gradient's: its other operand is a bf16
 // activation). The fp32 gradient stays what the residual adds read.
 func (m *Model) shadowGrad(t *Tensor) {
-	if sh, ok := m.B.(Shadower); ok {
+	if sh := TrainerCapsOf(m.B).Half; sh != nil {
 		if _, err := sh.Shadow(t); err != nil {
 			return // the backend recorded it; Err reports it at the end
 		}

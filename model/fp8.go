@@ -132,23 +132,6 @@ func FP8KVRowBytes(g, d int) int64 {
 	return pad(g*d) + pad(4*g)
 }
 
-// FP8KVStore is implemented by backends that can hold the KV cache in
-// e4m3 with per-(token, head) scales (the CUDA backend on sm_89 and newer):
-// a tensor of shape (rows, g, d) that ScatterRows writes (quantising each
-// row and head) and Attention, Copy and Download read.
-type FP8KVStore interface {
-	// FP8KV says why a model of config c cannot have an fp8 cache here
-	// (nil when it can), naming precision.kv_cache.
-	FP8KV(c *Config) error
-	NewFP8(shape ...int) *Tensor
-}
-
-// PagedFP8KV is a PagedKV backend that can also page an fp8 cache: the
-// ranges hold rows of FP8KVRowBytes(g, d) bytes.
-type PagedFP8KV interface {
-	NewPagedFP8KV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
-}
-
 // CheckKVCache says why m's KV cache cannot be held as asked on its
 // backend (nil when it can): an fp8 cache (KVCacheFP8) needs an
 // FP8KVStore that accepts the model. The trainer calls it at setup so a
@@ -157,8 +140,8 @@ func (m *Model) CheckKVCache() error {
 	if !m.KVCacheFP8 {
 		return nil
 	}
-	f, ok := m.B.(FP8KVStore)
-	if !ok {
+	f := SamplerCapsOf(m.B).FP8
+	if f == nil {
 		return fmt.Errorf("precision.kv_cache fp8: the %s backend has no fp8 KV cache (the CPU computes and stores fp32; the fp8 cache is a GPU format): set precision.kv_cache to auto on the CPU, or run on a GPU of compute capability 8.9 or newer", m.B.Name())
 	}
 	return f.FP8KV(m.Cfg)
@@ -166,6 +149,6 @@ func (m *Model) CheckKVCache() error {
 
 // fp8Cache reports whether m's cache is fp8 on its backend.
 func (m *Model) fp8Cache() (FP8KVStore, bool) {
-	f, ok := m.B.(FP8KVStore)
-	return f, ok && m.KVCacheFP8 && f.FP8KV(m.Cfg) == nil
+	f := SamplerCapsOf(m.B).FP8
+	return f, f != nil && m.KVCacheFP8 && f.FP8KV(m.Cfg) == nil
 }

@@ -18,19 +18,6 @@ package model
 //     estimate gains a launch a layer; on a GPU the product's epilogue no
 //     longer reads C.
 
-// ResidualNormer is implemented by backends that fuse a residual add with
-// the RMSNorm next to it (both CPU backends and the CUDA backend).
-type ResidualNormer interface {
-	// AddRMSNorm overwrites sum = x + y (equal element counts; sum may be
-	// x or y) and out, rstd as RMSNorm(out, rstd, sum, w, eps) does (rstd
-	// may be nil; out may be a bf16 activation where RMSNorm's may).
-	AddRMSNorm(sum, out, rstd, x, y, w *Tensor, eps float32)
-	// RMSNormBackwardAdd is RMSNormBackward that also adds res: it
-	// overwrites dx with res + ∂J/∂x (the norm's input gradient, rounded to
-	// float32 first, then added) and accumulates dw. res must not be dx.
-	RMSNormBackwardAdd(dx, dw, dout, x, w, rstd, res *Tensor)
-}
-
 // AddRMSNorm runs b's fused AddRMSNorm, or Copy, Add and RMSNorm where b
 // has none.
 func AddRMSNorm(b Backend, sum, out, rstd, x, y, w *Tensor, eps float32) {

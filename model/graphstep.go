@@ -14,7 +14,7 @@ package model
 // rewrites that block and launches the graph.
 //
 // Tokens are drawn on the device with the sampler's key and counter
-// (rollout's determinism contract); see TokenSampler for how a device draw
+// (rollout's determinism contract); see DeviceSampler.SampleTokens for how a device draw
 // relates to the host's.
 
 import (
@@ -36,21 +36,6 @@ type SampleParams struct {
 	TopP        float64 // 1: off
 }
 
-// TokenSampler draws tokens on the device (the CUDA backend).
-type TokenSampler interface {
-	// SampleTokens writes, for each row r of logits (R, V), the token drawn
-	// with uniform u = rng.Uniform(draws[r].Key, draws[r].Counter) and its
-	// log-probability under the (tempered, filtered) distribution into out
-	// (R, 2): the token's int32 bits, then the log-prob. The uniform is
-	// bit-exact; the inverse CDF sums float64 probabilities in another
-	// order than the host's sampler.Sample, so a draw within a rounding
-	// error of a boundary between two tokens may pick the neighbour.
-	SampleTokens(out, logits *Tensor, draws []Draw, p SampleParams)
-	// DeviceSamples reports whether SampleTokens supports p (top-p without
-	// top-k needs a whole-vocabulary sort and is not supported).
-	DeviceSamples(p SampleParams) bool
-}
-
 // GraphSet runs a decode loop's steps as graphs, one per key (a row
 // bucket). Run calls step, which issues one step's ops and returns the
 // small tensor to bring back: the first time for a key eagerly (sizing the
@@ -67,16 +52,6 @@ type GraphSet interface {
 	Release()
 }
 
-// StepGrapher is a backend that can replay decode steps as graphs.
-type StepGrapher interface {
-	// NewGraphSet prepares graphs for a cache whose slots hold at most
-	// maxKeys keys (kernels whose shape would follow the context length,
-	// as split-K decode attention's split count, take it from maxKeys) and
-	// whose positions stay below maxKeys (RoPE tables are sized first, so
-	// that no graph ever sees them grow).
-	NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (GraphSet, error)
-}
-
 // DecodeGraph runs a KV cache's decode steps as graphs with device
 // sampling. The cache's last slot is the padding rows' spare and must
 // never be handed out.
@@ -84,7 +59,7 @@ type DecodeGraph struct {
 	m     *Model
 	kv    *KVCache
 	gs    GraphSet
-	ts    TokenSampler
+	ts    DeviceSampler
 	p     SampleParams
 	spare int
 	Steps map[int]int // graphed steps run per bucket (for tests and logs)
@@ -93,12 +68,12 @@ type DecodeGraph struct {
 // NewDecodeGraph prepares graphed decoding of kv with sampling settings p.
 // It fails when the backend cannot graph steps or draw with p.
 func (m *Model) NewDecodeGraph(kv *KVCache, p SampleParams) (*DecodeGraph, error) {
-	g, ok := m.B.(StepGrapher)
-	if !ok {
+	g := SamplerCapsOf(m.B).Device
+	if g == nil {
 		return nil, fmt.Errorf("decode graph: backend %s has no graphs", m.B.Name())
 	}
-	ts, ok := m.B.(TokenSampler)
-	if !ok || !ts.DeviceSamples(p) {
+	ts := g
+	if !ts.DeviceSamples(p) {
 		return nil, fmt.Errorf("decode graph: backend %s cannot draw with %+v on the device", m.B.Name(), p)
 	}
 	if kv.Slots < 2 {

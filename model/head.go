@@ -17,7 +17,7 @@ package model
 // one chunk (883 target rows at that vocabulary) is never recomputed. The
 // backward's chunks accumulate into the head's gradient in reverse order.
 //
-// Where the backend keeps activations in bf16 (ActivationStore), the
+// Where the backend keeps activations in bf16 (HalfPrecision.ActivationHalf), the
 // logits' gradient is written in bf16: its only readers are the two
 // products, which round it to bf16 anyway, so the same numbers flow for
 // half the bytes written and read (4.4 GB fewer writes at 8 × 2k).
@@ -76,9 +76,9 @@ func (m *Model) headChunks(p *Pass, mode headMode, f func(lo, hi int, logits, h 
 }
 
 // headGradScratch allocates a chunk of the logits' gradient (rows, V): bf16
-// where the backend keeps activations so (ActivationStore), fp32 elsewhere.
+// where the backend keeps activations so (HalfPrecision.ActivationHalf), fp32 elsewhere.
 func (m *Model) headGradScratch(rows int) *Tensor {
-	if as, ok := m.B.(ActivationStore); ok {
+	if as := TrainerCapsOf(m.B).Half; as != nil {
 		return as.ActivationHalf(rows, m.Cfg.VocabSize)
 	}
 	return Scratch(m.B, rows, m.Cfg.VocabSize)

@@ -39,7 +39,7 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	c := m.Cfg
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
 	alloc := m.B.New
-	if h, ok := m.B.(HalfStore); ok && m.KVCacheBF16 {
+	if h := SamplerCapsOf(m.B).Half; h != nil && m.KVCacheBF16 {
 		alloc = h.NewHalf
 	}
 	if f, ok := m.fp8Cache(); ok {
@@ -140,7 +140,7 @@ func (m *Model) Step(kv *KVCache, in []StepInput) ([][]float32, error) {
 }
 
 // StepLogits is Step with the logits (len(in), V) left on the backend, for
-// samplers that reduce them there (see RowSampler); the caller releases
+// samplers that reduce them there (see DeviceSampler); the caller releases
 // them (model.Release).
 func (m *Model) StepLogits(kv *KVCache, in []StepInput) (*Tensor, error) {
 	return m.stepTensor(kv, in, false)

@@ -49,18 +49,6 @@ type KVPaging struct {
 // granularity of current GPUs, so CPU runs budget as a GPU would.
 const DefaultKVPageBytes = 2 << 20
 
-// PagedKV is a backend that can back a KV cache with physical pages mapped
-// on demand into fixed, reserved address ranges (the CUDA backend).
-type PagedKV interface {
-	// KVPageBytes is the backend's mapping granularity.
-	KVPageBytes() int64
-	// NewPagedKV returns n writable bf16 tensors of shape (rows, g, d),
-	// each in an address range of its own with nothing mapped, and the
-	// mapper that backs page p (bytes [p·pageBytes, (p+1)·pageBytes)) of
-	// all n ranges at once, from a pool of at most maxPages such pages.
-	NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
-}
-
 // PageMapper maps and unmaps physical pages into a paged cache's ranges.
 type PageMapper interface {
 	Map(page int) error
@@ -196,10 +184,10 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	if pg.BudgetBytes <= 0 || pg.PageBytes < 0 {
 		return nil, fmt.Errorf("paged kv cache: budget %d bytes and page %d bytes: want a budget > 0 and a page ≥ 0", pg.BudgetBytes, pg.PageBytes)
 	}
-	pk, paged := m.B.(PagedKV)
-	_, half := m.B.(HalfStore)
+	caps := SamplerCapsOf(m.B)
+	pk, pf := caps.Paged, caps.PagedFP8
+	paged, half, pagedFP8 := pk != nil, caps.Half != nil, pf != nil
 	_, fp8 := m.fp8Cache()
-	pf, pagedFP8 := m.B.(PagedFP8KV)
 	if paged && !(half && m.KVCacheBF16) && !(fp8 && pagedFP8) {
 		// Pages back bf16 or fp8 rows only; an fp32 cache here would
 		// silently take every slot's full length instead of the budget.

@@ -298,7 +298,7 @@ func (m *Model) MergedWeights() (map[string][]float32, error) {
 // reads frozen storage; bf16-only weights through ReadHalf).
 func readWeight(b Backend, t *Tensor) []float32 {
 	host := make([]float32, t.Numel())
-	if hw, ok := b.(HalfWeights); ok && hw.IsHalfOnly(t) {
+	if hw := TrainerCapsOf(b).Half; hw != nil && hw.IsHalfOnly(t) {
 		hw.ReadHalf(t, host)
 		return host
 	}

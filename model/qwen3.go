@@ -67,8 +67,8 @@ func Load(b Backend, dir string) (*Model, error) {
 // only ever run forward (the frozen reference policy). It reports whether
 // anything was frozen; on backends without bf16 storage it does nothing.
 func (m *Model) Freeze() (bool, error) {
-	f, ok := m.B.(Freezer)
-	if !ok {
+	f := TrainerCapsOf(m.B).Half
+	if f == nil {
 		return false, nil
 	}
 	for _, np := range m.P.Named(m.Cfg) {
@@ -97,16 +97,15 @@ func (m *Model) Freeze() (bool, error) {
 
 // ShadowWeights gives every weight matrix (embedding and LM head
 // included; not the norms) a bf16 copy for matrix products where the
-// backend keeps them (Shadower): the policy under bf16 products, whose
+// backend keeps them (HalfPrecision.Shadow): the policy under bf16 products, whose
 // fp32 weights stay the optimizer's master copy. A matrix that is bf16
-// already (HalfWeights: its fp32 master sharded over the ranks) needs
+// already (HalfPrecision.HalfOnly: its fp32 master sharded over the ranks) needs
 // none. It reports whether products read bf16 weights.
 func (m *Model) ShadowWeights() (bool, error) {
-	s, ok := m.B.(Shadower)
-	if !ok {
+	s := TrainerCapsOf(m.B).Half
+	if s == nil {
 		return false, nil
 	}
-	hw, _ := m.B.(HalfWeights)
 	made := false
 	// With adapters, they get copies, and of the base the matrices Freeze
 	// left fp32 that a product reads: a tied LM head's (the input
@@ -125,7 +124,7 @@ func (m *Model) ShadowWeights() (bool, error) {
 		if len(np.Shape) < 2 {
 			continue
 		}
-		if hw != nil && hw.IsHalfOnly(*np.Ptr) {
+		if s.IsHalfOnly(*np.Ptr) {
 			made = true
 			continue
 		}
@@ -202,7 +201,7 @@ func (a *layerActs) tensors() []*Tensor {
 
 // newLayerActs allocates one layer's activations for n tokens. Every
 // activation is overwritten by the op that produces it. Where the backend
-// keeps activations in bf16 (ActivationStore), the inputs of products
+// keeps activations in bf16 (HalfPrecision.ActivationHalf), the inputs of products
 // (xn1, xn2, the MLP's h), the products' outputs (the fused q/k/v, gate
 // and up) and, for a training pass (train), attention's inputs and output
 // (qn, kn, v, att) are bf16: half the bytes saved for the backward and
@@ -215,7 +214,7 @@ func (m *Model) newLayerActs(n int, train bool) *layerActs {
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
 	s := func(shape ...int) *Tensor { return Scratch(b, shape...) }
 	half, att := s, s
-	if as, ok := b.(ActivationStore); ok {
+	if as := TrainerCapsOf(b).Half; as != nil {
 		half = as.ActivationHalf
 		if train {
 			att = as.ActivationHalf

@@ -18,18 +18,11 @@ import "github.com/gdrotrain/gdrotrain/grpo"
 // head's backward runs.
 type TokenLoss = grpo.TokenLoss
 
-// TokenLossGrader is implemented by backends that compute a TokenLoss's
-// derivatives where the log-probs are (the CUDA backend, in a kernel):
-// dl[i] = ∂J/∂log π of target row lo+i at logp[i], for i < hi−lo.
-type TokenLossGrader interface {
-	TokenLossGrad(dl, logp *Tensor, l *TokenLoss, lo, hi int)
-}
-
 // tokenLossGrad computes the derivatives of target rows lo..hi into dl: on
 // the device when the backend can, through the host otherwise (the CPU
 // backends, whose downloads are copies).
 func (m *Model) tokenLossGrad(dl, logp *Tensor, l *TokenLoss, lo, hi int) {
-	if g, ok := m.B.(TokenLossGrader); ok {
+	if g := TrainerCapsOf(m.B).TokenLoss; g != nil {
 		g.TokenLossGrad(dl, logp, l, lo, hi)
 		return
 	}

@@ -53,7 +53,7 @@ func (o *AdamW) Update(b model.Backend, mc *model.Config, p, grads *model.Params
 	h := o.Cfg.step(lr, o.Step)
 	h.GradScale, o.GradScale = o.GradScale, 0
 	pn, gn, mn, vn := p.Named(mc), grads.Named(mc), o.M.Named(mc), o.V.Named(mc)
-	if mt, ok := b.(model.MultiTensorOptimizer); ok {
+	if mt := model.TrainerCapsOf(b).Multi; mt != nil {
 		ps, gs, ms, vs := make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn)), make([]*model.Tensor, len(pn))
 		for i := range pn {
 			ps[i], gs[i], ms[i], vs[i] = *pn[i].Ptr, *gn[i].Ptr, *mn[i].Ptr, *vn[i].Ptr
@@ -104,7 +104,7 @@ func (o *AdamW) LoadMoments(b model.Backend, mc *model.Config, src MomentSource)
 
 // GradNorm returns the global L2 norm of grads.
 func GradNorm(b model.Backend, mc *model.Config, grads *model.Params) float64 {
-	if ss, ok := b.(model.SquareSummer); ok {
+	if ss := model.TrainerCapsOf(b).Multi; ss != nil {
 		var ts []*model.Tensor
 		grads.Each(mc, func(_ string, t *model.Tensor) { ts = append(ts, t) })
 		return math.Sqrt(ss.SumSquaresAll(ts))
@@ -144,7 +144,7 @@ func ClipShardGradNorm(b model.Backend, views []*model.Tensor, across func(local
 		}
 	}
 	var local float64
-	if ss, ok := b.(model.SquareSummer); ok {
+	if ss := model.TrainerCapsOf(b).Multi; ss != nil {
 		local = ss.SumSquaresAll(mine)
 	} else {
 		for _, v := range mine {
@@ -175,7 +175,7 @@ func ClipShardGradNorm(b model.Backend, views []*model.Tensor, across func(local
 
 // ZeroGrads sets every gradient to zero.
 func ZeroGrads(b model.Backend, mc *model.Config, grads *model.Params) {
-	if mt, ok := b.(model.MultiTensorOptimizer); ok {
+	if mt := model.TrainerCapsOf(b).Multi; mt != nil {
 		var ts []*model.Tensor
 		grads.Each(mc, func(_ string, t *model.Tensor) { ts = append(ts, t) })
 		mt.ZeroAll(ts)

@@ -11,5 +11,5 @@
 // It needs no cgo: the collectives are interfaces (ShardComm, AllReducer)
 // that the CUDA backend's NCCL communicator and the control plane
 // (HostComm) implement, and the backend's optional capabilities
-// (model.HalfWeights, model.SquareSummer) are read by type assertion.
+// (model.HalfPrecision, model.MultiTensorOptimizer) are read by type assertion.
 package optim

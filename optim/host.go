@@ -76,7 +76,7 @@ func (h HostComm) ReduceScatterAdd(ts, acc []*model.Tensor, s Shard) error {
 
 // GatherShards implements ShardGatherer (download the owned ranges,
 // exchange, upload the others'). The bf16-only weights of sharded masters
-// (model.HalfWeights) travel as 2-byte bf16, the rest as float32.
+// (model.HalfPrecision) travel as 2-byte bf16, the rest as float32.
 func (h HostComm) GatherShards(ts []*model.Tensor, s Shard) error {
 	return h.gather("optimizer shards", ts, s, func(t *model.Tensor, r int) (int, int) { return Shard{Rank: r, World: s.World}.Range(t.Numel()) })
 }
@@ -95,7 +95,7 @@ func (h HostComm) GatherBlocks(buf *model.Tensor, s Shard) error {
 // gather all-gathers, for every tensor of ts, the part [lo, hi) = part(t,
 // r) from rank r: one round trip for all of them.
 func (h HostComm) gather(what string, ts []*model.Tensor, s Shard, part func(t *model.Tensor, r int) (lo, hi int)) error {
-	hw, _ := h.B.(model.HalfWeights)
+	hw := model.TrainerCapsOf(h.B).Half
 	half := func(t *model.Tensor) bool { return hw != nil && hw.IsHalfOnly(t) }
 	var blob []byte
 	for _, t := range ts {

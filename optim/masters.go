@@ -3,7 +3,7 @@ package optim
 // ZeRO-1 with sharded fp32 masters. Under bf16 products a policy matrix is
 // read only by products, which see its bf16 rounding; its fp32 values are
 // needed only by AdamW. So where the backend can hold a weight as bf16
-// storage alone (model.HalfWeights: the CUDA backend under bf16 products),
+// storage alone (model.HalfPrecision: the CUDA backend under bf16 products),
 // each rank keeps, beside the moments of its Range of every parameter, the
 // fp32 master of that range only (ShardedAdamW.ShardMasters), and the
 // matrix itself becomes bf16: 2 bytes per element on every rank plus 4/W
@@ -13,7 +13,7 @@ package optim
 //
 // AdamW on the owned range reads the gradient, updates the master and the
 // moments, and writes the master's bf16 rounding into the weight's range
-// (model.HalfWeights.AdamWHalf: the same kernel and rounding that write a
+// (model.HalfPrecision.AdamWHalf: the same kernel and rounding that write a
 // bf16 copy in the replicated update); the ranks then all-gather the bf16
 // ranges. Products read exactly the bf16 operands they read before, so the
 // training is bitwise that of moment-only ZeRO-1 (on the emulator, whose
@@ -65,8 +65,8 @@ func MasterSharded(np model.NamedParam) bool {
 // possible in tests) is gathered through a scratch buffer instead, since
 // its padding would overlap the next view.
 func (o *ShardedAdamW) ShardMasters(b model.Backend, mc *model.Config, p *model.Params) (bool, error) {
-	hw, ok := b.(model.HalfWeights)
-	if !ok {
+	hw := model.TrainerCapsOf(b).Half
+	if hw == nil {
 		return false, nil
 	}
 	pn := p.Named(mc)
@@ -163,9 +163,7 @@ func (o *ShardedAdamW) GatherMasters(b model.Backend, mc *model.Config, p *model
 	var buf *model.Tensor
 	if longest > 0 {
 		buf = b.New(longest)
-		if r, ok := b.(model.Releaser); ok {
-			defer r.Release(buf)
-		}
+		defer model.Release(b, buf)
 	}
 	var out map[string][]float32
 	if want {
@@ -216,8 +214,8 @@ func (o *ShardedAdamW) LoadMasters(b model.Backend, mc *model.Config, p *model.P
 	if !o.MastersSharded() {
 		return fmt.Errorf("load fp32 masters: the optimizer holds no sharded masters")
 	}
-	hw, ok := b.(model.HalfWeights)
-	if !ok {
+	hw := model.TrainerCapsOf(b).Half
+	if hw == nil {
 		return fmt.Errorf("load fp32 masters: backend %s has no bf16-only weights", b.Name())
 	}
 	pn := p.Named(mc)

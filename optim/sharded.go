@@ -95,8 +95,8 @@ func (z *sharded) Fingerprint(w io.Writer) {
 	if !o.MastersSharded() {
 		return
 	}
-	hw, ok := z.m.B.(model.HalfWeights)
-	if !ok {
+	hw := model.TrainerCapsOf(z.m.B).Half
+	if hw == nil {
 		return
 	}
 	s, one := o.Shard, make([]float32, 1)

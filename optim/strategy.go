@@ -177,8 +177,8 @@ func New(m *model.Model, s Setup) (Strategy, error) {
 // embedding always gets one under bf16 products); only there may the
 // matrices be bf16 alone.
 func shardMasters(m *model.Model, o *ShardedAdamW, logf func(string, ...any)) error {
-	s, ok := m.B.(model.Shadower)
-	if !ok {
+	s := model.TrainerCapsOf(m.B).Half
+	if s == nil {
 		return nil
 	}
 	if copies, err := s.Shadow(m.P.Embed); err != nil {

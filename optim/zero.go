@@ -93,8 +93,8 @@ func (o *ShardedAdamW) Update(b model.Backend, mc *model.Config, p, grads *model
 			grad = o.G[i]
 		}
 		if o.HalfOnly != nil && o.HalfOnly[i] {
-			hw, ok := b.(model.HalfWeights)
-			if !ok {
+			hw := model.TrainerCapsOf(b).Half
+			if hw == nil {
 				return fmt.Errorf("adamw step %d: %s is a bf16-only weight but backend %s has none", o.Step, o.Names[i], b.Name())
 			}
 			hw.AdamWHalf(o.Master[i], part, grad, o.M[i], o.V[i], h)

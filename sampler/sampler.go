@@ -18,14 +18,14 @@
 // rollout is recomputed and draws the same tokens): see Generate.
 //
 // Device-side reductions: when the model's backend implements
-// model.RowSampler (the CUDA backend), a decode step downloads per row only
+// model.DeviceSampler (the CUDA backend), a decode step downloads per row only
 // what the draw needs — the top k logits for greedy and top-k sampling (the
 // draw is then the same host arithmetic on the same numbers), or chunk sums
 // plus one 1024-id chunk for unfiltered sampling (equal to the full-row
 // draw up to float64 rounding of the normaliser) — instead of the whole
 // vocabulary. Top-p without top-k downloads full rows.
 //
-// Device draws (Params.Graphs, on a model.StepGrapher backend): each
+// Device draws (Params.Graphs, on a model.DeviceSampler backend): each
 // decode step runs as one replayed CUDA graph that also draws the tokens,
 // so a step is one graph launch and one host sync (the download of the
 // tokens and log-probs). The prefill and each rollout's first token take
@@ -720,7 +720,7 @@ func newPrompt(r Request, dst []Completion, home int, p Params) (*promptState, [
 }
 
 // DeviceLM is implemented by models whose logits can stay on their backend
-// (model.Model); with a model.RowSampler backend the sampler reduces them
+// (model.Model); with a model.DeviceSampler backend the sampler reduces them
 // there.
 type DeviceLM interface {
 	StepLogits(kv *model.KVCache, in []model.StepInput) (*model.Tensor, error)
@@ -740,9 +740,8 @@ func canGraph(lm LM, p Params) bool {
 	if !ok {
 		return false
 	}
-	_, graphs := g.Backend().(model.StepGrapher)
-	ts, draws := g.Backend().(model.TokenSampler)
-	return graphs && draws && ts.DeviceSamples(sampleParams(p))
+	ds := model.SamplerCapsOf(g.Backend()).Device
+	return ds != nil && ds.DeviceSamples(sampleParams(p))
 }
 
 func sampleParams(p Params) model.SampleParams {
@@ -776,9 +775,10 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 		return stepExact(lm.(DeviceLM), kv, in, readers, p)
 	}
 	dev, isDev := lm.(DeviceLM)
-	var rs model.RowSampler
+	var rs model.DeviceSampler
 	if isDev {
-		rs, isDev = dev.Backend().(model.RowSampler)
+		rs = model.SamplerCapsOf(dev.Backend()).Device
+		isDev = rs != nil
 	}
 	if !isDev {
 		logits, err := lm.Step(kv, in)
@@ -856,7 +856,7 @@ func stepExact(lm DeviceLM, kv *model.KVCache, in []model.StepInput, readers [][
 }
 
 // drawGreedy gives each reader its row's argmax, the top 1 of the device.
-func drawGreedy(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState) error {
+func drawGreedy(b model.Backend, rs model.DeviceSampler, t *model.Tensor, readers [][]*seqState) error {
 	ids, _ := rs.TopK(t, 1)
 	if err := backendErr(b); err != nil {
 		return err
@@ -871,7 +871,7 @@ func drawGreedy(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [
 
 // drawTopK draws from each row's top p.TopK logits, found on the device:
 // the host draw on the same numbers.
-func drawTopK(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][]*seqState, p Params) error {
+func drawTopK(b model.Backend, rs model.DeviceSampler, t *model.Tensor, readers [][]*seqState, p Params) error {
 	ids, vals := rs.TopK(t, p.TopK)
 	if err := backendErr(b); err != nil {
 		return err
@@ -888,7 +888,7 @@ func drawTopK(b model.Backend, rs model.RowSampler, t *model.Tensor, readers [][
 // drawByChunks draws unfiltered from softmax(row/temperature) by the
 // rows' chunk sums and, per draw, the one chunk that holds it (see
 // chunkWalk).
-func drawByChunks(b model.Backend, rs model.RowSampler, t *model.Tensor, V int, readers [][]*seqState, temperature float64) error {
+func drawByChunks(b model.Backend, rs model.DeviceSampler, t *model.Tensor, V int, readers [][]*seqState, temperature float64) error {
 	mx, sums := rs.ChunkSums(t, temperature, sampleChunk)
 	if err := backendErr(b); err != nil {
 		return err

@@ -676,7 +676,7 @@ func OpenGenerator(cfg Config, logw io.Writer, o Options) (*Generator, error) {
 			return nil, fmt.Errorf("the weights' link: %w", err)
 		}
 	}
-	if _, gpu := b.(model.MemoryReporter); gpu && link == nil {
+	if gpu := model.MemoryCapsOf(b).Reporter != nil; gpu && link == nil {
 		return nil, errors.New("generation ranks on CUDA take their weights over a device link (Dist.NewWeightLink: NCCL), and none was given")
 	}
 	g.link = link

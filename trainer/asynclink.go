@@ -10,7 +10,7 @@ package trainer
 // each as the generation ranks' products read it — bf16 for every matrix
 // but the input embedding under bf16 products (optim.MasterSharded's
 // rule), float32 otherwise. A generation rank under bf16 products holds
-// those matrices as bf16 storage alone (model.HalfWeights), which is all
+// those matrices as bf16 storage alone (model.HalfPrecision), which is all
 // its products read; its embedding and norms stay float32, their bf16
 // copies refreshed after every write.
 //
@@ -76,8 +76,8 @@ func payloadSize(ts []*model.Tensor, half []bool) int {
 // they are views of, so the rank holds them as its products read them and
 // the link writes them in place.
 func holdHalf(m *model.Model) error {
-	hw, ok := m.B.(model.HalfWeights)
-	if !ok {
+	hw := model.TrainerCapsOf(m.B).Half
+	if hw == nil {
 		return fmt.Errorf("backend %s cannot hold bf16-only weights", m.B.Name())
 	}
 	p := m.Trainable()

@@ -90,14 +90,15 @@ func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (mod
 		return nil, planFor(mc, cfg, kind != device.CPU, cfg.Run.Device+" (not opened)"), fmt.Errorf("run.device: %w", err)
 	}
 	if cfg.Precision.ExactLogProbs {
-		bi, ok := b.(model.BatchInvariant)
-		if !ok {
+		bi := model.TrainerCapsOf(b).Exact
+		if bi == nil {
 			return nil, planFor(mc, cfg, true, b.Name()), fmt.Errorf("run.device %s (%s): %w", cfg.Run.Device, b.Name(), errExactCUDA)
 		}
 		bi.SetBatchInvariant(true)
 		logf("precision.exact_logprobs: batch-invariant products on %s; the sampler's log-probs are π_old", b.Name())
 	}
-	mr, gpu := b.(model.MemoryReporter)
+	mr := model.MemoryCapsOf(b).Reporter
+	gpu := mr != nil
 	bud := planFor(mc, cfg, gpu, b.Name())
 	bud.Available = memplan.Available()
 	if gpu {

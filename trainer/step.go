@@ -248,7 +248,7 @@ func (t *Trainer) weigh(plan *gdro.Plan, rows []rowData) error {
 type memPeaks struct{ m model.MemoryReporter }
 
 func newMemPeaks(b model.Backend) memPeaks {
-	m, _ := b.(model.MemoryReporter)
+	m := model.MemoryCapsOf(b).Reporter
 	if m != nil {
 		m.ResetMemPeak()
 	}

@@ -107,7 +107,7 @@ func hostMemory() int64 { return memplan.Available() }
 // deviceMemory is the free memory of the device b computes on: its own for
 // a GPU, the host's otherwise, and the name to say.
 func deviceMemory(b model.Backend) (int64, string) {
-	if mr, ok := b.(model.MemoryReporter); ok {
+	if mr := model.MemoryCapsOf(b).Reporter; mr != nil {
 		if free, _, err := mr.MemInfo(); err == nil {
 			return free, fmt.Sprintf("%s (%s)", b.Name(), mr.DeviceName())
 		}

@@ -235,7 +235,7 @@ func OpCases() []OpCase {
 	samp := g.randn(5*3001, 3)
 	add(OpCase{Name: "device sampling reductions", Kernels: "topk_rows, chunk_sums", Run: func(b model.Backend) []float32 {
 		L := model.NewFrom(b, samp, 5, 3001)
-		if rs, ok := b.(model.RowSampler); ok {
+		if rs := model.SamplerCapsOf(b).Device; rs != nil {
 			return sampling(rs.TopK(L, 8))(rs.ChunkSums(L, 0.7, 512))
 		}
 		return sampling(hostTopK(model.Values(b, L), 3001, 8))(hostChunkSums(model.Values(b, L), 3001, 0.7, 512))
@@ -305,9 +305,7 @@ func headDimCases(g *gen) []OpCase {
 						b.AttentionBackward(dq, dk, dv, model.NewFrom(b, in[i].dout, l.nq, H, D), Q, K, V, out, lse, l.segs, scale)
 						res = append(res, model.Values(b, dq, dk, dv)...)
 					}
-					if r, ok := b.(model.Releaser); ok {
-						r.Release(Q, K, V, out, lse)
-					}
+					model.Release(b, Q, K, V, out, lse)
 				}
 				return res
 			},
@@ -323,8 +321,8 @@ func headDimCases(g *gen) []OpCase {
 // backend keeps one (half set, model.HalfStore: written by ScatterRows as
 // the model writes its cache), else in fp32.
 func kvUpload(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
-	hs, ok := b.(model.HalfStore)
-	if !half || !ok {
+	hs := model.SamplerCapsOf(b).Half
+	if !half || hs == nil {
 		return model.NewFrom(b, vals, rows, heads, d)
 	}
 	t := hs.NewHalf(rows, heads, d)
@@ -334,9 +332,7 @@ func kvUpload(b model.Backend, vals []float32, half bool, rows, heads, d int) *m
 	}
 	src := model.NewFrom(b, vals, rows, heads*d)
 	b.ScatterRows(t.View(rows, heads*d), src, idx, false)
-	if r, ok := b.(model.Releaser); ok {
-		r.Release(src)
-	}
+	model.Release(b, src)
 	return t
 }
 
@@ -401,7 +397,7 @@ func sampling(ids [][]int32, vals [][]float32) func(mx []float64, sums [][]float
 	}
 }
 
-// hostTopK is model.RowSampler.TopK's definition: per row of width V, the
+// hostTopK is model.DeviceSampler.TopK's definition: per row of width V, the
 // k largest values in descending order, ties broken by the lower id.
 func hostTopK(logits []float32, V, k int) ([][]int32, [][]float32) {
 	var ids [][]int32
@@ -423,7 +419,7 @@ func hostTopK(logits []float32, V, k int) ([][]int32, [][]float32) {
 	return ids, vals
 }
 
-// hostChunkSums is model.RowSampler.ChunkSums's definition, in float64.
+// hostChunkSums is model.DeviceSampler.ChunkSums's definition, in float64.
 func hostChunkSums(logits []float32, V int, temperature float64, chunk int) ([]float64, [][]float64) {
 	var mx []float64
 	var sums [][]float64
@@ -456,7 +452,7 @@ func abs(x []float32) []float32 {
 
 // trainingAttentionCase is attention as a training pass under bf16
 // products runs it: bf16 queries, keys, values and output
-// (model.ActivationStore), Qwen3's head dim, packed segments over several
+// (model.HalfPrecision), Qwen3's head dim, packed segments over several
 // tiles, forward and backward, under bf16 products only. On an H100 or H200 it is the warpgroup-MMA
 // kernels' check (their shared-memory layouts and asynchrony are the
 // emulator's model of the PTX ISA until a GPU has run them); elsewhere the
@@ -478,7 +474,7 @@ func trainingAttentionCase(g *gen) OpCase {
 			out, lse := actUpload(b, nil, n, H, D), b.New(n, H)
 			b.Attention(out, lse, Q, K, V, segs, scale)
 			res := model.Values(b, out, lse)
-			if _, ok := b.(model.ActivationStore); !ok {
+			if model.TrainerCapsOf(b).Half == nil {
 				roundBF16(res[:out.Numel()]) // the GPU keeps a bf16 output
 				b.Upload(out, res[:out.Numel()])
 			}
@@ -489,12 +485,12 @@ func trainingAttentionCase(g *gen) OpCase {
 }
 
 // actUpload is a bf16 activation holding vals (bf16 values already) where
-// the backend keeps them (model.ActivationStore), written through a
+// the backend keeps them (model.HalfPrecision), written through a
 // product with the identity (exact), else an fp32 tensor; nil vals leaves
 // it unwritten.
 func actUpload(b model.Backend, vals []float32, shape ...int) *model.Tensor {
-	as, ok := b.(model.ActivationStore)
-	if !ok {
+	as := model.TrainerCapsOf(b).Half
+	if as == nil {
 		if vals == nil {
 			return b.New(shape...)
 		}

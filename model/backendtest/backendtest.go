@@ -597,7 +597,7 @@ func (s *suite) rows(t *testing.T) {
 
 // cols checks AddCols and CopyCols against index arithmetic done here, on
 // an odd width and every column offset, and AddCols into a bf16 activation
-// (ActivationStore) against the fp32 sum rounded once.
+// (HalfPrecision.ActivationHalf) against the fp32 sum rounded once.
 func (s *suite) cols(t *testing.T) {
 	const R, W, w = 3, 7, 3
 	wide, narrow := s.randn(R*W, 1), s.randn(R*w, 1)
@@ -618,7 +618,7 @@ func (s *suite) cols(t *testing.T) {
 		out := s.tensor(s.randn(R*w, 1), R, w)
 		s.b.CopyCols(out, s.tensor(wide, R, W), col0)
 		s.expect(t, fmt.Sprintf("copy cols at %d", col0), s.get(out), cp, numcheck.Tol{})
-		if as, ok := s.b.(model.ActivationStore); ok {
+		if as := model.TrainerCapsOf(s.b).Half; as != nil {
 			h, eye := as.ActivationHalf(R, W), make([]float32, W*W)
 			for j := range W {
 				eye[j*W+j] = 1

@@ -56,11 +56,11 @@ func (s *suite) fused(t *testing.T) {
 		s.expect(t, name+" dx = res + ∂", s.get(dx), wantDx, s.tol(t))
 		s.same(t, name+" dx vs RMSNormBackward+Add", s.get(dx), func() []float32 { s.b.Add(udx, res); return s.get(udx) }())
 		s.same(t, name+" dw vs RMSNormBackward", s.get(dw), s.get(udw))
-		// A dx with a bf16 copy (model.Shadower, as the backward's residual
+		// A dx with a bf16 copy (model.HalfPrecision, as the backward's residual
 		// gradients have): the same fp32 dx, and a product reading dx·I
 		// gives it rounded to bf16 (the copy the pass wrote), or dx itself
 		// where the backend's products keep fp32.
-		if sh, ok := s.b.(model.Shadower); ok {
+		if sh := model.TrainerCapsOf(s.b).Half; sh != nil {
 			hdx := s.b.New(rows, n)
 			if _, err := sh.Shadow(hdx); err != nil {
 				t.Fatal(err)
@@ -148,12 +148,12 @@ func refAddRMSNorm(x, y, w []float32, n int, eps float64) (sum, out, rstd []floa
 }
 
 // halfLogitsGrad: where the backend keeps activations in bf16
-// (model.ActivationStore), LogSoftmaxGatherBackward into a bf16 activation
+// (model.HalfPrecision), LogSoftmaxGatherBackward into a bf16 activation
 // gives the fp32 result rounded to nearest even, exactly (the LM head's
 // gradient chunks, model/head.go).
 func (s *suite) halfLogitsGrad(t *testing.T) {
-	as, ok := s.b.(model.ActivationStore)
-	if !ok {
+	as := model.TrainerCapsOf(s.b).Half
+	if as == nil {
 		t.Skipf("%s keeps no bf16 activations", s.b.Name())
 	}
 	const M, V = 3, 1031
@@ -183,14 +183,14 @@ func (s *suite) halfLogitsGrad(t *testing.T) {
 }
 
 // halfInputGrads: where the backend keeps activations in bf16
-// (model.ActivationStore), SwiGLUBackward into bf16 dgate, dup and
+// (model.HalfPrecision), SwiGLUBackward into bf16 dgate, dup and
 // SplitQKVBackward into a bf16 dqkv (from bf16 gate, up and qkv) give the
 // fp32 gradients of the same inputs rounded to nearest even, exactly (the
 // backward's dgu and dqkv, model/backward.go), and CopyCols reads such a
 // gradient back widened exactly (LoRA's q/k/v blocks).
 func (s *suite) halfInputGrads(t *testing.T) {
-	as, ok := s.b.(model.ActivationStore)
-	if !ok {
+	as := model.TrainerCapsOf(s.b).Half
+	if as == nil {
 		t.Skipf("%s keeps no bf16 activations", s.b.Name())
 	}
 	// half is a bf16 activation holding vals rounded (a product writes it:

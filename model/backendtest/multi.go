@@ -1,6 +1,6 @@
 package backendtest
 
-// The multi-tensor ops (model.MultiTensorOptimizer, model.SquareSummer), on
+// The multi-tensor ops (model.MultiTensorOptimizer, model.MultiTensorOptimizer), on
 // backends that have them: bitwise against the per-tensor ops over tensors
 // of sizes around the kernels' block and grid boundaries, row views of a
 // larger tensor among them.
@@ -31,8 +31,8 @@ func (s *suite) multiSet(scale float64) (ts []*model.Tensor, vals [][]float32, w
 }
 
 func (s *suite) multiTensor(t *testing.T) {
-	mt, ok := s.b.(model.MultiTensorOptimizer)
-	if !ok {
+	mt := model.TrainerCapsOf(s.b).Multi
+	if mt == nil {
 		t.Skip("no multi-tensor ops on this backend")
 	}
 	t.Run("AdamWAll", func(t *testing.T) {
@@ -79,8 +79,8 @@ func (s *suite) multiTensor(t *testing.T) {
 		s.noErr(t, "zero all")
 	})
 	t.Run("SumSquaresAll", func(t *testing.T) {
-		ss, ok := s.b.(model.SquareSummer)
-		if !ok {
+		ss := model.TrainerCapsOf(s.b).Multi
+		if ss == nil {
 			t.Skip("no SumSquaresAll")
 		}
 		ts, _, _ := s.multiSet(2)

@@ -170,14 +170,14 @@ func TrainFLOPs(s Shape) float64 {
 }
 
 // DecodeStep runs one decode step of in and brings back what the sampler
-// needs for unfiltered sampling: whole logit rows, or on a RowSampler
+// needs for unfiltered sampling: whole logit rows, or on a DeviceSampler
 // backend (as the sampler does there) each row's chunk sums, then one
 // chunk of 1024 logits per row in one download, the logits staying on the
 // device.
 func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
 	b := m.B
-	rs, ok := b.(model.RowSampler)
-	if !ok {
+	rs := model.SamplerCapsOf(b).Device
+	if rs == nil {
 		_, err := m.Step(kv, in)
 		return err
 	}
@@ -221,7 +221,7 @@ type DecodeOptions struct {
 // copied to every slot as the sampler shares a prompt) and times d.Steps
 // decode steps of one token per slot, the logits reaching the host as the
 // sampler receives them (whole rows, or device-side reductions on a
-// RowSampler backend).
+// DeviceSampler backend).
 func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (DecodeResult, error) {
 	batch, context, steps := d.Batch, d.Context, d.Steps
 	cfg, err := o.Config()
@@ -247,7 +247,7 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 			return DecodeResult{}, err
 		}
 		kvBytes = float64(model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)) / float64(cfg.NumKeyValueHeads*cfg.HeadDim)
-	} else if _, ok := b.(model.HalfStore); ok {
+	} else if model.SamplerCapsOf(b).Half != nil {
 		m.KVCacheBF16, kvBytes = true, 2
 	}
 	kv := m.NewKVCache(batch, context+steps+1)
