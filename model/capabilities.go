@@ -15,11 +15,11 @@ package model
 //	sampler  DeviceSampler         C        whole logit rows downloaded; host draws; eager decode steps
 //	sampler  HalfStore             C        KV cache fp32
 //	sampler  PagedKV, PagedFP8KV   C        KV cache allocated whole (DefaultKVPageBytes budgets)
-//	sampler  FP8KVStore            C        precision.kv_cache fp8 refused (CheckKVCache)
+//	sampler  FP8KVStore            C        precision.kv_cache fp8 refused (CheckKVCache; CUDA refuses below sm_89)
 //	trainer  HalfPrecision         C        weights, activations and their products fp32
 //	trainer  MultiTensorOptimizer  C        AdamW, Zero and SumSquares one tensor at a time
 //	trainer  TokenLossGrader       C        the loss's derivatives computed through the host
-//	trainer  BatchInvariant           R  F  precision.exact_logprobs refused
+//	trainer  BatchInvariant              F  precision.exact_logprobs refused
 //	trainer  ResidualNormer        C  R  F  Copy, Add and RMSNorm (AddRMSNorm)
 //	memory   Releaser              C        tensors left to the garbage collector
 //	memory   Scratcher             C        New (zero-filled)
@@ -28,15 +28,20 @@ package model
 //
 // The CUDA-only capabilities have no CPU implementation on purpose: each
 // either changes no value (a multi-tensor launch, a released or uncleared
-// buffer, paging, a device-side reduction: the conformance suite,
-// model/backendtest, checks each against the one-tensor ops the CPU runs,
-// bit for bit where the contract says so) or changes the number format
-// (bf16 and fp8 storage, device draws), where the CPU reference is the
-// fp32 computation the format approximates and the suite checks CUDA
-// against it within the format's tolerance. A CPU backend implementing the
-// formats would be a second emulation of the GPU's roundings, not a
-// reference. BatchInvariant is the converse: a guarantee the CPU backends
-// give and the GPU kernels do not.
+// buffer, paging, a reduction or the loss's derivatives on the device) or
+// changes the number format (bf16 and fp8 storage, device draws). The
+// first kind is checked against what the CPU does without it: the
+// conformance suite (model/backendtest: multi.go, tokenloss.go) compares
+// it with the backend's one-tensor ops or the host's derivatives, bit for
+// bit where the contract says so, and the cuda package's tests compare
+// decoding and whole steps with the CPU's (TestGenerateMatchesCPU,
+// TestTrainingStepMatchesCPU). For the second kind the CPU reference is
+// the fp32 computation the format approximates, and the suite and those
+// tests (TestHalfKVCache, TestFP8KVCache) check CUDA against it within
+// the format's tolerance: a CPU backend implementing the formats would be
+// a second emulation of the GPU's roundings, not a reference. BatchInvariant is the converse: a guarantee the fast CPU
+// backend gives (the reference's plain loops do not promise it) and the
+// GPU kernels do not.
 
 // ---- The sampler's capabilities ----
 
