@@ -248,7 +248,7 @@ func (b *Backend) halfOf(t *model.Tensor) uint64 {
 	return buf.shadow.ptr + 2*uint64(t.Off)
 }
 
-// Release gives tensors' storage back to the pool (model.Releaser). A view
+// Release gives tensors' storage back to the pool (model.MemoryPool). A view
 // releases the whole buffer it belongs to; any later use of the buffer, or
 // a second release, is an error.
 func (b *Backend) Release(ts ...*model.Tensor) {
@@ -268,15 +268,13 @@ func (b *Backend) Release(ts ...*model.Tensor) {
 	}
 }
 
-var _ model.Releaser = (*Backend)(nil)
+var _ model.MemoryPool = (*Backend)(nil)
 
 // New allocates a zero-filled tensor.
 func (b *Backend) New(shape ...int) *model.Tensor { return b.newTensor("new", 4, shape) }
 
-// Scratch allocates a tensor left as the pool hands it out (model.Scratcher).
+// Scratch allocates a tensor left as the pool hands it out (model.MemoryPool).
 func (b *Backend) Scratch(shape ...int) *model.Tensor { return b.newTensor("scratch", -4, shape) }
-
-var _ model.Scratcher = (*Backend)(nil)
 
 // newTensor allocates a zero-filled tensor of 4-byte (float32) or 2-byte
 // (bf16) elements; a negative width leaves it uncleared.
@@ -406,7 +404,7 @@ func (b *Backend) Freeze(t *model.Tensor) error {
 // the memory and half the decode bandwidth.
 func (b *Backend) NewHalf(shape ...int) *model.Tensor { return b.newTensor("new half", 2, shape) }
 
-var _ model.HalfStore = (*Backend)(nil)
+var _ model.KVStore = (*Backend)(nil)
 
 // ActivationHalf hands out an uncleared activation kept in bf16 under bf16
 // products (model.HalfPrecision): the products that read these tensors

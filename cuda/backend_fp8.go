@@ -1,6 +1,6 @@
 package cuda
 
-// The fp8 (e4m3) KV cache (model.FP8KVStore, precision.kv_cache fp8): a
+// The fp8 (e4m3) KV cache (model.KVStore, precision.kv_cache fp8): a
 // tensor (rows, G, D) whose rows are kernels/fp8.cuh's — G·D one-byte codes
 // and G float32 scales, model.FP8KVRowBytes bytes, 1,056 at Qwen3-1.7B
 // against 2,048 in bf16. ScatterRows quantises new keys and values with a
@@ -31,11 +31,6 @@ type kv8Rows struct {
 
 // elems is the elements (codes) of a row.
 func (l *kv8Rows) elems() int { return l.G * l.D }
-
-var (
-	_ model.FP8KVStore = (*Backend)(nil)
-	_ model.PagedFP8KV = (*Backend)(nil)
-)
 
 // FP8KV says why a model of config c cannot have an fp8 cache on this GPU.
 func (b *Backend) FP8KV(c *model.Config) error {
@@ -73,7 +68,7 @@ func (b *Backend) NewFP8(shape ...int) *model.Tensor {
 }
 
 // NewPagedFP8KV reserves n ranges for fp8 (rows, g, d) tensors and returns
-// them and their page mapper (model.PagedFP8KV; vmm.go).
+// them and their page mapper (model.KVStore; vmm.go).
 func (b *Backend) NewPagedFP8KV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*model.Tensor, model.PageMapper, error) {
 	if d%16 != 0 {
 		return nil, nil, fmt.Errorf("paged fp8 kv: head_dim %d is not a multiple of 16", d)

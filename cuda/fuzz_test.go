@@ -136,10 +136,10 @@ func (b *tracked) releaseAll() {
 }
 
 // kvTensor uploads a key or value tensor: on a backend with bf16 storage
-// (model.HalfStore) with half set, as a bf16 KV cache (written by
+// (model.KVStore) with half set, as a bf16 KV cache (written by
 // ScatterRows as the model writes its cache); otherwise fp32.
 func kvTensor(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
-	hs, ok := b.(model.HalfStore)
+	hs, ok := b.(model.KVStore)
 	if !ok || !half {
 		return model.NewFrom(b, vals, rows, heads, d)
 	}

@@ -1,6 +1,6 @@
 package cuda
 
-// The paged KV cache's memory (model.PagedKV), with CUDA's virtual memory
+// The paged KV cache's memory (model.KVStore), with CUDA's virtual memory
 // management: each of the cache's 2·L tensors is a reserved address range
 // of its full size (Slots·MaxLen rows), so its address never changes and
 // the kernels, prefix copies and captured decode graphs that use it are
@@ -32,10 +32,8 @@ func (b *Backend) KVPageBytes() int64 {
 	return g
 }
 
-var _ model.PagedKV = (*Backend)(nil)
-
 // NewPagedKV reserves n ranges for bf16 (rows, g, d) tensors and returns
-// the tensors and their page mapper (model.PagedKV).
+// the tensors and their page mapper (model.KVStore).
 func (b *Backend) NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*model.Tensor, model.PageMapper, error) {
 	return b.newPagedRanges(n, rows, g, d, 2*int64(rows*g*d), pageBytes, maxPages, func(buf *buffer) { buf.bf16 = true })
 }

@@ -193,9 +193,9 @@ func CheckBackend(b Backend, c *Config) error {
 }
 
 // Scratch allocates a tensor the caller overwrites whole before reading
-// it: uncleared on a Scratcher, zero-filled elsewhere.
+// it: uncleared on a MemoryPool, zero-filled elsewhere.
 func Scratch(b Backend, shape ...int) *Tensor {
-	if s, ok := b.(Scratcher); ok {
+	if s, ok := b.(MemoryPool); ok {
 		return s.Scratch(shape...)
 	}
 	return b.New(shape...)
@@ -222,9 +222,9 @@ func Values(b Backend, ts ...*Tensor) []float32 {
 	return out
 }
 
-// Release gives ts back to b when b is a Releaser (nil tensors skipped).
+// Release gives ts back to b when b is a MemoryPool (nil tensors skipped).
 func Release(b Backend, ts ...*Tensor) {
-	if r, ok := b.(Releaser); ok {
+	if r, ok := b.(MemoryPool); ok {
 		r.Release(ts...)
 	}
 }

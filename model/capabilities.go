@@ -13,16 +13,14 @@ package model
 //
 //	group    capability            C  R  F  without it
 //	sampler  DeviceSampler         C        whole logit rows downloaded; host draws; eager decode steps
-//	sampler  HalfStore             C        KV cache fp32
-//	sampler  PagedKV, PagedFP8KV   C        KV cache allocated whole (DefaultKVPageBytes budgets)
-//	sampler  FP8KVStore            C        precision.kv_cache fp8 refused (CheckKVCache; CUDA refuses below sm_89)
+//	sampler  KVStore               C        KV cache fp32, allocated whole (DefaultKVPageBytes budgets);
+//	                                        precision.kv_cache fp8 refused (CheckKVCache)
 //	trainer  HalfPrecision         C        weights, activations and their products fp32
 //	trainer  MultiTensorOptimizer  C        AdamW, Zero and SumSquares one tensor at a time
 //	trainer  TokenLossGrader       C        the loss's derivatives computed through the host
 //	trainer  BatchInvariant              F  precision.exact_logprobs refused
 //	trainer  ResidualNormer        C  R  F  Copy, Add and RMSNorm (AddRMSNorm)
-//	memory   Releaser              C        tensors left to the garbage collector
-//	memory   Scratcher             C        New (zero-filled)
+//	memory   MemoryPool            C        New (zero-filled); tensors left to the garbage collector
 //	memory   MemoryReporter        C        the host's /proc/meminfo
 //	memory   ConfigChecker         C        every config Config.Validate admits runs
 //
@@ -82,60 +80,49 @@ type DeviceSampler interface {
 	NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (GraphSet, error)
 }
 
-// HalfStore is implemented by backends that can hold a writable tensor in
-// bf16 (the CUDA backend): the KV cache, written by ScatterRows (rounding)
-// and read by Attention, Copy and Download.
-type HalfStore interface {
+// KVStore is implemented by backends that can hold the KV cache in a
+// narrower format than fp32 and back it with pages mapped on demand (the
+// CUDA backend). Without it the cache is fp32, allocated whole, and
+// precision.kv_cache fp8 is refused.
+type KVStore interface {
+	// NewHalf returns a writable bf16 tensor: the KV cache, written by
+	// ScatterRows (rounding) and read by Attention, Copy and Download.
 	NewHalf(shape ...int) *Tensor
-}
 
-// PagedKV is a backend that can back a KV cache with physical pages mapped
-// on demand into fixed, reserved address ranges (the CUDA backend).
-type PagedKV interface {
+	// FP8KV says why a model of config c cannot have an fp8 cache here
+	// (nil when it can), naming precision.kv_cache (the CUDA backend
+	// refuses below compute capability 8.9).
+	FP8KV(c *Config) error
+	// NewFP8 returns a tensor of shape (rows, g, d) in e4m3 with
+	// per-(token, head) scales, that ScatterRows writes (quantising each
+	// row and head) and Attention, Copy and Download read.
+	NewFP8(shape ...int) *Tensor
+
 	// KVPageBytes is the backend's mapping granularity.
 	KVPageBytes() int64
 	// NewPagedKV returns n writable bf16 tensors of shape (rows, g, d),
-	// each in an address range of its own with nothing mapped, and the
-	// mapper that backs page p (bytes [p·pageBytes, (p+1)·pageBytes)) of
-	// all n ranges at once, from a pool of at most maxPages such pages.
+	// each in a fixed, reserved address range of its own with nothing
+	// mapped, and the mapper that backs page p (bytes [p·pageBytes,
+	// (p+1)·pageBytes)) of all n ranges at once, from a pool of at most
+	// maxPages such pages.
 	NewPagedKV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
-}
-
-// FP8KVStore is implemented by backends that can hold the KV cache in
-// e4m3 with per-(token, head) scales (the CUDA backend on sm_89 and newer):
-// a tensor of shape (rows, g, d) that ScatterRows writes (quantising each
-// row and head) and Attention, Copy and Download read.
-type FP8KVStore interface {
-	// FP8KV says why a model of config c cannot have an fp8 cache here
-	// (nil when it can), naming precision.kv_cache.
-	FP8KV(c *Config) error
-	NewFP8(shape ...int) *Tensor
-}
-
-// PagedFP8KV is a PagedKV backend that can also page an fp8 cache: the
-// ranges hold rows of FP8KVRowBytes(g, d) bytes.
-type PagedFP8KV interface {
+	// NewPagedFP8KV is NewPagedKV for an fp8 cache: the ranges hold rows
+	// of FP8KVRowBytes(g, d) bytes.
 	NewPagedFP8KV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
 }
 
 // SamplerCaps is what a backend offers the sampler and the KV cache
 // beyond Backend; a nil field is a capability it lacks.
 type SamplerCaps struct {
-	Device   DeviceSampler
-	Half     HalfStore
-	Paged    PagedKV
-	FP8      FP8KVStore
-	PagedFP8 PagedFP8KV
+	Device DeviceSampler
+	KV     KVStore
 }
 
 // SamplerCapsOf asserts b's sampler capabilities.
 func SamplerCapsOf(b Backend) SamplerCaps {
 	var c SamplerCaps
 	c.Device, _ = b.(DeviceSampler)
-	c.Half, _ = b.(HalfStore)
-	c.Paged, _ = b.(PagedKV)
-	c.FP8, _ = b.(FP8KVStore)
-	c.PagedFP8, _ = b.(PagedFP8KV)
+	c.KV, _ = b.(KVStore)
 	return c
 }
 
@@ -265,24 +252,24 @@ func TrainerCapsOf(b Backend) TrainerCaps {
 
 // ---- Memory management ----
 
-// Releaser is implemented by backends whose memory is given back
-// explicitly (the CUDA backend, whose device memory is a stream-ordered
-// pool: a released block serves the next allocation of its size, which the
-// stream runs after every op already issued on the old tensor). The model
-// releases every temporary it allocates; a Pass is released by Backward or
-// by Pass.Release, a KV cache by KVCache.Release. Backends without it (the
-// CPU ones) leave tensors to the garbage collector.
-type Releaser interface {
+// MemoryPool is implemented by backends whose memory is a pool handed out
+// and given back explicitly (the CUDA backend, whose device memory is a
+// stream-ordered pool: a released block serves the next allocation of its
+// size, which the stream runs after every op already issued on the old
+// tensor). Backends without it (the CPU ones) zero-fill every tensor and
+// leave it to the garbage collector. Read through Scratch and Release,
+// which every temporary goes through.
+type MemoryPool interface {
 	// Release gives t's storage back; t and its views must not be used
-	// afterwards. Releasing a tensor twice is an error the backend records.
+	// afterwards. Releasing a tensor twice is an error the backend
+	// records. The model releases every temporary it allocates; a Pass is
+	// released by Backward or by Pass.Release, a KV cache by
+	// KVCache.Release.
 	Release(ts ...*Tensor)
-}
-
-// Scratcher is implemented by backends that can hand out a tensor without
-// clearing it (the CUDA backend: clearing every activation cost about a
-// tenth of a training step's estimated time). Its contents are undefined
-// until written: only an op that overwrites every element may come first.
-type Scratcher interface {
+	// Scratch hands out a tensor without clearing it (clearing every
+	// activation cost about a tenth of a training step's estimated time).
+	// Its contents are undefined until written: only an op that
+	// overwrites every element may come first.
 	Scratch(shape ...int) *Tensor
 }
 
@@ -311,9 +298,9 @@ type ConfigChecker interface {
 	CheckConfig(c *Config) error
 }
 
-// MemoryCaps is how a backend manages and reports its memory beyond
-// Backend; a nil field is a capability it lacks. Release and Scratch, on
-// every temporary, assert their own.
+// MemoryCaps is how a backend reports its memory and limits beyond
+// Backend; a nil field is a capability it lacks. MemoryPool, on every
+// temporary, is read by Scratch and Release instead.
 type MemoryCaps struct {
 	Reporter MemoryReporter
 	Checker  ConfigChecker

@@ -133,14 +133,14 @@ func FP8KVRowBytes(g, d int) int64 {
 }
 
 // CheckKVCache says why m's KV cache cannot be held as asked on its
-// backend (nil when it can): an fp8 cache (KVCacheFP8) needs an
-// FP8KVStore that accepts the model. The trainer calls it at setup so a
+// backend (nil when it can): an fp8 cache (KVCacheFP8) needs a
+// KVStore that accepts the model. The trainer calls it at setup so a
 // run never samples from another cache than the one configured.
 func (m *Model) CheckKVCache() error {
 	if !m.KVCacheFP8 {
 		return nil
 	}
-	f := SamplerCapsOf(m.B).FP8
+	f := SamplerCapsOf(m.B).KV
 	if f == nil {
 		return fmt.Errorf("precision.kv_cache fp8: the %s backend has no fp8 KV cache (the CPU computes and stores fp32; the fp8 cache is a GPU format): set precision.kv_cache to auto on the CPU, or run on a GPU of compute capability 8.9 or newer", m.B.Name())
 	}
@@ -148,7 +148,7 @@ func (m *Model) CheckKVCache() error {
 }
 
 // fp8Cache reports whether m's cache is fp8 on its backend.
-func (m *Model) fp8Cache() (FP8KVStore, bool) {
-	f := SamplerCapsOf(m.B).FP8
+func (m *Model) fp8Cache() (KVStore, bool) {
+	f := SamplerCapsOf(m.B).KV
 	return f, f != nil && m.KVCacheFP8 && f.FP8KV(m.Cfg) == nil
 }

@@ -19,7 +19,7 @@ type KVCache struct {
 	b     Backend
 }
 
-// Release gives the cache's memory back (see Releaser); the cache must not
+// Release gives the cache's memory back (see MemoryPool); the cache must not
 // be used afterwards.
 func (kv *KVCache) Release() {
 	if kv.Pages != nil && kv.Pages.mapper != nil {
@@ -39,7 +39,7 @@ func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	c := m.Cfg
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
 	alloc := m.B.New
-	if h := SamplerCapsOf(m.B).Half; h != nil && m.KVCacheBF16 {
+	if h := SamplerCapsOf(m.B).KV; h != nil && m.KVCacheBF16 {
 		alloc = h.NewHalf
 	}
 	if f, ok := m.fp8Cache(); ok {

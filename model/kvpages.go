@@ -40,12 +40,12 @@ type KVPaging struct {
 	// BudgetBytes is the physical memory for the K and V of every layer.
 	BudgetBytes int64
 	// PageBytes is one page of one layer's K (or V) range: 0 means the
-	// backend's mapping granularity (PagedKV) or DefaultKVPageBytes; a
-	// PagedKV backend needs a multiple of its granularity.
+	// backend's mapping granularity (KVStore) or DefaultKVPageBytes; a
+	// KVStore backend needs a multiple of its granularity.
 	PageBytes int64
 }
 
-// DefaultKVPageBytes is the page of backends without PagedKV: the
+// DefaultKVPageBytes is the page of backends without KVStore: the
 // granularity of current GPUs, so CPU runs budget as a GPU would.
 const DefaultKVPageBytes = 2 << 20
 
@@ -174,9 +174,9 @@ func (p *KVPages) resize(s, n int) error {
 
 // NewPagedKVCache allocates a cache for slots sequences of up to maxLen
 // tokens whose memory follows the slots' lengths within pg's budget. On a
-// PagedKV backend with a bf16 (or, PagedFP8KV, fp8) cache the physical memory is the budget's
-// pages, mapped as slots grow; elsewhere the cache keeps full storage and
-// only the accounting follows the budget.
+// KVStore backend with a bf16 (or fp8) cache the physical memory is the
+// budget's pages, mapped as slots grow; elsewhere the cache keeps full
+// storage and only the accounting follows the budget.
 func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error) {
 	c := m.Cfg
 	L := len(m.P.Layers)
@@ -184,17 +184,16 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	if pg.BudgetBytes <= 0 || pg.PageBytes < 0 {
 		return nil, fmt.Errorf("paged kv cache: budget %d bytes and page %d bytes: want a budget > 0 and a page ≥ 0", pg.BudgetBytes, pg.PageBytes)
 	}
-	caps := SamplerCapsOf(m.B)
-	pk, pf := caps.Paged, caps.PagedFP8
-	paged, half, pagedFP8 := pk != nil, caps.Half != nil, pf != nil
+	pk := SamplerCapsOf(m.B).KV
+	paged := pk != nil
 	_, fp8 := m.fp8Cache()
-	if paged && !(half && m.KVCacheBF16) && !(fp8 && pagedFP8) {
+	if paged && !m.KVCacheBF16 && !fp8 {
 		// Pages back bf16 or fp8 rows only; an fp32 cache here would
 		// silently take every slot's full length instead of the budget.
 		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 or fp8 (precision.kv_cache bf16 or fp8, or auto with bf16 products)", m.B.Name())
 	}
 	elem := int64(4)
-	if half && m.KVCacheBF16 {
+	if paged && m.KVCacheBF16 {
 		elem = 2
 	}
 	rowBytes := elem * int64(c.NumKeyValueHeads*c.HeadDim)
@@ -219,7 +218,7 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
 	newPaged := pk.NewPagedKV
 	if fp8 {
-		newPaged = pf.NewPagedFP8KV
+		newPaged = pk.NewPagedFP8KV
 	}
 	ts, mapper, err := newPaged(ranges, slots*maxLen, c.NumKeyValueHeads, c.HeadDim, pageBytes, budget)
 	if err != nil {
@@ -232,7 +231,7 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 }
 
 // AccountPages makes a cache with full storage obey a page budget (what a
-// paged cache does without a PagedKV backend, and what test models use):
+// paged cache does without a KVStore backend, and what test models use):
 // rows of rowBytes, pages of pg.PageBytes (0: DefaultKVPageBytes) in each
 // of ranges ranges. It must be called on a cache no step has written.
 func (kv *KVCache) AccountPages(rowBytes int64, ranges int, pg KVPaging) error {

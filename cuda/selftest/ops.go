@@ -250,7 +250,7 @@ func OpCases() []OpCase {
 // some sizes only (the split-K decode kernels did at 24, 40, 48, …): a
 // decode step (one query each over 1, 9 and 300 cache rows: the split-K
 // kernels, their 300 keys in two splits), one over a bf16 KV cache where
-// the backend keeps one (model.HalfStore), and a prefill of 17 tokens with
+// the backend keeps one (model.KVStore), and a prefill of 17 tokens with
 // its backward (the tensor-core routes), GQA 2:1.
 func headDimCases(g *gen) []OpCase {
 	const H, G = 2, 1
@@ -318,10 +318,10 @@ func headDimCases(g *gen) []OpCase {
 }
 
 // kvUpload writes a key or value tensor as a bf16 KV cache where the
-// backend keeps one (half set, model.HalfStore: written by ScatterRows as
+// backend keeps one (half set, model.KVStore: written by ScatterRows as
 // the model writes its cache), else in fp32.
 func kvUpload(b model.Backend, vals []float32, half bool, rows, heads, d int) *model.Tensor {
-	hs := model.SamplerCapsOf(b).Half
+	hs := model.SamplerCapsOf(b).KV
 	if !half || hs == nil {
 		return model.NewFrom(b, vals, rows, heads, d)
 	}

@@ -247,7 +247,7 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 			return DecodeResult{}, err
 		}
 		kvBytes = float64(model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)) / float64(cfg.NumKeyValueHeads*cfg.HeadDim)
-	} else if model.SamplerCapsOf(b).Half != nil {
+	} else if model.SamplerCapsOf(b).KV != nil {
 		m.KVCacheBF16, kvBytes = true, 2
 	}
 	kv := m.NewKVCache(batch, context+steps+1)
