@@ -6,7 +6,9 @@ package model
 // type assertion, each with the fallback the callers take without it.
 // They are grouped by who needs them, and a group's accessor (SamplerCapsOf,
 // TrainerCapsOf, MemoryCapsOf) asserts them all at once, so a caller reads
-// a nil field instead of asserting.
+// a nil field instead of asserting. The two read on every temporary or
+// layer have a helper each instead: MemoryPool (Scratch, Release) and
+// ResidualNormer (AddRMSNorm, RMSNormBackwardAdd).
 //
 // Who implements what (C: CUDA backend, R: model.ReferenceCPU, F: the fast
 // CPU backend, backend/cpu):
