@@ -40,7 +40,7 @@ done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 kit=$stage/gdrotrain-gpu-kit
-mkdir -p "$kit/bin" "$kit/tools/profile" "$kit/model" "$kit/scripts" "$kit/docs"
+mkdir -p "$kit/bin" "$kit/cuda" "$kit/tools/profile" "$kit/model" "$kit/scripts" "$kit/docs"
 cp "$gdrotrain" "$kit/bin/gdrotrain"
 cp "$cudatest" "$kit/bin/cuda.test"
 cp "$profiletest" "$kit/bin/cuda-profile.test"
