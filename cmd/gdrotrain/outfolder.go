@@ -7,8 +7,9 @@ package main
 // unsharded export over a sharded one left the old shards and index, which
 // every loader reads first. So:
 //   - an --out that is, or is inside, a checkpoint (manifest.json), a run
-//     folder (run.lock, or config.yaml beside metrics.jsonl, train.log or
-//     checkpoints/) or a folder holding weights is refused unless --force;
+//     folder (run.lock, or config.yaml beside metrics.jsonl or
+//     checkpoints/; not train.log, which users write beside their own
+//     configs) or a folder holding weights is refused unless --force;
 //   - the files are written into a temporary sibling folder, then moved into
 //     place: a new or empty --out is that folder renamed; an existing one
 //     first loses the weights (and manifest) the new files do not replace,
@@ -80,7 +81,7 @@ func keptFolder(dir string) string {
 	switch {
 	case has("manifest.json"):
 		return "the checkpoint " + dir
-	case has("run.lock") || (has("config.yaml") && (has("metrics.jsonl") || has("train.log") || has("checkpoints"))):
+	case has("run.lock") || (has("config.yaml") && (has("metrics.jsonl") || has("checkpoints"))):
 		return "the run folder " + dir
 	}
 	entries, _ := os.ReadDir(dir)

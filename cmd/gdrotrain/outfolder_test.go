@@ -59,6 +59,17 @@ func TestExportProtectsFolders(t *testing.T) {
 		t.Errorf("temporary folders left behind: %v", left)
 	}
 
+	// A user's folder holding a config and the log of a run whose out_dir
+	// is below it (check_references.sh's layout) is no run folder.
+	mine := filepath.Join(root, "mine")
+	os.MkdirAll(mine, 0o755)
+	for _, f := range []string{"config.yaml", "train.log"} {
+		os.WriteFile(filepath.Join(mine, f), []byte("x\n"), 0o644)
+	}
+	if _, err := runCmd(t, "", "export", "--checkpoint", ckpt, "--out", filepath.Join(mine, "adapter")); err != nil {
+		t.Errorf("export into a folder beside a config and its log: %v", err)
+	}
+
 	// A sharded export, then an unsharded one over it with --force: one
 	// model, the new one.
 	out := filepath.Join(root, "hf")
