@@ -3,55 +3,11 @@ package gpukit
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/tools/benchreport"
 	"io"
 	"sort"
 	"strings"
 )
-
-// benchView is the part of `bench --json`'s object the report shows (the
-// whole object goes to summary.json as written).
-type benchView struct {
-	GPU          string  `json:"gpu"`
-	Matmul       string  `json:"matmul"`
-	Shape        string  `json:"shape"`
-	PeakTFLOPs   float64 `json:"peak_tflops"`
-	BandwidthGBs float64 `json:"bandwidth_gbs"`
-	Baseline     string  `json:"baseline"`
-	Train        []struct {
-		Name          string  `json:"name"`
-		Batch         int     `json:"batch"`
-		SeqLen        int     `json:"seq_len"`
-		TokPerS       float64 `json:"tok_s"`
-		StepSeconds   float64 `json:"step_s"`
-		MFU           float64 `json:"mfu"`
-		TorchTokPerS  float64 `json:"torch_tok_s"`
-		TorchStepSecs float64 `json:"torch_step_s"`
-		TorchMFU      float64 `json:"torch_mfu"`
-		Ratio         float64 `json:"ratio"`
-		TorchNote     string  `json:"torch_note"`
-		Error         string  `json:"error"`
-	} `json:"train"`
-	Decode []struct {
-		Name          string  `json:"name"`
-		TokPerS       float64 `json:"tok_s"`
-		BoundFraction float64 `json:"bound_fraction"`
-		TorchTokPerS  float64 `json:"torch_tok_s"`
-		Ratio         float64 `json:"ratio"`
-		TorchNote     string  `json:"torch_note"`
-		Error         string  `json:"error"`
-	} `json:"decode"`
-	Attention []struct {
-		Name             string  `json:"name"`
-		Route            string  `json:"route"`
-		FwdSeconds       float64 `json:"fwd_s"`
-		BwdSeconds       float64 `json:"bwd_s"`
-		FwdTFLOPs        float64 `json:"fwd_tflops"`
-		BwdTFLOPs        float64 `json:"bwd_tflops"`
-		AssumedFwdTFLOPs float64 `json:"assumed_fwd_tflops"`
-		AssumedBwdTFLOPs float64 `json:"assumed_bwd_tflops"`
-		Error            string  `json:"error"`
-	} `json:"attention"`
-}
 
 // WriteMarkdown writes the readable report.
 func (s *Summary) WriteMarkdown(w io.Writer) error {
@@ -133,7 +89,7 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 	p("\n")
 
 	if len(s.Bench) > 0 {
-		var b benchView
+		var b benchreport.Report
 		if err := json.Unmarshal(s.Bench, &b); err != nil {
 			return fmt.Errorf("bench.json: %w", err)
 		}
@@ -198,26 +154,8 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 			}
 		}
 	}
-	if len(s.HF) > 0 {
-		p("## Our logits against transformers\n\n")
-		for _, prec := range []string{"fp32", "bf16"} {
-			if v, ok := s.HF[prec]; ok {
-				raw, _ := json.Marshal(v)
-				p("- %s: `%s`\n", prec, raw)
-			}
-		}
-		p("\n")
-	}
-	if len(s.Checks) > 0 {
-		p("## The Python ecosystem's readers\n\n")
-		for _, name := range []string{"peft", "tensorboard"} {
-			if v, ok := s.Checks[name]; ok {
-				raw, _ := json.Marshal(v)
-				p("- %s: `%s`\n", name, raw)
-			}
-		}
-		p("\n")
-	}
+	writeLines(w, "Our logits against transformers", s.HF, "fp32", "bf16")
+	writeLines(w, "The Python ecosystem's readers", s.Checks, "peft", "tensorboard")
 	for _, u := range s.Unreadable {
 		p("Not summarized (unreadable): %s\n\n", cell(u))
 	}
@@ -272,4 +210,20 @@ func ratio(r float64, note string) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", r)
+}
+
+// writeLines writes a section of one JSON line per key of lines, in keys'
+// order (nothing when lines is empty).
+func writeLines(w io.Writer, title string, lines map[string]any, keys ...string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## %s\n\n", title)
+	for _, k := range keys {
+		if v, ok := lines[k]; ok {
+			raw, _ := json.Marshal(v)
+			fmt.Fprintf(w, "- %s: `%s`\n", k, raw)
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -16,29 +16,6 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// BenchAttention is one attention shape on one route. TFLOP/s use
-// FlashAttention's count, as its published figures do: a causal forward
-// is 2·B·H·S²·D FLOPs, a backward 2.5 times that (its 10·D a pair; ours
-// does 14·D, so at equal time per pair ours shows 1/1.4 of its rate).
-type BenchAttention struct {
-	Name       string  `json:"name"`
-	Route      string  `json:"route"` // "wgmma" (sm_90a kernels) or "mma.sync"
-	Batch      int     `json:"batch"`
-	SeqLen     int     `json:"seq_len"`
-	Heads      int     `json:"heads"`
-	KVHeads    int     `json:"kv_heads"`
-	HeadDim    int     `json:"head_dim"`
-	FwdSeconds float64 `json:"fwd_s"`
-	BwdSeconds float64 `json:"bwd_s"` // AttentionBackward: δ, dq and dk/dv
-	FwdTFLOPs  float64 `json:"fwd_tflops"`
-	BwdTFLOPs  float64 `json:"bwd_tflops"`
-	// The step estimate's assumed rates for the route (cuda.H100), in the
-	// same count, to compare with.
-	AssumedFwdTFLOPs float64 `json:"assumed_fwd_tflops"`
-	AssumedBwdTFLOPs float64 `json:"assumed_bwd_tflops"`
-	Error            string  `json:"error,omitempty"`
-}
-
 // attnShape is a training shape's attention: Batch sequences of SeqLen.
 type attnBenchShape struct {
 	name                   string

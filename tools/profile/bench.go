@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/gdrotrain/gdrotrain/tools/benchreport"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -38,73 +39,15 @@ type BenchOptions struct {
 	NoTorch, TorchOnly bool
 }
 
-// BenchReport is what Bench measured.
-type BenchReport struct {
-	GPU          string        `json:"gpu"`
-	Matmul       string        `json:"matmul"`
-	Shape        string        `json:"shape"`
-	PeakTFLOPs   float64       `json:"peak_tflops"`
-	BandwidthGBs float64       `json:"bandwidth_gbs"`
-	Train        []BenchTrain  `json:"train"`
-	Decode       []BenchDecode `json:"decode"`
-	// Attention is the fused attention alone at the training shapes, on
-	// each route the GPU has (attention.go).
-	Attention []BenchAttention `json:"attention"`
-	Baseline  string           `json:"baseline"` // PyTorch's versions, or why there is no baseline
-	// Weights says how often random weights were drawn: once per model
-	// shape for all the rows (bench.Weights).
-	Weights BenchWeights `json:"weights"`
-	// Rows lists every row's name in order: training, optimizer steps,
-	// attention, decode.
-	Rows []string `json:"rows"`
-}
-
-// BenchWeights counts the random weight sets a run drew and the rows that
-// used them.
-type BenchWeights struct {
-	Made    int     `json:"made"`
-	Rows    int     `json:"rows"`
-	Seconds float64 `json:"seconds"`
-}
-
-// BenchTrain is one training shape: a forward and backward of Batch
-// sequences of SeqLen tokens, log-probabilities over the last
-// ResponseTokens (the optimizer step is not included, on either side).
-type BenchTrain struct {
-	Name string `json:"name"`
-	// Step: a whole optimizer step as the trainer runs it (fused-head
-	// forward, backward, clipping, AdamW), not forward+backward alone.
-	Step           bool    `json:"optimizer_step,omitempty"`
-	Batch          int     `json:"batch"`
-	SeqLen         int     `json:"seq_len"`
-	ResponseTokens int     `json:"response_tokens"`
-	Params         int64   `json:"params"`
-	TokPerS        float64 `json:"tok_s"`
-	StepSeconds    float64 `json:"step_s"`
-	MFU            float64 `json:"mfu"` // model FLOPs / time / peak, 0–1
-	TorchTokPerS   float64 `json:"torch_tok_s,omitempty"`
-	TorchStepSecs  float64 `json:"torch_step_s,omitempty"`
-	TorchMFU       float64 `json:"torch_mfu,omitempty"`
-	Ratio          float64 `json:"ratio,omitempty"` // ours / PyTorch's tokens per second
-	TorchNote      string  `json:"torch_note,omitempty"`
-	Error          string  `json:"error,omitempty"` // why ours has no number (out of memory)
-}
-
-// BenchDecode is one decode shape: Batch sequences with Context tokens of
-// KV cache, one token each per step.
-type BenchDecode struct {
-	Name          string  `json:"name"`
-	Batch         int     `json:"batch"`
-	Context       int     `json:"context"`
-	KVCache       string  `json:"kv_cache"` // bf16 or fp8
-	Steps         int     `json:"steps"`
-	TokPerS       float64 `json:"tok_s"`
-	BoundFraction float64 `json:"bound_fraction"` // of the memory-bandwidth bound, 0–1
-	TorchTokPerS  float64 `json:"torch_tok_s,omitempty"`
-	Ratio         float64 `json:"ratio,omitempty"`
-	TorchNote     string  `json:"torch_note,omitempty"`
-	Error         string  `json:"error,omitempty"`
-}
+// The report's types are tools/benchreport's, which the GPU kit's report
+// (no cgo) reads too.
+type (
+	BenchReport    = benchreport.Report
+	BenchWeights   = benchreport.Weights
+	BenchTrain     = benchreport.Train
+	BenchDecode    = benchreport.Decode
+	BenchAttention = benchreport.Attention
+)
 
 // Bench measures training and decode throughput on b and prints a table
 // beside the PyTorch baseline.
