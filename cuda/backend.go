@@ -68,6 +68,7 @@ type Backend struct {
 	gr          *graphRun // set while a decode step runs under a graph (graph.go)
 	normTwoPass bool      // the norm backward sums dw in a second pass (a test compares the two)
 	graphEager  bool      // graph steps always run eagerly (tests compare replays with it)
+	exact       bool      // precision.exact_logprobs: batch-invariant kernels (exact.go)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes
