@@ -771,16 +771,12 @@ const sampleChunk = 1024
 // stepAndSample runs one model step and draws a token for each rollout
 // reading each row (readers[i] read row i).
 func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
-	if p.ExactLogProbs {
-		return stepExact(lm.(DeviceLM), kv, in, readers, p)
-	}
 	dev, isDev := lm.(DeviceLM)
 	var rs model.DeviceSampler
 	if isDev {
 		rs = model.SamplerCapsOf(dev.Backend()).Device
-		isDev = rs != nil
 	}
-	if !isDev {
+	if !isDev || (rs == nil && !p.ExactLogProbs) {
 		logits, err := lm.Step(kv, in)
 		if err != nil {
 			return err
@@ -798,8 +794,23 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	}
 	b := dev.Backend()
 	defer model.Release(b, t)
+	if err := drawOnBackend(b, rs, t, readers, p); err != nil {
+		return err
+	}
+	if p.ExactLogProbs {
+		return exactLogProbs(b, t, readers)
+	}
+	return nil
+}
+
+// drawOnBackend draws each reader's token from logits t kept on the
+// backend: on the device where it samples (rs), else from the rows
+// downloaded to the host.
+func drawOnBackend(b model.Backend, rs model.DeviceSampler, t *model.Tensor, readers [][]*seqState, p Params) error {
 	_, V := model.Matrix(t)
 	switch {
+	case rs == nil:
+		return drawFromRows(b, t, V, readers, p)
 	case p.Temperature == 0:
 		return drawGreedy(b, rs, t, readers)
 	case p.TopK > 0 && p.TopK < V:
@@ -811,32 +822,25 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 	}
 }
 
-// stepExact is stepAndSample with Params.ExactLogProbs: the tokens drawn
-// on the host from the downloaded rows, then each drawn token's
-// log-probability and entropy from LogSoftmaxGather on the backend's
-// logits (one gathered row per rollout), the op the training forward
-// runs on its own logits.
-func stepExact(lm DeviceLM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
-	t, err := lm.StepLogits(kv, in)
-	if err != nil {
-		return err
-	}
-	b := lm.Backend()
-	defer model.Release(b, t)
-	_, V := model.Matrix(t)
-	host := make([]float32, t.Numel())
-	b.Download(t, host)
+// exactLogProbs ends a step with Params.ExactLogProbs: each rollout's
+// drawn token (however it was drawn) gets its untempered log-probability
+// and its entropy from LogSoftmaxGather on the backend's logits, one
+// gathered row per rollout, the op the training forward runs on its own
+// logits; they replace the sampling distribution's log-prob.
+func exactLogProbs(b model.Backend, t *model.Tensor, readers [][]*seqState) error {
 	var rows, targets []int32
 	var seqs []*seqState
 	for i, row := range readers {
 		for _, s := range row {
-			tok, _ := Sample(host[i*V:(i+1)*V], p.Temperature, p.TopK, p.TopP, s.draw())
-			rows, targets, seqs = append(rows, int32(i)), append(targets, tok), append(seqs, s)
+			rows = append(rows, int32(i))
+			targets = append(targets, s.out.Tokens[len(s.out.Tokens)-1])
+			seqs = append(seqs, s)
 		}
 	}
 	if len(seqs) == 0 {
 		return backendErr(b)
 	}
+	_, V := model.Matrix(t)
 	n := len(seqs)
 	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
 	defer model.Release(b, g, out)
@@ -849,7 +853,7 @@ func stepExact(lm DeviceLM, kv *model.KVCache, in []model.StepInput, readers [][
 		return err
 	}
 	for k, s := range seqs {
-		s.push(targets[k], res[k])
+		s.out.LogProbs[len(s.out.LogProbs)-1] = res[k]
 		s.out.Entropy = append(s.out.Entropy, res[2*n+k])
 	}
 	return nil
