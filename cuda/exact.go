@@ -11,4 +11,7 @@ import "github.com/gdrotrain/gdrotrain/model"
 // SetBatchInvariant turns exact mode on or off (model.BatchInvariant).
 func (b *Backend) SetBatchInvariant(on bool) { b.exact = on }
 
+// IsBatchInvariant reports whether exact mode is on (model.BatchInvariant).
+func (b *Backend) IsBatchInvariant() bool { return b.exact }
+
 var _ model.BatchInvariant = (*Backend)(nil)

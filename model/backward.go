@@ -24,6 +24,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")
 	}
 	defer p.Release()
+	defer forwardOnlyExact(m.B)()
 	if (m.A != nil) != (grads.LoRA != nil) {
 		return fmt.Errorf("backward: the model has adapters %v but the gradients are an adapter set %v (LoRA trains the adapters alone)", m.A != nil, grads.LoRA != nil)
 	}
@@ -288,4 +289,16 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	// dx (the output's gradient) has been read for the last time: the
 	// input's gradient overwrites it, the residual dxMid added in.
 	RMSNormBackwardAdd(b, dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1, s.dxMid)
+}
+
+// forwardOnlyExact turns a batch-invariant backend's exact mode off for
+// the backward (precision.exact_logprobs: only the forward is on the path
+// from a token to its log-probability) and returns what turns it back on.
+func forwardOnlyExact(b Backend) func() {
+	bi, ok := b.(BatchInvariant)
+	if !ok || !bi.IsBatchInvariant() {
+		return func() {}
+	}
+	bi.SetBatchInvariant(false)
+	return func() { bi.SetBatchInvariant(true) }
 }

@@ -215,8 +215,13 @@ type TokenLossGrader interface {
 // docs/algorithm.md §5.10): the CPU backends. A cached decode step's logits
 // and log-softmax then equal, bit for bit, a training forward's over the
 // same tokens.
+//
+// Only the forward is on that path: Backward turns the mode off for its
+// own products (gradients need no batch invariance, and the backend's
+// shape-tuned kernels are several times faster) and back on after.
 type BatchInvariant interface {
 	SetBatchInvariant(on bool)
+	IsBatchInvariant() bool
 }
 
 // ResidualNormer is implemented by backends that fuse a residual add with

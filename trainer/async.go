@@ -714,7 +714,7 @@ func (g *Generator) load(b model.Backend, plan memplan.Budget, scorer reward.Sco
 	if err != nil {
 		return err
 	}
-	g.maker = rolloutMaker{s: cfg.Sampling, policy: g.policy, tok: tok, stops: stopIDs(tok, g.policy.Cfg, cfg.Model.Path), ids: g.train.ids, scorers: scorers}
+	g.maker = rolloutMaker{s: cfg.Sampling, exact: cfg.Precision.ExactLogProbs, policy: g.policy, tok: tok, stops: stopIDs(tok, g.policy.Cfg, cfg.Model.Path), ids: g.train.ids, scorers: scorers}
 	return nil
 }
 

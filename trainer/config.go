@@ -518,7 +518,7 @@ func (c Config) rlOptionsAgree() error {
 var errExactCUDA = errors.New("precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet")
 
 // exactAgrees: exact log-probs need the CPU and a sampler with the
-// trainer's weights (not generation ranks a step behind).
+// trainer's weights (generation ranks, if any, not a step behind).
 func (c Config) exactAgrees() error {
 	if !c.Precision.ExactLogProbs {
 		return nil
@@ -527,8 +527,8 @@ func (c Config) exactAgrees() error {
 	if kind, _, err := device.Parse(c.Run.Device); err == nil && kind == device.CUDA {
 		p.add("run.device %s: %v", c.Run.Device, errExactCUDA)
 	}
-	if c.Dist.RolloutRanks > 0 {
-		p.add("precision.exact_logprobs with dist.rollout_ranks = %d: the generation ranks sample with the weights of the step before, so their log-probs are not π_old; set dist.rollout_ranks to 0", c.Dist.RolloutRanks)
+	if c.Dist.RolloutRanks > 0 && c.Train.MaxOffPolicySteps > 0 {
+		p.add("precision.exact_logprobs with dist.rollout_ranks = %d and train.max_off_policy_steps = %d: the generation ranks sample with the weights of an earlier step, so their log-probs are the behaviour policy's, not π_old; set train.max_off_policy_steps to 0 (the generation ranks then sample with the trainer's weights)", c.Dist.RolloutRanks, c.Train.MaxOffPolicySteps)
 	}
 	return p.err()
 }

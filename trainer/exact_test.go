@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -74,7 +75,7 @@ func TestExactLogProbsConfig(t *testing.T) {
 	}{
 		{[]string{"precision.exact_logprobs=true", "run.device=cuda"}, "precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet"},
 		{[]string{"precision.exact_logprobs_check=true"}, "precision.exact_logprobs_check"},
-		{[]string{"precision.exact_logprobs=true", "dist.rollout_ranks=1"}, "dist.rollout_ranks"},
+		{[]string{"precision.exact_logprobs=true", "dist.rollout_ranks=1", "train.max_off_policy_steps=1", "loss.rollout_correction.mode=token_tis"}, "train.max_off_policy_steps to 0"},
 	} {
 		_, err := LoadBytes(nil, "", append(task.Sets(), c.sets...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -96,5 +97,36 @@ func TestExactLogProbsConfig(t *testing.T) {
 	if _, err := LoadBytes(nil, "", append(task.Sets(), "precision.exact_logprobs=true", "sampling.temperature=0.6",
 		"loss.rollout_correction.mode=token_tis")); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestExactGenerationRanks: with generation ranks sampling on the
+// trainer's weights (train.max_off_policy_steps 0), exact mode holds: the
+// mismatch is exactly 0 at every step, and the run equals the one-process
+// run bit for bit — the mismatch figures included, which outside exact
+// mode differ with two generation ranks (they decode other batches, and
+// the log-probs round otherwise; TestAsyncSyncMatchesOneProcess).
+func TestExactGenerationRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three tiny runs")
+	}
+	task := testfix.TinyTask(t)
+	cfg := exactRunConfig(t, task, "exact-one")
+	if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	want := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...)
+	for _, gens := range []int{1, 2} {
+		c := cfg
+		c.Run.Name = "exact-gens-" + string(rune('0'+gens))
+		noErrs(t, runAsync(t, c, 1, gens, "", time.Minute, func(int, *Trainer) {}, nil))
+		for s, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
+			if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 {
+				t.Errorf("%d generation ranks, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, want exactly 0", gens, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"])
+			}
+		}
+		if got := stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); got != want {
+			t.Errorf("%d generation ranks in exact mode: metrics differ from one process:\n%s\nvs\n%s", gens, got, want)
+		}
 	}
 }

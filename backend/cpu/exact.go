@@ -27,6 +27,9 @@ import (
 // SetBatchInvariant turns exact mode on or off (model.BatchInvariant).
 func (b *Backend) SetBatchInvariant(on bool) { b.exact = on }
 
+// IsBatchInvariant reports whether exact mode is on (model.BatchInvariant).
+func (b *Backend) IsBatchInvariant() bool { return b.exact }
+
 var _ model.BatchInvariant = (*Backend)(nil)
 
 // The exact product's work items: blocks of exactRows rows of op(a) by
