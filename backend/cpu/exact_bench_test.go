@@ -26,7 +26,7 @@ func BenchmarkExactModel(bm *testing.B) {
 				if err != nil {
 					bm.Fatal(err)
 				}
-				d, err := bench.MeasureDecode(b, s.Opts, bench.DecodeOptions{Batch: 16, Context: 256, Steps: 4})
+				d, err := bench.MeasureDecode(b, s.Opts, bench.DecodeOptions{Batch: 16, Context: 256, Steps: 4, Exact: exact})
 				if err != nil {
 					bm.Fatal(err)
 				}

@@ -20,6 +20,9 @@ type Shape struct {
 	Batch, SeqLen  int
 	Iters          int
 	ResponseTokens int // log-probs are taken over the last ResponseTokens of each sequence
+	// Exact runs with precision.exact_logprobs (the backend's
+	// batch-invariant kernels in every forward).
+	Exact bool
 }
 
 // Shapes are the sizes `make bench` reports: the unit-test model and a
@@ -175,9 +178,21 @@ func TrainFLOPs(s Shape) float64 {
 // chunk of 1024 logits per row in one download, the logits staying on the
 // device.
 func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
+	return decodeStep(m, kv, in, false)
+}
+
+// DecodeStepExact is DecodeStep as the sampler runs it with
+// precision.exact_logprobs: the same draw, then each drawn token's
+// untempered log-probability and entropy by LogSoftmaxGather on its
+// gathered logit row (sampler.exactLogProbs), brought back in one download.
+func DecodeStepExact(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
+	return decodeStep(m, kv, in, true)
+}
+
+func decodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput, exact bool) error {
 	b := m.B
 	rs := model.SamplerCapsOf(b).Device
-	if rs == nil {
+	if rs == nil && !exact {
 		_, err := m.Step(kv, in)
 		return err
 	}
@@ -186,12 +201,19 @@ func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
 		return err
 	}
 	defer model.Release(b, t)
-	rs.ChunkSums(t, 1, 1024)
 	rows, chunks := make([]int32, len(in)), make([]int32, len(in))
 	for r := range rows {
 		rows[r] = int32(r)
 	}
-	rs.Chunks(t, rows, chunks, 1024)
+	if rs != nil {
+		rs.ChunkSums(t, 1, 1024)
+		rs.Chunks(t, rows, chunks, 1024)
+	} else {
+		b.Download(t, make([]float32, t.Numel()))
+	}
+	if exact {
+		gatherLogProbs(b, t, rows)
+	}
 	if err := b.Err(); err != nil { // as the model's own steps report a backend error
 		b.ResetErr()
 		return fmt.Errorf("decode step: %w", err)
@@ -199,10 +221,24 @@ func DecodeStep(m *model.Model, kv *model.KVCache, in []model.StepInput) error {
 	return nil
 }
 
+// gatherLogProbs is the exact sampler's log-prob of token 0 in each of
+// rows (the token does not change the work).
+func gatherLogProbs(b model.Backend, t *model.Tensor, rows []int32) {
+	_, V := model.Matrix(t)
+	n := len(rows)
+	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
+	defer model.Release(b, g, out)
+	b.GatherRows(g, t, rows)
+	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
+	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, make([]int32, n))
+	b.Download(out, make([]float32, 3*n))
+}
+
 // DecodeResult is the throughput of cached decoding.
 type DecodeResult struct {
 	Batch, Context int
 	FP8            bool // an fp8 KV cache
+	Exact          bool // precision.exact_logprobs
 	TokPerS        float64
 	StepBytes      float64 // weights + KV cache read per decode step
 }
@@ -214,7 +250,11 @@ type DecodeResult struct {
 type DecodeOptions struct {
 	Batch, Context, Steps int
 	FP8                   bool
-	Weights               *Weights
+	// Exact decodes as the sampler does with precision.exact_logprobs:
+	// the backend in batch-invariant mode, each drawn token's log-prob by
+	// LogSoftmaxGather (DecodeStepExact).
+	Exact   bool
+	Weights *Weights
 }
 
 // MeasureDecode fills d.Batch cache slots with d.Context tokens (one prefill,
@@ -273,6 +313,13 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 		in[s] = model.StepInput{Slot: s, Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}}
 	}
 	step := func() error { return DecodeStep(m, kv, in) }
+	if bi := model.TrainerCapsOf(b).Exact; d.Exact && bi != nil {
+		defer bi.SetBatchInvariant(bi.IsBatchInvariant())
+		bi.SetBatchInvariant(true)
+		step = func() error { return DecodeStepExact(m, kv, in) }
+	} else if d.Exact {
+		return DecodeResult{}, fmt.Errorf("decode bench: %s has no exact mode", b.Name())
+	}
 	if err := step(); err != nil { // warm-up
 		return DecodeResult{}, err
 	}
@@ -284,6 +331,6 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 	}
 	secs := time.Since(start).Seconds()
 	kvRead := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * kvBytes
-	return DecodeResult{Batch: batch, Context: context, FP8: d.FP8, TokPerS: float64(batch*steps) / secs,
+	return DecodeResult{Batch: batch, Context: context, FP8: d.FP8, Exact: d.Exact, TokPerS: float64(batch*steps) / secs,
 		StepBytes: float64(cfg.NumParams())*wBytes + kvRead}, nil
 }

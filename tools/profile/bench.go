@@ -203,15 +203,22 @@ func (g *gpuBench) run(w io.Writer) error {
 		writeAttention(w, r.Attention)
 		fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	}
-	for _, fp8 := range []bool{false, true} {
+	for _, kind := range []string{"bf16", "fp8", "exact"} {
+		fp8, exact := kind == "fp8", kind == "exact"
 		for _, d := range p.decode {
+			if exact && d[0] != p.decode[len(p.decode)-1][0] {
+				continue // exact mode at the largest batch only (precision.exact_logprobs)
+			}
 			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
 			if fp8 {
 				x.KVCache = "fp8"
 			}
+			if exact {
+				x.Name += "-exact"
+			}
 			if ours {
 				res, err := bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
-					FP8: fp8, Weights: g.weights})
+					FP8: fp8, Exact: exact, Weights: g.weights})
 				if err != nil {
 					x.Error = g.failed(err)
 				} else {
@@ -302,6 +309,10 @@ func (g *gpuBench) measureStep(s bench.Shape) (bench.Result, error) {
 			toks[j] = int32(rng.IntN(cfg.VocabSize))
 		}
 		seqs[i] = model.Sequence{Tokens: toks, Start: s.SeqLen - s.ResponseTokens}
+	}
+	if s.Exact { // precision.exact_logprobs: batch-invariant forwards
+		defer g.b.SetBatchInvariant(g.b.IsBatchInvariant())
+		g.b.SetBatchInvariant(true)
 	}
 	if err := optimizerStep(m, seqs, grads, opt); err != nil {
 		return bench.Result{}, fmt.Errorf("bench %s: %w", s.Name, err)

@@ -45,6 +45,10 @@ type DecodeShape struct {
 	// LoRA, when set, decodes as a LoRA run does: the base frozen in
 	// bf16, these adapters applied on the fly (model/lora_pass.go).
 	LoRA *model.LoRAConfig
+	// Exact decodes as the sampler does with precision.exact_logprobs: the
+	// backend's batch-invariant kernels, eager steps, and each drawn
+	// token's log-prob by LogSoftmaxGather (bench.DecodeStepExact).
+	Exact bool
 }
 
 // DecodeProfile is the profile of one decode step of a shape.
@@ -157,6 +161,11 @@ func decodeAt(b *cuda.Backend, o model.RandomOptions, s DecodeShape) (cuda.Profi
 		draws[i] = model.Draw{Key: uint64(i)}
 	}
 	run := func() error { return bench.DecodeStep(m, kv, in) }
+	if s.Exact {
+		defer b.SetBatchInvariant(b.IsBatchInvariant())
+		b.SetBatchInvariant(true)
+		run = func() error { return bench.DecodeStepExact(m, kv, in) }
+	}
 	if s.Graphs {
 		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1})
 		if err != nil {
@@ -275,6 +284,12 @@ func DecodeShapes() []DecodeShape {
 	for _, batch := range []int{1, 256} {
 		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx4k-graph-lora32", batch), Opts: bench.Qwen3_1_7B(),
 			Batch: batch, Context: 4096, Graphs: true, LoRA: lc})
+	}
+	// Exact mode (precision.exact_logprobs) at batch 256, beside the
+	// graphed bf16 rows above (the sampler runs exact steps eagerly).
+	for _, ctx := range []int{1024, 4096} {
+		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-exact", ctx/1024), Opts: bench.Qwen3_1_7B(),
+			Batch: 256, Context: ctx, Exact: true})
 	}
 	return out
 }

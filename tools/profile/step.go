@@ -94,6 +94,10 @@ func profileAt(b *cuda.Backend, o model.RandomOptions, s bench.Shape) (first cud
 	if err := b.Err(); err != nil {
 		return first, step, err
 	}
+	if s.Exact { // precision.exact_logprobs: batch-invariant forwards (Backward turns it off)
+		defer b.SetBatchInvariant(b.IsBatchInvariant())
+		b.SetBatchInvariant(true)
+	}
 	d := b.Device()
 	d.ReleaseCache() // each depth starts from an empty allocator cache
 	for i := 0; i < 2; i++ {
@@ -204,6 +208,8 @@ func TrainShapes() []bench.Shape {
 	return []bench.Shape{
 		{Name: "qwen3-1.7b-8x2k", Opts: o, Batch: 8, SeqLen: 2048, ResponseTokens: 2048 - 256},
 		{Name: "qwen3-1.7b-2x8k", Opts: o, Batch: 2, SeqLen: 8192, ResponseTokens: 8192 - 256},
+		{Name: "qwen3-1.7b-8x2k-exact", Opts: o, Batch: 8, SeqLen: 2048, ResponseTokens: 2048 - 256, Exact: true},
+		{Name: "qwen3-1.7b-2x8k-exact", Opts: o, Batch: 2, SeqLen: 8192, ResponseTokens: 8192 - 256, Exact: true},
 	}
 }
 
