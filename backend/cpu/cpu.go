@@ -62,6 +62,7 @@ type Backend struct {
 	rope   map[ropeKey]*ropeTable
 
 	scratch sync.Pool // *[]float32, per-worker buffers
+	free    freeLists // released tensors' storage (pool.go)
 
 	// exact: batch-invariant products (exact.go, precision.exact_logprobs).
 	exact bool
