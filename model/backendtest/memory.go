@@ -1,10 +1,16 @@
 package backendtest
 
+// The memory group's capabilities (model/capabilities.go).
+//
 // The memory pool (model.MemoryPool), on backends that have it: a
 // released tensor refuses use and a second release, and each op the model
 // lets come first on a Scratch tensor (one that overwrites its output
 // whole) gives, on storage just released full of NaN, the same bits as on
 // a zero-filled New tensor: the fallback's result.
+//
+// A ConfigChecker must admit every head dim attentionHeadDims computes:
+// what a backend refuses at load time is what it cannot run, not what it
+// was never asked to (the fallback, no checker, admits every config).
 
 import (
 	"math"
@@ -86,5 +92,23 @@ func (s *suite) overwriters() []overwriter {
 		{"GatherRows", []int{R, C}, func(out *model.Tensor) { s.b.GatherRows(out, table, ids) }},
 		{"Copy", []int{R, C}, func(out *model.Tensor) { s.b.Copy(out, x) }},
 		{"Attention", []int{R, H, D}, func(out *model.Tensor) { s.b.Attention(out, nil, q, k, v, segs, 0.35) }},
+	}
+}
+
+func (s *suite) configChecker(t *testing.T) {
+	cc := model.MemoryCapsOf(s.b).Checker
+	if cc == nil {
+		t.Skip("no config checker: the backend runs every config Config.Validate admits")
+	}
+	cfg, err := model.DefaultTiny().Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for D := 2; D <= MaxHeadDim; D += 2 {
+		c := *cfg
+		c.HeadDim = D
+		if err := cc.CheckConfig(&c); err != nil {
+			t.Errorf("head_dim %d, which the suite's attention runs: refused: %v", D, err)
+		}
 	}
 }
