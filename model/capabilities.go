@@ -51,23 +51,27 @@ package model
 // Other arithmetic (DeviceSampler, KVStore, HalfPrecision): a caller that
 // finds the capability computes differently, not just elsewhere, so the
 // CPU implementing it would change what the CPU computes (the demo's
-// tokens and metrics), to save nothing (the CPU's download is a copy).
-// DeviceSampler's reductions make the sampler draw unfiltered tokens by
-// chunk sums, whose normaliser adds the probabilities in another order
-// than sampler.Sample; its graphs pad decode steps to row buckets, and
-// OpenBLAS picks its kernels by shape, so a row's logits would follow its
-// bucket (exact.go in backend/cpu); and SampleTokens on the CPU would be
-// sampler.Sample's arithmetic, which backend/cpu cannot import (both sit
-// in the runtime row of docs/architecture.md's layer table) and should not
-// copy. bf16 and fp8 storage round what the fp32 cache and weights keep
-// exact; KVStore's bf16 cache is also one interface with paging and fp8.
-// For this kind the CPU's fp32 computation without the capability is the
-// reference, and the cuda package's tests hold CUDA to it: TestFuzzSampling
-// (TopK, ChunkSums and Chunks against the host's on the same rows),
+// tokens and metrics). DeviceSampler would also save nothing there (what
+// it saves is a download, a copy on the CPU): its reductions make the
+// sampler draw unfiltered tokens by chunk sums, whose normaliser adds the
+// probabilities in another order than sampler.Sample; its graphs pad
+// decode steps to row buckets, and OpenBLAS picks its kernels by shape, so
+// a row's logits would follow its bucket (exact.go in backend/cpu); and
+// SampleTokens on the CPU would be sampler.Sample's arithmetic, which
+// backend/cpu cannot import (both sit in the runtime row of
+// docs/architecture.md's layer table) and should not copy. bf16 and fp8
+// storage round what the fp32 cache and weights keep exact; KVStore's bf16
+// cache is also one interface with paging and fp8: a KVStore on the CPU
+// would switch sampling.kv_cache_gib from scheduling over a whole cache to
+// mapping pages, which refuses an fp32 cache (NewPagedKVCache). For this
+// kind the CPU's fp32 computation without the capability is the reference,
+// and the cuda package's tests hold CUDA to it: TestFuzzSampling (TopK,
+// ChunkSums and Chunks against the host's on the same rows),
 // TestDeviceDrawMatchesHost (SampleTokens against sampler.Sample: the same
-// token but within rounding of a boundary), TestDecodeGraphReplayEqualsEager,
-// TestGenerateMatchesCPU, TestHalfKVCache and TestFP8KVCache (within the
-// format's tolerance), TestTrainingStepMatchesCPU.
+// token but within rounding of a boundary),
+// TestDecodeGraphReplayEqualsEager, TestGenerateMatchesCPU,
+// TestHalfKVCache and TestFP8KVCache (within the format's tolerance),
+// TestTrainingStepMatchesCPU.
 //
 // BatchInvariant is a guarantee rather than a speed-up: the fast CPU
 // backend gives it (the reference's plain loops do not promise it).
@@ -298,9 +302,9 @@ func TrainerCapsOf(b Backend) TrainerCaps {
 type MemoryPool interface {
 	// Release gives t's storage back; t and its views must not be used
 	// afterwards. Using a released tensor, or releasing it twice, is an
-	// error the backend records ("was released", "already released"). The model releases every temporary it allocates; a Pass is
-	// released by Backward or by Pass.Release, a KV cache by
-	// KVCache.Release.
+	// error the backend records ("was released", "already released").
+	// The model releases every temporary it allocates; a Pass is released
+	// by Backward or by Pass.Release, a KV cache by KVCache.Release.
 	Release(ts ...*Tensor)
 	// Scratch hands out a tensor without clearing it (clearing every
 	// activation cost about a tenth of a training step's estimated time).
