@@ -18,30 +18,63 @@ package model
 //	sampler  KVStore               C        KV cache fp32, allocated whole (DefaultKVPageBytes budgets);
 //	                                        precision.kv_cache fp8 refused (CheckKVCache)
 //	trainer  HalfPrecision         C        weights, activations and their products fp32
-//	trainer  MultiTensorOptimizer  C        AdamW, Zero and SumSquares one tensor at a time
-//	trainer  TokenLossGrader       C        the loss's derivatives computed through the host
+//	trainer  MultiTensorOptimizer  C     F  AdamW, Zero and SumSquares one tensor at a time
+//	trainer  TokenLossGrader       C     F  the loss's derivatives computed through the host
 //	trainer  BatchInvariant              F  precision.exact_logprobs refused
 //	trainer  ResidualNormer        C  R  F  Copy, Add and RMSNorm (AddRMSNorm)
-//	memory   MemoryPool            C        New (zero-filled); tensors left to the garbage collector
+//	memory   MemoryPool            C     F  New (zero-filled); tensors left to the garbage collector
 //	memory   MemoryReporter        C        the host's /proc/meminfo
 //	memory   ConfigChecker         C        every config Config.Validate admits runs
 //
-// The CUDA-only capabilities have no CPU implementation on purpose: each
-// either changes no value (a multi-tensor launch, a released or uncleared
-// buffer, paging, a reduction or the loss's derivatives on the device) or
-// changes the number format (bf16 and fp8 storage, device draws). The
-// first kind is checked against what the CPU does without it: the
-// conformance suite (model/backendtest: multi.go, tokenloss.go) compares
-// it with the backend's one-tensor ops or the host's derivatives, bit for
-// bit where the contract says so, and the cuda package's tests compare
-// decoding and whole steps with the CPU's (TestGenerateMatchesCPU,
-// TestTrainingStepMatchesCPU). For the second kind the CPU reference is
-// the fp32 computation the format approximates, and the suite and those
-// tests (TestHalfKVCache, TestFP8KVCache) check CUDA against it within
-// the format's tolerance: a CPU backend implementing the formats would be
-// a second emulation of the GPU's roundings, not a reference. BatchInvariant is the converse: a guarantee the fast CPU
-// backend gives (the reference's plain loops do not promise it) and the
-// GPU kernels do not.
+// The rule: the fast CPU backend implements a capability whenever it can
+// give the fallback's own numbers, so that the conformance suite
+// (model/backendtest) runs the capability on the CPU and on CUDA against
+// the same fallback. The capabilities fall in three kinds.
+//
+// Value-preserving (MultiTensorOptimizer, TokenLossGrader, MemoryPool):
+// the CPU implements them with the fallback's numbers bit for bit (the
+// demo's metrics and checkpoints are unchanged), and the suite checks each
+// against its fallback on every backend that has it: multi.go against the
+// one-tensor ops, tokenloss.go against the host's derivative, memory.go an
+// op on a recycled NaN-filled Scratch tensor against the same op on New,
+// and a released tensor's refusals. The reference stays without them:
+// plain loops and zero-filled tensors are what it specifies.
+//
+// Facts about a device (MemoryReporter, ConfigChecker), with nothing to
+// compute. MemoryReporter means "tensors in a device's own memory": on the
+// CPU its fallback, the host's memory, is the truth, and its presence
+// would make the trainer report a GPU peak (gpu_mem_peak_gib) and treat
+// the backend as a GPU (a generation rank's weight link). The CPU refuses
+// no config, which is what ConfigChecker's absence says; the suite checks
+// that a checker admits every head dim its attention runs (memory.go).
+//
+// Other arithmetic (DeviceSampler, KVStore, HalfPrecision): a caller that
+// finds the capability computes differently, not just elsewhere, so the
+// CPU implementing it would change what the CPU computes (the demo's
+// tokens and metrics). DeviceSampler would also save nothing there (what
+// it saves is a download, a copy on the CPU): its reductions make the
+// sampler draw unfiltered tokens by chunk sums, whose normaliser adds the
+// probabilities in another order than sampler.Sample; its graphs pad
+// decode steps to row buckets, and OpenBLAS picks its kernels by shape, so
+// a row's logits would follow its bucket (exact.go in backend/cpu); and
+// SampleTokens on the CPU would be sampler.Sample's arithmetic, which
+// backend/cpu cannot import (both sit in the runtime row of
+// docs/architecture.md's layer table) and should not copy. bf16 and fp8
+// storage round what the fp32 cache and weights keep exact; KVStore's bf16
+// cache is also one interface with paging and fp8: a KVStore on the CPU
+// would switch sampling.kv_cache_gib from scheduling over a whole cache to
+// mapping pages, which refuses an fp32 cache (NewPagedKVCache). For this
+// kind the CPU's fp32 computation without the capability is the reference,
+// and the cuda package's tests hold CUDA to it: TestFuzzSampling (TopK,
+// ChunkSums and Chunks against the host's on the same rows),
+// TestDeviceDrawMatchesHost (SampleTokens against sampler.Sample: the same
+// token but within rounding of a boundary),
+// TestDecodeGraphReplayEqualsEager, TestGenerateMatchesCPU,
+// TestHalfKVCache and TestFP8KVCache (within the format's tolerance),
+// TestTrainingStepMatchesCPU.
+//
+// BatchInvariant is a guarantee rather than a speed-up: the fast CPU
+// backend gives it (the reference's plain loops do not promise it).
 
 // ---- The sampler's capabilities ----
 
@@ -192,7 +225,9 @@ type HalfPrecision interface {
 // MultiTensorOptimizer is implemented by backends that apply AdamW to,
 // clear, and sum the squares of many tensors in one launch (the CUDA
 // backend's multi-tensor kernels, as apex's multi_tensor_apply: one host
-// synchronisation for the gradient norm instead of one per tensor).
+// synchronisation for the gradient norm instead of one per tensor; the
+// fast CPU backend, one split of all the tensors' elements over its
+// workers instead of one per tensor).
 // AdamWAll must equal AdamW on each (ps[i], gs[i], ms[i], vs[i]) in turn,
 // ZeroAll Zero on each tensor, bit for bit, and SumSquaresAll
 // Σ_t SumSquares(t), added in order.
@@ -203,8 +238,10 @@ type MultiTensorOptimizer interface {
 }
 
 // TokenLossGrader is implemented by backends that compute a TokenLoss's
-// derivatives where the log-probs are (the CUDA backend, in a kernel):
-// dl[i] = ∂J/∂log π of target row lo+i at logp[i], for i < hi−lo.
+// derivatives where the log-probs are (the CUDA backend, in a kernel; the
+// fast CPU backend, TokenLoss.Grad on the tensor itself, rows over its
+// workers): dl[i] = ∂J/∂log π of target row lo+i at logp[i], for
+// i < hi−lo. A row range outside the loss is an error the backend records.
 type TokenLossGrader interface {
 	TokenLossGrad(dl, logp *Tensor, l *TokenLoss, lo, hi int)
 }
@@ -263,15 +300,16 @@ func TrainerCapsOf(b Backend) TrainerCaps {
 // and given back explicitly (the CUDA backend, whose device memory is a
 // stream-ordered pool: a released block serves the next allocation of its
 // size, which the stream runs after every op already issued on the old
-// tensor). Backends without it (the CPU ones) zero-fill every tensor and
-// leave it to the garbage collector. Read through Scratch and Release,
-// which every temporary goes through.
+// tensor; the fast CPU backend, which keeps released storage, poisoned
+// with NaN, for the next Scratch of its size). Backends without it (the
+// reference) zero-fill every tensor and leave it to the garbage collector.
+// Read through Scratch and Release, which every temporary goes through.
 type MemoryPool interface {
 	// Release gives t's storage back; t and its views must not be used
-	// afterwards. Releasing a tensor twice is an error the backend
-	// records. The model releases every temporary it allocates; a Pass is
-	// released by Backward or by Pass.Release, a KV cache by
-	// KVCache.Release.
+	// afterwards. Using a released tensor, or releasing it twice, is an
+	// error the backend records ("was released", "already released").
+	// The model releases every temporary it allocates; a Pass is released
+	// by Backward or by Pass.Release, a KV cache by KVCache.Release.
 	Release(ts ...*Tensor)
 	// Scratch hands out a tensor without clearing it (clearing every
 	// activation cost about a tenth of a training step's estimated time).

@@ -65,6 +65,10 @@ func (b *ReferenceCPU) check(op string, ts ...*Tensor) bool {
 			b.failf("%s: tensor argument %d is nil", op, i)
 			return false
 		}
+		if _, gone := t.Store.(releasedStore); gone {
+			b.failf("%s: tensor argument %d %v was released", op, i, t.Shape)
+			return false
+		}
 		s, isCPU := t.Store.([]float32)
 		if !isCPU {
 			b.failf("%s: tensor argument %d is not a CPU tensor", op, i)

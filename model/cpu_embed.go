@@ -6,6 +6,8 @@ package model
 // two check arguments, fail and split work alike. None of this is part of
 // the Backend interface.
 
+import "fmt"
+
 // NewReferenceCPUWorkers returns the reference backend splitting rows over
 // w workers (NewReferenceCPU uses every available core).
 func NewReferenceCPUWorkers(w int) *ReferenceCPU { return &ReferenceCPU{workers: w} }
@@ -23,6 +25,27 @@ func (b *ReferenceCPU) Check(op string, ts ...*Tensor) bool { return b.check(op,
 
 // Keep records err, if any, and reports whether the op may go on.
 func (b *ReferenceCPU) Keep(err error) bool { return b.keep(err) }
+
+// releasedStore is the storage of a CPU tensor given back to a pool
+// (backend/cpu's MemoryPool): every op refuses it, naming the release.
+type releasedStore struct{}
+
+// Unstore takes t's storage for a pool and marks t released, so that a
+// later use or a second release is an error rather than a read of memory
+// the pool has handed out again. It fails on a tensor already released or
+// not on the CPU. Views of t made before keep the storage: like a CUDA
+// buffer's, their use after the release is the caller's bug.
+func (b *ReferenceCPU) Unstore(t *Tensor) ([]float32, error) {
+	switch s := t.Store.(type) {
+	case releasedStore:
+		return nil, fmt.Errorf("release: tensor %v was already released", t.Shape)
+	case []float32:
+		t.Store = releasedStore{}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("release: tensor %v is not a CPU tensor", t.Shape)
+	}
+}
 
 // ParallelFor runs body over [0, n) split into contiguous chunks, one per
 // worker, when n·costPerItem is large enough to be worth a goroutine.

@@ -18,9 +18,9 @@ import "github.com/gdrotrain/gdrotrain/grpo"
 // head's backward runs.
 type TokenLoss = grpo.TokenLoss
 
-// tokenLossGrad computes the derivatives of target rows lo..hi into dl: on
-// the device when the backend can, through the host otherwise (the CPU
-// backends, whose downloads are copies).
+// tokenLossGrad computes the derivatives of target rows lo..hi into dl: by
+// the backend when it can (TokenLossGrader), through the host otherwise
+// (the reference, whose downloads are copies).
 func (m *Model) tokenLossGrad(dl, logp *Tensor, l *TokenLoss, lo, hi int) {
 	if g := TrainerCapsOf(m.B).TokenLoss; g != nil {
 		g.TokenLossGrad(dl, logp, l, lo, hi)

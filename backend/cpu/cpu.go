@@ -33,6 +33,12 @@
 // parallel chunks (AdamW): copies and per-element updates with no arithmetic worth a
 // second version.
 //
+// Beyond Backend it implements the capabilities whose numbers are the
+// fallback's own (model/capabilities.go says which and why not the
+// others): the multi-tensor optimizer ops and the loss's derivatives
+// (multi.go), a memory pool that poisons what it recycles (pool.go), the
+// fused residual norm (fused.go) and exact mode (exact.go).
+//
 // Results do not depend on the number of workers or on goroutine timing:
 // products are split into blocks fixed by their shape, reductions (dw of
 // RMSNorm, dk and dv of attention) are summed in a fixed order, and the
@@ -62,6 +68,7 @@ type Backend struct {
 	rope   map[ropeKey]*ropeTable
 
 	scratch sync.Pool // *[]float32, per-worker buffers
+	free    freeLists // released tensors' storage (pool.go)
 
 	// exact: batch-invariant products (exact.go, precision.exact_logprobs).
 	exact bool

@@ -65,6 +65,8 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("AdamW", s.adamw)
 	t.Run("AdamWScaled", s.adamwScaled)
 	t.Run("MultiTensor", s.multiTensor)
+	t.Run("MemoryPool", s.memoryPool)
+	t.Run("ConfigChecker", s.configChecker)
 	t.Run("BadArguments", s.badArguments)
 }
 

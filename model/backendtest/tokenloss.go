@@ -15,8 +15,9 @@ import (
 // value beyond its clamp, dropped tokens, importance weights or none, a
 // NaN log-prob, and a row range not starting at 0 over more than one
 // block. Each derivative must equal the host's or lie within 2 float32
-// ulps of it (a GPU's exp may round its last bit differently from Go's).
-// Backends without the op (the CPU ones: the model computes the
+// ulps of it (a GPU's exp may round its last bit differently from Go's;
+// the fast CPU backend computes the host's function and is exact).
+// Backends without the op (the reference: the model computes the
 // derivative on the host there) skip.
 func (s *suite) tokenLossGrad(t *testing.T) {
 	g := model.TrainerCapsOf(s.b).TokenLoss
