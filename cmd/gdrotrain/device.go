@@ -7,6 +7,7 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/backend"
 	"github.com/gdrotrain/gdrotrain/cuda/selftest"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -32,17 +33,17 @@ func addSelfTestFlag(cmd *cobra.Command, skip *bool) {
 // folder, or a PEFT adapter folder (a LoRA checkpoint, its base checked
 // against the manifest; an exported adapter folder) over its base, the
 // adapters applied on the fly. plan, when set, is checked against the
-// device's memory first (memplan.go). The caller has verified dir
+// device's memory first (memplan.Command). The caller has verified dir
 // (model.VerifyModelFolder) before reading any of its files.
-func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memPlan) (*model.Model, error) {
+func loadModel(cmd *cobra.Command, dir string, f deviceFlags, plan *memplan.Command) (*model.Model, error) {
 	b, err := openBackend(cmd, f)
 	if err != nil {
 		return nil, err
 	}
 	if plan != nil {
 		// Against the device's memory, before the weights are read.
-		avail, name := deviceMemory(b)
-		if err := plan.check(avail, name); err != nil {
+		avail, name := memplan.DeviceMemory(b)
+		if err := plan.Check(avail, name); err != nil {
 			return nil, err
 		}
 	}

@@ -3,11 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/internal/progress"
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/sampler"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -61,14 +61,14 @@ would not fit the device's memory.`,
 			if err != nil {
 				return err
 			}
-			mc, err := modelConfig(dir)
+			mc, err := model.FolderConfig(dir)
 			if err != nil {
 				return err
 			}
-			if err := checkContext(mc, "--prompt", len(ids), p.MaxNewTokens, "--max-new-tokens"); err != nil {
+			if err := mc.CheckContext("--prompt", len(ids), p.MaxNewTokens, "--max-new-tokens"); err != nil {
 				return err
 			}
-			plan := generatePlan(mc, dev, n, len(ids), p.MaxNewTokens, kvGiB)
+			plan := memplan.Generate(mc, dev.matmul == "bf16", n, len(ids), p.MaxNewTokens, kvGiB)
 			m, err := loadModel(cmd, dir, dev, &plan)
 			if err != nil {
 				return err
@@ -120,24 +120,4 @@ would not fit the device's memory.`,
 	f.Uint64Var(&p.Seed, "seed", 0, "random seed")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per completion")
 	return cmd
-}
-
-// generatePlan is what generate holds: the weights (and their bf16 copies
-// under bf16 products), the KV cache of n slots of the prompt and
-// maxNew tokens (or the --kv-cache-gib pool), a decode step's logits and
-// the completions' tokens.
-func generatePlan(mc *model.Config, dev deviceFlags, n, prompt, maxNew int, kvGiB float64) memPlan {
-	w := paramBytes(mc)
-	parts := []memPart{{"weights", w, ""}}
-	if dev.matmul == "bf16" {
-		parts = append(parts, memPart{"bf16 weight copies", w / 2, ""})
-	}
-	kv := kvBytes(mc, float64(n), float64(prompt)+float64(maxNew))
-	if kvGiB > 0 {
-		kv = math.Min(kv, kvGiB*(1<<30))
-	}
-	return memPlan{command: "generate", parts: append(parts,
-		memPart{fmt.Sprintf("KV cache (%d slots × %d tokens)", n, int64(prompt)+int64(maxNew)), kv, "-n or --max-new-tokens (or bound it with --kv-cache-gib)"},
-		memPart{"logits", float64(n) * float64(mc.VocabSize) * 4, "-n"},
-		memPart{"completions", float64(n) * (float64(maxNew)*8 + 256), "-n or --max-new-tokens"})}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gdrotrain/gdrotrain/memplan"
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
@@ -43,14 +44,14 @@ as JSON to stdout or --out.`,
 			if err := model.VerifyModelFolder(dir); err != nil {
 				return err
 			}
-			mc, err := modelConfig(dir)
+			mc, err := model.FolderConfig(dir)
 			if err != nil {
 				return err
 			}
-			if err := checkContext(mc, "--ids", len(tokens), 0, ""); err != nil {
+			if err := mc.CheckContext("--ids", len(tokens), 0, ""); err != nil {
 				return err
 			}
-			plan := logitsPlan(mc, len(tokens))
+			plan := memplan.Logits(mc, len(tokens))
 			m, err := loadModel(cmd, dir, dev, &plan)
 			if err != nil {
 				return err
@@ -101,18 +102,4 @@ func parseIDs(s string) ([]int32, error) {
 		return nil, fmt.Errorf("no token ids given")
 	}
 	return ids, nil
-}
-
-// logitsPlan is what logits holds for T tokens: the weights, their KV
-// cache, one layer's activations and every position's logits (on the
-// device and downloaded).
-func logitsPlan(mc *model.Config, T int) memPlan {
-	t := float64(T)
-	C, F := float64(mc.HiddenSize), float64(mc.IntermediateSize)
-	Q, KV := float64(mc.NumAttentionHeads*mc.HeadDim), float64(mc.NumKeyValueHeads*mc.HeadDim)
-	return memPlan{command: "logits", parts: []memPart{
-		{"weights", paramBytes(mc), ""},
-		{"KV cache", kvBytes(mc, 1, t), "--ids"},
-		{"activations", t * (4*C + 3*F + Q + 2*KV) * 4, "--ids"},
-		{"logits", 2 * t * float64(mc.VocabSize) * 4, "--ids"}}}
 }
