@@ -14,6 +14,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
 
 // TestExportLoRA: a tiny LoRA run's checkpoint (adapters with a nonzero B
@@ -180,7 +181,7 @@ func TestExportLoRA(t *testing.T) {
 	if _, err := runCmd(t, "", "logits", "--model", ckpt, "--ids", ids, "--all", "--out", lj); err != nil {
 		t.Fatal(err)
 	}
-	var lo logitsOutput
+	var lo infer.LogitsOutput
 	if raw, err := os.ReadFile(lj); err != nil {
 		t.Fatal(err)
 	} else if err := json.Unmarshal(raw, &lo); err != nil {

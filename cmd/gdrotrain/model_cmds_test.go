@@ -10,6 +10,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
 
 // TestInitTinyAndLogits: init-tiny writes a loadable folder and logits
@@ -30,7 +31,7 @@ func TestInitTinyAndLogits(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(outFile)
-	var res logitsOutput
+	var res infer.LogitsOutput
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatal(err)
 	}
