@@ -175,7 +175,7 @@ func TestExportLoRA(t *testing.T) {
 		t.Errorf("--adapter --shard-gb: %v", err)
 	}
 
-	// `logits --model CHECKPOINT`: base + adapters through loadModel.
+	// `logits --model CHECKPOINT`: base + adapters through launch.Device.LoadModel.
 	lj := filepath.Join(task.Dir, "logits.json")
 	ids := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(tokens)), ","), "[]")
 	if _, err := runCmd(t, "", "logits", "--model", ckpt, "--ids", ids, "--all", "--out", lj); err != nil {
