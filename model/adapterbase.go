@@ -8,7 +8,9 @@ package model
 // the adapters are meaningless over any other.
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/gdrotrain/gdrotrain/checkpoint"
@@ -81,4 +83,25 @@ func VerifyModelFolder(dir string) error {
 	}
 	_, err := checkpoint.VerifyIfCheckpoint(dir)
 	return err
+}
+
+// FolderConfig reads the config.json of a model folder, or of an adapter
+// folder's base (the base its manifest records, else adapter_config.json's),
+// before anything large is loaded.
+func FolderConfig(dir string) (*Config, error) {
+	if !IsAdapterFolder(dir) {
+		return LoadConfig(dir)
+	}
+	var m *checkpoint.Manifest
+	if raw, err := os.ReadFile(filepath.Join(dir, checkpoint.ManifestName)); err == nil {
+		m = &checkpoint.Manifest{} // verified when the model loads
+		if json.Unmarshal(raw, m) != nil {
+			m = nil
+		}
+	}
+	base, err := AdapterBase(dir, m, "", "")
+	if err != nil {
+		return nil, err
+	}
+	return LoadConfig(base)
 }

@@ -103,6 +103,23 @@ func LoadConfig(dir string) (*Config, error) {
 	return cfg, nil
 }
 
+// CheckContext refuses a sequence longer than the model's context: prompt
+// tokens of what (the flag or file they come from), plus newTokens to
+// generate (flag names the flag that sets them; "" for none).
+func (c *Config) CheckContext(what string, prompt, newTokens int, flag string) error {
+	maxPos := c.MaxPositionEmbeddings
+	switch {
+	case prompt > maxPos:
+		return fmt.Errorf("%s has %d tokens, more than the model's max_position_embeddings %d", what, prompt, maxPos)
+	case newTokens > 0 && prompt == maxPos:
+		return fmt.Errorf("%s has %d tokens, the model's whole max_position_embeddings: no room to generate (%s %d)", what, prompt, flag, newTokens)
+	case newTokens > 0 && int64(prompt)+int64(newTokens) > int64(maxPos):
+		return fmt.Errorf("%s has %d tokens and %s %d would take the sequence to %d, past the model's max_position_embeddings %d (HINT: %s %d at most)",
+			what, prompt, flag, newTokens, int64(prompt)+int64(newTokens), maxPos, flag, maxPos-prompt)
+	}
+	return nil
+}
+
 // ParseConfig decodes config.json bytes, fills defaults and validates.
 func ParseConfig(raw []byte) (*Config, error) {
 	var cfg Config

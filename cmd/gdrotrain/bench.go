@@ -1,23 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/cuda"
-	"github.com/gdrotrain/gdrotrain/tools/bench"
-	cudaprofile "github.com/gdrotrain/gdrotrain/tools/profile"
+	"github.com/gdrotrain/gdrotrain/tools/benchrun"
 )
 
 func newBenchCmd() *cobra.Command {
-	var torchPython, script string
-	var only, gpuShape string
-	var dev deviceFlags
-	var profile, asJSON, noTorch, torchOnly bool
-	var peakTFLOPs, bandwidthGBs float64
-	var cpuBench bench.CPUOptions
+	var o benchrun.Options
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure model forward and forward+backward throughput (beside PyTorch when available)",
@@ -44,65 +36,22 @@ transformers baseline runs first, on the same shapes, unless --no-torch;
 how many weight sets were drawn).`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if noTorch && torchOnly {
-				return fmt.Errorf("--no-torch and --torch-only exclude each other")
-			}
-			if torchOnly && (dev.device == "cpu" || profile) {
-				return fmt.Errorf("--torch-only: the PyTorch baseline alone is for the GPU benchmark (--device cuda, without --profile); the CPU benchmark interleaves both sides")
-			}
-			cpuBench.Python, cpuBench.Script, cpuBench.NoTorch = torchPython, script, noTorch
-			if dev.device != "cpu" {
-				b, err := openBackend(cmd, dev)
-				if err != nil {
-					return err
-				}
-				if cb, ok := b.(*cuda.Backend); ok && profile {
-					train, err := cudaprofile.WriteTrain(cmd.OutOrStdout(), cb, asJSON)
-					if err != nil {
-						return err
-					}
-					decode, err := cudaprofile.WriteDecode(cmd.OutOrStdout(), cb, asJSON)
-					if err != nil {
-						return err
-					}
-					// The step time of generation and training, synchronous
-					// and overlapped on 8 GPUs, estimated from those counts.
-					wls, err := cudaprofile.PaperWorkloads(paperRunSettings)
-					if err != nil {
-						return err
-					}
-					return cudaprofile.WritePipeline(cmd.OutOrStdout(), train, decode, wls, asJSON)
-				}
-				if cb, ok := b.(*cuda.Backend); ok {
-					return cudaprofile.Bench(cmd.OutOrStdout(), cb, cudaprofile.BenchOptions{Shape: gpuShape, Python: torchPython,
-						Script: filepath.Join(filepath.Dir(script), "bench_torch_gpu.py"), PeakTFLOPs: peakTFLOPs, BandwidthGBs: bandwidthGBs,
-						JSON: asJSON, NoTorch: noTorch, TorchOnly: torchOnly})
-				}
-			}
-			var shapes []bench.Shape
-			for _, s := range bench.Shapes() {
-				if only == "" || only == s.Name {
-					shapes = append(shapes, s)
-				}
-			}
-			if len(shapes) == 0 {
-				return fmt.Errorf("--only %q matches no shape", only)
-			}
-			return bench.CompareCPU(cmd.OutOrStdout(), shapes, cpuBench)
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return benchrun.Run(o)
 		},
 	}
-	cmd.Flags().StringVar(&torchPython, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip; scripts/sid_python.sh: the sid chroot's PyTorch 2.14)")
-	cmd.Flags().StringVar(&script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
-	cmd.Flags().StringVar(&only, "only", "", "measure only the named shape (tiny, small-50M)")
-	cmd.Flags().IntVar(&cpuBench.Rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
-	cmd.Flags().IntVar(&cpuBench.Threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
-	addDeviceFlags(cmd, &dev, "bf16")
-	cmd.Flags().BoolVar(&profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts, then the step time of the paper's 1.7B and 8B GRPO configs on 8 GPUs, synchronous and with generation overlapped")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "with --device cuda: the measurements as one JSON object (with --profile: one per shape)")
-	cmd.Flags().BoolVar(&noTorch, "no-torch", false, "measure gdrotrain's rows only, without the PyTorch baseline")
-	cmd.Flags().BoolVar(&torchOnly, "torch-only", false, "with --device cuda: run the PyTorch baseline alone (its rows, our columns empty), e.g. after a --no-torch run")
-	cmd.Flags().StringVar(&gpuShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
-	cmd.Flags().Float64Var(&peakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
-	cmd.Flags().Float64Var(&bandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")
+	cmd.Flags().StringVar(&o.CPU.Python, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip; scripts/sid_python.sh: the sid chroot's PyTorch 2.14)")
+	cmd.Flags().StringVar(&o.CPU.Script, "torch-script", filepath.Join("scripts", "bench_torch.py"), "PyTorch baseline script")
+	cmd.Flags().StringVar(&o.Only, "only", "", "measure only the named shape (tiny, small-50M)")
+	cmd.Flags().IntVar(&o.CPU.Rounds, "rounds", 5, "CPU: rounds of measurements, each shape alternating with PyTorch; each side's best round is reported")
+	cmd.Flags().IntVar(&o.CPU.Threads, "threads", 0, "CPU: threads for gdrotrain and for PyTorch and its BLAS (0: every core)")
+	addDeviceFlags(cmd, &o.Device, "bf16")
+	cmd.Flags().BoolVar(&o.Profile, "profile", false, "with --device cuda: count one Qwen3-1.7B training step (launches, syncs, allocations, copies, FLOPs by engine) and one decode step at batch 1, 64, 256 × 1k, 4k context, and estimate their H100 time, MFU and tokens/s from the counts, then the step time of the paper's 1.7B and 8B GRPO configs on 8 GPUs, synchronous and with generation overlapped")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "with --device cuda: the measurements as one JSON object (with --profile: one per shape)")
+	cmd.Flags().BoolVar(&o.CPU.NoTorch, "no-torch", false, "measure gdrotrain's rows only, without the PyTorch baseline")
+	cmd.Flags().BoolVar(&o.TorchOnly, "torch-only", false, "with --device cuda: run the PyTorch baseline alone (its rows, our columns empty), e.g. after a --no-torch run")
+	cmd.Flags().StringVar(&o.GPUShape, "gpu-shape", "qwen3-1.7b", "GPU benchmark model: qwen3-1.7b (random weights) or tiny (a smoke test)")
+	cmd.Flags().Float64Var(&o.PeakTFLOPs, "peak-tflops", 0, "dense bf16 peak of the GPU for MFU (default: from the GPU's name)")
+	cmd.Flags().Float64Var(&o.BandwidthGBs, "bandwidth-gbs", 0, "memory bandwidth of the GPU in GB/s for the decode bound (default: from the GPU's name)")
 	return cmd
 }

@@ -4,22 +4,13 @@ package main
 // logged JSONL trace (format in gdro/replay.go and the gdro package doc).
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"os"
-
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/tools/gdrosim"
 )
 
 func newGDROReplayCmd() *cobra.Command {
-	var (
-		cf    gdroConfigFlags
-		trace string
-		out   string
-	)
+	var o gdrosim.ReplayOptions
 	cmd := &cobra.Command{
 		Use:   "gdro-replay --trace FILE",
 		Short: "Replay a logged trace through the GDRO controllers and write their decisions",
@@ -42,56 +33,12 @@ surrogate_kl signal.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if trace == "" {
-				return fmt.Errorf("gdro-replay: --trace FILE is required")
-			}
-			cfg, err := cf.resolve()
-			if err != nil {
-				return err
-			}
-			var in io.Reader = cmd.InOrStdin()
-			if trace != "-" {
-				f, err := os.Open(trace)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				in = f
-			}
-			if out == "" {
-				out = "-"
-			}
-			w, closeOut, err := createOut(out, cmd.OutOrStdout())
-			if err != nil {
-				return err
-			}
-			sum, err := gdro.Replay(cfg, in, w)
-			if cerr := closeOut(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", trace, err)
-			}
-			msg := fmt.Sprintf("gdro-replay: %d steps, %d prompts, %d rows replayed (method %s", sum.Steps, sum.Prompts, sum.Rows, sum.Method)
-			if cfg.Rollout.Enabled {
-				msg += fmt.Sprintf(", final mu %.4f", sum.MuFinal)
-			}
-			_, err = fmt.Fprintln(cmd.ErrOrStderr(), msg+")")
-			return err
+			o.Stdin, o.Stdout, o.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return gdrosim.Replay(o)
 		},
 	}
-	cf.add(cmd, "rollout-10bins")
-	cmd.Flags().StringVar(&trace, "trace", "", `JSONL trace to replay ("-" = stdin)`)
-	cmd.Flags().StringVar(&out, "out", "-", `decisions JSONL output ("-" = stdout)`)
+	addGDROConfigFlags(cmd, &o.Config, "rollout-10bins")
+	cmd.Flags().StringVar(&o.Trace, "trace", "", `JSONL trace to replay ("-" = stdin)`)
+	cmd.Flags().StringVar(&o.Out, "out", "-", `decisions JSONL output ("-" = stdout)`)
 	return cmd
-}
-
-// writeJSON writes v as indented JSON followed by a newline.
-func writeJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }

@@ -1,81 +1,32 @@
 package main
 
 // gdrosim.go: `gdrotrain gdro-sim`, the model-free simulator of the GDRO
-// controllers (gdro/sim.go), for tuning controller settings before spending
-// GPU hours.
+// controllers (gdro/sim.go, tools/gdrosim), for tuning controller settings
+// before spending GPU hours.
 
 import (
-	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/gdro"
+	"github.com/gdrotrain/gdrotrain/tools/gdrosim"
 )
 
-// gdroConfigFlags are the flags shared by gdro-sim and gdro-replay that
-// select the controller configuration.
-type gdroConfigFlags struct {
-	preset string
-	config string
-	mode   string
-}
-
-func (f *gdroConfigFlags) add(cmd *cobra.Command, defaultPreset string) {
-	cmd.Flags().StringVar(&f.preset, "preset", defaultPreset,
+// addGDROConfigFlags adds the flags shared by gdro-sim and gdro-replay
+// that select the controller configuration.
+func addGDROConfigFlags(cmd *cobra.Command, c *gdrosim.ConfigSource, defaultPreset string) {
+	cmd.Flags().StringVar(&c.Preset, "preset", defaultPreset,
 		"controller preset: "+strings.Join(gdro.PresetNames(), ", "))
-	cmd.Flags().StringVar(&f.config, "config", "",
+	cmd.Flags().StringVar(&c.File, "config", "",
 		"YAML file with gdro settings (classifier/prompt/rollout keys; prompt.enabled and rollout.enabled switch the controllers, prompt.kl_coef is the surrogate_kl β_KL) applied over the preset")
-	cmd.Flags().StringVar(&f.mode, "mode", "",
+	cmd.Flags().StringVar(&c.Mode, "mode", "",
 		"override rollout.mode: paper or reference_compat")
 }
 
-// resolve builds the configuration: preset, then --config, then --mode.
-func (f *gdroConfigFlags) resolve() (gdro.Config, error) {
-	cfg, err := gdro.Preset(f.preset)
-	if err != nil {
-		return cfg, err
-	}
-	if f.config != "" {
-		data, err := os.ReadFile(f.config)
-		if err != nil {
-			return cfg, err
-		}
-		if cfg, err = gdro.ParseConfig(data, cfg); err != nil {
-			return cfg, fmt.Errorf("%s: %w", f.config, err)
-		}
-	}
-	if f.mode != "" {
-		cfg.Rollout.Mode = f.mode
-	}
-	return cfg, cfg.Validate()
-}
-
-// createOut opens path for writing; "-" is stdout, "" is nothing.
-func createOut(path string, stdout io.Writer) (io.Writer, func() error, error) {
-	switch path {
-	case "":
-		return nil, func() error { return nil }, nil
-	case "-":
-		return stdout, func() error { return nil }, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return f, f.Close, nil
-}
-
 func newGDROSimCmd() *cobra.Command {
-	var (
-		cf        gdroConfigFlags
-		sc        = gdro.DefaultSimConfig()
-		out       string
-		tracePath string
-		jsonSum   bool
-	)
+	o := gdrosim.SimOptions{Sim: gdro.DefaultSimConfig()}
+	sc := &o.Sim
 	cmd := &cobra.Command{
 		Use:   "gdro-sim",
 		Short: "Simulate the GDRO controllers on a synthetic prompt population (no model)",
@@ -93,41 +44,11 @@ trend, μ and the arm probabilities. Runs are seeded and deterministic.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := cf.resolve()
-			if err != nil {
-				return err
-			}
-			w, closeOut, err := createOut(out, cmd.OutOrStdout())
-			if err != nil {
-				return err
-			}
-			tw, closeTrace, err := createOut(tracePath, cmd.OutOrStdout())
-			if err != nil {
-				_ = closeOut()
-				return err
-			}
-			sum, err := gdro.Simulate(cfg, sc, w, tw)
-			if cerr := closeOut(); err == nil {
-				err = cerr
-			}
-			if cerr := closeTrace(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			report := cmd.OutOrStdout()
-			if out == "-" || tracePath == "-" {
-				report = cmd.ErrOrStderr()
-			}
-			if jsonSum {
-				return writeJSON(report, sum)
-			}
-			_, err = io.WriteString(report, sum.Format())
-			return err
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return gdrosim.Simulate(o)
 		},
 	}
-	cf.add(cmd, "rollout-10bins")
+	addGDROConfigFlags(cmd, &o.Config, "rollout-10bins")
 	f := cmd.Flags()
 	f.IntVar(&sc.Steps, "steps", sc.Steps, "training steps to simulate")
 	f.IntVar(&sc.BatchSize, "batch", sc.BatchSize, "prompts per step")
@@ -137,8 +58,8 @@ trend, μ and the arm probabilities. Runs are seeded and deterministic.`,
 	f.Float64Var(&sc.LR, "lr", sc.LR, "logit step per unit of training pressure")
 	f.Float64Var(&sc.Transfer, "transfer", sc.Transfer, "share of a sub-domain's mean update given to all its prompts")
 	f.Float64Var(&sc.RatioNoise, "ratio-noise", sc.RatioNoise, "std of the synthetic ratio drift in the surrogate loss signal")
-	f.StringVar(&out, "out", "", `per-step JSONL output file ("-" = stdout)`)
-	f.StringVar(&tracePath, "trace", "", `also write a gdro-replay trace with n_max outcomes per prompt ("-" = stdout)`)
-	f.BoolVar(&jsonSum, "json", false, "print the summary as JSON")
+	f.StringVar(&o.Out, "out", "", `per-step JSONL output file ("-" = stdout)`)
+	f.StringVar(&o.Trace, "trace", "", `also write a gdro-replay trace with n_max outcomes per prompt ("-" = stdout)`)
+	f.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
 	return cmd
 }

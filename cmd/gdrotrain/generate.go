@@ -1,25 +1,14 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-	"math"
-
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/internal/progress"
-	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/sampler"
-	"github.com/gdrotrain/gdrotrain/tokenizer"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
 
 func newGenerateCmd() *cobra.Command {
-	var dir, tokDir, prompt, mode string
-	var p sampler.Params
-	var n int
-	var asJSON bool
-	var kvGiB float64
-	var dev deviceFlags
+	var o infer.GenerateOptions
+	p := &o.Sampling
 	cmd := &cobra.Command{
 		Use:   "generate --model DIR --prompt TEXT",
 		Short: "Sample completions from a model with the KV-cached sampler",
@@ -34,110 +23,24 @@ would not fit the device's memory.`,
 		Example:      "  gdrotrain generate --model runs/demo/model-warm --prompt '12+7=' --mode raw -n 4 --temperature 0.6",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" || prompt == "" {
-				return fmt.Errorf("--model and --prompt are required")
-			}
-			if n < 1 {
-				return fmt.Errorf("-n %d: want at least 1 completion", n)
-			}
-			if tokDir == "" {
-				tokDir = dir
-			}
-			if err := model.VerifyModelFolder(dir); err != nil {
-				return err
-			}
-			pm, err := tokenizer.ParsePromptMode(mode)
-			if err != nil {
-				return fmt.Errorf("--mode: %w", err)
-			}
-			if !(kvGiB >= 0) {
-				return fmt.Errorf("--kv-cache-gib %v: want ≥ 0 (0: every slot at full length)", kvGiB)
-			}
-			tok, err := tokenizer.Load(tokDir)
-			if err != nil {
-				return err
-			}
-			ids, err := tok.EncodePrompt([]tokenizer.Message{{Role: "user", Content: prompt}}, pm)
-			if err != nil {
-				return err
-			}
-			mc, err := modelConfig(dir)
-			if err != nil {
-				return err
-			}
-			if err := checkContext(mc, "--prompt", len(ids), p.MaxNewTokens, "--max-new-tokens"); err != nil {
-				return err
-			}
-			plan := generatePlan(mc, dev, n, len(ids), p.MaxNewTokens, kvGiB)
-			m, err := loadModel(cmd, dir, dev, &plan)
-			if err != nil {
-				return err
-			}
-			for _, id := range tok.StopIDs() {
-				p.StopIDs = append(p.StopIDs, int32(id))
-			}
-			for _, id := range m.Cfg.EOSTokenIDs {
-				p.StopIDs = append(p.StopIDs, int32(id))
-			}
-			p.MaxSlots = max(n, 1)
-			p.KVBudgetBytes = int64(kvGiB * (1 << 30))
-			bar := progress.New(n, "sequences")
-			out, err := sampler.Generate(cmd.Context(), m, []sampler.Request{{UID: prompt, Prompt: tokenizer.Int32s(ids), N: n}}, p, bar)
-			bar.Finish()
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			for _, c := range out[0] {
-				text := tok.Decode32(c.Tokens, true)
-				if asJSON {
-					line, _ := json.Marshal(map[string]any{"index": c.Index, "text": text, "tokens": c.Tokens, "stopped": c.Stopped, "truncated": c.Truncated})
-					fmt.Fprintln(w, string(line))
-					continue
-				}
-				end := "stop"
-				if c.Truncated {
-					end = "max_new_tokens"
-				}
-				fmt.Fprintf(w, "--- completion %d (%d tokens, %s)\n%s\n", c.Index, len(c.Tokens), end, text)
-			}
-			return nil
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return infer.Generate(cmd.Context(), o)
 		},
 	}
-	addDeviceFlags(cmd, &dev, "fp32")
+	addDeviceFlags(cmd, &o.Device, "fp32")
 	f := cmd.Flags()
-	f.StringVar(&dir, "model", "", "Hugging Face model folder")
-	f.StringVar(&tokDir, "tokenizer", "", "tokenizer folder (default: --model)")
-	f.StringVar(&prompt, "prompt", "", "the user message")
-	f.StringVar(&mode, "mode", "chat", "chat (apply the chat template) or raw")
-	f.IntVarP(&n, "n", "n", 1, "completions to sample")
+	f.StringVar(&o.Model, "model", "", "Hugging Face model folder")
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer folder (default: --model)")
+	f.StringVar(&o.Prompt, "prompt", "", "the user message")
+	f.StringVar(&o.Mode, "mode", "chat", "chat (apply the chat template) or raw")
+	f.IntVarP(&o.N, "n", "n", 1, "completions to sample")
 	f.Float64Var(&p.Temperature, "temperature", 1, "sampling temperature (0: greedy)")
 	f.Float64Var(&p.TopP, "top-p", 1, "nucleus sampling mass")
 	f.IntVar(&p.TopK, "top-k", 0, "keep the k most likely tokens (0: off)")
 	f.IntVar(&p.MaxNewTokens, "max-new-tokens", 256, "maximum generated tokens")
 	f.BoolVar(&p.Graphs, "cuda-graphs", true, "on CUDA, run each decode step as one CUDA graph with the draw on the GPU (sampling.cuda_graphs)")
-	f.Float64Var(&kvGiB, "kv-cache-gib", 0, "page the KV cache within this many GiB, pre-empting and recomputing completions when it is full (sampling.kv_cache_gib; 0: every slot at full length)")
+	f.Float64Var(&o.KVCacheGiB, "kv-cache-gib", 0, "page the KV cache within this many GiB, pre-empting and recomputing completions when it is full (sampling.kv_cache_gib; 0: every slot at full length)")
 	f.Uint64Var(&p.Seed, "seed", 0, "random seed")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per completion")
+	f.BoolVar(&o.JSON, "json", false, "print one JSON object per completion")
 	return cmd
-}
-
-// generatePlan is what generate holds: the weights (and their bf16 copies
-// under bf16 products), the KV cache of n slots of the prompt and
-// maxNew tokens (or the --kv-cache-gib pool), a decode step's logits and
-// the completions' tokens.
-func generatePlan(mc *model.Config, dev deviceFlags, n, prompt, maxNew int, kvGiB float64) memPlan {
-	w := paramBytes(mc)
-	parts := []memPart{{"weights", w, ""}}
-	if dev.matmul == "bf16" {
-		parts = append(parts, memPart{"bf16 weight copies", w / 2, ""})
-	}
-	kv := kvBytes(mc, float64(n), float64(prompt)+float64(maxNew))
-	if kvGiB > 0 {
-		kv = math.Min(kv, kvGiB*(1<<30))
-	}
-	return memPlan{command: "generate", parts: append(parts,
-		memPart{fmt.Sprintf("KV cache (%d slots × %d tokens)", n, int64(prompt)+int64(maxNew)), kv, "-n or --max-new-tokens (or bound it with --kv-cache-gib)"},
-		memPart{"logits", float64(n) * float64(mc.VocabSize) * 4, "-n"},
-		memPart{"completions", float64(n) * (float64(maxNew)*8 + 256), "-n or --max-new-tokens"})}
 }

@@ -1,29 +1,13 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/spf13/cobra"
 
-	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
 
-// logitsOutput is the JSON that `gdrotrain logits` writes.
-type logitsOutput struct {
-	Model     string      `json:"model"`
-	IDs       []int32     `json:"ids"`
-	VocabSize int         `json:"vocab_size"`
-	Logits    []float32   `json:"logits"`              // final position
-	Positions [][]float32 `json:"positions,omitempty"` // every position, with --all
-}
-
 func newLogitsCmd() *cobra.Command {
-	var dir, ids, out string
-	var all bool
-	var dev deviceFlags
+	var o infer.LogitsOptions
 	cmd := &cobra.Command{
 		Use:   "logits --model DIR --ids 1,2,3",
 		Short: "Print the logits of a token sequence as JSON (for comparison with other implementations)",
@@ -33,86 +17,15 @@ as JSON to stdout or --out.`,
 		Example:      "  gdrotrain logits --model /tmp/tiny --ids 1,2,3 --all --out logits.json",
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if dir == "" {
-				return fmt.Errorf("--model is required")
-			}
-			tokens, err := parseIDs(ids)
-			if err != nil {
-				return fmt.Errorf("--ids: %w", err)
-			}
-			if err := model.VerifyModelFolder(dir); err != nil {
-				return err
-			}
-			mc, err := modelConfig(dir)
-			if err != nil {
-				return err
-			}
-			if err := checkContext(mc, "--ids", len(tokens), 0, ""); err != nil {
-				return err
-			}
-			plan := logitsPlan(mc, len(tokens))
-			m, err := loadModel(cmd, dir, dev, &plan)
-			if err != nil {
-				return err
-			}
-			rows, err := m.Logits(tokens)
-			if err != nil {
-				return err
-			}
-			res := logitsOutput{Model: dir, IDs: tokens, VocabSize: m.Cfg.VocabSize, Logits: rows[len(rows)-1]}
-			if all {
-				res.Positions = rows
-			}
-			raw, err := json.Marshal(res)
-			if err != nil {
-				return err
-			}
-			if out == "" {
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(raw))
-				return err
-			}
-			return model.WriteFileAtomic(out, append(raw, '\n'))
+			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return infer.Logits(o)
 		},
 	}
-	addDeviceFlags(cmd, &dev, "fp32")
+	addDeviceFlags(cmd, &o.Device, "fp32")
 	f := cmd.Flags()
-	f.StringVar(&dir, "model", "", "Hugging Face model folder")
-	f.StringVar(&ids, "ids", "", "comma-separated token ids")
-	f.StringVar(&out, "out", "", "write JSON here instead of stdout")
-	f.BoolVar(&all, "all", false, "include the logits of every position")
+	f.StringVar(&o.Model, "model", "", "Hugging Face model folder")
+	f.StringVar(&o.IDs, "ids", "", "comma-separated token ids")
+	f.StringVar(&o.Out, "out", "", "write JSON here instead of stdout")
+	f.BoolVar(&o.All, "all", false, "include the logits of every position")
 	return cmd
-}
-
-// parseIDs reads "1,2, 3" into token ids.
-func parseIDs(s string) ([]int32, error) {
-	var ids []int32
-	for i, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		v, err := strconv.ParseInt(part, 10, 32)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("item %d %q is not a non-negative integer", i+1, part)
-		}
-		ids = append(ids, int32(v))
-	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("no token ids given")
-	}
-	return ids, nil
-}
-
-// logitsPlan is what logits holds for T tokens: the weights, their KV
-// cache, one layer's activations and every position's logits (on the
-// device and downloaded).
-func logitsPlan(mc *model.Config, T int) memPlan {
-	t := float64(T)
-	C, F := float64(mc.HiddenSize), float64(mc.IntermediateSize)
-	Q, KV := float64(mc.NumAttentionHeads*mc.HeadDim), float64(mc.NumKeyValueHeads*mc.HeadDim)
-	return memPlan{command: "logits", parts: []memPart{
-		{"weights", paramBytes(mc), ""},
-		{"KV cache", kvBytes(mc, 1, t), "--ids"},
-		{"activations", t * (4*C + 3*F + Q + 2*KV) * 4, "--ids"},
-		{"logits", 2 * t * float64(mc.VocabSize) * 4, "--ids"}}}
 }

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
 
 // TestInitTinyAndLogits: init-tiny writes a loadable folder and logits
@@ -29,7 +31,7 @@ func TestInitTinyAndLogits(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(outFile)
-	var res logitsOutput
+	var res infer.LogitsOutput
 	if err := json.Unmarshal(raw, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -54,5 +56,26 @@ func TestInitTinyAndLogits(t *testing.T) {
 	}
 	if _, err := runCmd(t, "", "init-tiny", "--out", dir, "--heads", "3", "--kv-heads", "2"); err == nil || !strings.Contains(err.Error(), "num_key_value_heads") {
 		t.Fatalf("bad heads: %v", err)
+	}
+}
+
+// TestModelCommandsVerifyCheckpoints: generate and logits refuse a
+// checkpoint that fails its checksums, as export does (they used to load
+// it), and load a sound one.
+func TestModelCommandsVerifyCheckpoints(t *testing.T) {
+	ckpt, _ := testfix.TinyCheckpoint(t, t.TempDir())
+	if _, err := runCmd(t, "", "logits", "--model", ckpt, "--ids", "1,2"); err != nil {
+		t.Fatalf("logits of a sound checkpoint: %v", err)
+	}
+	flipLastByte(t, filepath.Join(ckpt, "model.safetensors"))
+	want := "file model.safetensors fails its checksum"
+	for _, args := range [][]string{
+		{"logits", "--model", ckpt, "--ids", "1,2"},
+		{"generate", "--model", ckpt, "--prompt", "1+1=", "--mode", "raw", "--max-new-tokens", "2"},
+		{"export", "--checkpoint", ckpt, "--out", filepath.Join(t.TempDir(), "hf")},
+	} {
+		if _, err := runCmd(t, "", args...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s of a corrupted checkpoint: %v, want %q", args[0], err, want)
+		}
 	}
 }

@@ -5,20 +5,13 @@ package main
 // overlaid.
 
 import (
-	"fmt"
-	"path/filepath"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/tools/report"
 )
 
 func newPlotCmd() *cobra.Command {
-	var (
-		runDir  string
-		compare []string
-		out     string
-	)
+	var o report.PlotOptions
 	cmd := &cobra.Command{
 		Use:   "plot (--run DIR | --compare RUN_A RUN_B …) [--out DIR]",
 		Short: "Render a run's curriculum, training and validation figures (PNG, SVG, index.html)",
@@ -53,72 +46,13 @@ per run (named by folder).`,
 		Args:         cobra.ArbitraryArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// --compare takes the runs that follow it: the first as the
-			// flag's value, the rest as arguments.
-			if len(compare) > 0 {
-				compare = append(compare, args...)
-			} else if len(args) > 0 {
-				return fmt.Errorf("plot: unexpected arguments %v (HINT: --run DIR, or --compare RUN_A RUN_B …)", args)
-			}
-			switch {
-			case runDir != "" && len(compare) > 0:
-				return fmt.Errorf("plot: give --run or --compare, not both")
-			case runDir != "":
-				run, err := report.LoadRun(runDir)
-				if err != nil {
-					return err
-				}
-				if out == "" {
-					out = filepath.Join(runDir, "plots")
-					if run.Dir == "" { // a metrics file: plots beside it
-						out = filepath.Join(filepath.Dir(runDir), run.Name+"-plots")
-					}
-				}
-				return writeReport(cmd, report.Build(run), out)
-			case len(compare) > 0:
-				if len(compare) < 2 {
-					return fmt.Errorf("plot: --compare needs at least two runs, got %v", compare)
-				}
-				if out == "" {
-					return fmt.Errorf("plot: --compare needs --out DIR")
-				}
-				runs := make([]*report.Run, len(compare))
-				for i, c := range compare {
-					r, err := report.LoadRun(c)
-					if err != nil {
-						return err
-					}
-					runs[i] = r
-				}
-				rep, err := report.BuildCompare(runs)
-				if err != nil {
-					return err
-				}
-				return writeReport(cmd, rep, out)
-			}
-			return fmt.Errorf("plot: nothing to plot (HINT: --run DIR, or --compare RUN_A RUN_B … --out DIR)")
+			o.Args, o.Stdout = args, cmd.OutOrStdout()
+			return report.Plot(o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&runDir, "run", "", "run folder (metrics.jsonl, validation.jsonl, config.yaml) or a gdro-sim --out JSONL file")
-	f.StringSliceVar(&compare, "compare", nil, "runs to overlay (folders or metrics files; also comma-separated)")
-	f.StringVar(&out, "out", "", "output folder (default: RUN/plots, or NAME-plots beside a metrics file)")
+	f.StringVar(&o.Run, "run", "", "run folder (metrics.jsonl, validation.jsonl, config.yaml) or a gdro-sim --out JSONL file")
+	f.StringSliceVar(&o.Compare, "compare", nil, "runs to overlay (folders or metrics files; also comma-separated)")
+	f.StringVar(&o.Out, "out", "", "output folder (default: RUN/plots, or NAME-plots beside a metrics file)")
 	return cmd
-}
-
-func writeReport(cmd *cobra.Command, rep *report.Report, out string) error {
-	files, err := rep.Write(out)
-	if err != nil {
-		return err
-	}
-	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "plot: %d figures (PNG + SVG) in %s", len(rep.Figures), out)
-	if n := len(rep.Skipped); n > 0 {
-		fmt.Fprintf(w, ", %d skipped (no data; see index.html)", n)
-	}
-	fmt.Fprintf(w, "\n  open %s\n", files[len(files)-1])
-	for _, m := range rep.Measures {
-		fmt.Fprintf(w, "  %s: %s\n", m.Name, m.Value)
-	}
-	return nil
 }

@@ -1,26 +1,17 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gdrotrain/gdrotrain/configs"
 	"github.com/gdrotrain/gdrotrain/launch"
-	"github.com/gdrotrain/gdrotrain/trainer"
 )
 
 func newTrainCmd() *cobra.Command {
-	var config string
-	var o trainer.Options
-	var sets []string
-	var printConfig, dryRun, skipSelfTest bool
-	var device string
-	var assumeGiB float64
-	var df distFlags
+	var c launch.Command
+	o := &c.Launch.Trainer
 	cmd := &cobra.Command{
 		Use:   "train --config FILE|NAME [--set section.key=value]...",
 		Short: "Train with GRPO, Prompt-GDRO or Rollout-GDRO from a YAML config",
@@ -55,81 +46,21 @@ stops all at the next step boundary with one checkpoint (exit status 3),
 which resumes at any world size.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			raw, source, err := readConfig(config)
-			if err != nil {
-				return err
-			}
-			if device != "" {
-				sets = append(sets, "run.device="+device)
-			}
-			if df.bind != "" {
-				sets = append(sets, "dist.bind="+strconv.Quote(df.bind))
-			}
-			if printConfig || dryRun {
-				// Both work on a shipped config before its paths are set.
-				cfg, err := trainer.Resolve(raw, source, sets)
-				if err != nil {
-					return err
-				}
-				if dryRun {
-					if cfg.Model.Path == "" {
-						return fmt.Errorf("--dry-run: model.path is required (a folder with the model's config.json, e.g. docs/qwen3-shapes/1.7b)")
-					}
-					return launch.Plan(cmd.OutOrStdout(), cmd.ErrOrStderr(), cfg, assumeGiB, max(df.place.Size, 1))
-				}
-				out, err := cfg.YAML()
-				if err != nil {
-					return err
-				}
-				_, err = cmd.OutOrStdout().Write(out)
-				return err
-			}
-			cfg, err := trainer.LoadBytes(raw, source, sets)
-			if err != nil {
-				return err
-			}
-			return launch.Run(cmd.Context(), launch.Options{Config: cfg, Place: df.place, Insecure: df.insecure,
-				Trainer: o, SkipSelfTest: skipSelfTest, Log: cmd.ErrOrStderr()})
+			c.Stdout, c.Launch.Log = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return launch.Train(cmd.Context(), c)
 		},
 	}
-	cmd.Flags().StringVar(&config, "config", "", "YAML config file, or a built-in config name")
-	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a config key: section.key=value (repeatable)")
-	cmd.Flags().BoolVar(&printConfig, "print-config", false, "print the resolved config and exit")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the memory the run needs on its device, allocate nothing, exit 1 if it will not fit")
-	cmd.Flags().StringVar(&device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
-	cmd.Flags().Float64Var(&assumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
-	addSelfTestFlag(cmd, &skipSelfTest)
-	addDistFlags(cmd, &df)
+	cmd.Flags().StringVar(&c.Config, "config", "", "YAML config file, or a built-in config name")
+	cmd.Flags().StringArrayVar(&c.Sets, "set", nil, "override a config key: section.key=value (repeatable)")
+	cmd.Flags().BoolVar(&c.PrintConfig, "print-config", false, "print the resolved config and exit")
+	cmd.Flags().BoolVar(&c.DryRun, "dry-run", false, "print the memory the run needs on its device, allocate nothing, exit 1 if it will not fit")
+	cmd.Flags().StringVar(&c.Device, "device", "", "cpu, cuda, cuda:N or auto (overrides run.device)")
+	cmd.Flags().Float64Var(&c.AssumeGiB, "assume-memory-gib", 0, "with --dry-run: plan against this much device memory instead of opening the device (e.g. 80 for an H100 seen from a login node)")
+	addSelfTestFlag(cmd, &c.Launch.SkipSelfTest)
+	addDistFlags(cmd, &c)
 	cmd.Flags().StringVar(&o.Resume, "resume", "", "auto (the newest complete checkpoint in the run folder; a fresh start when it has none) or a checkpoint folder")
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "start afresh in a run folder that holds an earlier run, deleting its checkpoints, logs, metrics and plots")
 	cmd.Flags().BoolVar(&o.AllowConfigChange, "allow-config-change", false, "resume even though config keys that alter the training (seed, lr, method, data, …) differ from the checkpoint's")
 	cmd.Flags().BoolVar(&o.RepairMetrics, "repair-metrics", false, "resume past a damaged metrics.jsonl or validation.jsonl: keep the valid lines, drop the others and log which steps have no line (without it such a resume is refused)")
 	return cmd
-}
-
-// readConfig reads a config file, or a built-in config when no file of that
-// name exists.
-func readConfig(name string) ([]byte, string, error) {
-	if name == "" {
-		return nil, "", fmt.Errorf("--config is required (a YAML file or one of %v)", configs.Names())
-	}
-	// A file of that name wins over a built-in config; a folder does not
-	// (`--config demo` beside a folder demo/ must not read the folder).
-	if st, err := os.Stat(name); err == nil && !st.IsDir() {
-		raw, err := os.ReadFile(name)
-		if err != nil {
-			return nil, "", fmt.Errorf("config: %w", err)
-		}
-		return raw, name, nil
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, "", fmt.Errorf("config: %w", err)
-	}
-	raw, berr := configs.Get(name)
-	if st, err := os.Stat(name); berr != nil && err == nil && st.IsDir() {
-		return nil, "", fmt.Errorf("--config %s is a folder, want a YAML file (or a built-in config: %v)", name, configs.Names())
-	}
-	if berr != nil {
-		return nil, "", fmt.Errorf("config %s: no such file, and %v", name, berr)
-	}
-	return raw, "built-in " + name, nil
 }

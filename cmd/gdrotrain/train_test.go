@@ -70,34 +70,6 @@ func TestTrainRefusesAnEarlierRun(t *testing.T) {
 	}
 }
 
-// TestConfigNameNotAFolder: run beside a folder demo/ (as the repository
-// root once had), `--config demo` still means the built-in config; a file of
-// the name still wins.
-func TestConfigNameNotAFolder(t *testing.T) {
-	dir := t.TempDir()
-	t.Chdir(dir)
-	if err := os.Mkdir("demo", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, source, err := readConfig("demo"); err != nil || source != "built-in demo" {
-		t.Fatalf("readConfig(demo) beside a demo/ folder: %q, %v", source, err)
-	}
-	if err := os.WriteFile("mine.yaml", []byte("run:\n  seed: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if raw, source, err := readConfig("mine.yaml"); err != nil || source != "mine.yaml" || !strings.Contains(string(raw), "seed: 3") {
-		t.Fatalf("readConfig(mine.yaml): %q, %v", source, err)
-	}
-	// A folder that is no built-in config's name is named a folder (it
-	// used to say "no such file").
-	if err := os.Mkdir("configs-dir", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := readConfig("configs-dir"); err == nil || !strings.Contains(err.Error(), "--config configs-dir is a folder, want a YAML file") {
-		t.Fatalf("readConfig(a folder): %v", err)
-	}
-}
-
 // TestOldConfigKeys: a config file or a --set with a key renamed or
 // removed before the first release is refused, naming what replaced it.
 func TestOldConfigKeys(t *testing.T) {

@@ -5,10 +5,12 @@ package testfix
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/backend/cpu"
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/synth"
 	"github.com/gdrotrain/gdrotrain/tokenizer"
@@ -65,4 +67,38 @@ func (t Task) Sets() []string {
 		"train.micro_batch_rows=3", "gdro.rollout.n_mean=2", "sampling.max_new_tokens=4", "reward.mode=dapo",
 		"train.method=prompt_gdro", "optim.lr=1e-3",
 	}
+}
+
+// TinyCheckpoint writes under root a random tiny model in ROOT/base (as
+// `init-tiny --seed 1` writes it) and a checkpoint of it,
+// ROOT/run/checkpoints/step_00000008, with a stub tokenizer: the folders
+// the model commands' tests read and refuse to overwrite.
+func TinyCheckpoint(t testing.TB, root string) (ckpt, base string) {
+	t.Helper()
+	o := model.DefaultTiny()
+	mc, err := o.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.NewBackend()
+	p := model.RandomParams(b, mc, 1, o.InitStd, 0)
+	base = filepath.Join(root, "base")
+	if err := model.WriteFolder(base, mc, b, p, model.F32); err != nil {
+		t.Fatal(err)
+	}
+	w, err := checkpoint.Begin(filepath.Join(root, "run", "checkpoints"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteFolder(w.Dir(), mc, b, p, model.F32); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w.Dir(), "tokenizer.json"), []byte(`{"stub": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err = w.Commit(checkpoint.Manifest{State: json.RawMessage(`{}`), Config: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ckpt, base
 }

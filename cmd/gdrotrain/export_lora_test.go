@@ -14,85 +14,8 @@ import (
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/tools/infer"
 )
-
-// TestExportRoundTrip: export a checkpoint (float32 and bf16, sharded and
-// not) and load it back with our loader: identical tensors (bf16: the
-// rounded values), index present when sharded, a damaged checkpoint refused.
-func TestExportRoundTrip(t *testing.T) {
-	root := t.TempDir()
-	o := model.DefaultTiny()
-	cfg, _ := o.Config()
-	b := cpu.NewBackend()
-	p := model.RandomParams(b, cfg, 4, 0.1, 0.2)
-	w, err := checkpoint.Begin(filepath.Join(root, "checkpoints"), 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := model.WriteFolder(w.Dir(), cfg, b, p, model.F32); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(w.Dir(), "tokenizer.json"), []byte(`{"stub": true}`), 0o644)
-	ckpt, err := w.Commit(checkpoint.Manifest{State: json.RawMessage(`{}`), Config: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		dtype, shard string
-		sharded      bool
-	}{{"fp32", "0", false}, {"bf16", "0.00005", true}, {"fp16", "5", false}} {
-		out := filepath.Join(root, "hf-"+c.dtype)
-		if _, err := runCmd(t, "", "export", "--checkpoint", ckpt, "--out", out, "--dtype", c.dtype, "--shard-gb", c.shard); err != nil {
-			t.Fatal(err)
-		}
-		_, err := os.Stat(filepath.Join(out, "model.safetensors.index.json"))
-		if (err == nil) != c.sharded {
-			t.Errorf("%s: index present = %v, want %v", c.dtype, err == nil, c.sharded)
-		}
-		if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
-			t.Errorf("%s: tokenizer not exported", c.dtype)
-		}
-		m, err := model.Load(cpu.NewBackend(), out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dt, _ := model.ParseDType(c.dtype)
-		if m.Cfg.Dtype() != dt.TorchName() {
-			t.Errorf("%s: config torch_dtype %q", c.dtype, m.Cfg.Dtype())
-		}
-		got := m.P.Named(m.Cfg)
-		for i, np := range p.Named(cfg) {
-			want := make([]float32, (*np.Ptr).Numel())
-			b.Download(*np.Ptr, want)
-			have := make([]float32, len(want))
-			m.B.Download(*got[i].Ptr, have)
-			for j := range want {
-				w := want[j]
-				switch dt {
-				case model.BF16:
-					w = model.BF16ToF32(model.F32ToBF16(w))
-				case model.F16:
-					w = model.F16ToF32(model.F32ToF16(w))
-				}
-				if have[j] != w {
-					t.Fatalf("%s %s[%d]: %v, want %v", c.dtype, np.Name, j, have[j], w)
-				}
-			}
-		}
-	}
-	// --adapter and --base belong to LoRA checkpoints.
-	for _, flag := range [][]string{{"--adapter"}, {"--base", root}} {
-		if _, err := runCmd(t, "", append([]string{"export", "--checkpoint", ckpt, "--out", filepath.Join(root, "x")}, flag...)...); err == nil ||
-			!strings.Contains(err.Error(), flag[0]+": ") || !strings.Contains(err.Error(), "not a LoRA checkpoint") {
-			t.Errorf("%s on a full checkpoint: %v", flag[0], err)
-		}
-	}
-	// A damaged checkpoint is refused by name.
-	os.Truncate(filepath.Join(ckpt, "model.safetensors"), 100)
-	if _, err := runCmd(t, "", "export", "--checkpoint", ckpt, "--out", filepath.Join(root, "x")); err == nil || !strings.Contains(err.Error(), "model.safetensors") {
-		t.Fatalf("damaged checkpoint: %v", err)
-	}
-}
 
 // TestExportLoRA: a tiny LoRA run's checkpoint (adapters with a nonzero B
 // over the task's base) exported merged and as a PEFT adapter folder, each
@@ -252,13 +175,13 @@ func TestExportLoRA(t *testing.T) {
 		t.Errorf("--adapter --shard-gb: %v", err)
 	}
 
-	// `logits --model CHECKPOINT`: base + adapters through loadModel.
+	// `logits --model CHECKPOINT`: base + adapters through launch.Device.LoadModel.
 	lj := filepath.Join(task.Dir, "logits.json")
 	ids := strings.Trim(strings.Join(strings.Fields(fmt.Sprint(tokens)), ","), "[]")
 	if _, err := runCmd(t, "", "logits", "--model", ckpt, "--ids", ids, "--all", "--out", lj); err != nil {
 		t.Fatal(err)
 	}
-	var lo logitsOutput
+	var lo infer.LogitsOutput
 	if raw, err := os.ReadFile(lj); err != nil {
 		t.Fatal(err)
 	} else if err := json.Unmarshal(raw, &lo); err != nil {

@@ -1,16 +1,33 @@
-package main
+package inspect
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestDataInspectCmd(t *testing.T) {
+// inspectData runs Data with the training defaults (template auto, chat
+// mode, no length limit) under o's other settings and returns what it
+// printed.
+func inspectData(o DataOptions) (string, error) {
+	var out strings.Builder
+	if o.Template == "" {
+		o.Template = "auto"
+	}
+	if o.Mode == "" {
+		o.Mode = "chat"
+	}
+	o.Stdout, o.Stderr = &out, io.Discard
+	err := Data(o)
+	return out.String(), err
+}
+
+func TestDataInspect(t *testing.T) {
 	dir := tinyTokDir(t)
 	file := filepath.Join("..", "..", "data", "testdata", "dapo_math_sample.jsonl")
-	out, err := runCmd(t, "", "data", "inspect", "--tokenizer", dir, "--max-prompt-length", "150", file)
+	out, err := inspectData(DataOptions{Tokenizer: dir, MaxPromptLength: 150, Files: []string{file}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +45,16 @@ func TestDataInspectCmd(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	raw, err := runCmd(t, "", "data", "inspect", "--tokenizer", dir, "--mode", "raw", "--sample", "3", file)
+	raw, err := inspectData(DataOptions{Tokenizer: dir, Mode: "raw", Sample: 3, Files: []string{file}})
 	if err != nil || strings.Contains(raw, "<|im_start|>") || !strings.Contains(raw, "sample prompt 3") {
 		t.Errorf("raw mode: %v\n%s", err, raw)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte(`{"id": "a", "problem": "P", "answer": "1"}`+"\n"+`{"id": "b", "problem": "Q"}`+"\n"), 0o644)
-	if _, err := runCmd(t, "", "data", "inspect", "--tokenizer", dir, bad); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2 (row 1)") {
+	if _, err := inspectData(DataOptions{Tokenizer: dir, Files: []string{bad}}); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2 (row 1)") {
 		t.Errorf("bad row: err = %v", err)
 	}
-	out, err = runCmd(t, "", "data", "inspect", "--tokenizer", dir, "--skip-bad-rows", bad)
+	out, err = inspectData(DataOptions{Tokenizer: dir, SkipBadRows: true, Files: []string{bad}})
 	if err != nil || !strings.Contains(out, "1 rows (1 bad rows skipped)") {
 		t.Errorf("--skip-bad-rows: %v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package main
+package export
 
 // outfolder.go: the model folders export and init-tiny write. A folder
 // written over in place could destroy what the user meant to keep (export
@@ -18,11 +18,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/spf13/cobra"
 )
 
 // outFolder is a model folder being written: Dir until Commit.
@@ -149,10 +148,11 @@ func (o *outFolder) Commit() ([]string, error) {
 	return removed, os.Remove(o.tmp)
 }
 
-// writeOut writes a model folder at out through write, into a temporary
-// sibling moved into place, and says which stale weight files of an
-// earlier model it removed.
-func writeOut(cmd *cobra.Command, out string, force bool, write func(dir string) error) error {
+// WriteFolder writes a model folder at out (the value of --out) through
+// write, into a temporary sibling moved into place, refusing a folder worth
+// keeping unless force (--force; see the file's comment), and says on
+// stderr which stale weight files of an earlier model it removed.
+func WriteFolder(out string, force bool, stderr io.Writer, write func(dir string) error) error {
 	o, err := openOut(out, "--out", force)
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func writeOut(cmd *cobra.Command, out string, force bool, write func(dir string)
 	}
 	removed, err := o.Commit()
 	if len(removed) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "--force: removed the earlier model's %s from %s\n", strings.Join(removed, ", "), out)
+		fmt.Fprintf(stderr, "--force: removed the earlier model's %s from %s\n", strings.Join(removed, ", "), out)
 	}
 	return err
 }

@@ -1,6 +1,7 @@
-package main
+package cudainfo
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,10 +10,25 @@ import (
 	"github.com/gdrotrain/gdrotrain/cuda"
 )
 
+// cudaInfo runs Run as cuda-info with o's settings (on cuda, bf16 for the
+// self-test) and returns what it printed.
+func cudaInfo(o Options) (string, error) {
+	var out strings.Builder
+	if o.Device == "" {
+		o.Device = "cuda"
+	}
+	if o.MatMul == "" {
+		o.MatMul = "bf16"
+	}
+	o.Stdout, o.Stderr = &out, io.Discard
+	err := Run(o)
+	return out.String(), err
+}
+
 // TestCudaInfo: without a GPU, cuda-info says so in one sentence; with
 // NVRTC present, --compile-for fills the kernel cache for an architecture.
 func TestCudaInfo(t *testing.T) {
-	if _, err := runCmd(t, "", "cuda-info"); err != nil && !strings.Contains(err.Error(), "NVIDIA") && !strings.Contains(err.Error(), "CUDA_ERROR") {
+	if _, err := cudaInfo(Options{}); err != nil && !strings.Contains(err.Error(), "NVIDIA") && !strings.Contains(err.Error(), "CUDA_ERROR") {
 		t.Errorf("cuda-info without a GPU: %v", err)
 	}
 	cache := t.TempDir()
@@ -21,7 +37,7 @@ func TestCudaInfo(t *testing.T) {
 	// the dynamic linker does not search: found through the library folder
 	// setting, as on a node with a private toolkit.
 	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", os.Getenv("GDROTRAIN_NVRTC_DIR"))
-	out, err := runCmd(t, "", "cuda-info", "--compile-for", "sm_90")
+	out, err := cudaInfo(Options{CompileFor: "sm_90"})
 	if err != nil {
 		if strings.Contains(err.Error(), "no NVRTC library") && os.Getenv("GDROTRAIN_REQUIRE_NVRTC") == "" {
 			t.Skipf("skipped: no NVRTC here (%v)", err)
@@ -32,7 +48,7 @@ func TestCudaInfo(t *testing.T) {
 	if len(files) < 5 || !strings.Contains(out, "sm_90") {
 		t.Fatalf("cache holds %d files after %q", len(files), out)
 	}
-	if _, err := runCmd(t, "", "cuda-info", "--compile-for", "hopper"); err == nil || !strings.Contains(err.Error(), "--compile-for") {
+	if _, err := cudaInfo(Options{CompileFor: "hopper"}); err == nil || !strings.Contains(err.Error(), "--compile-for") {
 		t.Errorf("a malformed architecture: %v, want an error naming the flag", err)
 	}
 }
@@ -52,7 +68,7 @@ func TestCompileForNewerGPU(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv("GDROTRAIN_KERNEL_CACHE", cache)
 	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", dir)
-	out, err := runCmd(t, "", "cuda-info", "--compile-for", "sm_100")
+	out, err := cudaInfo(Options{CompileFor: "sm_100"})
 	if err != nil {
 		t.Fatal(err)
 	}

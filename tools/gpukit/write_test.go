@@ -1,17 +1,18 @@
-package main
+package gpukit
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestKitReport: kit-report writes summary.json and report.md into the
+// TestWriteReport: kit-report writes summary.json and report.md into the
 // results folder and says what it found; a folder that is not a kit's is
 // refused, naming the file it looked for.
-func TestKitReport(t *testing.T) {
+func TestWriteReport(t *testing.T) {
 	dir := t.TempDir()
 	steps := "step\tstatus\trc\tseconds\tlog\tnote\ninfo\tpass\t0\t3\tcuda-info.log\t\nbench\tfail\t1\t9\tbench.log\t\n"
 	for name, body := range map[string]string{"steps.tsv": steps, "cuda-info.log": "", "bench.log": "out of luck\n"} {
@@ -19,12 +20,12 @@ func TestKitReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out, err := runCmd(t, "", "kit-report", "--dir", dir, "--size", "full", "--kit-version", "gdrotrain abc123")
-	if err != nil {
+	var out strings.Builder
+	if err := WriteReport(ReportOptions{Dir: dir, Size: "full", Version: "gdrotrain abc123", Stdout: &out}); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "kit-report: fail: 1 steps passed, 1 failed, 0 skipped") {
-		t.Errorf("output %q", out)
+	if !strings.Contains(out.String(), "kit-report: fail: 1 steps passed, 1 failed, 0 skipped") {
+		t.Errorf("output %q", out.String())
 	}
 	raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
@@ -44,7 +45,7 @@ func TestKitReport(t *testing.T) {
 	if md, err := os.ReadFile(filepath.Join(dir, "report.md")); err != nil || !strings.HasPrefix(string(md), "# gdrotrain GPU kit: FAIL") {
 		t.Errorf("report.md (%v): %.80q", err, md)
 	}
-	if _, err := runCmd(t, "", "kit-report", "--dir", t.TempDir()); err == nil || !strings.Contains(err.Error(), "steps.tsv: no such file") {
+	if err := WriteReport(ReportOptions{Dir: t.TempDir(), Stdout: io.Discard}); err == nil || !strings.Contains(err.Error(), "steps.tsv: no such file") {
 		t.Errorf("a folder without steps.tsv: %v", err)
 	}
 }
