@@ -95,6 +95,11 @@ type Params struct {
 	// as the forward does. The token is drawn as without it. It needs a
 	// DeviceLM and runs no decode graphs.
 	ExactLogProbs bool
+	// VocabDigests (with ExactLogProbs; precision.exact_logprobs_check)
+	// also returns each token's whole-vocabulary log-softmax row as a
+	// digest (model.VocabDigest), for the trainer's full-distribution
+	// check.
+	VocabDigests bool
 }
 
 // Validate checks the settings.
@@ -131,9 +136,12 @@ type Completion struct {
 	LogProbs []float32
 	// Entropy is each token's predictive distribution's entropy, with
 	// Params.ExactLogProbs (nil otherwise).
-	Entropy   []float32
-	Stopped   bool // ended on a stop token
-	Truncated bool // hit MaxNewTokens without a stop token
+	Entropy []float32
+	// VocabDigests are each token's model.VocabDigest, with
+	// Params.VocabDigests (nil otherwise).
+	VocabDigests []uint64
+	Stopped      bool // ended on a stop token
+	Truncated    bool // hit MaxNewTokens without a stop token
 }
 
 // seqState is one rollout: waiting for a slot (slot < 0) with its first
@@ -814,45 +822,79 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 // stepExact is stepAndSample with Params.ExactLogProbs: the tokens drawn
 // on the host from the downloaded rows, then each drawn token's
 // log-probability and entropy from LogSoftmaxGather on the backend's
-// logits (one gathered row per rollout), the op the training forward
-// runs on its own logits.
+// logits (exactStep), the op the training forward runs on its own logits.
+// With Params.VocabDigests each token also gets its row's digest.
 func stepExact(lm DeviceLM, kv *model.KVCache, in []model.StepInput, readers [][]*seqState, p Params) error {
-	t, err := lm.StepLogits(kv, in)
+	var seqs []*seqState
+	pick := func(host []float32, V int) (rows, targets []int32) {
+		for i, row := range readers {
+			for _, s := range row {
+				tok, _ := Sample(host[i*V:(i+1)*V], p.Temperature, p.TopK, p.TopP, s.draw())
+				rows, targets, seqs = append(rows, int32(i)), append(targets, tok), append(seqs, s)
+			}
+		}
+		return rows, targets
+	}
+	st, err := exactStep(lm, kv, in, pick)
 	if err != nil {
 		return err
 	}
-	b := lm.Backend()
-	defer model.Release(b, t)
-	_, V := model.Matrix(t)
-	host := make([]float32, t.Numel())
-	b.Download(t, host)
-	var rows, targets []int32
-	var seqs []*seqState
-	for i, row := range readers {
-		for _, s := range row {
-			tok, _ := Sample(host[i*V:(i+1)*V], p.Temperature, p.TopK, p.TopP, s.draw())
-			rows, targets, seqs = append(rows, int32(i)), append(targets, tok), append(seqs, s)
+	n := len(seqs)
+	for k, s := range seqs {
+		s.push(st.targets[k], st.res[k])
+		s.out.Entropy = append(s.out.Entropy, st.res[2*n+k])
+		if p.VocabDigests {
+			s.out.VocabDigests = append(s.out.VocabDigests, model.VocabDigest(st.row(k), st.res[n+k]))
 		}
 	}
-	if len(seqs) == 0 {
-		return backendErr(b)
-	}
-	n := len(seqs)
-	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
-	defer model.Release(b, g, out)
-	b.GatherRows(g, t, rows)
-	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
-	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, targets)
-	res := make([]float32, 3*n)
-	b.Download(out, res)
-	if err := backendErr(b); err != nil {
-		return err
-	}
-	for k, s := range seqs {
-		s.push(targets[k], res[k])
-		s.out.Entropy = append(s.out.Entropy, res[2*n+k])
-	}
 	return nil
+}
+
+// exactResult is one exact step: the downloaded logits (one row of V per
+// step input), the rows and targets picked from them, and res, three
+// vectors of len(targets): LogSoftmaxGather's log-probs, log-sum-exps and
+// entropies.
+type exactResult struct {
+	host          []float32
+	V             int
+	rows, targets []int32
+	res           []float32
+}
+
+// row returns the logits of pick k.
+func (r exactResult) row(k int) []float32 {
+	i := int(r.rows[k])
+	return r.host[i*r.V : (i+1)*r.V]
+}
+
+// exactStep runs one model step, downloads its logits, lets pick choose
+// (row, target) pairs from them, and runs LogSoftmaxGather on the picked
+// rows gathered on the backend: the sampler's exact path, which the
+// full-distribution check (CheckVocab) runs too.
+func exactStep(lm DeviceLM, kv *model.KVCache, in []model.StepInput, pick func(host []float32, V int) (rows, targets []int32)) (exactResult, error) {
+	var r exactResult
+	t, err := lm.StepLogits(kv, in)
+	if err != nil {
+		return r, err
+	}
+	b := lm.Backend()
+	defer model.Release(b, t)
+	_, r.V = model.Matrix(t)
+	r.host = make([]float32, t.Numel())
+	b.Download(t, r.host)
+	r.rows, r.targets = pick(r.host, r.V)
+	n := len(r.rows)
+	if n == 0 {
+		return r, backendErr(b)
+	}
+	g, out := model.Scratch(b, n, r.V), model.Scratch(b, 3*n)
+	defer model.Release(b, g, out)
+	b.GatherRows(g, t, r.rows)
+	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
+	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, r.targets)
+	r.res = make([]float32, 3*n)
+	b.Download(out, r.res)
+	return r, backendErr(b)
 }
 
 // drawGreedy gives each reader its row's argmax, the top 1 of the device.
