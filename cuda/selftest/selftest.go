@@ -21,6 +21,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
+	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // Check is the outcome of one comparison.
@@ -32,6 +33,9 @@ type Check struct {
 	MaxAbs  float64
 	Err     error // nil when within tolerance
 	worst   int   // the worst element's index (−1: none)
+	// exact is the full-distribution check's report (the exact check
+	// alone, when it compared; exact.go).
+	exact *sampler.VocabReport
 }
 
 // Report lists every check of one run.
@@ -55,12 +59,24 @@ func (r *Report) Failed() []Check {
 
 // Summary is one line: how many checks passed, where, in what time.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("self-test: %d of %d checks passed on %s (matmul %s) in %s", len(r.Checks)-len(r.Failed()),
-		len(r.Checks), r.Device, r.Precision, r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("self-test: %d of %d checks passed on %s (matmul %s) in %s%s", len(r.Checks)-len(r.Failed()),
+		len(r.Checks), r.Device, r.Precision, r.Elapsed.Round(time.Millisecond), r.exactLine())
 }
 
 // Error is returned when a check fails.
 type Error struct{ Report *Report }
+
+// ExactOnly reports whether the exact log-probs check is the only one
+// that failed: then only a run with precision.exact_logprobs depends on
+// the failure.
+func (e *Error) ExactOnly() bool {
+	for _, c := range e.Report.Failed() {
+		if c.Name != exactName {
+			return false
+		}
+	}
+	return true
+}
 
 func (e *Error) Error() string {
 	var b strings.Builder
@@ -74,6 +90,11 @@ func (e *Error) Error() string {
 	if wg {
 		fmt.Fprintf(&b, "\nHINT: on an H100 or H200 that check runs the warpgroup-MMA attention kernels (sm_90a); "+
 			"%s=0 keeps the attention on the mma.sync kernels", cuda.WGMMAEnv)
+	}
+	if e.ExactOnly() {
+		b.WriteString("\nHINT: only precision.exact_logprobs needs the exact check: the sampler's log-probs would not be the trainer's bit for bit on this GPU; ")
+		b.WriteString("train without it (the rollout correction measures the mismatch) or with --device cpu, and report this output together with what `gdrotrain cuda-info` prints")
+		return b.String()
 	}
 	if e.Report.Precision != cuda.FP32 {
 		b.WriteString("\nHINT: retry with --matmul-precision fp32 (exact products); if it still fails, ")
@@ -112,6 +133,9 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 		record(c)
 	}
 	record(greedyDecode(cpu, gpu, prec))
+	if c, ok := exactCheck(gpu, prec, true); ok {
+		record(c)
+	}
 	r.Elapsed = time.Since(start)
 	if len(r.Failed()) > 0 {
 		return r, &Error{Report: r}
