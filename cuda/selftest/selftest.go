@@ -66,18 +66,6 @@ func (r *Report) Summary() string {
 // Error is returned when a check fails.
 type Error struct{ Report *Report }
 
-// ExactOnly reports whether the exact log-probs check is the only one
-// that failed: then only a run with precision.exact_logprobs depends on
-// the failure.
-func (e *Error) ExactOnly() bool {
-	for _, c := range e.Report.Failed() {
-		if c.Name != exactName {
-			return false
-		}
-	}
-	return true
-}
-
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("GPU self-test failed: the CUDA backend disagrees with the CPU reference on ")
@@ -91,11 +79,6 @@ func (e *Error) Error() string {
 		fmt.Fprintf(&b, "\nHINT: on an H100 or H200 that check runs the warpgroup-MMA attention kernels (sm_90a); "+
 			"%s=0 keeps the attention on the mma.sync kernels", cuda.WGMMAEnv)
 	}
-	if e.ExactOnly() {
-		b.WriteString("\nHINT: only precision.exact_logprobs needs the exact check: the sampler's log-probs would not be the trainer's bit for bit on this GPU; ")
-		b.WriteString("train without it (the rollout correction measures the mismatch) or with --device cpu, and report this output together with what `gdrotrain cuda-info` prints")
-		return b.String()
-	}
 	if e.Report.Precision != cuda.FP32 {
 		b.WriteString("\nHINT: retry with --matmul-precision fp32 (exact products); if it still fails, ")
 	} else {
@@ -106,8 +89,8 @@ func (e *Error) Error() string {
 }
 
 // Run runs every check on d with products in prec and returns the report,
-// and an *Error when any check failed. logf (may be nil) gets one line per
-// check.
+// and an *Error when any check but the exact log-probs one failed (see
+// verdict). logf (may be nil) gets one line per check.
 func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Report, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -137,10 +120,20 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 		record(c)
 	}
 	r.Elapsed = time.Since(start)
-	if len(r.Failed()) > 0 {
-		return r, &Error{Report: r}
+	return r, r.verdict()
+}
+
+// verdict is Run's error: an *Error when a check other than the exact
+// log-probs check failed. That one's failure is in the report (its
+// checks, the summary line, Error's list when another failed too) but
+// fails only a run in exact mode (ExactErr).
+func (r *Report) verdict() error {
+	for _, c := range r.Failed() {
+		if c.Name != exactName {
+			return &Error{Report: r}
+		}
 	}
-	return r, nil
+	return nil
 }
 
 // checkOp runs one op case on both backends and compares the outputs

@@ -110,7 +110,7 @@ func TestSummarize(t *testing.T) {
 	for _, want := range []string{"# gdrotrain GPU kit: FAIL", "| cuBLAS | 130100 | `/v/nvidia/cu13/lib/libcublas.so.13` | pip wheel in /v (VIRTUAL_ENV) |",
 		"| nccl-tests | **FAIL** (exit 124) | 900 | timed out after 900 s", "| hf-fp32 | SKIP | 0 | no PyTorch + transformers: no python3 |",
 		"| qwen3-1.7b-2k | 4×2048 | 0.273 | 30000 | 41.0 % | – | 25000 | – | 1.20 |", "| attn-2x8k | wgmma | 2.100 | 523.5 | 7.500 | 366.5 | 440 / 316 |", "| decode-b256-c4096 | – (out of memory) |",
-		"- FAIL TestMMAFragments/m16n8k16", "- bf16: 0 of 186 whole-vocabulary log-softmax rows differ", "- fp32: 3 of 186 whole-vocabulary log-softmax rows differ", "- skip TestNCCLCollectives/world4: skipped: 4 ranks need 4 GPUs"} {
+		"- FAIL TestMMAFragments/m16n8k16", "- bf16: pass: 0 of 186 whole-vocabulary log-softmax rows differ", "- fp32: **FAIL**: 3 of 186 whole-vocabulary log-softmax rows differ", "- skip TestNCCLCollectives/world4: skipped: 4 ranks need 4 GPUs"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md.String())
 		}

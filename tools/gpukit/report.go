@@ -158,7 +158,11 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		p("## Exact log-probs: the sampler's whole-vocabulary rows against the trainer's (self-test)\n\n")
 		for _, prec := range []string{"fp32", "bf16"} {
 			if line, ok := s.SelfTestExact[prec]; ok {
-				p("- %s: %s\n", prec, cell(line))
+				verdict := "pass"
+				if !strings.HasPrefix(line, "0 of ") {
+					verdict = "**FAIL**"
+				}
+				p("- %s: %s: %s\n", prec, verdict, cell(line))
 			}
 		}
 		p("\n")
