@@ -296,6 +296,10 @@ func checkRequests(reqs []Request, p Params) (int, error) {
 // tokens and, when decode steps run as graphs, the decode graph (nil
 // otherwise), whose padding rows take one more slot, never handed out.
 func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.DecodeGraph, error) {
+	// Exact log-probs run no graphs: a graphed step draws on the device
+	// and returns that draw's tempered log-prob, where stepExact draws on
+	// the host and then runs LogSoftmaxGather on the drawn rows, which a
+	// graph cannot wait for (docs/algorithm.md §5.10).
 	graphed := p.Graphs && !p.ExactLogProbs && canGraph(lm, p)
 	kvSlots := slots
 	if graphed {

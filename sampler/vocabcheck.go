@@ -53,7 +53,7 @@ type VocabReport struct {
 
 // VocabDiff locates one difference.
 type VocabDiff struct {
-	Layout, Reference string // the layouts compared
+	Layout, Reference string  // the layouts compared
 	Seq, Pos          int     // the sequence and its continuation token (0-based)
 	Token             int32   // the first vocabulary id whose log-prob differs
 	Got, Want         float32 // its log-probs in Layout and in Reference
