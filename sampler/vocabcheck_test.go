@@ -95,3 +95,46 @@ func TestCheckVocabLocatesDifference(t *testing.T) {
 		t.Errorf("message %q does not name the difference", msg)
 	}
 }
+
+// TestVocabDigestsMatchTraining: with Params.VocabDigests the sampler's
+// digest of each token's whole-vocabulary row (sequences joining and
+// leaving, a paged cache) is the training forward's, in exact mode; and
+// not without it (the digests see the rows' last bits).
+func TestVocabDigestsMatchTraining(t *testing.T) {
+	for _, exact := range []bool{true, false} {
+		m := exactCPUModel(t, exact)
+		reqs, p := exactRequests(m, exactCases[5])
+		p.VocabDigests = true
+		out := gen(t, m, reqs, p)
+		var seqs []model.Sequence
+		var picks []model.VocabPick
+		var digests []uint64
+		for i, comps := range out {
+			for _, cp := range comps {
+				if len(cp.VocabDigests) != len(cp.Tokens) {
+					t.Fatalf("%d tokens, %d digests", len(cp.Tokens), len(cp.VocabDigests))
+				}
+				for k := range cp.Tokens {
+					picks = append(picks, model.VocabPick{Seq: len(seqs), K: k})
+				}
+				digests = append(digests, cp.VocabDigests...)
+				seqs = append(seqs, model.Sequence{Tokens: append(append([]int32(nil), reqs[i].Prompt...), cp.Tokens...), Start: len(reqs[i].Prompt)})
+			}
+		}
+		pass, vr, err := m.ForwardVocab(seqs, picks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pass.Release()
+		differ := 0
+		for j := range picks {
+			if model.VocabDigest(vr.Logits[j], vr.LSE[j]) != digests[j] {
+				differ++
+			}
+		}
+		t.Logf("exact %v: %d of %d digests differ", exact, differ, len(picks))
+		if exact && differ != 0 || !exact && differ == 0 {
+			t.Errorf("exact mode %v: %d of %d rows' digests differ from the training forward's", exact, differ, len(picks))
+		}
+	}
+}
