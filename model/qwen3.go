@@ -376,6 +376,12 @@ func (m *Model) ForwardLoss(seqs []Sequence, loss *TokenLoss, grads *Params) (*P
 
 // forward is Forward, with the fused head when loss is not nil.
 func (m *Model) forward(seqs []Sequence, loss *TokenLoss, grads *Params) (*Pass, error) {
+	return m.forwardTap(seqs, loss, grads, nil)
+}
+
+// forwardTap is forward, copying the head's logits at tap's picks (nil:
+// none; ForwardVocab) as the unfused head computes them.
+func (m *Model) forwardTap(seqs []Sequence, loss *TokenLoss, grads *Params, tap *vocabTap) (*Pass, error) {
 	p, err := m.pack(seqs)
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
@@ -427,6 +433,7 @@ func (m *Model) forward(seqs []Sequence, loss *TokenLoss, grads *Params) (*Pass,
 	if loss == nil {
 		m.headChunks(p, headForward, func(lo, hi int, logits, _ *Tensor) {
 			b.LogSoftmaxGather(logp.Rows(lo, hi), p.headLSE.Rows(lo, hi), ent.Rows(lo, hi), logits, p.targets[lo:hi])
+			tap.take(b, c.VocabSize, lo, hi, logits)
 		})
 	} else {
 		m.fusedHead(p, loss, grads, logp, ent, dl)

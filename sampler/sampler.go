@@ -95,6 +95,11 @@ type Params struct {
 	// as the forward does. The token is drawn as without it. It needs a
 	// DeviceLM and runs no decode graphs.
 	ExactLogProbs bool
+	// VocabDigests (with ExactLogProbs; precision.exact_logprobs_check)
+	// also returns each token's whole-vocabulary log-softmax row as a
+	// digest (model.VocabDigest), for the trainer's full-distribution
+	// check.
+	VocabDigests bool
 }
 
 // Validate checks the settings.
@@ -131,9 +136,12 @@ type Completion struct {
 	LogProbs []float32
 	// Entropy is each token's predictive distribution's entropy, with
 	// Params.ExactLogProbs (nil otherwise).
-	Entropy   []float32
-	Stopped   bool // ended on a stop token
-	Truncated bool // hit MaxNewTokens without a stop token
+	Entropy []float32
+	// VocabDigests are each token's model.VocabDigest, with
+	// Params.VocabDigests (nil otherwise).
+	VocabDigests []uint64
+	Stopped      bool // ended on a stop token
+	Truncated    bool // hit MaxNewTokens without a stop token
 }
 
 // seqState is one rollout: waiting for a slot (slot < 0) with its first
@@ -288,6 +296,10 @@ func checkRequests(reqs []Request, p Params) (int, error) {
 // tokens and, when decode steps run as graphs, the decode graph (nil
 // otherwise), whose padding rows take one more slot, never handed out.
 func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.DecodeGraph, error) {
+	// Exact log-probs run no graphs: a graphed step returns its draw's
+	// tempered log-prob and keeps its logits inside the graph, where an
+	// exact step runs LogSoftmaxGather on the drawn rows of logits it can
+	// reach (exactLogProbs; docs/algorithm.md §5.10).
 	graphed := p.Graphs && !p.ExactLogProbs && canGraph(lm, p)
 	kvSlots := slots
 	if graphed {
@@ -798,7 +810,7 @@ func stepAndSample(lm LM, kv *model.KVCache, in []model.StepInput, readers [][]*
 		return err
 	}
 	if p.ExactLogProbs {
-		return exactLogProbs(b, t, readers)
+		return exactLogProbs(b, t, readers, p)
 	}
 	return nil
 }
@@ -826,8 +838,10 @@ func drawOnBackend(b model.Backend, rs model.DeviceSampler, t *model.Tensor, rea
 // drawn token (however it was drawn) gets its untempered log-probability
 // and its entropy from LogSoftmaxGather on the backend's logits, one
 // gathered row per rollout, the op the training forward runs on its own
-// logits; they replace the sampling distribution's log-prob.
-func exactLogProbs(b model.Backend, t *model.Tensor, readers [][]*seqState) error {
+// logits; they replace the sampling distribution's log-prob. With
+// Params.VocabDigests each token also gets its gathered row's digest (a
+// debugging check: the rows come to the host).
+func exactLogProbs(b model.Backend, t *model.Tensor, readers [][]*seqState, p Params) error {
 	var rows, targets []int32
 	var seqs []*seqState
 	for i, row := range readers {
@@ -852,11 +866,69 @@ func exactLogProbs(b model.Backend, t *model.Tensor, readers [][]*seqState) erro
 	if err := backendErr(b); err != nil {
 		return err
 	}
+	var rowsHost []float32
+	if p.VocabDigests {
+		rowsHost = make([]float32, n*V)
+		b.Download(g, rowsHost)
+		if err := backendErr(b); err != nil {
+			return err
+		}
+	}
 	for k, s := range seqs {
 		s.out.LogProbs[len(s.out.LogProbs)-1] = res[k]
 		s.out.Entropy = append(s.out.Entropy, res[2*n+k])
+		if p.VocabDigests {
+			s.out.VocabDigests = append(s.out.VocabDigests, model.VocabDigest(rowsHost[k*V:(k+1)*V], res[n+k]))
+		}
 	}
 	return nil
+}
+
+// exactResult is one exact step: the downloaded logits (one row of V per
+// step input), the rows and targets picked from them, and res, three
+// vectors of len(targets): LogSoftmaxGather's log-probs, log-sum-exps and
+// entropies.
+type exactResult struct {
+	host          []float32
+	V             int
+	rows, targets []int32
+	res           []float32
+}
+
+// row returns the logits of pick k.
+func (r exactResult) row(k int) []float32 {
+	i := int(r.rows[k])
+	return r.host[i*r.V : (i+1)*r.V]
+}
+
+// exactStep runs one model step, downloads its logits, lets pick choose
+// (row, target) pairs from them, and runs LogSoftmaxGather on the picked
+// rows gathered on the backend: the sampler's exact path, which the
+// full-distribution check (CheckVocab) runs too.
+func exactStep(lm DeviceLM, kv *model.KVCache, in []model.StepInput, pick func(host []float32, V int) (rows, targets []int32)) (exactResult, error) {
+	var r exactResult
+	t, err := lm.StepLogits(kv, in)
+	if err != nil {
+		return r, err
+	}
+	b := lm.Backend()
+	defer model.Release(b, t)
+	_, r.V = model.Matrix(t)
+	r.host = make([]float32, t.Numel())
+	b.Download(t, r.host)
+	r.rows, r.targets = pick(r.host, r.V)
+	n := len(r.rows)
+	if n == 0 {
+		return r, backendErr(b)
+	}
+	g, out := model.Scratch(b, n, r.V), model.Scratch(b, 3*n)
+	defer model.Release(b, g, out)
+	b.GatherRows(g, t, r.rows)
+	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
+	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, r.targets)
+	r.res = make([]float32, 3*n)
+	b.Download(out, r.res)
+	return r, backendErr(b)
 }
 
 // drawGreedy gives each reader its row's argmax, the top 1 of the device.

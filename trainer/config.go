@@ -110,6 +110,9 @@ type PrecisionConfig struct {
 	// ExactLogProbsCheck (with exact_logprobs) still runs the π_old
 	// forward and stops the run on the first token whose log-probability
 	// or entropy differs from the sampler's in any bit: a debugging check.
+	// It also compares the whole-vocabulary log-softmax rows of each
+	// row's first and last response token with the sampler's and logs
+	// how many differ (mismatch_vocab_rows, exactly 0).
 	ExactLogProbsCheck bool `yaml:"exact_logprobs_check" json:"exact_logprobs_check"`
 }
 

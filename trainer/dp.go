@@ -219,6 +219,7 @@ type wireRow struct {
 	Tokens               []int32
 	Sampler              []float32 // the sampler's log-probs
 	SamplerEntropy       []float32 // their entropies (precision.exact_logprobs)
+	SamplerVocab         []uint64  // their rows' digests (precision.exact_logprobs_check)
 	Truncated            bool
 	Score                float64
 	Correct              bool
@@ -258,7 +259,7 @@ func (d *dataParallel) shareRows(rows []rowData, before reward.MetricsSnapshot, 
 }
 
 func toWire(r rowData) wireRow {
-	w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, SamplerEntropy: r.samplerEnt, Truncated: r.truncated,
+	w := wireRow{Prompt: r.prompt, Start: r.start, Group: r.group, Tokens: r.tokens, Sampler: r.sampler, SamplerEntropy: r.samplerEnt, SamplerVocab: r.samplerVocab, Truncated: r.truncated,
 		Score: r.result.Score, Correct: r.result.Correct, Pred: r.result.Pred, Status: r.result.Status}
 	if r.result.Err != nil {
 		w.Err = r.result.Err.Error()
@@ -267,7 +268,7 @@ func toWire(r rowData) wireRow {
 }
 
 func fromWire(w wireRow) rowData {
-	r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, samplerEnt: w.SamplerEntropy, truncated: w.Truncated,
+	r := rowData{prompt: w.Prompt, start: w.Start, group: w.Group, tokens: w.Tokens, sampler: w.Sampler, samplerEnt: w.SamplerEntropy, samplerVocab: w.SamplerVocab, truncated: w.Truncated,
 		result: reward.Result{Score: w.Score, Correct: w.Correct, Pred: w.Pred, Status: w.Status}}
 	if w.Err != "" {
 		r.result.Err = errors.New(w.Err)
@@ -300,6 +301,7 @@ type updateMsg struct {
 	Signal, KL []float64
 	Entropy    [][]float32
 	Mismatch   []grpo.RowMismatch // zero (not Measured) where the sampler's log-probs are not comparable
+	Vocab      []vocabCheck       // zero where the full-distribution check did not run
 	Micro      []microRec
 }
 
@@ -320,6 +322,11 @@ func (d *dataParallel) shareUpdate(spans []microSpan, rows []rowData, signal, kl
 				m = *rows[i].mismatch
 			}
 			msg.Mismatch = append(msg.Mismatch, m)
+			var v vocabCheck
+			if rows[i].vocab != nil {
+				v = *rows[i].vocab
+			}
+			msg.Vocab = append(msg.Vocab, v)
 		}
 	}
 	msg.Micro = recs
@@ -334,6 +341,10 @@ func (d *dataParallel) shareUpdate(spans []microSpan, rows []rowData, signal, kl
 			if j < len(p.Mismatch) && p.Mismatch[j].Measured {
 				m := p.Mismatch[j]
 				rows[i].mismatch = &m
+			}
+			if j < len(p.Vocab) && p.Vocab[j].Rows > 0 {
+				v := p.Vocab[j]
+				rows[i].vocab = &v
 			}
 		}
 		for _, r := range p.Micro {

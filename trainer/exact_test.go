@@ -57,6 +57,10 @@ func TestExactLogProbsRun(t *testing.T) {
 					t.Errorf("%d ranks, step %d: %s = %v and %v (with the check), want exactly 0", ranks, s+1, key, a[key], b[key])
 				}
 			}
+			if b["mismatch_vocab_rows"] != 0.0 || b["vocab_rows_checked"] == nil || b["vocab_rows_checked"].(float64) < 1 || a["vocab_rows_checked"] != nil {
+				t.Errorf("%d ranks, step %d: the full-distribution check compared %v rows (want > 0 with the check, none without: %v), %v differ (want exactly 0)",
+					ranks, s+1, b["vocab_rows_checked"], a["vocab_rows_checked"], b["mismatch_vocab_rows"])
+			}
 			for _, key := range []string{"policy_loss", "kl", "ppo_kl", "entropy", "grad_norm", "reward_mean", "clip_frac"} {
 				if a[key] == nil || a[key] != b[key] {
 					t.Errorf("%d ranks, step %d: %s = %v, with the π_old forward %v", ranks, s+1, key, a[key], b[key])

@@ -48,8 +48,14 @@ type rowData struct {
 	// samplerEnt: the entropies of the sampler's distributions, with
 	// precision.exact_logprobs (where they are the trainer's).
 	samplerEnt []float32
-	is         []float32
-	mismatch   *grpo.RowMismatch
+	// samplerVocab: each response token's whole-vocabulary digest
+	// (model.VocabDigest), with precision.exact_logprobs_check; vocab:
+	// the full-distribution check of the row's first and last token
+	// (nil: not checked).
+	samplerVocab []uint64
+	vocab        *vocabCheck
+	is           []float32
+	mismatch     *grpo.RowMismatch
 	// penalty: the soft overlong penalty added to the score; masked: the
 	// overlong filter drops the row from the loss (overlong.go).
 	penalty float64
@@ -104,6 +110,9 @@ type StepMetrics struct {
 	// The sampler/trainer mismatch and the rollout correction (present
 	// when the sampler draws from the policy itself; correction.go).
 	*MismatchMetrics
+	// The full-distribution check (present with
+	// precision.exact_logprobs_check; vocabcheck.go).
+	*VocabCheckMetrics
 	// Dynamic sampling's rounds and drops (present when it is on).
 	*DynamicSamplingMetrics
 	// Overlong handling (present when loss.overlong does something).
@@ -215,6 +224,7 @@ func (t *Trainer) Step(ctx context.Context) (*StepMetrics, error) {
 	met.UpdateSeconds = time.Since(t0).Seconds()
 	met.TrainTokensPerSec = float64(trained) / math.Max(met.UpdateSeconds+met.LogProbSeconds, 1e-9)
 	met.MismatchMetrics = mismatchMetrics(rows)
+	met.VocabCheckMetrics = vocabMetrics(rows)
 
 	if met.StepRecord, err = t.Ctrl.Observe(b.plan, observed(b.rows, rowOf, signal, kl)); err != nil {
 		return nil, fmt.Errorf("step %d: %w", t.step, err)
@@ -399,7 +409,8 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 
 // maker is the training policy's rollout maker.
 func (t *Trainer) maker() rolloutMaker {
-	return rolloutMaker{s: t.Cfg.Sampling, exact: t.Cfg.Precision.ExactLogProbs, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
+	pc := t.Cfg.Precision
+	return rolloutMaker{s: t.Cfg.Sampling, exact: pc.ExactLogProbs, vocab: pc.ExactLogProbs && pc.ExactLogProbsCheck, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
 }
 
 // rolloutMaker generates and scores rollouts of training prompts: what a
@@ -407,6 +418,7 @@ func (t *Trainer) maker() rolloutMaker {
 type rolloutMaker struct {
 	s       SamplingConfig
 	exact   bool // precision.exact_logprobs: the sampler's log-probs are π_old
+	vocab   bool // precision.exact_logprobs_check: the sampler's rows' digests too
 	policy  *model.Model
 	tok     *tokenizer.Tokenizer
 	stops   []int32
@@ -426,7 +438,7 @@ func (m rolloutMaker) generate(ctx context.Context, prompts []data.Prompt, n []i
 	s := m.s
 	params := sampler.Params{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MaxNewTokens: s.MaxNewTokens,
 		StopIDs: m.stops, Seed: seed, Step: step, MaxSlots: s.MaxSlots, // continuous batching: n_i may exceed it
-		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes(), ExactLogProbs: m.exact}
+		Graphs: s.CUDAGraphs, KVBudgetBytes: s.KVBudgetBytes(), ExactLogProbs: m.exact, VocabDigests: m.vocab}
 	out, st, err := sampler.GenerateStats(ctx, m.policy, reqs, params, nil)
 	if err != nil {
 		return nil, st, fmt.Errorf("generate: %w", err)
@@ -437,7 +449,7 @@ func (m rolloutMaker) generate(ctx context.Context, prompts []data.Prompt, n []i
 		for _, c := range comps {
 			seq := append(append([]int32(nil), prompt...), c.Tokens...)
 			rows = append(rows, rowData{prompt: lo + i, tokens: seq, start: len(prompt), group: len(comps),
-				truncated: c.Truncated, sampler: c.LogProbs, samplerEnt: c.Entropy})
+				truncated: c.Truncated, sampler: c.LogProbs, samplerEnt: c.Entropy, samplerVocab: c.VocabDigests})
 		}
 	}
 	return rows, st, nil
@@ -506,7 +518,7 @@ func (t *Trainer) logProbsOf(rows []rowData) error {
 		}
 	}
 	if !pc.ExactLogProbs || pc.ExactLogProbsCheck {
-		p, err := t.Policy.Forward(seqs)
+		p, err := t.oldForward(seqs, rows)
 		if err != nil {
 			return fmt.Errorf("old log-probs: %w", err)
 		}

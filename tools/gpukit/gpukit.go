@@ -116,8 +116,13 @@ type Summary struct {
 	NvidiaSMI []map[string]string `json:"nvidia_smi,omitempty"` // one row per GPU
 	Python    string              `json:"python,omitempty"`     // the versions, or why the Python steps were skipped
 	SelfTest  map[string]string   `json:"self_test,omitempty"`  // by precision: the summary line
-	Tests     map[string]*TestRun `json:"tests,omitempty"`      // cuda-tests, profile-tests, nccl-tests
-	HF        map[string]any      `json:"hf,omitempty"`         // by precision: scripts/hf_check.py's line
+	// SelfTestExact is, by precision, the self-test's exact log-probs
+	// check (docs/algorithm.md §5.10): how many whole-vocabulary rows of
+	// the sampler's decode differ from the training forward's, and the
+	// first difference.
+	SelfTestExact map[string]string   `json:"self_test_exact,omitempty"`
+	Tests         map[string]*TestRun `json:"tests,omitempty"` // cuda-tests, profile-tests, nccl-tests
+	HF            map[string]any      `json:"hf,omitempty"`    // by precision: scripts/hf_check.py's line
 	// Checks are scripts/kit_checks.py's lines: peft's load of our exported
 	// adapter, tensorboard's read of our event files.
 	Checks map[string]any `json:"checks,omitempty"`
@@ -185,6 +190,12 @@ func Summarize(dir string) (*Summary, error) {
 				s.SelfTest = map[string]string{}
 			}
 			s.SelfTest[prec] = line
+		}
+		if line := findLine(filepath.Join(dir, "selftest-"+prec+".log"), exactCheckLine); line != "" {
+			if s.SelfTestExact == nil {
+				s.SelfTestExact = map[string]string{}
+			}
+			s.SelfTestExact[prec] = exactCheckLine.FindStringSubmatch(line)[1]
 		}
 		if raw, err := os.ReadFile(filepath.Join(dir, "hf-"+prec+".log")); err == nil {
 			if v := lastJSON(raw); v != nil {
@@ -325,6 +336,9 @@ func readSteps(path string) ([]Step, error) {
 
 var (
 	selfTestLine = regexp.MustCompile(`self-test: \d+ of \d+ checks passed`)
+	// The exact check's figures, in the summary line when the self-test
+	// passed and in the check's line of its error when it failed.
+	exactCheckLine = regexp.MustCompile(`exact log-probs.*?(\d+ of \d+ whole-vocabulary log-softmax rows differ.*)`)
 	// A failed check in the self-test's error: "  NAME (kernels: …".
 	failedCheck = regexp.MustCompile(`(?m)^  (\S.*?) \(kernels: `)
 )

@@ -59,10 +59,11 @@ func TestSummarize(t *testing.T) {
 			"cuda-tests\tfail\t1\t60\tcuda-tests.log\t\n" +
 			"nccl-tests\tfail\t124\t900\tnccl-tests.log\ttimed out after 900 s\n" +
 			"hf-fp32\tskip\t0\t0\t\tno PyTorch + transformers: no python3\n",
-		"cuda-info.log":     "cuda: 58 kernels ready\n",
-		"cuda-info.json":    `{"gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "devices": 2, "driver": "13.0", "libraries": [{"name": "cuBLAS", "version": "130100", "path": "/v/nvidia/cu13/lib/libcublas.so.13", "from": "pip wheel in /v (VIRTUAL_ENV)"}]}`,
-		"selftest-fp32.log": "Error: GPU self-test failed: the CUDA backend disagrees with the CPU reference on X\n  matmul NN (kernels: gemm; tolerance atol 0 + rtol 0): off\n  greedy decode (KV cache) (kernels: attn_*, gemm; tolerance atol 1 + rtol 1): token\nHINT: …\n",
-		"selftest-bf16.log": "cuda: ready\nself-test: 28 of 28 checks passed on NVIDIA H100 (matmul bf16) in 1.2s\n",
+		"cuda-info.log":  "cuda: 58 kernels ready\n",
+		"cuda-info.json": `{"gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "devices": 2, "driver": "13.0", "libraries": [{"name": "cuBLAS", "version": "130100", "path": "/v/nvidia/cu13/lib/libcublas.so.13", "from": "pip wheel in /v (VIRTUAL_ENV)"}]}`,
+		"selftest-fp32.log": "Error: GPU self-test failed: the CUDA backend disagrees with the CPU reference on X\n  matmul NN (kernels: gemm; tolerance atol 0 + rtol 0): off\n  greedy decode (KV cache) (kernels: attn_*, gemm; tolerance atol 1 + rtol 1): token\n" +
+			"  exact log-probs (kernels: every kernel in exact mode: gemm; tolerance atol 0 + rtol 0): 3 of 186 whole-vocabulary log-softmax rows differ (max |Δ| 2e-07); first: decode in 3 slots against training: sequence 1, continuation token 2, vocabulary id 7: -5 vs -5.0000005\nHINT: …\n",
+		"selftest-bf16.log": "cuda: ready\nself-test: 28 of 28 checks passed on NVIDIA H100 (matmul bf16) in 1.2s; exact log-probs: 0 of 186 whole-vocabulary log-softmax rows differ (max |Δ| 0)\n",
 		"cuda-tests.log":    testLog,
 		"nccl-tests.log":    "=== RUN   TestNCCLGradientReducer\n",
 		"nvidia-smi.csv":    "index, name, driver_version\n0, NVIDIA H100 80GB HBM3, 580.65.06\n1, NVIDIA H100 80GB HBM3, 580.65.06\n",
@@ -83,7 +84,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for step, want := range map[string]string{
 		"info":          "NVIDIA H100 80GB HBM3 (sm_90), 2 visible, driver for CUDA 13.0",
-		"selftest-fp32": "failed checks: matmul NN; greedy decode (KV cache)",
+		"selftest-fp32": "failed checks: matmul NN; greedy decode (KV cache); exact log-probs",
 		"selftest-bf16": "self-test: 28 of 28 checks passed on NVIDIA H100 (matmul bf16) in 1.2s",
 		"cuda-tests":    "FAILED TestMMAFragments/m16n8k16; 4 passed, 2 failed, 1 skipped", // the failing test by name, not the log's tail
 	} {
@@ -98,7 +99,8 @@ func TestSummarize(t *testing.T) {
 	}
 	if s.CudaInfo == nil || s.CudaInfo.Libraries[0].From != "pip wheel in /v (VIRTUAL_ENV)" || len(s.NvidiaSMI) != 2 ||
 		s.NvidiaSMI[1]["driver_version"] != "580.65.06" || s.Python == "" || s.HF["bf16"] == nil || s.HF["fp32"] != nil ||
-		s.SelfTest["bf16"] == "" || len(s.Bench) == 0 || len(s.Unreadable) != 0 {
+		s.SelfTest["bf16"] == "" || len(s.Bench) == 0 || len(s.Unreadable) != 0 ||
+		s.SelfTestExact["bf16"] != "0 of 186 whole-vocabulary log-softmax rows differ (max |Δ| 0)" || !strings.HasSuffix(s.SelfTestExact["fp32"], "vocabulary id 7: -5 vs -5.0000005") {
 		t.Errorf("summary %+v", s)
 	}
 	var md bytes.Buffer
@@ -108,7 +110,7 @@ func TestSummarize(t *testing.T) {
 	for _, want := range []string{"# gdrotrain GPU kit: FAIL", "| cuBLAS | 130100 | `/v/nvidia/cu13/lib/libcublas.so.13` | pip wheel in /v (VIRTUAL_ENV) |",
 		"| nccl-tests | **FAIL** (exit 124) | 900 | timed out after 900 s", "| hf-fp32 | SKIP | 0 | no PyTorch + transformers: no python3 |",
 		"| qwen3-1.7b-2k | 4×2048 | 0.273 | 30000 | 41.0 % | – | 25000 | – | 1.20 |", "| attn-2x8k | wgmma | 2.100 | 523.5 | 7.500 | 366.5 | 440 / 316 |", "| decode-b256-c4096 | – (out of memory) |",
-		"- FAIL TestMMAFragments/m16n8k16", "- skip TestNCCLCollectives/world4: skipped: 4 ranks need 4 GPUs"} {
+		"- FAIL TestMMAFragments/m16n8k16", "- bf16: pass: 0 of 186 whole-vocabulary log-softmax rows differ", "- fp32: **FAIL**: 3 of 186 whole-vocabulary log-softmax rows differ", "- skip TestNCCLCollectives/world4: skipped: 4 ranks need 4 GPUs"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md.String())
 		}

@@ -154,6 +154,19 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 			}
 		}
 	}
+	if len(s.SelfTestExact) > 0 {
+		p("## Exact log-probs: the sampler's whole-vocabulary rows against the trainer's (self-test)\n\n")
+		for _, prec := range []string{"fp32", "bf16"} {
+			if line, ok := s.SelfTestExact[prec]; ok {
+				verdict := "pass"
+				if !strings.HasPrefix(line, "0 of ") {
+					verdict = "**FAIL**"
+				}
+				p("- %s: %s: %s\n", prec, verdict, cell(line))
+			}
+		}
+		p("\n")
+	}
 	writeLines(w, "Our logits against transformers", s.HF, "fp32", "bf16")
 	writeLines(w, "The Python ecosystem's readers", s.Checks, "peft", "tensorboard")
 	for _, u := range s.Unreadable {
