@@ -69,6 +69,7 @@ type Backend struct {
 	normTwoPass bool      // the norm backward sums dw in a second pass (a test compares the two)
 	graphEager  bool      // graph steps always run eagerly (tests compare replays with it)
 	exact       bool      // precision.exact_logprobs: batch-invariant kernels (exact.go)
+	exactNoMMA  bool      // exact bf16 products on the FFMA kernel, as below sm_80 (tests; backend_gemm_exact.go)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes

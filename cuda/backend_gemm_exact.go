@@ -94,7 +94,7 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	}
 	b.exactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
 	args := []any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, acc}
-	if half && b.d.Info.Major >= 8 {
+	if half && b.exactMMA() {
 		grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + exactMMARows - 1) / exactMMARows}
 		b.launch("gemm_exact_mma_"+suffix, grid, exactThreads, args...)
 		return
@@ -110,12 +110,17 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	b.launch("gemm_exact_ffma_"+suffix, grid, exactThreads, append(args, rnd)...)
 }
 
+// exactMMA reports whether bf16 products may take the mma.sync kernels:
+// sm_80 and later, unless a test forces the FFMA route (exactNoMMA) to
+// cover what older GPUs run.
+func (b *Backend) exactMMA() bool { return b.d.Info.Major >= 8 && !b.exactNoMMA }
+
 // exactCost records an exact product: 2MNK on the tensor cores (bf16) or
 // the CUDA cores, and the operands' and the result's bytes once each, as
 // gemmCost counts cuBLAS's.
 func (b *Backend) exactCost(tensor bool, M, N, K int, halfA, halfB, halfC, accumulate bool) {
 	e := EngineExactFFMA
-	if tensor && b.d.Info.Major >= 8 {
+	if tensor && b.exactMMA() {
 		e = EngineExactMMA
 	}
 	out := float64(widthOf(halfC) * M * N)

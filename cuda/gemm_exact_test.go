@@ -27,6 +27,7 @@ type exactCase struct {
 	frozenB bool // b is a frozen (bf16) weight
 	shadowB bool // b is fp32 with a bf16 copy (Shadow)
 	halfC   bool // c is a bf16 activation
+	noMMA   bool // bf16 products on the FFMA kernel, as below sm_80
 }
 
 var exactCases = []exactCase{
@@ -38,6 +39,8 @@ var exactCases = []exactCase{
 	{name: "bf16-frozen-halfact", prec: BF16, halfA: true, frozenB: true},
 	{name: "bf16-halfC", prec: BF16, halfC: true},
 	{name: "bf16-halfact-halfC", prec: BF16, halfA: true, shadowB: true, halfC: true},
+	{name: "bf16-pre-sm80", prec: BF16, halfA: true, frozenB: true, noMMA: true},
+	{name: "bf16-pre-sm80-halfC", prec: BF16, halfC: true, noMMA: true},
 }
 
 // The shapes: the full product has exactFullRows rows of op(a); sub-batches
@@ -58,6 +61,7 @@ type exactProblem struct {
 	transA, trans bool
 	accumulate    bool
 	a, b, c0      []float32 // a for exactFullRows rows; c0 the initial c (accumulate)
+	last          Profile   // what the last product (MatMul alone) asked of the device
 }
 
 func newExactProblem(c exactCase, transA, transB, accumulate bool, seed uint64) *exactProblem {
@@ -120,7 +124,9 @@ func (p *exactProblem) product(t *testing.T, b *Backend, w *model.Tensor, off, m
 	} else {
 		c = model.NewFrom(b, p.c0[off*exactN:(off+m)*exactN], m, exactN)
 	}
+	before := b.d.Profile()
 	b.MatMul(c, a, w, p.transA, p.trans, p.accumulate)
+	p.last = b.d.Profile().Sub(before)
 	out := model.Values(b, c)
 	b.Release(a, c)
 	if err := b.Err(); err != nil {
@@ -221,9 +227,17 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 	exactVariants(t, exactCases, func(t *testing.T, p *exactProblem) {
 		b := NewBackend(d, p.c.prec)
 		b.SetBatchInvariant(true)
+		b.exactNoMMA = p.c.noMMA
 		before := d.Profile()
 		w := p.weight(t, b)
 		full := p.product(t, b, w, 0, exactFullRows)
+		e := EngineExactMMA
+		if p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB) {
+			e = EngineExactFFMA
+		}
+		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*exactK; got != want {
+			t.Errorf("profile: %g flops on %s for the full product; want 2MNK = %g", got, e, want)
+		}
 		for _, m := range exactSubRows {
 			for _, off := range []int{0, subOffset(m)} {
 				sub := p.product(t, b, w, off, m)
