@@ -44,13 +44,21 @@ var exactCases = []exactCase{
 }
 
 // The shapes: the full product has exactFullRows rows of op(a); sub-batches
-// of the other sizes start at varying offsets. N and K are odd, so every
-// kernel's tiles have tails in all three dimensions.
+// of the other sizes start at varying offsets. N is odd and K odd (133,
+// accumulating products) or a multiple of 8 (136, the others: the mma
+// kernel's 16-byte loads where K is contiguous), so every kernel's tiles
+// have tails in all three dimensions and both load paths run.
 const (
 	exactFullRows = 256
 	exactN        = 37
-	exactK        = 133
 )
+
+func exactK(accumulate bool) int {
+	if accumulate {
+		return 133
+	}
+	return 136
+}
 
 var exactSubRows = []int{1, 2, 3, 7, 16, 17, 64, 130}
 
@@ -60,6 +68,7 @@ type exactProblem struct {
 	c             exactCase
 	transA, trans bool
 	accumulate    bool
+	k             int       // K
 	a, b, c0      []float32 // a for exactFullRows rows; c0 the initial c (accumulate)
 	last          Profile   // what the last product (MatMul alone) asked of the device
 }
@@ -76,20 +85,20 @@ func newExactProblem(c exactCase, transA, transB, accumulate bool, seed uint64) 
 		}
 		return v
 	}
-	p := &exactProblem{c: c, transA: transA, trans: transB, accumulate: accumulate}
-	p.a = randn(exactFullRows * exactK)
-	p.b = randn(exactK * exactN)
+	p := &exactProblem{c: c, transA: transA, trans: transB, accumulate: accumulate, k: exactK(accumulate)}
+	p.a = randn(exactFullRows * p.k)
+	p.b = randn(p.k * exactN)
 	p.c0 = randn(exactFullRows * exactN)
 	return p
 }
 
 // rowsA returns op(a)'s rows [off, off+m) in a's storage order.
 func (p *exactProblem) rowsA(off, m int) []float32 {
-	out := make([]float32, 0, m*exactK)
+	out := make([]float32, 0, m*p.k)
 	if !p.transA { // (M, K)
-		return append(out, p.a[off*exactK:(off+m)*exactK]...)
+		return append(out, p.a[off*p.k:(off+m)*p.k]...)
 	}
-	for k := 0; k < exactK; k++ { // (K, M): columns off … off+m−1 of each row
+	for k := 0; k < p.k; k++ { // (K, M): columns off … off+m−1 of each row
 		out = append(out, p.a[k*exactFullRows+off:k*exactFullRows+off+m]...)
 	}
 	return out
@@ -97,16 +106,16 @@ func (p *exactProblem) rowsA(off, m int) []float32 {
 
 func (p *exactProblem) shapeA(m int) []int {
 	if p.transA {
-		return []int{exactK, m}
+		return []int{p.k, m}
 	}
-	return []int{m, exactK}
+	return []int{m, p.k}
 }
 
 func (p *exactProblem) shapeB() []int {
 	if p.trans {
-		return []int{exactN, exactK}
+		return []int{exactN, p.k}
 	}
-	return []int{exactK, exactN}
+	return []int{p.k, exactN}
 }
 
 // product computes rows [off, off+m) of the product on b.
@@ -235,7 +244,7 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 		if p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB) {
 			e = EngineExactFFMA
 		}
-		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*exactK; got != want {
+		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*float64(p.k); got != want {
 			t.Errorf("profile: %g flops on %s for the full product; want 2MNK = %g", got, e, want)
 		}
 		for _, m := range exactSubRows {
@@ -252,7 +261,7 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 			t.Errorf("%d cuBLAS calls in exact mode; want none", n)
 		}
 		// Close to the CPU's product of the same rounded operands: only the
-		// order of the fp32 sums differs (|Σ| ≤ √K·4 here, K = 133), and a
+		// order of the fp32 sums differs (|Σ| ≤ √K·4 here, K ≤ 136), and a
 		// bf16 c rounds to 8 significant bits.
 		tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-5}
 		if p.c.halfC {

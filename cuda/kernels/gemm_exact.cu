@@ -62,31 +62,96 @@ __device__ __forceinline__ unsigned short gx_bits(const unsigned short* p, long 
 #define GX_LA (GX_BM * GX_BK / GX_THREADS) // A elements per thread per chunk: 8
 #define GX_LB (GX_BN * GX_BK / GX_THREADS) // B elements per thread per chunk: 16
 
-// gx_load reads this thread's `n` elements of a rows × GX_BK chunk of an
+// How an operand's chunk is read (gx_mode): GX_ROWS, threads along r (k
+// strided); GX_KS, threads along k one element each; GX_KV, 8 consecutive
+// k with 16-byte loads and stores, where k is contiguous, K a multiple of
+// 8 and the operand 16-byte aligned. The three read the same values, so
+// the choice (by layout and alignment) changes no bit of the product.
+#define GX_ROWS 0
+#define GX_KS 1
+#define GX_KV 2
+
+template <typename T>
+__device__ __forceinline__ int gx_mode(const T* p, int K, long long sk) {
+	if (sk != 1) return GX_ROWS;
+	return K % 8 == 0 && ((unsigned long long)p & 15) == 0 ? GX_KV : GX_KS;
+}
+
+// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as bf16
+// bits, or zeros when !ok.
+__device__ __forceinline__ void gx_vec8(unsigned short* v, const float* p, bool ok, long long i) {
+	float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
+	if (ok) x = *(const float4*)(p + i), y = *(const float4*)(p + i + 4);
+	v[0] = f32_to_bf16_bits(x.x), v[1] = f32_to_bf16_bits(x.y), v[2] = f32_to_bf16_bits(x.z), v[3] = f32_to_bf16_bits(x.w);
+	v[4] = f32_to_bf16_bits(y.x), v[5] = f32_to_bf16_bits(y.y), v[6] = f32_to_bf16_bits(y.z), v[7] = f32_to_bf16_bits(y.w);
+}
+__device__ __forceinline__ void gx_vec8(unsigned short* v, const unsigned short* p, bool ok, long long i) {
+	uint4 q = make_uint4(0u, 0u, 0u, 0u);
+	if (ok) q = *(const uint4*)(p + i);
+	unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+	for (int e = 0; e < 4; e++) v[2 * e] = (unsigned short)(w[e] & 0xffffu), v[2 * e + 1] = (unsigned short)(w[e] >> 16);
+}
+
+// gx_rk is the row and k (within the chunk) of this thread's element or
+// group e in mode m.
+template <int ROWS>
+__device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
+	if (m == GX_KV) {
+		int slot = threadIdx.x + e * GX_THREADS;
+		r = slot / (GX_BK / 8), k = slot % (GX_BK / 8) * 8;
+		return;
+	}
+	int idx = threadIdx.x + e * GX_THREADS;
+	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
+	else r = idx % ROWS, k = idx / ROWS;
+}
+
+// gx_load reads this thread's `N` elements of a ROWS × GX_BK chunk of an
 // operand (rows r0 …, k k0 …), as bf16 bits, zero outside R × K. Threads
-// walk along whichever of r and k is contiguous in memory (sk == 1: k), so
-// a warp reads consecutive addresses either way.
+// walk along whichever of r and k is contiguous in memory, so a warp reads
+// consecutive addresses either way.
 template <typename T, int ROWS, int N>
 __device__ __forceinline__ void gx_load(unsigned short* v, const T* p, int r0, int k0, int R, int K, long long sr,
-                                        long long sk) {
+                                        long long sk, int m) {
+	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
+#pragma unroll
+		for (int e = 0; e < N / 8; e++) {
+			int r, k;
+			gx_rk<ROWS>(e, m, r, k);
+			r += r0, k += k0;
+			gx_vec8(v + 8 * e, p, r < R && k < K, (long long)r * sr + k);
+		}
+		return;
+	}
 #pragma unroll
 	for (int e = 0; e < N; e++) {
-		int idx = threadIdx.x + e * GX_THREADS, r, k;
-		if (sk == 1) r = idx / GX_BK, k = idx % GX_BK;
-		else r = idx % ROWS, k = idx / ROWS;
+		int r, k;
+		gx_rk<ROWS>(e, m, r, k);
 		r += r0, k += k0;
 		v[e] = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : (unsigned short)0;
 	}
 }
 
-// gx_store writes what gx_load read into a shared tile (rows × GX_S).
+// gx_store writes what gx_load read into a shared tile (ROWS × GX_S).
 template <int ROWS, int N>
-__device__ __forceinline__ void gx_store(unsigned short* sh, const unsigned short* v, long long sk) {
+__device__ __forceinline__ void gx_store(unsigned short* sh, const unsigned short* v, int m) {
+	if (m == GX_KV) { // rows 80 bytes apart, k a multiple of 8: 16-byte aligned
+#pragma unroll
+		for (int e = 0; e < N / 8; e++) {
+			int r, k;
+			gx_rk<ROWS>(e, m, r, k);
+			const unsigned short* g = v + 8 * e;
+			*(uint4*)(sh + r * GX_S + k) =
+			    make_uint4((unsigned)g[0] | ((unsigned)g[1] << 16), (unsigned)g[2] | ((unsigned)g[3] << 16),
+			               (unsigned)g[4] | ((unsigned)g[5] << 16), (unsigned)g[6] | ((unsigned)g[7] << 16));
+		}
+		return;
+	}
 #pragma unroll
 	for (int e = 0; e < N; e++) {
-		int idx = threadIdx.x + e * GX_THREADS, r, k;
-		if (sk == 1) r = idx / GX_BK, k = idx % GX_BK;
-		else r = idx % ROWS, k = idx / ROWS;
+		int r, k;
+		gx_rk<ROWS>(e, m, r, k);
 		sh[r * GX_S + k] = v[e];
 	}
 }
@@ -113,16 +178,17 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 			for (int z = 0; z < 4; z++) acc[x][y][z] = 0.f;
 	unsigned short va[GX_LA], vb[GX_LB];
 	const int chunks = (K + GX_BK - 1) / GX_BK;
-	gx_load<TA, GX_BM, GX_LA>(va, a, i0, 0, M, K, sai, sak);
-	gx_load<TB, GX_BN, GX_LB>(vb, b, j0, 0, N, K, sbj, sbk);
-	gx_store<GX_BM, GX_LA>(As[0], va, sak);
-	gx_store<GX_BN, GX_LB>(Bs[0], vb, sbk);
+	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
+	gx_load<TA, GX_BM, GX_LA>(va, a, i0, 0, M, K, sai, sak, ma);
+	gx_load<TB, GX_BN, GX_LB>(vb, b, j0, 0, N, K, sbj, sbk, mb);
+	gx_store<GX_BM, GX_LA>(As[0], va, ma);
+	gx_store<GX_BN, GX_LB>(Bs[0], vb, mb);
 	__syncthreads();
 	for (int ch = 0; ch < chunks; ch++) {
 		const int cur = ch & 1;
 		if (ch + 1 < chunks) { // the next chunk, into registers while this one multiplies
-			gx_load<TA, GX_BM, GX_LA>(va, a, i0, (ch + 1) * GX_BK, M, K, sai, sak);
-			gx_load<TB, GX_BN, GX_LB>(vb, b, j0, (ch + 1) * GX_BK, N, K, sbj, sbk);
+			gx_load<TA, GX_BM, GX_LA>(va, a, i0, (ch + 1) * GX_BK, M, K, sai, sak, ma);
+			gx_load<TB, GX_BN, GX_LB>(vb, b, j0, (ch + 1) * GX_BK, N, K, sbj, sbk, mb);
 		}
 		const unsigned short* sa = As[cur];
 		const unsigned short* sb = Bs[cur];
@@ -151,8 +217,8 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 		if (ch + 1 < chunks) {
 			// The other buffer was last read in chunk ch−1, before the
 			// barrier that ended it.
-			gx_store<GX_BM, GX_LA>(As[cur ^ 1], va, sak);
-			gx_store<GX_BN, GX_LB>(Bs[cur ^ 1], vb, sbk);
+			gx_store<GX_BM, GX_LA>(As[cur ^ 1], va, ma);
+			gx_store<GX_BN, GX_LB>(Bs[cur ^ 1], vb, mb);
 		}
 		__syncthreads();
 	}
