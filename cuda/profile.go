@@ -158,9 +158,10 @@ func (r Roofline) String() string {
 		att = fmt.Sprintf("%.0f %% (forward) / %.0f %% (backward)", 100*r.FlashEfficiency, 100*r.FlashBwdEfficiency)
 	}
 	att += fmt.Sprintf(" (mma.sync), %.1f %% / %.1f %% (warpgroup MMA)", 100*r.WGFlashEfficiency, 100*r.WGFlashBwdEfficiency)
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
-		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs,
-		100*r.BWEfficiency, r.LaunchUs, r.SyncUs, r.GraphNodeUs)
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16, %.0f %% of fp32), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
+		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.ExactMMAEfficiency,
+		100*r.ExactFFMAEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
+		r.GraphNodeUs)
 }
 
 // Profile is what the backend asked of the GPU over an interval.
