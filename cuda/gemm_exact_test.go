@@ -306,3 +306,29 @@ func TestExactMatMulNeedsExact(t *testing.T) {
 		b.Release(w)
 	})
 }
+
+// TestTrainingStepExactProducts: a whole training step (forward, backward,
+// AdamW) of the tiny model with every product on exact mode's kernels
+// (the projections, the LM head's chunks, the backward's transposed
+// products) matches the CPU within TestTrainingStepMatchesCPU's tolerances,
+// without one cuBLAS call.
+func TestTrainingStepExactProducts(t *testing.T) {
+	for _, c := range stepCases {
+		t.Run(string(c.prec), func(t *testing.T) {
+			o := model.DefaultTiny()
+			o.Vocab = 300
+			cpu, gpu := tinyPair(t, c.prec, o)
+			b := gpu.B.(*Backend)
+			b.SetBatchInvariant(true)
+			before := b.d.Profile()
+			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
+				return model.NewParams(m.B, m.Cfg) // every weight
+			})
+			p := b.d.Profile().Sub(before)
+			if p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
+				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step; want none and some",
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+			}
+		})
+	}
+}
