@@ -311,7 +311,7 @@ func TestExactMatMulNeedsExact(t *testing.T) {
 // AdamW) of the tiny model with every product on exact mode's kernels
 // (the projections, the LM head's chunks, the backward's transposed
 // products) matches the CPU within TestTrainingStepMatchesCPU's tolerances,
-// without one cuBLAS call.
+// without one cuBLAS call (attention's products are the attention kernels').
 func TestTrainingStepExactProducts(t *testing.T) {
 	for _, c := range stepCases {
 		t.Run(string(c.prec), func(t *testing.T) {
@@ -320,6 +320,9 @@ func TestTrainingStepExactProducts(t *testing.T) {
 			cpu, gpu := tinyPair(t, c.prec, o)
 			b := gpu.B.(*Backend)
 			b.SetBatchInvariant(true)
+			// Attention's own cuBLAS route (fp32 K/V) is not a MatMul: off,
+			// so every cuBLAS call counted would be a product left there.
+			b.ForceAttention(-1, 0)
 			before := b.d.Profile()
 			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
 				return model.NewParams(m.B, m.Cfg) // every weight
