@@ -69,6 +69,7 @@ type Backend struct {
 	normTwoPass bool      // the norm backward sums dw in a second pass (a test compares the two)
 	graphEager  bool      // graph steps always run eagerly (tests compare replays with it)
 	exact       bool      // precision.exact_logprobs: batch-invariant kernels (exact.go)
+	exactNoMMA  bool      // exact bf16 products on the FFMA kernel, as below sm_80 (tests; backend_gemm_exact.go)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes
@@ -651,7 +652,8 @@ func (b *Backend) SumSquaresAll(ts []*model.Tensor) float64 {
 	return s
 }
 
-// MatMul computes c = op(a)·op(b) or c += op(a)·op(b) with cuBLAS. Row-major
+// MatMul computes c = op(a)·op(b) or c += op(a)·op(b) with cuBLAS (in exact
+// mode with the batch-invariant kernels, backend_gemm_exact.go). Row-major
 // c = op(a)·op(b) is column-major cᵀ = op(b)ᵀ·op(a)ᵀ, so b goes first. A
 // frozen (bf16) operand is multiplied in bf16 with the other operand
 // rounded to bf16 too (cuBLAS wants equal input types), accumulating in fp32.
@@ -683,6 +685,11 @@ func (b *Backend) MatMul(c, a, bm *model.Tensor, transA, transB, accumulate bool
 		if !accumulate {
 			b.Zero(c)
 		}
+		return
+	}
+	if b.exact { // batch-invariant kernels, rounding by the operands' kinds alone (backend_gemm_exact.go)
+		b.matMulExact(pcc, halfC, a, bm, exactOperand{pa, frozenA}, exactOperand{pb, frozenB}, M, N, K,
+			transA, transB, accumulate)
 		return
 	}
 	inType, compute := cudaR32F, b.compute

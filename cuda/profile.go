@@ -30,10 +30,12 @@ const (
 	EngineWGFlashBwd               // their backward
 	EngineAttention                // the attention kernels (CUDA cores, shared-memory bound)
 	EngineKernel                   // every other kernel and memset: bandwidth-bound
+	EngineExactMMA                 // exact mode's batch-invariant products on tensor cores (mma.sync bf16)
+	EngineExactFFMA                // exact mode's batch-invariant products on CUDA cores (fp32 FFMA)
 	numEngines
 )
 
-var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel"}
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel", "gemm_exact_tc", "gemm_exact_fp32"}
 
 // String is the engine's name in profiles' JSON (tensor_bf16, attention, …).
 func (e Engine) String() string { return engineNames[e] }
@@ -50,6 +52,8 @@ type Roofline struct {
 	FlashBwdEfficiency           float64 // the same for their backward
 	WGFlashEfficiency            float64 // the same for the warpgroup-MMA kernels (forward)
 	WGFlashBwdEfficiency         float64 // and their backward
+	ExactMMAEfficiency           float64 // fraction of the bf16 peak exact mode's mma.sync products reach
+	ExactFFMAEfficiency          float64 // fraction of the fp32 peak exact mode's FFMA products reach
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
 	GraphNodeUs                  float64 // per op a graph launch replays (the gap between its nodes)
 }
@@ -79,11 +83,16 @@ type Roofline struct {
 // a CUDA graph the host issues nothing per kernel and the GPU walks a
 // prepared chain, so the gap per node is assumed to be half an eager
 // launch's, 1 µs (an assumption, not a measurement; a graph launch itself
-// costs one launch).
+// costs one launch). Exact mode's batch-invariant products
+// (gemm_exact.cu) are assumed to reach 25 % of the bf16 peak on the tensor
+// cores (mma.sync, 64 × 128 tiles staged through registers, no cp.async or
+// warpgroup MMA: a third of cuBLAS's 75 %) and 50 % of the fp32 peak on the
+// CUDA cores (4 × 4 elements a thread); estimates, not measurements
+// (docs/gpu.md).
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
 	FlashBwdEfficiency: 0.35, WGFlashEfficiency: 660.0 * 2 / 3 / 989.4, WGFlashBwdEfficiency: 474.0 * 1.4 * 2 / 3 / 989.4,
-	LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
+	ExactMMAEfficiency: 0.25, ExactFFMAEfficiency: 0.5, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // H100FA2Measured is H100 with the fused attention at the rates
 // FlashAttention-2 itself is measured at on an H100 at the 2×8k shape
@@ -135,6 +144,10 @@ func (r Roofline) rate(e Engine) float64 {
 		return r.BF16TFLOPs * 1e12 * r.WGFlashBwdEfficiency
 	case EngineAttention:
 		return r.AttentionTFLOPs * 1e12
+	case EngineExactMMA:
+		return r.BF16TFLOPs * 1e12 * r.ExactMMAEfficiency
+	case EngineExactFFMA:
+		return r.FP32TFLOPs * 1e12 * r.ExactFFMAEfficiency
 	}
 	return r.FP32TFLOPs * 1e12
 }
@@ -145,9 +158,10 @@ func (r Roofline) String() string {
 		att = fmt.Sprintf("%.0f %% (forward) / %.0f %% (backward)", 100*r.FlashEfficiency, 100*r.FlashBwdEfficiency)
 	}
 	att += fmt.Sprintf(" (mma.sync), %.1f %% / %.1f %% (warpgroup MMA)", 100*r.WGFlashEfficiency, 100*r.WGFlashBwdEfficiency)
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs, fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
-		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs,
-		100*r.BWEfficiency, r.LaunchUs, r.SyncUs, r.GraphNodeUs)
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16, %.0f %% of fp32), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
+		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.ExactMMAEfficiency,
+		100*r.ExactFFMAEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
+		r.GraphNodeUs)
 }
 
 // Profile is what the backend asked of the GPU over an interval.
@@ -175,7 +189,7 @@ type Profile struct {
 
 // FlopsTensorCore is the arithmetic done on tensor cores.
 func (p Profile) FlopsTensorCore() float64 {
-	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.FlopsFlash()
+	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.Flops[EngineExactMMA] + p.FlopsFlash()
 }
 
 // FlopsFlash is the fused attention kernels' arithmetic, forward and backward.
@@ -185,7 +199,7 @@ func (p Profile) FlopsFlash() float64 {
 
 // FlopsCUDACore is the arithmetic done on CUDA cores.
 func (p Profile) FlopsCUDACore() float64 {
-	return p.Flops[EngineFP32GEMM] + p.Flops[EngineAttention] + p.Flops[EngineKernel]
+	return p.Flops[EngineFP32GEMM] + p.Flops[EngineAttention] + p.Flops[EngineKernel] + p.Flops[EngineExactFFMA]
 }
 
 // TensorCoreFraction is the share of all arithmetic on tensor cores.

@@ -186,7 +186,17 @@
 //     with GDROTRAIN_EMU_FAST16BF=tf32 (NVIDIA's header allows either; the
 //     variable is read at every call, and values other than bf16 and tf32
 //     make the call fail with CUBLAS_STATUS_INVALID_VALUE). A bf16 C is
-//     rounded to nearest even from the fp32 result.
+//     rounded to nearest even from the fp32 result. With
+//     GDROTRAIN_EMU_GEMM_ORDER=shape (read at every call; the default, in,
+//     keeps the order above) the K sum depends on the shape as a GPU's
+//     choice of cuBLAS algorithm makes it: K is split into slices, 8 when
+//     the product has at most 64 elements (m·n), 4 up to 1024, 2 up to
+//     16384, 1 above (at most one per 32 k), each summed in order and the
+//     partials added last to first. So a row's bits depend on how many
+//     rows share the product, and a test of exact mode's batch-invariant
+//     products (cuda.TestExactMatMulBatchInvariant) fails if a product is
+//     left on cuBLAS; other values fail the call with
+//     CUBLAS_STATUS_INVALID_VALUE.
 //   - NCCL (csrc/emu_nccl.cc) runs between the processes of one machine, one
 //     rank each, through a POSIX shared-memory segment named in the unique
 //     id. Collectives (all-reduce, reduce-scatter, all-gather, broadcast)
@@ -286,6 +296,12 @@ var FMAFlags = []string{"-mfma", "-ffp-contract=fast", "-fexpensive-optimization
 // Fast16BFEnv picks what CUBLAS_COMPUTE_32F_FAST_16BF rounds its inputs to:
 // bf16 (the default) or tf32. It is read at every GEMM call.
 const Fast16BFEnv = "GDROTRAIN_EMU_FAST16BF"
+
+// GemmOrderEnv, set to shape, makes the order of a cuBLAS GEMM's K sum
+// depend on the product's shape (split-K slices by m·n, see the package
+// doc), as a GPU's algorithm choice does; in (the default) keeps one
+// running sum in order. It is read at every GEMM call.
+const GemmOrderEnv = "GDROTRAIN_EMU_GEMM_ORDER"
 
 // FaultEnv lists, comma-separated, kernels that are not run when launched,
 // and "gemm" to perturb every cuBLAS GEMM. It is read at every launch and

@@ -8,6 +8,9 @@
 // with GDROTRAIN_EMU_FAST16BF=tf32), nearest even, so tests see the
 // precision a GPU would give. A bf16 C is written rounded to nearest even.
 // GDROTRAIN_EMU_FAULT=gemm perturbs every result (see fault()).
+// GDROTRAIN_EMU_GEMM_ORDER=shape makes the order of the K sum depend on the
+// product's shape, as cuBLAS's choice of algorithm (split-K among others)
+// does on a GPU: see gemm_slices().
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +94,7 @@ struct Gemm {
 	void* C;
 	int ct, ldc;
 	int rounding;
+	int slices;  // gemm_slices
 };
 
 // Bytes an operand of rows x cols with leading dimension ld spans.
@@ -176,6 +180,29 @@ inline float mad(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 inline float mad(float a, float b, float c) { return a * b + c; }
 #endif
 
+// gemm_slices is how many slices of K each C element's sum is split into:
+// 1 (one running sum over k in order) unless GDROTRAIN_EMU_GEMM_ORDER=shape
+// (read at every call), which splits K the way a split-K algorithm does,
+// more slices for fewer output elements (8 for m·n ≤ 64, 4 for ≤ 1024, 2
+// for ≤ 16384), at most one per 32 k. The slices are summed in order
+// inside and then added last to first, so an element's bits depend on m·n:
+// on how many rows share the product, as on a GPU. Tests of the
+// batch-invariant products set it to prove a product left on cuBLAS fails
+// them. Other values than shape and in (the default) are refused.
+int gemm_slices(int m, int n, int k, bool* bad) {
+	const char* v = getenv("GDROTRAIN_EMU_GEMM_ORDER");
+	*bad = false;
+	if (!v || !*v || strcmp(v, "in") == 0) return 1;
+	if (strcmp(v, "shape") != 0) {
+		*bad = true;
+		return 1;
+	}
+	long long mn = (long long)m * n;
+	int s = mn <= 64 ? 8 : mn <= 1024 ? 4 : mn <= 16384 ? 2 : 1;
+	while (s > 1 && k < 32 * s) s /= 2;
+	return s;
+}
+
 void run(const Gemm& g) {
 	const int m = g.m, n = g.n, k = g.k;
 	if (m == 0 || n == 0) return;
@@ -197,6 +224,7 @@ void run(const Gemm& g) {
 				Bp[(size_t)j * k + p] = rounded(load(g.B, g.bt, idx), g.rounding);
 			}
 	}
+	const int slices = g.slices;
 	auto columns = [&](int j0, int j1) {
 		for (int j = j0; j < j1; j++)
 			for (int i = 0; i < m; i++) {
@@ -204,7 +232,14 @@ void run(const Gemm& g) {
 				if (ab) {
 					const float* a = &Ap[(size_t)i * k];
 					const float* b = &Bp[(size_t)j * k];
-					for (int p = 0; p < k; p++) acc = mad(a[p], b[p], acc);
+					// Slice s sums k in [s·k/S, (s+1)·k/S) in order; the
+					// partials are added last to first.
+					for (int s = slices - 1; s >= 0; s--) {
+						int p0 = (int)((long long)k * s / slices), p1 = (int)((long long)k * (s + 1) / slices);
+						float part = 0;
+						for (int p = p0; p < p1; p++) part = mad(a[p], b[p], part);
+						acc = s == slices - 1 ? part : part + acc;
+					}
 				}
 				size_t ci = (size_t)i + (size_t)j * g.ldc;
 				// CUTLASS's epilogue: alpha·acc + (beta·C), the first product fused.
@@ -346,7 +381,10 @@ EMU_API int cublasGemmEx(void* handle, int transa, int transb, int m, int n, int
 	if (rc) return rc;
 	if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;  // a kernel's fault broke the context
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
-	       ldb, C, Ctype, ldc, rounding};
+	       ldb, C, Ctype, ldc, rounding, 1};
+	bool bad;
+	g.slices = gemm_slices(m, n, k, &bad);
+	if (bad) return CUBLAS_STATUS_INVALID_VALUE;
 	if (!ranges_ok(g)) return CUBLAS_STATUS_EXECUTION_FAILED;
 	return issue(((Handle*)handle)->stream, std::vector<Gemm>{g});
 }
@@ -363,7 +401,10 @@ EMU_API int cublasGemmStridedBatchedEx(void* handle, int transa, int transb, int
 	if (batchCount < 0) return CUBLAS_STATUS_INVALID_VALUE;
 	if (sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
 	Gemm g{transa ? 1 : 0, transb ? 1 : 0, m, n, k, *(const float*)alpha, *(const float*)beta, A, Atype, lda, B, Btype,
-	       ldb, C, Ctype, ldc, rounding};
+	       ldb, C, Ctype, ldc, rounding, 1};
+	bool bad;
+	g.slices = gemm_slices(m, n, k, &bad);
+	if (bad) return CUBLAS_STATUS_INVALID_VALUE;
 	std::vector<Gemm> batch;
 	for (int b = 0; b < batchCount; b++) {
 		Gemm gb = g;

@@ -1084,6 +1084,57 @@ static void test_gemm(const char*) {
 	}
 	OK(cublasSetMathMode(h, 0));
 
+	// GDROTRAIN_EMU_GEMM_ORDER=shape: K split into slices by m·n (8 up to
+	// 64 elements, 2 up to 16384 here), summed in order and added last to
+	// first; so a row alone (m = 1) differs from the same row among 200.
+	{
+		const int m = 200, n = 8, k = 256;
+		Mat A(k, m, k, R32F), B(k, n, k, R32F), C(m, n, m, R32F), C1(1, n, 1, R32F);
+		devptr dA = A.upload(), dB = B.upload(), dC = C.upload(), dC1 = C1.upload();
+		float alpha = 1, beta = 0;
+		// sliced is element (i, j) of op(A)·B summed in s slices.
+		auto sliced = [&](int i, int j, int s) {
+			float acc = 0;
+			for (int q = s - 1; q >= 0; q--) {
+				float part = 0;
+				for (int p = k * q / s; p < k * (q + 1) / s; p++) part = mad(A.at(p, i), B.at(p, j), part);
+				acc = q == s - 1 ? part : part + acc;
+			}
+			return acc;
+		};
+		setenv("GDROTRAIN_EMU_GEMM_ORDER", "shape", 1);
+		OK(cublasGemmEx(h, T, N, m, n, k, &alpha, (void*)dA, R32F, k, (void*)dB, R32F, k, &beta, (void*)dC, R32F, m,
+		                C32F, -1));
+		std::vector<float> full = C.download(dC);
+		int differ = 0, bad = 0;
+		for (int i = 0; i < 10; i++) {
+			OK(cublasGemmEx(h, T, N, 1, n, k, &alpha, (void*)(dA + (devptr)i * k * 4), R32F, k, (void*)dB, R32F, k,
+			                &beta, (void*)dC1, R32F, 1, C32F, -1));
+			std::vector<float> row = C1.download(dC1);
+			for (int j = 0; j < n; j++) {
+				float f = full[(size_t)i + (size_t)j * m], w1 = sliced(i, j, 8), wf = sliced(i, j, 2);
+				if ((memcmp(&row[j], &w1, 4) != 0 || memcmp(&f, &wf, 4) != 0) && bad++ < 3)
+					fail("shape order C(%d,%d): alone %.9g (want %.9g), among %d %.9g (want %.9g)", i, j, row[j], w1, m,
+					     f, wf);
+				differ += memcmp(&row[j], &f, 4) != 0;
+			}
+		}
+		EXPECT(bad == 0 && differ > 0, "shape order: %d wrong, %d of %d elements differ alone", bad, differ, 10 * n);
+		setenv("GDROTRAIN_EMU_GEMM_ORDER", "in", 1);
+		OK(cublasGemmEx(h, T, N, 1, n, k, &alpha, (void*)dA, R32F, k, (void*)dB, R32F, k, &beta, (void*)dC1, R32F, 1,
+		                C32F, -1));
+		std::vector<float> row = C1.download(dC1);
+		for (int j = 0; j < n; j++) EXPECT(row[j] == sliced(0, j, 1), "order in: C(0,%d) = %.9g", j, row[j]);
+		setenv("GDROTRAIN_EMU_GEMM_ORDER", "random", 1);
+		EXPECT_RC(7, cublasGemmEx(h, T, N, 1, n, k, &alpha, (void*)dA, R32F, k, (void*)dB, R32F, k, &beta, (void*)dC1,
+		                          R32F, 1, C32F, -1));
+		unsetenv("GDROTRAIN_EMU_GEMM_ORDER");
+		OK(cuMemFree(dA));
+		OK(cuMemFree(dB));
+		OK(cuMemFree(dC));
+		OK(cuMemFree(dC1));
+	}
+
 	// Strided batches.
 	{
 		const int m = 5, n = 4, k = 6, batch = 3;

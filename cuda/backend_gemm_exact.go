@@ -1,0 +1,132 @@
+package cuda
+
+// Exact mode's matrix products (precision.exact_logprobs, exact.go): every
+// MatMul goes to the batch-invariant kernels of kernels/gemm_exact.cu
+// instead of cuBLAS, whose algorithm (tiles, split-K, the order of K's
+// partial sums) depends on M, N and K, so that a row's result there
+// depends on how many rows share the product. Here an element of c is one
+// running sum over K in a fixed order, computed from its two K-vectors
+// alone, so a decode step's row equals the same row of a training batch
+// bit for bit.
+//
+// The operands' rounding depends on their kinds, never on their sizes:
+// under bf16 products, or when either operand is bf16 storage (a frozen
+// weight, a bf16 activation) or c is a bf16 activation, both operands are
+// rounded to bf16 (nearest even) and multiplied on the tensor cores
+// (mma.m16n8k16, fp32 accumulation); otherwise both are multiplied in fp32
+// on the CUDA cores (fused multiply-adds in order), tf32-rounded first
+// under tf32 products. An fp32 operand with a bf16 copy (Shadow) is read
+// through the copy: it holds the same bits the kernel's rounding would
+// give, at half the bytes, so whether a copy exists changes no result.
+// (Outside exact mode MatMul decides by the operands' sizes, `3*x > w`,
+// whether to round an activation against a weight's copy, since cuBLAS
+// rounds fp32 inputs itself.) Below sm_80 there is no mma.sync: the bf16
+// products run the FFMA kernel on the rounded operands, batch-invariant
+// too, though not bitwise equal to an sm_80 GPU's.
+
+import (
+	"fmt"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// The exact kernels' fixed tiles (gemm_exact.cu: GX_BM × GX_BN for mma,
+// GX_FM × GX_FN for FFMA), for the grid only: no shape chooses them.
+const (
+	exactMMARows, exactMMACols   = 64, 128
+	exactFFMARows, exactFFMACols = 64, 64
+	exactThreads                 = 256
+)
+
+// Rounding of the FFMA kernel's operands (gx_round).
+const (
+	exactRoundNone = 0
+	exactRoundBF16 = 1
+	exactRoundTF32 = 2
+)
+
+// exactOperand is one operand of an exact product: its address and
+// whether it is bf16 storage.
+type exactOperand struct {
+	p    uint64
+	half bool
+}
+
+// storageLetter names a storage in a kernel's suffix.
+func storageLetter(half bool) string {
+	if half {
+		return "h"
+	}
+	return "f"
+}
+
+// matMulExact issues c = op(a)·op(b) (+ c with accumulate) in exact mode;
+// MatMul has validated the operands and the dimensions (K > 0).
+func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y exactOperand, M, N, K int,
+	transA, transB, accumulate bool) {
+	if M > 65535*exactFFMARows || N > 1<<30 || K > 1<<30 {
+		b.keep(fmt.Errorf("matmul (exact): %d × %d × %d exceeds the exact kernels' grid", M, N, K))
+		return
+	}
+	half := b.prec == BF16 || x.half || y.half || halfC
+	if half {
+		// A weight's bf16 copy: the bits the kernel's rounding would give.
+		if !x.half && b.hasHalf(a) {
+			x = exactOperand{b.halfOf(a), true}
+		}
+		if !y.half && b.hasHalf(bm) {
+			y = exactOperand{b.halfOf(bm), true}
+		}
+	}
+	// op(a)[i,k] = a[i·sai + k·sak]; op(b)[k,j] = b[j·sbj + k·sbk].
+	sai, sak := int64(K), int64(1) // a stored (M, K)
+	if transA {
+		sai, sak = 1, int64(M) // a stored (K, M)
+	}
+	sbj, sbk := int64(1), int64(N) // b stored (K, N)
+	if transB {
+		sbj, sbk = int64(K), 1 // b stored (N, K)
+	}
+	suffix := storageLetter(x.half) + storageLetter(y.half) + storageLetter(halfC)
+	acc := int32(0)
+	if accumulate {
+		acc = 1
+	}
+	b.exactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
+	args := []any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, acc}
+	if half && b.exactMMA() {
+		grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + exactMMARows - 1) / exactMMARows}
+		b.launch("gemm_exact_mma_"+suffix, grid, exactThreads, args...)
+		return
+	}
+	rnd := int32(exactRoundNone)
+	switch {
+	case half:
+		rnd = exactRoundBF16
+	case b.prec == TF32:
+		rnd = exactRoundTF32
+	}
+	grid := [3]int{(N + exactFFMACols - 1) / exactFFMACols, (M + exactFFMARows - 1) / exactFFMARows}
+	b.launch("gemm_exact_ffma_"+suffix, grid, exactThreads, append(args, rnd)...)
+}
+
+// exactMMA reports whether bf16 products may take the mma.sync kernels:
+// sm_80 and later, unless a test forces the FFMA route (exactNoMMA) to
+// cover what older GPUs run.
+func (b *Backend) exactMMA() bool { return b.d.Info.Major >= 8 && !b.exactNoMMA }
+
+// exactCost records an exact product: 2MNK on the tensor cores (bf16) or
+// the CUDA cores, and the operands' and the result's bytes once each, as
+// gemmCost counts cuBLAS's.
+func (b *Backend) exactCost(tensor bool, M, N, K int, halfA, halfB, halfC, accumulate bool) {
+	e := EngineExactFFMA
+	if tensor && b.exactMMA() {
+		e = EngineExactMMA
+	}
+	out := float64(widthOf(halfC) * M * N)
+	if accumulate {
+		out *= 2 // read and write c
+	}
+	in := float64(widthOf(halfA)*M*K + widthOf(halfB)*K*N)
+	b.d.cost(e, 2*float64(M)*float64(N)*float64(K), in+out)
+}

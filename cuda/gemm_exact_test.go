@@ -1,0 +1,337 @@
+package cuda
+
+// Exact mode's products (backend_gemm_exact.go) are batch-invariant: the
+// rows of a product equal, bit for bit, the same rows computed in a product
+// of fewer rows at another offset. The emulator's cuBLAS runs with its K
+// order depending on the shape (cudaemu.GemmOrderEnv=shape), as a GPU's
+// algorithm choice makes it, so a product left on cuBLAS fails the test;
+// TestExactMatMulNeedsExact shows it does, with exact mode off.
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	fastcpu "github.com/gdrotrain/gdrotrain/backend/cpu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/cudaemu"
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// exactCase is one kind of product: its precision and operand storages.
+type exactCase struct {
+	name    string
+	prec    Precision
+	halfA   bool // a is a bf16 activation
+	frozenB bool // b is a frozen (bf16) weight
+	shadowB bool // b is fp32 with a bf16 copy (Shadow)
+	halfC   bool // c is a bf16 activation
+	noMMA   bool // bf16 products on the FFMA kernel, as below sm_80
+}
+
+var exactCases = []exactCase{
+	{name: "fp32", prec: FP32},
+	{name: "tf32", prec: TF32},
+	{name: "fp32-frozen", prec: FP32, frozenB: true},
+	{name: "bf16", prec: BF16},
+	{name: "bf16-shadow", prec: BF16, shadowB: true},
+	{name: "bf16-frozen-halfact", prec: BF16, halfA: true, frozenB: true},
+	{name: "bf16-halfC", prec: BF16, halfC: true},
+	{name: "bf16-halfact-halfC", prec: BF16, halfA: true, shadowB: true, halfC: true},
+	{name: "bf16-pre-sm80", prec: BF16, halfA: true, frozenB: true, noMMA: true},
+	{name: "bf16-pre-sm80-halfC", prec: BF16, halfC: true, noMMA: true},
+}
+
+// The shapes: the full product has exactFullRows rows of op(a); sub-batches
+// of the other sizes start at varying offsets. N is odd and K odd (133,
+// accumulating products) or a multiple of 8 (136, the others: the mma
+// kernel's 16-byte loads where K is contiguous), so every kernel's tiles
+// have tails in all three dimensions and both load paths run.
+const (
+	exactFullRows = 256
+	exactN        = 37
+)
+
+func exactK(accumulate bool) int {
+	if accumulate {
+		return 133
+	}
+	return 136
+}
+
+var exactSubRows = []int{1, 2, 3, 7, 16, 17, 64, 130}
+
+// exactProblem is the host data of one product: op(a) is M × K, stored
+// (M, K) or, transposed, (K, M); op(b) is K × N, stored (K, N) or (N, K).
+type exactProblem struct {
+	c             exactCase
+	transA, trans bool
+	accumulate    bool
+	k             int       // K
+	a, b, c0      []float32 // a for exactFullRows rows; c0 the initial c (accumulate)
+	last          Profile   // what the last product (MatMul alone) asked of the device
+}
+
+func newExactProblem(c exactCase, transA, transB, accumulate bool, seed uint64) *exactProblem {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	randn := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+			if c.halfA {
+				v[i] = bf16Round(v[i])
+			}
+		}
+		return v
+	}
+	p := &exactProblem{c: c, transA: transA, trans: transB, accumulate: accumulate, k: exactK(accumulate)}
+	p.a = randn(exactFullRows * p.k)
+	p.b = randn(p.k * exactN)
+	p.c0 = randn(exactFullRows * exactN)
+	return p
+}
+
+// rowsA returns op(a)'s rows [off, off+m) in a's storage order.
+func (p *exactProblem) rowsA(off, m int) []float32 {
+	out := make([]float32, 0, m*p.k)
+	if !p.transA { // (M, K)
+		return append(out, p.a[off*p.k:(off+m)*p.k]...)
+	}
+	for k := 0; k < p.k; k++ { // (K, M): columns off … off+m−1 of each row
+		out = append(out, p.a[k*exactFullRows+off:k*exactFullRows+off+m]...)
+	}
+	return out
+}
+
+func (p *exactProblem) shapeA(m int) []int {
+	if p.transA {
+		return []int{p.k, m}
+	}
+	return []int{m, p.k}
+}
+
+func (p *exactProblem) shapeB() []int {
+	if p.trans {
+		return []int{exactN, p.k}
+	}
+	return []int{p.k, exactN}
+}
+
+// product computes rows [off, off+m) of the product on b.
+func (p *exactProblem) product(t *testing.T, b *Backend, w *model.Tensor, off, m int) []float32 {
+	t.Helper()
+	var a *model.Tensor
+	if p.c.halfA {
+		a = halfTensor(b, p.rowsA(off, m), p.shapeA(m)...)
+	} else {
+		a = model.NewFrom(b, p.rowsA(off, m), p.shapeA(m)...)
+	}
+	var c *model.Tensor
+	if p.c.halfC {
+		c = b.ActivationHalf(m, exactN)
+	} else {
+		c = model.NewFrom(b, p.c0[off*exactN:(off+m)*exactN], m, exactN)
+	}
+	before := b.d.Profile()
+	b.MatMul(c, a, w, p.transA, p.trans, p.accumulate)
+	p.last = b.d.Profile().Sub(before)
+	out := model.Values(b, c)
+	b.Release(a, c)
+	if err := b.Err(); err != nil {
+		t.Fatalf("M=%d at row %d: %v", m, off, err)
+	}
+	return out
+}
+
+// weight uploads op(b) as the case stores it.
+func (p *exactProblem) weight(t *testing.T, b *Backend) *model.Tensor {
+	t.Helper()
+	w := model.NewFrom(b, p.b, p.shapeB()...)
+	switch {
+	case p.c.frozenB:
+		if err := b.Freeze(w); err != nil {
+			t.Fatal(err)
+		}
+	case p.c.shadowB:
+		if ok, err := b.Shadow(w); err != nil || !ok {
+			t.Fatalf("shadow: %v %v", ok, err)
+		}
+	}
+	return w
+}
+
+// cpuReference is the full product on the CPU from the operands as the
+// case rounds them (bf16 or tf32, nearest even), in float32.
+func (p *exactProblem) cpuReference(t *testing.T) []float32 {
+	t.Helper()
+	round := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			switch {
+			case p.c.prec == BF16 || p.c.frozenB || p.c.halfA || p.c.halfC:
+				out[i] = bf16Round(x)
+			case p.c.prec == TF32:
+				u := math.Float32bits(x)
+				u += 0xfff + (u >> 13 & 1)
+				out[i] = math.Float32frombits(u &^ 0x1fff)
+			default:
+				out[i] = x
+			}
+		}
+		return out
+	}
+	cb := fastcpu.NewBackend()
+	a := model.NewFrom(cb, round(p.a), p.shapeA(exactFullRows)...)
+	w := model.NewFrom(cb, round(p.b), p.shapeB()...)
+	c := model.NewFrom(cb, p.c0, exactFullRows, exactN)
+	cb.MatMul(c, a, w, p.transA, p.trans, p.accumulate)
+	if err := cb.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return model.Values(cb, c)
+}
+
+// firstRowDiff returns the first row of sub (m rows from off) whose bits
+// differ from full's, or −1.
+func firstRowDiff(full, sub []float32, off, m int) (int, int) {
+	for i := 0; i < m; i++ {
+		for j := 0; j < exactN; j++ {
+			if math.Float32bits(sub[i*exactN+j]) != math.Float32bits(full[(off+i)*exactN+j]) {
+				return off + i, j
+			}
+		}
+	}
+	return -1, -1
+}
+
+// exactVariants runs f for every case, transpose and accumulate.
+func exactVariants(t *testing.T, cases []exactCase, f func(t *testing.T, p *exactProblem)) {
+	seed := uint64(1)
+	for _, c := range cases {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, acc := range []bool{false, true} {
+					if acc && c.halfC {
+						continue // MatMul refuses accumulating into bf16
+					}
+					seed++
+					p := newExactProblem(c, tA, tB, acc, seed)
+					t.Run(fmt.Sprintf("%s/tA=%v/tB=%v/acc=%v", c.name, tA, tB, acc), func(t *testing.T) { f(t, p) })
+				}
+			}
+		}
+	}
+}
+
+// subOffset places a sub-batch of m rows somewhere other than row 0 where
+// it can (different for different m).
+func subOffset(m int) int { return (m * 37) % (exactFullRows - m + 1) }
+
+func TestExactMatMulBatchInvariant(t *testing.T) {
+	d := testDevice(t)
+	if devKind == "emulator" {
+		t.Setenv(cudaemu.GemmOrderEnv, "shape") // a product left on cuBLAS fails
+	}
+	exactVariants(t, exactCases, func(t *testing.T, p *exactProblem) {
+		b := NewBackend(d, p.c.prec)
+		b.SetBatchInvariant(true)
+		b.exactNoMMA = p.c.noMMA
+		before := d.Profile()
+		w := p.weight(t, b)
+		full := p.product(t, b, w, 0, exactFullRows)
+		e := EngineExactMMA
+		if p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB) {
+			e = EngineExactFFMA
+		}
+		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*float64(p.k); got != want {
+			t.Errorf("profile: %g flops on %s for the full product; want 2MNK = %g", got, e, want)
+		}
+		for _, m := range exactSubRows {
+			for _, off := range []int{0, subOffset(m)} {
+				sub := p.product(t, b, w, off, m)
+				if i, j := firstRowDiff(full, sub, off, m); i >= 0 {
+					t.Fatalf("M=%d from row %d: row %d column %d is %g (bits %#x) alone, %g (%#x) among %d rows",
+						m, off, i, j, sub[(i-off)*exactN+j], math.Float32bits(sub[(i-off)*exactN+j]),
+						full[i*exactN+j], math.Float32bits(full[i*exactN+j]), exactFullRows)
+				}
+			}
+		}
+		if n := d.Profile().Sub(before).GEMMs; n != 0 {
+			t.Errorf("%d cuBLAS calls in exact mode; want none", n)
+		}
+		// Close to the CPU's product of the same rounded operands: only the
+		// order of the fp32 sums differs (|Σ| ≤ √K·4 here, K ≤ 136), and a
+		// bf16 c rounds to 8 significant bits.
+		tol := numcheck.Tol{Atol: 2e-5, Rtol: 2e-5}
+		if p.c.halfC {
+			tol = numcheck.Tol{Atol: 1e-4, Rtol: 4e-3}
+		}
+		want := p.cpuReference(t)
+		w64 := make([]float64, len(want))
+		for i, v := range want {
+			w64[i] = float64(v)
+		}
+		if _, err := numcheck.Compare(full, w64, tol); err != nil {
+			t.Errorf("against the CPU: %v", err)
+		}
+		b.Release(w)
+	})
+}
+
+// TestExactMatMulNeedsExact is the comparison above with exact mode off:
+// on the emulator with its shape-dependent cuBLAS order (on a GPU, cuBLAS's
+// algorithm choice) some row differs between the full product and a
+// sub-batch, so the test above can fail.
+func TestExactMatMulNeedsExact(t *testing.T) {
+	d := testDevice(t)
+	if devKind != "emulator" {
+		t.Skip("cuBLAS's choice of algorithm by shape is the GPU's own: the emulator's order is set for it")
+	}
+	t.Setenv(cudaemu.GemmOrderEnv, "shape")
+	cases := []exactCase{exactCases[0], exactCases[3]} // fp32 and bf16 products
+	exactVariants(t, cases, func(t *testing.T, p *exactProblem) {
+		b := NewBackend(d, p.c.prec)
+		w := p.weight(t, b)
+		full := p.product(t, b, w, 0, exactFullRows)
+		differ := 0
+		for _, m := range exactSubRows {
+			if i, _ := firstRowDiff(full, p.product(t, b, w, subOffset(m), m), subOffset(m), m); i >= 0 {
+				differ++
+			}
+		}
+		if differ == 0 {
+			t.Errorf("cuBLAS products: every sub-batch equals the full product's rows; the batch-invariance test could not fail")
+		}
+		b.Release(w)
+	})
+}
+
+// TestTrainingStepExactProducts: a whole training step (forward, backward,
+// AdamW) of the tiny model with every product on exact mode's kernels
+// (the projections, the LM head's chunks, the backward's transposed
+// products) matches the CPU within TestTrainingStepMatchesCPU's tolerances,
+// without one cuBLAS call (attention's products are the attention kernels').
+func TestTrainingStepExactProducts(t *testing.T) {
+	for _, c := range stepCases {
+		t.Run(string(c.prec), func(t *testing.T) {
+			o := model.DefaultTiny()
+			o.Vocab = 300
+			cpu, gpu := tinyPair(t, c.prec, o)
+			b := gpu.B.(*Backend)
+			b.SetBatchInvariant(true)
+			// Attention's own cuBLAS route (fp32 K/V) is not a MatMul: off,
+			// so every cuBLAS call counted would be a product left there.
+			b.ForceAttention(-1, 0)
+			before := b.d.Profile()
+			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
+				return model.NewParams(m.B, m.Cfg) // every weight
+			})
+			p := b.d.Profile().Sub(before)
+			if p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
+				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step; want none and some",
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+			}
+		})
+	}
+}

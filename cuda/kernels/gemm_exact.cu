@@ -1,0 +1,367 @@
+// Batch-invariant matrix products for exact mode (precision.exact_logprobs,
+// docs/algorithm.md §5.10, cuda/backend_exact.go): c = op(a)·op(b), or
+// c += it, where every element of c is computed by one thread from its two
+// K-vectors alone, in one fixed order, whatever M, N, the row's position or
+// the rows that share the product. cuBLAS picks its algorithm (tiles,
+// split-K, reduction order) by shape, so a row's bits there depend on how
+// many rows share the product; here nothing is chosen by shape:
+//
+//   - one tile configuration for every shape, and the K loop always walks
+//     chunks of GX_BK in order from k = 0, each in steps of 16 (mma) or 1
+//     (FFMA) in order; no split-K, so an element is one running sum in
+//     registers from +0;
+//   - the tail of K (and of M and N) is loaded as zeros. A zero product
+//     added to a running sum that started at +0 leaves it unchanged (x + ±0
+//     = x for x ≠ 0, and +0 + ±0 = +0, so the sum is never −0): the padding
+//     changes no bit, and it is the same for every M and N anyway;
+//   - accumulate adds the finished dot to c with one rounding, c + dot
+//     (__fadd_rn), after the K loop; the dot itself never sees c;
+//   - explicit intrinsics (__fmaf_rn, __fadd_rn) so the compiler has no
+//     contraction to choose.
+//
+// Operands are addressed by strides, so one kernel serves every transpose:
+// element (i, k) of op(a) is a[i·sai + k·sak] and element (j, k) of op(b)
+// is b[j·sbj + k·sbk]. Each operand is fp32 or bf16 storage (the _<a><b><c>
+// suffix: f fp32, h bf16; the last letter is c's); fp32 operands are
+// rounded at the load (bf16 for the mma kernels, per rnd for FFMA), so an
+// operand and its bf16 copy give the same bits.
+
+#define GX_THREADS 256
+
+// gx_round rounds v as the product's precision wants: 0 none, 1 bf16, 2
+// tf32, nearest even (NaN and Inf unchanged but NaN quieted by the bf16 path).
+__device__ __forceinline__ float gx_round(float v, int rnd) {
+	if (rnd == 1) return __uint_as_float(((unsigned)f32_to_bf16_bits(v)) << 16);
+	if (rnd == 2) {
+		unsigned u = __float_as_uint(v);
+		if ((u & 0x7f800000u) == 0x7f800000u) return v;
+		u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+		return __uint_as_float(u);
+	}
+	return v;
+}
+
+// gx_bits is element i as bf16 bits: rounded from fp32, or as stored.
+__device__ __forceinline__ unsigned short gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
+__device__ __forceinline__ unsigned short gx_bits(const unsigned short* p, long long i) { return p[i]; }
+
+// ---- tensor cores: mma.m16n8k16, bf16 in, fp32 accumulate (sm_80+) ----
+//
+// A block computes a GX_BM × GX_BN tile of c with 8 warps, 2 along M by 4
+// along N, each warp 32 × 32: 2 × 4 mma C fragments. K goes in chunks of
+// GX_BK = 32 (two k-steps of 16), staged as bf16 in shared memory, double
+// buffered: the next chunk's elements are read into registers while the
+// tensor cores work on this one. Shared tiles keep K contiguous (rows of
+// GX_BK + 8 bf16, 80 bytes apart, so the fragment loads of 8 rows by 4
+// lanes hit 32 distinct banks).
+
+#define GX_BM 64
+#define GX_BN 128
+#define GX_BK 32
+#define GX_S (GX_BK + 8)
+#define GX_LA (GX_BM * GX_BK / GX_THREADS) // A elements per thread per chunk: 8
+#define GX_LB (GX_BN * GX_BK / GX_THREADS) // B elements per thread per chunk: 16
+
+// How an operand's chunk is read (gx_mode): GX_ROWS, threads along r (k
+// strided); GX_KS, threads along k one element each; GX_KV, 8 consecutive
+// k with 16-byte loads and stores, where k is contiguous, K a multiple of
+// 8 and the operand 16-byte aligned. The three read the same values, so
+// the choice (by layout and alignment) changes no bit of the product.
+#define GX_ROWS 0
+#define GX_KS 1
+#define GX_KV 2
+
+template <typename T>
+__device__ __forceinline__ int gx_mode(const T* p, int K, long long sk) {
+	if (sk != 1) return GX_ROWS;
+	return K % 8 == 0 && ((unsigned long long)p & 15) == 0 ? GX_KV : GX_KS;
+}
+
+// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as bf16
+// bits, or zeros when !ok.
+__device__ __forceinline__ void gx_vec8(unsigned short* v, const float* p, bool ok, long long i) {
+	float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
+	if (ok) x = *(const float4*)(p + i), y = *(const float4*)(p + i + 4);
+	v[0] = f32_to_bf16_bits(x.x), v[1] = f32_to_bf16_bits(x.y), v[2] = f32_to_bf16_bits(x.z), v[3] = f32_to_bf16_bits(x.w);
+	v[4] = f32_to_bf16_bits(y.x), v[5] = f32_to_bf16_bits(y.y), v[6] = f32_to_bf16_bits(y.z), v[7] = f32_to_bf16_bits(y.w);
+}
+__device__ __forceinline__ void gx_vec8(unsigned short* v, const unsigned short* p, bool ok, long long i) {
+	uint4 q = make_uint4(0u, 0u, 0u, 0u);
+	if (ok) q = *(const uint4*)(p + i);
+	unsigned w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+	for (int e = 0; e < 4; e++) v[2 * e] = (unsigned short)(w[e] & 0xffffu), v[2 * e + 1] = (unsigned short)(w[e] >> 16);
+}
+
+// gx_rk is the row and k (within the chunk) of this thread's element or
+// group e in mode m.
+template <int ROWS>
+__device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
+	if (m == GX_KV) {
+		int slot = threadIdx.x + e * GX_THREADS;
+		r = slot / (GX_BK / 8), k = slot % (GX_BK / 8) * 8;
+		return;
+	}
+	int idx = threadIdx.x + e * GX_THREADS;
+	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
+	else r = idx % ROWS, k = idx / ROWS;
+}
+
+// gx_load reads this thread's `N` elements of a ROWS × GX_BK chunk of an
+// operand (rows r0 …, k k0 …), as bf16 bits, zero outside R × K. Threads
+// walk along whichever of r and k is contiguous in memory, so a warp reads
+// consecutive addresses either way.
+template <typename T, int ROWS, int N>
+__device__ __forceinline__ void gx_load(unsigned short* v, const T* p, int r0, int k0, int R, int K, long long sr,
+                                        long long sk, int m) {
+	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
+#pragma unroll
+		for (int e = 0; e < N / 8; e++) {
+			int r, k;
+			gx_rk<ROWS>(e, m, r, k);
+			r += r0, k += k0;
+			gx_vec8(v + 8 * e, p, r < R && k < K, (long long)r * sr + k);
+		}
+		return;
+	}
+#pragma unroll
+	for (int e = 0; e < N; e++) {
+		int r, k;
+		gx_rk<ROWS>(e, m, r, k);
+		r += r0, k += k0;
+		v[e] = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : (unsigned short)0;
+	}
+}
+
+// gx_store writes what gx_load read into a shared tile (ROWS × GX_S).
+template <int ROWS, int N>
+__device__ __forceinline__ void gx_store(unsigned short* sh, const unsigned short* v, int m) {
+	if (m == GX_KV) { // rows 80 bytes apart, k a multiple of 8: 16-byte aligned
+#pragma unroll
+		for (int e = 0; e < N / 8; e++) {
+			int r, k;
+			gx_rk<ROWS>(e, m, r, k);
+			const unsigned short* g = v + 8 * e;
+			*(uint4*)(sh + r * GX_S + k) =
+			    make_uint4((unsigned)g[0] | ((unsigned)g[1] << 16), (unsigned)g[2] | ((unsigned)g[3] << 16),
+			               (unsigned)g[4] | ((unsigned)g[5] << 16), (unsigned)g[6] | ((unsigned)g[7] << 16));
+		}
+		return;
+	}
+#pragma unroll
+	for (int e = 0; e < N; e++) {
+		int r, k;
+		gx_rk<ROWS>(e, m, r, k);
+		sh[r * GX_S + k] = v[e];
+	}
+}
+
+// gx_pair is two bf16 of a shared row (k even) as one register.
+__device__ __forceinline__ unsigned gx_pair(const unsigned short* sh, int row, int k) {
+	return *(const unsigned*)(sh + row * GX_S + k);
+}
+
+template <typename TA, typename TB, typename TC>
+__device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
+                                               long long sak, long long sbj, long long sbk, int accumulate) {
+	__shared__ __align__(16) unsigned short As[2][GX_BM * GX_S];
+	__shared__ __align__(16) unsigned short Bs[2][GX_BN * GX_S];
+	const int i0 = blockIdx.y * GX_BM, j0 = blockIdx.x * GX_BN;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32; // the warp's tile in the block's
+	float acc[2][4][4];
+#pragma unroll
+	for (int x = 0; x < 2; x++)
+#pragma unroll
+		for (int y = 0; y < 4; y++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) acc[x][y][z] = 0.f;
+	unsigned short va[GX_LA], vb[GX_LB];
+	const int chunks = (K + GX_BK - 1) / GX_BK;
+	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
+	gx_load<TA, GX_BM, GX_LA>(va, a, i0, 0, M, K, sai, sak, ma);
+	gx_load<TB, GX_BN, GX_LB>(vb, b, j0, 0, N, K, sbj, sbk, mb);
+	gx_store<GX_BM, GX_LA>(As[0], va, ma);
+	gx_store<GX_BN, GX_LB>(Bs[0], vb, mb);
+	__syncthreads();
+	for (int ch = 0; ch < chunks; ch++) {
+		const int cur = ch & 1;
+		if (ch + 1 < chunks) { // the next chunk, into registers while this one multiplies
+			gx_load<TA, GX_BM, GX_LA>(va, a, i0, (ch + 1) * GX_BK, M, K, sai, sak, ma);
+			gx_load<TB, GX_BN, GX_LB>(vb, b, j0, (ch + 1) * GX_BK, N, K, sbj, sbk, mb);
+		}
+		const unsigned short* sa = As[cur];
+		const unsigned short* sb = Bs[cur];
+#pragma unroll
+		for (int ks = 0; ks < GX_BK; ks += 16) {
+			unsigned fa[2][4], fb[4][2];
+#pragma unroll
+			for (int x = 0; x < 2; x++) {
+				int r = wm + 16 * x + g;
+				fa[x][0] = gx_pair(sa, r, ks + 2 * t);
+				fa[x][1] = gx_pair(sa, r + 8, ks + 2 * t);
+				fa[x][2] = gx_pair(sa, r, ks + 2 * t + 8);
+				fa[x][3] = gx_pair(sa, r + 8, ks + 2 * t + 8);
+			}
+#pragma unroll
+			for (int y = 0; y < 4; y++) {
+				int col = wn + 8 * y + g;
+				fb[y][0] = gx_pair(sb, col, ks + 2 * t);
+				fb[y][1] = gx_pair(sb, col, ks + 2 * t + 8);
+			}
+#pragma unroll
+			for (int x = 0; x < 2; x++)
+#pragma unroll
+				for (int y = 0; y < 4; y++) mma_bf16_16816(acc[x][y], fa[x], fb[y]);
+		}
+		if (ch + 1 < chunks) {
+			// The other buffer was last read in chunk ch−1, before the
+			// barrier that ended it.
+			gx_store<GX_BM, GX_LA>(As[cur ^ 1], va, ma);
+			gx_store<GX_BN, GX_LB>(Bs[cur ^ 1], vb, mb);
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int x = 0; x < 2; x++)
+#pragma unroll
+		for (int y = 0; y < 4; y++)
+#pragma unroll
+			for (int z = 0; z < 4; z++) {
+				int i = i0 + wm + 16 * x + g + 8 * (z >> 1), j = j0 + wn + 8 * y + 2 * t + (z & 1);
+				if (i < M && j < N) {
+					long long ci = (long long)i * N + j;
+					float v = acc[x][y][z];
+					if (accumulate) v = __fadd_rn(ld(c, ci), v);
+					store_as(c, ci, v);
+				}
+			}
+}
+
+// ---- CUDA cores: FFMA in fp32 (fp32 and tf32 products, and bf16 ones
+// below sm_80) ----
+//
+// A block computes a GX_FM × GX_FN tile with 256 threads as 16 × 16, each
+// thread 4 × 4 elements (rows ty + 16r, columns tx + 16c); K in chunks of
+// GX_FK staged in shared memory as k-major rows, double buffered through
+// registers as above. Element (i, j) is acc = __fmaf_rn(a[i,k], b[k,j],
+// acc) for k = 0, 1, …, K−1 from +0.
+
+#define GX_FM 64
+#define GX_FN 64
+#define GX_FK 16
+#define GX_FL (GX_FM * GX_FK / GX_THREADS) // elements of each operand per thread per chunk: 4
+
+// gx_fload reads this thread's elements of a GX_FM (or GX_FN) × GX_FK
+// chunk as rounded floats, zero outside R × K.
+template <typename T>
+__device__ __forceinline__ void gx_fload(float* v, const T* p, int r0, int k0, int R, int K, long long sr, long long sk,
+                                         int rnd) {
+#pragma unroll
+	for (int e = 0; e < GX_FL; e++) {
+		int idx = threadIdx.x + e * GX_THREADS, r, k;
+		if (sk == 1) r = idx / GX_FK, k = idx % GX_FK;
+		else r = idx % GX_FM, k = idx / GX_FM;
+		r += r0, k += k0;
+		v[e] = r < R && k < K ? gx_round(ld(p, (long long)r * sr + (long long)k * sk), rnd) : 0.f;
+	}
+}
+
+// gx_fstore writes them into a shared chunk stored k-major (GX_FK rows of
+// GX_FM + 1 floats).
+__device__ __forceinline__ void gx_fstore(float* sh, const float* v, long long sk) {
+#pragma unroll
+	for (int e = 0; e < GX_FL; e++) {
+		int idx = threadIdx.x + e * GX_THREADS, r, k;
+		if (sk == 1) r = idx / GX_FK, k = idx % GX_FK;
+		else r = idx % GX_FM, k = idx / GX_FM;
+		sh[k * (GX_FM + 1) + r] = v[e];
+	}
+}
+
+template <typename TA, typename TB, typename TC>
+__device__ __forceinline__ void gemm_exact_ffma(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
+                                                long long sak, long long sbj, long long sbk, int accumulate, int rnd) {
+	__shared__ float As[2][GX_FK * (GX_FM + 1)];
+	__shared__ float Bs[2][GX_FK * (GX_FN + 1)];
+	const int i0 = blockIdx.y * GX_FM, j0 = blockIdx.x * GX_FN;
+	const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+	float acc[4][4];
+#pragma unroll
+	for (int r = 0; r < 4; r++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) acc[r][q] = 0.f;
+	float va[GX_FL], vb[GX_FL];
+	const int chunks = (K + GX_FK - 1) / GX_FK;
+	gx_fload(va, a, i0, 0, M, K, sai, sak, rnd);
+	gx_fload(vb, b, j0, 0, N, K, sbj, sbk, rnd);
+	gx_fstore(As[0], va, sak);
+	gx_fstore(Bs[0], vb, sbk);
+	__syncthreads();
+	for (int ch = 0; ch < chunks; ch++) {
+		const int cur = ch & 1;
+		if (ch + 1 < chunks) {
+			gx_fload(va, a, i0, (ch + 1) * GX_FK, M, K, sai, sak, rnd);
+			gx_fload(vb, b, j0, (ch + 1) * GX_FK, N, K, sbj, sbk, rnd);
+		}
+		const float* sa = As[cur];
+		const float* sb = Bs[cur];
+#pragma unroll
+		for (int k = 0; k < GX_FK; k++) {
+			float ar[4], br[4];
+#pragma unroll
+			for (int r = 0; r < 4; r++) ar[r] = sa[k * (GX_FM + 1) + ty + 16 * r];
+#pragma unroll
+			for (int q = 0; q < 4; q++) br[q] = sb[k * (GX_FN + 1) + tx + 16 * q];
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) acc[r][q] = __fmaf_rn(ar[r], br[q], acc[r][q]);
+		}
+		if (ch + 1 < chunks) {
+			gx_fstore(As[cur ^ 1], va, sak);
+			gx_fstore(Bs[cur ^ 1], vb, sbk);
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int r = 0; r < 4; r++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			int i = i0 + ty + 16 * r, j = j0 + tx + 16 * q;
+			if (i < M && j < N) {
+				long long ci = (long long)i * N + j;
+				float v = acc[r][q];
+				if (accumulate) v = __fadd_rn(ld(c, ci), v);
+				store_as(c, ci, v);
+			}
+		}
+}
+
+// The kernels, one per storage of a, b and c (f fp32, h bf16), each
+// declared on one literal line so the backend and the kernel report find
+// its name.
+#define GX_ARGS(TA, TB, TC) \
+	TC *c, const TA *a, const TB *b, int M, int N, int K, long long sai, long long sak, long long sbj, long long sbk, int accumulate
+#define GX_MMA(TA, TB, TC) \
+	{ gemm_exact_mma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+#define GX_FFMA(TA, TB, TC) \
+	{ gemm_exact_ffma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate, rnd); }
+typedef unsigned short bf16_t;
+
+extern "C" __global__ void gemm_exact_mma_fff(GX_ARGS(float, float, float)) GX_MMA(float, float, float)
+extern "C" __global__ void gemm_exact_mma_hff(GX_ARGS(bf16_t, float, float)) GX_MMA(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_mma_fhf(GX_ARGS(float, bf16_t, float)) GX_MMA(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma_hhf(GX_ARGS(bf16_t, bf16_t, float)) GX_MMA(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma_ffh(GX_ARGS(float, float, bf16_t)) GX_MMA(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_mma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA(bf16_t, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_ffma_fff(GX_ARGS(float, float, float), int rnd) GX_FFMA(float, float, float)
+extern "C" __global__ void gemm_exact_ffma_hff(GX_ARGS(bf16_t, float, float), int rnd) GX_FFMA(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_ffma_fhf(GX_ARGS(float, bf16_t, float), int rnd) GX_FFMA(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_ffma_hhf(GX_ARGS(bf16_t, bf16_t, float), int rnd) GX_FFMA(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_ffma_ffh(GX_ARGS(float, float, bf16_t), int rnd) GX_FFMA(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_ffma_hfh(GX_ARGS(bf16_t, float, bf16_t), int rnd) GX_FFMA(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_ffma_fhh(GX_ARGS(float, bf16_t, bf16_t), int rnd) GX_FFMA(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_ffma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t), int rnd) GX_FFMA(bf16_t, bf16_t, bf16_t)
