@@ -115,13 +115,14 @@ type DeviceSampler interface {
 	NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (GraphSet, error)
 }
 
-// KVStore is implemented by backends that can hold the KV cache in a
-// narrower format than fp32 and back it with pages mapped on demand (the
-// CUDA backend). Without it the cache is fp32, allocated whole, and
-// precision.kv_cache fp8 is refused.
-type KVStore interface {
+// KVFormats is implemented by backends that can hold the KV cache in a
+// narrower format than fp32 (the CUDA backend; the fast CPU backend, whose
+// numbers are the reference for CUDA's). Without it the cache is fp32 and
+// precision.kv_cache bf16 and fp8 are refused (CheckKVCache).
+type KVFormats interface {
 	// NewHalf returns a writable bf16 tensor: the KV cache, written by
-	// ScatterRows (rounding) and read by Attention, Copy and Download.
+	// ScatterRows (rounding to nearest even, NaN kept quiet, as
+	// F32ToBF16) and read by Attention, Copy and Download.
 	NewHalf(shape ...int) *Tensor
 
 	// FP8KV says why a model of config c cannot have an fp8 cache here
@@ -130,9 +131,16 @@ type KVStore interface {
 	FP8KV(c *Config) error
 	// NewFP8 returns a tensor of shape (rows, g, d) in e4m3 with
 	// per-(token, head) scales, that ScatterRows writes (quantising each
-	// row and head) and Attention, Copy and Download read.
+	// row and head as QuantizeE4M3) and Attention, Copy and Download read
+	// (dequantised, exact in fp32).
 	NewFP8(shape ...int) *Tensor
+}
 
+// KVPager is implemented by backends that back a bf16 or fp8 KV cache with
+// pages mapped on demand into reserved address ranges (the CUDA backend's
+// virtual memory management). Without it a paged cache keeps its full
+// storage and only its accounting follows the budget (kvpages.go).
+type KVPager interface {
 	// KVPageBytes is the backend's mapping granularity.
 	KVPageBytes() int64
 	// NewPagedKV returns n writable bf16 tensors of shape (rows, g, d),
@@ -146,18 +154,26 @@ type KVStore interface {
 	NewPagedFP8KV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
 }
 
+// KVStore is both: the cache formats and their paging (the CUDA backend).
+type KVStore interface {
+	KVFormats
+	KVPager
+}
+
 // SamplerCaps is what a backend offers the sampler and the KV cache
 // beyond Backend; a nil field is a capability it lacks.
 type SamplerCaps struct {
 	Device DeviceSampler
-	KV     KVStore
+	KV     KVFormats
+	Pager  KVPager
 }
 
 // SamplerCapsOf asserts b's sampler capabilities.
 func SamplerCapsOf(b Backend) SamplerCaps {
 	var c SamplerCaps
 	c.Device, _ = b.(DeviceSampler)
-	c.KV, _ = b.(KVStore)
+	c.KV, _ = b.(KVFormats)
+	c.Pager, _ = b.(KVPager)
 	return c
 }
 
