@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
+	"github.com/gdrotrain/gdrotrain/model"
 )
 
 // TestCPUKVCacheFormats: on the CPU, precision.kv_cache auto is fp32
@@ -72,6 +73,36 @@ func TestCPUKVCacheFormats(t *testing.T) {
 	for _, kv := range []string{"bf16", "fp8"} {
 		if kl := get(kv, "mismatch_kl"); !(kl >= 0) || kl > 1e-2 {
 			t.Errorf("kv_cache %s: mismatch KL %g, want a small non-negative number", kv, kl)
+		}
+	}
+}
+
+// TestCPUPlanKVFormats: the CPU's memory plan counts the cache in the
+// format it is held in: fp32 for auto (even with precision.matmul bf16)
+// and fp32, half of that for bf16, codes and scales for fp8; a page pool
+// (sampling.kv_cache_gib) never shrinks it, the CPU keeping full storage.
+func TestCPUPlanKVFormats(t *testing.T) {
+	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
+		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}
+	cfg := Default()
+	cfg.Precision.MatMul = "bf16"
+	cfg.Sampling.MaxSlots, cfg.Data.MaxPromptLength, cfg.Sampling.MaxNewTokens = 16, 512, 512
+	cfg.Precision.KVCacheDType = "fp32"
+	fp32 := planFor(mc, cfg, false, "cpu").Plan.KVCache
+	for _, c := range []struct {
+		kv   string
+		gib  float64
+		want int64
+	}{
+		{"auto", 0, fp32},
+		{"bf16", 0, fp32 / 2},
+		{"fp8", 0, fp32 / (4 * 8 * 128) * model.FP8KVRowBytes(8, 128)},
+		{"bf16", 0.01, fp32 / 2},
+	} {
+		cfg.Precision.KVCacheDType, cfg.Sampling.KVCacheGiB = c.kv, c.gib
+		b := planFor(mc, cfg, false, "cpu")
+		if b.Plan.KVCache != c.want || b.KVPaged {
+			t.Errorf("kv_cache %s, kv_cache_gib %v on the CPU: %d bytes (paged %v), want %d", c.kv, c.gib, b.Plan.KVCache, b.KVPaged, c.want)
 		}
 	}
 }
