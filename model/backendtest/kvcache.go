@@ -207,6 +207,37 @@ func (s *suite) kvCache(t *testing.T) {
 		}
 	})
 	t.Run("Attention", func(t *testing.T) { s.kvAttention(t, kf) })
+	t.Run("Refusals", func(t *testing.T) { s.kvRefusals(t, kf) })
+}
+
+// kvRefusals: a cache tensor is not an fp32 tensor (an op outside the
+// cache's takes it as an error), a copy between formats is an error, and
+// a released cache refuses use and a second release.
+func (s *suite) kvRefusals(t *testing.T, kf model.KVFormats) {
+	fails := func(what string, op func()) {
+		t.Helper()
+		op()
+		if s.b.Err() == nil {
+			t.Errorf("%s: accepted", what)
+		}
+		s.b.ResetErr()
+	}
+	half := kf.NewHalf(4, 2, 16)
+	fails("scale of a bf16 cache", func() { s.b.Scale(half, 2) })
+	fails("upload into a bf16 cache", func() { s.b.Upload(half, make([]float32, 4*2*16)) })
+	if kf.FP8KV(&model.Config{HeadDim: 16, NumAttentionHeads: 4, NumKeyValueHeads: 2}) == nil {
+		fp8 := kf.NewFP8(4, 2, 16)
+		fails("scale of an fp8 cache", func() { s.b.Scale(fp8, 2) })
+		fails("copy of a bf16 cache into an fp8 one", func() { s.b.Copy(fp8, half) })
+		model.Release(s.b, fp8)
+		s.noErr(t, "release")
+	}
+	model.Release(s.b, half)
+	s.noErr(t, "release")
+	if _, ok := s.b.(model.MemoryPool); ok {
+		fails("download of a released cache", func() { s.get(half) })
+		fails("second release of a cache", func() { model.Release(s.b, half) })
+	}
 }
 
 // kvScatter writes c into a cache newCache makes (via ScatterRows on a
