@@ -11,7 +11,10 @@ package backendtest
 // code's (e4m3), not by the bit tricks model.F32ToBF16, model.F32ToE4M3
 // and the CUDA kernels use, so it checks them rather than repeating them.
 // A NaN is compared as a NaN: its payload after arithmetic is the
-// hardware's (x86 and GPUs differ), not the format's.
+// hardware's (x86 and GPUs differ), not the format's. So must a Copy of
+// cache rows into another cache of the format; an accumulating scatter,
+// another op on a cache tensor, a copy across formats and the use of a
+// released cache are errors.
 //
 // Attention over a cache must match float64 attention over the values the
 // reference says the cache holds, within the backend's tolerance for
@@ -25,11 +28,11 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// RefBF16 is f rounded to the nearest bf16 value, ties to the even
+// refBF16 is f rounded to the nearest bf16 value, ties to the even
 // mantissa, as float32 bits: ±Inf beyond the largest finite bf16 (a value
 // halfway to 2^128 and above rounds to Inf), NaN quieted with its upper
 // payload kept ((bits>>16) | 0x40).
-func RefBF16(f float32) uint32 {
+func refBF16(f float32) uint32 {
 	u := math.Float32bits(f)
 	if u&0x7fffffff > 0x7f800000 {
 		return (u>>16 | 0x40) << 16
@@ -67,10 +70,10 @@ func e4m3Value(c uint8) float64 {
 	return math.Ldexp(1+m/8, e-7)
 }
 
-// RefE4M3 is the e4m3 code nearest f among every finite code, ties to the
+// refE4M3 is the e4m3 code nearest f among every finite code, ties to the
 // even code (the one whose last mantissa bit is 0); beyond ±448 (Inf
 // included) it saturates to ±448, and NaN gives a NaN code.
-func RefE4M3(f float32) uint8 {
+func refE4M3(f float32) uint8 {
 	sign := uint8(0)
 	if math.Signbit(float64(f)) {
 		sign = 0x80
@@ -92,11 +95,11 @@ func RefE4M3(f float32) uint8 {
 	return sign | best
 }
 
-// RefFP8Row is what an fp8 cache row of one head holds after writing x,
+// refFP8Row is what an fp8 cache row of one head holds after writing x,
 // read back: scale = amax/448 over the finite |x| (float32 division),
 // codes of x·(448/amax) (float32 product; 0 for an all-zero row), each
 // code's value times the scale (float32 product).
-func RefFP8Row(x []float32) []float32 {
+func refFP8Row(x []float32) []float32 {
 	var amax float32
 	for _, v := range x {
 		if a := float32(math.Abs(float64(v))); !math.IsNaN(float64(v)) && a > amax {
@@ -110,7 +113,7 @@ func RefFP8Row(x []float32) []float32 {
 	scale := amax / float32(model.E4M3Max)
 	out := make([]float32, len(x))
 	for i, v := range x {
-		c := RefE4M3(v * inv)
+		c := refE4M3(v * inv)
 		val := float32(math.NaN())
 		if c&0x7f != 0x7f {
 			val = float32(e4m3Value(c & 0x7f))
@@ -186,7 +189,7 @@ func (s *suite) kvCache(t *testing.T) {
 			s.kvScatter(t, c, kf.NewHalf, func(x []float32) []float32 {
 				out := make([]float32, len(x))
 				for i, v := range x {
-					out[i] = math.Float32frombits(RefBF16(v))
+					out[i] = math.Float32frombits(refBF16(v))
 				}
 				return out
 			})
@@ -200,7 +203,7 @@ func (s *suite) kvCache(t *testing.T) {
 			s.kvScatter(t, c, kf.NewFP8, func(x []float32) []float32 {
 				var out []float32
 				for h := 0; h < len(x); h += c.D {
-					out = append(out, RefFP8Row(x[h:h+c.D])...)
+					out = append(out, refFP8Row(x[h:h+c.D])...)
 				}
 				return out
 			})
@@ -312,14 +315,14 @@ func (s *suite) kvAttention(t *testing.T, kf model.KVFormats) {
 		{"bf16", kf.NewHalf, func(x []float32) []float32 {
 			out := make([]float32, len(x))
 			for i, v := range x {
-				out[i] = math.Float32frombits(RefBF16(v))
+				out[i] = math.Float32frombits(refBF16(v))
 			}
 			return out
 		}},
 		{"fp8", kf.NewFP8, func(x []float32) []float32 {
 			var out []float32
 			for h := 0; h < len(x); h += D {
-				out = append(out, RefFP8Row(x[h:h+D])...)
+				out = append(out, refFP8Row(x[h:h+D])...)
 			}
 			return out
 		}},
