@@ -223,7 +223,8 @@ func TestFP8Attention(t *testing.T) {
 
 // TestFP8KVCache decodes a tiny model from an fp8 cache: its logits stay
 // near the CPU's fp32-cache logits (e4m3 keeps 3 mantissa bits: the
-// tolerance is set from the errors observed, with a margin), a copied slot
+// tolerance is set from the errors observed, with a margin) and within
+// fp32 rounding of the CPU's fp8-cache logits, a copied slot
 // continues like a fresh prefill on an fp8 cache, the cache takes
 // FP8KVRowBytes per row, and the model check refuses what the backend
 // cannot hold.
@@ -277,9 +278,18 @@ func TestFP8KVCache(t *testing.T) {
 		t.Errorf("fp8 cache of 4 × 1000 tokens takes %d bytes, want %d rows of %d", n, rows, model.FP8KVRowBytes(c.NumKeyValueHeads, c.HeadDim))
 	}
 	kv.Release()
+	// The CPU holding the same fp8 cache (backend/cpu/kvcache.go, the
+	// format's reference): the logits agree to fp32 rounding (observed on
+	// the emulator: max |err| 5e-6), not the cache's 0.24; only a key or
+	// value landing on the other side of a code's rounding boundary (fp32
+	// rounding against a step of 1/8) could part them further.
 	cpu.KVCacheFP8 = true
-	if err := cpu.CheckKVCache(); err == nil || !strings.Contains(err.Error(), "precision.kv_cache") {
-		t.Errorf("fp8 cache on the CPU: %v, want a refusal naming precision.kv_cache", err)
+	if err := cpu.CheckKVCache(); err != nil {
+		t.Fatalf("fp8 cache on the CPU: %v", err)
+	}
+	same := run(cpu)
+	for s := range same {
+		compare(t, fmt.Sprintf("fp8 KV slot %d logits against the CPU's fp8 cache", s), got[s], same[s], numcheck.Tol{Atol: 2e-4, Rtol: 2e-4})
 	}
 	bad := *c
 	bad.HeadDim = 24

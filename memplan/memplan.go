@@ -32,7 +32,8 @@ type Settings struct {
 	// NeedRef: the run keeps a frozen reference model.
 	NeedRef, ShardMasters bool
 	// RefBF16, KVBF16, KVFP8 and BF16Products: the precisions asked for
-	// (they apply on a GPU).
+	// (they apply on a GPU; KVBF16 and KVFP8 on the CPU too, where auto
+	// has resolved to fp32).
 	RefBF16, KVBF16, KVFP8, BF16Products bool
 }
 
@@ -349,7 +350,9 @@ func For(mc *model.Config, s Settings, gpu bool, device string) Budget {
 			bud.RefBF16 = true
 		}
 	}
-	if fp8 := s.KVFP8; gpu && (s.KVBF16 || fp8) {
+	// The KV cache's format is the same on the CPU (Settings resolve
+	// precision.kv_cache auto per device); paging maps pages on a GPU only.
+	if fp8 := s.KVFP8; s.KVBF16 || fp8 {
 		bud.Plan.KVCache /= 2
 		bud.KVBF16 = !fp8
 		if fp8 { // codes and scales per row, against bf16's 2 bytes an element
@@ -357,7 +360,7 @@ func For(mc *model.Config, s Settings, gpu bool, device string) Budget {
 			bud.Plan.KVCache = bud.Plan.KVCache / (2 * G * D) * model.FP8KVRowBytes(int(G), int(D))
 			bud.KVFP8 = true
 		}
-		if pool := kvPool(s); pool > 0 {
+		if pool := kvPool(s); gpu && pool > 0 {
 			// Paged: the page pool, never more than every slot in full.
 			bud.Plan.KVCache = min(pool, bud.Plan.KVCache)
 			bud.KVPaged = true

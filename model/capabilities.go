@@ -15,8 +15,9 @@ package model
 //
 //	group    capability            C  R  F  without it
 //	sampler  DeviceSampler         C        whole logit rows downloaded; host draws; eager decode steps
-//	sampler  KVStore               C        KV cache fp32, allocated whole (DefaultKVPageBytes budgets);
-//	                                        precision.kv_cache fp8 refused (CheckKVCache)
+//	sampler  KVFormats             C     F  KV cache fp32; precision.kv_cache bf16 and fp8 refused (CheckKVCache)
+//	sampler  KVPager               C        a paged cache keeps full storage; only its accounting
+//	                                        follows the budget (DefaultKVPageBytes pages)
 //	trainer  HalfPrecision         C        weights, activations and their products fp32
 //	trainer  MultiTensorOptimizer  C     F  AdamW, Zero and SumSquares one tensor at a time
 //	trainer  TokenLossGrader       C     F  the loss's derivatives computed through the host
@@ -29,7 +30,7 @@ package model
 // The rule: the fast CPU backend implements a capability whenever it can
 // give the fallback's own numbers, so that the conformance suite
 // (model/backendtest) runs the capability on the CPU and on CUDA against
-// the same fallback. The capabilities fall in three kinds.
+// the same fallback. The capabilities fall in four kinds.
 //
 // Value-preserving (MultiTensorOptimizer, TokenLossGrader, MemoryPool):
 // the CPU implements them with the fallback's numbers bit for bit (the
@@ -48,7 +49,22 @@ package model
 // no config, which is what ConfigChecker's absence says; the suite checks
 // that a checker admits every head dim its attention runs (memory.go).
 //
-// Other arithmetic (DeviceSampler, KVStore, HalfPrecision): a caller that
+// Formats asked for (KVFormats): a capability whose numbers differ from
+// the fallback's by design, used only where the config asks for it
+// (precision.kv_cache bf16 or fp8; auto resolves to fp32 on the CPU,
+// whose products are fp32, so the demo is unchanged). The fast CPU
+// backend holds the formats as they are (bf16 bits; e4m3 codes with a
+// scale per token and head) and is their reference: the suite
+// (kvcache.go) checks every backend's writes bit for bit against a host
+// rounding and quantisation written apart from both, and attention over
+// the cache against float64 attention over the values it holds. Paging
+// (KVPager) maps physical pages into reserved address ranges, the CUDA
+// driver's virtual memory management; the CPU keeps full storage (its
+// own equivalent, reserved ranges whose pages madvise gives back, is not
+// built) and the page accounting, plain Go on every backend, runs on it
+// all the same (kvpages.go).
+//
+// Other arithmetic (DeviceSampler, HalfPrecision): a caller that
 // finds the capability computes differently, not just elsewhere, so the
 // CPU implementing it would change what the CPU computes (the demo's
 // tokens and metrics). DeviceSampler would also save nothing there (what
@@ -59,18 +75,15 @@ package model
 // a row's logits would follow its bucket (exact.go in backend/cpu); and
 // SampleTokens on the CPU would be sampler.Sample's arithmetic, which
 // backend/cpu cannot import (both sit in the runtime row of
-// docs/architecture.md's layer table) and should not copy. bf16 and fp8
-// storage round what the fp32 cache and weights keep exact; KVStore's bf16
-// cache is also one interface with paging and fp8: a KVStore on the CPU
-// would switch sampling.kv_cache_gib from scheduling over a whole cache to
-// mapping pages, which refuses an fp32 cache (NewPagedKVCache). For this
-// kind the CPU's fp32 computation without the capability is the reference,
+// docs/architecture.md's layer table) and should not copy. bf16 weights
+// and activations round what the fp32 ones keep exact, and no key asks
+// the CPU for them. For this kind the CPU's fp32 computation without the
+// capability is the reference,
 // and the cuda package's tests hold CUDA to it: TestFuzzSampling (TopK,
 // ChunkSums and Chunks against the host's on the same rows),
 // TestDeviceDrawMatchesHost (SampleTokens against sampler.Sample: the same
 // token but within rounding of a boundary),
 // TestDecodeGraphReplayEqualsEager, TestGenerateMatchesCPU,
-// TestHalfKVCache and TestFP8KVCache (within the format's tolerance),
 // TestTrainingStepMatchesCPU.
 //
 // BatchInvariant is a guarantee rather than a speed-up: the fast CPU
@@ -115,13 +128,14 @@ type DeviceSampler interface {
 	NewGraphSet(maxKeys int, ropeTheta float64, headDim int) (GraphSet, error)
 }
 
-// KVStore is implemented by backends that can hold the KV cache in a
-// narrower format than fp32 and back it with pages mapped on demand (the
-// CUDA backend). Without it the cache is fp32, allocated whole, and
-// precision.kv_cache fp8 is refused.
-type KVStore interface {
+// KVFormats is implemented by backends that can hold the KV cache in a
+// narrower format than fp32 (the CUDA backend; the fast CPU backend, whose
+// numbers are the reference for CUDA's). Without it the cache is fp32 and
+// precision.kv_cache bf16 and fp8 are refused (CheckKVCache).
+type KVFormats interface {
 	// NewHalf returns a writable bf16 tensor: the KV cache, written by
-	// ScatterRows (rounding) and read by Attention, Copy and Download.
+	// ScatterRows (rounding to nearest even, NaN kept quiet, as
+	// F32ToBF16) and read by Attention, Copy and Download.
 	NewHalf(shape ...int) *Tensor
 
 	// FP8KV says why a model of config c cannot have an fp8 cache here
@@ -130,9 +144,16 @@ type KVStore interface {
 	FP8KV(c *Config) error
 	// NewFP8 returns a tensor of shape (rows, g, d) in e4m3 with
 	// per-(token, head) scales, that ScatterRows writes (quantising each
-	// row and head) and Attention, Copy and Download read.
+	// row and head as QuantizeE4M3) and Attention, Copy and Download read
+	// (dequantised, exact in fp32).
 	NewFP8(shape ...int) *Tensor
+}
 
+// KVPager is implemented by backends that back a bf16 or fp8 KV cache with
+// pages mapped on demand into reserved address ranges (the CUDA backend's
+// virtual memory management). Without it a paged cache keeps its full
+// storage and only its accounting follows the budget (kvpages.go).
+type KVPager interface {
 	// KVPageBytes is the backend's mapping granularity.
 	KVPageBytes() int64
 	// NewPagedKV returns n writable bf16 tensors of shape (rows, g, d),
@@ -146,18 +167,26 @@ type KVStore interface {
 	NewPagedFP8KV(n, rows, g, d int, pageBytes int64, maxPages int) ([]*Tensor, PageMapper, error)
 }
 
+// KVStore is both: the cache formats and their paging (the CUDA backend).
+type KVStore interface {
+	KVFormats
+	KVPager
+}
+
 // SamplerCaps is what a backend offers the sampler and the KV cache
 // beyond Backend; a nil field is a capability it lacks.
 type SamplerCaps struct {
 	Device DeviceSampler
-	KV     KVStore
+	KV     KVFormats
+	Pager  KVPager
 }
 
 // SamplerCapsOf asserts b's sampler capabilities.
 func SamplerCapsOf(b Backend) SamplerCaps {
 	var c SamplerCaps
 	c.Device, _ = b.(DeviceSampler)
-	c.KV, _ = b.(KVStore)
+	c.KV, _ = b.(KVFormats)
+	c.Pager, _ = b.(KVPager)
 	return c
 }
 

@@ -133,22 +133,27 @@ func FP8KVRowBytes(g, d int) int64 {
 }
 
 // CheckKVCache says why m's KV cache cannot be held as asked on its
-// backend (nil when it can): an fp8 cache (KVCacheFP8) needs a
-// KVStore that accepts the model. The trainer calls it at setup so a
+// backend (nil when it can): a bf16 or fp8 cache (KVCacheBF16,
+// KVCacheFP8) needs a backend with KVFormats, an fp8 one that it accepts
+// the model. The trainer calls it at setup so a
 // run never samples from another cache than the one configured.
 func (m *Model) CheckKVCache() error {
-	if !m.KVCacheFP8 {
+	if !m.KVCacheFP8 && !m.KVCacheBF16 {
 		return nil
 	}
 	f := SamplerCapsOf(m.B).KV
 	if f == nil {
-		return fmt.Errorf("precision.kv_cache fp8: the %s backend has no fp8 KV cache (the CPU computes and stores fp32; the fp8 cache is a GPU format): set precision.kv_cache to auto on the CPU, or run on a GPU of compute capability 8.9 or newer", m.B.Name())
+		format := map[bool]string{false: "bf16", true: "fp8"}[m.KVCacheFP8]
+		return fmt.Errorf("precision.kv_cache %s: the %s backend has no %s KV cache (model.KVFormats): set precision.kv_cache to fp32, or run on the fast CPU backend or a GPU", format, m.B.Name(), format)
+	}
+	if !m.KVCacheFP8 {
+		return nil
 	}
 	return f.FP8KV(m.Cfg)
 }
 
 // fp8Cache reports whether m's cache is fp8 on its backend.
-func (m *Model) fp8Cache() (KVStore, bool) {
+func (m *Model) fp8Cache() (KVFormats, bool) {
 	f := SamplerCapsOf(m.B).KV
 	return f, f != nil && m.KVCacheFP8 && f.FP8KV(m.Cfg) == nil
 }

@@ -28,7 +28,7 @@ package model
 // The accounting (budget, pages per slot, what a growth would take) is
 // plain Go, the same on every backend, so the sampler's scheduler runs and
 // is tested on the CPU; a CPU cache keeps its full storage and only obeys
-// the budget.
+// the budget, with rows of the format it holds (fp32, bf16 or fp8).
 
 import (
 	"errors"
@@ -40,12 +40,12 @@ type KVPaging struct {
 	// BudgetBytes is the physical memory for the K and V of every layer.
 	BudgetBytes int64
 	// PageBytes is one page of one layer's K (or V) range: 0 means the
-	// backend's mapping granularity (KVStore) or DefaultKVPageBytes; a
-	// KVStore backend needs a multiple of its granularity.
+	// backend's mapping granularity (KVPager) or DefaultKVPageBytes; a
+	// KVPager backend needs a multiple of its granularity.
 	PageBytes int64
 }
 
-// DefaultKVPageBytes is the page of backends without KVStore: the
+// DefaultKVPageBytes is the page of backends without KVPager: the
 // granularity of current GPUs, so CPU runs budget as a GPU would.
 const DefaultKVPageBytes = 2 << 20
 
@@ -174,9 +174,9 @@ func (p *KVPages) resize(s, n int) error {
 
 // NewPagedKVCache allocates a cache for slots sequences of up to maxLen
 // tokens whose memory follows the slots' lengths within pg's budget. On a
-// KVStore backend with a bf16 (or fp8) cache the physical memory is the
-// budget's pages, mapped as slots grow; elsewhere the cache keeps full
-// storage and only the accounting follows the budget.
+// KVPager backend with a bf16 (or fp8) cache the physical memory is the
+// budget's pages, mapped as slots grow; elsewhere the cache
+// keeps full storage and only the accounting follows the budget.
 func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error) {
 	c := m.Cfg
 	L := len(m.P.Layers)
@@ -184,16 +184,18 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 	if pg.BudgetBytes <= 0 || pg.PageBytes < 0 {
 		return nil, fmt.Errorf("paged kv cache: budget %d bytes and page %d bytes: want a budget > 0 and a page ≥ 0", pg.BudgetBytes, pg.PageBytes)
 	}
-	pk := SamplerCapsOf(m.B).KV
+	caps := SamplerCapsOf(m.B)
+	pk := caps.Pager
 	paged := pk != nil
 	_, fp8 := m.fp8Cache()
-	if paged && !m.KVCacheBF16 && !fp8 {
+	bf16 := caps.KV != nil && m.KVCacheBF16 && !fp8 // the cache NewKVCache holds
+	if paged && !bf16 && !fp8 {
 		// Pages back bf16 or fp8 rows only; an fp32 cache here would
 		// silently take every slot's full length instead of the budget.
 		return nil, fmt.Errorf("paged kv cache on %s: the cache must be bf16 or fp8 (precision.kv_cache bf16 or fp8, or auto with bf16 products)", m.B.Name())
 	}
 	elem := int64(4)
-	if paged && m.KVCacheBF16 {
+	if bf16 {
 		elem = 2
 	}
 	rowBytes := elem * int64(c.NumKeyValueHeads*c.HeadDim)
@@ -231,7 +233,7 @@ func (m *Model) NewPagedKVCache(slots, maxLen int, pg KVPaging) (*KVCache, error
 }
 
 // AccountPages makes a cache with full storage obey a page budget (what a
-// paged cache does without a KVStore backend, and what test models use):
+// paged cache does without a KVPager backend, and what test models use):
 // rows of rowBytes, pages of pg.PageBytes (0: DefaultKVPageBytes) in each
 // of ranges ranges. It must be called on a cache no step has written.
 func (kv *KVCache) AccountPages(rowBytes int64, ranges int, pg KVPaging) error {

@@ -40,11 +40,12 @@ type Model struct {
 	// read-only bf16 storage.
 	frozen bool
 	// KVCacheBF16 holds the KV cache in bf16 on backends that can
-	// (KVStore): half the memory and the decode bandwidth; new keys and
-	// values are rounded as they are written.
+	// (KVFormats; CheckKVCache says why not): half the memory and the
+	// decode bandwidth; new keys and values are rounded as they are
+	// written.
 	KVCacheBF16 bool
 	// KVCacheFP8 holds it in e4m3 with a scale per token and KV head
-	// (fp8.go) on backends that can (KVStore; CheckKVCache says why
+	// (fp8.go) on backends that can (KVFormats; CheckKVCache says why
 	// not): a quarter of fp32's memory and decode bandwidth.
 	KVCacheFP8 bool
 }

@@ -727,7 +727,7 @@ func (g *Generator) loadPolicy(b model.Backend) error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	g.policy = p
-	p.KVCacheBF16 = cfg.Precision.KVBF16()
+	p.KVCacheBF16 = cfg.Precision.KVBF16(kvCacheGPU(b))
 	p.KVCacheFP8 = cfg.Precision.KVFP8()
 	if err := p.CheckKVCache(); err != nil {
 		return err

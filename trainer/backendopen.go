@@ -13,21 +13,26 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// memSettings is what the memory plan reads of c.
-func (c Config) memSettings() memplan.Settings {
+// memSettings is what the memory plan reads of c, for a GPU (gpu) or the
+// CPU.
+func (c Config) memSettings(gpu bool) memplan.Settings {
 	return memplan.Settings{
 		SeqLen:         c.Data.MaxPromptLength + max(c.Sampling.MaxNewTokens, c.Validation.MaxNewTokens),
 		MicroBatchRows: c.Train.MicroBatchRows, FusedHead: c.Train.FusedHead, Recompute: c.Train.Recompute,
 		LoRA: c.LoRA.Model(), MaxSlots: c.Sampling.MaxSlots, CUDAGraphs: c.Sampling.CUDAGraphs,
 		KVPoolBytes: c.Sampling.KVBudgetBytes(), NeedRef: NeedsReference(c), ShardMasters: c.Dist.ShardMasters,
-		RefBF16: c.Precision.RefBF16(), KVBF16: c.Precision.KVBF16(), KVFP8: c.Precision.KVFP8(),
+		RefBF16: c.Precision.RefBF16(), KVBF16: c.Precision.KVBF16(gpu), KVFP8: c.Precision.KVFP8(),
 		BF16Products: c.Precision.MatMul == "bf16",
 	}
 }
 
+// kvCacheGPU reports whether precision.kv_cache auto resolves for a GPU on
+// b: a backend with its own device memory (model.MemoryReporter).
+func kvCacheGPU(b model.Backend) bool { return model.MemoryCapsOf(b).Reporter != nil }
+
 // planFor plans cfg's run for the CPU or a GPU named device.
 func planFor(mc *model.Config, cfg Config, gpu bool, device string) memplan.Budget {
-	return memplan.For(mc, cfg.memSettings(), gpu, device)
+	return memplan.For(mc, cfg.memSettings(gpu), gpu, device)
 }
 
 // NeedsReference reports whether the run keeps a frozen reference model.

@@ -60,9 +60,12 @@ func (r PrecisionConfig) RefBF16() bool {
 	return r.ReferenceDType == "bf16" || (r.ReferenceDType == "auto" && r.MatMul == "bf16")
 }
 
-// KVBF16 reports whether the sampler's KV cache is held in bf16 on the GPU.
-func (r PrecisionConfig) KVBF16() bool {
-	return r.KVCacheDType == "bf16" || (r.KVCacheDType == "auto" && r.MatMul == "bf16")
+// KVBF16 reports whether the sampler's KV cache is held in bf16 on a GPU
+// (gpu) or on the CPU: bf16 asked for, or auto with bf16 products
+// (precision.matmul bf16 on a GPU; the CPU's products are fp32, so auto
+// keeps its cache fp32).
+func (r PrecisionConfig) KVBF16(gpu bool) bool {
+	return r.KVCacheDType == "bf16" || (r.KVCacheDType == "auto" && gpu && r.MatMul == "bf16")
 }
 
 // KVFP8 reports whether the sampler's KV cache is held in fp8 (e4m3).
@@ -76,8 +79,8 @@ type RunConfig struct {
 	Device string `yaml:"device" json:"device"`   // cpu, cuda, cuda:N or auto (GPU if present, else CPU)
 }
 
-// PrecisionConfig holds the GPU's number formats. The CPU always computes
-// and stores fp32.
+// PrecisionConfig holds the GPU's number formats. The CPU computes and
+// stores fp32, but for a KV cache asked for in bf16 or fp8 (kv_cache).
 type PrecisionConfig struct {
 	// MatMul is the GPU's matrix-product precision: bf16 (tensor cores,
 	// fp32 accumulation), tf32 or fp32.
@@ -89,14 +92,16 @@ type PrecisionConfig struct {
 	// fp32. A bf16 reference beside an fp32/tf32 policy puts a rounding
 	// floor under the KL.
 	ReferenceDType string `yaml:"reference" json:"reference"`
-	// KVCacheDType is the GPU sampler's KV cache storage: bf16 (half the
+	// KVCacheDType is the sampler's KV cache storage: bf16 (half the
 	// memory and decode bandwidth; keys and values rounded as written),
 	// fp8 (e4m3 with a scale per token and KV head, as vLLM's
-	// kv_cache_dtype=fp8: about a quarter of fp32's bytes; GPUs of compute
-	// capability 8.9 or newer, head_dim a multiple of 16; refused on the
-	// CPU and on older GPUs), fp32, or auto: bf16 when precision.matmul is
-	// bf16, else fp32. The trainer recomputes old log-probs, so this only
-	// affects sampling (docs/gpu.md measures the mismatch it adds).
+	// kv_cache_dtype=fp8: about a quarter of fp32's bytes; on a GPU, one
+	// of compute capability 8.9 or newer with head_dim a multiple of 16),
+	// fp32, or auto: bf16 on a GPU when precision.matmul is bf16, else
+	// fp32 (always fp32 on the CPU, whose products are fp32). The CPU
+	// holds bf16 and fp8 as the GPU does, bit for bit: the reference for
+	// the GPU's formats. The trainer recomputes old log-probs, so this
+	// only affects sampling (docs/gpu.md measures the mismatch it adds).
 	KVCacheDType string `yaml:"kv_cache" json:"kv_cache"`
 	// ExactLogProbs makes the sampler's log-probabilities the trainer's,
 	// bit for bit: every op from a token to its log-probability runs in
@@ -104,8 +109,8 @@ type PrecisionConfig struct {
 	// training forward (batch-invariant products), the sampler returns
 	// the untempered log-probability of each drawn token, and the trainer
 	// uses them as π_old, skipping the π_old forward (the mismatch metrics
-	// are exactly 0). The CPU backend only; slower products
-	// (docs/algorithm.md §5.10).
+	// are exactly 0). The CPU backend only, with an fp32 KV cache
+	// (kv_cache auto or fp32); slower products (docs/algorithm.md §5.10).
 	ExactLogProbs bool `yaml:"exact_logprobs" json:"exact_logprobs"`
 	// ExactLogProbsCheck (with exact_logprobs) still runs the π_old
 	// forward and stops the run on the first token whose log-probability
@@ -520,8 +525,9 @@ func (c Config) rlOptionsAgree() error {
 // errExactCUDA refuses precision.exact_logprobs on a GPU.
 var errExactCUDA = errors.New("precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet")
 
-// exactAgrees: exact log-probs need the CPU and a sampler with the
-// trainer's weights (generation ranks, if any, not a step behind).
+// exactAgrees: exact log-probs need the CPU, a sampler with the
+// trainer's weights (generation ranks, if any, not a step behind) and
+// keys and values as the training forward has them (an fp32 cache).
 func (c Config) exactAgrees() error {
 	if !c.Precision.ExactLogProbs {
 		return nil
@@ -529,6 +535,9 @@ func (c Config) exactAgrees() error {
 	var p problems
 	if kind, _, err := device.Parse(c.Run.Device); err == nil && kind == device.CUDA {
 		p.add("run.device %s: %v", c.Run.Device, errExactCUDA)
+	}
+	if kv := c.Precision.KVCacheDType; kv == "bf16" || kv == "fp8" {
+		p.add("precision.exact_logprobs with precision.kv_cache %s: the sampler's keys and values are rounded where the training forward's are not, so its log-probs cannot be the trainer's; set precision.kv_cache to auto or fp32", kv)
 	}
 	if c.Dist.RolloutRanks > 0 && c.Train.MaxOffPolicySteps > 0 {
 		p.add("precision.exact_logprobs with dist.rollout_ranks = %d and train.max_off_policy_steps = %d: the generation ranks sample with the weights of an earlier step, so their log-probs are the behaviour policy's, not π_old; set train.max_off_policy_steps to 0 (the generation ranks then sample with the trainer's weights)", c.Dist.RolloutRanks, c.Train.MaxOffPolicySteps)

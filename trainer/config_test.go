@@ -131,7 +131,7 @@ func TestMemoryPlan(t *testing.T) {
 	mc := &model.Config{HiddenSize: 2048, IntermediateSize: 6144, NumHiddenLayers: 28, NumAttentionHeads: 16,
 		NumKeyValueHeads: 8, HeadDim: 128, VocabSize: 151936, TieWordEmbeddings: true}
 	cfg := Default()
-	p := memplan.Estimate(mc, withRef(cfg.memSettings()))
+	p := memplan.Estimate(mc, withRef(cfg.memSettings(true)))
 	// Qwen3-1.7B: ≈1.7e9 parameters → 4 float32 copies of ≈6.4 GiB plus the reference.
 	if w := float64(p.Weights) / (1 << 30); w < 5.5 || w > 7.5 {
 		t.Fatalf("weights %.2f GiB, want ≈6.4", w)

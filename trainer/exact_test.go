@@ -79,6 +79,8 @@ func TestExactLogProbsConfig(t *testing.T) {
 	}{
 		{[]string{"precision.exact_logprobs=true", "run.device=cuda"}, "precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet"},
 		{[]string{"precision.exact_logprobs_check=true"}, "precision.exact_logprobs_check"},
+		{[]string{"precision.exact_logprobs=true", "precision.kv_cache=fp8"}, "precision.kv_cache fp8"},
+		{[]string{"precision.exact_logprobs=true", "precision.kv_cache=bf16"}, "precision.kv_cache bf16"},
 		{[]string{"precision.exact_logprobs=true", "dist.rollout_ranks=1", "train.max_off_policy_steps=1", "loss.rollout_correction.mode=token_tis"}, "train.max_off_policy_steps to 0"},
 	} {
 		_, err := LoadBytes(nil, "", append(task.Sets(), c.sets...))

@@ -177,7 +177,7 @@ func TestLoRAMemoryPlan(t *testing.T) {
 	if n != 34865152 { // 32·(4096 + 2·3072 + 4096 + 2·8192 + 8192) per layer × 28
 		t.Fatalf("%d adapter parameters at rank 32, want 34,865,152", n)
 	}
-	full := memplan.Estimate(mc, withRef(cfg.memSettings()))
+	full := memplan.Estimate(mc, withRef(cfg.memSettings(true)))
 	if full.Reference != 0 || full.Base != 4*mc.NumParams() || full.Weights != 4*n || full.Gradients != 4*n || full.Moments != 8*n {
 		t.Errorf("one process: %+v; want base %d, no reference, adapters %d, gradients %d, moments %d", full, 4*mc.NumParams(), 4*n, 4*n, 8*n)
 	}

@@ -333,7 +333,7 @@ func (t *Trainer) loadPolicy(b model.Backend) error {
 		t.Log.Printf("policy matrices also held in bf16 for products (precision.matmul bf16); fp32 stays the master copy")
 	}
 	t.Policy.Recompute = cfg.Train.Recompute
-	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16()
+	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16(kvCacheGPU(b))
 	t.Policy.KVCacheFP8 = cfg.Precision.KVFP8()
 	if err := t.Policy.CheckKVCache(); err != nil {
 		return err

@@ -398,6 +398,10 @@ func attnItems(segs []model.Segment, H int) []attnItem {
 // head, block of query rows), S = q·kᵀ·scale by sgemm, a causal softmax over
 // each row in float32, and out = P·v by sgemm.
 func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
+	if isKV(k) || isKV(v) {
+		b.attentionKV(out, lse, q, k, v, segs, scale) // a bf16 or fp8 cache (kvcache.go)
+		return
+	}
 	H, G, D, Q, K, Vv, O, L, ok := b.AttentionArgs(out, lse, q, k, v, segs)
 	if !ok {
 		return

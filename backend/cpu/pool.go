@@ -75,6 +75,10 @@ func (b *Backend) Release(ts ...*model.Tensor) {
 		if t == nil {
 			continue
 		}
+		if isKV(t) {
+			b.releaseKV(t)
+			continue
+		}
 		s, err := b.Unstore(t)
 		if !b.Keep(err) {
 			continue

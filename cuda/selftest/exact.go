@@ -88,8 +88,8 @@ func exactCase(m *model.Model) sampler.VocabCheck {
 // pageBytes is the backend's page granularity (the default page where it
 // has none).
 func pageBytes(b model.Backend) int64 {
-	if kv := model.SamplerCapsOf(b).KV; kv != nil {
-		return kv.KVPageBytes()
+	if pg := model.SamplerCapsOf(b).Pager; pg != nil {
+		return pg.KVPageBytes()
 	}
 	return model.DefaultKVPageBytes
 }

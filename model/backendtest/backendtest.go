@@ -55,6 +55,7 @@ func Run(t *testing.T, b model.Backend, o Options) {
 	t.Run("SplitQKV", s.splitQKV)
 	t.Run("Attention", s.attention)
 	t.Run("AttentionHeadDims", s.attentionHeadDims)
+	t.Run("KVCache", s.kvCache)
 	t.Run("SwiGLU", s.swiglu)
 	t.Run("LogSoftmaxGather", s.logSoftmaxGather)
 	t.Run("HalfLogitsGrad", s.halfLogitsGrad)

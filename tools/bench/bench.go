@@ -287,7 +287,9 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 			return DecodeResult{}, err
 		}
 		kvBytes = float64(model.FP8KVRowBytes(cfg.NumKeyValueHeads, cfg.HeadDim)) / float64(cfg.NumKeyValueHeads*cfg.HeadDim)
-	} else if model.SamplerCapsOf(b).KV != nil {
+	} else if model.SamplerCapsOf(b).Pager != nil {
+		// A GPU's cache, bf16 as its runs' auto makes it; the CPU's stays
+		// fp32, as there.
 		m.KVCacheBF16, kvBytes = true, 2
 	}
 	kv := m.NewKVCache(batch, context+steps+1)
