@@ -29,7 +29,7 @@ type Device struct {
 // Open opens the device's backend, after the GPU self-test, logging to
 // log.
 func (d Device) Open(log io.Writer) (model.Backend, error) {
-	if err := selftest.ForDevice(d.Name, d.MatMul, d.SkipSelfTest, log); err != nil {
+	if err := selftest.ForDevice(d.Name, d.MatMul, false, d.SkipSelfTest, log); err != nil {
 		return nil, err
 	}
 	b, err := backend.Open(d.Name, d.MatMul, func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) })

@@ -74,7 +74,7 @@ func openAndRun(ctx context.Context, o Options, abort func()) error {
 	if err := trainer.Preflight(cfg, to); err != nil {
 		return err
 	}
-	if err := selftest.ForDevice(cfg.Run.Device, cfg.Precision.MatMul, o.SkipSelfTest, o.Log); err != nil {
+	if err := selftest.ForDevice(cfg.Run.Device, cfg.Precision.MatMul, cfg.Precision.ExactLogProbs, o.SkipSelfTest, o.Log); err != nil {
 		return err
 	}
 	to.Backend = backend.Open

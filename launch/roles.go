@@ -50,7 +50,7 @@ func runRoles(ctx context.Context, o Options, w dist.World) error {
 // generate runs a generation rank until the training ranks stop it.
 func generate(ctx context.Context, o Options, world *dist.Group) error {
 	cfg := o.Config
-	if err := selftest.ForDevice(cfg.Run.Device, cfg.Precision.MatMul, o.SkipSelfTest, o.Log); err != nil {
+	if err := selftest.ForDevice(cfg.Run.Device, cfg.Precision.MatMul, cfg.Precision.ExactLogProbs, o.SkipSelfTest, o.Log); err != nil {
 		return err
 	}
 	o.Trainer.Backend = backend.Open

@@ -14,8 +14,10 @@ import (
 // is auto and a GPU is usable), once per process and precision, logging to
 // log. Without a GPU it does nothing: opening the backend then says why.
 // Every command that opens a device calls it first (launch for training
-// and generation ranks, the model commands).
-func ForDevice(name, matmul string, skip bool, log io.Writer) error {
+// and generation ranks, the model commands). exact (a run with
+// precision.exact_logprobs) also refuses a failed exact log-probs check,
+// which fails no other run (Report.ExactErr).
+func ForDevice(name, matmul string, exact, skip bool, log io.Writer) error {
 	kind, gpu, err := devname.Parse(name)
 	if err != nil || kind == devname.CPU || skip {
 		return nil // a bad name is reported by the backend's selection
@@ -28,17 +30,20 @@ func ForDevice(name, matmul string, skip bool, log io.Writer) error {
 	if err != nil {
 		return nil
 	}
-	if selfTested[prec] {
-		return nil
+	r := selfTested[prec]
+	if r == nil {
+		if r, err = Run(d, prec, nil); err != nil {
+			return fmt.Errorf("%w\n(--skip-self-test runs anyway, at your own risk)", err)
+		}
+		selfTested[prec] = r
+		fmt.Fprintln(log, r.Summary())
 	}
-	r, err := Run(d, prec, nil)
-	if err != nil {
-		return fmt.Errorf("%w\n(--skip-self-test runs anyway, at your own risk)", err)
+	if err := r.ExactErr(); exact && err != nil {
+		return fmt.Errorf("precision.exact_logprobs: %w\n(--skip-self-test runs anyway, at your own risk)", err)
 	}
-	selfTested[prec] = true
-	fmt.Fprintln(log, r.Summary())
 	return nil
 }
 
-// selfTested records the precisions this process has self-tested.
-var selfTested = map[cuda.Precision]bool{}
+// selfTested holds the reports of the precisions this process has
+// self-tested.
+var selfTested = map[cuda.Precision]*Report{}

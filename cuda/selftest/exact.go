@@ -6,9 +6,8 @@ package selftest
 // checks, and its failure is marked FAILED with its first difference in
 // the check's line and in the summary line (which the GPU kit shows), but
 // only a run in exact mode depends on it, so Run's error leaves it out:
-// a command that opens the GPU for exact log-probs must also refuse on
-// Report.ExactErr (the trainer refuses exact mode on CUDA until the
-// kernels are batch-invariant).
+// a run in exact mode also refuses on Report.ExactErr (ForDevice's
+// exact).
 
 import (
 	"fmt"
