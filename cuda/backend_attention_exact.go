@@ -1,0 +1,147 @@
+package cuda
+
+// Exact-mode attention (kernels/attention_exact.cu): in exact mode every
+// Attention forward, whatever its shape, storage or caller (a decode step
+// of any batch, under a graph or not, a prefill, the training forward over
+// packed segments), runs attn_exact*, whose result for a (query row, head)
+// is a fixed sequence of roundings over its own window: keys in tiles of
+// 16 from key 0 upward, no split that follows the length or the batch. The
+// backward keeps the fast kernels: only the forward's values must match
+// the sampler's bit for bit, and it reads the lse this forward writes.
+
+import (
+	"fmt"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+const (
+	exTK    = 16   // EX_TK: keys per tile
+	exAcc   = 2048 // EX_ACC·EX_THREADS: output elements a block holds
+	exPairs = 64   // EX_PAIRS: (row, head) pairs a block holds
+	exDMax  = 256  // EX_DMAX
+)
+
+// exactTiles sizes a call's blocks: hb query heads of a key/value head per
+// block and query tiles of at most qt rows (a decode step's segments give
+// tiles of one row). Neither changes a row's arithmetic, only which rows
+// share a load of keys and values.
+func exactTiles(H, G, D int) (hb, qt int) {
+	per := H / G
+	hb = min(per, exAcc/D, exPairs)
+	qt = max(1, min(16, exAcc/(hb*D), exPairs/hb))
+	return hb, qt
+}
+
+// attentionExact is Attention in exact mode: q and out fp32 or both bf16
+// activations; k and v fp32, bf16 (a cache or activations) or an fp8 cache.
+func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
+	const op = "attention (exact)"
+	po, ho, ok0 := b.activation(op, 0, out)
+	pq, hq, ok1 := b.activation(op, 1, q)
+	if !ok0 || !ok1 {
+		return
+	}
+	if ho != hq {
+		b.keep(fmt.Errorf("%s: q and out must share a storage (bf16 %v, %v)", op, hq, ho))
+		return
+	}
+	pk, pv, suffix, kvWidth, ok := b.exactKV(op, k, v)
+	if !ok {
+		return
+	}
+	lp, ok := b.opt(op, lse)
+	if !ok {
+		return
+	}
+	H, G, D, ok := b.attentionDims(op, out, q, k, v, segs)
+	if !ok {
+		return
+	}
+	if D > exDMax {
+		b.keep(fmt.Errorf("%s: head_dim %d above %d", op, D, exDMax))
+		return
+	}
+	if lse != nil && lse.Numel() != q.Shape[0]*H {
+		b.keep(fmt.Errorf("%s: lse %v must hold (%d, %d)", op, lse.Shape, q.Shape[0], H))
+		return
+	}
+	hb, qt := exactTiles(H, G, D)
+	t0, tn, ks, kf := queryTiles(segs, qt)
+	if len(t0) == 0 {
+		return
+	}
+	b.exactCost(tn, kf, H, G, D, hb, widthOf(hq), kvWidth, lse != nil)
+	tabs, ok := b.upload("attention query tiles", t0, tn, ks, kf)
+	if !ok {
+		return
+	}
+	name := "attn_exact"
+	if hq {
+		name += "_h"
+	}
+	chunks := (H/G + hb - 1) / hb
+	b.launch(name+suffix, [3]int{len(t0), G, chunks}, attThreads, po, lp, pq, pk, pv,
+		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb))
+}
+
+// exactKV returns the key and value addresses, the kernel suffix of their
+// storage and the bytes per element read.
+func (b *Backend) exactKV(op string, k, v *model.Tensor) (pk, pv uint64, suffix string, width float64, ok bool) {
+	if isKV8(k) || isKV8(v) {
+		pk, lk, ok2 := b.kv8Operand(op, 2, k)
+		pv, lv, ok3 := b.kv8Operand(op, 3, v)
+		if !ok2 || !ok3 {
+			return 0, 0, "", 0, false
+		}
+		if *lk != *lv {
+			b.keep(fmt.Errorf("%s: fp8 keys and values of rows (%d, %d) and (%d, %d)", op, lk.G, lk.D, lv.G, lv.D))
+			return 0, 0, "", 0, false
+		}
+		return pk, pv, "_kv8", float64(lk.rowBytes) / float64(lk.elems()), true
+	}
+	pk, hk, ok2 := b.operand(op, 2, k)
+	pv, hv, ok3 := b.operand(op, 3, v)
+	if !ok2 || !ok3 {
+		return 0, 0, "", 0, false
+	}
+	if hk != hv {
+		b.keep(fmt.Errorf("%s: keys and values must share a storage (bf16 %v, %v)", op, hk, hv))
+		return 0, 0, "", 0, false
+	}
+	if hk {
+		return pk, pv, "_kvh", 2, true
+	}
+	return pk, pv, "", 4, true
+}
+
+// exactCost records the kernel's work for the step profile: QKᵀ and PV,
+// 4·D flops per (query, key) pair and head, on the CUDA cores; q read and
+// out written once; each block reads its tile's keys and values (a
+// decode row's window once per key/value head, a training tile's window
+// once per tile of rows: what the DRAM serves when L2 keeps no tile
+// between blocks, an upper bound).
+func (b *Backend) exactCost(qCount, kFirst []int32, H, G, D, hb, qoWidth int, kvWidth float64, lse bool) {
+	var pairs, keyLoads float64
+	for i, n := range qCount {
+		last := float64(kFirst[i] + n - 1) // keys the tile's last row sees
+		pairs += float64(n)*float64(kFirst[i]) + float64(n)*float64(n-1)/2
+		keyLoads += last
+	}
+	rows := float64(sum32(qCount))
+	chunks := float64((H/G + hb - 1) / hb)
+	bytes := rows*float64(H*D*2*qoWidth) + kvWidth*2*float64(G*D)*chunks*keyLoads
+	if lse {
+		bytes += 4 * rows * float64(H)
+	}
+	b.d.cost(EngineAttention, 4*float64(D*H)*pairs, bytes)
+}
+
+// sum32 adds the values of xs.
+func sum32(xs []int32) int {
+	n := 0
+	for _, x := range xs {
+		n += int(x)
+	}
+	return n
+}

@@ -1,0 +1,259 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gdrotrain/gdrotrain/model"
+)
+
+// exactCase is one table row of TestExactAttentionInvariant.
+type exactCase struct {
+	name    string
+	H, G, D int
+	cache   string // "f32", "bf16" or "fp8"
+	paged   bool
+	exact   bool // off: the companion case, which must find a difference
+}
+
+// exactSeqs are the sequences' lengths: across the 16-key tiles, and
+// enough of them for batches of 8 with some joining late.
+var exactSeqs = []int{5, 17, 1, 33, 9, 16, 24, 3, 40, 12}
+
+// TestExactAttentionInvariant: in exact mode a token's attention output is
+// the same bits whether a decode step computes it (from a KV cache,
+// contiguous or paged, fp32, bf16 or fp8, in batches of 1, 3 and 8 with
+// sequences joining and leaving, some prefilled several tokens at once) or
+// one training-forward call over the packed sequences (its keys and values
+// written to a scratch of the cache's format by the cache's own
+// ScatterRows, as the model does in exact mode). With exact mode off the
+// two routes differ (the companion case: the comparison can fail). The
+// outputs stay within fp32Attn of the float64 CPU reference over the
+// values the cache holds.
+func TestExactAttentionInvariant(t *testing.T) {
+	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
+	dev := testDevice(t)
+	cases := []exactCase{
+		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true},
+		{"bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true},
+		{"bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true},
+		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true},
+		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true},
+		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true},
+		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := NewBackend(dev, FP32)
+			b.SetBatchInvariant(c.exact)
+			rng := rand.New(rand.NewPCG(46, uint64(c.H*1000+c.D)))
+			seqs := exactData(rng, c)
+			dec := exactDecode(t, b, c, seqs)
+			train := exactTrain(t, b, c, seqs)
+			if !backendErrs(t, c.name, b) {
+				return
+			}
+			differ := 0
+			for i := range dec {
+				if math.Float32bits(dec[i]) != math.Float32bits(train[i]) {
+					differ++
+				}
+			}
+			if c.exact && differ > 0 {
+				t.Errorf("%d of %d output elements differ between decode and training", differ, len(dec))
+			}
+			if !c.exact && differ == 0 {
+				t.Errorf("exact mode off: decode and training agree bit for bit; the comparison cannot tell")
+			}
+			t.Logf("%d of %d elements differ", differ, len(dec))
+			if c.exact {
+				compareTo(t, c.name+" against the CPU", train, exactReference(c, seqs), fp32Attn)
+			}
+		})
+	}
+}
+
+// exactSeq is one sequence's per-token queries, keys and values (fp32, as
+// the model's SplitQKV writes them).
+type exactSeq struct{ q, k, v []float32 }
+
+func exactData(rng *rand.Rand, c exactCase) []exactSeq {
+	var out []exactSeq
+	for _, n := range exactSeqs {
+		out = append(out, exactSeq{
+			q: roundedRandn(rng, n*c.H*c.D, 1, false),
+			k: roundedRandn(rng, n*c.G*c.D, 1, false),
+			v: roundedRandn(rng, n*c.G*c.D, 1, false),
+		})
+	}
+	return out
+}
+
+// exactCache allocates a cache of rows rows in the case's format (paged:
+// every page mapped), and a release function.
+func exactCache(t *testing.T, b *Backend, c exactCase, rows int) (k, v *model.Tensor, release func()) {
+	switch {
+	case c.paged:
+		newPaged := b.NewPagedKV
+		if c.cache == "fp8" {
+			newPaged = b.NewPagedFP8KV
+		}
+		page := b.KVPageBytes()
+		ts, pm, err := newPaged(2, rows, c.G, c.D, page, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rowBytes := int64(2 * c.G * c.D)
+		if c.cache == "fp8" {
+			rowBytes = model.FP8KVRowBytes(c.G, c.D)
+		}
+		for p := 0; int64(p)*page < int64(rows)*rowBytes; p++ {
+			if err := pm.Map(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ts[0], ts[1], pm.Release
+	case c.cache == "fp8":
+		k, v = b.NewFP8(rows, c.G, c.D), b.NewFP8(rows, c.G, c.D)
+	case c.cache == "bf16":
+		k, v = b.NewHalf(rows, c.G, c.D), b.NewHalf(rows, c.G, c.D)
+	default:
+		k, v = b.New(rows, c.G, c.D), b.New(rows, c.G, c.D)
+	}
+	return k, v, func() { b.Release(k, v) }
+}
+
+// exactDecode decodes the sequences through a cache of one slot per
+// sequence: steps of 1, 3 and 8 sequences in turn, taking the unfinished
+// ones round robin from a start that moves, so sequences join late and
+// leave when done; every third sequence prefills up to 5 tokens at its
+// first step. It returns the outputs in packed training order.
+func exactDecode(t *testing.T, b *Backend, c exactCase, seqs []exactSeq) []float32 {
+	maxLen := 0
+	for _, n := range exactSeqs {
+		maxLen = max(maxLen, n)
+	}
+	ck, cv, release := exactCache(t, b, c, len(seqs)*maxLen)
+	defer release()
+	HD, GD := c.H*c.D, c.G*c.D
+	outs := make([][]float32, len(seqs))
+	done := make([]int, len(seqs))
+	for i := range seqs {
+		outs[i] = make([]float32, exactSeqs[i]*HD)
+	}
+	sizes, start := []int{1, 3, 8}, 0
+	for step := 0; ; step++ {
+		var pick []int
+		for j := 0; j < len(seqs) && len(pick) < sizes[step%len(sizes)]; j++ {
+			if i := (start + j) % len(seqs); done[i] < exactSeqs[i] {
+				pick = append(pick, i)
+			}
+		}
+		if len(pick) == 0 {
+			break
+		}
+		start += 2
+		var q, k, v []float32
+		var rows []int32
+		var segs []model.Segment
+		for _, i := range pick {
+			n := 1
+			if done[i] == 0 && i%3 == 0 {
+				n = min(5, exactSeqs[i])
+			}
+			p := done[i]
+			segs = append(segs, model.Segment{Q0: len(rows), QLen: n, K0: i * maxLen, KLen: p + n})
+			for j := p; j < p+n; j++ {
+				rows = append(rows, int32(i*maxLen+j))
+			}
+			q = append(q, seqs[i].q[p*HD:(p+n)*HD]...)
+			k = append(k, seqs[i].k[p*GD:(p+n)*GD]...)
+			v = append(v, seqs[i].v[p*GD:(p+n)*GD]...)
+		}
+		got := exactCall(b, c, q, k, v, rows, segs, ck, cv)
+		off := 0
+		for si, i := range pick {
+			n := segs[si].QLen
+			copy(outs[i][done[i]*HD:], got[off:off+n*HD])
+			off += n * HD
+			done[i] += n
+		}
+	}
+	var flat []float32
+	for _, o := range outs {
+		flat = append(flat, o...)
+	}
+	return flat
+}
+
+// exactTrain runs the training forward's call: every sequence packed, its
+// keys and values written by ScatterRows to a scratch of the cache's format.
+func exactTrain(t *testing.T, b *Backend, c exactCase, seqs []exactSeq) []float32 {
+	var q, k, v []float32
+	var rows []int32
+	var segs []model.Segment
+	for i, s := range seqs {
+		n := exactSeqs[i]
+		segs = append(segs, model.Segment{Q0: len(rows), QLen: n, K0: len(rows), KLen: n})
+		for range n {
+			rows = append(rows, int32(len(rows)))
+		}
+		q, k, v = append(q, s.q...), append(k, s.k...), append(v, s.v...)
+	}
+	sk, sv, release := exactCache(t, b, c, len(rows))
+	defer release()
+	return exactCall(b, c, q, k, v, rows, segs, sk, sv)
+}
+
+// exactCall writes k, v to cache rows rows and runs Attention over the
+// cache with queries q; it returns the outputs.
+func exactCall(b *Backend, c exactCase, q, k, v []float32, rows []int32, segs []model.Segment, ck, cv *model.Tensor) []float32 {
+	n, GD := len(rows), c.G*c.D
+	Q, K, V := model.NewFrom(b, q, n, c.H, c.D), model.NewFrom(b, k, n, GD), model.NewFrom(b, v, n, GD)
+	out, lse := b.New(n, c.H, c.D), b.New(n, c.H)
+	b.ScatterRows(ck.View(ck.Shape[0], GD), K, rows, false)
+	b.ScatterRows(cv.View(cv.Shape[0], GD), V, rows, false)
+	b.Attention(out, lse, Q, ck, cv, segs, float32(1/math.Sqrt(float64(c.D))))
+	got := model.Values(b, out)
+	b.Release(Q, K, V, out, lse)
+	return got
+}
+
+// exactReference is the CPU's attention over the packed sequences, on the
+// values the case's cache holds.
+func exactReference(c exactCase, seqs []exactSeq) []float32 {
+	ref := refBackend()
+	var q, k, v []float32
+	var segs []model.Segment
+	n := 0
+	for i, s := range seqs {
+		L := exactSeqs[i]
+		segs = append(segs, model.Segment{Q0: n, QLen: L, K0: n, KLen: L})
+		n += L
+		q = append(q, s.q...)
+		k, v = append(k, held(c, s.k)...), append(v, held(c, s.v)...)
+	}
+	rq, rk, rv := model.NewFrom(ref, q, n, c.H, c.D), model.NewFrom(ref, k, n, c.G, c.D), model.NewFrom(ref, v, n, c.G, c.D)
+	out, lse := ref.New(n, c.H, c.D), ref.New(n, c.H)
+	ref.Attention(out, lse, rq, rk, rv, segs, float32(1/math.Sqrt(float64(c.D))))
+	return model.Values(ref, out)
+}
+
+// held is x as the case's cache holds it.
+func held(c exactCase, x []float32) []float32 {
+	out := make([]float32, len(x))
+	for r := 0; r < len(x); r += c.D {
+		switch c.cache {
+		case "bf16":
+			for i := r; i < r+c.D; i++ {
+				out[i] = bf16Round(x[i])
+			}
+		case "fp8":
+			copy(out[r:], model.RoundTripE4M3(x[r:r+c.D]))
+		default:
+			copy(out[r:], x[r:r+c.D])
+		}
+	}
+	return out
+}

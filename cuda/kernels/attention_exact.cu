@@ -1,0 +1,195 @@
+// uses fp8.cuh
+//
+// Batch-invariant attention (precision.exact_logprobs, docs/algorithm.md
+// §5.10): the one forward kernel every Attention call takes in exact mode,
+// decode of any batch, prefill and the training forward alike, so a token's
+// attention output is the same bits whichever call computes it.
+//
+// What makes it invariant: a (query row, head)'s result is a fixed
+// sequence of rounded operations on its own query and the keys and values
+// of its causal window, whatever else the block or the launch holds.
+//   - keys are taken in tiles of EX_TK from key 0 of the window upward,
+//     never split by length or batch;
+//   - a score is four partial sums (d ≡ c mod 4, d ascending, __fmaf_rn
+//     from 0) added as (s0 + s1) + (s2 + s3), times scale;
+//   - per tile, one thread: the tile's max, m' = max(m, it),
+//     p = __expf(s − m'), the p summed in key order, l = l·e^(m−m') + Σp;
+//   - an output element: acc·e^(m−m') then + p·v key by key (__fmaf_rn);
+//   - out = acc / l (__fdiv_rn), lse = m + log l.
+// Every key/value format is first widened to the fp32 value the cache
+// holds (bf16 exactly; fp8 as code·scale, __fmul_rn, as kv8_gather_f32 and
+// model.DequantizeE4M3 compute it), so the arithmetic sees values, not
+// storage: the training forward, reading a scratch written by the cache's
+// own ScatterRows, and the decode step, reading the cache, compute alike.
+//
+// Parallelism changes where, never how: a block takes up to QT consecutive
+// query rows of one segment (a query tile, as queryTiles builds them: row
+// i of it sees kFirst + i keys) and HB query heads of one key/value head,
+// so a tile of keys and values is loaded once for QT·HB (row, head) pairs;
+// a row whose window ends before a key tile skips it. The host sizes the
+// tiles (exactTiles): decode steps get tiles of one row, packed segments
+// the most rows that fit.
+//
+// Grid (query tiles, G, head chunks), EX_THREADS threads; qCount·HB·D ≤
+// EX_ACC·EX_THREADS and qCount·HB ≤ EX_PAIRS for every tile; D ≤ EX_DMAX.
+
+#define EX_THREADS 128
+#define EX_TK 16     // keys per tile
+#define EX_DMAX 256  // largest head dim
+#define EX_ACC 16    // output elements per thread
+#define EX_PAIRS 64  // (row, head) pairs per block
+
+// ex_kv widens element d of head g's row `row` to the value the cache holds.
+__device__ __forceinline__ float ex_kv(const float* p, long long row, int G, int g, int D, int d) {
+	return p[(row * G + g) * D + d];
+}
+__device__ __forceinline__ float ex_kv(const unsigned short* p, long long row, int G, int g, int D, int d) {
+	return ld(p, (row * G + g) * D + d);
+}
+__device__ __forceinline__ float ex_kv(const unsigned char* p, long long row, int G, int g, int D, int d) {
+	return __fmul_rn(e4m3_to_f32(kv8_head(p, row, G, g, D)[d]), kv8_scale(p, row, G, g, D));
+}
+
+template <typename QO, typename KV>
+__device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q, const KV* k, const KV* v,
+                                                const int* qRow0, const int* qCount, const int* kStart,
+                                                const int* kFirst, int H, int G, int D, float scale, int HB) {
+	// Key rows padded to a multiple of 4 plus 4 floats: the 32 lanes of a
+	// score pass (8 keys × 4 partial sums) read 32 distinct banks.
+	__shared__ float ks[EX_TK * (EX_DMAX + 4)];
+	__shared__ float vs[EX_TK * EX_DMAX];
+	__shared__ float qs[EX_ACC * EX_THREADS];
+	__shared__ float ps[EX_PAIRS * EX_TK];
+	__shared__ float ms[EX_PAIRS], ls[EX_PAIRS], cs[EX_PAIRS];
+	int tile = blockIdx.x, g = blockIdx.y, t = threadIdx.x;
+	int per = H / G, h0 = g * per + blockIdx.z * HB, hb = min(HB, per - blockIdx.z * HB);
+	int r0 = qRow0[tile], nr = qCount[tile], k0 = kStart[tile], kf = kFirst[tile];
+	int kpad = ((D + 3) & ~3) + 4, pairs = nr * hb, nel = pairs * D;
+	for (int i = t; i < nel; i += EX_THREADS) {
+		int r = i / (hb * D), h = (i / D) % hb;
+		qs[i] = ld(q, ((long long)(r0 + r) * H + h0 + h) * D + i % D);
+	}
+	if (t < pairs) ms[t] = NEG_INF, ls[t] = 0.f;
+	float acc[EX_ACC];
+#pragma unroll
+	for (int i = 0; i < EX_ACC; i++) acc[i] = 0.f;
+	int nkMax = kf + nr - 1; // the tile's last row sees the most keys
+	for (int j0 = 0; j0 < nkMax; j0 += EX_TK) {
+		int cnt = min(EX_TK, nkMax - j0);
+		__syncthreads(); // the previous tile's readers are done (and qs, ms, ls are set)
+		for (int i = t; i < cnt * D; i += EX_THREADS) {
+			int jj = i / D, d = i % D;
+			long long row = k0 + j0 + jj;
+			ks[jj * kpad + d] = ex_kv(k, row, G, g, D, d);
+			vs[jj * D + d] = ex_kv(v, row, G, g, D, d);
+		}
+		__syncthreads();
+		// Scores: item (pair, key, c) → partial sum c; every lane runs every
+		// pass so the shuffles see a full warp.
+		int items = pairs * EX_TK * 4;
+		for (int w0 = 0; w0 < items; w0 += EX_THREADS) {
+			int w = w0 + t, c = w & 3, jj = (w >> 2) % EX_TK, pr = (w >> 2) / EX_TK;
+			int r = pr / hb, h = pr % hb;
+			bool live = w < items && j0 + jj < kf + r;
+			float s = 0.f;
+			if (live) {
+				const float* qp = qs + (r * hb + h) * D;
+				const float* kp = ks + jj * kpad;
+				for (int d = c; d < D; d += 4) s = __fmaf_rn(qp[d], kp[d], s);
+			}
+			float s1 = __shfl_xor_sync(FULL_MASK, s, 1);
+			float a = (c & 1) ? __fadd_rn(s1, s) : __fadd_rn(s, s1); // s0 + s1 or s2 + s3 in every lane of the pair
+			float a2 = __shfl_xor_sync(FULL_MASK, a, 2);
+			float dot = (c & 2) ? __fadd_rn(a2, a) : __fadd_rn(a, a2);
+			if (w < items && c == 0) ps[pr * EX_TK + jj] = live ? __fmul_rn(dot, scale) : NEG_INF;
+		}
+		__syncthreads();
+		// Online softmax, one thread per (row, head) pair.
+		if (t < pairs) {
+			int r = t / hb, nk = kf + r;
+			float corr = 1.f;
+			if (j0 < nk) {
+				int n = min(EX_TK, nk - j0);
+				float* p = ps + t * EX_TK;
+				float mt = NEG_INF;
+				for (int jj = 0; jj < n; jj++) mt = fmaxf(mt, p[jj]);
+				float m = ms[t], mn = fmaxf(m, mt), sum = 0.f;
+				float base = mn == NEG_INF ? 0.f : mn; // keys all −∞ so far: no NaN from −∞ − −∞
+				corr = __expf(__fsub_rn(m, base));
+				for (int jj = 0; jj < n; jj++) {
+					float e = __expf(__fsub_rn(p[jj], base));
+					p[jj] = e;
+					sum = __fadd_rn(sum, e);
+				}
+				ls[t] = __fmaf_rn(ls[t], corr, sum);
+				ms[t] = mn;
+			}
+			cs[t] = corr;
+		}
+		__syncthreads();
+		// Outputs: element i = (row, head, d) is this thread's for i ≡ t.
+#pragma unroll
+		for (int a = 0; a < EX_ACC; a++) {
+			int i = t + a * EX_THREADS;
+			if (i >= nel) continue;
+			int pr = i / D, d = i % D, r = pr / hb, nk = kf + r;
+			if (j0 >= nk) continue;
+			int n = min(EX_TK, nk - j0);
+			const float* p = ps + pr * EX_TK;
+			float x = __fmul_rn(acc[a], cs[pr]);
+			for (int jj = 0; jj < n; jj++) x = __fmaf_rn(p[jj], vs[jj * D + d], x);
+			acc[a] = x;
+		}
+	}
+	__syncthreads();
+#pragma unroll
+	for (int a = 0; a < EX_ACC; a++) {
+		int i = t + a * EX_THREADS;
+		if (i >= nel) continue;
+		int pr = i / D, d = i % D, r = pr / hb, h = pr % hb;
+		store_as(out, ((long long)(r0 + r) * H + h0 + h) * D + d, __fdiv_rn(acc[a], ls[pr]));
+	}
+	if (lse && t < pairs) {
+		int r = t / hb, h = t % hb;
+		lse[(long long)(r0 + r) * H + h0 + h] = __fadd_rn(ms[t], logf(ls[t]));
+	}
+}
+
+// The kernels: attn_exact reads fp32 queries and writes fp32 outputs, _h
+// bf16 activations (the output rounded once, at the end); the keys and
+// values are fp32, _kvh bf16 (a cache or activations), _kv8 an fp8 cache.
+extern "C" __global__ void attn_exact(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<float, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
+
+extern "C" __global__ void attn_exact_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<float, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
+
+extern "C" __global__ void attn_exact_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<float, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
+
+extern "C" __global__ void attn_exact_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<unsigned short, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
+
+extern "C" __global__ void attn_exact_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<unsigned short, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
+
+extern "C" __global__ void attn_exact_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB) {
+	attn_exact_impl<unsigned short, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+}
