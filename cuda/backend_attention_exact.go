@@ -145,3 +145,37 @@ func sum32(xs []int32) int {
 	}
 	return n
 }
+
+// widenCopy serves Copy from a bf16 tensor or an fp8 cache into a float32
+// tensor of as many elements: the values the source holds (bf16 widened
+// exactly, fp8 as code·scale), which exact mode's training forward hands
+// its backward (model.Model.ExactKV). It reports whether it took the call.
+func (b *Backend) widenCopy(dst, src *model.Tensor) bool {
+	ds, ok1 := dst.Store.(*buffer)
+	ss, ok2 := src.Store.(*buffer)
+	if !ok1 || !ok2 || ds.bf16 || ds.kv8 != nil || (!ss.bf16 && ss.kv8 == nil) {
+		return false
+	}
+	const op = "copy (widening)"
+	pd, ok := b.ptrs(op, dst)
+	if !ok || !b.keep(model.SizeCheck(op, dst, src)) || dst.Numel() == 0 {
+		return true
+	}
+	n := dst.Numel()
+	if ss.kv8 != nil {
+		ps, l, ok := b.kv8Operand(op, 1, src)
+		if !ok {
+			return true
+		}
+		rows := n / l.elems()
+		b.kernelCost(n, int(int64(rows)*l.rowBytes)+4*n)
+		b.launch("kv8_gather_f32", [3]int{rows, l.G}, 128, pd[0], ps, uint64(0), int32(rows), int32(l.G), int32(l.D))
+		return true
+	}
+	ps, _, ok := b.operand(op, 1, src)
+	if ok {
+		b.kernelCost(n, 6*n)
+		b.elementwise("bf16_to_f32", n, pd[0], ps, int64(n))
+	}
+	return true
+}

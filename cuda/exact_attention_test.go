@@ -49,6 +49,8 @@ func TestExactAttentionInvariant(t *testing.T) {
 			b.SetBatchInvariant(c.exact)
 			rng := rand.New(rand.NewPCG(46, uint64(c.H*1000+c.D)))
 			seqs := exactData(rng, c)
+			kernel := map[string]string{"f32": "attn_exact", "bf16": "attn_exact_kvh", "fp8": "attn_exact_kv8"}[c.cache]
+			before := dev.Launches()[kernel]
 			dec := exactDecode(t, b, c, seqs)
 			train := exactTrain(t, b, c, seqs)
 			if !backendErrs(t, c.name, b) {
@@ -59,6 +61,9 @@ func TestExactAttentionInvariant(t *testing.T) {
 				if math.Float32bits(dec[i]) != math.Float32bits(train[i]) {
 					differ++
 				}
+			}
+			if ran := dev.Launches()[kernel] > before; ran != c.exact {
+				t.Errorf("exact mode %v: %s launched %v", c.exact, kernel, ran)
 			}
 			if c.exact && differ > 0 {
 				t.Errorf("%d of %d output elements differ between decode and training", differ, len(dec))
@@ -254,6 +259,104 @@ func held(c exactCase, x []float32) []float32 {
 		default:
 			copy(out[r:], x[r:r+c.D])
 		}
+	}
+	return out
+}
+
+// TestExactKVTrainingForward: a tiny model in exact mode with a bf16 and
+// an fp8 cache. With ExactKV the training forward's attention reads the
+// keys and values as the cache holds them (written by the cache's own
+// ScatterRows), so its log-probs meet the sampler's (decoded one token at
+// a time after a prefill of 3) to the rounding of the ops around
+// attention; without it they differ by the cache's rounding, which the
+// test must see (so it can fail). The backward runs on the rounded keys
+// and values.
+func TestExactKVTrainingForward(t *testing.T) {
+	o := model.DefaultTiny()
+	o.Vocab = 300
+	tokens := []int32{5, 17, 42, 99, 3, 250, 8, 11, 12, 13, 200, 201, 7, 77, 150, 151, 152, 9, 10, 299, 1, 2}
+	for _, cache := range []string{"bf16", "fp8"} {
+		var gap [2]float64
+		for i, exactKV := range []bool{false, true} {
+			_, m := tinyPair(t, FP32, o)
+			b := m.B.(*Backend)
+			b.SetBatchInvariant(true)
+			m.KVCacheBF16, m.KVCacheFP8, m.ExactKV = cache == "bf16", cache == "fp8", exactKV
+			if err := m.CheckKVCache(); err != nil {
+				t.Fatal(err)
+			}
+			dec := exactSampled(t, m, tokens)
+			kernel := map[string]string{"bf16": "attn_exact_kvh", "fp8": "attn_exact_kv8"}[cache]
+			before := b.Device().Launches()[kernel]
+			pass, err := m.Forward([]model.Sequence{{Tokens: tokens, Start: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ran := b.Device().Launches()[kernel] > before; ran != exactKV {
+				t.Errorf("%s cache, ExactKV %v: the training forward launched %s: %v", cache, exactKV, kernel, ran)
+			}
+			for j, lp := range pass.LogProbs[0] {
+				if !math.IsNaN(dec[j]) { // the prefill's first tokens
+					gap[i] = max(gap[i], math.Abs(float64(lp)-dec[j]))
+				}
+			}
+			grads := model.NewLike(m.B, m.Cfg, m.Trainable())
+			dl := [][]float32{make([]float32, len(pass.LogProbs[0]))}
+			for j := range dl[0] {
+				dl[0][j] = 1
+			}
+			if err := m.Backward(pass, dl, grads); err != nil {
+				t.Fatalf("%s cache, ExactKV %v: backward: %v", cache, exactKV, err)
+			}
+			for _, np := range grads.Named(m.Cfg) {
+				model.Release(m.B, *np.Ptr)
+			}
+		}
+		t.Logf("%s cache: max |Δ log-prob| sampler vs trainer: %.3g without ExactKV, %.3g with", cache, gap[0], gap[1])
+		// Observed on the emulator: 3e-7 (bf16) and 7e-7 (fp8) with
+		// ExactKV (the host's float64 log-softmax against the device's,
+		// and the products around attention); 1.3e-2 and 0.21 without.
+		if gap[1] > 1e-5 {
+			t.Errorf("%s cache with ExactKV: log-probs differ by %g, want ≤ 1e-5", cache, gap[1])
+		}
+		if gap[0] < 10*gap[1] || gap[0] < 1e-5 {
+			t.Errorf("%s cache without ExactKV: log-probs differ by only %g (with: %g): the test cannot tell the cache's rounding", cache, gap[0], gap[1])
+		}
+	}
+}
+
+// exactSampled decodes tokens through m's cache (a prefill of 3, then one
+// at a time) and returns the log-probability of each token after the
+// first, from the logits (float64 log-softmax on the host).
+func exactSampled(t *testing.T, m *model.Model, tokens []int32) []float64 {
+	kv := m.NewKVCache(1, len(tokens))
+	defer kv.Release()
+	var out []float64
+	for p := 0; p < len(tokens)-1; {
+		n := 1
+		if p == 0 {
+			n = 3
+		}
+		logits, err := m.Step(kv, []model.StepInput{{Slot: 0, Tokens: tokens[p : p+n]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == 0 { // the prefill's logits are its last token's only
+			for j := 1; j < n; j++ {
+				out = append(out, math.NaN())
+			}
+		}
+		row := logits[len(logits)-1]
+		mx := math.Inf(-1)
+		for _, x := range row {
+			mx = max(mx, float64(x))
+		}
+		var s float64
+		for _, x := range row {
+			s += math.Exp(float64(x) - mx)
+		}
+		out = append(out, float64(row[tokens[p+n]])-mx-math.Log(s))
+		p += n
 	}
 	return out
 }
