@@ -81,8 +81,18 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		name += "_h"
 	}
 	chunks := (H/G + hb - 1) / hb
+	// 16-byte loads where every head's row starts 16-byte aligned: the
+	// same values as element loads, fewer instructions.
+	perLoad := int(16 / kvWidth)
+	if suffix == "_kv8" {
+		perLoad = 16
+	}
+	vec := int32(0)
+	if D%perLoad == 0 && pk%16 == 0 && pv%16 == 0 {
+		vec = 1
+	}
 	b.launch(name+suffix, [3]int{len(t0), G, chunks}, attThreads, po, lp, pq, pk, pv,
-		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb))
+		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec)
 }
 
 // exactKV returns the key and value addresses, the kernel suffix of their

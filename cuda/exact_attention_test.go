@@ -41,6 +41,7 @@ func TestExactAttentionInvariant(t *testing.T) {
 		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true},
 		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true},
 		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true},
+		{"fp32 cache, D 18 (element loads), GQA 3", 3, 1, 18, "f32", false, true},
 		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false},
 	}
 	for _, c := range cases {

@@ -50,17 +50,68 @@ __device__ __forceinline__ float ex_kv(const unsigned char* p, long long row, in
 	return __fmul_rn(e4m3_to_f32(kv8_head(p, row, G, g, D)[d]), kv8_scale(p, row, G, g, D));
 }
 
+// ex_vec widens the E = 16/sizeof(KV) elements at element d of head g's
+// row (16-byte aligned) to the values the cache holds, as ex_kv does one
+// by one: the same bits, in a quarter to a sixteenth of the loads.
+__device__ __forceinline__ void ex_vec(float* x, const float* p, long long row, int G, int g, int D, int d) {
+	float4 a = *(const float4*)(p + (row * G + g) * D + d);
+	x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+}
+__device__ __forceinline__ void ex_vec(float* x, const unsigned short* p, long long row, int G, int g, int D, int d) {
+	uint4 a = *(const uint4*)(p + (row * G + g) * D + d);
+	unsigned w[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		x[2 * i] = __uint_as_float(w[i] << 16);
+		x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+	}
+}
+__device__ __forceinline__ void ex_vec(float* x, const unsigned char* p, long long row, int G, int g, int D, int d) {
+	kv8_decode16(x, *(const uint4*)(kv8_head(p, row, G, g, D) + d));
+	float s = kv8_scale(p, row, G, g, D);
+#pragma unroll
+	for (int i = 0; i < 16; i++) x[i] = __fmul_rn(x[i], s);
+}
+
+// ex_tile stages keys j0 … j0+cnt−1 of the window at row k0 into ks (rows
+// kpad apart) and vs (rows D apart) as fp32 values; vec: 16-byte loads
+// (the host checks D and the addresses allow them).
+template <typename KV>
+__device__ __forceinline__ void ex_tile(float* ks, float* vs, const KV* k, const KV* v, long long k0, int j0, int cnt,
+                                        int G, int g, int D, int kpad, bool vec) {
+	constexpr int E = 16 / sizeof(KV);
+	if (!vec) {
+		for (int i = threadIdx.x; i < cnt * D; i += EX_THREADS) {
+			int jj = i / D, d = i % D;
+			ks[jj * kpad + d] = ex_kv(k, k0 + j0 + jj, G, g, D, d);
+			vs[jj * D + d] = ex_kv(v, k0 + j0 + jj, G, g, D, d);
+		}
+		return;
+	}
+	int per = D / E;
+	for (int i = threadIdx.x; i < cnt * per; i += EX_THREADS) {
+		int jj = i / per, d = (i % per) * E;
+		float x[E];
+		ex_vec(x, k, k0 + j0 + jj, G, g, D, d);
+#pragma unroll
+		for (int e = 0; e < E; e += 4) *(float4*)(ks + jj * kpad + d + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+		ex_vec(x, v, k0 + j0 + jj, G, g, D, d);
+#pragma unroll
+		for (int e = 0; e < E; e += 4) *(float4*)(vs + jj * D + d + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+	}
+}
+
 template <typename QO, typename KV>
 __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q, const KV* k, const KV* v,
                                                 const int* qRow0, const int* qCount, const int* kStart,
-                                                const int* kFirst, int H, int G, int D, float scale, int HB) {
+                                                const int* kFirst, int H, int G, int D, float scale, int HB, int vec) {
 	// Key rows padded to a multiple of 4 plus 4 floats: the 32 lanes of a
 	// score pass (8 keys × 4 partial sums) read 32 distinct banks.
-	__shared__ float ks[EX_TK * (EX_DMAX + 4)];
-	__shared__ float vs[EX_TK * EX_DMAX];
+	__shared__ __align__(16) float ks[EX_TK * (EX_DMAX + 4)];
+	__shared__ __align__(16) float vs[EX_TK * EX_DMAX];
 	__shared__ float qs[EX_ACC * EX_THREADS];
 	__shared__ float ps[EX_PAIRS * EX_TK];
-	__shared__ float ms[EX_PAIRS], ls[EX_PAIRS], cs[EX_PAIRS];
+	__shared__ float ms[EX_PAIRS], ls[EX_PAIRS], cs[EX_PAIRS], bs[EX_PAIRS];
 	int tile = blockIdx.x, g = blockIdx.y, t = threadIdx.x;
 	int per = H / G, h0 = g * per + blockIdx.z * HB, hb = min(HB, per - blockIdx.z * HB);
 	int r0 = qRow0[tile], nr = qCount[tile], k0 = kStart[tile], kf = kFirst[tile];
@@ -77,12 +128,7 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 	for (int j0 = 0; j0 < nkMax; j0 += EX_TK) {
 		int cnt = min(EX_TK, nkMax - j0);
 		__syncthreads(); // the previous tile's readers are done (and qs, ms, ls are set)
-		for (int i = t; i < cnt * D; i += EX_THREADS) {
-			int jj = i / D, d = i % D;
-			long long row = k0 + j0 + jj;
-			ks[jj * kpad + d] = ex_kv(k, row, G, g, D, d);
-			vs[jj * D + d] = ex_kv(v, row, G, g, D, d);
-		}
+		ex_tile(ks, vs, k, v, k0, j0, cnt, G, g, D, kpad, vec != 0);
 		__syncthreads();
 		// Scores: item (pair, key, c) → partial sum c; every lane runs every
 		// pass so the shuffles see a full warp.
@@ -104,29 +150,38 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 			if (w < items && c == 0) ps[pr * EX_TK + jj] = live ? __fmul_rn(dot, scale) : NEG_INF;
 		}
 		__syncthreads();
-		// Online softmax, one thread per (row, head) pair.
+		// Online softmax: one thread per (row, head) pair takes the tile's
+		// max (exact in any order) and the rescaling, all threads the
+		// exponentials (each its own), and the pair's thread sums them in
+		// key order below.
 		if (t < pairs) {
-			int r = t / hb, nk = kf + r;
+			int nk = kf + t / hb;
 			float corr = 1.f;
 			if (j0 < nk) {
 				int n = min(EX_TK, nk - j0);
-				float* p = ps + t * EX_TK;
+				const float* p = ps + t * EX_TK;
 				float mt = NEG_INF;
 				for (int jj = 0; jj < n; jj++) mt = fmaxf(mt, p[jj]);
-				float m = ms[t], mn = fmaxf(m, mt), sum = 0.f;
+				float m = ms[t], mn = fmaxf(m, mt);
 				float base = mn == NEG_INF ? 0.f : mn; // keys all −∞ so far: no NaN from −∞ − −∞
 				corr = __expf(__fsub_rn(m, base));
-				for (int jj = 0; jj < n; jj++) {
-					float e = __expf(__fsub_rn(p[jj], base));
-					p[jj] = e;
-					sum = __fadd_rn(sum, e);
-				}
-				ls[t] = __fmaf_rn(ls[t], corr, sum);
+				bs[t] = base;
 				ms[t] = mn;
 			}
 			cs[t] = corr;
 		}
 		__syncthreads();
+		for (int i = t; i < pairs * EX_TK; i += EX_THREADS) {
+			int pr = i / EX_TK, jj = i % EX_TK;
+			if (j0 + jj < kf + pr / hb) ps[i] = __expf(__fsub_rn(ps[i], bs[pr]));
+		}
+		__syncthreads();
+		if (t < pairs && j0 < kf + t / hb) {
+			int n = min(EX_TK, kf + t / hb - j0);
+			float sum = 0.f;
+			for (int jj = 0; jj < n; jj++) sum = __fadd_rn(sum, ps[t * EX_TK + jj]);
+			ls[t] = __fmaf_rn(ls[t], cs[t], sum);
+		}
 		// Outputs: element i = (row, head, d) is this thread's for i ≡ t.
 #pragma unroll
 		for (int a = 0; a < EX_ACC; a++) {
@@ -160,36 +215,36 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 // values are fp32, _kvh bf16 (a cache or activations), _kv8 an fp8 cache.
 extern "C" __global__ void attn_exact(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<float, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<float, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<float, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<float, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<float, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<float, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<unsigned short, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<unsigned short, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB) {
-	attn_exact_impl<unsigned short, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB);
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
