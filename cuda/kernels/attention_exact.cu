@@ -130,24 +130,39 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 		__syncthreads(); // the previous tile's readers are done (and qs, ms, ls are set)
 		ex_tile(ks, vs, k, v, k0, j0, cnt, G, g, D, kpad, vec != 0);
 		__syncthreads();
-		// Scores: item (pair, key, c) → partial sum c; every lane runs every
-		// pass so the shuffles see a full warp.
-		int items = pairs * EX_TK * 4;
+		// Scores: item (pair, key group, c) → partial sum c of kg keys (kg
+		// = 4 where there are pairs enough to keep the threads busy, so a
+		// query element read from shared memory serves four keys; else 1).
+		// Every lane runs every pass so the shuffles see a full warp.
+		int kg = pairs >= 8 ? 4 : 1, items = pairs * (EX_TK / kg) * 4;
 		for (int w0 = 0; w0 < items; w0 += EX_THREADS) {
-			int w = w0 + t, c = w & 3, jj = (w >> 2) % EX_TK, pr = (w >> 2) / EX_TK;
-			int r = pr / hb, h = pr % hb;
-			bool live = w < items && j0 + jj < kf + r;
-			float s = 0.f;
-			if (live) {
+			int w = w0 + t, c = w & 3, grp = (w >> 2) % (EX_TK / kg), pr = (w >> 2) / (EX_TK / kg);
+			int r = pr / hb, h = pr % hb, jb = grp * kg;
+			bool on = w < items;
+			float sv[4] = {0.f, 0.f, 0.f, 0.f};
+			if (on) {
 				const float* qp = qs + (r * hb + h) * D;
-				const float* kp = ks + jj * kpad;
-				for (int d = c; d < D; d += 4) s = __fmaf_rn(qp[d], kp[d], s);
+				const float* kp = ks + jb * kpad;
+				if (kg == 4) {
+					for (int d = c; d < D; d += 4) {
+						float x = qp[d];
+#pragma unroll
+						for (int u = 0; u < 4; u++) sv[u] = __fmaf_rn(x, kp[u * kpad + d], sv[u]);
+					}
+				} else {
+					for (int d = c; d < D; d += 4) sv[0] = __fmaf_rn(qp[d], kp[d], sv[0]);
+				}
 			}
-			float s1 = __shfl_xor_sync(FULL_MASK, s, 1);
-			float a = (c & 1) ? __fadd_rn(s1, s) : __fadd_rn(s, s1); // s0 + s1 or s2 + s3 in every lane of the pair
-			float a2 = __shfl_xor_sync(FULL_MASK, a, 2);
-			float dot = (c & 2) ? __fadd_rn(a2, a) : __fadd_rn(a, a2);
-			if (w < items && c == 0) ps[pr * EX_TK + jj] = live ? __fmul_rn(dot, scale) : NEG_INF;
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				if (u >= kg) break; // kg is the same in every lane
+				float s0 = sv[u], s1 = __shfl_xor_sync(FULL_MASK, s0, 1);
+				float a = (c & 1) ? __fadd_rn(s1, s0) : __fadd_rn(s0, s1); // s0 + s1 or s2 + s3 in every lane of the pair
+				float a2 = __shfl_xor_sync(FULL_MASK, a, 2);
+				float dot = (c & 2) ? __fadd_rn(a2, a) : __fadd_rn(a, a2);
+				int jj = jb + u;
+				if (on && c == 0) ps[pr * EX_TK + jj] = j0 + jj < kf + r ? __fmul_rn(dot, scale) : NEG_INF;
+			}
 		}
 		__syncthreads();
 		// Online softmax: one thread per (row, head) pair takes the tile's
@@ -182,18 +197,30 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 			for (int jj = 0; jj < n; jj++) sum = __fadd_rn(sum, ps[t * EX_TK + jj]);
 			ls[t] = __fmaf_rn(ls[t], cs[t], sum);
 		}
-		// Outputs: element i = (row, head, d) is this thread's for i ≡ t.
+		// Outputs: element i = (row, head, d) is this thread's for i ≡ t;
+		// each its own chain, acc·e^(m−m′) then + p·v in key order. Where D
+		// divides EX_THREADS every element of a thread has d = t mod D, and
+		// one value read serves them all.
+		int nmax = 0;
 #pragma unroll
 		for (int a = 0; a < EX_ACC; a++) {
-			int i = t + a * EX_THREADS;
-			if (i >= nel) continue;
-			int pr = i / D, d = i % D, r = pr / hb, nk = kf + r;
-			if (j0 >= nk) continue;
-			int n = min(EX_TK, nk - j0);
-			const float* p = ps + pr * EX_TK;
-			float x = __fmul_rn(acc[a], cs[pr]);
-			for (int jj = 0; jj < n; jj++) x = __fmaf_rn(p[jj], vs[jj * D + d], x);
-			acc[a] = x;
+			int i = t + a * EX_THREADS, pr = i / D, nk = kf + pr / hb;
+			if (i < nel && j0 < nk) {
+				acc[a] = __fmul_rn(acc[a], cs[pr]);
+				nmax = max(nmax, min(EX_TK, nk - j0));
+			}
+		}
+		bool shared_d = EX_THREADS % D == 0;
+		for (int jj = 0; jj < nmax; jj++) {
+			float vd = shared_d ? vs[jj * D + t % D] : 0.f;
+#pragma unroll
+			for (int a = 0; a < EX_ACC; a++) {
+				int i = t + a * EX_THREADS, pr = i / D;
+				if (i < nel && j0 + jj < kf + pr / hb) {
+					float x = shared_d ? vd : vs[jj * D + i % D];
+					acc[a] = __fmaf_rn(ps[pr * EX_TK + jj], x, acc[a]);
+				}
+			}
 		}
 	}
 	__syncthreads();
