@@ -16,21 +16,31 @@ import (
 )
 
 const (
-	exTK    = 16   // EX_TK: keys per tile
-	exAcc   = 2048 // EX_ACC·EX_THREADS: output elements a block holds
-	exPairs = 64   // EX_PAIRS: (row, head) pairs a block holds
-	exDMax  = 256  // EX_DMAX
+	exTK     = 16   // EX_TK: keys per tile
+	exAcc    = 2048 // EX_ACC·EX_THREADS: output elements a block holds
+	exPairs  = 64   // EX_PAIRS: (row, head) pairs a block holds
+	exDMax   = 256  // EX_DMAX
+	exSmallD = 128  // attn_exact_s*: head dims up to this
+	exSmall  = 512  // attn_exact_s*: output elements a block holds
 )
 
-// exactTiles sizes a call's blocks: hb query heads of a key/value head per
-// block and query tiles of at most qt rows (a decode step's segments give
-// tiles of one row). Neither changes a row's arithmetic, only which rows
-// share a load of keys and values.
-func exactTiles(H, G, D int) (hb, qt int) {
+// exactTiles sizes a call's blocks: the kernel (attn_exact, or
+// attn_exact_s where every segment is one query row and D allows), hb query
+// heads of a key/value head per block and query tiles of at most qt rows.
+// None of it changes a row's arithmetic, only which rows share a load of
+// keys and values and how many blocks an SM holds.
+func exactTiles(H, G, D int, segs []model.Segment) (small bool, hb, qt int) {
 	per := H / G
+	small = D <= exSmallD
+	for _, s := range segs {
+		small = small && s.QLen <= 1
+	}
+	if small {
+		return true, min(per, exSmall/D, exPairs), 1
+	}
 	hb = min(per, exAcc/D, exPairs)
 	qt = max(1, min(16, exAcc/(hb*D), exPairs/hb))
-	return hb, qt
+	return false, hb, qt
 }
 
 // attentionExact is Attention in exact mode: q and out fp32 or both bf16
@@ -66,7 +76,7 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		b.keep(fmt.Errorf("%s: lse %v must hold (%d, %d)", op, lse.Shape, q.Shape[0], H))
 		return
 	}
-	hb, qt := exactTiles(H, G, D)
+	small, hb, qt := exactTiles(H, G, D, segs)
 	t0, tn, ks, kf := queryTiles(segs, qt)
 	if len(t0) == 0 {
 		return
@@ -77,6 +87,9 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		return
 	}
 	name := "attn_exact"
+	if small {
+		name += "_s"
+	}
 	if hq {
 		name += "_h"
 	}

@@ -101,15 +101,15 @@ __device__ __forceinline__ void ex_tile(float* ks, float* vs, const KV* k, const
 	}
 }
 
-template <typename QO, typename KV>
+template <typename QO, typename KV, int DMAX, int ACC>
 __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q, const KV* k, const KV* v,
                                                 const int* qRow0, const int* qCount, const int* kStart,
                                                 const int* kFirst, int H, int G, int D, float scale, int HB, int vec) {
 	// Key rows padded to a multiple of 4 plus 4 floats: the 32 lanes of a
 	// score pass (8 keys × 4 partial sums) read 32 distinct banks.
-	__shared__ __align__(16) float ks[EX_TK * (EX_DMAX + 4)];
-	__shared__ __align__(16) float vs[EX_TK * EX_DMAX];
-	__shared__ float qs[EX_ACC * EX_THREADS];
+	__shared__ __align__(16) float ks[EX_TK * (DMAX + 4)];
+	__shared__ __align__(16) float vs[EX_TK * DMAX];
+	__shared__ float qs[ACC * EX_THREADS];
 	__shared__ float ps[EX_PAIRS * EX_TK];
 	__shared__ float ms[EX_PAIRS], ls[EX_PAIRS], cs[EX_PAIRS], bs[EX_PAIRS];
 	int tile = blockIdx.x, g = blockIdx.y, t = threadIdx.x;
@@ -121,9 +121,9 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 		qs[i] = ld(q, ((long long)(r0 + r) * H + h0 + h) * D + i % D);
 	}
 	if (t < pairs) ms[t] = NEG_INF, ls[t] = 0.f;
-	float acc[EX_ACC];
+	float acc[ACC];
 #pragma unroll
-	for (int i = 0; i < EX_ACC; i++) acc[i] = 0.f;
+	for (int i = 0; i < ACC; i++) acc[i] = 0.f;
 	int nkMax = kf + nr - 1; // the tile's last row sees the most keys
 	for (int j0 = 0; j0 < nkMax; j0 += EX_TK) {
 		int cnt = min(EX_TK, nkMax - j0);
@@ -203,7 +203,7 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 		// one value read serves them all.
 		int nmax = 0;
 #pragma unroll
-		for (int a = 0; a < EX_ACC; a++) {
+		for (int a = 0; a < ACC; a++) {
 			int i = t + a * EX_THREADS, pr = i / D, nk = kf + pr / hb;
 			if (i < nel && j0 < nk) {
 				acc[a] = __fmul_rn(acc[a], cs[pr]);
@@ -214,7 +214,7 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 		for (int jj = 0; jj < nmax; jj++) {
 			float vd = shared_d ? vs[jj * D + t % D] : 0.f;
 #pragma unroll
-			for (int a = 0; a < EX_ACC; a++) {
+			for (int a = 0; a < ACC; a++) {
 				int i = t + a * EX_THREADS, pr = i / D;
 				if (i < nel && j0 + jj < kf + pr / hb) {
 					float x = shared_d ? vd : vs[jj * D + i % D];
@@ -225,7 +225,7 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 	}
 	__syncthreads();
 #pragma unroll
-	for (int a = 0; a < EX_ACC; a++) {
+	for (int a = 0; a < ACC; a++) {
 		int i = t + a * EX_THREADS;
 		if (i >= nel) continue;
 		int pr = i / D, d = i % D, r = pr / hb, h = pr % hb;
@@ -240,38 +240,78 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 // The kernels: attn_exact reads fp32 queries and writes fp32 outputs, _h
 // bf16 activations (the output rounded once, at the end); the keys and
 // values are fp32, _kvh bf16 (a cache or activations), _kv8 an fp8 cache.
+// attn_exact_s* are the same code sized for a decode step's tiles (D ≤
+// 128, HB·D ≤ 512: a quarter of the accumulators, half the shared memory,
+// so twice the blocks an SM keeps loads in flight for); each (row, head)'s
+// arithmetic is the same in both sizes.
 extern "C" __global__ void attn_exact(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<float, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<float, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<float, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<float, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<float, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<float, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<unsigned short, float>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<unsigned short, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned short>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<unsigned short, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
 
 extern "C" __global__ void attn_exact_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
                                int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned char>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+	attn_exact_impl<unsigned short, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<float, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<float, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<float, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+}
+
+extern "C" __global__ void attn_exact_s_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
+                               const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
+                               int HB, int vec) {
+	attn_exact_impl<unsigned short, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
 }
