@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/sampler"
 )
@@ -19,6 +20,7 @@ type exactCase struct {
 	cache   string // "f32", "bf16" or "fp8"
 	paged   bool
 	exact   bool // off: the companion case, which must find a difference
+	halfQ   bool // q and out bf16 activations (a bf16-products backend)
 }
 
 // exactSeqs are the sequences' lengths: across the 16-key tiles, and
@@ -39,22 +41,30 @@ func TestExactAttentionInvariant(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
 	dev := testDevice(t)
 	cases := []exactCase{
-		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true},
-		{"bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true},
-		{"bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true},
-		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true},
-		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true},
-		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true},
-		{"fp32 cache, D 18 (element loads), GQA 3", 3, 1, 18, "f32", false, true},
-		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false},
+		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true, false},
+		{"bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true, false},
+		{"bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true, false},
+		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true, false},
+		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true, false},
+		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true, false},
+		{"fp32 cache, D 18 (element loads), GQA 3", 3, 1, 18, "f32", false, true, false},
+		{"bf16 queries and outputs, fp8 cache, GQA 2", 4, 2, 32, "fp8", false, true, true},
+		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := NewBackend(dev, FP32)
+			prec := FP32
+			if c.halfQ {
+				prec = BF16
+			}
+			b := NewBackend(dev, prec)
 			b.SetBatchInvariant(c.exact)
 			rng := rand.New(rand.NewPCG(46, uint64(c.H*1000+c.D)))
 			seqs := exactData(rng, c)
 			suffix := map[string]string{"f32": "", "bf16": "_kvh", "fp8": "_kv8"}[c.cache]
+			if c.halfQ {
+				suffix = "_h" + suffix
+			}
 			// Decode steps take the small kernel where D allows, prefills
 			// and the training call the large one.
 			kernels := []string{"attn_exact" + suffix}
@@ -86,7 +96,11 @@ func TestExactAttentionInvariant(t *testing.T) {
 			}
 			t.Logf("%d of %d elements differ", differ, len(dec))
 			if c.exact {
-				compareTo(t, c.name+" against the CPU", train, exactReference(c, seqs), fp32Attn)
+				tol := fp32Attn
+				if c.halfQ { // the output rounded to bf16
+					tol = numcheck.Tol{Atol: 1e-2, Rtol: 1e-2}
+				}
+				compareTo(t, c.name+" against the CPU", train, exactReference(c, seqs), tol)
 			}
 		})
 	}
@@ -100,7 +114,7 @@ func exactData(rng *rand.Rand, c exactCase) []exactSeq {
 	var out []exactSeq
 	for _, n := range exactSeqs {
 		out = append(out, exactSeq{
-			q: roundedRandn(rng, n*c.H*c.D, 1, false),
+			q: roundedRandn(rng, n*c.H*c.D, 1, c.halfQ),
 			k: roundedRandn(rng, n*c.G*c.D, 1, false),
 			v: roundedRandn(rng, n*c.G*c.D, 1, false),
 		})
@@ -230,6 +244,10 @@ func exactCall(b *Backend, c exactCase, q, k, v []float32, rows []int32, segs []
 	n, GD := len(rows), c.G*c.D
 	Q, K, V := model.NewFrom(b, q, n, c.H, c.D), model.NewFrom(b, k, n, GD), model.NewFrom(b, v, n, GD)
 	out, lse := b.New(n, c.H, c.D), b.New(n, c.H)
+	if c.halfQ {
+		b.Release(Q, out)
+		Q, out = halfTensor(b, q, n, c.H, c.D), halfTensor(b, nil, n, c.H, c.D)
+	}
 	b.ScatterRows(ck.View(ck.Shape[0], GD), K, rows, false)
 	b.ScatterRows(cv.View(cv.Shape[0], GD), V, rows, false)
 	b.Attention(out, lse, Q, ck, cv, segs, float32(1/math.Sqrt(float64(c.D))))
