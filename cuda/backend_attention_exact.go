@@ -104,8 +104,74 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 	if D%perLoad == 0 && pk%16 == 0 && pv%16 == 0 {
 		vec = 1
 	}
-	b.launch(name+suffix, [3]int{len(t0), G, chunks}, attThreads, po, lp, pq, pk, pv,
-		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec)
+	S := b.exactSplitKeys()
+	nsplit := 0
+	if small {
+		nsplit = b.exactSplits(len(t0)*G*chunks, kf, S)
+	}
+	if nsplit == 0 {
+		b.launch(name+suffix, [3]int{len(t0), G, chunks}, attThreads, po, lp, pq, pk, pv,
+			tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec,
+			int32(S), uint64(0), int32(0))
+		return
+	}
+	// A few rows with long windows: a block per split, then the splits
+	// folded in order by attn_exact_combine (the same folds the one-block
+	// launch makes).
+	part, err := b.alloc(q.Shape[0] * H * nsplit * (D + 2))
+	if !b.keep(err) {
+		return
+	}
+	defer b.free(part)
+	rowsH := len(t0) * H
+	b.kernelCost(3*rowsH*nsplit*(D+2), 8*rowsH*nsplit*(D+2)+widthOf(hq)*rowsH*D)
+	b.launch(name+suffix, [3]int{len(t0), G, chunks * nsplit}, attThreads, po, lp, pq, pk, pv,
+		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec,
+		int32(S), part.ptr, int32(nsplit))
+	combine := "attn_exact_combine"
+	if hq {
+		combine += "_h"
+	}
+	b.launch(combine, [3]int{len(t0), H}, attThreads, po, lp, part.ptr, tabs[0], tabs[3], int32(H), int32(D), int32(S), int32(nsplit))
+}
+
+// exactSplit is the keys of a split: every row's window is cut into splits
+// of this many keys from key 0, each an online softmax of its own, folded
+// in order. Part of the arithmetic, so one size for every call.
+const exactSplit = 256
+
+// exactSplitTest, when set (tests only, a multiple of 16), replaces
+// exactSplit, so that short sequences meet several splits.
+var exactSplitTest int
+
+// exactSplitKeys is the split size in use.
+func (b *Backend) exactSplitKeys() int {
+	if exactSplitTest > 0 {
+		return exactSplitTest
+	}
+	return exactSplit
+}
+
+// exactSplits is how many splits a decode launch of blocks blocks gives a
+// block each (0: the blocks fold their own): only when the blocks are too
+// few to fill the GPU twice over and some window has more than one split.
+// Under a graph the count follows the cache's length, so the launch stays
+// the same step after step.
+func (b *Backend) exactSplits(blocks int, kFirst []int32, S int) int {
+	if blocks >= 2*b.d.Info.SMs {
+		return 0
+	}
+	maxKeys := 0
+	for _, n := range kFirst {
+		maxKeys = max(maxKeys, int(n))
+	}
+	if b.gr != nil {
+		maxKeys = b.gr.set.maxKeys
+	}
+	if n := (maxKeys + S - 1) / S; n > 1 {
+		return n
+	}
+	return 0
 }
 
 // exactKV returns the key and value addresses, the kernel suffix of their

@@ -25,7 +25,7 @@ type exactCase struct {
 
 // exactSeqs are the sequences' lengths: across the 16-key tiles, and
 // enough of them for batches of 8 with some joining late.
-var exactSeqs = []int{5, 17, 1, 33, 9, 16, 24, 3, 40, 12}
+var exactSeqs = []int{5, 17, 1, 33, 9, 16, 24, 3, 70, 12}
 
 // TestExactAttentionInvariant: in exact mode a token's attention output is
 // the same bits whether a decode step computes it (from a KV cache,
@@ -39,6 +39,11 @@ var exactSeqs = []int{5, 17, 1, 33, 9, 16, 24, 3, 40, 12}
 // values the cache holds.
 func TestExactAttentionInvariant(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
+	// Splits of 32 keys: windows of up to 70 keys meet three, decode steps
+	// (few blocks) launch a block per split and attn_exact_combine, the
+	// training call folds them in its blocks.
+	exactSplitTest = 32
+	t.Cleanup(func() { exactSplitTest = 0 })
 	dev := testDevice(t)
 	cases := []exactCase{
 		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true, false},
@@ -69,7 +74,11 @@ func TestExactAttentionInvariant(t *testing.T) {
 			// and the training call the large one.
 			kernels := []string{"attn_exact" + suffix}
 			if c.D <= exSmallD {
-				kernels = append(kernels, "attn_exact_s"+suffix)
+				combine := "attn_exact_combine"
+				if c.halfQ {
+					combine += "_h"
+				}
+				kernels = append(kernels, "attn_exact_s"+suffix, combine)
 			}
 			before := dev.Launches()
 			dec := exactDecode(t, b, c, seqs)
@@ -396,9 +405,13 @@ func exactSampled(t *testing.T, m *model.Model, tokens []int32) []float64 {
 // decode graphs and without, over a plain and a paged bf16 cache, launches
 // no attention forward but attn_exact* (a graph's captured step
 // included: its eager warm-up and capture are counted), and the runs
-// without pre-emption give the same tokens.
+// without pre-emption give the same tokens. Splits of 16 keys put the
+// decode steps on the split launch and its combine, whose split count
+// under a graph is the cache's.
 func TestExactDecodeGraphs(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
+	exactSplitTest = 16 // decode steps of a block per split, their count the graph's
+	t.Cleanup(func() { exactSplitTest = 0 })
 	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
 		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 2}}
 	m := pagedModel(t)

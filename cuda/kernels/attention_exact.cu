@@ -101,10 +101,23 @@ __device__ __forceinline__ void ex_tile(float* ks, float* vs, const KV* k, const
 	}
 }
 
+// ex_fold_coef: folding a split's (m, l, acc) into the running (M, L, O):
+// M′ = max(M, m), L = L·a + l·c, O = O·a + acc·c with a = e^(M−M′),
+// c = e^(m−M′). One function for the block that folds its own splits and
+// for attn_exact_combine, so both round alike.
+__device__ __forceinline__ void ex_fold_coef(float M, float m, float& Mn, float& a, float& c) {
+	Mn = fmaxf(M, m);
+	float base = Mn == NEG_INF ? 0.f : Mn;
+	a = __expf(__fsub_rn(M, base)); // M = −∞ (nothing folded yet): 0
+	c = __expf(__fsub_rn(m, base));
+}
+__device__ __forceinline__ float ex_fold(float X, float a, float x, float c) { return __fmaf_rn(X, a, __fmul_rn(x, c)); }
+
 template <typename QO, typename KV, int DMAX, int ACC>
 __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q, const KV* k, const KV* v,
                                                 const int* qRow0, const int* qCount, const int* kStart,
-                                                const int* kFirst, int H, int G, int D, float scale, int HB, int vec) {
+                                                const int* kFirst, int H, int G, int D, float scale, int HB, int vec,
+                                                int S, float* part, int nsplit) {
 	// Key rows padded to a multiple of 4 plus 4 floats: the 32 lanes of a
 	// score pass (8 keys × 4 partial sums) read 32 distinct banks.
 	__shared__ __align__(16) float ks[EX_TK * (DMAX + 4)];
@@ -112,21 +125,29 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 	__shared__ float qs[ACC * EX_THREADS];
 	__shared__ float ps[EX_PAIRS * EX_TK];
 	__shared__ float ms[EX_PAIRS], ls[EX_PAIRS], cs[EX_PAIRS], bs[EX_PAIRS];
+	__shared__ float Ms[EX_PAIRS], Ls[EX_PAIRS], fa[EX_PAIRS], fc[EX_PAIRS];
 	int tile = blockIdx.x, g = blockIdx.y, t = threadIdx.x;
-	int per = H / G, h0 = g * per + blockIdx.z * HB, hb = min(HB, per - blockIdx.z * HB);
+	int per = H / G, chunks = (per + HB - 1) / HB, cz = blockIdx.z % chunks, sp = blockIdx.z / chunks;
+	int h0 = g * per + cz * HB, hb = min(HB, per - cz * HB);
 	int r0 = qRow0[tile], nr = qCount[tile], k0 = kStart[tile], kf = kFirst[tile];
 	int kpad = ((D + 3) & ~3) + 4, pairs = nr * hb, nel = pairs * D;
 	for (int i = t; i < nel; i += EX_THREADS) {
 		int r = i / (hb * D), h = (i / D) % hb;
 		qs[i] = ld(q, ((long long)(r0 + r) * H + h0 + h) * D + i % D);
 	}
-	if (t < pairs) ms[t] = NEG_INF, ls[t] = 0.f;
-	float acc[ACC];
+	if (t < pairs) ms[t] = NEG_INF, ls[t] = 0.f, Ms[t] = NEG_INF, Ls[t] = 0.f;
+	float acc[ACC], O[ACC];
 #pragma unroll
-	for (int i = 0; i < ACC; i++) acc[i] = 0.f;
+	for (int i = 0; i < ACC; i++) acc[i] = 0.f, O[i] = 0.f;
 	int nkMax = kf + nr - 1; // the tile's last row sees the most keys
-	for (int j0 = 0; j0 < nkMax; j0 += EX_TK) {
-		int cnt = min(EX_TK, nkMax - j0);
+	// Splits of S keys from key 0: each its own online softmax, folded in
+	// order. part: this block's split only, its (m, l, acc) written for
+	// attn_exact_combine; else every split, folded here.
+	int s0 = part ? sp : 0, s1 = part ? sp + 1 : (nkMax + S - 1) / S;
+	for (int split = s0; split < s1; split++) {
+	int jA = split * S, jB = min(nkMax, jA + S);
+	for (int j0 = jA; j0 < jB; j0 += EX_TK) {
+		int cnt = min(EX_TK, jB - j0);
 		__syncthreads(); // the previous tile's readers are done (and qs, ms, ls are set)
 		ex_tile(ks, vs, k, v, k0, j0, cnt, G, g, D, kpad, vec != 0);
 		__syncthreads();
@@ -224,17 +245,84 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 		}
 	}
 	__syncthreads();
+	if (part) { // this split's sums, for rows whose window reaches it
+#pragma unroll
+		for (int a = 0; a < ACC; a++) {
+			int i = t + a * EX_THREADS, pr = i / D;
+			if (i < nel && jA < kf + pr / hb) {
+				int r = pr / hb, h = pr % hb;
+				part[(((long long)(r0 + r) * H + h0 + h) * nsplit + split) * (D + 2) + i % D] = acc[a];
+			}
+		}
+		if (t < pairs && jA < kf + t / hb) {
+			float* o = part + (((long long)(r0 + t / hb) * H + h0 + t % hb) * nsplit + split) * (D + 2);
+			o[D] = ms[t], o[D + 1] = ls[t];
+		}
+		return;
+	}
+	if (t < pairs && jA < kf + t / hb) {
+		float Mn, a, c;
+		ex_fold_coef(Ms[t], ms[t], Mn, a, c);
+		Ls[t] = ex_fold(Ls[t], a, ls[t], c);
+		Ms[t] = Mn, fa[t] = a, fc[t] = c;
+		ms[t] = NEG_INF, ls[t] = 0.f;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int a = 0; a < ACC; a++) {
+		int i = t + a * EX_THREADS, pr = i / D;
+		if (i < nel && jA < kf + pr / hb) O[a] = ex_fold(O[a], fa[pr], acc[a], fc[pr]);
+		acc[a] = 0.f;
+	}
+	} // splits
+	__syncthreads();
 #pragma unroll
 	for (int a = 0; a < ACC; a++) {
 		int i = t + a * EX_THREADS;
 		if (i >= nel) continue;
 		int pr = i / D, d = i % D, r = pr / hb, h = pr % hb;
-		store_as(out, ((long long)(r0 + r) * H + h0 + h) * D + d, __fdiv_rn(acc[a], ls[pr]));
+		store_as(out, ((long long)(r0 + r) * H + h0 + h) * D + d, __fdiv_rn(O[a], Ls[pr]));
 	}
 	if (lse && t < pairs) {
 		int r = t / hb, h = t % hb;
-		lse[(long long)(r0 + r) * H + h0 + h] = __fadd_rn(ms[t], logf(ls[t]));
+		lse[(long long)(r0 + r) * H + h0 + h] = __fadd_rn(Ms[t], logf(Ls[t]));
 	}
+}
+
+// attn_exact_combine folds the splits attn_exact_s* wrote (part) for each
+// one-row tile and query head, in split order, with ex_fold as the block
+// that folds its own does; out = O / L, lse = M + log L. Grid (tiles, H),
+// EX_THREADS threads.
+template <typename QO>
+__device__ __forceinline__ void attn_exact_combine_impl(QO* out, float* lse, const float* part, const int* qRow0,
+                                                        const int* kFirst, int H, int D, int S, int nsplit) {
+	int tile = blockIdx.x, h = blockIdx.y;
+	long long qr = qRow0[tile];
+	int ns = (kFirst[tile] + S - 1) / S;
+	const float* p = part + (qr * H + h) * nsplit * (D + 2);
+	for (int d = threadIdx.x; d < D; d += EX_THREADS) {
+		float M = NEG_INF, L = 0.f, O = 0.f;
+		for (int s = 0; s < ns; s++) {
+			const float* ps = p + s * (D + 2);
+			float Mn, a, c;
+			ex_fold_coef(M, ps[D], Mn, a, c);
+			L = ex_fold(L, a, ps[D + 1], c);
+			O = ex_fold(O, a, ps[d], c);
+			M = Mn;
+		}
+		store_as(out, (qr * H + h) * D + d, __fdiv_rn(O, L));
+		if (lse && d == 0) lse[qr * H + h] = __fadd_rn(M, logf(L));
+	}
+}
+
+extern "C" __global__ void attn_exact_combine(float* out, float* lse, const float* part, const int* qRow0,
+                                              const int* kFirst, int H, int D, int S, int nsplit) {
+	attn_exact_combine_impl(out, lse, part, qRow0, kFirst, H, D, S, nsplit);
+}
+
+extern "C" __global__ void attn_exact_combine_h(unsigned short* out, float* lse, const float* part, const int* qRow0,
+                                                const int* kFirst, int H, int D, int S, int nsplit) {
+	attn_exact_combine_impl(out, lse, part, qRow0, kFirst, H, D, S, nsplit);
 }
 
 // The kernels: attn_exact reads fp32 queries and writes fp32 outputs, _h
@@ -246,72 +334,72 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 // arithmetic is the same in both sizes.
 extern "C" __global__ void attn_exact(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, float, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, unsigned short, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, unsigned char, EX_DMAX, EX_ACC>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s(float* out, float* lse, const float* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s_kvh(float* out, float* lse, const float* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s_kv8(float* out, float* lse, const float* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<float, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<float, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s_h(unsigned short* out, float* lse, const unsigned short* q, const float* k, const float* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, float, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s_h_kvh(unsigned short* out, float* lse, const unsigned short* q, const unsigned short* k, const unsigned short* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, unsigned short, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
 
 extern "C" __global__ void attn_exact_s_h_kv8(unsigned short* out, float* lse, const unsigned short* q, const unsigned char* k, const unsigned char* v, const int* qRow0,
                                const int* qCount, const int* kStart, const int* kFirst, int H, int G, int D, float scale,
-                               int HB, int vec) {
-	attn_exact_impl<unsigned short, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec);
+                               int HB, int vec, int S, float* part, int nsplit) {
+	attn_exact_impl<unsigned short, unsigned char, 128, 4>(out, lse, q, k, v, qRow0, qCount, kStart, kFirst, H, G, D, scale, HB, vec, S, part, nsplit);
 }
