@@ -50,29 +50,15 @@ __device__ __forceinline__ float ex_kv(const unsigned char* p, long long row, in
 	return __fmul_rn(e4m3_to_f32(kv8_head(p, row, G, g, D)[d]), kv8_scale(p, row, G, g, D));
 }
 
-// ex_ptr is element d of head g's row `row`; ex_scale its row's scale (1
-// but for fp8).
-__device__ __forceinline__ const float* ex_ptr(const float* p, long long row, int G, int g, int D, int d) {
-	return p + (row * G + g) * D + d;
+// ex_vec widens the E = 16/sizeof(KV) elements at element d of head g's
+// row (16-byte aligned) to the values the cache holds, as ex_kv does one
+// by one: the same bits, in a quarter to a sixteenth of the loads.
+__device__ __forceinline__ void ex_vec(float* x, const float* p, long long row, int G, int g, int D, int d) {
+	float4 a = *(const float4*)(p + (row * G + g) * D + d);
+	x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
 }
-__device__ __forceinline__ const unsigned short* ex_ptr(const unsigned short* p, long long row, int G, int g, int D, int d) {
-	return p + (row * G + g) * D + d;
-}
-__device__ __forceinline__ const unsigned char* ex_ptr(const unsigned char* p, long long row, int G, int g, int D, int d) {
-	return kv8_head(p, row, G, g, D) + d;
-}
-__device__ __forceinline__ float ex_scale(const float*, long long, int, int, int) { return 1.f; }
-__device__ __forceinline__ float ex_scale(const unsigned short*, long long, int, int, int) { return 1.f; }
-__device__ __forceinline__ float ex_scale(const unsigned char* p, long long row, int G, int g, int D) {
-	return kv8_scale(p, row, G, g, D);
-}
-
-// ex_widen turns one 16-byte piece (E = 16/sizeof(KV) elements) into the
-// values the cache holds, as ex_kv does one by one: the same bits.
-__device__ __forceinline__ void ex_widen(float* x, uint4 a, float, const float*) {
-	x[0] = __uint_as_float(a.x), x[1] = __uint_as_float(a.y), x[2] = __uint_as_float(a.z), x[3] = __uint_as_float(a.w);
-}
-__device__ __forceinline__ void ex_widen(float* x, uint4 a, float, const unsigned short*) {
+__device__ __forceinline__ void ex_vec(float* x, const unsigned short* p, long long row, int G, int g, int D, int d) {
+	uint4 a = *(const uint4*)(p + (row * G + g) * D + d);
 	unsigned w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
 	for (int i = 0; i < 4; i++) {
@@ -80,66 +66,11 @@ __device__ __forceinline__ void ex_widen(float* x, uint4 a, float, const unsigne
 		x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
 	}
 }
-__device__ __forceinline__ void ex_widen(float* x, uint4 a, float s, const unsigned char*) {
-	kv8_decode16(x, a);
+__device__ __forceinline__ void ex_vec(float* x, const unsigned char* p, long long row, int G, int g, int D, int d) {
+	kv8_decode16(x, *(const uint4*)(kv8_head(p, row, G, g, D) + d));
+	float s = kv8_scale(p, row, G, g, D);
 #pragma unroll
 	for (int i = 0; i < 16; i++) x[i] = __fmul_rn(x[i], s);
-}
-
-// ex_put stores a widened piece at dst (16-byte aligned), four floats at a time.
-template <int E>
-__device__ __forceinline__ void ex_put(float* dst, const float* x) {
-#pragma unroll
-	for (int e = 0; e < E; e += 4) *(float4*)(dst + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
-}
-
-// ExStage is a thread's share of one tile, C pieces of keys and of values
-// (and their rows' scales), held in registers from their loads until the
-// block stores them to shared memory: the decode kernel loads the next
-// tile while it computes on this one.
-template <int C>
-struct ExStage {
-	uint4 k[C], v[C];
-	float sk[C], sv[C];
-};
-
-// ex_fetch loads keys j0 … j0+cnt−1's pieces for this thread into st.
-template <typename KV, int C>
-__device__ __forceinline__ void ex_fetch(ExStage<C>& st, const KV* k, const KV* v, long long k0, int j0, int cnt, int G,
-                                         int g, int D) {
-	constexpr int E = 16 / sizeof(KV);
-	int per = D / E;
-#pragma unroll
-	for (int c = 0; c < C; c++) {
-		int i = threadIdx.x + c * EX_THREADS;
-		if (i < cnt * per) {
-			long long row = k0 + j0 + i / per;
-			int d = (i % per) * E;
-			st.k[c] = *(const uint4*)ex_ptr(k, row, G, g, D, d);
-			st.v[c] = *(const uint4*)ex_ptr(v, row, G, g, D, d);
-			st.sk[c] = ex_scale(k, row, G, g, D);
-			st.sv[c] = ex_scale(v, row, G, g, D);
-		}
-	}
-}
-
-// ex_store widens st's pieces into ks and vs (the layout ex_tile writes).
-template <typename KV, int C>
-__device__ __forceinline__ void ex_store(float* ks, float* vs, const ExStage<C>& st, int cnt, int D, int kpad) {
-	constexpr int E = 16 / sizeof(KV);
-	int per = D / E;
-#pragma unroll
-	for (int c = 0; c < C; c++) {
-		int i = threadIdx.x + c * EX_THREADS;
-		if (i < cnt * per) {
-			int jj = i / per, d = (i % per) * E;
-			float x[E];
-			ex_widen(x, st.k[c], st.sk[c], (const KV*)0);
-			ex_put<E>(ks + jj * kpad + d, x);
-			ex_widen(x, st.v[c], st.sv[c], (const KV*)0);
-			ex_put<E>(vs + jj * D + d, x);
-		}
-	}
 }
 
 // ex_tile stages keys j0 … j0+cnt−1 of the window at row k0 into ks (rows
@@ -160,12 +91,13 @@ __device__ __forceinline__ void ex_tile(float* ks, float* vs, const KV* k, const
 	int per = D / E;
 	for (int i = threadIdx.x; i < cnt * per; i += EX_THREADS) {
 		int jj = i / per, d = (i % per) * E;
-		long long row = k0 + j0 + jj;
 		float x[E];
-		ex_widen(x, *(const uint4*)ex_ptr(k, row, G, g, D, d), ex_scale(k, row, G, g, D), k);
-		ex_put<E>(ks + jj * kpad + d, x);
-		ex_widen(x, *(const uint4*)ex_ptr(v, row, G, g, D, d), ex_scale(v, row, G, g, D), v);
-		ex_put<E>(vs + jj * D + d, x);
+		ex_vec(x, k, k0 + j0 + jj, G, g, D, d);
+#pragma unroll
+		for (int e = 0; e < E; e += 4) *(float4*)(ks + jj * kpad + d + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
+		ex_vec(x, v, k0 + j0 + jj, G, g, D, d);
+#pragma unroll
+		for (int e = 0; e < E; e += 4) *(float4*)(vs + jj * D + d + e) = make_float4(x[e], x[e + 1], x[e + 2], x[e + 3]);
 	}
 }
 
@@ -212,26 +144,12 @@ __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q
 	// order. part: this block's split only, its (m, l, acc) written for
 	// attn_exact_combine; else every split, folded here.
 	int s0 = part ? sp : 0, s1 = part ? sp + 1 : (nkMax + S - 1) / S;
-	// The decode-sized kernel (PF) with 16-byte loads holds the next tile
-	// in registers (st) while it computes on this one.
-	constexpr int C = (EX_TK * DMAX * (int)sizeof(KV) / 16 + EX_THREADS - 1) / EX_THREADS;
-	constexpr bool PF = DMAX <= 128;
-	bool pf = PF && vec != 0;
-	ExStage<PF ? C : 1> st;
-	if (pf && s0 < s1) ex_fetch<KV>(st, k, v, k0, s0 * S, min(EX_TK, min(nkMax, s0 * S + S) - s0 * S), G, g, D);
 	for (int split = s0; split < s1; split++) {
 	int jA = split * S, jB = min(nkMax, jA + S);
 	for (int j0 = jA; j0 < jB; j0 += EX_TK) {
 		int cnt = min(EX_TK, jB - j0);
 		__syncthreads(); // the previous tile's readers are done (and qs, ms, ls are set)
-		if (pf) {
-			ex_store<KV>(ks, vs, st, cnt, D, kpad);
-			int jn = j0 + EX_TK, jnB = jB; // the next tile: in this split, or the next split's first
-			if (jn >= jB && split + 1 < s1) jn = (split + 1) * S, jnB = min(nkMax, jn + S);
-			if (jn < jnB) ex_fetch<KV>(st, k, v, k0, jn, min(EX_TK, jnB - jn), G, g, D);
-		} else {
-			ex_tile(ks, vs, k, v, k0, j0, cnt, G, g, D, kpad, vec != 0);
-		}
+		ex_tile(ks, vs, k, v, k0, j0, cnt, G, g, D, kpad, vec != 0);
 		__syncthreads();
 		// Scores: item (pair, key group, c) → partial sum c of kg keys (kg
 		// = 4 where there are pairs enough to keep the threads busy, so a
