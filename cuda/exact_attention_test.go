@@ -478,3 +478,39 @@ func TestExactDecodeGraphs(t *testing.T) {
 		t.Logf("%s: %d steps, %d pre-emptions, %d attn_exact launches", name, st.Steps, st.Preemptions, exact)
 	}
 }
+
+// TestExactAttentionBackward: the backward (the fast kernels) reads the
+// lse exact mode's forward writes, folded over splits (of 32 keys here):
+// the gradients match the float64 CPU's within the fp32 tolerance.
+func TestExactAttentionBackward(t *testing.T) {
+	exactSplitTest = 32
+	t.Cleanup(func() { exactSplitTest = 0 })
+	b := NewBackend(testDevice(t), FP32)
+	b.SetBatchInvariant(true)
+	ref := refBackend()
+	rng := rand.New(rand.NewPCG(46, 7))
+	const H, G, D = 4, 2, 32
+	segs := []model.Segment{{Q0: 0, QLen: 40, K0: 0, KLen: 40}, {Q0: 40, QLen: 70, K0: 40, KLen: 70}}
+	n := 110
+	q, k, v := roundedRandn(rng, n*H*D, 1, false), roundedRandn(rng, n*G*D, 1, false), roundedRandn(rng, n*G*D, 1, false)
+	dout := roundedRandn(rng, n*H*D, 1, false)
+	scale := float32(1 / math.Sqrt(D))
+	grads := func(be model.Backend) []float32 {
+		Q, K, V := model.NewFrom(be, q, n, H, D), model.NewFrom(be, k, n, G, D), model.NewFrom(be, v, n, G, D)
+		out, lse := be.New(n, H, D), be.New(n, H)
+		be.Attention(out, lse, Q, K, V, segs, scale)
+		dq, dk, dv := be.New(n, H, D), be.New(n, G, D), be.New(n, G, D)
+		be.AttentionBackward(dq, dk, dv, model.NewFrom(be, dout, n, H, D), Q, K, V, out, lse, segs, scale)
+		return model.Values(be, out, lse, dq, dk, dv)
+	}
+	before := b.Device().Launches()["attn_exact"]
+	got, want := grads(b), grads(ref)
+	if !backendErrs(t, "exact attention backward", b, ref) {
+		return
+	}
+	if b.Device().Launches()["attn_exact"] == before {
+		t.Fatal("attn_exact never launched")
+	}
+	st := compareTo(t, "exact attention forward and backward against the CPU", got, want, fp32Attn)
+	t.Logf("max |err| %.2g", st.MaxAbs)
+}
