@@ -8,14 +8,18 @@
 // What makes it invariant: a (query row, head)'s result is a fixed
 // sequence of rounded operations on its own query and the keys and values
 // of its causal window, whatever else the block or the launch holds.
-//   - keys are taken in tiles of EX_TK from key 0 of the window upward,
-//     never split by length or batch;
+//   - the window is cut into splits of S keys from key 0 (S fixed for
+//     every call, never chosen by length or batch), each split an online
+//     softmax over tiles of EX_TK keys from its start;
 //   - a score is four partial sums (d ≡ c mod 4, d ascending, __fmaf_rn
 //     from 0) added as (s0 + s1) + (s2 + s3), times scale;
-//   - per tile, one thread: the tile's max, m' = max(m, it),
-//     p = __expf(s − m'), the p summed in key order, l = l·e^(m−m') + Σp;
+//   - per tile: the tile's max, m' = max(m, it), p = __expf(s − m'), the p
+//     summed in key order by one thread, l = l·e^(m−m') + Σp;
 //   - an output element: acc·e^(m−m') then + p·v key by key (__fmaf_rn);
-//   - out = acc / l (__fdiv_rn), lse = m + log l.
+//   - the splits' (m, l, acc) folded in split order (ex_fold), then
+//     out = O / L (__fdiv_rn), lse = M + log L.
+// Which thread computes what, and whether a split's sums are folded in
+// the block or written for attn_exact_combine, changes nothing of this.
 // Every key/value format is first widened to the fp32 value the cache
 // holds (bf16 exactly; fp8 as code·scale, __fmul_rn, as kv8_gather_f32 and
 // model.DequantizeE4M3 compute it), so the arithmetic sees values, not
@@ -30,8 +34,11 @@
 // tiles (exactTiles): decode steps get tiles of one row, packed segments
 // the most rows that fit.
 //
-// Grid (query tiles, G, head chunks), EX_THREADS threads; qCount·HB·D ≤
-// EX_ACC·EX_THREADS and qCount·HB ≤ EX_PAIRS for every tile; D ≤ EX_DMAX.
+// Grid (query tiles, G, head chunks × splits), EX_THREADS threads;
+// qCount·HB·D ≤ ACC·EX_THREADS and qCount·HB ≤ EX_PAIRS for every tile;
+// D ≤ DMAX. part null: every split folded in the block; else the block
+// takes split blockIdx.z / chunks of one-row tiles and writes its sums to
+// part, (rows·H·nsplit) × (D + 2) floats: D sums, then m and l.
 
 #define EX_THREADS 128
 #define EX_TK 16     // keys per tile
