@@ -4,8 +4,9 @@ package cuda
 // Attention forward, whatever its shape, storage or caller (a decode step
 // of any batch, under a graph or not, a prefill, the training forward over
 // packed segments), runs attn_exact*, whose result for a (query row, head)
-// is a fixed sequence of roundings over its own window: keys in tiles of
-// 16 from key 0 upward, no split that follows the length or the batch. The
+// is a fixed sequence of roundings over its own window: splits of
+// exactSplit keys from key 0, each an online softmax over tiles of 16,
+// folded in order; no split that follows the length or the batch. The
 // backward keeps the fast kernels: only the forward's values must match
 // the sampler's bit for bit, and it reads the lse this forward writes.
 
@@ -16,7 +17,6 @@ import (
 )
 
 const (
-	exTK     = 16   // EX_TK: keys per tile
 	exAcc    = 2048 // EX_ACC·EX_THREADS: output elements a block holds
 	exPairs  = 64   // EX_PAIRS: (row, head) pairs a block holds
 	exDMax   = 256  // EX_DMAX
