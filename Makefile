@@ -114,7 +114,7 @@ emulator:
 # roundings. The rest (CUDA graphs, the NCCL, data-parallel and sharded-
 # master ranks, the step profile, paging, library loading) compares a route
 # with itself or checks plumbing, and runs once.
-CUDA_KERNEL_TESTS := TestConformance$$|TestAttentionMatchesCPU|TestAttentionHalf|TestFlashAttentionCausal|TestMMAFragments|TestHalfKVCache|TestRowSampler|TestFuzz|TestDecodeSplitEveryHeadDim|TestFP8Conversions|TestFP8Attention|TestFP8KVCache|TestReportCoverage
+CUDA_KERNEL_TESTS := TestConformance$$|TestAttentionMatchesCPU|TestAttentionHalf|TestFlashAttentionCausal|TestMMAFragments|TestHalfKVCache|TestRowSampler|TestFuzz|TestDecodeSplitEveryHeadDim|TestFP8Conversions|TestFP8Attention|TestFP8KVCache|TestExactAttention|TestReportCoverage
 CUDA_BF16_TESTS := TestConformanceBF16|TestTrainingStepMatchesCPU|TestLoRAStepMatchesCPU|TestFrozenReference|TestTrainOnCUDA|TestBenchSmoke|TestFuzzAttention|TestFuzzSplitQKV
 CUDA_ROUNDING_TESTS := TestGenerateMatchesCPU|TestGoldenPyTorchOnCUDA|TestDeviceDrawMatchesHost|TestWeightCopies|TestActivationHalf|TestHalfOnlyWeights
 CUDA_FMA_TESTS := $(CUDA_KERNEL_TESTS)|$(CUDA_BF16_TESTS)|$(CUDA_ROUNDING_TESTS)

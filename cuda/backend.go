@@ -543,9 +543,13 @@ func (b *Backend) Zero(t *model.Tensor) {
 }
 
 // Copy overwrites dst with src (both float32, or both bf16 or fp8 as when
-// a KV cache slot is copied).
+// a KV cache slot is copied); a float32 dst takes a bf16 or fp8 src widened
+// (exact mode's keys and values as the cache holds them: widenCopy).
 func (b *Backend) Copy(dst, src *model.Tensor) {
 	if !b.ok() {
+		return
+	}
+	if b.widenCopy(dst, src) {
 		return
 	}
 	if isKV8(dst) || isKV8(src) {

@@ -129,9 +129,14 @@ func (b *Backend) CheckConfig(c *model.Config) error {
 // Attention computes causal GQA attention per segment. q and out are fp32,
 // or both bf16 activations (training under bf16 products, with k and v bf16
 // too); k and v are fp32 or bf16 (activations or a KV cache), or an fp8 KV
-// cache (backend_fp8.go).
+// cache (backend_fp8.go). In exact mode one kernel serves every call
+// (backend_attention_exact.go).
 func (b *Backend) Attention(out, lse, q, k, v *model.Tensor, segs []model.Segment, scale float32) {
 	const op = "attention"
+	if b.exact {
+		b.attentionExact(out, lse, q, k, v, segs, scale)
+		return
+	}
 	if isKV8(k) || isKV8(v) {
 		b.attentionFP8(out, lse, q, k, v, segs, scale)
 		return

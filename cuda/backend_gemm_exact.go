@@ -92,7 +92,7 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	if accumulate {
 		acc = 1
 	}
-	b.exactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
+	b.gemmExactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
 	args := []any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, acc}
 	if half && b.exactMMA() {
 		grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + exactMMARows - 1) / exactMMARows}
@@ -115,10 +115,10 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 // cover what older GPUs run.
 func (b *Backend) exactMMA() bool { return b.d.Info.Major >= 8 && !b.exactNoMMA }
 
-// exactCost records an exact product: 2MNK on the tensor cores (bf16) or
+// gemmExactCost records an exact product: 2MNK on the tensor cores (bf16) or
 // the CUDA cores, and the operands' and the result's bytes once each, as
 // gemmCost counts cuBLAS's.
-func (b *Backend) exactCost(tensor bool, M, N, K int, halfA, halfB, halfC, accumulate bool) {
+func (b *Backend) gemmExactCost(tensor bool, M, N, K int, halfA, halfB, halfC, accumulate bool) {
 	e := EngineExactFFMA
 	if tensor && b.exactMMA() {
 		e = EngineExactMMA

@@ -19,8 +19,8 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// exactCase is one kind of product: its precision and operand storages.
-type exactCase struct {
+// gemmExactCase is one kind of product: its precision and operand storages.
+type gemmExactCase struct {
 	name    string
 	prec    Precision
 	halfA   bool // a is a bf16 activation
@@ -30,7 +30,7 @@ type exactCase struct {
 	noMMA   bool // bf16 products on the FFMA kernel, as below sm_80
 }
 
-var exactCases = []exactCase{
+var exactCases = []gemmExactCase{
 	{name: "fp32", prec: FP32},
 	{name: "tf32", prec: TF32},
 	{name: "fp32-frozen", prec: FP32, frozenB: true},
@@ -65,7 +65,7 @@ var exactSubRows = []int{1, 2, 3, 7, 16, 17, 64, 130}
 // exactProblem is the host data of one product: op(a) is M × K, stored
 // (M, K) or, transposed, (K, M); op(b) is K × N, stored (K, N) or (N, K).
 type exactProblem struct {
-	c             exactCase
+	c             gemmExactCase
 	transA, trans bool
 	accumulate    bool
 	k             int       // K
@@ -73,7 +73,7 @@ type exactProblem struct {
 	last          Profile   // what the last product (MatMul alone) asked of the device
 }
 
-func newExactProblem(c exactCase, transA, transB, accumulate bool, seed uint64) *exactProblem {
+func newExactProblem(c gemmExactCase, transA, transB, accumulate bool, seed uint64) *exactProblem {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	randn := func(n int) []float32 {
 		v := make([]float32, n)
@@ -206,7 +206,7 @@ func firstRowDiff(full, sub []float32, off, m int) (int, int) {
 }
 
 // exactVariants runs f for every case, transpose and accumulate.
-func exactVariants(t *testing.T, cases []exactCase, f func(t *testing.T, p *exactProblem)) {
+func exactVariants(t *testing.T, cases []gemmExactCase, f func(t *testing.T, p *exactProblem)) {
 	seed := uint64(1)
 	for _, c := range cases {
 		for _, tA := range []bool{false, true} {
@@ -289,7 +289,7 @@ func TestExactMatMulNeedsExact(t *testing.T) {
 		t.Skip("cuBLAS's choice of algorithm by shape is the GPU's own: the emulator's order is set for it")
 	}
 	t.Setenv(cudaemu.GemmOrderEnv, "shape")
-	cases := []exactCase{exactCases[0], exactCases[3]} // fp32 and bf16 products
+	cases := []gemmExactCase{exactCases[0], exactCases[3]} // fp32 and bf16 products
 	exactVariants(t, cases, func(t *testing.T, p *exactProblem) {
 		b := NewBackend(d, p.c.prec)
 		w := p.weight(t, b)

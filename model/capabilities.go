@@ -135,7 +135,10 @@ type DeviceSampler interface {
 type KVFormats interface {
 	// NewHalf returns a writable bf16 tensor: the KV cache, written by
 	// ScatterRows (rounding to nearest even, NaN kept quiet, as
-	// F32ToBF16) and read by Attention, Copy and Download.
+	// F32ToBF16) and read by Attention, Copy and Download. Copy into a
+	// float32 tensor of as many elements widens (exact mode's training
+	// forward hands its backward the keys and values a cache holds,
+	// Model.ExactKV); so does it from an fp8 one.
 	NewHalf(shape ...int) *Tensor
 
 	// FP8KV says why a model of config c cannot have an fp8 cache here

@@ -38,18 +38,50 @@ func (kv *KVCache) Release() {
 func (m *Model) NewKVCache(slots, maxLen int) *KVCache {
 	c := m.Cfg
 	kv := &KVCache{Slots: slots, MaxLen: maxLen, Len: make([]int, slots), b: m.B}
-	alloc := m.B.New
-	if h := SamplerCapsOf(m.B).KV; h != nil && m.KVCacheBF16 {
-		alloc = h.NewHalf
-	}
-	if f, ok := m.fp8Cache(); ok {
-		alloc = f.NewFP8
-	}
+	alloc, _ := m.kvAlloc()
 	for range m.P.Layers {
 		kv.K = append(kv.K, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
 		kv.V = append(kv.V, alloc(slots*maxLen, c.NumKeyValueHeads, c.HeadDim))
 	}
 	return kv
+}
+
+// kvAlloc returns the allocator of m's cache tensors on its backend and
+// whether that format rounds what it stores (a bf16 or fp8 cache).
+func (m *Model) kvAlloc() (alloc func(shape ...int) *Tensor, rounds bool) {
+	if f, ok := m.fp8Cache(); ok {
+		return f.NewFP8, true
+	}
+	if h := SamplerCapsOf(m.B).KV; h != nil && m.KVCacheBF16 {
+		return h.NewHalf, true
+	}
+	return m.B.New, false
+}
+
+// freshAttention is attention over a packed batch's own keys and values
+// (the training forward). In exact mode with a cache format that rounds
+// (ExactKV), k and v go through the cache's write first: ScatterRows into
+// a scratch of that format, attention over the scratch, and the rounded
+// values copied back into a.kn and a.v (fp32) for the backward.
+func (m *Model) freshAttention(a *layerActs, segs []Segment) {
+	b := m.B
+	alloc, rounds := m.kvAlloc()
+	if !m.ExactKV || !rounds {
+		b.Attention(a.att, a.lse, a.qn, a.kn, a.v, segs, m.attnScale())
+		return
+	}
+	n, G, D := a.kn.Shape[0], m.Cfg.NumKeyValueHeads, m.Cfg.HeadDim
+	rows := make([]int32, n)
+	for i := range rows {
+		rows[i] = int32(i)
+	}
+	sk, sv := alloc(n, G, D), alloc(n, G, D)
+	b.ScatterRows(sk, a.kn, rows, false)
+	b.ScatterRows(sv, a.v, rows, false)
+	b.Attention(a.att, a.lse, a.qn, sk, sv, segs, m.attnScale())
+	b.Copy(a.kn, sk)
+	b.Copy(a.v, sv)
+	Release(b, sk, sv)
 }
 
 // Reset empties slot s so a new sequence can use it (a paged cache gives

@@ -48,6 +48,21 @@ type Model struct {
 	// (fp8.go) on backends that can (KVFormats; CheckKVCache says why
 	// not): a quarter of fp32's memory and decode bandwidth.
 	KVCacheFP8 bool
+	// ExactKV (precision.exact_logprobs; the trainer sets it) gives the
+	// training forward's attention the keys and values the sampler's
+	// cache holds (KVCacheBF16, KVCacheFP8): each layer writes its fresh
+	// k, v with the cache's own ScatterRows into a scratch of the cache's
+	// format, and attention reads the scratch, so a bf16 cache's rounding
+	// or an fp8 cache's per-(token, head) scales are the training
+	// forward's too, by construction. The rounded values, widened back to
+	// fp32, replace k and v for the backward: it differentiates the
+	// attention the forward computed, and passes the gradient of the
+	// rounded keys and values to the unrounded ones unchanged (straight
+	// through; the rounding's derivative is taken as 1). Attention's
+	// tensors (q, k, v, out) stay fp32 in training, as in decoding, so
+	// the queries are the same too. Nothing changes with an fp32 cache
+	// (the CPU's).
+	ExactKV bool
 }
 
 // Load reads config.json and the weights of a Hugging Face folder.
@@ -209,7 +224,8 @@ func (a *layerActs) tensors() []*Tensor {
 // read by it. Statistics (rstd, lse) and the residual stream (xMid and the
 // layer's input and output) stay fp32. Inference keeps attention's
 // tensors fp32: they are not saved, and the cached-decoding kernels read
-// fp32 queries.
+// fp32 queries; so does a training pass in exact mode (ExactKV), whose
+// attention must see the decode step's fp32 queries.
 func (m *Model) newLayerActs(n int, train bool) *layerActs {
 	c, b := m.Cfg, m.B
 	C, F, H, G, D := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim
@@ -217,7 +233,7 @@ func (m *Model) newLayerActs(n int, train bool) *layerActs {
 	half, att := s, s
 	if as := TrainerCapsOf(b).Half; as != nil {
 		half = as.ActivationHalf
-		if train {
+		if train && !m.ExactKV {
 			att = as.ActivationHalf
 		}
 	}
@@ -259,7 +275,7 @@ func (m *Model) layerForward(l int, a *layerActs, x, out *Tensor, pos []int32, k
 	}
 	b.SplitQKV(a.qn, a.kn, a.v, a.rstdQ, a.rstdK, a.qkv, w.QNorm, w.KNorm, pos, c.RopeTheta, eps)
 	if kv.cacheK == nil {
-		b.Attention(a.att, a.lse, a.qn, a.kn, a.v, kv.segs, m.attnScale())
+		m.freshAttention(a, kv.segs)
 	} else {
 		ck, cv := kv.cacheK[l], kv.cacheV[l]
 		b.ScatterRows(ck, a.kn, kv.rows, false)
