@@ -244,7 +244,7 @@ func (m *Model) Trainable() *Params {
 // Base returns a model that computes m's base weights without adapters:
 // the frozen reference of a LoRA policy, sharing every weight tensor.
 func (m *Model) Base() *Model {
-	return &Model{Cfg: m.Cfg, B: m.B, P: m.P, Recompute: m.Recompute, KVCacheBF16: m.KVCacheBF16, KVCacheFP8: m.KVCacheFP8, frozen: m.frozen}
+	return &Model{Cfg: m.Cfg, B: m.B, P: m.P, Recompute: m.Recompute, KVCacheBF16: m.KVCacheBF16, KVCacheFP8: m.KVCacheFP8, ExactKV: m.ExactKV, frozen: m.frozen}
 }
 
 // MergedWeights returns the host values of m's base weights with every

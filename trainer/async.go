@@ -729,6 +729,7 @@ func (g *Generator) loadPolicy(b model.Backend) error {
 	g.policy = p
 	p.KVCacheBF16 = cfg.Precision.KVBF16(kvCacheGPU(b))
 	p.KVCacheFP8 = cfg.Precision.KVFP8()
+	p.ExactKV = cfg.Precision.ExactLogProbs
 	if err := p.CheckKVCache(); err != nil {
 		return err
 	}

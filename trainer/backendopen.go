@@ -97,7 +97,7 @@ func OpenBackend(cfg Config, open BackendOpener, logf func(string, ...any)) (mod
 	if cfg.Precision.ExactLogProbs {
 		bi := model.TrainerCapsOf(b).Exact
 		if bi == nil {
-			return nil, planFor(mc, cfg, true, b.Name()), fmt.Errorf("run.device %s (%s): %w", cfg.Run.Device, b.Name(), errExactCUDA)
+			return nil, planFor(mc, cfg, true, b.Name()), fmt.Errorf("run.device %s (%s): %w", cfg.Run.Device, b.Name(), errNotInvariant)
 		}
 		bi.SetBatchInvariant(true)
 		logf("precision.exact_logprobs: batch-invariant products on %s; the sampler's log-probs are π_old", b.Name())

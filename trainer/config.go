@@ -109,8 +109,9 @@ type PrecisionConfig struct {
 	// training forward (batch-invariant products), the sampler returns
 	// the untempered log-probability of each drawn token, and the trainer
 	// uses them as π_old, skipping the π_old forward (the mismatch metrics
-	// are exactly 0). The CPU backend only, with an fp32 KV cache
-	// (kv_cache auto or fp32); slower products (docs/algorithm.md §5.10).
+	// are exactly 0). On the CPU and CUDA backends, with any KV cache (the
+	// training forward reads keys and values as the cache holds them);
+	// slower products and attention (docs/algorithm.md §5.10).
 	ExactLogProbs bool `yaml:"exact_logprobs" json:"exact_logprobs"`
 	// ExactLogProbsCheck (with exact_logprobs) still runs the π_old
 	// forward and stops the run on the first token whose log-probability
@@ -522,23 +523,17 @@ func (c Config) rlOptionsAgree() error {
 	return p.err()
 }
 
-// errExactCUDA refuses precision.exact_logprobs on a GPU.
-var errExactCUDA = errors.New("precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet")
+// errNotInvariant refuses precision.exact_logprobs on a backend without
+// batch-invariant kernels (model.BatchInvariant).
+var errNotInvariant = errors.New("precision.exact_logprobs needs a backend with batch-invariant kernels (the CPU and CUDA backends)")
 
-// exactAgrees: exact log-probs need the CPU, a sampler with the
-// trainer's weights (generation ranks, if any, not a step behind) and
-// keys and values as the training forward has them (an fp32 cache).
+// exactAgrees: exact log-probs need a sampler with the trainer's weights
+// (generation ranks, if any, not a step behind).
 func (c Config) exactAgrees() error {
 	if !c.Precision.ExactLogProbs {
 		return nil
 	}
 	var p problems
-	if kind, _, err := device.Parse(c.Run.Device); err == nil && kind == device.CUDA {
-		p.add("run.device %s: %v", c.Run.Device, errExactCUDA)
-	}
-	if kv := c.Precision.KVCacheDType; kv == "bf16" || kv == "fp8" {
-		p.add("precision.exact_logprobs with precision.kv_cache %s: the sampler's keys and values are rounded where the training forward's are not, so its log-probs cannot be the trainer's; set precision.kv_cache to auto or fp32", kv)
-	}
 	if c.Dist.RolloutRanks > 0 && c.Train.MaxOffPolicySteps > 0 {
 		p.add("precision.exact_logprobs with dist.rollout_ranks = %d and train.max_off_policy_steps = %d: the generation ranks sample with the weights of an earlier step, so their log-probs are the behaviour policy's, not π_old; set train.max_off_policy_steps to 0 (the generation ranks then sample with the trainer's weights)", c.Dist.RolloutRanks, c.Train.MaxOffPolicySteps)
 	}

@@ -335,6 +335,7 @@ func (t *Trainer) loadPolicy(b model.Backend) error {
 	t.Policy.Recompute = cfg.Train.Recompute
 	t.Policy.KVCacheBF16 = cfg.Precision.KVBF16(kvCacheGPU(b))
 	t.Policy.KVCacheFP8 = cfg.Precision.KVFP8()
+	t.Policy.ExactKV = cfg.Precision.ExactLogProbs // the training forward reads k, v as the cache holds them
 	if err := t.Policy.CheckKVCache(); err != nil {
 		return err
 	}

@@ -206,10 +206,21 @@ func (b *Backend) Download(t *model.Tensor, dst []float32) {
 }
 
 // Copy overwrites dst with src; cache tensors copy between caches of one
-// format (and row layout) only, bits unchanged (a slot's prefix).
+// format (and row layout), bits unchanged (a slot's prefix), or from a
+// cache into a float32 tensor of as many elements, widened (exact mode's
+// training forward hands its backward the keys and values a cache holds,
+// model.Model.ExactKV).
 func (b *Backend) Copy(dst, src *model.Tensor) {
 	if !isKV(dst) && !isKV(src) {
 		b.ReferenceCPU.Copy(dst, src)
+		return
+	}
+	if !isKV(dst) {
+		ss, ok := b.kvOperand("copy", 1, src)
+		if !ok || !b.Check("copy", dst) || !b.Keep(model.SizeCheck("copy", dst, src)) {
+			return
+		}
+		ss.widen(b.Data(dst), src.Off)
 		return
 	}
 	sd, ok1 := b.kvOperand("copy", 0, dst)

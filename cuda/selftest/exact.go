@@ -50,7 +50,7 @@ func exactCheck(b model.Backend, prec cuda.Precision, on bool) (Check, bool) {
 		c.Err = err
 		return c, true
 	}
-	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 17, 0.2, 0.3), KVCacheBF16: prec == cuda.BF16}
+	m := &model.Model{Cfg: cfg, B: b, P: model.RandomParams(b, cfg, 17, 0.2, 0.3), KVCacheBF16: prec == cuda.BF16, ExactKV: true}
 	r, err := sampler.CheckVocab(m, exactCase(m))
 	if err != nil {
 		c.Err = err
