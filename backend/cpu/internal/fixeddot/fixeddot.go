@@ -4,12 +4,37 @@
 // (precision.exact_logprobs, docs/algorithm.md §5.10). Term i of a dot is
 // added to lane i mod 8 by a multiply then an add, each rounded (no fused
 // multiply-add), and the lanes are combined in one fixed tree. With cgo a
-// C loop computes it (the eight lanes are one AVX register, so the order
-// is the Go loop's); without, DotsGo.
+// C kernel computes it: AVX where the CPU has it (the eight lanes are one
+// ymm register, a tile of 4 rows by 3 columns at once), else a portable C
+// loop (SSE on x86-64); without cgo, DotsGo. Every kernel gives DotsGo's
+// bits (TestKernelsMatch).
 package fixeddot
 
 // Lanes is the number of partial sums of a dot.
 const Lanes = 8
+
+// kernel names one implementation of Dots.
+type kernel int
+
+const (
+	kernelGo  kernel = iota // DotsGo
+	kernelSSE               // the portable C loop
+	kernelAVX               // the AVX intrinsics, 4×3 tiles
+)
+
+func (k kernel) String() string {
+	return [...]string{"go", "sse", "avx"}[k]
+}
+
+// best is the kernel Dots uses: the last of kernels(), the fastest this
+// machine runs. Tests call dotsWith with each.
+var best = func() kernel { ks := kernels(); return ks[len(ks)-1] }()
+
+// Dots overwrites out[i·ldo+j] = Dot(a[i·lda:][:k], b[j·ldb:][:k]) for
+// i < rows, j < cols, with the fastest kernel (DotsGo's bits).
+func Dots(out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
+	dotsWith(best, out, ldo, a, lda, rows, b, ldb, cols, k)
+}
 
 // Dot is Σ a[i]·b[i] in the fixed order (b at least as long as a). The
 // partition depends on the index alone, never on the length, so trailing
