@@ -32,14 +32,25 @@ func (b *Backend) IsBatchInvariant() bool { return b.exact }
 
 var _ model.BatchInvariant = (*Backend)(nil)
 
-// The exact product's work items: blocks of exactRows rows of op(a) by
-// exactCols columns of op(b), so a block of op(a) stays in cache while the
-// columns stream past it. Blocks only group independent dots: they change
-// no element's bits.
+// The exact product's work items: blocks of op(a)'s rows by op(b)'s
+// columns, sized by K so that a block of op(a) (≈256 KB) stays in the L2
+// cache while the block's columns (≈192 KB) stream past it, a few columns
+// at a time from L1 (fixeddot's tiles). Blocks run in row-major order, so
+// consecutive blocks of one worker share their rows. Blocks only group
+// independent dots: they change no element's bits.
 const (
-	exactRows = 16
-	exactCols = 64
+	exactBlockA = 64 << 10 // floats of op(a) in a block
+	exactBlockB = 48 << 10 // floats of op(b) in a block
 )
+
+// exactBlock returns the rows and columns of a block for K = k: whole
+// tiles of fixeddot's AVX kernel (4 rows, 3 columns), at least one.
+func exactBlock(k int) (rows, cols int) {
+	k = max(k, 1)
+	rows = min(max(exactBlockA/k/4*4, 4), 256)
+	cols = min(max(exactBlockB/k/3*3, 3), 384)
+	return rows, cols
+}
 
 // gemmExact is gemm in exact mode: c[i,j] = alpha·Dot(op(a)[i,:],
 // op(b)[:,j]) (+ beta·c[i,j], added after the dot), each Dot in
@@ -51,13 +62,14 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
 	av, la := kVectors(!tA, m, k, a, lda)
 	bv, lb := kVectors(tB, n, k, bm, ldb)
-	rb, cb := (m+exactRows-1)/exactRows, (n+exactCols-1)/exactCols
+	br, bc := exactBlock(k)
+	rb, cb := (m+br-1)/br, (n+bc-1)/bc
 	body := func(lo, hi int) {
-		p, tmp := b.buf(exactRows * exactCols)
+		p, tmp := b.buf(br * bc)
 		defer b.put(p)
 		for it := lo; it < hi; it++ {
-			i0, j0 := it/cb*exactRows, it%cb*exactCols
-			rows, cols := min(exactRows, m-i0), min(exactCols, n-j0)
+			i0, j0 := it/cb*br, it%cb*bc
+			rows, cols := min(br, m-i0), min(bc, n-j0)
 			fixeddot.Dots(tmp, cols, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
 			for i := 0; i < rows; i++ {
 				ci := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+cols]
@@ -81,7 +93,7 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 		body(0, rb*cb)
 		return
 	}
-	b.ParallelFor(rb*cb, exactRows*exactCols*k, body)
+	b.ParallelFor(rb*cb, br*bc*k, body)
 }
 
 // kVectors returns count vectors of length k of a matrix x with leading
