@@ -91,8 +91,10 @@ static void gd_dots_sse(float* out, long ldo, const float* a, long lda, long row
 // at once, so each loaded chunk of a row serves GD_C dots and each chunk
 // of a column GD_R: 12 accumulators, 3 column chunks and one product fill
 // the 16 ymm registers.
+#ifndef GD_R
 #define GD_R 4
 #define GD_C 3
+#endif
 
 // gd_mask[8-r:][:8] keeps the first r lanes: the K tail's chunk, whose
 // missing terms load as +0 and add +0 to lanes that are never −0 (they
@@ -123,25 +125,25 @@ static inline __attribute__((always_inline)) GD_AVX void gd_sum4(int n, __m256 s
 // registers.
 static inline __attribute__((always_inline)) GD_AVX void gd_tile_avx(const int R, const int C, const float* a, long lda,
 		const float* b, long ldb, long k, float* out, long ldo) {
-	__m256 s[GD_R][GD_C];
-#pragma GCC unroll 4
+	__m256 s[8][4];
+#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int c = 0; c < C; c++) {
 			s[r][c] = _mm256_setzero_ps();
 		}
 	}
 	long i = 0;
 	for (; i + 8 <= k; i += 8) {
-		__m256 bv[GD_C];
-#pragma GCC unroll 4
+		__m256 bv[4];
+#pragma GCC unroll 8
 		for (int c = 0; c < C; c++) {
 			bv[c] = _mm256_loadu_ps(b + c * ldb + i);
 		}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256 av = _mm256_loadu_ps(a + r * lda + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int c = 0; c < C; c++) {
 				s[r][c] = _mm256_add_ps(s[r][c], _mm256_mul_ps(av, bv[c]));
 			}
@@ -149,22 +151,22 @@ static inline __attribute__((always_inline)) GD_AVX void gd_tile_avx(const int R
 	}
 	if (i < k) {
 		__m256i m = _mm256_loadu_si256((const __m256i*)(gd_mask + 8 - (k - i)));
-		__m256 bv[GD_C];
-#pragma GCC unroll 4
+		__m256 bv[4];
+#pragma GCC unroll 8
 		for (int c = 0; c < C; c++) {
 			bv[c] = _mm256_maskload_ps(b + c * ldb + i, m);
 		}
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 		for (int r = 0; r < R; r++) {
 			__m256 av = _mm256_maskload_ps(a + r * lda + i, m);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 			for (int c = 0; c < C; c++) {
 				s[r][c] = _mm256_add_ps(s[r][c], _mm256_mul_ps(av, bv[c]));
 			}
 		}
 	}
 	__m256 z = _mm256_setzero_ps();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
 	for (int r = 0; r < R; r++) {
 		gd_sum4(C, s[r][0], C > 1 ? s[r][1] : z, C > 2 ? s[r][2] : z, C > 3 ? s[r][3] : z, out + r * ldo);
 	}
@@ -173,12 +175,22 @@ static inline __attribute__((always_inline)) GD_AVX void gd_tile_avx(const int R
 // gd_tile_avx_n is gd_tile_avx with R and C known only at run time (the
 // edges of the block): one inlined copy per pair.
 static GD_AVX void gd_tile_avx_n(int R, int C, const float* a, long lda, const float* b, long ldb, long k, float* out, long ldo) {
-#define GD_T(r, c) case (r) * 8 + (c): gd_tile_avx(r, c, a, lda, b, ldb, k, out, ldo); return;
-	switch (R * 8 + C) {
-	GD_T(1, 1) GD_T(1, 2) GD_T(1, 3)
-	GD_T(2, 1) GD_T(2, 2) GD_T(2, 3)
-	GD_T(3, 1) GD_T(3, 2) GD_T(3, 3)
-	GD_T(4, 1) GD_T(4, 2)
+#define GD_T(r) \
+	switch (C) { \
+	case 1: gd_tile_avx(r, 1, a, lda, b, ldb, k, out, ldo); return; \
+	case 2: gd_tile_avx(r, 2, a, lda, b, ldb, k, out, ldo); return; \
+	case 3: gd_tile_avx(r, 3, a, lda, b, ldb, k, out, ldo); return; \
+	default: gd_tile_avx(r, 4, a, lda, b, ldb, k, out, ldo); return; \
+	}
+	switch (R) {
+	case 1: GD_T(1)
+	case 2: GD_T(2)
+	case 3: GD_T(3)
+	case 4: GD_T(4)
+	case 5: GD_T(5)
+	case 6: GD_T(6)
+	case 7: GD_T(7)
+	default: GD_T(8)
 	}
 #undef GD_T
 }
