@@ -60,11 +60,20 @@ func exactBlock(k int) (rows, cols int) {
 // over the workers.
 func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
-	av, la := kVectors(!tA, m, k, a, lda)
-	bv, lb := kVectors(tB, n, k, bm, ldb)
+	av, la, pa := b.kVectors(!tA, m, k, a, lda)
+	bv, lb, pb := b.kVectors(tB, n, k, bm, ldb)
 	br, bc := exactBlock(k)
 	rb, cb := (m+br-1)/br, (n+bc-1)/bc
 	body := func(lo, hi int) {
+		if alpha == 1 && beta == 0 {
+			// The dots are c's elements: written in place.
+			for it := lo; it < hi; it++ {
+				i0, j0 := it/cb*br, it%cb*bc
+				rows, cols := min(br, m-i0), min(bc, n-j0)
+				fixeddot.Dots(c[i0*ldc+j0:], ldc, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
+			}
+			return
+		}
 		p, tmp := b.buf(br * bc)
 		defer b.put(p)
 		for it := lo; it < hi; it++ {
@@ -91,24 +100,38 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 	}
 	if !split {
 		body(0, rb*cb)
-		return
+	} else {
+		b.ParallelFor(rb*cb, br*bc*k, body)
 	}
-	b.ParallelFor(rb*cb, br*bc*k, body)
+	for _, p := range []*[]float32{pa, pb} {
+		if p != nil {
+			b.put(p)
+		}
+	}
 }
+
+// kVectorsBlock is the number of a column's terms kVectors copies at once:
+// the block's source rows stay in L1 while every column takes its terms.
+const kVectorsBlock = 16
 
 // kVectors returns count vectors of length k of a matrix x with leading
 // dimension ld, as a matrix of rows and its leading dimension: x itself
 // when rowMajor (the vectors are x's rows), else x's columns copied into a
-// packed block.
-func kVectors(rowMajor bool, count, k int, x []float32, ld int) ([]float32, int) {
+// packed block from the scratch pool, returned third to be put back (nil
+// for x itself).
+func (b *Backend) kVectors(rowMajor bool, count, k int, x []float32, ld int) ([]float32, int, *[]float32) {
 	if rowMajor {
-		return x, ld
+		return x, ld, nil
 	}
-	packed := make([]float32, count*k)
-	for p := 0; p < k; p++ {
-		for r, v := range x[p*ld : p*ld+count] {
-			packed[r*k+p] = v
+	p, packed := b.buf(count * k)
+	for p0 := 0; p0 < k; p0 += kVectorsBlock {
+		p1 := min(p0+kVectorsBlock, k)
+		for r := 0; r < count; r++ {
+			dst := packed[r*k+p0 : r*k+p1]
+			for q := range dst {
+				dst[q] = x[(p0+q)*ld+r]
+			}
 		}
 	}
-	return packed, k
+	return packed, k, p
 }
