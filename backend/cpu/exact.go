@@ -55,13 +55,22 @@ func exactBlock(k int) (rows, cols int) {
 // gemmExact is gemm in exact mode: c[i,j] = alpha·Dot(op(a)[i,:],
 // op(b)[:,j]) (+ beta·c[i,j], added after the dot), each Dot in
 // fixeddot's fixed order (C where cgo is on, the same bits in Go
-// otherwise). Operands whose K-vectors are strided are first copied into
-// contiguous ones (copies are exact). With split, the blocks are shared
-// over the workers.
+// otherwise). op(b)'s K-vectors are read in place, rows or columns
+// (fixeddot.DotsN: attention's v, P·v's operand, is not packed for every
+// block of queries); op(a)'s are copied into contiguous ones when strided
+// (copies are exact). With split, the blocks are shared over the workers.
 func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
 	av, la, pa := b.kVectors(!tA, m, k, a, lda)
-	bv, lb, pb := b.kVectors(tB, n, k, bm, ldb)
+	// dots is fixeddot.Dots on op(b)'s columns j0 … as rows of bm (tB), or
+	// DotsN on them as bm's columns.
+	dots := func(out []float32, ldo int, a []float32, rows, j0, cols int) {
+		if tB {
+			fixeddot.Dots(out, ldo, a, la, rows, bm[j0*ldb:], ldb, cols, k)
+		} else {
+			fixeddot.DotsN(out, ldo, a, la, rows, bm[j0:], ldb, cols, k)
+		}
+	}
 	br, bc := exactBlock(k)
 	rb, cb := (m+br-1)/br, (n+bc-1)/bc
 	body := func(lo, hi int) {
@@ -70,7 +79,7 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 			for it := lo; it < hi; it++ {
 				i0, j0 := it/cb*br, it%cb*bc
 				rows, cols := min(br, m-i0), min(bc, n-j0)
-				fixeddot.Dots(c[i0*ldc+j0:], ldc, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
+				dots(c[i0*ldc+j0:], ldc, av[i0*la:], rows, j0, cols)
 			}
 			return
 		}
@@ -79,7 +88,7 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 		for it := lo; it < hi; it++ {
 			i0, j0 := it/cb*br, it%cb*bc
 			rows, cols := min(br, m-i0), min(bc, n-j0)
-			fixeddot.Dots(tmp, cols, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
+			dots(tmp, cols, av[i0*la:], rows, j0, cols)
 			for i := 0; i < rows; i++ {
 				ci := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+cols]
 				for j, d := range tmp[i*cols : (i+1)*cols] {
@@ -103,10 +112,8 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 	} else {
 		b.ParallelFor(rb*cb, br*bc*k, body)
 	}
-	for _, p := range []*[]float32{pa, pb} {
-		if p != nil {
-			b.put(p)
-		}
+	if pa != nil {
+		b.put(pa)
 	}
 }
 

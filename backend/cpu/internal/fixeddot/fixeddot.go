@@ -33,7 +33,15 @@ var best = func() kernel { ks := kernels(); return ks[len(ks)-1] }()
 // Dots overwrites out[i·ldo+j] = Dot(a[i·lda:][:k], b[j·ldb:][:k]) for
 // i < rows, j < cols, with the fastest kernel (DotsGo's bits).
 func Dots(out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
-	dotsWith(best, out, ldo, a, lda, rows, b, ldb, cols, k)
+	dotsWith(best, false, out, ldo, a, lda, rows, b, ldb, cols, k)
+}
+
+// DotsN is Dots with b's vectors as columns: out[i·ldo+j] = Dot(a[i·lda:][:k],
+// (b[j], b[ldb+j], …, b[(k−1)·ldb+j])), b a row-major k×cols matrix. The
+// kernels read it in place (a vector of eight columns per term), so a
+// product whose K-vectors are columns needs no packing; same bits.
+func DotsN(out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
+	dotsWith(best, true, out, ldo, a, lda, rows, b, ldb, cols, k)
 }
 
 // Dot is Σ a[i]·b[i] in the fixed order (b at least as long as a). The
@@ -77,6 +85,23 @@ func Dot(a, b []float32) float32 {
 		s7 += p[7]
 	}
 	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+// dotsGo is DotsGo (colB false) or DotsN's Go kernel (colB true).
+func dotsGo(colB bool, out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
+	if !colB {
+		DotsGo(out, ldo, a, lda, rows, b, ldb, cols, k)
+		return
+	}
+	col := make([]float32, k)
+	for j := 0; j < cols; j++ {
+		for p := range col {
+			col[p] = b[p*ldb+j]
+		}
+		for i := 0; i < rows; i++ {
+			out[i*ldo+j] = Dot(a[i*lda:i*lda+k], col)
+		}
+	}
 }
 
 // DotsGo overwrites out[i·ldo+j] = Dot(a[i·lda:][:k], b[j·ldb:][:k]) for

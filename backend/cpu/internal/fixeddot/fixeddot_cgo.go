@@ -80,6 +80,29 @@ static void gd_dots_sse(float* out, long ldo, const float* a, long lda, long row
 	}
 }
 
+// gd_dotsn_c is gd_dots_sse with b's vectors as columns: term p of
+// column j is b[p·ldb + j] (a row-major K×N matrix, not packed).
+static void gd_dotsn_c(float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
+	for (long i = 0; i < rows; i++) {
+		const float* ai = a + i * lda;
+		for (long j = 0; j < cols; j++) {
+			float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+			long p = 0;
+			for (; p + 8 <= k; p += 8) {
+				for (int l = 0; l < 8; l++) {
+					float t = ai[p + l] * b[(p + l) * ldb + j];
+					s[l] = s[l] + t;
+				}
+			}
+			for (int l = 0; p < k; p++, l++) {
+				float t = ai[p] * b[p * ldb + j];
+				s[l] = s[l] + t;
+			}
+			out[i * ldo + j] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+		}
+	}
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define GD_HAVE_AVX 1
@@ -211,17 +234,81 @@ static GD_AVX void gd_dots_avx(float* out, long ldo, const float* a, long lda, l
 		}
 	}
 }
+
+// gd_dotsn_avx8 computes one row of a with eight columns of a row-major
+// b (the first n of them; the others are neither read nor written): lane
+// l of the dots is a register s[l] over the eight columns, term p goes to
+// s[p mod 8] as a broadcast a[p] times b's row p, and the sum is gd_dot's
+// tree taken across the registers, column by column. No packing.
+static inline __attribute__((always_inline)) GD_AVX void gd_dotsn_avx8(const int full, int n, const float* ai,
+		const float* bj, long ldb, long k, float* out) {
+	__m256i m = _mm256_loadu_si256((const __m256i*)(gd_mask + 8 - n));
+	__m256 s[8];
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		s[l] = _mm256_setzero_ps();
+	}
+	long p = 0;
+	for (; p + 8 <= k; p += 8) {
+#pragma GCC unroll 8
+		for (int l = 0; l < 8; l++) {
+			const float* row = bj + (p + l) * ldb;
+			__m256 bv = full ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, m);
+			s[l] = _mm256_add_ps(s[l], _mm256_mul_ps(_mm256_broadcast_ss(ai + p + l), bv));
+		}
+	}
+#pragma GCC unroll 8
+	for (int l = 0; l < 8; l++) {
+		if (p + l < k) {
+			const float* row = bj + (p + l) * ldb;
+			__m256 bv = full ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, m);
+			s[l] = _mm256_add_ps(s[l], _mm256_mul_ps(_mm256_broadcast_ss(ai + p + l), bv));
+		}
+	}
+	__m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[0], s[1]), _mm256_add_ps(s[2], s[3])),
+		_mm256_add_ps(_mm256_add_ps(s[4], s[5]), _mm256_add_ps(s[6], s[7])));
+	if (full) {
+		_mm256_storeu_ps(out, t);
+	} else {
+		_mm256_maskstore_ps(out, m, t);
+	}
+}
+
+static GD_AVX void gd_dotsn_avx(float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
+	for (long j = 0; j < cols; j += 8) {
+		int n = cols - j < 8 ? (int)(cols - j) : 8;
+		for (long i = 0; i < rows; i++) {
+			if (n == 8) {
+				gd_dotsn_avx8(1, 8, a + i * lda, b + j, ldb, k, out + i * ldo + j);
+			} else {
+				gd_dotsn_avx8(0, n, a + i * lda, b + j, ldb, k, out + i * ldo + j);
+			}
+		}
+	}
+}
 #else
 #define GD_HAVE_AVX 0
 static void gd_dots_avx(float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
 	gd_dots_sse(out, ldo, a, lda, rows, b, ldb, cols, k);
 }
+
+static void gd_dotsn_avx(float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
+	gd_dotsn_c(out, ldo, a, lda, rows, b, ldb, cols, k);
+}
 #endif
 
 static int gd_have_avx(void) { return GD_HAVE_AVX; }
 
-static void gd_dots(int avx, float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
-	if (avx) {
+// gd_dots runs a kernel: avx or the portable loop, on b's vectors as
+// rows (colmajor 0, packed) or as columns (1, a row-major K×N matrix).
+static void gd_dots(int avx, int colmajor, float* out, long ldo, const float* a, long lda, long rows, const float* b, long ldb, long cols, long k) {
+	if (colmajor) {
+		if (avx) {
+			gd_dotsn_avx(out, ldo, a, lda, rows, b, ldb, cols, k);
+		} else {
+			gd_dotsn_c(out, ldo, a, lda, rows, b, ldb, cols, k);
+		}
+	} else if (avx) {
 		gd_dots_avx(out, ldo, a, lda, rows, b, ldb, cols, k);
 	} else {
 		gd_dots_sse(out, ldo, a, lda, rows, b, ldb, cols, k);
@@ -247,22 +334,29 @@ func kernels() []kernel {
 	return ks
 }
 
-// dotsWith is Dots computed by kernel kn.
-func dotsWith(kn kernel, out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
+// dotsWith is Dots (cols false) or DotsN (cols true) computed by kernel kn.
+func dotsWith(kn kernel, colB bool, out []float32, ldo int, a []float32, lda, rows int, b []float32, ldb, cols, k int) {
 	if rows == 0 || cols == 0 {
 		return
 	}
 	if k == 0 || kn == kernelGo {
-		DotsGo(out, ldo, a, lda, rows, b, ldb, cols, k)
+		dotsGo(colB, out, ldo, a, lda, rows, b, ldb, cols, k)
 		return
 	}
 	_ = out[(rows-1)*ldo+cols-1]
 	_ = a[(rows-1)*lda+k-1]
-	_ = b[(cols-1)*ldb+k-1]
-	avx := C.int(0)
+	if colB {
+		_ = b[(k-1)*ldb+cols-1]
+	} else {
+		_ = b[(cols-1)*ldb+k-1]
+	}
+	avx, cm := C.int(0), C.int(0)
 	if kn == kernelAVX {
 		avx = 1
 	}
-	C.gd_dots(avx, (*C.float)(unsafe.Pointer(&out[0])), C.long(ldo), (*C.float)(unsafe.Pointer(&a[0])), C.long(lda), C.long(rows),
+	if colB {
+		cm = 1
+	}
+	C.gd_dots(avx, cm, (*C.float)(unsafe.Pointer(&out[0])), C.long(ldo), (*C.float)(unsafe.Pointer(&a[0])), C.long(lda), C.long(rows),
 		(*C.float)(unsafe.Pointer(&b[0])), C.long(ldb), C.long(cols), C.long(k))
 }
