@@ -55,20 +55,25 @@ func exactBlock(k int) (rows, cols int) {
 // gemmExact is gemm in exact mode: c[i,j] = alpha·Dot(op(a)[i,:],
 // op(b)[:,j]) (+ beta·c[i,j], added after the dot), each Dot in
 // fixeddot's fixed order (C where cgo is on, the same bits in Go
-// otherwise). op(b)'s K-vectors are read in place, rows or columns
-// (fixeddot.DotsN: attention's v, P·v's operand, is not packed for every
-// block of queries); op(a)'s are copied into contiguous ones when strided
-// (copies are exact). With split, the blocks are shared over the workers.
+// otherwise). Strided K-vectors are copied into contiguous ones (copies
+// are exact), except op(b)'s for a product of fewer than exactPackRows
+// rows: DotsN reads those in place (a decode step's P·v would pack all of
+// v for one query). With split, the blocks are shared over the workers.
 func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
 	av, la, pa := b.kVectors(!tA, m, k, a, lda)
-	// dots is fixeddot.Dots on op(b)'s columns j0 … as rows of bm (tB), or
+	inPlace := !tB && m < exactPackRows
+	bv, lb, pb := bm, ldb, (*[]float32)(nil)
+	if !inPlace {
+		bv, lb, pb = b.kVectors(tB, n, k, bm, ldb)
+	}
+	// dots is fixeddot.Dots on op(b)'s columns j0 … as rows of bv, or
 	// DotsN on them as bm's columns.
 	dots := func(out []float32, ldo int, a []float32, rows, j0, cols int) {
-		if tB {
-			fixeddot.Dots(out, ldo, a, la, rows, bm[j0*ldb:], ldb, cols, k)
-		} else {
+		if inPlace {
 			fixeddot.DotsN(out, ldo, a, la, rows, bm[j0:], ldb, cols, k)
+		} else {
+			fixeddot.Dots(out, ldo, a, la, rows, bv[j0*lb:], lb, cols, k)
 		}
 	}
 	br, bc := exactBlock(k)
@@ -112,10 +117,18 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 	} else {
 		b.ParallelFor(rb*cb, br*bc*k, body)
 	}
-	if pa != nil {
-		b.put(pa)
+	for _, p := range []*[]float32{pa, pb} {
+		if p != nil {
+			b.put(p)
+		}
 	}
 }
+
+// exactPackRows: from this many rows of op(a) on, packing op(b)'s strided
+// K-vectors once costs less than DotsN's strided reads for every row
+// (BenchmarkAttentionExact: DotsN made a decode step's attention 4× faster
+// and training's 2× slower).
+const exactPackRows = 8
 
 // kVectorsBlock is the number of a column's terms kVectors copies at once:
 // the block's source rows stay in L1 while every column takes its terms.
