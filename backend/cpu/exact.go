@@ -32,33 +32,68 @@ func (b *Backend) IsBatchInvariant() bool { return b.exact }
 
 var _ model.BatchInvariant = (*Backend)(nil)
 
-// The exact product's work items: blocks of exactRows rows of op(a) by
-// exactCols columns of op(b), so a block of op(a) stays in cache while the
-// columns stream past it. Blocks only group independent dots: they change
-// no element's bits.
+// The exact product's work items: blocks of op(a)'s rows by op(b)'s
+// columns, sized by K so that a block of op(a) (≈256 KB) stays in the L2
+// cache while the block's columns (≈192 KB) stream past it, a few columns
+// at a time from L1 (fixeddot's tiles). Blocks run in row-major order, so
+// consecutive blocks of one worker share their rows. Blocks only group
+// independent dots: they change no element's bits.
 const (
-	exactRows = 16
-	exactCols = 64
+	exactBlockA = 64 << 10 // floats of op(a) in a block
+	exactBlockB = 48 << 10 // floats of op(b) in a block
 )
+
+// exactBlock returns the rows and columns of a block for K = k: whole
+// tiles of fixeddot's AVX kernel (4 rows, 3 columns), at least one.
+func exactBlock(k int) (rows, cols int) {
+	k = max(k, 1)
+	rows = min(max(exactBlockA/k/4*4, 4), 256)
+	cols = min(max(exactBlockB/k/3*3, 3), 384)
+	return rows, cols
+}
 
 // gemmExact is gemm in exact mode: c[i,j] = alpha·Dot(op(a)[i,:],
 // op(b)[:,j]) (+ beta·c[i,j], added after the dot), each Dot in
 // fixeddot's fixed order (C where cgo is on, the same bits in Go
-// otherwise). Operands whose K-vectors are strided are first copied into
-// contiguous ones (copies are exact). With split, the blocks are shared
-// over the workers.
+// otherwise). Strided K-vectors are copied into contiguous ones (copies
+// are exact), except op(b)'s for a product of fewer than exactPackRows
+// rows: DotsN reads those in place (a decode step's P·v would pack all of
+// v for one query). With split, the blocks are shared over the workers.
 func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	bm []float32, ldb int, beta float32, c []float32, ldc int) {
-	av, la := kVectors(!tA, m, k, a, lda)
-	bv, lb := kVectors(tB, n, k, bm, ldb)
-	rb, cb := (m+exactRows-1)/exactRows, (n+exactCols-1)/exactCols
+	av, la, pa := b.kVectors(!tA, m, k, a, lda)
+	inPlace := !tB && m < exactPackRows
+	bv, lb, pb := bm, ldb, (*[]float32)(nil)
+	if !inPlace {
+		bv, lb, pb = b.kVectors(tB, n, k, bm, ldb)
+	}
+	// dots is fixeddot.Dots on op(b)'s columns j0 … as rows of bv, or
+	// DotsN on them as bm's columns.
+	dots := func(out []float32, ldo int, a []float32, rows, j0, cols int) {
+		if inPlace {
+			fixeddot.DotsN(out, ldo, a, la, rows, bm[j0:], ldb, cols, k)
+		} else {
+			fixeddot.Dots(out, ldo, a, la, rows, bv[j0*lb:], lb, cols, k)
+		}
+	}
+	br, bc := exactBlock(k)
+	rb, cb := (m+br-1)/br, (n+bc-1)/bc
 	body := func(lo, hi int) {
-		p, tmp := b.buf(exactRows * exactCols)
+		if alpha == 1 && beta == 0 {
+			// The dots are c's elements: written in place.
+			for it := lo; it < hi; it++ {
+				i0, j0 := it/cb*br, it%cb*bc
+				rows, cols := min(br, m-i0), min(bc, n-j0)
+				dots(c[i0*ldc+j0:], ldc, av[i0*la:], rows, j0, cols)
+			}
+			return
+		}
+		p, tmp := b.buf(br * bc)
 		defer b.put(p)
 		for it := lo; it < hi; it++ {
-			i0, j0 := it/cb*exactRows, it%cb*exactCols
-			rows, cols := min(exactRows, m-i0), min(exactCols, n-j0)
-			fixeddot.Dots(tmp, cols, av[i0*la:], la, rows, bv[j0*lb:], lb, cols, k)
+			i0, j0 := it/cb*br, it%cb*bc
+			rows, cols := min(br, m-i0), min(bc, n-j0)
+			dots(tmp, cols, av[i0*la:], rows, j0, cols)
 			for i := 0; i < rows; i++ {
 				ci := c[(i0+i)*ldc+j0 : (i0+i)*ldc+j0+cols]
 				for j, d := range tmp[i*cols : (i+1)*cols] {
@@ -79,24 +114,44 @@ func (b *Backend) gemmExact(split, tA, tB bool, m, n, k int, alpha float32, a []
 	}
 	if !split {
 		body(0, rb*cb)
-		return
+	} else {
+		b.ParallelFor(rb*cb, br*bc*k, body)
 	}
-	b.ParallelFor(rb*cb, exactRows*exactCols*k, body)
+	for _, p := range []*[]float32{pa, pb} {
+		if p != nil {
+			b.put(p)
+		}
+	}
 }
+
+// exactPackRows: from this many rows of op(a) on, packing op(b)'s strided
+// K-vectors once costs less than DotsN's strided reads for every row
+// (BenchmarkAttentionExact: DotsN made a decode step's attention 4× faster
+// and training's 2× slower).
+const exactPackRows = 8
+
+// kVectorsBlock is the number of a column's terms kVectors copies at once:
+// the block's source rows stay in L1 while every column takes its terms.
+const kVectorsBlock = 16
 
 // kVectors returns count vectors of length k of a matrix x with leading
 // dimension ld, as a matrix of rows and its leading dimension: x itself
 // when rowMajor (the vectors are x's rows), else x's columns copied into a
-// packed block.
-func kVectors(rowMajor bool, count, k int, x []float32, ld int) ([]float32, int) {
+// packed block from the scratch pool, returned third to be put back (nil
+// for x itself).
+func (b *Backend) kVectors(rowMajor bool, count, k int, x []float32, ld int) ([]float32, int, *[]float32) {
 	if rowMajor {
-		return x, ld
+		return x, ld, nil
 	}
-	packed := make([]float32, count*k)
-	for p := 0; p < k; p++ {
-		for r, v := range x[p*ld : p*ld+count] {
-			packed[r*k+p] = v
+	p, packed := b.buf(count * k)
+	for p0 := 0; p0 < k; p0 += kVectorsBlock {
+		p1 := min(p0+kVectorsBlock, k)
+		for r := 0; r < count; r++ {
+			dst := packed[r*k+p0 : r*k+p1]
+			for q := range dst {
+				dst[q] = x[(p0+q)*ld+r]
+			}
 		}
 	}
-	return packed, k
+	return packed, k, p
 }

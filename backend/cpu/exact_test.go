@@ -12,13 +12,15 @@ import (
 
 // TestExactProductsBatchInvariant: in exact mode a row of a product is the
 // same bits whatever rows share it (1 … 64, any offset, either operand
-// transposed, overwritten or accumulated into), and equals the fixed-order
-// dot product computed alone.
+// transposed, overwritten or accumulated into), and each element equals
+// the fixed-order dot product computed alone: with K = 67 (not a multiple
+// of the lanes, one block) and K = 1500 (blocks of 40 rows by 30 columns,
+// so the 64 × 45 product spans four).
 func TestExactProductsBatchInvariant(t *testing.T) {
 	b := NewBackend()
 	b.SetBatchInvariant(true)
 	rnd := rand.New(rand.NewPCG(3, 4))
-	const K, N, M = 67, 45, 64 // K not a multiple of the lanes
+	const N, M = 45, 64
 	randT := func(shape ...int) *model.Tensor {
 		x := b.New(shape...)
 		v := b.Data(x)
@@ -27,8 +29,15 @@ func TestExactProductsBatchInvariant(t *testing.T) {
 		}
 		return x
 	}
-	for _, c := range []struct{ transA, transB, acc bool }{{false, true, false}, {false, false, false}, {true, true, true}, {true, false, true}} {
-		t.Run(fmt.Sprintf("transA=%v transB=%v accumulate=%v", c.transA, c.transB, c.acc), func(t *testing.T) {
+	for _, c := range []struct {
+		K                   int
+		transA, transB, acc bool
+	}{
+		{67, false, true, false}, {67, false, false, false}, {67, true, true, true}, {67, true, false, true},
+		{1500, false, true, false}, {1500, false, false, false}, {1500, true, true, true}, {1500, true, false, true},
+	} {
+		K := c.K
+		t.Run(fmt.Sprintf("K=%d transA=%v transB=%v accumulate=%v", K, c.transA, c.transB, c.acc), func(t *testing.T) {
 			a := randT(M, K)
 			if c.transA {
 				a = randT(K, M)
@@ -76,24 +85,28 @@ func TestExactProductsBatchInvariant(t *testing.T) {
 					}
 				}
 			}
-			// Element (0, 0) is the fixed-order dot product alone.
+			// Every element is the fixed-order dot product alone.
 			av, wv := b.Data(a), b.Data(w)
 			ar, wc := make([]float32, K), make([]float32, K)
-			for p := 0; p < K; p++ {
-				ar[p], wc[p] = av[p], wv[p*N] // row 0 of a (M, K), column 0 of w (K, N)
-				if c.transA {
-					ar[p] = av[p*M] // column 0 of a (K, M)
+			for i := 0; i < M; i++ {
+				for j := 0; j < N; j++ {
+					for p := 0; p < K; p++ {
+						ar[p], wc[p] = av[i*K+p], wv[p*N+j] // row i of a (M, K), column j of w (K, N)
+						if c.transA {
+							ar[p] = av[p*M+i] // column i of a (K, M)
+						}
+						if c.transB {
+							wc[p] = wv[j*K+p] // row j of w (N, K)
+						}
+					}
+					want := fixeddot.Dot(ar, wc)
+					if c.acc {
+						want = b.Data(init)[i*N+j] + want
+					}
+					if got := all[i*N+j]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("c[%d,%d] = %v, the fixed-order dot %v", i, j, got, want)
+					}
 				}
-				if c.transB {
-					wc[p] = wv[p] // row 0 of w (N, K)
-				}
-			}
-			want := fixeddot.Dot(ar, wc)
-			if c.acc {
-				want = b.Data(init)[0] + want
-			}
-			if math.Float32bits(all[0]) != math.Float32bits(want) {
-				t.Errorf("c[0,0] = %v, the fixed-order dot %v", all[0], want)
 			}
 		})
 	}
@@ -119,6 +132,44 @@ func BenchmarkMatMulExact(bm *testing.B) {
 				bm.SetBytes(int64(2 * rows * N * K)) // FLOPs, reported as "MB/s" = MFLOP/s
 				for bm.Loop() {
 					b.MatMul(out, x, w, false, true, false)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkAttentionExact measures exact mode's attention beside the
+// default one, 16 heads of 64 sharing 4 KV heads: training's forward over
+// one sequence of 1024 tokens (blocks of queries against the keys before
+// them), and a decode step of 16 sequences, one query each against 1024
+// cached keys.
+func BenchmarkAttentionExact(bm *testing.B) {
+	const T, H, G, D = 1024, 16, 4, 64
+	for _, decode := range []bool{false, true} {
+		for _, exact := range []bool{false, true} {
+			bm.Run(fmt.Sprintf("decode=%v/exact=%v", decode, exact), func(bm *testing.B) {
+				b := NewBackend()
+				b.SetBatchInvariant(exact)
+				nq, nk := T, T
+				segs := []model.Segment{{Q0: 0, QLen: T, K0: 0, KLen: T}}
+				if decode {
+					nq, nk, segs = 16, 16*T, nil
+					for i := 0; i < nq; i++ {
+						segs = append(segs, model.Segment{Q0: i, QLen: 1, K0: i * T, KLen: T})
+					}
+				}
+				q, k, v, out := b.New(nq, H, D), b.New(nk, G, D), b.New(nk, G, D), b.New(nq, H, D)
+				rnd := rand.New(rand.NewPCG(1, 1))
+				for _, tt := range []*model.Tensor{q, k, v} {
+					for i, d := 0, b.Data(tt); i < len(d); i++ {
+						d[i] = float32(rnd.NormFloat64())
+					}
+				}
+				for bm.Loop() {
+					b.Attention(out, nil, q, k, v, segs, 0.125)
+				}
+				if err := b.Err(); err != nil {
+					bm.Fatal(err)
 				}
 			})
 		}
