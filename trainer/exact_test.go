@@ -30,16 +30,23 @@ func exactRunConfig(t *testing.T, task testfix.Task, name string, extra ...strin
 // still computes π_old by a forward pass and checks every token's bits
 // against the sampler's (precision.exact_logprobs_check, which stops the
 // run on any difference); on one rank and on two (the rows, with the
-// sampler's entropies, exchanged between ranks).
+// sampler's entropies, exchanged between ranks); with an fp32 KV cache
+// and with the CPU's bf16 and fp8 caches (the training forward reads keys
+// and values as the cache holds them, Model.ExactKV).
 func TestExactLogProbsRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("four tiny runs")
+		t.Skip("eight tiny runs")
 	}
 	task := testfix.TinyTask(t)
-	for _, ranks := range []int{1, 2} {
+	for _, c := range []struct {
+		ranks int
+		kv    string
+	}{{1, "fp32"}, {2, "fp32"}, {1, "bf16"}, {2, "fp8"}} {
+		ranks := c.ranks
 		var metrics [2][]map[string]any
 		for k, check := range []string{"false", "true"} {
-			cfg := exactRunConfig(t, task, "exact-"+check+"-"+string(rune('0'+ranks)), "precision.exact_logprobs_check="+check)
+			cfg := exactRunConfig(t, task, "exact-"+check+"-"+c.kv+"-"+string(rune('0'+ranks)), "precision.exact_logprobs_check="+check,
+				"precision.kv_cache="+c.kv)
 			for r, err := range runRanks(t, cfg, ranks, "", nil, nil) {
 				if err != nil {
 					t.Fatalf("%d ranks, check %s, rank %d: %v", ranks, check, r, err)
@@ -77,10 +84,7 @@ func TestExactLogProbsConfig(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{[]string{"precision.exact_logprobs=true", "run.device=cuda"}, "precision.exact_logprobs is implemented on the CPU backends; the CUDA kernels are not batch-invariant yet"},
 		{[]string{"precision.exact_logprobs_check=true"}, "precision.exact_logprobs_check"},
-		{[]string{"precision.exact_logprobs=true", "precision.kv_cache=fp8"}, "precision.kv_cache fp8"},
-		{[]string{"precision.exact_logprobs=true", "precision.kv_cache=bf16"}, "precision.kv_cache bf16"},
 		{[]string{"precision.exact_logprobs=true", "dist.rollout_ranks=1", "train.max_off_policy_steps=1", "loss.rollout_correction.mode=token_tis"}, "train.max_off_policy_steps to 0"},
 	} {
 		_, err := LoadBytes(nil, "", append(task.Sets(), c.sets...))
@@ -88,14 +92,14 @@ func TestExactLogProbsConfig(t *testing.T) {
 			t.Errorf("%v: error %v, want one naming %q", c.sets, err, c.want)
 		}
 	}
-	// A backend that cannot be made batch-invariant (a GPU's; here the
-	// reference) is refused at open, not run with a mismatch.
+	// A backend that cannot be made batch-invariant (here the reference)
+	// is refused at open, not run with a mismatch.
 	cfg, err := LoadBytes(nil, "", append(task.Sets(), "precision.exact_logprobs=true"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	notInvariant := func(string, string, func(string, ...any)) (model.Backend, error) { return model.NewReferenceCPU(), nil }
-	if _, _, err := OpenBackend(cfg, notInvariant, t.Logf); err == nil || !strings.Contains(err.Error(), "the CUDA kernels are not batch-invariant yet") {
+	if _, _, err := OpenBackend(cfg, notInvariant, t.Logf); err == nil || !strings.Contains(err.Error(), "needs a backend with batch-invariant kernels") {
 		t.Errorf("open on a backend without exact mode: %v", err)
 	}
 	// The rollout correction is accepted at the paper's settings in exact
