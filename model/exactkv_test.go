@@ -7,15 +7,14 @@ import (
 )
 
 // TestExactKVNoOpOnFP32Cache: ExactKV changes nothing where the cache is
-// fp32 (the CPU's, even when a bf16 cache is asked for: the CPU has no
-// KVStore): the training forward's log-probs and the gradients are
-// bitwise those without it.
+// fp32: the training forward's log-probs and the gradients are bitwise
+// those without it.
 func TestExactKVNoOpOnFP32Cache(t *testing.T) {
 	rng := rand.New(rand.NewPCG(46, 2))
 	seqs := []Sequence{{Tokens: randomTokens(rng, 19, 64), Start: 3}, {Tokens: randomTokens(rng, 7, 64), Start: 1}}
 	run := func(exact bool) ([]float32, []float32) {
 		m := tinyModel(t, false, 5)
-		m.KVCacheBF16, m.ExactKV = true, exact
+		m.ExactKV = exact
 		p, err := m.Forward(seqs)
 		if err != nil {
 			t.Fatal(err)
