@@ -308,10 +308,12 @@ func TestExactMatMulNeedsExact(t *testing.T) {
 }
 
 // TestTrainingStepExactProducts: a whole training step (forward, backward,
-// AdamW) of the tiny model with every product on exact mode's kernels
-// (the projections, the LM head's chunks, the backward's transposed
-// products) matches the CPU within TestTrainingStepMatchesCPU's tolerances,
-// without one cuBLAS call (attention's products are the attention kernels').
+// AdamW) of the tiny model in exact mode matches the CPU within
+// TestTrainingStepMatchesCPU's tolerances; its forward runs every product
+// (the projections, the LM head's chunks) on exact mode's kernels without
+// one cuBLAS call (attention's products are the attention kernels'), and
+// the backward on cuBLAS (model.Backward turns exact mode off: gradients
+// need no batch invariance), after which exact mode is on again.
 func TestTrainingStepExactProducts(t *testing.T) {
 	for _, c := range stepCases {
 		t.Run(string(c.prec), func(t *testing.T) {
@@ -324,13 +326,23 @@ func TestTrainingStepExactProducts(t *testing.T) {
 			// so every cuBLAS call counted would be a product left there.
 			b.ForceAttention(-1, 0)
 			before := b.d.Profile()
+			pass, err := gpu.Forward([]model.Sequence{{Tokens: []int32{1, 2, 3, 4, 5}, Start: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pass.Release()
+			if p := b.d.Profile().Sub(before); p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
+				t.Errorf("%d cuBLAS calls and %g exact flops in an exact forward; want none and some",
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+			}
+			before = b.d.Profile()
 			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
 				return model.NewParams(m.B, m.Cfg) // every weight
 			})
 			p := b.d.Profile().Sub(before)
-			if p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
-				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step; want none and some",
-					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+			if p.GEMMs == 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 || !b.IsBatchInvariant() {
+				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step, exact mode %v after; want the backward's, some and on",
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
 			}
 		})
 	}
