@@ -7,7 +7,8 @@ package cuda_test
 // bit for bit. precision.exact_logprobs_check still runs the π_old forward
 // and stops the run on any differing bit, so each run below passing is the
 // claim; the metrics must show a mismatch of exactly 0, and the losses
-// equal those of the run that skips the π_old forward.
+// equal those of the run that skips the π_old forward. With fp32, bf16
+// and fp8 caches, and LoRA adapters (a frozen bf16 base).
 
 import (
 	"testing"
@@ -27,6 +28,7 @@ func TestExactLogProbsCUDA(t *testing.T) {
 		{"fp32", []string{"precision.matmul=fp32", "precision.kv_cache=fp32"}},
 		{"bf16", []string{"precision.matmul=bf16", "precision.kv_cache=bf16"}},
 		{"fp8", []string{"precision.matmul=bf16", "precision.kv_cache=fp8"}},
+		{"lora", []string{"precision.matmul=bf16", "precision.kv_cache=bf16", "lora.rank=4", "lora.alpha=8"}},
 	}
 	if testing.Short() {
 		cases = cases[1:2]

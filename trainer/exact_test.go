@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,21 +33,24 @@ func exactRunConfig(t *testing.T, task testfix.Task, name string, extra ...strin
 // run on any difference); on one rank and on two (the rows, with the
 // sampler's entropies, exchanged between ranks); with an fp32 KV cache
 // and with the CPU's bf16 and fp8 caches (the training forward reads keys
-// and values as the cache holds them, Model.ExactKV).
+// and values as the cache holds them, Model.ExactKV); with ZeRO-2 and with
+// LoRA adapters.
 func TestExactLogProbsRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("eight tiny runs")
+		t.Skip("twelve tiny runs")
 	}
 	task := testfix.TinyTask(t)
-	for _, c := range []struct {
+	for i, c := range []struct {
 		ranks int
 		kv    string
-	}{{1, "fp32"}, {2, "fp32"}, {1, "bf16"}, {2, "fp8"}} {
+		extra []string
+	}{{1, "fp32", nil}, {2, "fp32", nil}, {1, "bf16", nil}, {2, "fp8", nil},
+		{2, "fp32", []string{"dist.zero_stage=2"}}, {1, "bf16", []string{"lora.rank=4", "lora.alpha=8"}}} {
 		ranks := c.ranks
 		var metrics [2][]map[string]any
 		for k, check := range []string{"false", "true"} {
-			cfg := exactRunConfig(t, task, "exact-"+check+"-"+c.kv+"-"+string(rune('0'+ranks)), "precision.exact_logprobs_check="+check,
-				"precision.kv_cache="+c.kv)
+			sets := append([]string{"precision.exact_logprobs_check=" + check, "precision.kv_cache=" + c.kv}, c.extra...)
+			cfg := exactRunConfig(t, task, fmt.Sprintf("exact-%s-%d", check, i), sets...)
 			for r, err := range runRanks(t, cfg, ranks, "", nil, nil) {
 				if err != nil {
 					t.Fatalf("%d ranks, check %s, rank %d: %v", ranks, check, r, err)
