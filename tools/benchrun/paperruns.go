@@ -18,11 +18,15 @@ func paperRunSettings(name string) (cudaprofile.RunSettings, error) {
 	if err != nil {
 		return cudaprofile.RunSettings{}, err
 	}
-	fwd := 1
+	exact := cfg.Precision.ExactLogProbs
+	fwd := 1 // π_old's, which exact mode skips
+	if exact {
+		fwd = 0
+	}
 	if trainer.NeedsReference(cfg) {
-		fwd = 2
+		fwd++
 	}
 	return cudaprofile.RunSettings{Rows: cfg.Train.PromptsPerStep * cfg.GDRO.Rollout.NMean,
-		MaxNewTokens: cfg.Sampling.MaxNewTokens, Slots: cfg.Sampling.MaxSlots, Graphs: cfg.Sampling.CUDAGraphs,
-		LogProbForwards: fwd, PPOEpochs: cfg.Train.PPOEpochs, Recompute: cfg.Train.Recompute}, nil
+		MaxNewTokens: cfg.Sampling.MaxNewTokens, Slots: cfg.Sampling.MaxSlots, Graphs: cfg.Sampling.CUDAGraphs && !exact,
+		LogProbForwards: fwd, PPOEpochs: cfg.Train.PPOEpochs, Recompute: cfg.Train.Recompute, Exact: exact}, nil
 }

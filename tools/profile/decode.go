@@ -285,11 +285,14 @@ func DecodeShapes() []DecodeShape {
 		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx4k-graph-lora32", batch), Opts: bench.Qwen3_1_7B(),
 			Batch: batch, Context: 4096, Graphs: true, LoRA: lc})
 	}
-	// Exact mode (precision.exact_logprobs) at batch 256, beside the
-	// graphed bf16 rows above (the sampler runs exact steps eagerly).
-	for _, ctx := range []int{1024, 4096} {
-		out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-256x%dk-exact", ctx/1024), Opts: bench.Qwen3_1_7B(),
-			Batch: 256, Context: ctx, Exact: true})
+	// Exact mode (precision.exact_logprobs) at batch 1 and 256, beside
+	// the rows above (the sampler runs exact steps eagerly; the pipeline
+	// estimate interpolates between the two batches).
+	for _, batch := range []int{1, 256} {
+		for _, ctx := range []int{1024, 4096} {
+			out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx%dk-exact", batch, ctx/1024), Opts: bench.Qwen3_1_7B(),
+				Batch: batch, Context: ctx, Exact: true})
+		}
 	}
 	return out
 }

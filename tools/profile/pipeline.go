@@ -93,6 +93,10 @@ type Workload struct {
 	LogProbForwards              int                 // forwards before the update: old log-probs, and the reference's
 	PPOEpochs                    int                 // passes of the update over the rows
 	Recompute                    bool                // train.recompute: one more forward in each backward
+	// Exact is precision.exact_logprobs: the exact training step and
+	// decode steps (eager: no graphs in exact mode), and no π_old
+	// forward (LogProbForwards counts the reference's alone).
+	Exact bool
 }
 
 // PipelineRates are one GPU's times the estimate is built from.
@@ -182,6 +186,7 @@ func PipelineAssumptions() []string {
 		"Qwen3-8B scaled from Qwen3-1.7B's counts: training by model FLOPs, decode by bytes read per step",
 		fmt.Sprintf("weight sync: the link's payload (bf16 matrices, fp32 embedding and norms) broadcast at %d GB/s over NVLink, on the training side; the payload's hashing (≈ 2 GB/s today) left out", NVLinkGBs),
 		"synchronous: generation on all GPUs, then training on all; overlapped (max_off_policy_steps 1): max(generation on R, training on W−R + sync)",
+		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step, no π_old forward, eager exact decode steps interpolated between the counted batch-1 and batch-256 ones",
 	}
 }
 
@@ -196,6 +201,7 @@ type RunSettings struct {
 	LogProbForwards int  // 2 with a reference policy (trainer.NeedsReference), else 1
 	PPOEpochs       int  // train.ppo_epochs
 	Recompute       bool // train.recompute
+	Exact           bool // precision.exact_logprobs (then LogProbForwards leaves out the π_old forward)
 }
 
 // PaperConfigs are the names of the paper's GRPO configs
@@ -203,7 +209,8 @@ type RunSettings struct {
 var PaperConfigs = []struct {
 	Config, Model string
 	Opts          model.RandomOptions
-}{{"paper-grpo-1.7b", "Qwen3-1.7B", bench.Qwen3_1_7B()}, {"paper-grpo-8b", "Qwen3-8B", bench.Qwen3_8B()}}
+}{{"paper-grpo-1.7b", "Qwen3-1.7B", bench.Qwen3_1_7B()}, {"paper-grpo-8b", "Qwen3-8B", bench.Qwen3_8B()},
+	{"recipe-exact-grpo-1.7b", "Qwen3-1.7B", bench.Qwen3_1_7B()}}
 
 // PaperWorkloads are the paper's GRPO configs on PipelineWorld GPUs, their
 // settings read by settings (the resolved built-in configs); the mean
@@ -219,7 +226,7 @@ func PaperWorkloads(settings func(config string) (RunSettings, error)) ([]Worklo
 			Rows: rs.Rows, PromptTokens: AssumedPromptTokens,
 			ResponseTokens: int(math.Round(AssumedResponseFraction * float64(rs.MaxNewTokens))),
 			MaxNewTokens:   rs.MaxNewTokens, Slots: rs.Slots, Graphs: rs.Graphs,
-			LogProbForwards: rs.LogProbForwards, PPOEpochs: rs.PPOEpochs, Recompute: rs.Recompute})
+			LogProbForwards: rs.LogProbForwards, PPOEpochs: rs.PPOEpochs, Recompute: rs.Recompute, Exact: rs.Exact})
 	}
 	return out, nil
 }
@@ -263,7 +270,7 @@ func RatesFrom(w Workload, train StepProfile, train2 bench.Shape, decode []Decod
 func decodeStepAt(w Workload, wcfg *model.Config, decode []DecodeProfile, slots, ctx float64, r cuda.Roofline) (sec, scale float64, err error) {
 	var usable []DecodeProfile
 	for _, d := range decode {
-		if d.Shape.Graphs == w.Graphs && !d.Shape.Paged && !d.Shape.FP8 && d.Shape.LoRA == nil {
+		if d.Shape.Graphs == w.Graphs && d.Shape.Exact == w.Exact && !d.Shape.Paged && !d.Shape.FP8 && d.Shape.LoRA == nil {
 			usable = append(usable, d)
 		}
 	}
@@ -381,32 +388,41 @@ func shapeFamily(decode []DecodeProfile) string {
 // 8×2k step: rows of about the paper's length).
 const PipelineTrainShape = "qwen3-1.7b-8x2k"
 
+// pipelineTrain is the counted training step the estimate reads:
+// PipelineTrainShape, or its exact-mode row.
+func pipelineTrain(train []StepProfile, exact bool) (StepProfile, bench.Shape, error) {
+	name := PipelineTrainShape
+	if exact {
+		name += "-exact"
+	}
+	for _, s := range TrainShapes() {
+		if s.Name != name {
+			continue
+		}
+		for _, sp := range train {
+			if sp.Shape == name {
+				return sp, s, nil
+			}
+		}
+	}
+	return StepProfile{}, bench.Shape{}, fmt.Errorf("pipeline estimate: no counted training step %s", name)
+}
+
 // WritePipeline writes the estimate for every workload (PaperWorkloads)
 // from the counted training and decode steps: one JSON object per config
 // (asJSON), or a table with the assumptions under it.
 func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, wls []Workload, asJSON bool) error {
-	var sp *StepProfile
-	for i := range train {
-		if train[i].Shape == PipelineTrainShape {
-			sp = &train[i]
-		}
-	}
-	var shape bench.Shape
-	for _, s := range TrainShapes() {
-		if s.Name == PipelineTrainShape {
-			shape = s
-		}
-	}
-	if sp == nil || shape.Name == "" {
-		return fmt.Errorf("pipeline estimate: no counted training step %s", PipelineTrainShape)
-	}
 	header := fmt.Sprintf("pipeline step on %d GPUs (ESTIMATES from the counts above, not measurements): synchronous = generation on %d, then training on %d; "+
 		"overlapped (train.max_off_policy_steps 1, dist.rollout_ranks R) = max(generation on R, training on %d−R + weight sync)\n",
 		PipelineWorld, PipelineWorld, PipelineWorld, PipelineWorld) +
 		fmt.Sprintf("%-16s %5s %5s %9s %9s %9s %8s %7s %11s %-10s %6s", "config", "rows", "slots", "gen s", "train s", "step s", "bcast ms", "best R", "overlap s", "bound", "ratio")
 	ests := make([]PipelineEstimate, len(wls))
 	for i, wl := range wls {
-		r, err := RatesFrom(wl, *sp, shape, decode, cuda.H100)
+		sp, shape, err := pipelineTrain(train, wl.Exact)
+		if err != nil {
+			return err
+		}
+		r, err := RatesFrom(wl, sp, shape, decode, cuda.H100)
 		if err != nil {
 			return err
 		}

@@ -83,6 +83,9 @@ func paperSettings(config string) (RunSettings, error) {
 	case "paper-grpo-8b":
 		rs.Slots = 16
 		return rs, nil
+	case "recipe-exact-grpo-1.7b":
+		rs.Graphs, rs.LogProbForwards, rs.Exact = false, 1, true
+		return rs, nil
 	}
 	return RunSettings{}, fmt.Errorf("no config %q", config)
 }
@@ -152,6 +155,7 @@ func TestWritePipeline(t *testing.T) {
 	}
 	t.Logf("\n%s", out.String())
 	for _, want := range []string{"ESTIMATES", "paper-grpo-1.7b ", "paper-grpo-8b ", "Qwen3-8B, scaled from the counts of qwen3-1.7b-8x2k",
+		"recipe-exact-grpo-1.7b ", "counted (qwen3-1.7b-8x2k-exact",
 		"overlapped s by R: 1: ", "weight sync:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
@@ -162,17 +166,26 @@ func TestWritePipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d JSON lines, want 2:\n%s", len(lines), out.String())
+	if len(lines) != 3 {
+		t.Fatalf("%d JSON lines, want 3:\n%s", len(lines), out.String())
 	}
 	for i, l := range lines {
 		var j map[string]any
 		if err := json.Unmarshal([]byte(l), &j); err != nil {
 			t.Fatal(err)
 		}
-		if j["pipeline"] != []string{"paper-grpo-1.7b", "paper-grpo-8b"}[i] || len(j["splits"].([]any)) != 7 ||
+		if j["pipeline"] != []string{"paper-grpo-1.7b", "paper-grpo-8b", "recipe-exact-grpo-1.7b"}[i] || len(j["splits"].([]any)) != 7 ||
 			!strings.HasPrefix(j["estimate"].(string), "ESTIMATE") || j["est_overlapped_s"].(float64) <= 0 {
 			t.Errorf("JSON %d: %s", i, l)
 		}
+	}
+	// Exact mode: the π_old forward is gone (only the reference's is
+	// left), and the decode steps are the eager exact ones.
+	var ex map[string]any
+	if err := json.Unmarshal([]byte(lines[2]), &ex); err != nil {
+		t.Fatal(err)
+	}
+	if ex["log_prob_forwards"] != 1.0 || ex["cuda_graphs"] != false {
+		t.Errorf("exact workload: log_prob_forwards %v, cuda_graphs %v; want 1 and false", ex["log_prob_forwards"], ex["cuda_graphs"])
 	}
 }
