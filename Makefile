@@ -65,7 +65,7 @@ fixtures:
 # exits 0 with findings, so its output must be empty). Both tools run at the
 # pinned versions through `go run pkg@version` (the module proxy; go.mod is
 # untouched).
-NOCGO_PKGS := ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./tools/demo/ ./synth/ ./tools/report/ ./dist/ ./grpo/ ./internal/testinfra/layers/ ./tools/gpukit/ ./tools/benchreport/ ./tools/configdoc/ ./tools/tbevents/... ./tools/watch/ ./tools/export/ ./tools/inspect/ ./tools/gdrosim/
+NOCGO_PKGS := ./internal/atomicfile/ ./trainer/ ./optim/ ./memplan/ ./gdro/ ./reward/... ./data/ ./sampler/ ./checkpoint/ ./tokenizer/ ./device/ ./tools/demo/ ./synth/ ./tools/report/ ./dist/ ./grpo/ ./internal/testinfra/layers/ ./tools/gpukit/ ./tools/benchreport/ ./tools/configdoc/ ./tools/tbevents/... ./tools/watch/ ./tools/export/ ./tools/inspect/ ./tools/gdrosim/
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 DEADCODE    := golang.org/x/tools/cmd/deadcode@v0.52.0
 vet:

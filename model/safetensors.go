@@ -12,14 +12,14 @@ package model
 // shard is never loaded whole.
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"github.com/gdrotrain/gdrotrain/internal/atomicfile"
 )
 
 // maxHeaderBytes bounds the JSON header; real checkpoints use well under 1 MiB.
@@ -223,7 +223,7 @@ func WriteSafetensors(path string, tensors []NamedTensor, dtype DType, metadata 
 	for len(hdr)%8 != 0 { // align the data section to 8 bytes, padding with spaces as the format allows
 		hdr = append(hdr, ' ')
 	}
-	return writeAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		var lenBuf [8]byte
 		binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(hdr)))
 		if _, err := w.Write(lenBuf[:]); err != nil {
@@ -243,44 +243,9 @@ func WriteSafetensors(path string, tensors []NamedTensor, dtype DType, metadata 
 	})
 }
 
-// writeAtomic writes a file through a synced temporary file and a rename, so
-// readers see either the old file or the complete new one.
-func writeAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err = write(bw); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename into %s: %w", path, err)
-	}
-	return nil
-}
-
 // WriteFileAtomic writes data to path through a temporary file and rename.
 func WriteFileAtomic(path string, data []byte) error {
-	return writeAtomic(path, func(w io.Writer) error { _, err := w.Write(data); return err })
+	return atomicfile.Write(path, func(w io.Writer) error { _, err := w.Write(data); return err })
 }
 
 func numel(shape []int) int {

@@ -9,9 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime/debug"
+
+	"github.com/gdrotrain/gdrotrain/internal/atomicfile"
 )
 
 // ReportOptions are kit-report's settings, the flags of `gdrotrain
@@ -46,7 +47,7 @@ func WriteReport(o ReportOptions) error {
 		return fmt.Errorf("kit-report: %w", err)
 	}
 	for name, data := range map[string][]byte{"summary.json": append(raw, '\n'), "report.md": md.Bytes()} {
-		if err := writeFileAtomic(filepath.Join(o.Dir, name), data); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(o.Dir, name), data); err != nil {
 			return fmt.Errorf("kit-report: %w", err)
 		}
 	}
@@ -74,35 +75,4 @@ func buildRevision() string {
 		}
 	}
 	return rev
-}
-
-// writeFileAtomic writes data to path through a temporary sibling renamed
-// into place, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename into %s: %w", path, err)
-	}
-	return nil
 }
