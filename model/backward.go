@@ -24,7 +24,7 @@ func (m *Model) BackwardFlush(p *Pass, dLogp [][]float32, grads *Params, flush G
 		return fmt.Errorf("backward: the pass was already released (each forward serves one backward)")
 	}
 	defer p.Release()
-	defer forwardOnlyExact(m.B)()
+	defer PauseExact(m.B)() // only the forward is on the log-prob's path
 	if (m.A != nil) != (grads.LoRA != nil) {
 		return fmt.Errorf("backward: the model has adapters %v but the gradients are an adapter set %v (LoRA trains the adapters alone)", m.A != nil, grads.LoRA != nil)
 	}
@@ -291,10 +291,12 @@ func (m *Model) layerBackward(l int, a *layerActs, s *layerGrads, dx *Tensor, p 
 	RMSNormBackwardAdd(b, dx, g.InputNorm, s.dxn, a.x, w.InputNorm, a.rstd1, s.dxMid)
 }
 
-// forwardOnlyExact turns a batch-invariant backend's exact mode off for
-// the backward (precision.exact_logprobs: only the forward is on the path
-// from a token to its log-probability) and returns what turns it back on.
-func forwardOnlyExact(b Backend) func() {
+// PauseExact turns a batch-invariant backend's exact mode off and returns
+// what turns it back on (a no-op where it was off). Exact mode
+// (precision.exact_logprobs) needs only the forward that gives π_θ and the
+// sampler's decode to agree; the backward, and the reference policy's
+// forward, run the backend's faster shape-tuned kernels.
+func PauseExact(b Backend) (resume func()) {
 	bi, ok := b.(BatchInvariant)
 	if !ok || !bi.IsBatchInvariant() {
 		return func() {}

@@ -285,9 +285,10 @@ type TokenLossGrader interface {
 // and log-softmax then equal, bit for bit, a training forward's over the
 // same tokens.
 //
-// Only the forward is on that path: Backward turns the mode off for its
-// own products (gradients need no batch invariance, and the backend's
-// shape-tuned kernels are several times faster) and back on after.
+// Only the sampler's decode and the forward that gives π_θ are on that
+// path: Backward, and the trainer's reference forward, turn the mode off
+// (PauseExact) for their own ops (they need no batch invariance, and the
+// backend's shape-tuned kernels are several times faster) and back on.
 type BatchInvariant interface {
 	SetBatchInvariant(on bool)
 	IsBatchInvariant() bool

@@ -541,7 +541,9 @@ func (t *Trainer) logProbsOf(rows []rowData) error {
 		}
 		return nil
 	}
+	resume := model.PauseExact(t.Ref.B) // the reference's log-probs need no batch invariance
 	rp, err := t.Ref.Forward(seqs)
+	resume()
 	if err != nil {
 		return fmt.Errorf("reference log-probs: %w", err)
 	}

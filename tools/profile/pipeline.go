@@ -186,7 +186,7 @@ func PipelineAssumptions() []string {
 		"Qwen3-8B scaled from Qwen3-1.7B's counts: training by model FLOPs, decode by bytes read per step",
 		fmt.Sprintf("weight sync: the link's payload (bf16 matrices, fp32 embedding and norms) broadcast at %d GB/s over NVLink, on the training side; the payload's hashing (≈ 2 GB/s today) left out", NVLinkGBs),
 		"synchronous: generation on all GPUs, then training on all; overlapped (max_off_policy_steps 1): max(generation on R, training on W−R + sync)",
-		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step, no π_old forward, eager exact decode steps interpolated between the counted batch-1 and batch-256 ones",
+		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step (exact forward, default backward), no π_old forward, the reference's and train.recompute's forwards at the default rate (exact mode paused), eager exact decode steps interpolated between the counted batch-1 and batch-256 ones",
 	}
 }
 
@@ -425,6 +425,22 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, wls
 		r, err := RatesFrom(wl, sp, shape, decode, cuda.H100)
 		if err != nil {
 			return err
+		}
+		if wl.Exact {
+			// The forwards besides the update's own (the reference's, and
+			// train.recompute's inside the backward) run without exact
+			// mode (model.PauseExact): the default step's forward rate.
+			def, dshape, err := pipelineTrain(train, false)
+			if err != nil {
+				return err
+			}
+			dw := wl
+			dw.Exact = false
+			dr, err := RatesFrom(dw, def, dshape, decode, cuda.H100)
+			if err != nil {
+				return err
+			}
+			r.ForwardTokenS = dr.ForwardTokenS
 		}
 		ests[i] = EstimatePipeline(wl, r)
 	}
