@@ -21,7 +21,7 @@ package model
 //	trainer  HalfPrecision         C        weights, activations and their products fp32
 //	trainer  MultiTensorOptimizer  C     F  AdamW, Zero and SumSquares one tensor at a time
 //	trainer  TokenLossGrader       C     F  the loss's derivatives computed through the host
-//	trainer  BatchInvariant              F  precision.exact_logprobs refused
+//	trainer  BatchInvariant        C     F  precision.exact_logprobs refused
 //	trainer  ResidualNormer        C  R  F  Copy, Add and RMSNorm (AddRMSNorm)
 //	memory   MemoryPool            C     F  New (zero-filled); tensors left to the garbage collector
 //	memory   MemoryReporter        C        the host's /proc/meminfo
@@ -86,8 +86,11 @@ package model
 // TestDecodeGraphReplayEqualsEager, TestGenerateMatchesCPU,
 // TestTrainingStepMatchesCPU.
 //
-// BatchInvariant is a guarantee rather than a speed-up: the fast CPU
-// backend gives it (the reference's plain loops do not promise it).
+// BatchInvariant is a guarantee rather than a speed-up: both fast
+// backends give it (the reference's plain loops do not promise it), and
+// the exact-mode tests hold each to it bit for bit (TestExactLogProbsRun
+// on the CPU, TestExactLogProbsCUDA, and the self-test's full-distribution
+// check on the GPU).
 
 // ---- The sampler's capabilities ----
 
