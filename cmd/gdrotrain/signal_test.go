@@ -190,8 +190,11 @@ func TestStopSignalsReal(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			task := testfix.TinyTask(t)
+			// 40 steps: a tiny step takes well under a millisecond, and the
+			// signal sent at step 2 must land before the run's end (with 5
+			// steps, a loaded machine delivered it after the last).
 			args := append([]string{"train", "--config", "demo", "--resume", "auto"}, taskArgs(task, "validation.every=0",
-				"train.steps=5", "checkpoint.every=4", "train.log_every=1")...)
+				"train.steps=40", "checkpoint.every=4", "train.log_every=1")...)
 			code, log := runMain(t, c.nohup, args, func(line string, p *os.Process) {
 				if len(c.sends) > 0 && strings.Contains(line, c.sends[0].marker) {
 					p.Signal(c.sends[0].sig)
@@ -207,7 +210,7 @@ func TestStopSignalsReal(t *testing.T) {
 			if code != exitRequeue || len(c.sends) > 0 {
 				t.Fatalf("exit status %d (signals left unsent: %v), want %d\n%s", code, c.sends, exitRequeue, log)
 			}
-			m := regexp.MustCompile(`checkpoint: (\S+step_0000000(\d))`).FindAllStringSubmatch(log, -1)
+			m := regexp.MustCompile(`checkpoint: (\S+step_000000(\d\d))`).FindAllStringSubmatch(log, -1)
 			if len(m) == 0 {
 				t.Fatalf("no checkpoint written:\n%s", log)
 			}
