@@ -9,6 +9,13 @@ package cuda
 // folded in order; no split that follows the length or the batch. The
 // backward keeps the fast kernels: only the forward's values must match
 // the sampler's bit for bit, and it reads the lse this forward writes.
+//
+// Under bf16 products (sm_80 and later, head dims up to exTCDMax) the
+// kernels are attn_exact_tc* (kernels/attention_exact_tc.cu): the same
+// splits and tiles of keys, the products on tensor cores (mma.sync, q, k,
+// v and the probabilities rounded to bf16), each (row, head) pair a row of
+// a 16-row fragment whose other rows change none of its bits. fp32 and
+// tf32 products keep attn_exact* on CUDA cores, the exact route for them.
 
 import (
 	"fmt"
@@ -22,7 +29,33 @@ const (
 	exDMax   = 256  // EX_DMAX
 	exSmallD = 128  // attn_exact_s*: head dims up to this
 	exSmall  = 512  // attn_exact_s*: output elements a block holds
+	exTCDMax = 128  // XT_DMAX: attn_exact_tc*'s largest head dim
+	exTCRows = 16   // (row, head) pairs of an mma fragment: attn_exact_tc_s* holds one, attn_exact_tc* four
 )
+
+// exactAttnTC reports whether exact mode's attention takes the tensor-core
+// kernels: under bf16 products where mma.sync exists (exactMMA), for head
+// dims up to exTCDMax. It depends on the backend and the model only, never
+// on a call's shape, so every call of a run (decode, prefill, training)
+// takes the same route and the same arithmetic.
+func (b *Backend) exactAttnTC(D int) bool { return b.prec == BF16 && b.exactMMA() && D <= exTCDMax }
+
+// exactTilesTC sizes attn_exact_tc*'s blocks: decode steps (every segment
+// one query row) one warp's fragment of 16 (row, head) pairs, the query
+// heads of a key/value head; other calls four warps' 64 pairs, hb heads of
+// qt rows. Which pairs share a fragment changes none of their bits.
+func exactTilesTC(H, G int, segs []model.Segment) (small bool, hb, qt int) {
+	per := H / G
+	small = true
+	for _, s := range segs {
+		small = small && s.QLen <= 1
+	}
+	if small {
+		return true, min(per, exTCRows), 1
+	}
+	hb = min(per, 4*exTCRows)
+	return false, hb, max(1, 4*exTCRows/hb)
+}
 
 // exactTiles sizes a call's blocks: the kernel (attn_exact, or
 // attn_exact_s where every segment is one query row and D allows), hb query
@@ -76,17 +109,28 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		b.keep(fmt.Errorf("%s: lse %v must hold (%d, %d)", op, lse.Shape, q.Shape[0], H))
 		return
 	}
+	tc := b.exactAttnTC(D)
 	small, hb, qt := exactTiles(H, G, D, segs)
+	threads := attThreads
+	if tc {
+		small, hb, qt = exactTilesTC(H, G, segs)
+		if small {
+			threads = 32
+		}
+	}
 	t0, tn, ks, kf := queryTiles(segs, qt)
 	if len(t0) == 0 {
 		return
 	}
-	b.attnExactCost(tn, kf, H, G, D, hb, widthOf(hq), kvWidth, lse != nil)
+	b.attnExactCost(tn, kf, H, G, D, hb, widthOf(hq), kvWidth, lse != nil, tc)
 	tabs, ok := b.upload("attention query tiles", t0, tn, ks, kf)
 	if !ok {
 		return
 	}
 	name := "attn_exact"
+	if tc {
+		name += "_tc"
+	}
 	if small {
 		name += "_s"
 	}
@@ -110,7 +154,7 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		nsplit = b.exactSplits(len(t0)*G*chunks, kf, S)
 	}
 	if nsplit == 0 {
-		b.launch(name+suffix, [3]int{len(t0), G, chunks}, attThreads, po, lp, pq, pk, pv,
+		b.launch(name+suffix, [3]int{len(t0), G, chunks}, threads, po, lp, pq, pk, pv,
 			tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec,
 			int32(S), uint64(0), int32(0))
 		return
@@ -125,7 +169,7 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 	defer b.free(part)
 	rowsH := len(t0) * H
 	b.kernelCost(3*rowsH*nsplit*(D+2), 8*rowsH*nsplit*(D+2)+widthOf(hq)*rowsH*D)
-	b.launch(name+suffix, [3]int{len(t0), G, chunks * nsplit}, attThreads, po, lp, pq, pk, pv,
+	b.launch(name+suffix, [3]int{len(t0), G, chunks * nsplit}, threads, po, lp, pq, pk, pv,
 		tabs[0], tabs[1], tabs[2], tabs[3], int32(H), int32(G), int32(D), scale, int32(hb), vec,
 		int32(S), part.ptr, int32(nsplit))
 	combine := "attn_exact_combine"
@@ -204,13 +248,14 @@ func (b *Backend) exactKV(op string, k, v *model.Tensor) (pk, pv uint64, suffix 
 	return pk, pv, "", 4, true
 }
 
-// attnExactCost records the kernel's work for the step profile: QKᵀ and PV,
-// 4·D flops per (query, key) pair and head, on the CUDA cores; q read and
-// out written once; each block reads its tile's keys and values (a
-// decode row's window once per key/value head, a training tile's window
-// once per tile of rows: what the DRAM serves when L2 keeps no tile
-// between blocks, an upper bound).
-func (b *Backend) attnExactCost(qCount, kFirst []int32, H, G, D, hb, qoWidth int, kvWidth float64, lse bool) {
+// attnExactCost records the kernel's work for the step profile: q read and
+// out written once; each block reads its tile's keys and values (a decode
+// row's window once per key/value head, a training tile's window once per
+// tile of rows: what the DRAM serves when L2 keeps no tile between
+// blocks, an upper bound). The arithmetic: on CUDA cores (attn_exact*),
+// QKᵀ and PV, 4·D flops per (query, key) pair and head; on tensor cores
+// (tc, attn_exact_tc*), what the fragments issue (exactTCFlops).
+func (b *Backend) attnExactCost(qCount, kFirst []int32, H, G, D, hb, qoWidth int, kvWidth float64, lse, tc bool) {
 	var pairs, keyLoads float64
 	for i, n := range qCount {
 		last := float64(kFirst[i] + n - 1) // keys the tile's last row sees
@@ -223,7 +268,32 @@ func (b *Backend) attnExactCost(qCount, kFirst []int32, H, G, D, hb, qoWidth int
 	if lse {
 		bytes += 4 * rows * float64(H)
 	}
+	if tc {
+		b.d.cost(EngineExactAttn, exactTCFlops(qCount, kFirst, H, G, D, hb), bytes)
+		return
+	}
 	b.d.cost(EngineAttention, 4*float64(D*H)*pairs, bytes)
+}
+
+// exactTCFlops is attn_exact_tc*'s tensor-core arithmetic: a warp's
+// fragment of 16 (row, head) pairs takes every 16-key tile its widest
+// window reaches, QKᵀ and PV on the head dim rounded up to 16, 2·2·16·Dp
+// flops a key, whatever rows of the fragment are live (a decode row and
+// its query heads fill 2 of 16 at Qwen3's GQA: 8 times the useful work,
+// which a step bound by reading the cache hides).
+func exactTCFlops(qCount, kFirst []int32, H, G, D, hb int) float64 {
+	per, Dp := H/G, (D+15)&^15
+	var keys float64
+	for i, n := range qCount {
+		for h0 := 0; h0 < per; h0 += hb {
+			pairs := int(n) * min(hb, per-h0)
+			for w := 0; w < pairs; w += exTCRows {
+				nk := int(kFirst[i]) + (min(pairs, w+exTCRows)-1)/min(hb, per-h0)
+				keys += float64((nk + 15) &^ 15)
+			}
+		}
+	}
+	return 64 * float64(Dp) * float64(G) * keys
 }
 
 // sum32 adds the values of xs.

@@ -32,10 +32,11 @@ const (
 	EngineKernel                   // every other kernel and memset: bandwidth-bound
 	EngineExactMMA                 // exact mode's batch-invariant products on tensor cores (mma.sync bf16)
 	EngineExactFFMA                // exact mode's batch-invariant products on CUDA cores (fp32 FFMA)
+	EngineExactAttn                // exact mode's batch-invariant attention on tensor cores (mma.sync bf16, attention_exact_tc.cu)
 	numEngines
 )
 
-var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel", "gemm_exact_tc", "gemm_exact_fp32"}
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel", "gemm_exact_tc", "gemm_exact_fp32", "attention_exact_tc"}
 
 // String is the engine's name in profiles' JSON (tensor_bf16, attention, …).
 func (e Engine) String() string { return engineNames[e] }
@@ -54,6 +55,7 @@ type Roofline struct {
 	WGFlashBwdEfficiency         float64 // and their backward
 	ExactMMAEfficiency           float64 // fraction of the bf16 peak exact mode's mma.sync products reach
 	ExactFFMAEfficiency          float64 // fraction of the fp32 peak exact mode's FFMA products reach
+	ExactAttnTCEfficiency        float64 // fraction of the bf16 peak exact mode's tensor-core attention reaches
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
 	GraphNodeUs                  float64 // per op a graph launch replays (the gap between its nodes)
 }
@@ -88,11 +90,19 @@ type Roofline struct {
 // cores (mma.sync, 64 × 128 tiles staged through registers, no cp.async or
 // warpgroup MMA: a third of cuBLAS's 75 %) and 50 % of the fp32 peak on the
 // CUDA cores (4 × 4 elements a thread); estimates, not measurements
-// (docs/gpu.md).
+// (docs/gpu.md). Exact mode's tensor-core attention (attention_exact_tc.cu,
+// under bf16 products) is assumed to reach 20 % of the bf16 peak, the
+// fused forward's 35 % less what its fixed softmax tiles of 16 keys cost:
+// a warp rescales its 64 output accumulators, shuffles its rows'
+// statistics and takes a barrier-separated tile every 16 keys where the
+// fused forward does so every 64, ≈ 100 more CUDA-core instructions
+// beside each 32 mma.sync (D = 128), with the same staging through
+// registers and no cp.async. Its flops are the fragments' (a decode row
+// padded to 16 rows counts 16): what the tensor cores issue.
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
 	FlashBwdEfficiency: 0.35, WGFlashEfficiency: 660.0 * 2 / 3 / 989.4, WGFlashBwdEfficiency: 474.0 * 1.4 * 2 / 3 / 989.4,
-	ExactMMAEfficiency: 0.25, ExactFFMAEfficiency: 0.5, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
+	ExactMMAEfficiency: 0.25, ExactFFMAEfficiency: 0.5, ExactAttnTCEfficiency: 0.2, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // H100FA2Measured is H100 with the fused attention at the rates
 // FlashAttention-2 itself is measured at on an H100 at the 2×8k shape
@@ -148,6 +158,8 @@ func (r Roofline) rate(e Engine) float64 {
 		return r.BF16TFLOPs * 1e12 * r.ExactMMAEfficiency
 	case EngineExactFFMA:
 		return r.FP32TFLOPs * 1e12 * r.ExactFFMAEfficiency
+	case EngineExactAttn:
+		return r.BF16TFLOPs * 1e12 * r.ExactAttnTCEfficiency
 	}
 	return r.FP32TFLOPs * 1e12
 }
@@ -158,9 +170,9 @@ func (r Roofline) String() string {
 		att = fmt.Sprintf("%.0f %% (forward) / %.0f %% (backward)", 100*r.FlashEfficiency, 100*r.FlashBwdEfficiency)
 	}
 	att += fmt.Sprintf(" (mma.sync), %.1f %% / %.1f %% (warpgroup MMA)", 100*r.WGFlashEfficiency, 100*r.WGFlashBwdEfficiency)
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16, %.0f %% of fp32), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16, %.0f %% of fp32; its attention %.0f %% of bf16), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
 		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.ExactMMAEfficiency,
-		100*r.ExactFFMAEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
+		100*r.ExactFFMAEfficiency, 100*r.ExactAttnTCEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
 		r.GraphNodeUs)
 }
 
@@ -192,9 +204,11 @@ func (p Profile) FlopsTensorCore() float64 {
 	return p.Flops[EngineTensorBF16] + p.Flops[EngineTensorTF32] + p.Flops[EngineExactMMA] + p.FlopsFlash()
 }
 
-// FlopsFlash is the fused attention kernels' arithmetic, forward and backward.
+// FlopsFlash is the fused attention kernels' arithmetic, forward and
+// backward, exact mode's tensor-core forward included.
 func (p Profile) FlopsFlash() float64 {
-	return p.Flops[EngineFlash] + p.Flops[EngineFlashBwd] + p.Flops[EngineWGFlash] + p.Flops[EngineWGFlashBwd]
+	return p.Flops[EngineFlash] + p.Flops[EngineFlashBwd] + p.Flops[EngineWGFlash] + p.Flops[EngineWGFlashBwd] +
+		p.Flops[EngineExactAttn]
 }
 
 // FlopsCUDACore is the arithmetic done on CUDA cores.

@@ -1,4 +1,5 @@
 // uses fp8.cuh
+// uses exact_fold.cuh
 //
 // Batch-invariant attention (precision.exact_logprobs, docs/algorithm.md
 // §5.10): the one forward kernel every Attention call takes in exact mode,
@@ -108,17 +109,8 @@ __device__ __forceinline__ void ex_tile(float* ks, float* vs, const KV* k, const
 	}
 }
 
-// ex_fold_coef: folding a split's (m, l, acc) into the running (M, L, O):
-// M′ = max(M, m), L = L·a + l·c, O = O·a + acc·c with a = e^(M−M′),
-// c = e^(m−M′). One function for the block that folds its own splits and
-// for attn_exact_combine, so both round alike.
-__device__ __forceinline__ void ex_fold_coef(float M, float m, float& Mn, float& a, float& c) {
-	Mn = fmaxf(M, m);
-	float base = Mn == NEG_INF ? 0.f : Mn;
-	a = __expf(__fsub_rn(M, base)); // M = −∞ (nothing folded yet): 0
-	c = __expf(__fsub_rn(m, base));
-}
-__device__ __forceinline__ float ex_fold(float X, float a, float x, float c) { return __fmaf_rn(X, a, __fmul_rn(x, c)); }
+// ex_fold_coef and ex_fold (exact_fold.cuh) fold a split's sums into the
+// running ones, here and in attn_exact_combine alike.
 
 template <typename QO, typename KV, int DMAX, int ACC>
 __device__ __forceinline__ void attn_exact_impl(QO* out, float* lse, const QO* q, const KV* k, const KV* v,
