@@ -21,6 +21,8 @@ type exactCase struct {
 	paged   bool
 	exact   bool // off: the companion case, which must find a difference
 	halfQ   bool // q and out bf16 activations (a bf16-products backend)
+	bf16    bool // a bf16-products backend: the tensor-core kernels (attn_exact_tc*) where D allows
+	oneSM   bool // the device taken for one SM: decode steps fold their splits in the block, no combine
 }
 
 // exactSeqs are the sequences' lengths: across the 16-key tiles, and
@@ -36,7 +38,11 @@ var exactSeqs = []int{5, 17, 1, 33, 9, 16, 24, 3, 70, 12}
 // ScatterRows, as the model does in exact mode). With exact mode off the
 // two routes differ (the companion case: the comparison can fail). The
 // outputs stay within fp32Attn of the float64 CPU reference over the
-// values the cache holds.
+// values the cache holds (the CUDA-core kernels), or within bf16's
+// tolerance (the tensor-core kernels, which round q, k, v and the
+// probabilities to bf16). Under bf16 products with D ≤ 128 the test fails
+// unless the tensor-core kernels ran and the CUDA-core ones did not, and
+// the step profile counted the work on their engine.
 func TestExactAttentionInvariant(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
 	// Splits of 32 keys: windows of up to 70 keys meet three, decode steps
@@ -46,46 +52,65 @@ func TestExactAttentionInvariant(t *testing.T) {
 	t.Cleanup(func() { exactSplitTest = 0 })
 	dev := testDevice(t)
 	cases := []exactCase{
-		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true, false},
-		{"bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true, false},
-		{"bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true, false},
-		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true, false},
-		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true, false},
-		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true, false},
-		{"fp32 cache, D 18 (element loads), GQA 3", 3, 1, 18, "f32", false, true, false},
-		{"bf16 queries and outputs, fp8 cache, GQA 2", 4, 2, 32, "fp8", false, true, true},
-		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false, false},
+		{"fp32 cache, MHA", 2, 2, 16, "f32", false, true, false, false, false},
+		{"bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true, false, false, false},
+		{"bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true, false, false, false},
+		{"fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true, false, false, false},
+		{"fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true, false, false, false},
+		{"bf16 cache, D 128, GQA 5", 5, 1, 128, "bf16", false, true, false, false, false},
+		{"fp32 cache, D 18 (element loads), GQA 3", 3, 1, 18, "f32", false, true, false, false, false},
+		{"bf16 queries and outputs, fp8 cache, D 160 (CUDA cores under bf16 products), GQA 2", 4, 2, 160, "fp8", false, true, true, false, false},
+		{"exact off: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false, false, false, false},
+		// bf16 products: the tensor-core kernels.
+		{"tc: fp32 cache, MHA", 2, 2, 16, "f32", false, true, false, true, false},
+		{"tc: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, true, false, true, false},
+		{"tc: bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true, false, true, false},
+		{"tc: fp8 cache, GQA 4", 4, 1, 32, "fp8", false, true, false, true, false},
+		{"tc: fp8 paged cache, GQA 2", 4, 2, 16, "fp8", true, true, false, true, false},
+		{"tc: bf16 cache, D 128, GQA 2", 4, 2, 128, "bf16", false, true, false, true, false},
+		{"tc: fp32 cache, D 18 (element loads, D padded to 32), GQA 3", 3, 1, 18, "f32", false, true, false, true, false},
+		{"tc: GQA 20 (two head chunks a decode step, 3 rows a training fragment)", 20, 1, 16, "bf16", false, true, false, true, false},
+		{"tc: bf16 queries and outputs, fp8 cache, GQA 2", 4, 2, 32, "fp8", false, true, true, true, false},
+		{"tc: bf16 cache, GQA 2, decode splits folded in the block", 4, 2, 32, "bf16", false, true, false, true, true},
+		{"bf16 products, D 160: the CUDA-core kernels", 2, 1, 160, "bf16", false, true, false, true, false},
+		{"exact off, bf16 products: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false, false, true, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			prec := FP32
-			if c.halfQ {
+			if c.halfQ || c.bf16 {
 				prec = BF16
 			}
 			b := NewBackend(dev, prec)
 			b.SetBatchInvariant(c.exact)
+			if c.oneSM {
+				sms := dev.Info.SMs
+				dev.Info.SMs = 1
+				t.Cleanup(func() { dev.Info.SMs = sms })
+			}
+			tc := prec == BF16 && c.D <= exTCDMax
+			if tc && dev.Info.Major < 8 {
+				t.Skipf("sm_%d%d: no mma.sync, exact attention stays on CUDA cores", dev.Info.Major, dev.Info.Minor)
+			}
 			rng := rand.New(rand.NewPCG(46, uint64(c.H*1000+c.D)))
 			seqs := exactData(rng, c)
-			suffix := map[string]string{"f32": "", "bf16": "_kvh", "fp8": "_kv8"}[c.cache]
-			if c.halfQ {
-				suffix = "_h" + suffix
-			}
-			// Decode steps take the small kernel where D allows, prefills
-			// and the training call the large one.
-			kernels := []string{"attn_exact" + suffix}
-			if c.D <= exSmallD {
-				combine := "attn_exact_combine"
-				if c.halfQ {
-					combine += "_h"
-				}
-				kernels = append(kernels, "attn_exact_s"+suffix, combine)
-			}
-			before := dev.Launches()
+			ran, absent := exactKernels(c, tc)
+			before, pBefore := dev.Launches(), dev.Profile()
 			dec := exactDecode(t, b, c, seqs)
 			train := exactTrain(t, b, c, seqs)
 			if !backendErrs(t, c.name, b) {
 				return
 			}
+			for _, k := range absent {
+				if dev.Launches()[k] > before[k] {
+					t.Errorf("%s launched: exact mode under these products must take the other kernels", k)
+				}
+			}
+			if p := dev.Profile().Sub(pBefore); c.exact && (p.Flops[EngineExactAttn] > 0) != tc {
+				t.Errorf("tensor-core kernels %v, but the profile counted %.3g flops on %s (%.3g on %s)", tc,
+					p.Flops[EngineExactAttn], EngineExactAttn, p.Flops[EngineAttention], EngineAttention)
+			}
+			kernels := ran
 			differ := 0
 			for i := range dec {
 				if math.Float32bits(dec[i]) != math.Float32bits(train[i]) {
@@ -106,13 +131,50 @@ func TestExactAttentionInvariant(t *testing.T) {
 			t.Logf("%d of %d elements differ", differ, len(dec))
 			if c.exact {
 				tol := fp32Attn
-				if c.halfQ { // the output rounded to bf16
+				switch {
+				case tc: // q, k, v and P rounded to bf16 (observed: max |err| 0.011 against outputs up to ≈ 1)
+					tol = numcheck.Tol{Atol: 2e-2, Rtol: 1e-2}
+				case c.halfQ: // the output rounded to bf16
 					tol = numcheck.Tol{Atol: 1e-2, Rtol: 1e-2}
 				}
-				compareTo(t, c.name+" against the CPU", train, exactReference(c, seqs), tol)
+				st := compareTo(t, c.name+" against the CPU", train, exactReference(c, seqs), tol)
+				t.Logf("against the CPU: max |err| %.2g", st.MaxAbs)
 			}
 		})
 	}
+}
+
+// exactKernels are the kernels a case of TestExactAttentionInvariant
+// must launch (with exact mode on; none of them with it off) and those it
+// must not: decode steps take the one-row kernel (_s) where D allows, with
+// the combine after a block per split unless the device's SMs are few
+// enough for whole windows, prefills and the training call the large
+// kernel; tc, the tensor-core ones, and then none of the CUDA-core ones.
+func exactKernels(c exactCase, tc bool) (ran, absent []string) {
+	suffix := map[string]string{"f32": "", "bf16": "_kvh", "fp8": "_kv8"}[c.cache]
+	if c.halfQ {
+		suffix = "_h" + suffix
+	}
+	combine := "attn_exact_combine"
+	if c.halfQ {
+		combine += "_h"
+	}
+	cuda := []string{"attn_exact" + suffix}
+	if c.D <= exSmallD {
+		cuda = append(cuda, "attn_exact_s"+suffix)
+	}
+	if !tc {
+		ran = cuda
+		if c.D <= exSmallD && !c.oneSM {
+			ran = append(ran, combine)
+		}
+		return ran, nil
+	}
+	ran = []string{"attn_exact_tc" + suffix, "attn_exact_tc_s" + suffix}
+	if c.oneSM {
+		return ran, append(cuda, combine)
+	}
+	return append(ran, combine), cuda
 }
 
 // exactSeq is one sequence's per-token queries, keys and values (fp32, as
@@ -321,6 +383,7 @@ func TestExactKVTrainingForward(t *testing.T) {
 	}{{FP32, "bf16"}, {FP32, "fp8"}, {BF16, "bf16"}, {BF16, "fp8"}} {
 		cache := c.cache
 		var gap [2]float64
+		roundsAsCache := false // the tensor-core kernel rounds fp32 keys and values to bf16, as a bf16 cache holds them
 		for i, exactKV := range []bool{false, true} {
 			_, m := tinyPair(t, c.prec, o)
 			if c.prec == BF16 {
@@ -336,6 +399,10 @@ func TestExactKVTrainingForward(t *testing.T) {
 			}
 			dec := exactSampled(t, m, tokens)
 			kernel := map[string]string{"bf16": "attn_exact_kvh", "fp8": "attn_exact_kv8"}[cache]
+			if b.exactAttnTC(m.Cfg.HeadDim) {
+				kernel = strings.Replace(kernel, "exact", "exact_tc", 1)
+				roundsAsCache = cache == "bf16"
+			}
 			before := b.Device().Launches()[kernel]
 			pass, err := m.Forward([]model.Sequence{{Tokens: tokens, Start: 1}})
 			if err != nil {
@@ -365,11 +432,18 @@ func TestExactKVTrainingForward(t *testing.T) {
 		// Observed on the emulator, fp32 / bf16 products: 3e-7 / 7e-7
 		// (bf16 cache) and 7e-7 / 7e-7 (fp8) with ExactKV (the host's
 		// float64 log-softmax against the device's, and the ops around
-		// attention); 1.3e-2 / 3.1e-2 and 0.21 / 0.30 without.
+		// attention); 1.3e-2 / 3.1e-2 and 0.21 / 0.30 without, except
+		// under bf16 products with a bf16 cache, where the tensor-core
+		// kernel rounds the training forward's fp32 keys and values to the
+		// bf16 the cache holds: 7.6e-7 with and without.
 		if gap[1] > 1e-5 {
 			t.Errorf("%s cache with ExactKV: log-probs differ by %g, want ≤ 1e-5", cache, gap[1])
 		}
-		if gap[0] < 10*gap[1] || gap[0] < 1e-5 {
+		if roundsAsCache {
+			if gap[0] > 1e-5 {
+				t.Errorf("%s products, %s cache without ExactKV: log-probs differ by %g, want ≤ 1e-5 (the tensor-core kernel rounds keys and values as the cache does)", c.prec, cache, gap[0])
+			}
+		} else if gap[0] < 10*gap[1] || gap[0] < 1e-5 {
 			t.Errorf("%s cache without ExactKV: log-probs differ by only %g (with: %g): the test cannot tell the cache's rounding", cache, gap[0], gap[1])
 		}
 	}
