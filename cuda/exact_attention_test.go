@@ -488,7 +488,8 @@ func exactSampled(t *testing.T, m *model.Model, tokens []int32) []float64 {
 // TestExactDecodeGraphs: the sampler's generation in exact mode, with
 // decode graphs and without, over a plain and a paged bf16 cache, launches
 // no attention forward but attn_exact* (a graph's captured step
-// included: its eager warm-up and capture are counted), and the runs
+// included: its eager warm-up and capture are counted), under the model's
+// bf16 products the tensor-core ones (attn_exact_tc*), and the runs
 // without pre-emption give the same tokens. Splits of 16 keys put the
 // decode steps on the split launch and its combine, whose split count
 // under a graph is the cache's.
@@ -518,19 +519,25 @@ func TestExactDecodeGraphs(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		exact := 0
+		exact, cudaCore := 0, 0
 		for k, n := range d.Launches() {
 			if n == before[k] || !strings.HasPrefix(k, "attn_") || strings.HasPrefix(k, "attn_delta") || strings.Contains(k, "bwd") {
 				continue
 			}
 			if strings.HasPrefix(k, "attn_exact") {
 				exact += n - before[k]
+				if !strings.HasPrefix(k, "attn_exact_tc") && !strings.HasPrefix(k, "attn_exact_combine") {
+					cudaCore += n - before[k]
+				}
 			} else {
 				t.Errorf("%s: exact mode launched %s %d times", name, k, n-before[k])
 			}
 		}
 		if exact == 0 {
 			t.Errorf("%s: attn_exact never launched", name)
+		}
+		if cudaCore > 0 { // bf16 products, D 64: the tensor-core kernels and their combine only
+			t.Errorf("%s: %d of %d exact attention launches on the CUDA-core kernels, want none", name, cudaCore, exact)
 		}
 		if c.graphs && d.Profile().GraphLaunches == graphs {
 			t.Errorf("%s: no graph launched", name)
