@@ -562,12 +562,12 @@ func TestExactDecodeGraphs(t *testing.T) {
 
 // TestExactAttentionBackward: the backward (the fast kernels) reads the
 // lse exact mode's forward writes, folded over splits (of 32 keys here):
-// the gradients match the float64 CPU's within the fp32 tolerance.
+// the gradients match the float64 CPU's within the fp32 tolerance, or,
+// under bf16 products (the tensor-core forward, whose scores are of q and
+// k rounded to bf16 as the backward's are), within bf16's.
 func TestExactAttentionBackward(t *testing.T) {
 	exactSplitTest = 32
 	t.Cleanup(func() { exactSplitTest = 0 })
-	b := NewBackend(testDevice(t), FP32)
-	b.SetBatchInvariant(true)
 	ref := refBackend()
 	rng := rand.New(rand.NewPCG(46, 7))
 	const H, G, D = 4, 2, 32
@@ -584,14 +584,23 @@ func TestExactAttentionBackward(t *testing.T) {
 		be.AttentionBackward(dq, dk, dv, model.NewFrom(be, dout, n, H, D), Q, K, V, out, lse, segs, scale)
 		return model.Values(be, out, lse, dq, dk, dv)
 	}
-	before := b.Device().Launches()["attn_exact"]
-	got, want := grads(b), grads(ref)
-	if !backendErrs(t, "exact attention backward", b, ref) {
-		return
+	want := grads(ref)
+	for _, c := range []struct {
+		prec   Precision
+		kernel string
+		tol    numcheck.Tol
+	}{{FP32, "attn_exact", fp32Attn}, {BF16, "attn_exact_tc", bf16Attn}} {
+		b := NewBackend(testDevice(t), c.prec)
+		b.SetBatchInvariant(true)
+		before := b.Device().Launches()[c.kernel]
+		got := grads(b)
+		if !backendErrs(t, "exact attention backward", b, ref) {
+			return
+		}
+		if b.Device().Launches()[c.kernel] == before {
+			t.Fatalf("%s products: %s never launched", c.prec, c.kernel)
+		}
+		st := compareTo(t, fmt.Sprintf("%s products: exact attention forward and backward against the CPU", c.prec), got, want, c.tol)
+		t.Logf("%s products: max |err| %.2g", c.prec, st.MaxAbs)
 	}
-	if b.Device().Launches()["attn_exact"] == before {
-		t.Fatal("attn_exact never launched")
-	}
-	st := compareTo(t, "exact attention forward and backward against the CPU", got, want, fp32Attn)
-	t.Logf("max |err| %.2g", st.MaxAbs)
 }
