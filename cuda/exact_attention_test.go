@@ -71,6 +71,8 @@ func TestExactAttentionInvariant(t *testing.T) {
 		{"tc: fp32 cache, D 18 (element loads, D padded to 32), GQA 3", 3, 1, 18, "f32", false, true, false, true, false},
 		{"tc: GQA 20 (two head chunks a decode step, 3 rows a training fragment)", 20, 1, 16, "bf16", false, true, false, true, false},
 		{"tc: bf16 queries and outputs, fp8 cache, GQA 2", 4, 2, 32, "fp8", false, true, true, true, false},
+		{"tc: bf16 queries and outputs, bf16 paged cache, GQA 3", 6, 2, 16, "bf16", true, true, true, true, false},
+		{"tc: bf16 queries and outputs, fp32 cache, D 18", 3, 1, 18, "f32", false, true, true, true, false},
 		{"tc: bf16 cache, GQA 2, decode splits folded in the block", 4, 2, 32, "bf16", false, true, false, true, true},
 		{"bf16 products, D 160: the CUDA-core kernels", 2, 1, 160, "bf16", false, true, false, true, false},
 		{"exact off, bf16 products: bf16 cache, GQA 2", 4, 2, 32, "bf16", false, false, false, true, false},
