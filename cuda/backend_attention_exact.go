@@ -110,13 +110,16 @@ func (b *Backend) attentionExact(out, lse, q, k, v *model.Tensor, segs []model.S
 		return
 	}
 	tc := b.exactAttnTC(D)
-	small, hb, qt := exactTiles(H, G, D, segs)
-	threads := attThreads
+	var small bool
+	var hb, qt int
 	if tc {
 		small, hb, qt = exactTilesTC(H, G, segs)
-		if small {
-			threads = 32
-		}
+	} else {
+		small, hb, qt = exactTiles(H, G, D, segs)
+	}
+	threads := attThreads
+	if tc && small {
+		threads = 32 // attn_exact_tc_s*: one warp
 	}
 	t0, tn, ks, kf := queryTiles(segs, qt)
 	if len(t0) == 0 {
