@@ -606,3 +606,27 @@ func TestExactAttentionBackward(t *testing.T) {
 		t.Logf("%s products: max |err| %.2g", c.prec, st.MaxAbs)
 	}
 }
+
+// TestExactTCFlops: the step profile's count of the tensor-core exact
+// kernels' arithmetic, by hand: 64·Dp flops per key of every 16-key tile a
+// fragment of 16 (row, head) pairs reaches, its widest window rounded up.
+func TestExactTCFlops(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		qCount, first []int32
+		H, G, D, hb   int
+		want          float64
+	}{
+		// One row, 2 heads a KV head: one fragment, 100 keys → 7 tiles.
+		{"decode, GQA 2", []int32{1}, []int32{100}, 16, 8, 128, 2, 64 * 128 * 8 * 112},
+		// 32 rows × 2 heads: four fragments whose last rows (7, 15, 23,
+		// 31) see 8, 16, 24 and 32 keys: 16 + 16 + 32 + 32 keys.
+		{"training tile", []int32{32}, []int32{1}, 16, 8, 128, 2, 64 * 128 * 8 * 96},
+		// 20 heads in chunks of 16 and 4, D 18 padded to 32: a tile each.
+		{"two head chunks, D 18", []int32{1}, []int32{5}, 20, 1, 18, 16, 64 * 32 * 1 * 32},
+	} {
+		if got := exactTCFlops(c.qCount, c.first, c.H, c.G, c.D, c.hb); got != c.want {
+			t.Errorf("%s: %g flops, want %g", c.name, got, c.want)
+		}
+	}
+}
