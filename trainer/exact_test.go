@@ -119,28 +119,37 @@ func TestExactLogProbsConfig(t *testing.T) {
 // mismatch is exactly 0 at every step, and the run equals the one-process
 // run bit for bit — the mismatch figures included, which outside exact
 // mode differ with two generation ranks (they decode other batches, and
-// the log-probs round otherwise; TestAsyncSyncMatchesOneProcess).
+// the log-probs round otherwise; TestAsyncSyncMatchesOneProcess). With
+// precision.exact_logprobs_check too: the generation ranks send each
+// token's whole-vocabulary digest beside its log-prob, and the training
+// rank's π_old forward matches both (the check once failed at step 1, the
+// generation ranks sending no digests).
 func TestExactGenerationRanks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three tiny runs")
+		t.Skip("six tiny runs")
 	}
 	task := testfix.TinyTask(t)
-	cfg := exactRunConfig(t, task, "exact-one")
-	if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	want := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...)
-	for _, gens := range []int{1, 2} {
-		c := cfg
-		c.Run.Name = "exact-gens-" + string(rune('0'+gens))
-		noErrs(t, runAsync(t, c, 1, gens, "", time.Minute, func(int, *Trainer) {}, nil))
-		for s, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
-			if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 {
-				t.Errorf("%d generation ranks, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, want exactly 0", gens, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"])
-			}
+	for _, check := range []string{"false", "true"} {
+		cfg := exactRunConfig(t, task, "exact-one-"+check, "precision.exact_logprobs_check="+check)
+		if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+			t.Fatal(errs[0])
 		}
-		if got := stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); got != want {
-			t.Errorf("%d generation ranks in exact mode: metrics differ from one process:\n%s\nvs\n%s", gens, got, want)
+		want := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...)
+		for _, gens := range []int{1, 2} {
+			c := cfg
+			c.Run.Name = fmt.Sprintf("exact-gens-%d-%s", gens, check)
+			noErrs(t, runAsync(t, c, 1, gens, "", time.Minute, func(int, *Trainer) {}, nil))
+			for s, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
+				if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 {
+					t.Errorf("%d generation ranks, check %s, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, want exactly 0", gens, check, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"])
+				}
+				if rows, _ := m["vocab_rows_checked"].(float64); check == "true" && (rows < 1 || m["mismatch_vocab_rows"] != 0.0) {
+					t.Errorf("%d generation ranks, step %d: the full-distribution check compared %v rows, %v differ (want > 0 and exactly 0)", gens, s+1, m["vocab_rows_checked"], m["mismatch_vocab_rows"])
+				}
+			}
+			if got := stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); got != want {
+				t.Errorf("%d generation ranks in exact mode, check %s: metrics differ from one process:\n%s\nvs\n%s", gens, check, got, want)
+			}
 		}
 	}
 }
