@@ -86,12 +86,14 @@ func TestExactDataParallelOnEmulator(t *testing.T) {
 }
 
 // TestExactGenerationRanksOnEmulator: one training and one generation rank
-// in exact mode at train.max_off_policy_steps 0, the weights sent through
-// the emulator's NCCL as the kernels read them (bf16 matrices; the
-// generation rank's are bf16 only), train bit for bit as one process, with
-// a mismatch of exactly 0 at every step: precision.exact_logprobs_check on
-// both, so the training rank's π_old forward matches every log-prob and
-// vocabulary digest the generation rank sent.
+// in exact mode at train.max_off_policy_steps 0 train bit for bit as one
+// process, with a mismatch of exactly 0 at every step. Each step sends the
+// weights through the emulator's NCCL as the kernels read them (the bf16
+// payload of TestAsyncOnEmulator; the generation rank's matrices are bf16
+// only), and precision.exact_logprobs_check is on in both runs: the
+// training rank's π_old forward matches every log-prob and vocabulary
+// digest the generation rank sent (the digests were not sent before:
+// "0 sampler vocabulary digests" at step 1).
 func TestExactGenerationRanksOnEmulator(t *testing.T) {
 	needNCCL(t, 2)
 	task := testfix.TinyTask(t)
@@ -99,7 +101,12 @@ func TestExactGenerationRanksOnEmulator(t *testing.T) {
 	start := time.Now()
 	asyncRun(t, task, "", nil, append([]string{"run.name=exact-one"}, sets...))
 	t.Logf("one process: %.1f s", time.Since(start).Seconds())
-	runAsyncRanks(t, task, "exact-gen", sets...)
+	full := syncBytes(t, task, nil)
+	for i, l := range runAsyncRanks(t, task, "exact-gen", sets...) {
+		if l["weight_sync_bytes"] != float64(full) {
+			t.Errorf("step %d sent %v bytes of weights, want %d (the matrices in bf16, the rest float32)", i+1, l["weight_sync_bytes"], full)
+		}
+	}
 	exactZero(t, task, "exact-one", true)
 	exactZero(t, task, "exact-gen", true)
 	sameTrajectory(t, "exact mode, 1 training + 1 generation rank against one process", task, "exact-one", "exact-gen")
