@@ -2,10 +2,12 @@ package cuda
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gdrotrain/gdrotrain/checkpoint"
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/testfix"
 )
 
@@ -37,6 +39,19 @@ func exactZero(t *testing.T, task testfix.Task, name string, check bool) {
 		if rows, _ := l["vocab_rows_checked"].(float64); check && (rows < 1 || l["mismatch_vocab_rows"] != 0.0) {
 			t.Errorf("%s, step %d: the full-distribution check compared %v rows, %v differ (want > 0 and exactly 0)", name, s+1, l["vocab_rows_checked"], l["mismatch_vocab_rows"])
 		}
+	}
+}
+
+// sameMoments checks that the final checkpoints of runs want and got
+// hold the same AdamW moments, bit for bit (sameTrajectory compares the
+// rest).
+func sameMoments(t *testing.T, what string, task testfix.Task, want, got string) {
+	t.Helper()
+	a, _, _ := checkpoint.Latest(filepath.Join(task.Dir, want, "checkpoints"))
+	b, _, _ := checkpoint.Latest(filepath.Join(task.Dir, got, "checkpoints"))
+	w := testfix.LoadWeights(t, a)
+	if !reflect.DeepEqual(testfix.LoadMoments(t, a, w), testfix.LoadMoments(t, b, w)) {
+		t.Errorf("%s: the AdamW moments differ", what)
 	}
 }
 
@@ -73,7 +88,9 @@ func TestExactDataParallelOnEmulator(t *testing.T) {
 	run("exact-resumed", "", check, "train.steps=1")
 	run("exact-resumed", "auto", check)
 	exactZero(t, task, "exact-resumed", true)
-	sameTrajectory(t, "ZeRO-1, checked, resumed after step 1 against the π_old forward skipped", task, "exact-zero1", "exact-resumed")
+	what := "ZeRO-1, checked, resumed after step 1 against the π_old forward skipped"
+	sameTrajectory(t, what, task, "exact-zero1", "exact-resumed")
+	sameMoments(t, what, task, "exact-zero1", "exact-resumed")
 	if testing.Short() {
 		return
 	}
@@ -81,7 +98,9 @@ func TestExactDataParallelOnEmulator(t *testing.T) {
 		name := "exact-zero" + zero
 		run(name, "", check, "dist.zero_stage="+zero)
 		exactZero(t, task, name, true)
-		sameTrajectory(t, "ZeRO-"+zero+", checked, against ZeRO-1, the π_old forward skipped", task, "exact-zero1", name)
+		what := "ZeRO-" + zero + ", checked, against ZeRO-1, the π_old forward skipped"
+		sameTrajectory(t, what, task, "exact-zero1", name)
+		sameMoments(t, what, task, "exact-zero1", name)
 	}
 }
 
