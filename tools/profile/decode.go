@@ -172,7 +172,7 @@ func decodeAt(b *cuda.Backend, o model.RandomOptions, s DecodeShape) (cuda.Profi
 			return cuda.Profile{}, 0, err
 		}
 		defer dg.Release()
-		run = func() error { _, _, err := dg.Step(in, draws); return err }
+		run = func() error { _, _, _, err := dg.Step(in, draws); return err }
 	}
 	// Each step first backs its new rows, as the sampler does.
 	step := func() error {
