@@ -21,7 +21,7 @@ import (
 // TestLogSoftmaxGatherDrawn: the targets read from a draw's output on the
 // device give LogSoftmaxGather's log-probs, log-sum-exps and entropies on
 // the same tokens given from the host, bit for bit, for several row
-// counts, with the tokens SampleTokens drew and with tokens written beside
+// counts (1 to 64), with the tokens SampleTokens drew and with tokens written beside
 // NaN log-probs (only the token column is read); a target outside the
 // vocabulary gives a NaN log-prob, a draw tensor of the wrong size an
 // error.
@@ -29,7 +29,7 @@ func TestLogSoftmaxGatherDrawn(t *testing.T) {
 	b := NewBackend(testDevice(t), FP32)
 	const V = 1000
 	rnd := rand.New(rand.NewPCG(46, 1))
-	for _, R := range []int{1, 3, 17, 64, 256} {
+	for _, R := range []int{1, 3, 17, 64} {
 		host := make([]float32, R*V)
 		for i := range host {
 			host[i] = float32(rnd.NormFloat64() * 4)
