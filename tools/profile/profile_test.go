@@ -445,3 +445,34 @@ func TestDecodeProfileLoRA(t *testing.T) {
 	t.Logf("tiny decode step: %d graph nodes without adapters, %d with; %.0f bytes, +%.0f (adapters %.0f)",
 		base.Step.GraphNodes, p.GraphNodes, sum(base.Step), extra, adapters)
 }
+
+// TestDecodeProfileExact: exact mode's graphed decode step (the draw, then
+// LogSoftmaxGather on the drawn tokens, inside the graph) is one graph
+// launch, one host sync and no allocation, as today's graphed step; the
+// eager exact step it replaces launches its kernels one by one and syncs
+// for the draw and again for the log-probs.
+func TestDecodeProfileExact(t *testing.T) {
+	b := cuda.NewBackend(device(t), cuda.BF16)
+	o := model.DefaultTiny()
+	o.Layers, o.Vocab = 3, 3000
+	graphed, err := DecodeStep(b, DecodeShape{Name: "tiny-graph-exact", Opts: o, Batch: 5, Context: 40, Graphs: true, Exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager, err := DecodeStep(b, DecodeShape{Name: "tiny-exact", Opts: o, Batch: 5, Context: 40, Exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.IsBatchInvariant() {
+		t.Error("exact mode left on after the profile")
+	}
+	p := graphed.Step
+	if p.GraphLaunches != 1 || p.Launches+p.GEMMs+p.Memsets != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
+		t.Fatalf("exact graph step: %d graph launches, %d other launches, %d host syncs, %d allocations, %d buffers left; want 1, 0, 1, 0, 0",
+			p.GraphLaunches, p.Launches+p.GEMMs+p.Memsets, p.HostSyncs, p.DeviceAllocs, p.LiveBuffers+p.Leaked)
+	}
+	if e := eager.Step; e.GraphLaunches != 0 || e.Launches < p.GraphNodes/2 || e.HostSyncs < 2 {
+		t.Errorf("eager exact step: %d graph launches, %d launches, %d host syncs (the graph replays %d nodes)", e.GraphLaunches, e.Launches, e.HostSyncs, p.GraphNodes)
+	}
+	t.Logf("tiny exact decode step: graphed %d nodes, eager %d launches and %d host syncs", p.GraphNodes, eager.Step.Launches, eager.Step.HostSyncs)
+}
