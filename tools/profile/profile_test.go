@@ -256,7 +256,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "MFU",
+	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "decode-b4-c64-graph", "decode-b4-c64-graph-exact", "MFU",
 		"baseline skipped", "attn-1x256", "mma.sync", "random weights: 1 set(s)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
@@ -284,7 +284,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out.String())
 	}
-	if len(r.Train) != 2 || len(r.Decode) != 5 || r.Baseline != "baseline: fake torch" {
+	if len(r.Train) != 2 || len(r.Decode) != 7 || r.Baseline != "baseline: fake torch" {
 		t.Fatalf("report %+v", r)
 	}
 	// Every row measured, listed in order, on one set of random weights.
@@ -292,9 +292,10 @@ func TestBenchSmoke(t *testing.T) {
 	for _, a := range r.Attention {
 		wantRows = append(wantRows, a.Name+"/"+a.Route)
 	}
-	wantRows = append(wantRows, "decode-b1-c64", "decode-b4-c64", "decode-b1-c64-fp8", "decode-b4-c64-fp8", "decode-b4-c64-exact")
-	if !slices.Equal(r.Rows, wantRows) || r.Weights.Made != 1 || r.Weights.Rows != 7 {
-		t.Errorf("rows %q (want %q), weights %+v (want 1 set for 7 rows)", r.Rows, wantRows, r.Weights)
+	wantRows = append(wantRows, "decode-b1-c64", "decode-b4-c64", "decode-b1-c64-fp8", "decode-b4-c64-fp8", "decode-b4-c64-exact",
+		"decode-b4-c64-graph", "decode-b4-c64-graph-exact")
+	if !slices.Equal(r.Rows, wantRows) || r.Weights.Made != 1 || r.Weights.Rows != 9 {
+		t.Errorf("rows %q (want %q), weights %+v (want 1 set for 9 rows)", r.Rows, wantRows, r.Weights)
 	}
 	if st := r.Train[1]; !st.Step || st.TokPerS <= 0 || st.MFU <= 0 || st.Error != "" || st.TorchTokPerS != 0 {
 		t.Errorf("optimizer-step row %+v", st)
@@ -304,8 +305,10 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("fp8 decode row %+v", d)
 		}
 	}
-	if d := r.Decode[4]; d.KVCache != "bf16" || d.TokPerS <= 0 || d.Error != "" || d.TorchTokPerS != 0 {
-		t.Errorf("exact decode row %+v", d)
+	for _, d := range r.Decode[4:] {
+		if d.KVCache != "bf16" || d.TokPerS <= 0 || d.Error != "" || d.TorchTokPerS != 0 {
+			t.Errorf("exact or graphed decode row %+v", d)
+		}
 	}
 	tr := r.Train[0]
 	tokens := float64(tr.Batch * tr.SeqLen)
