@@ -305,8 +305,39 @@ func (b *Backend) LogSoftmaxGather(logp, lse, entropy, logits *model.Tensor, tar
 	addr, ok := b.upload("targets", targets)
 	if ok {
 		b.kernelCost(6*M*V, 4*M*V)
-		b.launch("lsg_fwd", [3]int{M}, rowBlock, p[0], p[1], ep, p[2], addr[0], int32(V))
+		b.launch("lsg_fwd", [3]int{M}, rowBlock, p[0], p[1], ep, p[2], addr[0], int32(V), int32(1))
 	}
+}
+
+// LogSoftmaxGatherDrawn is LogSoftmaxGather with row r's target the token
+// SampleTokens wrote into drawn (R, 2) (model.DeviceSampler): the same
+// kernel, reading the targets from the draw's output at a stride of two
+// words, so the same bits as LogSoftmaxGather on those tokens.
+func (b *Backend) LogSoftmaxGatherDrawn(logp, lse, entropy, logits, drawn *model.Tensor) {
+	const op = "logsoftmax gather (drawn targets)"
+	p, ok := b.ptrs(op, logp, lse, logits)
+	if !ok {
+		return
+	}
+	markStale(lse)
+	ep, ok := b.opt(op, entropy)
+	if !ok {
+		return
+	}
+	pd, ok := b.reads(op, drawn)
+	if !ok {
+		return
+	}
+	M, V := model.Matrix(logits)
+	if drawn.Numel() != 2*M {
+		b.keep(fmt.Errorf("%s: drawn %v must hold (%d, 2), a token and a log-prob per row of logits %v", op, drawn.Shape, M, logits.Shape))
+		return
+	}
+	if _, _, err := model.LSGDims(op, logits, make([]int32, M), logp, lse, entropy); !b.keep(err) || M == 0 {
+		return
+	}
+	b.kernelCost(6*M*V, 4*M*V)
+	b.launch("lsg_fwd", [3]int{M}, rowBlock, p[0], p[1], ep, p[2], pd[0], int32(V), int32(2))
 }
 
 // LogSoftmaxGatherBackward overwrites dlogits = dlogp·(onehot − softmax),

@@ -905,7 +905,7 @@ func TestFuzzModelDecode(t *testing.T) {
 				draws[s] = model.Draw{Key: uint64(100 + s), Counter: uint64(k)}
 			}
 			grow(next)
-			toks, lps, err := dg.Step(next, draws)
+			toks, lps, _, err := dg.Step(next, draws)
 			if err != nil {
 				t.Fatalf("%s: %v", *desc, err)
 			}

@@ -59,7 +59,7 @@ const (
 )
 
 // graphOutBytes bounds a step's result (a bucket of 256 rows brings back
-// 2 KiB).
+// 2 KiB, 5 KiB with exact log-probs).
 const graphOutBytes = 1 << 20
 
 // errReplayMismatch reports a replay whose ops differ from the capture's.

@@ -144,6 +144,7 @@ func graphModel(t *testing.T, o model.RandomOptions) *model.Model {
 type decodeRun struct {
 	tokens [][]int32
 	lps    [][]float32
+	ents   [][]float32 // with p.ExactLogProbs
 	steps  map[int]int
 }
 
@@ -163,7 +164,7 @@ func runDecode(t *testing.T, m *model.Model, slots int, p model.SampleParams, ea
 	// Row r holds a prompt of 2+r%3 tokens, joins at step r and stops after
 	// 20+(7·r)%25 tokens.
 	rows := 2 * slots
-	run := decodeRun{tokens: make([][]int32, rows), lps: make([][]float32, rows)}
+	run := decodeRun{tokens: make([][]int32, rows), lps: make([][]float32, rows), ents: make([][]float32, rows)}
 	slotOf := map[int]int{}
 	var free []int
 	for s := slots - 1; s >= 0; s-- {
@@ -209,13 +210,19 @@ func runDecode(t *testing.T, m *model.Model, slots int, p model.SampleParams, ea
 			}
 			continue
 		}
-		toks, lps, err := dg.Step(in, draws)
+		toks, lps, ents, err := dg.Step(in, draws)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if (ents != nil) != p.ExactLogProbs {
+			t.Fatalf("exact log-probs %v, entropies %v", p.ExactLogProbs, ents)
 		}
 		for i, r := range who {
 			run.tokens[r] = append(run.tokens[r], toks[i])
 			run.lps[r] = append(run.lps[r], lps[i])
+			if ents != nil {
+				run.ents[r] = append(run.ents[r], ents[i])
+			}
 		}
 		stompMainPool(b, m.Cfg, dg.Bucket(len(in)))
 	}

@@ -84,7 +84,12 @@ package model
 // TestDeviceDrawMatchesHost (SampleTokens against sampler.Sample: the same
 // token but within rounding of a boundary),
 // TestDecodeGraphReplayEqualsEager, TestGenerateMatchesCPU,
-// TestTrainingStepMatchesCPU.
+// TestTrainingStepMatchesCPU. DeviceSampler's LogSoftmaxGatherDrawn gives
+// LogSoftmaxGather's own numbers, but reads SampleTokens' output and serves
+// only graphed steps, which the CPU does not run: it belongs with them
+// rather than in a capability of its own the CPU would implement for
+// nothing (TestLogSoftmaxGatherDrawn holds CUDA's to LogSoftmaxGather's
+// bits).
 //
 // BatchInvariant is a guarantee rather than a speed-up: both fast
 // backends give it (the reference's plain loops do not promise it), and
@@ -120,6 +125,14 @@ type DeviceSampler interface {
 	// order than the host's sampler.Sample, so a draw within a rounding
 	// error of a boundary between two tokens may pick the neighbour.
 	SampleTokens(out, logits *Tensor, draws []Draw, p SampleParams)
+	// LogSoftmaxGatherDrawn is LogSoftmaxGather(logp, lse, entropy,
+	// logits, targets) with targets[r] the token SampleTokens wrote into
+	// row r of drawn (R, 2), read where it lies: a graphed decode step in
+	// exact mode (SampleParams.ExactLogProbs) gets its tokens' untempered
+	// log-probs and entropies without a trip to the host. Its numbers are
+	// LogSoftmaxGather's on those tokens, bit for bit (the same kernel);
+	// a target outside the vocabulary gives a NaN log-prob.
+	LogSoftmaxGatherDrawn(logp, lse, entropy, logits, drawn *Tensor)
 	// DeviceSamples reports whether SampleTokens supports p (top-p without
 	// top-k needs a whole-vocabulary sort and is not supported).
 	DeviceSamples(p SampleParams) bool

@@ -16,6 +16,13 @@ package model
 // Tokens are drawn on the device with the sampler's key and counter
 // (rollout's determinism contract); see DeviceSampler.SampleTokens for how a device draw
 // relates to the host's.
+//
+// With exact log-probs (SampleParams.ExactLogProbs, docs/algorithm.md
+// §5.10) the graph goes on after the draw: LogSoftmaxGatherDrawn on the
+// step's untempered logits, its targets the drawn tokens as they lie on
+// the device, gives each row the log-prob and entropy the training
+// forward's LogSoftmaxGather computes, and they come back with the tokens
+// in the step's one download. Padding rows are computed and ignored.
 
 import (
 	"fmt"
@@ -34,6 +41,11 @@ type SampleParams struct {
 	Temperature float64
 	TopK        int     // 0: off
 	TopP        float64 // 1: off
+	// ExactLogProbs is no draw setting but what a DecodeGraph's step
+	// returns for each token: LogSoftmaxGather's untempered log-prob and
+	// the row's entropy (precision.exact_logprobs) instead of the draw's
+	// (tempered, filtered) log-prob. SampleTokens ignores it.
+	ExactLogProbs bool
 }
 
 // GraphSet runs a decode loop's steps as graphs, one per key (a row
@@ -109,41 +121,66 @@ func (g *DecodeGraph) Bucket(n int) int {
 }
 
 // Step appends one token to each input's slot (in[i].Tokens has length 1),
-// and returns each row's drawn next token and its log-probability.
-func (g *DecodeGraph) Step(in []StepInput, draws []Draw) ([]int32, []float32, error) {
+// and returns each row's drawn next token and its log-probability, and
+// with exact log-probs each row's entropy (nil otherwise).
+func (g *DecodeGraph) Step(in []StepInput, draws []Draw) (toks []int32, lps, ents []float32, err error) {
 	if len(in) == 0 || len(in) != len(draws) || len(in) > g.spare {
-		return nil, nil, fmt.Errorf("decode graph: %d inputs, %d draws (at most %d rows)", len(in), len(draws), g.spare)
+		return nil, nil, nil, fmt.Errorf("decode graph: %d inputs, %d draws (at most %d rows)", len(in), len(draws), g.spare)
 	}
 	R := g.Bucket(len(in))
 	plan, err := g.plan(in, draws, R)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	m, b := g.m, g.m.B
-	words, err := g.gs.Run(fmt.Sprintf("rows=%d", R), func() (*Tensor, error) {
-		logits := m.forwardCached(g.kv, plan.step) // (R, V)
-		out := Scratch(b, R, 2)                    // per row: the token's int32 bits, its log-prob
-		g.ts.SampleTokens(out, logits, plan.draws, g.p)
-		Release(b, logits)
-		if err := m.checkErr("decode graph step"); err != nil {
-			Release(b, out)
-			return nil, err
-		}
-		return out, nil
-	})
+	words, err := g.gs.Run(fmt.Sprintf("rows=%d", R), func() (*Tensor, error) { return g.body(plan, R) })
 	if err != nil {
-		return nil, nil, fmt.Errorf("decode graph (%d rows in %d): %w", len(in), R, err)
+		return nil, nil, nil, fmt.Errorf("decode graph (%d rows in %d): %w", len(in), R, err)
 	}
 	for _, s := range in {
 		g.kv.Len[s.Slot]++
 	}
 	g.Steps[R]++
-	toks, lps := make([]int32, len(in)), make([]float32, len(in))
+	toks, lps = make([]int32, len(in)), make([]float32, len(in))
 	for i := range in {
 		toks[i] = int32(words[2*i])
 		lps[i] = math.Float32frombits(words[2*i+1])
 	}
-	return toks, lps, nil
+	if g.p.ExactLogProbs {
+		// words: the draws (R, 2), then LogSoftmaxGather's log-probs,
+		// log-sum-exps and entropies, R of each.
+		ents = make([]float32, len(in))
+		for i := range in {
+			lps[i] = math.Float32frombits(words[2*R+i])
+			ents[i] = math.Float32frombits(words[4*R+i])
+		}
+	}
+	return toks, lps, ents, nil
+}
+
+// body issues one step of R rows (plan) and returns the tensor to bring
+// back: per row the drawn token's int32 bits and its log-prob, then with
+// exact log-probs three vectors of R: LogSoftmaxGatherDrawn's log-probs,
+// log-sum-exps and entropies.
+func (g *DecodeGraph) body(plan graphPlan, R int) (*Tensor, error) {
+	m, b := g.m, g.m.B
+	logits := m.forwardCached(g.kv, plan.step) // (R, V)
+	width := 2
+	if g.p.ExactLogProbs {
+		width = 5
+	}
+	out := Scratch(b, width*R)
+	drawn := out.Rows(0, 2*R).View(R, 2)
+	g.ts.SampleTokens(drawn, logits, plan.draws, g.p)
+	if g.p.ExactLogProbs {
+		vec := func(k int) *Tensor { return out.Rows(k*R, (k+1)*R) }
+		g.ts.LogSoftmaxGatherDrawn(vec(2), vec(3), vec(4), logits, drawn)
+	}
+	Release(b, logits)
+	if err := m.checkErr("decode graph step"); err != nil {
+		Release(b, out)
+		return nil, err
+	}
+	return out, nil
 }
 
 // graphPlan is a padded step's tables.

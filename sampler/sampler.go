@@ -93,12 +93,13 @@ type Params struct {
 	// untempered logits: the training forward's op, on logits a
 	// batch-invariant backend (model.BatchInvariant) computes bit for bit
 	// as the forward does. The token is drawn as without it. It needs a
-	// DeviceLM and runs no decode graphs.
+	// DeviceLM; decode graphs run LogSoftmaxGather inside the graph, on the
+	// tokens drawn there (model.SampleParams.ExactLogProbs).
 	ExactLogProbs bool
 	// VocabDigests (with ExactLogProbs; precision.exact_logprobs_check)
 	// also returns each token's whole-vocabulary log-softmax row as a
 	// digest (model.VocabDigest), for the trainer's full-distribution
-	// check.
+	// check. The rows come to the host: decode steps run eagerly.
 	VocabDigests bool
 }
 
@@ -296,11 +297,11 @@ func checkRequests(reqs []Request, p Params) (int, error) {
 // tokens and, when decode steps run as graphs, the decode graph (nil
 // otherwise), whose padding rows take one more slot, never handed out.
 func openDecoding(lm LM, slots, maxLen int, p Params) (*model.KVCache, *model.DecodeGraph, error) {
-	// Exact log-probs run no graphs: a graphed step returns its draw's
-	// tempered log-prob and keeps its logits inside the graph, where an
-	// exact step runs LogSoftmaxGather on the drawn rows of logits it can
-	// reach (exactLogProbs; docs/algorithm.md §5.10).
-	graphed := p.Graphs && !p.ExactLogProbs && canGraph(lm, p)
+	// With exact log-probs a graphed step ends with LogSoftmaxGather on
+	// its drawn tokens, inside the graph (model.DecodeGraph); the vocabulary
+	// digests (a debugging check) need the rows on the host, so they keep
+	// the eager exact path (exactLogProbs; docs/algorithm.md §5.10).
+	graphed := p.Graphs && !p.VocabDigests && canGraph(lm, p)
 	kvSlots := slots
 	if graphed {
 		kvSlots++ // the padding rows' spare slot (model.DecodeGraph)
@@ -757,22 +758,26 @@ func canGraph(lm LM, p Params) bool {
 }
 
 func sampleParams(p Params) model.SampleParams {
-	return model.SampleParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP}
+	return model.SampleParams{Temperature: p.Temperature, TopK: p.TopK, TopP: p.TopP, ExactLogProbs: p.ExactLogProbs}
 }
 
 // stepGraphed runs one graphed decode step: active[i] draws its next
-// token from row i, on the device, with its own key and counter.
+// token from row i, on the device, with its own key and counter (and with
+// exact log-probs gets LogSoftmaxGather's log-prob and entropy).
 func stepGraphed(dg *model.DecodeGraph, in []model.StepInput, active []*seqState) error {
 	draws := make([]model.Draw, len(active))
 	for i, s := range active {
 		draws[i] = model.Draw{Key: s.key, Counter: uint64(len(s.out.Tokens))}
 	}
-	toks, lps, err := dg.Step(in, draws)
+	toks, lps, ents, err := dg.Step(in, draws)
 	if err != nil {
 		return err
 	}
 	for i, s := range active {
 		s.push(toks[i], lps[i])
+		if ents != nil {
+			s.out.Entropy = append(s.out.Entropy, ents[i])
+		}
 	}
 	return nil
 }
@@ -856,23 +861,9 @@ func exactLogProbs(b model.Backend, t *model.Tensor, readers [][]*seqState, p Pa
 	}
 	_, V := model.Matrix(t)
 	n := len(seqs)
-	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
-	defer model.Release(b, g, out)
-	b.GatherRows(g, t, rows)
-	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
-	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, targets)
-	res := make([]float32, 3*n)
-	b.Download(out, res)
-	if err := backendErr(b); err != nil {
+	res, rowsHost, err := gatherLogSoftmax(b, t, rows, targets, p.VocabDigests)
+	if err != nil {
 		return err
-	}
-	var rowsHost []float32
-	if p.VocabDigests {
-		rowsHost = make([]float32, n*V)
-		b.Download(g, rowsHost)
-		if err := backendErr(b); err != nil {
-			return err
-		}
 	}
 	for k, s := range seqs {
 		s.out.LogProbs[len(s.out.LogProbs)-1] = res[k]
@@ -917,18 +908,33 @@ func exactStep(lm DeviceLM, kv *model.KVCache, in []model.StepInput, pick func(h
 	r.host = make([]float32, t.Numel())
 	b.Download(t, r.host)
 	r.rows, r.targets = pick(r.host, r.V)
-	n := len(r.rows)
-	if n == 0 {
+	if len(r.rows) == 0 {
 		return r, backendErr(b)
 	}
-	g, out := model.Scratch(b, n, r.V), model.Scratch(b, 3*n)
+	r.res, _, err = gatherLogSoftmax(b, t, r.rows, r.targets, false)
+	return r, err
+}
+
+// gatherLogSoftmax gathers rows of logits t on the backend and runs
+// LogSoftmaxGather on them with targets (len(rows) of each, at least one):
+// the training forward's op on the sampler's logits. It returns three
+// vectors of len(rows), the log-probs, log-sum-exps and entropies, and
+// with withRows the gathered rows on the host too.
+func gatherLogSoftmax(b model.Backend, t *model.Tensor, rows, targets []int32, withRows bool) (res, host []float32, err error) {
+	_, V := model.Matrix(t)
+	n := len(rows)
+	g, out := model.Scratch(b, n, V), model.Scratch(b, 3*n)
 	defer model.Release(b, g, out)
-	b.GatherRows(g, t, r.rows)
-	vec := func(k int) *model.Tensor { return out.View(3*n).Rows(k*n, (k+1)*n) }
-	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, r.targets)
-	r.res = make([]float32, 3*n)
-	b.Download(out, r.res)
-	return r, backendErr(b)
+	b.GatherRows(g, t, rows)
+	vec := func(k int) *model.Tensor { return out.Rows(k*n, (k+1)*n) }
+	b.LogSoftmaxGather(vec(0), vec(1), vec(2), g, targets)
+	res = make([]float32, 3*n)
+	b.Download(out, res)
+	if withRows {
+		host = make([]float32, n*V)
+		b.Download(g, host)
+	}
+	return res, host, backendErr(b)
 }
 
 // drawGreedy gives each reader its row's argmax, the top 1 of the device.

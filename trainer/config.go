@@ -149,7 +149,8 @@ type SamplingConfig struct {
 	// next step, and a prompt may have more rollouts than slots).
 	MaxSlots int `yaml:"max_slots" json:"max_slots"`
 	// CUDAGraphs replays decode steps as CUDA graphs with the draw on the
-	// GPU (CUDA only; ignored on the CPU and for top-p without top-k).
+	// GPU (CUDA only; ignored on the CPU, for top-p without top-k and with
+	// precision.exact_logprobs_check, whose digests need eager steps).
 	CUDAGraphs bool `yaml:"cuda_graphs" json:"cuda_graphs"`
 	// KVCacheGiB > 0 pages the sampler's KV cache within this many GiB:
 	// memory follows the rollouts' actual lengths, and a rollout is

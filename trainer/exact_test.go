@@ -119,28 +119,92 @@ func TestExactLogProbsConfig(t *testing.T) {
 // mismatch is exactly 0 at every step, and the run equals the one-process
 // run bit for bit — the mismatch figures included, which outside exact
 // mode differ with two generation ranks (they decode other batches, and
-// the log-probs round otherwise; TestAsyncSyncMatchesOneProcess).
+// the log-probs round otherwise; TestAsyncSyncMatchesOneProcess). With
+// precision.exact_logprobs_check too: the generation ranks send each
+// token's whole-vocabulary digest beside its log-prob, and the training
+// rank's π_old forward matches both (the check once failed at step 1, the
+// generation ranks sending no digests).
 func TestExactGenerationRanks(t *testing.T) {
 	if testing.Short() {
-		t.Skip("three tiny runs")
+		t.Skip("six tiny runs")
 	}
 	task := testfix.TinyTask(t)
-	cfg := exactRunConfig(t, task, "exact-one")
-	if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	want := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...)
-	for _, gens := range []int{1, 2} {
-		c := cfg
-		c.Run.Name = "exact-gens-" + string(rune('0'+gens))
-		noErrs(t, runAsync(t, c, 1, gens, "", time.Minute, func(int, *Trainer) {}, nil))
-		for s, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
-			if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 {
-				t.Errorf("%d generation ranks, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, want exactly 0", gens, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"])
+	for _, check := range []string{"false", "true"} {
+		cfg := exactRunConfig(t, task, "exact-one-"+check, "precision.exact_logprobs_check="+check)
+		if errs := runRanks(t, cfg, 1, "", nil, nil); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		want := stripKeys(t, filepath.Join(cfg.RunDir(), "metrics.jsonl"), asyncKeys...)
+		for _, gens := range []int{1, 2} {
+			c := cfg
+			c.Run.Name = fmt.Sprintf("exact-gens-%d-%s", gens, check)
+			noErrs(t, runAsync(t, c, 1, gens, "", time.Minute, func(int, *Trainer) {}, nil))
+			for s, m := range readLines(t, filepath.Join(c.RunDir(), "metrics.jsonl")) {
+				if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 {
+					t.Errorf("%d generation ranks, check %s, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, want exactly 0", gens, check, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"])
+				}
+				if rows, _ := m["vocab_rows_checked"].(float64); check == "true" && (rows < 1 || m["mismatch_vocab_rows"] != 0.0) {
+					t.Errorf("%d generation ranks, step %d: the full-distribution check compared %v rows, %v differ (want > 0 and exactly 0)", gens, s+1, m["vocab_rows_checked"], m["mismatch_vocab_rows"])
+				}
+			}
+			if got := stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); got != want {
+				t.Errorf("%d generation ranks in exact mode, check %s: metrics differ from one process:\n%s\nvs\n%s", gens, check, got, want)
 			}
 		}
-		if got := stripKeys(t, filepath.Join(c.RunDir(), "metrics.jsonl"), asyncKeys...); got != want {
-			t.Errorf("%d generation ranks in exact mode: metrics differ from one process:\n%s\nvs\n%s", gens, got, want)
+	}
+}
+
+// TestExactResume: a run in exact mode stopped after step 2 and resumed
+// (checkpoint.every 1) equals the uninterrupted 3-step run bit for bit —
+// every metrics line and the final checkpoint's weights and moments — and
+// every step of both, the resumed ones included, checks the sampler's
+// bits against the π_old forward (precision.exact_logprobs_check) with a
+// mismatch of exactly 0: on one rank, on two (ZeRO-1, a bf16 KV cache)
+// and with a generation rank sampling on the trainer's weights.
+func TestExactResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("nine tiny runs")
+	}
+	task := testfix.TinyTask(t)
+	for i, c := range []struct {
+		trainers, gens int
+		kv             string
+	}{{1, 0, "fp32"}, {2, 0, "bf16"}, {1, 1, "fp32"}} {
+		run := func(name string, steps int, resume string) Config {
+			t.Helper()
+			cfg := exactRunConfig(t, task, fmt.Sprintf("%s-%d", name, i), "precision.exact_logprobs_check=true",
+				"precision.kv_cache="+c.kv, "checkpoint.every=1", fmt.Sprintf("train.steps=%d", steps))
+			if c.gens > 0 {
+				noErrs(t, runAsync(t, cfg, c.trainers, c.gens, resume, time.Minute, nil, nil))
+				return cfg
+			}
+			for r, err := range runRanks(t, cfg, c.trainers, resume, nil, nil) {
+				if err != nil {
+					t.Fatalf("%d ranks, %s, rank %d: %v", c.trainers, name, r, err)
+				}
+			}
+			return cfg
 		}
+		full := run("full", 3, "")
+		run("part", 2, "")
+		part := run("part", 3, "auto")
+		what := fmt.Sprintf("%d training and %d generation ranks, %s cache", c.trainers, c.gens, c.kv)
+		lines := readLines(t, filepath.Join(part.RunDir(), "metrics.jsonl"))
+		if len(lines) != 3 {
+			t.Fatalf("%s: the resumed run has %d metrics lines, want 3", what, len(lines))
+		}
+		for s, m := range lines {
+			if m["mismatch_logp_abs_max"] != 0.0 || m["mismatch_kl"] != 0.0 || m["mismatch_vocab_rows"] != 0.0 {
+				t.Errorf("%s, step %d: mismatch_logp_abs_max %v, mismatch_kl %v, mismatch_vocab_rows %v, want exactly 0",
+					what, s+1, m["mismatch_logp_abs_max"], m["mismatch_kl"], m["mismatch_vocab_rows"])
+			}
+			if rows, _ := m["vocab_rows_checked"].(float64); rows < 1 {
+				t.Errorf("%s, step %d: the full-distribution check compared %v rows, want > 0", what, s+1, m["vocab_rows_checked"])
+			}
+		}
+		if a, b := stripTimes(t, filepath.Join(full.RunDir(), "metrics.jsonl")), stripTimes(t, filepath.Join(part.RunDir(), "metrics.jsonl")); a != b {
+			t.Errorf("%s: the resumed run's metrics differ from the uninterrupted run's:\n%s\nvs\n%s", what, b, a)
+		}
+		sameWeights(t, full.RunDir(), part.RunDir())
 	}
 }

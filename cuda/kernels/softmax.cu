@@ -2,9 +2,13 @@
 // backward. The model calls these on chunks of rows, so fp32 logits never
 // exist for a whole response at once.
 
-// lsg_fwd: one block per row of logits (M, V). entropy may be null.
+// lsg_fwd: one block per row of logits (M, V). entropy may be null. Row m's
+// target is targets[m·tstride]: 1 for a table of targets, 2 for the tokens a
+// device draw wrote beside their log-probs (sample_rows, sample_topk), which
+// a graphed decode step reads where they lie. A target outside [0, V) (never
+// from the host, which checks its own) gives a NaN log-prob, not a stray read.
 extern "C" __global__ void lsg_fwd(float* logp, float* lse, float* entropy, const float* logits, const int* targets,
-                                   int V) {
+                                   int V, int tstride) {
 	__shared__ float sh[32];
 	long long m = blockIdx.x;
 	const float* row = logits + m * V;
@@ -22,7 +26,8 @@ extern "C" __global__ void lsg_fwd(float* logp, float* lse, float* entropy, cons
 	if (threadIdx.x == 0) {
 		float l = mx + logf(sum);
 		lse[m] = l;
-		logp[m] = row[targets[m]] - l;
+		int t = targets[m * tstride];
+		logp[m] = (t >= 0 && t < V) ? row[t] - l : __int_as_float(0x7fc00000);
 		// −Σ p log p = lse − Σ p·x, with x shifted by mx for stability.
 		if (entropy) entropy[m] = logf(sum) - sumPX / sum;
 	}

@@ -239,6 +239,7 @@ type DecodeResult struct {
 	Batch, Context int
 	FP8            bool // an fp8 KV cache
 	Exact          bool // precision.exact_logprobs
+	Graphs         bool // sampling.cuda_graphs
 	TokPerS        float64
 	StepBytes      float64 // weights + KV cache read per decode step
 }
@@ -253,7 +254,11 @@ type DecodeOptions struct {
 	// Exact decodes as the sampler does with precision.exact_logprobs:
 	// the backend in batch-invariant mode, each drawn token's log-prob by
 	// LogSoftmaxGather (DecodeStepExact).
-	Exact   bool
+	Exact bool
+	// Graphs decodes as the sampler does with sampling.cuda_graphs: each
+	// step one replayed graph that also draws the tokens (and, with Exact,
+	// ends with their exact log-probs), on a backend with graphs.
+	Graphs  bool
 	Weights *Weights
 }
 
@@ -292,7 +297,12 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 		// fp32, as there.
 		m.KVCacheBF16, kvBytes = true, 2
 	}
-	kv := m.NewKVCache(batch, context+steps+1)
+	// Untimed steps first: one eager, or a graph's eager run and its capture.
+	warm := 1
+	if d.Graphs {
+		warm = 2
+	}
+	kv := m.NewKVCache(batch+1, context+warm+steps+1) // the last slot: a decode graph's spare
 	defer kv.Release()
 	rng := rand.New(rand.NewPCG(2, 2))
 	prompt := make([]int32, context)
@@ -322,8 +332,22 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 	} else if d.Exact {
 		return DecodeResult{}, fmt.Errorf("decode bench: %s has no exact mode", b.Name())
 	}
-	if err := step(); err != nil { // warm-up
-		return DecodeResult{}, err
+	if d.Graphs {
+		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1, ExactLogProbs: d.Exact})
+		if err != nil {
+			return DecodeResult{}, fmt.Errorf("decode bench: %w", err)
+		}
+		defer dg.Release()
+		draws := make([]model.Draw, batch)
+		for i := range draws {
+			draws[i] = model.Draw{Key: uint64(i)}
+		}
+		step = func() error { _, _, _, err := dg.Step(in, draws); return err }
+	}
+	for range warm {
+		if err := step(); err != nil {
+			return DecodeResult{}, err
+		}
 	}
 	start := time.Now()
 	for i := 0; i < steps; i++ {
@@ -333,6 +357,6 @@ func MeasureDecode(b model.Backend, o model.RandomOptions, d DecodeOptions) (Dec
 	}
 	secs := time.Since(start).Seconds()
 	kvRead := float64(batch) * float64(context+steps/2) * float64(cfg.NumHiddenLayers*2*cfg.NumKeyValueHeads*cfg.HeadDim) * kvBytes
-	return DecodeResult{Batch: batch, Context: context, FP8: d.FP8, Exact: d.Exact, TokPerS: float64(batch*steps) / secs,
+	return DecodeResult{Batch: batch, Context: context, FP8: d.FP8, Exact: d.Exact, Graphs: d.Graphs, TokPerS: float64(batch*steps) / secs,
 		StepBytes: float64(cfg.NumParams())*wBytes + kvRead}, nil
 }

@@ -27,6 +27,9 @@ func paperRunSettings(name string) (cudaprofile.RunSettings, error) {
 		fwd++
 	}
 	return cudaprofile.RunSettings{Rows: cfg.Train.PromptsPerStep * cfg.GDRO.Rollout.NMean,
-		MaxNewTokens: cfg.Sampling.MaxNewTokens, Slots: cfg.Sampling.MaxSlots, Graphs: cfg.Sampling.CUDAGraphs && !exact,
+		MaxNewTokens: cfg.Sampling.MaxNewTokens, Slots: cfg.Sampling.MaxSlots,
+		// Exact mode graphs its decode steps too, but for the check's
+		// vocabulary digests (sampler.Params.VocabDigests: eager steps).
+		Graphs:          cfg.Sampling.CUDAGraphs && !cfg.Precision.ExactLogProbsCheck,
 		LogProbForwards: fwd, PPOEpochs: cfg.Train.PPOEpochs, Recompute: cfg.Train.Recompute, Exact: exact}, nil
 }

@@ -16,6 +16,9 @@ func TestPaperRunSettings(t *testing.T) {
 	}{
 		{"paper-grpo-1.7b", cudaprofile.RunSettings{Rows: 1024, MaxNewTokens: 4096, Slots: 32, Graphs: true, LogProbForwards: 2, PPOEpochs: 1, Recompute: true}},
 		{"paper-grpo-8b", cudaprofile.RunSettings{Rows: 1024, MaxNewTokens: 4096, Slots: 16, Graphs: true, LogProbForwards: 2, PPOEpochs: 1, Recompute: true}},
+		// Exact mode: no π_old forward, decode graphs as today's.
+		{"recipe-exact-grpo-1.7b", cudaprofile.RunSettings{Rows: 1024, MaxNewTokens: 4096, Slots: 32, Graphs: true, LogProbForwards: 1, PPOEpochs: 1,
+			Recompute: true, Exact: true}},
 	} {
 		got, err := paperRunSettings(c.config)
 		if err != nil {

@@ -203,22 +203,26 @@ func (g *gpuBench) run(w io.Writer) error {
 		writeAttention(w, r.Attention)
 		fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	}
-	for _, kind := range []string{"bf16", "fp8", "exact"} {
-		fp8, exact := kind == "fp8", kind == "exact"
+	// Eager steps (the bf16 and fp8 caches, exact mode), then the
+	// sampler's graphed steps, today's and exact mode's: the exact and
+	// graph rows at the largest batch only.
+	for _, kind := range []string{"bf16", "fp8", "exact", "graph", "graph-exact"} {
+		fp8 := kind == "fp8"
+		exact, graphs := strings.HasSuffix(kind, "exact"), strings.HasPrefix(kind, "graph")
 		for _, d := range p.decode {
-			if exact && d[0] != p.decode[len(p.decode)-1][0] {
-				continue // exact mode at the largest batch only (precision.exact_logprobs)
+			if (exact || graphs) && d[0] != p.decode[len(p.decode)-1][0] {
+				continue
 			}
 			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
 			if fp8 {
 				x.KVCache = "fp8"
 			}
-			if exact {
-				x.Name += "-exact"
+			if exact || graphs {
+				x.Name += "-" + kind
 			}
 			if ours {
 				res, err := bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
-					FP8: fp8, Exact: exact, Weights: g.weights})
+					FP8: fp8, Exact: exact, Graphs: graphs, Weights: g.weights})
 				if err != nil {
 					x.Error = g.failed(err)
 				} else {

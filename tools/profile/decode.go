@@ -46,8 +46,10 @@ type DecodeShape struct {
 	// bf16, these adapters applied on the fly (model/lora_pass.go).
 	LoRA *model.LoRAConfig
 	// Exact decodes as the sampler does with precision.exact_logprobs: the
-	// backend's batch-invariant kernels, eager steps, and each drawn
-	// token's log-prob by LogSoftmaxGather (bench.DecodeStepExact).
+	// backend's batch-invariant kernels and each drawn token's log-prob
+	// and entropy by LogSoftmaxGather: with Graphs inside the graph, on
+	// the tokens drawn there (model.SampleParams.ExactLogProbs), else
+	// eagerly on the gathered rows (bench.DecodeStepExact).
 	Exact bool
 }
 
@@ -167,12 +169,12 @@ func decodeAt(b *cuda.Backend, o model.RandomOptions, s DecodeShape) (cuda.Profi
 		run = func() error { return bench.DecodeStepExact(m, kv, in) }
 	}
 	if s.Graphs {
-		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1})
+		dg, err := m.NewDecodeGraph(kv, model.SampleParams{Temperature: 1, TopP: 1, ExactLogProbs: s.Exact})
 		if err != nil {
 			return cuda.Profile{}, 0, err
 		}
 		defer dg.Release()
-		run = func() error { _, _, err := dg.Step(in, draws); return err }
+		run = func() error { _, _, _, err := dg.Step(in, draws); return err }
 	}
 	// Each step first backs its new rows, as the sampler does.
 	step := func() error {
@@ -286,12 +288,13 @@ func DecodeShapes() []DecodeShape {
 			Batch: batch, Context: 4096, Graphs: true, LoRA: lc})
 	}
 	// Exact mode (precision.exact_logprobs) at batch 1 and 256, beside
-	// the rows above (the sampler runs exact steps eagerly; the pipeline
+	// the -graph rows above: graphed as the sampler runs them, the graph
+	// ending with LogSoftmaxGather on the drawn tokens (the pipeline
 	// estimate interpolates between the two batches).
 	for _, batch := range []int{1, 256} {
 		for _, ctx := range []int{1024, 4096} {
-			out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx%dk-exact", batch, ctx/1024), Opts: bench.Qwen3_1_7B(),
-				Batch: batch, Context: ctx, Exact: true})
+			out = append(out, DecodeShape{Name: fmt.Sprintf("qwen3-1.7b-decode-%dx%dk-graph-exact", batch, ctx/1024), Opts: bench.Qwen3_1_7B(),
+				Batch: batch, Context: ctx, Graphs: true, Exact: true})
 		}
 	}
 	return out

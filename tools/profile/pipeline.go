@@ -94,8 +94,9 @@ type Workload struct {
 	PPOEpochs                    int                 // passes of the update over the rows
 	Recompute                    bool                // train.recompute: one more forward in each backward
 	// Exact is precision.exact_logprobs: the exact training step and
-	// decode steps (eager: no graphs in exact mode), and no π_old
-	// forward (LogProbForwards counts the reference's alone).
+	// decode steps (graphed, as the sampler runs them without
+	// exact_logprobs_check), and no π_old forward (LogProbForwards counts
+	// the reference's alone).
 	Exact bool
 }
 
@@ -186,7 +187,7 @@ func PipelineAssumptions() []string {
 		"Qwen3-8B scaled from Qwen3-1.7B's counts: training by model FLOPs, decode by bytes read per step",
 		fmt.Sprintf("weight sync: the link's payload (bf16 matrices, fp32 embedding and norms) broadcast at %d GB/s over NVLink, on the training side; the payload's hashing (≈ 2 GB/s today) left out", NVLinkGBs),
 		"synchronous: generation on all GPUs, then training on all; overlapped (max_off_policy_steps 1): max(generation on R, training on W−R + sync)",
-		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step (exact forward, default backward), no π_old forward, the reference's and train.recompute's forwards at the default rate (exact mode paused), eager exact decode steps interpolated between the counted batch-1 and batch-256 ones",
+		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step (exact forward, default backward), no π_old forward, the reference's and train.recompute's forwards at the default rate (exact mode paused), graphed exact decode steps (LogSoftmaxGather on the drawn tokens inside the graph) interpolated between the counted batch-1 and batch-256 ones",
 	}
 }
 

@@ -84,7 +84,7 @@ func paperSettings(config string) (RunSettings, error) {
 		rs.Slots = 16
 		return rs, nil
 	case "recipe-exact-grpo-1.7b":
-		rs.Graphs, rs.LogProbForwards, rs.Exact = false, 1, true
+		rs.LogProbForwards, rs.Exact = 1, true
 		return rs, nil
 	}
 	return RunSettings{}, fmt.Errorf("no config %q", config)
@@ -180,12 +180,12 @@ func TestWritePipeline(t *testing.T) {
 		}
 	}
 	// Exact mode: the π_old forward is gone (only the reference's is
-	// left), and the decode steps are the eager exact ones.
+	// left), and the decode steps are the graphed exact ones.
 	var ex map[string]any
 	if err := json.Unmarshal([]byte(lines[2]), &ex); err != nil {
 		t.Fatal(err)
 	}
-	if ex["log_prob_forwards"] != 1.0 || ex["cuda_graphs"] != false {
-		t.Errorf("exact workload: log_prob_forwards %v, cuda_graphs %v; want 1 and false", ex["log_prob_forwards"], ex["cuda_graphs"])
+	if ex["log_prob_forwards"] != 1.0 || ex["cuda_graphs"] != true {
+		t.Errorf("exact workload: log_prob_forwards %v, cuda_graphs %v; want 1 and true", ex["log_prob_forwards"], ex["cuda_graphs"])
 	}
 }

@@ -256,7 +256,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "MFU",
+	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "decode-b4-c64-graph", "decode-b4-c64-graph-exact", "MFU",
 		"baseline skipped", "attn-1x256", "mma.sync", "random weights: 1 set(s)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("bench output lacks %q:\n%s", want, out.String())
@@ -284,7 +284,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out.String())
 	}
-	if len(r.Train) != 2 || len(r.Decode) != 5 || r.Baseline != "baseline: fake torch" {
+	if len(r.Train) != 2 || len(r.Decode) != 7 || r.Baseline != "baseline: fake torch" {
 		t.Fatalf("report %+v", r)
 	}
 	// Every row measured, listed in order, on one set of random weights.
@@ -292,9 +292,10 @@ func TestBenchSmoke(t *testing.T) {
 	for _, a := range r.Attention {
 		wantRows = append(wantRows, a.Name+"/"+a.Route)
 	}
-	wantRows = append(wantRows, "decode-b1-c64", "decode-b4-c64", "decode-b1-c64-fp8", "decode-b4-c64-fp8", "decode-b4-c64-exact")
-	if !slices.Equal(r.Rows, wantRows) || r.Weights.Made != 1 || r.Weights.Rows != 7 {
-		t.Errorf("rows %q (want %q), weights %+v (want 1 set for 7 rows)", r.Rows, wantRows, r.Weights)
+	wantRows = append(wantRows, "decode-b1-c64", "decode-b4-c64", "decode-b1-c64-fp8", "decode-b4-c64-fp8", "decode-b4-c64-exact",
+		"decode-b4-c64-graph", "decode-b4-c64-graph-exact")
+	if !slices.Equal(r.Rows, wantRows) || r.Weights.Made != 1 || r.Weights.Rows != 9 {
+		t.Errorf("rows %q (want %q), weights %+v (want 1 set for 9 rows)", r.Rows, wantRows, r.Weights)
 	}
 	if st := r.Train[1]; !st.Step || st.TokPerS <= 0 || st.MFU <= 0 || st.Error != "" || st.TorchTokPerS != 0 {
 		t.Errorf("optimizer-step row %+v", st)
@@ -304,8 +305,10 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("fp8 decode row %+v", d)
 		}
 	}
-	if d := r.Decode[4]; d.KVCache != "bf16" || d.TokPerS <= 0 || d.Error != "" || d.TorchTokPerS != 0 {
-		t.Errorf("exact decode row %+v", d)
+	for _, d := range r.Decode[4:] {
+		if d.KVCache != "bf16" || d.TokPerS <= 0 || d.Error != "" || d.TorchTokPerS != 0 {
+			t.Errorf("exact or graphed decode row %+v", d)
+		}
 	}
 	tr := r.Train[0]
 	tokens := float64(tr.Batch * tr.SeqLen)
@@ -444,4 +447,35 @@ func TestDecodeProfileLoRA(t *testing.T) {
 	}
 	t.Logf("tiny decode step: %d graph nodes without adapters, %d with; %.0f bytes, +%.0f (adapters %.0f)",
 		base.Step.GraphNodes, p.GraphNodes, sum(base.Step), extra, adapters)
+}
+
+// TestDecodeProfileExact: exact mode's graphed decode step (the draw, then
+// LogSoftmaxGather on the drawn tokens, inside the graph) is one graph
+// launch, one host sync and no allocation, as today's graphed step; the
+// eager exact step it replaces launches its kernels one by one and syncs
+// for the draw and again for the log-probs.
+func TestDecodeProfileExact(t *testing.T) {
+	b := cuda.NewBackend(device(t), cuda.BF16)
+	o := model.DefaultTiny()
+	o.Layers, o.Vocab = 3, 3000
+	graphed, err := DecodeStep(b, DecodeShape{Name: "tiny-graph-exact", Opts: o, Batch: 5, Context: 40, Graphs: true, Exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager, err := DecodeStep(b, DecodeShape{Name: "tiny-exact", Opts: o, Batch: 5, Context: 40, Exact: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.IsBatchInvariant() {
+		t.Error("exact mode left on after the profile")
+	}
+	p := graphed.Step
+	if p.GraphLaunches != 1 || p.Launches+p.GEMMs+p.Memsets != 0 || p.HostSyncs != 1 || p.DeviceAllocs != 0 || p.LiveBuffers+p.Leaked != 0 {
+		t.Fatalf("exact graph step: %d graph launches, %d other launches, %d host syncs, %d allocations, %d buffers left; want 1, 0, 1, 0, 0",
+			p.GraphLaunches, p.Launches+p.GEMMs+p.Memsets, p.HostSyncs, p.DeviceAllocs, p.LiveBuffers+p.Leaked)
+	}
+	if e := eager.Step; e.GraphLaunches != 0 || e.Launches < p.GraphNodes/2 || e.HostSyncs < 2 {
+		t.Errorf("eager exact step: %d graph launches, %d launches, %d host syncs (the graph replays %d nodes)", e.GraphLaunches, e.Launches, e.HostSyncs, p.GraphNodes)
+	}
+	t.Logf("tiny exact decode step: graphed %d nodes, eager %d launches and %d host syncs", p.GraphNodes, eager.Step.Launches, eager.Step.HostSyncs)
 }
