@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -188,5 +189,33 @@ func TestWGMMAKernels(t *testing.T) {
 	}
 	if n := len(archs()) * len(want); seen != n {
 		t.Errorf("found %d of the %d warpgroup-MMA kernels (%d per architecture)", seen, n, len(want))
+	}
+}
+
+// TestExactTCKernels: exact mode's tensor-core attention (attn_exact_tc*,
+// every storage and both sizes) issues its products as HMMA, the 32 of a
+// tile of 16 keys unrolled for D ≤ 128 (scores: 2 chains of 8 keys × 8
+// steps of 16 along D; P·V: one per 8 output columns), on sm_80 and sm_90
+// (archs); the CUDA-core exact kernels issue none.
+func TestExactTCKernels(t *testing.T) {
+	_, ks := collectOrSkip(t)
+	seen := 0
+	for _, k := range ks {
+		if !strings.HasPrefix(k.Name, "attn_exact") || strings.HasPrefix(k.Name, "attn_exact_combine") {
+			continue
+		}
+		if !strings.HasPrefix(k.Name, "attn_exact_tc") {
+			if k.TensorCore != 0 {
+				t.Errorf("%s %s: %d tensor-core instructions, want none (CUDA cores)", k.Arch, k.Name, k.TensorCore)
+			}
+			continue
+		}
+		seen++
+		if k.TensorOps["HMMA"] != 32 || k.TensorCore != 32 {
+			t.Errorf("%s %s: tensor-core instructions %v, want 32 HMMA and nothing else", k.Arch, k.Name, k.TensorOps)
+		}
+	}
+	if n := len(archs()) * 12; seen != n {
+		t.Errorf("found %d of the %d tensor-core exact attention kernels (12 per architecture)", seen, n)
 	}
 }
