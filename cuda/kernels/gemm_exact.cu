@@ -365,3 +365,42 @@ extern "C" __global__ void gemm_exact_ffma_ffh(GX_ARGS(float, float, bf16_t), in
 extern "C" __global__ void gemm_exact_ffma_hfh(GX_ARGS(bf16_t, float, bf16_t), int rnd) GX_FFMA(bf16_t, float, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_fhh(GX_ARGS(float, bf16_t, bf16_t), int rnd) GX_FFMA(float, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t), int rnd) GX_FFMA(bf16_t, bf16_t, bf16_t)
+
+// gemm_exact_mma_ref is the specification the tiled mma kernels must meet
+// bit for bit, for the tests only (TestExactMMAMatchesReference; the
+// backend never launches it): one warp per 16 × 8 tile of c, fragments
+// read straight from global memory, fp32 operands rounded to bf16, and
+// 2·⌈K/32⌉ k-steps of 16 from k = 0 in order (the tiled kernels' chunks of
+// 32, zeros past K), then the same epilogue. Grid ⌈N/8⌉ × ⌈M/16⌉, 32
+// threads.
+__device__ __forceinline__ unsigned gx_ref_pair(const float* p, int i, int k, int R, int K, long long sr, long long sk) {
+	unsigned lo = i < R && k < K ? f32_to_bf16_bits(p[(long long)i * sr + (long long)k * sk]) : 0u;
+	unsigned hi = i < R && k + 1 < K ? f32_to_bf16_bits(p[(long long)i * sr + (long long)(k + 1) * sk]) : 0u;
+	return lo | hi << 16;
+}
+
+extern "C" __global__ void gemm_exact_mma_ref(GX_ARGS(float, float, float)) {
+	const int i0 = blockIdx.y * 16, j0 = blockIdx.x * 8, g = threadIdx.x >> 2, t = threadIdx.x & 3;
+	float acc[4] = {0.f, 0.f, 0.f, 0.f};
+	const int steps = 2 * ((K + 31) / 32);
+	for (int s = 0; s < steps; s++) {
+		const int k = 16 * s + 2 * t;
+		unsigned fa[4], fb[2];
+		fa[0] = gx_ref_pair(a, i0 + g, k, M, K, sai, sak);
+		fa[1] = gx_ref_pair(a, i0 + g + 8, k, M, K, sai, sak);
+		fa[2] = gx_ref_pair(a, i0 + g, k + 8, M, K, sai, sak);
+		fa[3] = gx_ref_pair(a, i0 + g + 8, k + 8, M, K, sai, sak);
+		fb[0] = gx_ref_pair(b, j0 + g, k, N, K, sbj, sbk);
+		fb[1] = gx_ref_pair(b, j0 + g, k + 8, N, K, sbj, sbk);
+		mma_bf16_16816(acc, fa, fb);
+	}
+	for (int z = 0; z < 4; z++) {
+		int i = i0 + g + 8 * (z >> 1), j = j0 + 2 * t + (z & 1);
+		if (i < M && j < N) {
+			long long ci = (long long)i * N + j;
+			float v = acc[z];
+			if (accumulate) v = __fadd_rn(c[ci], v);
+			c[ci] = v;
+		}
+	}
+}
