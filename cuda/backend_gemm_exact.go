@@ -33,7 +33,7 @@ import (
 // The exact kernels' fixed tiles (gemm_exact.cu: GX_BM × GX_BN for mma,
 // GX_FM × GX_FN for FFMA), for the grid only: no shape chooses them.
 const (
-	exactMMARows, exactMMACols   = 64, 128
+	exactMMARows, exactMMACols   = 128, 128
 	exactFFMARows, exactFFMACols = 64, 64
 	exactThreads                 = 256
 )

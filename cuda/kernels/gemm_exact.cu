@@ -41,32 +41,46 @@ __device__ __forceinline__ float gx_round(float v, int rnd) {
 	return v;
 }
 
-// gx_bits is element i as bf16 bits: rounded from fp32, or as stored.
-__device__ __forceinline__ unsigned short gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
-__device__ __forceinline__ unsigned short gx_bits(const unsigned short* p, long long i) { return p[i]; }
-
 // ---- tensor cores: mma.m16n8k16, bf16 in, fp32 accumulate (sm_80+) ----
 //
-// A block computes a GX_BM × GX_BN tile of c with 8 warps, 2 along M by 4
-// along N, each warp 32 × 32: 2 × 4 mma C fragments. K goes in chunks of
-// GX_BK = 32 (two k-steps of 16), staged as bf16 in shared memory, double
-// buffered: the next chunk's elements are read into registers while the
-// tensor cores work on this one. Shared tiles keep K contiguous (rows of
-// GX_BK + 8 bf16, 80 bytes apart, so the fragment loads of 8 rows by 4
-// lanes hit 32 distinct banks).
+// A block computes a GX_BM × GX_BN = 128 × 128 tile of c with 8 warps, 2
+// along M by 4 along N, each warp 64 × 32: 4 × 4 mma C fragments, so a
+// k-step's 24 fragment loads feed 16 mma (8 per 16 in 32 × 32 warps). K
+// goes in chunks of GX_BK = 32 (two k-steps of 16) through GX_STAGES = 3
+// shared buffers: while the tensor cores work on chunk ch, chunks ch+1 and
+// ch+2 are on their way. A bf16 operand whose K is contiguous (GX_KV
+// below) is copied global → shared by cp.async, 16 bytes a copy, without
+// passing through registers; any other operand (fp32, rounded to bf16 as
+// it is read, or strided) is read into registers at the start of a chunk
+// and stored into its buffer after the chunk's mma.
+//
+// Shared chunks keep K contiguous in 64-byte rows without padding, the four
+// 16-byte groups of a row XOR-swizzled by bits 1–2 of the row (gx_off), so
+// that a warp's 16-byte stores (8 lanes: 2 rows × 4 groups) and its
+// fragment loads (8 rows × 4 lanes within one group) each hit 32 distinct
+// banks. 3 stages × (128 + 128) rows × 64 bytes = 48 KiB, the static limit.
+//
+// None of this changes a bit: every element of c is the same sequence of
+// mma k-steps of 16 in order from k = 0 (2·⌈K/32⌉ of them, zeros past K)
+// from +0, with the same fragments, then the same epilogue
+// (gemm_exact_mma_ref, which the tests hold these kernels to bit for bit).
+//
+// uses wgmma.cuh (cp_async16, cp_async_commit, cp_async_wait: sm_80's
+// cp.async, modelled by the emulator)
 
-#define GX_BM 64
+#define GX_BM 128
 #define GX_BN 128
 #define GX_BK 32
-#define GX_S (GX_BK + 8)
-#define GX_LA (GX_BM * GX_BK / GX_THREADS) // A elements per thread per chunk: 8
-#define GX_LB (GX_BN * GX_BK / GX_THREADS) // B elements per thread per chunk: 16
+#define GX_STAGES 3
+#define GX_TILE (GX_BM * GX_BK)         // elements of one operand's chunk (GX_BN == GX_BM)
+#define GX_EL (GX_TILE / GX_THREADS)     // elements of a chunk per thread: 16
+#define GX_GROUPS (GX_TILE / 8 / GX_THREADS) // groups of 8 k per thread (GX_KV): 2
 
 // How an operand's chunk is read (gx_mode): GX_ROWS, threads along r (k
 // strided); GX_KS, threads along k one element each; GX_KV, 8 consecutive
-// k with 16-byte loads and stores, where k is contiguous, K a multiple of
-// 8 and the operand 16-byte aligned. The three read the same values, so
-// the choice (by layout and alignment) changes no bit of the product.
+// k with 16-byte loads or copies, where k is contiguous, K a multiple of 8
+// and the operand 16-byte aligned. The three read the same values, so the
+// choice (by layout and alignment) changes no bit of the product.
 #define GX_ROWS 0
 #define GX_KS 1
 #define GX_KV 2
@@ -77,126 +91,179 @@ __device__ __forceinline__ int gx_mode(const T* p, int K, long long sk) {
 	return K % 8 == 0 && ((unsigned long long)p & 15) == 0 ? GX_KV : GX_KS;
 }
 
-// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as bf16
-// bits, or zeros when !ok.
-__device__ __forceinline__ void gx_vec8(unsigned short* v, const float* p, bool ok, long long i) {
+// gx_async reports whether an operand's chunks go by cp.async: bf16
+// storage read in groups of 8 (fp32 must be rounded on the way, which a
+// copy cannot do).
+__device__ __forceinline__ bool gx_async(const float*, int) { return false; }
+__device__ __forceinline__ bool gx_async(const unsigned short*, int m) { return m == GX_KV; }
+
+// gx_off is the element offset of row r, k in a shared chunk: 64-byte
+// rows, group k/8 stored at group (k/8) ^ (r/2 mod 4).
+__device__ __forceinline__ int gx_off(int r, int k) { return r * GX_BK + ((((k >> 3) ^ (r >> 1)) & 3) << 3) + (k & 7); }
+
+// gx_slot is the row and k of this thread's group e of 8 (GX_KV): 4 groups
+// a row, consecutive threads along k then r.
+__device__ __forceinline__ void gx_slot(int e, int& r, int& k) {
+	const int slot = threadIdx.x + e * GX_THREADS;
+	r = slot >> 2, k = (slot & 3) * 8;
+}
+
+// gx_rk is the row and k (within the chunk) of this thread's element e in
+// mode GX_KS or GX_ROWS: threads walk whichever of r and k is contiguous in
+// memory, so a warp reads consecutive addresses either way.
+__device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
+	const int idx = threadIdx.x + e * GX_THREADS;
+	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
+	else r = idx % GX_BM, k = idx / GX_BM;
+}
+
+// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as 4
+// pairs of bf16 bits (the lower k in the lower half), or zeros when !ok.
+__device__ __forceinline__ void gx_vec8(unsigned* v, const float* p, bool ok, long long i) {
 	float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
 	if (ok) x = *(const float4*)(p + i), y = *(const float4*)(p + i + 4);
-	v[0] = f32_to_bf16_bits(x.x), v[1] = f32_to_bf16_bits(x.y), v[2] = f32_to_bf16_bits(x.z), v[3] = f32_to_bf16_bits(x.w);
-	v[4] = f32_to_bf16_bits(y.x), v[5] = f32_to_bf16_bits(y.y), v[6] = f32_to_bf16_bits(y.z), v[7] = f32_to_bf16_bits(y.w);
+	v[0] = (unsigned)f32_to_bf16_bits(x.x) | (unsigned)f32_to_bf16_bits(x.y) << 16;
+	v[1] = (unsigned)f32_to_bf16_bits(x.z) | (unsigned)f32_to_bf16_bits(x.w) << 16;
+	v[2] = (unsigned)f32_to_bf16_bits(y.x) | (unsigned)f32_to_bf16_bits(y.y) << 16;
+	v[3] = (unsigned)f32_to_bf16_bits(y.z) | (unsigned)f32_to_bf16_bits(y.w) << 16;
 }
-__device__ __forceinline__ void gx_vec8(unsigned short* v, const unsigned short* p, bool ok, long long i) {
+__device__ __forceinline__ void gx_vec8(unsigned* v, const unsigned short* p, bool ok, long long i) {
 	uint4 q = make_uint4(0u, 0u, 0u, 0u);
 	if (ok) q = *(const uint4*)(p + i);
-	unsigned w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-	for (int e = 0; e < 4; e++) v[2 * e] = (unsigned short)(w[e] & 0xffffu), v[2 * e + 1] = (unsigned short)(w[e] >> 16);
+	v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
 }
 
-// gx_rk is the row and k (within the chunk) of this thread's element or
-// group e in mode m.
-template <int ROWS>
-__device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
-	if (m == GX_KV) {
-		int slot = threadIdx.x + e * GX_THREADS;
-		r = slot / (GX_BK / 8), k = slot % (GX_BK / 8) * 8;
-		return;
-	}
-	int idx = threadIdx.x + e * GX_THREADS;
-	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
-	else r = idx % ROWS, k = idx / ROWS;
-}
+// gx_bits is element i as bf16 bits: rounded from fp32, or as stored.
+__device__ __forceinline__ unsigned gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
+__device__ __forceinline__ unsigned gx_bits(const unsigned short* p, long long i) { return p[i]; }
 
-// gx_load reads this thread's `N` elements of a ROWS × GX_BK chunk of an
-// operand (rows r0 …, k k0 …), as bf16 bits, zero outside R × K. Threads
-// walk along whichever of r and k is contiguous in memory, so a warp reads
-// consecutive addresses either way.
-template <typename T, int ROWS, int N>
-__device__ __forceinline__ void gx_load(unsigned short* v, const T* p, int r0, int k0, int R, int K, long long sr,
-                                        long long sk, int m) {
+// gx_fetch reads this thread's GX_EL elements of a 128 × GX_BK chunk of an
+// operand (rows r0 …, k k0 …) into registers as bf16 pairs (element e in
+// v[e/2], odd e in the upper half), zero outside R × K.
+template <typename T>
+__device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
+                                         long long sk, int m) {
 	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
 #pragma unroll
-		for (int e = 0; e < N / 8; e++) {
+		for (int e = 0; e < GX_GROUPS; e++) {
 			int r, k;
-			gx_rk<ROWS>(e, m, r, k);
+			gx_slot(e, r, k);
 			r += r0, k += k0;
-			gx_vec8(v + 8 * e, p, r < R && k < K, (long long)r * sr + k);
+			gx_vec8(v + 4 * e, p, r < R && k < K, (long long)r * sr + k);
 		}
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < N; e++) {
+	for (int e = 0; e < GX_EL; e++) {
 		int r, k;
-		gx_rk<ROWS>(e, m, r, k);
+		gx_rk(e, m, r, k);
 		r += r0, k += k0;
-		v[e] = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : (unsigned short)0;
+		const unsigned h = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : 0u;
+		v[e >> 1] = e & 1 ? v[e >> 1] | h << 16 : h;
 	}
 }
 
-// gx_store writes what gx_load read into a shared tile (ROWS × GX_S).
-template <int ROWS, int N>
-__device__ __forceinline__ void gx_store(unsigned short* sh, const unsigned short* v, int m) {
-	if (m == GX_KV) { // rows 80 bytes apart, k a multiple of 8: 16-byte aligned
+// gx_put stores what gx_fetch read into a shared chunk.
+__device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, int m) {
+	if (m == GX_KV) {
 #pragma unroll
-		for (int e = 0; e < N / 8; e++) {
+		for (int e = 0; e < GX_GROUPS; e++) {
 			int r, k;
-			gx_rk<ROWS>(e, m, r, k);
-			const unsigned short* g = v + 8 * e;
-			*(uint4*)(sh + r * GX_S + k) =
-			    make_uint4((unsigned)g[0] | ((unsigned)g[1] << 16), (unsigned)g[2] | ((unsigned)g[3] << 16),
-			               (unsigned)g[4] | ((unsigned)g[5] << 16), (unsigned)g[6] | ((unsigned)g[7] << 16));
+			gx_slot(e, r, k);
+			*(uint4*)(sh + gx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
 		}
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < N; e++) {
+	for (int e = 0; e < GX_EL; e++) {
 		int r, k;
-		gx_rk<ROWS>(e, m, r, k);
-		sh[r * GX_S + k] = v[e];
+		gx_rk(e, m, r, k);
+		sh[gx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
 	}
+}
+
+// gx_copy issues this thread's cp.async copies of a bf16 GX_KV chunk into
+// sh; a group outside R × K is zero-filled (0 source bytes, from p).
+__device__ __forceinline__ void gx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
+                                        long long sr) {
+#pragma unroll
+	for (int e = 0; e < GX_GROUPS; e++) {
+		int r, k;
+		gx_slot(e, r, k);
+		const bool ok = r0 + r < R && k0 + k < K;
+		cp_async16(sh + gx_off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
+	}
+}
+
+// gx_begin starts reading chunk (r0, k0) of an operand: copies into sh
+// where async, else loads into v for gx_put after the chunk's mma.
+__device__ __forceinline__ void gx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
+                                         int R, int K, long long sr, long long sk, int m, bool async) {
+	if (async) gx_copy(sh, p, r0, k0, R, K, sr);
+	else gx_fetch(v, p, r0, k0, R, K, sr, sk, m);
+}
+__device__ __forceinline__ void gx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
+                                         long long sr, long long sk, int m, bool) {
+	gx_fetch(v, p, r0, k0, R, K, sr, sk, m);
 }
 
 // gx_pair is two bf16 of a shared row (k even) as one register.
 __device__ __forceinline__ unsigned gx_pair(const unsigned short* sh, int row, int k) {
-	return *(const unsigned*)(sh + row * GX_S + k);
+	return *(const unsigned*)(sh + gx_off(row, k));
 }
 
 template <typename TA, typename TB, typename TC>
 __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
                                                long long sak, long long sbj, long long sbk, int accumulate) {
-	__shared__ __align__(16) unsigned short As[2][GX_BM * GX_S];
-	__shared__ __align__(16) unsigned short Bs[2][GX_BN * GX_S];
+	__shared__ __align__(16) unsigned short As[GX_STAGES][GX_TILE];
+	__shared__ __align__(16) unsigned short Bs[GX_STAGES][GX_TILE];
 	const int i0 = blockIdx.y * GX_BM, j0 = blockIdx.x * GX_BN;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32; // the warp's tile in the block's
-	float acc[2][4][4];
+	const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32; // the warp's tile in the block's
+	float acc[4][4][4];
 #pragma unroll
-	for (int x = 0; x < 2; x++)
+	for (int x = 0; x < 4; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
 			for (int z = 0; z < 4; z++) acc[x][y][z] = 0.f;
-	unsigned short va[GX_LA], vb[GX_LB];
+	unsigned va[GX_EL / 2], vb[GX_EL / 2];
 	const int chunks = (K + GX_BK - 1) / GX_BK;
 	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
-	gx_load<TA, GX_BM, GX_LA>(va, a, i0, 0, M, K, sai, sak, ma);
-	gx_load<TB, GX_BN, GX_LB>(vb, b, j0, 0, N, K, sbj, sbk, mb);
-	gx_store<GX_BM, GX_LA>(As[0], va, ma);
-	gx_store<GX_BN, GX_LB>(Bs[0], vb, mb);
-	__syncthreads();
-	for (int ch = 0; ch < chunks; ch++) {
-		const int cur = ch & 1;
-		if (ch + 1 < chunks) { // the next chunk, into registers while this one multiplies
-			gx_load<TA, GX_BM, GX_LA>(va, a, i0, (ch + 1) * GX_BK, M, K, sai, sak, ma);
-			gx_load<TB, GX_BN, GX_LB>(vb, b, j0, (ch + 1) * GX_BK, N, K, sbj, sbk, mb);
+	const bool ca = gx_async(a, ma), cb = gx_async(b, mb);
+	// The first GX_STAGES − 1 chunks, one cp.async group each (empty where
+	// there are fewer chunks or no copies).
+#pragma unroll
+	for (int s = 0; s < GX_STAGES - 1; s++) {
+		if (s < chunks) {
+			gx_begin(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			gx_begin(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) gx_put(As[s], va, ma);
+			if (!cb) gx_put(Bs[s], vb, mb);
 		}
+		cp_async_commit();
+	}
+	int cur = 0, nxt = GX_STAGES - 1; // the stages of chunks ch and ch + GX_STAGES − 1
+	for (int ch = 0; ch < chunks; ch++) {
+		// This thread's copies of chunk ch have landed; after the barrier
+		// everyone's have, and every warp is done with chunk ch − 1, whose
+		// stage (nxt) is refilled next.
+		cp_async_wait<GX_STAGES - 2>();
+		__syncthreads();
+		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
+		const bool more = k1 < K;
+		if (more) {
+			gx_begin(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
+			gx_begin(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
+		}
+		cp_async_commit();
 		const unsigned short* sa = As[cur];
 		const unsigned short* sb = Bs[cur];
 #pragma unroll
 		for (int ks = 0; ks < GX_BK; ks += 16) {
-			unsigned fa[2][4], fb[4][2];
+			unsigned fa[4][4], fb[4][2];
 #pragma unroll
-			for (int x = 0; x < 2; x++) {
+			for (int x = 0; x < 4; x++) {
 				int r = wm + 16 * x + g;
 				fa[x][0] = gx_pair(sa, r, ks + 2 * t);
 				fa[x][1] = gx_pair(sa, r + 8, ks + 2 * t);
@@ -210,20 +277,20 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 				fb[y][1] = gx_pair(sb, col, ks + 2 * t + 8);
 			}
 #pragma unroll
-			for (int x = 0; x < 2; x++)
+			for (int x = 0; x < 4; x++)
 #pragma unroll
 				for (int y = 0; y < 4; y++) mma_bf16_16816(acc[x][y], fa[x], fb[y]);
 		}
-		if (ch + 1 < chunks) {
-			// The other buffer was last read in chunk ch−1, before the
-			// barrier that ended it.
-			gx_store<GX_BM, GX_LA>(As[cur ^ 1], va, ma);
-			gx_store<GX_BN, GX_LB>(Bs[cur ^ 1], vb, mb);
+		if (more) { // stage nxt is read from chunk ch + 1's barrier on
+			if (!ca) gx_put(As[nxt], va, ma);
+			if (!cb) gx_put(Bs[nxt], vb, mb);
 		}
-		__syncthreads();
+		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
+		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
 	}
+	cp_async_wait<0>(); // only empty groups are left; none outlives the block
 #pragma unroll
-	for (int x = 0; x < 2; x++)
+	for (int x = 0; x < 4; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
