@@ -374,11 +374,11 @@ func mmaRefOperand(t *testing.T, b *Backend, vals []float32, off int, half bool)
 	return w, exactOperand{p + uint64(off*widthOf(isHalf)), isHalf}
 }
 
-// TestExactMMAMatchesReference holds the tiled mma kernels (gemm_exact_mma_*,
-// as matMulExact launches them) to gemm_exact_mma_ref bit for bit: every
-// storage of a, b and c, both transposes, accumulate, ragged M, N and K,
-// and operands at an odd element offset (no 16-byte loads or cp.async, the
-// element-wise paths). The reference is the arithmetic the kernels must
+// TestExactMMAMatchesReference holds the tiled mma kernels (both block
+// heights, gemm_exact_mma_* and gemm_exact_mma64_*, as matMulExact launches
+// them) to gemm_exact_mma_ref bit for bit: every storage of a, b and c,
+// both transposes, accumulate, ragged M, N and K, and operands at an odd
+// element offset (no 16-byte loads or cp.async, the element-wise paths). The reference is the arithmetic the kernels must
 // keep (2·⌈K/32⌉ mma k-steps of 16 in order from +0, then c + dot), so any
 // change of fragment layout, K order or epilogue shows as a differing bit
 // (the emulator's mma sums a k-step's 16 products in order, so an order
@@ -416,10 +416,14 @@ func TestExactMMAMatchesReference(t *testing.T) {
 					}
 					variant++
 					off := variant % 2 // every other product misaligned
-					name := fmt.Sprintf("%dx%dx%d/%s/tA=%v/tB=%v/acc=%v/off=%d", s.m, s.n, s.k,
-						storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), tr&1 != 0, tr&2 != 0, acc, off)
+					rows := exactMMARows
+					if variant/2%2 == 1 { // both tiles, aligned and not
+						rows = exactMMARowsSmall
+					}
+					name := fmt.Sprintf("%dx%dx%d/%s/tA=%v/tB=%v/acc=%v/off=%d/rows=%d", s.m, s.n, s.k,
+						storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), tr&1 != 0, tr&2 != 0, acc, off, rows)
 					av, bv, cv := randn(s.m*s.k), randn(s.k*s.n), randn(s.m*s.n)
-					got, want := mmaRefRun(t, b, s.m, s.n, s.k, av, bv, cv, round, off, halfA, halfB, halfC, tr&1 != 0, tr&2 != 0, acc)
+					got, want := mmaRefRun(t, b, rows, s.m, s.n, s.k, av, bv, cv, round, off, halfA, halfB, halfC, tr&1 != 0, tr&2 != 0, acc)
 					for i := range want {
 						w := want[i]
 						if halfC {
@@ -436,10 +440,11 @@ func TestExactMMAMatchesReference(t *testing.T) {
 	}
 }
 
-// mmaRefRun computes c = op(a)·op(b) (+ c0) with the tiled kernel and with
-// the reference (on the operands rounded to bf16 in fp32 storage, which
-// the reference rounds again to the same bits), returning both.
-func mmaRefRun(t *testing.T, b *Backend, M, N, K int, av, bv, cv []float32, round func([]float32) []float32, off int,
+// mmaRefRun computes c = op(a)·op(b) (+ c0) with the tiled kernel of block
+// height rows and with the reference (on the operands rounded to bf16 in
+// fp32 storage, which the reference rounds again to the same bits),
+// returning both.
+func mmaRefRun(t *testing.T, b *Backend, rows, M, N, K int, av, bv, cv []float32, round func([]float32) []float32, off int,
 	halfA, halfB, halfC, transA, transB, acc bool) (got, want []float32) {
 	t.Helper()
 	sai, sak := int64(K), int64(1)
@@ -459,17 +464,18 @@ func mmaRefRun(t *testing.T, b *Backend, M, N, K int, av, bv, cv []float32, roun
 		c = model.NewFrom(b, cv, M, N)
 	}
 	pc, _, _ := b.operand("test", 0, c)
-	b.matMulExact(pc, halfC, ta, tb, x, y, M, N, K, transA, transB, acc)
+	accFlag := int32(0)
+	if acc {
+		accFlag = 1
+	}
+	b.launchExactMMA(rows, storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), M, N,
+		[]any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag})
 	got = model.Values(b, c)
 
 	ra, rx := mmaRefOperand(t, b, round(av), 0, false)
 	rb, ry := mmaRefOperand(t, b, round(bv), 0, false)
 	rc := model.NewFrom(b, cv, M, N)
 	prc, _, _ := b.operand("test", 0, rc)
-	accFlag := int32(0)
-	if acc {
-		accFlag = 1
-	}
 	b.launch("gemm_exact_mma_ref", [3]int{(N + 7) / 8, (M + 15) / 16}, 32,
 		prc, rx.p, ry.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag)
 	want = model.Values(b, rc)
@@ -478,4 +484,23 @@ func mmaRefRun(t *testing.T, b *Backend, M, N, K int, av, bv, cv []float32, roun
 		t.Fatalf("%d × %d × %d: %v", M, N, K, err)
 	}
 	return got, want
+}
+
+// TestExactMMATileRows: 128-row tiles where their grid gives every SM a
+// block, 64-row tiles (twice the blocks) below.
+func TestExactMMATileRows(t *testing.T) {
+	for _, c := range []struct{ m, n, sms, want int }{
+		{1, 2048, 132, exactMMARowsSmall},       // a decode step: 16 blocks of 128 rows
+		{256, 2048, 132, exactMMARowsSmall},     // 2 × 16 = 32
+		{256, 151936, 132, exactMMARows},        // an LM head chunk: 2 × 1187
+		{16384, 2048, 132, exactMMARows},        // a training batch: 128 × 16
+		{1056, 2048, 132, exactMMARows},         // 9 × 16 = 144 ≥ 132
+		{128 * 11, 128 * 12, 132, exactMMARows}, // exactly one block an SM
+		{128*11 - 1, 128 * 12, 132, exactMMARows},
+		{128 * 10, 128 * 13, 132, exactMMARowsSmall}, // 130 blocks
+	} {
+		if got := exactMMATileRows(c.m, c.n, c.sms); got != c.want {
+			t.Errorf("M=%d N=%d on %d SMs: %d-row tiles, want %d", c.m, c.n, c.sms, got, c.want)
+		}
+	}
 }

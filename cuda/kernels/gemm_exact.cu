@@ -4,12 +4,14 @@
 // K-vectors alone, in one fixed order, whatever M, N, the row's position or
 // the rows that share the product. cuBLAS picks its algorithm (tiles,
 // split-K, reduction order) by shape, so a row's bits there depend on how
-// many rows share the product; here nothing is chosen by shape:
+// many rows share the product; here nothing an element's bits depend on is
+// chosen by shape:
 //
-//   - one tile configuration for every shape, and the K loop always walks
-//     chunks of GX_BK in order from k = 0, each in steps of 16 (mma) or 1
-//     (FFMA) in order; no split-K, so an element is one running sum in
-//     registers from +0;
+//   - the K loop always walks chunks of GX_BK in order from k = 0, each in
+//     steps of 16 (mma) or 1 (FFMA) in order; no split-K, so an element is
+//     one running sum in registers from +0. The M × N tiles only group
+//     independent sums (the mma kernels come in two block heights, picked
+//     by the grid's size, with the same bits);
 //   - the tail of K (and of M and N) is loaded as zeros. A zero product
 //     added to a running sum that started at +0 leaves it unchanged (x + ±0
 //     = x for x ≠ 0, and +0 + ±0 = +0, so the sum is never −0): the padding
@@ -43,9 +45,11 @@ __device__ __forceinline__ float gx_round(float v, int rnd) {
 
 // ---- tensor cores: mma.m16n8k16, bf16 in, fp32 accumulate (sm_80+) ----
 //
-// A block computes a GX_BM × GX_BN = 128 × 128 tile of c with 8 warps, 2
-// along M by 4 along N, each warp 64 × 32: 4 × 4 mma C fragments, so a
-// k-step's 24 fragment loads feed 16 mma (8 per 16 in 32 × 32 warps). K
+// A block computes a BM × GX_BN tile of c with 8 warps, 2 along M by 4
+// along N: BM = 128 (gemm_exact_mma_*), each warp 64 × 32, 4 × 4 mma C
+// fragments, so a k-step's 24 fragment loads feed 16 mma; or BM = 64
+// (gemm_exact_mma64_*, twice the blocks for products too small to give
+// every SM a 128-row block), each warp 32 × 32, 16 loads for 8 mma. K
 // goes in chunks of GX_BK = 32 (two k-steps of 16) through GX_STAGES = 3
 // shared buffers: while the tensor cores work on chunk ch, chunks ch+1 and
 // ch+2 are on their way. A bf16 operand whose K is contiguous (GX_KV
@@ -58,23 +62,22 @@ __device__ __forceinline__ float gx_round(float v, int rnd) {
 // 16-byte groups of a row XOR-swizzled by bits 1–2 of the row (gx_off), so
 // that a warp's 16-byte stores (8 lanes: 2 rows × 4 groups) and its
 // fragment loads (8 rows × 4 lanes within one group) each hit 32 distinct
-// banks. 3 stages × (128 + 128) rows × 64 bytes = 48 KiB, the static limit.
+// banks. 3 stages × (BM + 128) rows × 64 bytes = 48 KiB (the static limit)
+// or 36 KiB.
 //
-// None of this changes a bit: every element of c is the same sequence of
-// mma k-steps of 16 in order from k = 0 (2·⌈K/32⌉ of them, zeros past K)
-// from +0, with the same fragments, then the same epilogue
-// (gemm_exact_mma_ref, which the tests hold these kernels to bit for bit).
+// None of this changes a bit: in either kernel every element of c is the
+// same sequence of mma k-steps of 16 in order from k = 0 (2·⌈K/32⌉ of them,
+// zeros past K) from +0, with the same fragments, then the same epilogue
+// (gemm_exact_mma_ref, which the tests hold both kernels to bit for bit).
 //
 // uses wgmma.cuh (cp_async16, cp_async_commit, cp_async_wait: sm_80's
 // cp.async, modelled by the emulator)
 
-#define GX_BM 128
 #define GX_BN 128
 #define GX_BK 32
 #define GX_STAGES 3
-#define GX_TILE (GX_BM * GX_BK)         // elements of one operand's chunk (GX_BN == GX_BM)
-#define GX_EL (GX_TILE / GX_THREADS)     // elements of a chunk per thread: 16
-#define GX_GROUPS (GX_TILE / 8 / GX_THREADS) // groups of 8 k per thread (GX_KV): 2
+#define GX_EL(ROWS) ((ROWS) * GX_BK / GX_THREADS)         // elements of a ROWS-row chunk per thread: 16 or 8
+#define GX_GROUPS(ROWS) ((ROWS) * GX_BK / 8 / GX_THREADS) // groups of 8 k per thread (GX_KV): 2 or 1
 
 // How an operand's chunk is read (gx_mode): GX_ROWS, threads along r (k
 // strided); GX_KS, threads along k one element each; GX_KV, 8 consecutive
@@ -108,13 +111,14 @@ __device__ __forceinline__ void gx_slot(int e, int& r, int& k) {
 	r = slot >> 2, k = (slot & 3) * 8;
 }
 
-// gx_rk is the row and k (within the chunk) of this thread's element e in
-// mode GX_KS or GX_ROWS: threads walk whichever of r and k is contiguous in
-// memory, so a warp reads consecutive addresses either way.
+// gx_rk is the row and k (within a ROWS-row chunk) of this thread's
+// element e in mode GX_KS or GX_ROWS: threads walk whichever of r and k is
+// contiguous in memory, so a warp reads consecutive addresses either way.
+template <int ROWS>
 __device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
 	const int idx = threadIdx.x + e * GX_THREADS;
 	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
-	else r = idx % GX_BM, k = idx / GX_BM;
+	else r = idx % ROWS, k = idx / ROWS;
 }
 
 // gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as 4
@@ -137,15 +141,15 @@ __device__ __forceinline__ void gx_vec8(unsigned* v, const unsigned short* p, bo
 __device__ __forceinline__ unsigned gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
 __device__ __forceinline__ unsigned gx_bits(const unsigned short* p, long long i) { return p[i]; }
 
-// gx_fetch reads this thread's GX_EL elements of a 128 × GX_BK chunk of an
-// operand (rows r0 …, k k0 …) into registers as bf16 pairs (element e in
-// v[e/2], odd e in the upper half), zero outside R × K.
-template <typename T>
+// gx_fetch reads this thread's GX_EL(ROWS) elements of a ROWS × GX_BK
+// chunk of an operand (rows r0 …, k k0 …) into registers as bf16 pairs
+// (element e in v[e/2], odd e in the upper half), zero outside R × K.
+template <int ROWS, typename T>
 __device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
                                          long long sk, int m) {
 	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
 #pragma unroll
-		for (int e = 0; e < GX_GROUPS; e++) {
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
 			gx_slot(e, r, k);
 			r += r0, k += k0;
@@ -154,9 +158,9 @@ __device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < GX_EL; e++) {
+	for (int e = 0; e < GX_EL(ROWS); e++) {
 		int r, k;
-		gx_rk(e, m, r, k);
+		gx_rk<ROWS>(e, m, r, k);
 		r += r0, k += k0;
 		const unsigned h = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : 0u;
 		v[e >> 1] = e & 1 ? v[e >> 1] | h << 16 : h;
@@ -164,10 +168,11 @@ __device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0
 }
 
 // gx_put stores what gx_fetch read into a shared chunk.
+template <int ROWS>
 __device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, int m) {
 	if (m == GX_KV) {
 #pragma unroll
-		for (int e = 0; e < GX_GROUPS; e++) {
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
 			gx_slot(e, r, k);
 			*(uint4*)(sh + gx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
@@ -175,19 +180,20 @@ __device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, in
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < GX_EL; e++) {
+	for (int e = 0; e < GX_EL(ROWS); e++) {
 		int r, k;
-		gx_rk(e, m, r, k);
+		gx_rk<ROWS>(e, m, r, k);
 		sh[gx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
 	}
 }
 
 // gx_copy issues this thread's cp.async copies of a bf16 GX_KV chunk into
 // sh; a group outside R × K is zero-filled (0 source bytes, from p).
+template <int ROWS>
 __device__ __forceinline__ void gx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
                                         long long sr) {
 #pragma unroll
-	for (int e = 0; e < GX_GROUPS; e++) {
+	for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 		int r, k;
 		gx_slot(e, r, k);
 		const bool ok = r0 + r < R && k0 + k < K;
@@ -197,14 +203,16 @@ __device__ __forceinline__ void gx_copy(unsigned short* sh, const unsigned short
 
 // gx_begin starts reading chunk (r0, k0) of an operand: copies into sh
 // where async, else loads into v for gx_put after the chunk's mma.
+template <int ROWS>
 __device__ __forceinline__ void gx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
                                          int R, int K, long long sr, long long sk, int m, bool async) {
-	if (async) gx_copy(sh, p, r0, k0, R, K, sr);
-	else gx_fetch(v, p, r0, k0, R, K, sr, sk, m);
+	if (async) gx_copy<ROWS>(sh, p, r0, k0, R, K, sr);
+	else gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
 }
+template <int ROWS>
 __device__ __forceinline__ void gx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
                                          long long sr, long long sk, int m, bool) {
-	gx_fetch(v, p, r0, k0, R, K, sr, sk, m);
+	gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
 }
 
 // gx_pair is two bf16 of a shared row (k even) as one register.
@@ -212,22 +220,23 @@ __device__ __forceinline__ unsigned gx_pair(const unsigned short* sh, int row, i
 	return *(const unsigned*)(sh + gx_off(row, k));
 }
 
-template <typename TA, typename TB, typename TC>
+template <int BM, typename TA, typename TB, typename TC>
 __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
                                                long long sak, long long sbj, long long sbk, int accumulate) {
-	__shared__ __align__(16) unsigned short As[GX_STAGES][GX_TILE];
-	__shared__ __align__(16) unsigned short Bs[GX_STAGES][GX_TILE];
-	const int i0 = blockIdx.y * GX_BM, j0 = blockIdx.x * GX_BN;
+	constexpr int WX = BM / 32; // the warp's 16-row fragments (BM/2 rows)
+	__shared__ __align__(16) unsigned short As[GX_STAGES][BM * GX_BK];
+	__shared__ __align__(16) unsigned short Bs[GX_STAGES][GX_BN * GX_BK];
+	const int i0 = blockIdx.y * BM, j0 = blockIdx.x * GX_BN;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32; // the warp's tile in the block's
-	float acc[4][4][4];
+	const int wm = (warp >> 2) * (BM / 2), wn = (warp & 3) * 32; // the warp's tile in the block's
+	float acc[WX][4][4];
 #pragma unroll
-	for (int x = 0; x < 4; x++)
+	for (int x = 0; x < WX; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
 			for (int z = 0; z < 4; z++) acc[x][y][z] = 0.f;
-	unsigned va[GX_EL / 2], vb[GX_EL / 2];
+	unsigned va[GX_EL(BM) / 2], vb[GX_EL(GX_BN) / 2];
 	const int chunks = (K + GX_BK - 1) / GX_BK;
 	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
 	const bool ca = gx_async(a, ma), cb = gx_async(b, mb);
@@ -236,10 +245,10 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 #pragma unroll
 	for (int s = 0; s < GX_STAGES - 1; s++) {
 		if (s < chunks) {
-			gx_begin(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
-			gx_begin(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
-			if (!ca) gx_put(As[s], va, ma);
-			if (!cb) gx_put(Bs[s], vb, mb);
+			gx_begin<BM>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) gx_put<BM>(As[s], va, ma);
+			if (!cb) gx_put<GX_BN>(Bs[s], vb, mb);
 		}
 		cp_async_commit();
 	}
@@ -253,17 +262,17 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
 		const bool more = k1 < K;
 		if (more) {
-			gx_begin(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
-			gx_begin(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
+			gx_begin<BM>(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN>(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
 		}
 		cp_async_commit();
 		const unsigned short* sa = As[cur];
 		const unsigned short* sb = Bs[cur];
 #pragma unroll
 		for (int ks = 0; ks < GX_BK; ks += 16) {
-			unsigned fa[4][4], fb[4][2];
+			unsigned fa[WX][4], fb[4][2];
 #pragma unroll
-			for (int x = 0; x < 4; x++) {
+			for (int x = 0; x < WX; x++) {
 				int r = wm + 16 * x + g;
 				fa[x][0] = gx_pair(sa, r, ks + 2 * t);
 				fa[x][1] = gx_pair(sa, r + 8, ks + 2 * t);
@@ -277,20 +286,20 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 				fb[y][1] = gx_pair(sb, col, ks + 2 * t + 8);
 			}
 #pragma unroll
-			for (int x = 0; x < 4; x++)
+			for (int x = 0; x < WX; x++)
 #pragma unroll
 				for (int y = 0; y < 4; y++) mma_bf16_16816(acc[x][y], fa[x], fb[y]);
 		}
 		if (more) { // stage nxt is read from chunk ch + 1's barrier on
-			if (!ca) gx_put(As[nxt], va, ma);
-			if (!cb) gx_put(Bs[nxt], vb, mb);
+			if (!ca) gx_put<BM>(As[nxt], va, ma);
+			if (!cb) gx_put<GX_BN>(Bs[nxt], vb, mb);
 		}
 		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
 		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
 	}
 	cp_async_wait<0>(); // only empty groups are left; none outlives the block
 #pragma unroll
-	for (int x = 0; x < 4; x++)
+	for (int x = 0; x < WX; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
@@ -411,7 +420,9 @@ __device__ __forceinline__ void gemm_exact_ffma(TC* c, const TA* a, const TB* b,
 #define GX_ARGS(TA, TB, TC) \
 	TC *c, const TA *a, const TB *b, int M, int N, int K, long long sai, long long sak, long long sbj, long long sbk, int accumulate
 #define GX_MMA(TA, TB, TC) \
-	{ gemm_exact_mma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+	{ gemm_exact_mma<128, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+#define GX_MMA64(TA, TB, TC) \
+	{ gemm_exact_mma<64, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
 #define GX_FFMA(TA, TB, TC) \
 	{ gemm_exact_ffma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate, rnd); }
 typedef unsigned short bf16_t;
@@ -424,6 +435,14 @@ extern "C" __global__ void gemm_exact_mma_ffh(GX_ARGS(float, float, bf16_t)) GX_
 extern "C" __global__ void gemm_exact_mma_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA(bf16_t, float, bf16_t)
 extern "C" __global__ void gemm_exact_mma_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA(float, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_mma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA(bf16_t, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_fff(GX_ARGS(float, float, float)) GX_MMA64(float, float, float)
+extern "C" __global__ void gemm_exact_mma64_hff(GX_ARGS(bf16_t, float, float)) GX_MMA64(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_mma64_fhf(GX_ARGS(float, bf16_t, float)) GX_MMA64(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma64_hhf(GX_ARGS(bf16_t, bf16_t, float)) GX_MMA64(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma64_ffh(GX_ARGS(float, float, bf16_t)) GX_MMA64(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA64(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA64(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA64(bf16_t, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_fff(GX_ARGS(float, float, float), int rnd) GX_FFMA(float, float, float)
 extern "C" __global__ void gemm_exact_ffma_hff(GX_ARGS(bf16_t, float, float), int rnd) GX_FFMA(bf16_t, float, float)
 extern "C" __global__ void gemm_exact_ffma_fhf(GX_ARGS(float, bf16_t, float), int rnd) GX_FFMA(float, bf16_t, float)
