@@ -233,6 +233,11 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 	if devKind == "emulator" {
 		t.Setenv(cudaemu.GemmOrderEnv, "shape") // a product left on cuBLAS fails
 	}
+	// Two SMs, so that the full product (2 blocks of 128 rows) takes the
+	// 128-row mma kernel and the sub-batches of up to 128 rows the 64-row
+	// one (exactMMATileRows), as a training batch and a decode step do.
+	defer func(sms int) { d.Info.SMs = sms }(d.Info.SMs)
+	d.Info.SMs = 2
 	exactVariants(t, exactCases, func(t *testing.T, p *exactProblem) {
 		b := NewBackend(d, p.c.prec)
 		b.SetBatchInvariant(true)
