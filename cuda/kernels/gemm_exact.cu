@@ -320,8 +320,9 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 // A block computes a GX_FM × GX_FN tile with 256 threads as 16 × 16, each
 // thread 4 × 4 elements (rows ty + 16r, columns tx + 16c); K in chunks of
 // GX_FK staged in shared memory as k-major rows, double buffered through
-// registers as above. Element (i, j) is acc = __fmaf_rn(a[i,k], b[k,j],
-// acc) for k = 0, 1, …, K−1 from +0.
+// registers (the next chunk read while this one multiplies). Element
+// (i, j) is acc = __fmaf_rn(a[i,k], b[k,j], acc) for k = 0, 1, …, K−1
+// from +0.
 
 #define GX_FM 64
 #define GX_FN 64
