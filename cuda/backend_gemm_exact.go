@@ -30,12 +30,14 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 )
 
-// The exact kernels' fixed tiles (gemm_exact.cu: GX_BM × GX_BN for mma,
-// GX_FM × GX_FN for FFMA), for the grid only: no shape chooses them.
+// The exact kernels' tiles (gemm_exact.cu: BM × GX_BN for mma, GX_FM ×
+// GX_FN for FFMA), for the grid only. The mma kernels come in two block
+// heights (exactMMATileRows); the FFMA kernels in one.
 const (
-	exactMMARows, exactMMACols   = 64, 128
-	exactFFMARows, exactFFMACols = 64, 64
-	exactThreads                 = 256
+	exactMMARows, exactMMARowsSmall = 128, 64
+	exactMMACols                    = 128
+	exactFFMARows, exactFFMACols    = 64, 64
+	exactThreads                    = 256
 )
 
 // Rounding of the FFMA kernel's operands (gx_round).
@@ -95,8 +97,7 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	b.gemmExactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
 	args := []any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, acc}
 	if half && b.exactMMA() {
-		grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + exactMMARows - 1) / exactMMARows}
-		b.launch("gemm_exact_mma_"+suffix, grid, exactThreads, args...)
+		b.launchExactMMA(exactMMATileRows(M, N, b.d.Info.SMs), suffix, M, N, args)
 		return
 	}
 	rnd := int32(exactRoundNone)
@@ -108,6 +109,34 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	}
 	grid := [3]int{(N + exactFFMACols - 1) / exactFFMACols, (M + exactFFMARows - 1) / exactFFMARows}
 	b.launch("gemm_exact_ffma_"+suffix, grid, exactThreads, append(args, rnd)...)
+}
+
+// exactMMATileRows picks the mma kernels' block height: 128-row tiles
+// (gemm_exact_mma_: a quarter fewer shared-memory
+// bytes per mma, a third fewer L2 bytes) where their grid gives every SM a
+// block, else 64-row tiles (gemm_exact_mma64_), twice the blocks, for the
+// small products of decode steps, which would otherwise leave SMs idle.
+// The tile only groups independent sums: either kernel gives every element
+// of c the same bits (TestExactMMAMatchesReference holds both to
+// gemm_exact_mma_ref), so choosing it by shape keeps the products
+// batch-invariant.
+func exactMMATileRows(M, N, sms int) int {
+	blocks := ((M + exactMMARows - 1) / exactMMARows) * ((N + exactMMACols - 1) / exactMMACols)
+	if blocks < sms {
+		return exactMMARowsSmall
+	}
+	return exactMMARows
+}
+
+// launchExactMMA launches the mma kernel of block height rows
+// (exactMMARows or exactMMARowsSmall) for storages suffix.
+func (b *Backend) launchExactMMA(rows int, suffix string, M, N int, args []any) {
+	name := "gemm_exact_mma_"
+	if rows == exactMMARowsSmall {
+		name = "gemm_exact_mma64_"
+	}
+	grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + rows - 1) / rows}
+	b.launch(name+suffix, grid, exactThreads, args...)
 }
 
 // exactMMA reports whether bf16 products may take the mma.sync kernels:

@@ -233,6 +233,11 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 	if devKind == "emulator" {
 		t.Setenv(cudaemu.GemmOrderEnv, "shape") // a product left on cuBLAS fails
 	}
+	// Two SMs, so that the full product (2 blocks of 128 rows) takes the
+	// 128-row mma kernel and the sub-batches of up to 128 rows the 64-row
+	// one (exactMMATileRows), as a training batch and a decode step do.
+	defer func(sms int) { d.Info.SMs = sms }(d.Info.SMs)
+	d.Info.SMs = 2
 	exactVariants(t, exactCases, func(t *testing.T, p *exactProblem) {
 		b := NewBackend(d, p.c.prec)
 		b.SetBatchInvariant(true)
@@ -345,5 +350,162 @@ func TestTrainingStepExactProducts(t *testing.T) {
 					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
 			}
 		})
+	}
+}
+
+// mmaRefShapes are the shapes TestExactMMAMatchesReference runs: M and N
+// around the tile sizes (128) and the fragment sizes (16, 8), K odd, a
+// multiple of 8 but not of 16 or 32, and past several chunks.
+var mmaRefShapes = []struct{ m, n, k int }{
+	{1, 8, 8}, {3, 37, 136}, {17, 129, 133}, {128, 128, 32}, {129, 130, 40}, {131, 257, 264}, {64, 1, 17}, {2, 300, 72},
+}
+
+// mmaRefOperand uploads vals (op(x) stored as the transpose says) at
+// element offset off of a buffer: fp32, or bf16 storage (frozen, the
+// values rounded to nearest even) when half. It returns the tensor to
+// release and the operand as the kernels take it.
+func mmaRefOperand(t *testing.T, b *Backend, vals []float32, off int, half bool) (*model.Tensor, exactOperand) {
+	t.Helper()
+	w := model.NewFrom(b, append(make([]float32, off), vals...), off+len(vals))
+	if half {
+		if err := b.Freeze(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, isHalf, ok := b.operand("test", 0, w)
+	if !ok {
+		t.Fatal(b.Err())
+	}
+	return w, exactOperand{p + uint64(off*widthOf(isHalf)), isHalf}
+}
+
+// TestExactMMAMatchesReference holds the tiled mma kernels (both block
+// heights, gemm_exact_mma_* and gemm_exact_mma64_*, as matMulExact launches
+// them) to gemm_exact_mma_ref bit for bit: every storage of a, b and c,
+// both transposes, accumulate, ragged M, N and K, and operands at an odd
+// element offset (no 16-byte loads or cp.async, the element-wise paths). The reference is the arithmetic the kernels must
+// keep (2·⌈K/32⌉ mma k-steps of 16 in order from +0, then c + dot), so any
+// change of fragment layout, K order or epilogue shows as a differing bit
+// (the emulator's mma sums a k-step's 16 products in order, so an order
+// change does).
+func TestExactMMAMatchesReference(t *testing.T) {
+	d := testDevice(t)
+	b := NewBackend(d, BF16)
+	b.SetBatchInvariant(true)
+	if !b.exactMMA() {
+		t.Skip("no mma.sync below sm_80")
+	}
+	rng := rand.New(rand.NewPCG(7, 46))
+	randn := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		return v
+	}
+	round := func(v []float32) []float32 {
+		out := make([]float32, len(v))
+		for i, x := range v {
+			out[i] = bf16Round(x)
+		}
+		return out
+	}
+	variant := 0
+	for _, s := range mmaRefShapes {
+		for storage := 0; storage < 8; storage++ { // bit 0: a bf16, bit 1: b bf16, bit 2: c bf16
+			for tr := 0; tr < 4; tr++ {
+				for _, acc := range []bool{false, true} {
+					halfA, halfB, halfC := storage&1 != 0, storage&2 != 0, storage&4 != 0
+					if acc && halfC {
+						continue
+					}
+					variant++
+					off := variant % 2 // every other product misaligned
+					rows := exactMMARows
+					if variant/2%2 == 1 { // both tiles, aligned and not
+						rows = exactMMARowsSmall
+					}
+					name := fmt.Sprintf("%dx%dx%d/%s/tA=%v/tB=%v/acc=%v/off=%d/rows=%d", s.m, s.n, s.k,
+						storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), tr&1 != 0, tr&2 != 0, acc, off, rows)
+					av, bv, cv := randn(s.m*s.k), randn(s.k*s.n), randn(s.m*s.n)
+					got, want := mmaRefRun(t, b, rows, s.m, s.n, s.k, av, bv, cv, round, off, halfA, halfB, halfC, tr&1 != 0, tr&2 != 0, acc)
+					for i := range want {
+						w := want[i]
+						if halfC {
+							w = bf16Round(w)
+						}
+						if math.Float32bits(got[i]) != math.Float32bits(w) {
+							t.Fatalf("%s: c[%d, %d] = %g (bits %#x), reference %g (%#x)", name, i/s.n, i%s.n,
+								got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// mmaRefRun computes c = op(a)·op(b) (+ c0) with the tiled kernel of block
+// height rows and with the reference (on the operands rounded to bf16 in
+// fp32 storage, which the reference rounds again to the same bits),
+// returning both.
+func mmaRefRun(t *testing.T, b *Backend, rows, M, N, K int, av, bv, cv []float32, round func([]float32) []float32, off int,
+	halfA, halfB, halfC, transA, transB, acc bool) (got, want []float32) {
+	t.Helper()
+	sai, sak := int64(K), int64(1)
+	if transA {
+		sai, sak = 1, int64(M)
+	}
+	sbj, sbk := int64(1), int64(N)
+	if transB {
+		sbj, sbk = int64(K), 1
+	}
+	ta, x := mmaRefOperand(t, b, av, off, halfA)
+	tb, y := mmaRefOperand(t, b, bv, off, halfB)
+	var c *model.Tensor
+	if halfC {
+		c = b.ActivationHalf(M, N)
+	} else {
+		c = model.NewFrom(b, cv, M, N)
+	}
+	pc, _, _ := b.operand("test", 0, c)
+	accFlag := int32(0)
+	if acc {
+		accFlag = 1
+	}
+	b.launchExactMMA(rows, storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), M, N,
+		[]any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag})
+	got = model.Values(b, c)
+
+	ra, rx := mmaRefOperand(t, b, round(av), 0, false)
+	rb, ry := mmaRefOperand(t, b, round(bv), 0, false)
+	rc := model.NewFrom(b, cv, M, N)
+	prc, _, _ := b.operand("test", 0, rc)
+	b.launch("gemm_exact_mma_ref", [3]int{(N + 7) / 8, (M + 15) / 16}, 32,
+		prc, rx.p, ry.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag)
+	want = model.Values(b, rc)
+	b.Release(ta, tb, c, ra, rb, rc)
+	if err := b.Err(); err != nil {
+		t.Fatalf("%d × %d × %d: %v", M, N, K, err)
+	}
+	return got, want
+}
+
+// TestExactMMATileRows: 128-row tiles where their grid gives every SM a
+// block, 64-row tiles (twice the blocks) below.
+func TestExactMMATileRows(t *testing.T) {
+	for _, c := range []struct{ m, n, sms, want int }{
+		{1, 2048, 132, exactMMARowsSmall},       // a decode step: 16 blocks of 128 rows
+		{256, 2048, 132, exactMMARowsSmall},     // 2 × 16 = 32
+		{256, 151936, 132, exactMMARows},        // an LM head chunk: 2 × 1187
+		{16384, 2048, 132, exactMMARows},        // a training batch: 128 × 16
+		{1056, 2048, 132, exactMMARows},         // 9 × 16 = 144 ≥ 132
+		{128 * 11, 128 * 12, 132, exactMMARows}, // exactly one block an SM
+		{128*11 - 1, 128 * 12, 132, exactMMARows},
+		{128 * 10, 128 * 13, 132, exactMMARowsSmall}, // 130 blocks
+	} {
+		if got := exactMMATileRows(c.m, c.n, c.sms); got != c.want {
+			t.Errorf("M=%d N=%d on %d SMs: %d-row tiles, want %d", c.m, c.n, c.sms, got, c.want)
+		}
 	}
 }

@@ -86,23 +86,26 @@ type Roofline struct {
 // prepared chain, so the gap per node is assumed to be half an eager
 // launch's, 1 µs (an assumption, not a measurement; a graph launch itself
 // costs one launch). Exact mode's batch-invariant products
-// (gemm_exact.cu) are assumed to reach 25 % of the bf16 peak on the tensor
-// cores (mma.sync, 64 × 128 tiles staged through registers, no cp.async or
-// warpgroup MMA: a third of cuBLAS's 75 %) and 50 % of the fp32 peak on the
-// CUDA cores (4 × 4 elements a thread); estimates, not measurements
-// (docs/gpu.md). Exact mode's tensor-core attention (attention_exact_tc.cu,
-// under bf16 products) is assumed to reach 20 % of the bf16 peak, the
-// fused forward's 35 % less what its fixed softmax tiles of 16 keys cost:
-// a warp rescales its 64 output accumulators, shuffles its rows'
-// statistics and takes a barrier-separated tile every 16 keys where the
-// fused forward does so every 64, ≈ 100 more CUDA-core instructions
-// beside each 32 mma.sync (D = 128), with the same staging through
-// registers and no cp.async. Its flops are the fragments' (a decode row
-// padded to 16 rows counts 16): what the tensor cores issue.
+// (gemm_exact.cu) are assumed to reach 35 % of the bf16 peak on the tensor
+// cores (mma.sync, 128 × 128 tiles, a 3-stage cp.async pipeline, no
+// ldmatrix or warpgroup MMA: docs/gpu.md counts 256 shared-memory and 64 L2
+// bytes per mma against the 64 × 128 register-staged kernel's 352 and 96,
+// bounds 1.4–1.5× that kernel's, whose assumed 25 % this scales; under
+// half cuBLAS's 75 %) and 50 % of the fp32 peak on the CUDA cores (4 × 4
+// elements a thread); estimates, not measurements (docs/gpu.md). Exact
+// mode's tensor-core attention (attention_exact_tc.cu, under bf16
+// products) is assumed to reach 20 % of the bf16 peak, the fused forward's
+// 35 % less what its fixed softmax tiles of 16 keys cost: a warp rescales
+// its 64 output accumulators, shuffles its rows' statistics and takes a
+// barrier-separated tile every 16 keys where the fused forward does so
+// every 64, ≈ 100 more CUDA-core instructions beside each 32 mma.sync (D =
+// 128), with the same staging through registers and no cp.async. Its
+// flops are the fragments' (a decode row padded to 16 rows counts 16):
+// what the tensor cores issue.
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
 	FlashBwdEfficiency: 0.35, WGFlashEfficiency: 660.0 * 2 / 3 / 989.4, WGFlashBwdEfficiency: 474.0 * 1.4 * 2 / 3 / 989.4,
-	ExactMMAEfficiency: 0.25, ExactFFMAEfficiency: 0.5, ExactAttnTCEfficiency: 0.2, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
+	ExactMMAEfficiency: 0.35, ExactFFMAEfficiency: 0.5, ExactAttnTCEfficiency: 0.2, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // H100FA2Measured is H100 with the fused attention at the rates
 // FlashAttention-2 itself is measured at on an H100 at the 2×8k shape

@@ -4,12 +4,14 @@
 // K-vectors alone, in one fixed order, whatever M, N, the row's position or
 // the rows that share the product. cuBLAS picks its algorithm (tiles,
 // split-K, reduction order) by shape, so a row's bits there depend on how
-// many rows share the product; here nothing is chosen by shape:
+// many rows share the product; here nothing an element's bits depend on is
+// chosen by shape:
 //
-//   - one tile configuration for every shape, and the K loop always walks
-//     chunks of GX_BK in order from k = 0, each in steps of 16 (mma) or 1
-//     (FFMA) in order; no split-K, so an element is one running sum in
-//     registers from +0;
+//   - the K loop always walks chunks of GX_BK in order from k = 0, each in
+//     steps of 16 (mma) or 1 (FFMA) in order; no split-K, so an element is
+//     one running sum in registers from +0. The M × N tiles only group
+//     independent sums (the mma kernels come in two block heights, picked
+//     by the grid's size, with the same bits);
 //   - the tail of K (and of M and N) is loaded as zeros. A zero product
 //     added to a running sum that started at +0 leaves it unchanged (x + ±0
 //     = x for x ≠ 0, and +0 + ±0 = +0, so the sum is never −0): the padding
@@ -41,32 +43,47 @@ __device__ __forceinline__ float gx_round(float v, int rnd) {
 	return v;
 }
 
-// gx_bits is element i as bf16 bits: rounded from fp32, or as stored.
-__device__ __forceinline__ unsigned short gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
-__device__ __forceinline__ unsigned short gx_bits(const unsigned short* p, long long i) { return p[i]; }
-
 // ---- tensor cores: mma.m16n8k16, bf16 in, fp32 accumulate (sm_80+) ----
 //
-// A block computes a GX_BM × GX_BN tile of c with 8 warps, 2 along M by 4
-// along N, each warp 32 × 32: 2 × 4 mma C fragments. K goes in chunks of
-// GX_BK = 32 (two k-steps of 16), staged as bf16 in shared memory, double
-// buffered: the next chunk's elements are read into registers while the
-// tensor cores work on this one. Shared tiles keep K contiguous (rows of
-// GX_BK + 8 bf16, 80 bytes apart, so the fragment loads of 8 rows by 4
-// lanes hit 32 distinct banks).
+// A block computes a BM × GX_BN tile of c with 8 warps, 2 along M by 4
+// along N: BM = 128 (gemm_exact_mma_*), each warp 64 × 32, 4 × 4 mma C
+// fragments, so a k-step's 24 fragment loads feed 16 mma; or BM = 64
+// (gemm_exact_mma64_*, twice the blocks for products too small to give
+// every SM a 128-row block), each warp 32 × 32, 16 loads for 8 mma. K
+// goes in chunks of GX_BK = 32 (two k-steps of 16) through GX_STAGES = 3
+// shared buffers: while the tensor cores work on chunk ch, chunks ch+1 and
+// ch+2 are on their way. A bf16 operand whose K is contiguous (GX_KV
+// below) is copied global → shared by cp.async, 16 bytes a copy, without
+// passing through registers; any other operand (fp32, rounded to bf16 as
+// it is read, or strided) is read into registers at the start of a chunk
+// and stored into its buffer after the chunk's mma.
+//
+// Shared chunks keep K contiguous in 64-byte rows without padding, the four
+// 16-byte groups of a row XOR-swizzled by bits 1–2 of the row (gx_off), so
+// that a warp's 16-byte stores (8 lanes: 2 rows × 4 groups) and its
+// fragment loads (8 rows × 4 lanes within one group) each hit 32 distinct
+// banks. 3 stages × (BM + 128) rows × 64 bytes = 48 KiB (the static limit)
+// or 36 KiB.
+//
+// None of this changes a bit: in either kernel every element of c is the
+// same sequence of mma k-steps of 16 in order from k = 0 (2·⌈K/32⌉ of them,
+// zeros past K) from +0, with the same fragments, then the same epilogue
+// (gemm_exact_mma_ref, which the tests hold both kernels to bit for bit).
+//
+// uses wgmma.cuh (cp_async16, cp_async_commit, cp_async_wait: sm_80's
+// cp.async, modelled by the emulator)
 
-#define GX_BM 64
 #define GX_BN 128
 #define GX_BK 32
-#define GX_S (GX_BK + 8)
-#define GX_LA (GX_BM * GX_BK / GX_THREADS) // A elements per thread per chunk: 8
-#define GX_LB (GX_BN * GX_BK / GX_THREADS) // B elements per thread per chunk: 16
+#define GX_STAGES 3
+#define GX_EL(ROWS) ((ROWS) * GX_BK / GX_THREADS)         // elements of a ROWS-row chunk per thread: 16 or 8
+#define GX_GROUPS(ROWS) ((ROWS) * GX_BK / 8 / GX_THREADS) // groups of 8 k per thread (GX_KV): 2 or 1
 
 // How an operand's chunk is read (gx_mode): GX_ROWS, threads along r (k
 // strided); GX_KS, threads along k one element each; GX_KV, 8 consecutive
-// k with 16-byte loads and stores, where k is contiguous, K a multiple of
-// 8 and the operand 16-byte aligned. The three read the same values, so
-// the choice (by layout and alignment) changes no bit of the product.
+// k with 16-byte loads or copies, where k is contiguous, K a multiple of 8
+// and the operand 16-byte aligned. The three read the same values, so the
+// choice (by layout and alignment) changes no bit of the product.
 #define GX_ROWS 0
 #define GX_KS 1
 #define GX_KV 2
@@ -77,126 +94,185 @@ __device__ __forceinline__ int gx_mode(const T* p, int K, long long sk) {
 	return K % 8 == 0 && ((unsigned long long)p & 15) == 0 ? GX_KV : GX_KS;
 }
 
-// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as bf16
-// bits, or zeros when !ok.
-__device__ __forceinline__ void gx_vec8(unsigned short* v, const float* p, bool ok, long long i) {
-	float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
-	if (ok) x = *(const float4*)(p + i), y = *(const float4*)(p + i + 4);
-	v[0] = f32_to_bf16_bits(x.x), v[1] = f32_to_bf16_bits(x.y), v[2] = f32_to_bf16_bits(x.z), v[3] = f32_to_bf16_bits(x.w);
-	v[4] = f32_to_bf16_bits(y.x), v[5] = f32_to_bf16_bits(y.y), v[6] = f32_to_bf16_bits(y.z), v[7] = f32_to_bf16_bits(y.w);
-}
-__device__ __forceinline__ void gx_vec8(unsigned short* v, const unsigned short* p, bool ok, long long i) {
-	uint4 q = make_uint4(0u, 0u, 0u, 0u);
-	if (ok) q = *(const uint4*)(p + i);
-	unsigned w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-	for (int e = 0; e < 4; e++) v[2 * e] = (unsigned short)(w[e] & 0xffffu), v[2 * e + 1] = (unsigned short)(w[e] >> 16);
+// gx_async reports whether an operand's chunks go by cp.async: bf16
+// storage read in groups of 8 (fp32 must be rounded on the way, which a
+// copy cannot do).
+__device__ __forceinline__ bool gx_async(const float*, int) { return false; }
+__device__ __forceinline__ bool gx_async(const unsigned short*, int m) { return m == GX_KV; }
+
+// gx_off is the element offset of row r, k in a shared chunk: 64-byte
+// rows, group k/8 stored at group (k/8) ^ (r/2 mod 4).
+__device__ __forceinline__ int gx_off(int r, int k) { return r * GX_BK + ((((k >> 3) ^ (r >> 1)) & 3) << 3) + (k & 7); }
+
+// gx_slot is the row and k of this thread's group e of 8 (GX_KV): 4 groups
+// a row, consecutive threads along k then r.
+__device__ __forceinline__ void gx_slot(int e, int& r, int& k) {
+	const int slot = threadIdx.x + e * GX_THREADS;
+	r = slot >> 2, k = (slot & 3) * 8;
 }
 
-// gx_rk is the row and k (within the chunk) of this thread's element or
-// group e in mode m.
+// gx_rk is the row and k (within a ROWS-row chunk) of this thread's
+// element e in mode GX_KS or GX_ROWS: threads walk whichever of r and k is
+// contiguous in memory, so a warp reads consecutive addresses either way.
 template <int ROWS>
 __device__ __forceinline__ void gx_rk(int e, int m, int& r, int& k) {
-	if (m == GX_KV) {
-		int slot = threadIdx.x + e * GX_THREADS;
-		r = slot / (GX_BK / 8), k = slot % (GX_BK / 8) * 8;
-		return;
-	}
-	int idx = threadIdx.x + e * GX_THREADS;
+	const int idx = threadIdx.x + e * GX_THREADS;
 	if (m == GX_KS) r = idx / GX_BK, k = idx % GX_BK;
 	else r = idx % ROWS, k = idx / ROWS;
 }
 
-// gx_load reads this thread's `N` elements of a ROWS × GX_BK chunk of an
-// operand (rows r0 …, k k0 …), as bf16 bits, zero outside R × K. Threads
-// walk along whichever of r and k is contiguous in memory, so a warp reads
-// consecutive addresses either way.
-template <typename T, int ROWS, int N>
-__device__ __forceinline__ void gx_load(unsigned short* v, const T* p, int r0, int k0, int R, int K, long long sr,
-                                        long long sk, int m) {
+// gx_vec8 reads 8 consecutive elements at p[i] (16-byte aligned) as 4
+// pairs of bf16 bits (the lower k in the lower half), or zeros when !ok.
+__device__ __forceinline__ void gx_vec8(unsigned* v, const float* p, bool ok, long long i) {
+	float4 x = make_float4(0.f, 0.f, 0.f, 0.f), y = x;
+	if (ok) x = *(const float4*)(p + i), y = *(const float4*)(p + i + 4);
+	v[0] = (unsigned)f32_to_bf16_bits(x.x) | (unsigned)f32_to_bf16_bits(x.y) << 16;
+	v[1] = (unsigned)f32_to_bf16_bits(x.z) | (unsigned)f32_to_bf16_bits(x.w) << 16;
+	v[2] = (unsigned)f32_to_bf16_bits(y.x) | (unsigned)f32_to_bf16_bits(y.y) << 16;
+	v[3] = (unsigned)f32_to_bf16_bits(y.z) | (unsigned)f32_to_bf16_bits(y.w) << 16;
+}
+__device__ __forceinline__ void gx_vec8(unsigned* v, const unsigned short* p, bool ok, long long i) {
+	uint4 q = make_uint4(0u, 0u, 0u, 0u);
+	if (ok) q = *(const uint4*)(p + i);
+	v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+
+// gx_bits is element i as bf16 bits: rounded from fp32, or as stored.
+__device__ __forceinline__ unsigned gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
+__device__ __forceinline__ unsigned gx_bits(const unsigned short* p, long long i) { return p[i]; }
+
+// gx_fetch reads this thread's GX_EL(ROWS) elements of a ROWS × GX_BK
+// chunk of an operand (rows r0 …, k k0 …) into registers as bf16 pairs
+// (element e in v[e/2], odd e in the upper half), zero outside R × K.
+template <int ROWS, typename T>
+__device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
+                                         long long sk, int m) {
 	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
 #pragma unroll
-		for (int e = 0; e < N / 8; e++) {
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
-			gx_rk<ROWS>(e, m, r, k);
+			gx_slot(e, r, k);
 			r += r0, k += k0;
-			gx_vec8(v + 8 * e, p, r < R && k < K, (long long)r * sr + k);
+			gx_vec8(v + 4 * e, p, r < R && k < K, (long long)r * sr + k);
 		}
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < N; e++) {
+	for (int e = 0; e < GX_EL(ROWS); e++) {
 		int r, k;
 		gx_rk<ROWS>(e, m, r, k);
 		r += r0, k += k0;
-		v[e] = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : (unsigned short)0;
+		const unsigned h = r < R && k < K ? gx_bits(p, (long long)r * sr + (long long)k * sk) : 0u;
+		v[e >> 1] = e & 1 ? v[e >> 1] | h << 16 : h;
 	}
 }
 
-// gx_store writes what gx_load read into a shared tile (ROWS × GX_S).
-template <int ROWS, int N>
-__device__ __forceinline__ void gx_store(unsigned short* sh, const unsigned short* v, int m) {
-	if (m == GX_KV) { // rows 80 bytes apart, k a multiple of 8: 16-byte aligned
+// gx_put stores what gx_fetch read into a shared chunk.
+template <int ROWS>
+__device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, int m) {
+	if (m == GX_KV) {
 #pragma unroll
-		for (int e = 0; e < N / 8; e++) {
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
-			gx_rk<ROWS>(e, m, r, k);
-			const unsigned short* g = v + 8 * e;
-			*(uint4*)(sh + r * GX_S + k) =
-			    make_uint4((unsigned)g[0] | ((unsigned)g[1] << 16), (unsigned)g[2] | ((unsigned)g[3] << 16),
-			               (unsigned)g[4] | ((unsigned)g[5] << 16), (unsigned)g[6] | ((unsigned)g[7] << 16));
+			gx_slot(e, r, k);
+			*(uint4*)(sh + gx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
 		}
 		return;
 	}
 #pragma unroll
-	for (int e = 0; e < N; e++) {
+	for (int e = 0; e < GX_EL(ROWS); e++) {
 		int r, k;
 		gx_rk<ROWS>(e, m, r, k);
-		sh[r * GX_S + k] = v[e];
+		sh[gx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
 	}
+}
+
+// gx_copy issues this thread's cp.async copies of a bf16 GX_KV chunk into
+// sh; a group outside R × K is zero-filled (0 source bytes, from p).
+template <int ROWS>
+__device__ __forceinline__ void gx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
+                                        long long sr) {
+#pragma unroll
+	for (int e = 0; e < GX_GROUPS(ROWS); e++) {
+		int r, k;
+		gx_slot(e, r, k);
+		const bool ok = r0 + r < R && k0 + k < K;
+		cp_async16(sh + gx_off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
+	}
+}
+
+// gx_begin starts reading chunk (r0, k0) of an operand: copies into sh
+// where async, else loads into v for gx_put after the chunk's mma.
+template <int ROWS>
+__device__ __forceinline__ void gx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
+                                         int R, int K, long long sr, long long sk, int m, bool async) {
+	if (async) gx_copy<ROWS>(sh, p, r0, k0, R, K, sr);
+	else gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
+}
+template <int ROWS>
+__device__ __forceinline__ void gx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
+                                         long long sr, long long sk, int m, bool) {
+	gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
 }
 
 // gx_pair is two bf16 of a shared row (k even) as one register.
 __device__ __forceinline__ unsigned gx_pair(const unsigned short* sh, int row, int k) {
-	return *(const unsigned*)(sh + row * GX_S + k);
+	return *(const unsigned*)(sh + gx_off(row, k));
 }
 
-template <typename TA, typename TB, typename TC>
+template <int BM, typename TA, typename TB, typename TC>
 __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
                                                long long sak, long long sbj, long long sbk, int accumulate) {
-	__shared__ __align__(16) unsigned short As[2][GX_BM * GX_S];
-	__shared__ __align__(16) unsigned short Bs[2][GX_BN * GX_S];
-	const int i0 = blockIdx.y * GX_BM, j0 = blockIdx.x * GX_BN;
+	constexpr int WX = BM / 32; // the warp's 16-row fragments (BM/2 rows)
+	__shared__ __align__(16) unsigned short As[GX_STAGES][BM * GX_BK];
+	__shared__ __align__(16) unsigned short Bs[GX_STAGES][GX_BN * GX_BK];
+	const int i0 = blockIdx.y * BM, j0 = blockIdx.x * GX_BN;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 32; // the warp's tile in the block's
-	float acc[2][4][4];
+	const int wm = (warp >> 2) * (BM / 2), wn = (warp & 3) * 32; // the warp's tile in the block's
+	float acc[WX][4][4];
 #pragma unroll
-	for (int x = 0; x < 2; x++)
+	for (int x = 0; x < WX; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
 			for (int z = 0; z < 4; z++) acc[x][y][z] = 0.f;
-	unsigned short va[GX_LA], vb[GX_LB];
+	unsigned va[GX_EL(BM) / 2], vb[GX_EL(GX_BN) / 2];
 	const int chunks = (K + GX_BK - 1) / GX_BK;
 	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
-	gx_load<TA, GX_BM, GX_LA>(va, a, i0, 0, M, K, sai, sak, ma);
-	gx_load<TB, GX_BN, GX_LB>(vb, b, j0, 0, N, K, sbj, sbk, mb);
-	gx_store<GX_BM, GX_LA>(As[0], va, ma);
-	gx_store<GX_BN, GX_LB>(Bs[0], vb, mb);
-	__syncthreads();
-	for (int ch = 0; ch < chunks; ch++) {
-		const int cur = ch & 1;
-		if (ch + 1 < chunks) { // the next chunk, into registers while this one multiplies
-			gx_load<TA, GX_BM, GX_LA>(va, a, i0, (ch + 1) * GX_BK, M, K, sai, sak, ma);
-			gx_load<TB, GX_BN, GX_LB>(vb, b, j0, (ch + 1) * GX_BK, N, K, sbj, sbk, mb);
+	const bool ca = gx_async(a, ma), cb = gx_async(b, mb);
+	// The first GX_STAGES − 1 chunks, one cp.async group each (empty where
+	// there are fewer chunks or no copies).
+#pragma unroll
+	for (int s = 0; s < GX_STAGES - 1; s++) {
+		if (s < chunks) {
+			gx_begin<BM>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) gx_put<BM>(As[s], va, ma);
+			if (!cb) gx_put<GX_BN>(Bs[s], vb, mb);
 		}
+		cp_async_commit();
+	}
+	int cur = 0, nxt = GX_STAGES - 1; // the stages of chunks ch and ch + GX_STAGES − 1
+	for (int ch = 0; ch < chunks; ch++) {
+		// This thread's copies of chunk ch have landed; after the barrier
+		// everyone's have, and every warp is done with chunk ch − 1, whose
+		// stage (nxt) is refilled next.
+		cp_async_wait<GX_STAGES - 2>();
+		__syncthreads();
+		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
+		const bool more = k1 < K;
+		if (more) {
+			gx_begin<BM>(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN>(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
+		}
+		cp_async_commit();
 		const unsigned short* sa = As[cur];
 		const unsigned short* sb = Bs[cur];
 #pragma unroll
 		for (int ks = 0; ks < GX_BK; ks += 16) {
-			unsigned fa[2][4], fb[4][2];
+			unsigned fa[WX][4], fb[4][2];
 #pragma unroll
-			for (int x = 0; x < 2; x++) {
+			for (int x = 0; x < WX; x++) {
 				int r = wm + 16 * x + g;
 				fa[x][0] = gx_pair(sa, r, ks + 2 * t);
 				fa[x][1] = gx_pair(sa, r + 8, ks + 2 * t);
@@ -210,20 +286,20 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 				fb[y][1] = gx_pair(sb, col, ks + 2 * t + 8);
 			}
 #pragma unroll
-			for (int x = 0; x < 2; x++)
+			for (int x = 0; x < WX; x++)
 #pragma unroll
 				for (int y = 0; y < 4; y++) mma_bf16_16816(acc[x][y], fa[x], fb[y]);
 		}
-		if (ch + 1 < chunks) {
-			// The other buffer was last read in chunk ch−1, before the
-			// barrier that ended it.
-			gx_store<GX_BM, GX_LA>(As[cur ^ 1], va, ma);
-			gx_store<GX_BN, GX_LB>(Bs[cur ^ 1], vb, mb);
+		if (more) { // stage nxt is read from chunk ch + 1's barrier on
+			if (!ca) gx_put<BM>(As[nxt], va, ma);
+			if (!cb) gx_put<GX_BN>(Bs[nxt], vb, mb);
 		}
-		__syncthreads();
+		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
+		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
 	}
+	cp_async_wait<0>(); // only empty groups are left; none outlives the block
 #pragma unroll
-	for (int x = 0; x < 2; x++)
+	for (int x = 0; x < WX; x++)
 #pragma unroll
 		for (int y = 0; y < 4; y++)
 #pragma unroll
@@ -244,8 +320,9 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 // A block computes a GX_FM × GX_FN tile with 256 threads as 16 × 16, each
 // thread 4 × 4 elements (rows ty + 16r, columns tx + 16c); K in chunks of
 // GX_FK staged in shared memory as k-major rows, double buffered through
-// registers as above. Element (i, j) is acc = __fmaf_rn(a[i,k], b[k,j],
-// acc) for k = 0, 1, …, K−1 from +0.
+// registers (the next chunk read while this one multiplies). Element
+// (i, j) is acc = __fmaf_rn(a[i,k], b[k,j], acc) for k = 0, 1, …, K−1
+// from +0.
 
 #define GX_FM 64
 #define GX_FN 64
@@ -344,7 +421,9 @@ __device__ __forceinline__ void gemm_exact_ffma(TC* c, const TA* a, const TB* b,
 #define GX_ARGS(TA, TB, TC) \
 	TC *c, const TA *a, const TB *b, int M, int N, int K, long long sai, long long sak, long long sbj, long long sbk, int accumulate
 #define GX_MMA(TA, TB, TC) \
-	{ gemm_exact_mma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+	{ gemm_exact_mma<128, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+#define GX_MMA64(TA, TB, TC) \
+	{ gemm_exact_mma<64, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
 #define GX_FFMA(TA, TB, TC) \
 	{ gemm_exact_ffma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate, rnd); }
 typedef unsigned short bf16_t;
@@ -357,6 +436,14 @@ extern "C" __global__ void gemm_exact_mma_ffh(GX_ARGS(float, float, bf16_t)) GX_
 extern "C" __global__ void gemm_exact_mma_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA(bf16_t, float, bf16_t)
 extern "C" __global__ void gemm_exact_mma_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA(float, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_mma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA(bf16_t, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_fff(GX_ARGS(float, float, float)) GX_MMA64(float, float, float)
+extern "C" __global__ void gemm_exact_mma64_hff(GX_ARGS(bf16_t, float, float)) GX_MMA64(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_mma64_fhf(GX_ARGS(float, bf16_t, float)) GX_MMA64(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma64_hhf(GX_ARGS(bf16_t, bf16_t, float)) GX_MMA64(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_mma64_ffh(GX_ARGS(float, float, bf16_t)) GX_MMA64(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA64(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA64(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_mma64_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA64(bf16_t, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_fff(GX_ARGS(float, float, float), int rnd) GX_FFMA(float, float, float)
 extern "C" __global__ void gemm_exact_ffma_hff(GX_ARGS(bf16_t, float, float), int rnd) GX_FFMA(bf16_t, float, float)
 extern "C" __global__ void gemm_exact_ffma_fhf(GX_ARGS(float, bf16_t, float), int rnd) GX_FFMA(float, bf16_t, float)
@@ -365,3 +452,42 @@ extern "C" __global__ void gemm_exact_ffma_ffh(GX_ARGS(float, float, bf16_t), in
 extern "C" __global__ void gemm_exact_ffma_hfh(GX_ARGS(bf16_t, float, bf16_t), int rnd) GX_FFMA(bf16_t, float, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_fhh(GX_ARGS(float, bf16_t, bf16_t), int rnd) GX_FFMA(float, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t), int rnd) GX_FFMA(bf16_t, bf16_t, bf16_t)
+
+// gemm_exact_mma_ref is the specification the tiled mma kernels must meet
+// bit for bit, for the tests only (TestExactMMAMatchesReference; the
+// backend never launches it): one warp per 16 × 8 tile of c, fragments
+// read straight from global memory, fp32 operands rounded to bf16, and
+// 2·⌈K/32⌉ k-steps of 16 from k = 0 in order (the tiled kernels' chunks of
+// 32, zeros past K), then the same epilogue. Grid ⌈N/8⌉ × ⌈M/16⌉, 32
+// threads.
+__device__ __forceinline__ unsigned gx_ref_pair(const float* p, int i, int k, int R, int K, long long sr, long long sk) {
+	unsigned lo = i < R && k < K ? f32_to_bf16_bits(p[(long long)i * sr + (long long)k * sk]) : 0u;
+	unsigned hi = i < R && k + 1 < K ? f32_to_bf16_bits(p[(long long)i * sr + (long long)(k + 1) * sk]) : 0u;
+	return lo | hi << 16;
+}
+
+extern "C" __global__ void gemm_exact_mma_ref(GX_ARGS(float, float, float)) {
+	const int i0 = blockIdx.y * 16, j0 = blockIdx.x * 8, g = threadIdx.x >> 2, t = threadIdx.x & 3;
+	float acc[4] = {0.f, 0.f, 0.f, 0.f};
+	const int steps = 2 * ((K + 31) / 32);
+	for (int s = 0; s < steps; s++) {
+		const int k = 16 * s + 2 * t;
+		unsigned fa[4], fb[2];
+		fa[0] = gx_ref_pair(a, i0 + g, k, M, K, sai, sak);
+		fa[1] = gx_ref_pair(a, i0 + g + 8, k, M, K, sai, sak);
+		fa[2] = gx_ref_pair(a, i0 + g, k + 8, M, K, sai, sak);
+		fa[3] = gx_ref_pair(a, i0 + g + 8, k + 8, M, K, sai, sak);
+		fb[0] = gx_ref_pair(b, j0 + g, k, N, K, sbj, sbk);
+		fb[1] = gx_ref_pair(b, j0 + g, k + 8, N, K, sbj, sbk);
+		mma_bf16_16816(acc, fa, fb);
+	}
+	for (int z = 0; z < 4; z++) {
+		int i = i0 + g + 8 * (z >> 1), j = j0 + 2 * t + (z & 1);
+		if (i < M && j < N) {
+			long long ci = (long long)i * N + j;
+			float v = acc[z];
+			if (accumulate) v = __fadd_rn(c[ci], v);
+			c[ci] = v;
+		}
+	}
+}
