@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/gdrotrain/gdrotrain/internal/testinfra/numcheck"
 	"github.com/gdrotrain/gdrotrain/model"
-	"github.com/gdrotrain/gdrotrain/sampler"
 )
 
 // exactCase is one table row of TestExactAttentionInvariant.
@@ -487,79 +485,33 @@ func exactSampled(t *testing.T, m *model.Model, tokens []int32) []float64 {
 	return out
 }
 
-// TestExactDecodeGraphs: the sampler's generation in exact mode, with
-// decode graphs and without, over a plain and a paged bf16 cache, launches
-// no attention forward but attn_exact* (a graph's captured step
-// included: its eager warm-up and capture are counted), under the model's
-// bf16 products the tensor-core ones (attn_exact_tc*), and the runs
-// without pre-emption give the same tokens. Splits of 16 keys put the
-// decode steps on the split launch and its combine, whose split count
-// under a graph is the cache's.
-func TestExactDecodeGraphs(t *testing.T) {
-	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
-	exactSplitTest = 16 // decode steps of a block per split, their count the graph's
-	t.Cleanup(func() { exactSplitTest = 0 })
-	reqs := []sampler.Request{{UID: "a", Prompt: []int32{5, 17, 42}, N: 3}, {UID: "b", Prompt: []int32{8, 1}, N: 2},
-		{UID: "c", Prompt: []int32{9}, N: 4}, {UID: "d", Prompt: []int32{300, 301, 302, 303}, N: 2}}
-	m := pagedModel(t)
-	b := m.B.(*Backend)
-	b.SetBatchInvariant(true)
-	d := b.Device()
-	gran := b.KVPageBytes()
-	p := sampler.Params{Temperature: 1, TopP: 1, MaxNewTokens: 30, Seed: 5, Step: 2, StopIDs: []int32{999, 7}, MaxSlots: 4}
-	var want map[string]string
-	for _, c := range []struct {
-		graphs bool
-		pages  int64
-	}{{false, 0}, {true, 0}, {true, 8}, {false, 8}} {
-		name := fmt.Sprintf("graphs %v, %d pages", c.graphs, c.pages)
-		q := p
-		q.Graphs = c.graphs
-		q.KVBudgetBytes = c.pages * gran * int64(2*m.Cfg.NumHiddenLayers)
-		before, graphs := d.Launches(), d.Profile().GraphLaunches
-		out, st, err := sampler.GenerateStats(context.Background(), m, reqs, q, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+// checkExactAttention checks the attention forwards launched since before
+// (d.Launches()): attn_exact* only, at least one, and under the model's
+// bf16 products the tensor-core kernels (attn_exact_tc*) and their combine
+// alone. It returns how many ran.
+func checkExactAttention(t *testing.T, name string, d *Device, before map[string]int) int {
+	t.Helper()
+	exact, cudaCore := 0, 0
+	for k, n := range d.Launches() {
+		if n == before[k] || !strings.HasPrefix(k, "attn_") || strings.HasPrefix(k, "attn_delta") || strings.Contains(k, "bwd") {
+			continue
 		}
-		exact, cudaCore := 0, 0
-		for k, n := range d.Launches() {
-			if n == before[k] || !strings.HasPrefix(k, "attn_") || strings.HasPrefix(k, "attn_delta") || strings.Contains(k, "bwd") {
-				continue
-			}
-			if strings.HasPrefix(k, "attn_exact") {
-				exact += n - before[k]
-				if !strings.HasPrefix(k, "attn_exact_tc") && !strings.HasPrefix(k, "attn_exact_combine") {
-					cudaCore += n - before[k]
-				}
-			} else {
-				t.Errorf("%s: exact mode launched %s %d times", name, k, n-before[k])
-			}
+		if !strings.HasPrefix(k, "attn_exact") {
+			t.Errorf("%s: exact mode launched %s %d times", name, k, n-before[k])
+			continue
 		}
-		if exact == 0 {
-			t.Errorf("%s: attn_exact never launched", name)
+		exact += n - before[k]
+		if !strings.HasPrefix(k, "attn_exact_tc") && !strings.HasPrefix(k, "attn_exact_combine") {
+			cudaCore += n - before[k]
 		}
-		if cudaCore > 0 { // bf16 products, D 64: the tensor-core kernels and their combine only
-			t.Errorf("%s: %d of %d exact attention launches on the CUDA-core kernels, want none", name, cudaCore, exact)
-		}
-		if c.graphs && d.Profile().GraphLaunches == graphs {
-			t.Errorf("%s: no graph launched", name)
-		}
-		got := map[string]string{}
-		for _, cs := range out {
-			for _, r := range cs {
-				got[fmt.Sprintf("%s/%d", r.UID, r.Index)] = fmt.Sprint(r.Tokens, r.Stopped, r.Truncated)
-			}
-		}
-		if want == nil {
-			want = got
-		}
-		for k, w := range want {
-			if got[k] != w && st.Preemptions == 0 {
-				t.Errorf("%s: %s = %s, want %s", name, k, got[k], w)
-			}
-		}
-		t.Logf("%s: %d steps, %d pre-emptions, %d attn_exact launches", name, st.Steps, st.Preemptions, exact)
 	}
+	if exact == 0 {
+		t.Errorf("%s: attn_exact never launched", name)
+	}
+	if cudaCore > 0 {
+		t.Errorf("%s: %d of %d exact attention launches on the CUDA-core kernels, want none", name, cudaCore, exact)
+	}
+	return exact
 }
 
 // TestExactAttentionBackward: the backward (the fast kernels) reads the

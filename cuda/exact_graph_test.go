@@ -166,7 +166,10 @@ func TestExactDecodeGraphSteps(t *testing.T) {
 // a plain and a paged cache, with sequences joining and leaving and steps
 // of a block per attention split; the graphs ran; and every log-prob and
 // entropy equals the training forward's over the packed rows, whatever the
-// micro-batch.
+// micro-batch. No attention forward but the tensor-core exact kernels
+// runs (checkExactAttention: a graph's eager warm-up and capture counted),
+// and splits of 16 keys put the decode steps on the split launch and its
+// combine, whose split count under a graph is the cache's.
 func TestExactGenerateGraphs(t *testing.T) {
 	t.Setenv("GDROTRAIN_EMU_VMM_GRANULARITY", "4096")
 	exactSplitTest = 16
@@ -194,7 +197,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 		q := p
 		q.Graphs = c.graphs
 		q.KVBudgetBytes = c.pages * b.KVPageBytes() * int64(2*m.Cfg.NumHiddenLayers)
-		before := d.Profile().GraphLaunches
+		before, launches := d.Profile().GraphLaunches, d.Launches()
 		out, st, err := sampler.GenerateStats(context.Background(), m, reqs, q, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -202,7 +205,8 @@ func TestExactGenerateGraphs(t *testing.T) {
 		if launched := d.Profile().GraphLaunches - before; (launched > 0) != c.graphs {
 			t.Fatalf("%s: %d graph launches", name, launched)
 		}
-		t.Logf("%s: %d steps, %d pre-emptions", name, st.Steps, st.Preemptions)
+		n := checkExactAttention(t, name, d, launches)
+		t.Logf("%s: %d steps, %d pre-emptions, %d exact attention launches", name, st.Steps, st.Preemptions, n)
 		runs = append(runs, result{out, st})
 	}
 	want := runs[0].out
