@@ -148,6 +148,25 @@ type decodeRun struct {
 	steps  map[int]int
 }
 
+// checkReplays checks that a graphed run of n tokens covered several
+// buckets with several hundred tokens and that its steps past each
+// bucket's first two (the eager one and the capture) were graph launches
+// (at least one); it returns the steps run.
+func (r decodeRun) checkReplays(t *testing.T, n int, launches int64) int {
+	t.Helper()
+	steps := 0
+	for _, s := range r.steps {
+		steps += s
+	}
+	if n < 300 || len(r.steps) < 3 {
+		t.Fatalf("%d tokens over buckets %v: want several hundred over at least 3 buckets", n, r.steps)
+	}
+	if replays := int64(steps - 2*len(r.steps)); launches < replays || replays < 1 {
+		t.Errorf("%d graph launches over %d steps in buckets %v, want at least %d", launches, steps, r.steps, replays)
+	}
+	return steps
+}
+
 func runDecode(t *testing.T, m *model.Model, slots int, p model.SampleParams, eager bool) decodeRun {
 	t.Helper()
 	b := m.B.(*Backend)
@@ -284,19 +303,7 @@ func TestDecodeGraphReplayEqualsEager(t *testing.T) {
 				}
 				n += len(want.lps[r])
 			}
-			steps := 0
-			for _, s := range got.steps {
-				steps += s
-			}
-			if n < 300 || len(got.steps) < 3 {
-				t.Fatalf("%d tokens over buckets %v: want several hundred over at least 3 buckets", n, got.steps)
-			}
-			// Each bucket's first step is eager, its second captured; the
-			// rest are replays.
-			replays := int64(steps - 2*len(got.steps))
-			if prof.GraphLaunches < replays {
-				t.Errorf("%d graph launches over %d steps in buckets %v, want at least %d", prof.GraphLaunches, steps, got.steps, replays)
-			}
+			steps := got.checkReplays(t, n, prof.GraphLaunches)
 			// Live + leaked: earlier tests' garbage that the collector
 			// finds meanwhile moves from live to leaked, a buffer this
 			// test left behind adds to one or the other.
