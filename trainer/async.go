@@ -714,10 +714,7 @@ func (g *Generator) load(b model.Backend, plan memplan.Budget, scorer reward.Sco
 	if err != nil {
 		return err
 	}
-	// With precision.exact_logprobs_check the training ranks check every
-	// row's whole-vocabulary digests, which only the sampler can give.
-	pc := cfg.Precision
-	g.maker = rolloutMaker{s: cfg.Sampling, exact: pc.ExactLogProbs, vocab: pc.ExactLogProbs && pc.ExactLogProbsCheck, policy: g.policy, tok: tok, stops: stopIDs(tok, g.policy.Cfg, cfg.Model.Path), ids: g.train.ids, scorers: scorers}
+	g.maker = newRolloutMaker(&cfg, g.policy, tok, stopIDs(tok, g.policy.Cfg, cfg.Model.Path), g.train.ids, scorers)
 	return nil
 }
 

@@ -409,8 +409,18 @@ func (t *Trainer) generate(ctx context.Context, prompts []data.Prompt, n []int, 
 
 // maker is the training policy's rollout maker.
 func (t *Trainer) maker() rolloutMaker {
-	pc := t.Cfg.Precision
-	return rolloutMaker{s: t.Cfg.Sampling, exact: pc.ExactLogProbs, vocab: pc.ExactLogProbs && pc.ExactLogProbsCheck, policy: t.Policy, tok: t.Tok, stops: t.stops, ids: t.train.ids, scorers: t.scorers}
+	return newRolloutMaker(&t.Cfg, t.Policy, t.Tok, t.stops, t.train.ids, t.scorers)
+}
+
+// newRolloutMaker is the one place a rollout maker reads the run's
+// sampling and precision settings, so a training rank and a generation
+// rank cannot derive them differently (they once did: a generation rank
+// left out the vocabulary digests precision.exact_logprobs_check needs).
+func newRolloutMaker(cfg *Config, policy *model.Model, tok *tokenizer.Tokenizer, stops []int32,
+	ids map[string][]int32, scorers map[string]reward.Scorer) rolloutMaker {
+	pc := cfg.Precision
+	return rolloutMaker{s: cfg.Sampling, exact: pc.ExactLogProbs, vocab: pc.ExactLogProbs && pc.ExactLogProbsCheck,
+		policy: policy, tok: tok, stops: stops, ids: ids, scorers: scorers}
 }
 
 // rolloutMaker generates and scores rollouts of training prompts: what a
