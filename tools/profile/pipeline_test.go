@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -187,5 +188,22 @@ func TestWritePipeline(t *testing.T) {
 	}
 	if ex["log_prob_forwards"] != 1.0 || ex["cuda_graphs"] != true {
 		t.Errorf("exact workload: log_prob_forwards %v, cuda_graphs %v; want 1 and true", ex["log_prob_forwards"], ex["cuda_graphs"])
+	}
+}
+
+// TestExactDecodeCorners: exact mode's graphed decode steps are counted
+// at the batches and contexts of today's, so the pipeline estimate reads
+// both modes' generation off the same corners (it once interpolated
+// today's between batch 1 and 64 and exact mode's between 1 and 256,
+// overstating the exact step at 32 slots).
+func TestExactDecodeCorners(t *testing.T) {
+	corners := map[bool]map[[2]int]bool{false: {}, true: {}}
+	for _, s := range DecodeShapes() {
+		if s.Graphs && !s.Paged && !s.FP8 && s.LoRA == nil {
+			corners[s.Exact][[2]int{s.Batch, s.Context}] = true
+		}
+	}
+	if len(corners[false]) < 4 || !reflect.DeepEqual(corners[false], corners[true]) {
+		t.Errorf("graphed decode steps counted at (batch, context) %v today, %v in exact mode; want the same, at least 4", corners[false], corners[true])
 	}
 }
