@@ -135,10 +135,16 @@ type PipelineEstimate struct {
 	TrainingS    float64 // training on all World GPUs
 	SyncS        float64 // the weight broadcast (overlapped only)
 	SynchronousS float64 // GenerationS + TrainingS
-	Splits       []Split // R = 1 … World−1 generation GPUs
+	Splits       []Split // R = 1 … World−1 generation GPUs; none in exact mode
 	Best         Split   // the split with the shortest step
 	Ratio        float64 // Best.StepS / SynchronousS (< 1: the overlap is faster)
 }
+
+// noOverlapExact is why exact mode has no overlapped step: the trainer
+// refuses precision.exact_logprobs at train.max_off_policy_steps 1
+// (trainer/config.go), whose generation ranks sample with an earlier
+// step's weights, so their log-probs would not be π_old.
+const noOverlapExact = "exact mode runs on-policy only (train.max_off_policy_steps 0): no overlapped step"
 
 // GenerationSeconds is the generation of the step's rows on gpus GPUs.
 func (w Workload) GenerationSeconds(r PipelineRates, gpus int) float64 {
@@ -158,11 +164,14 @@ func (w Workload) TrainingSeconds(r PipelineRates, gpus int) float64 {
 }
 
 // EstimatePipeline is the synchronous step of w and its overlapped step at
-// every split of w.World GPUs, from r.
+// every split of w.World GPUs (none in exact mode: noOverlapExact), from r.
 func EstimatePipeline(w Workload, r PipelineRates) PipelineEstimate {
 	e := PipelineEstimate{Workload: w, Rates: r, GenerationS: w.GenerationSeconds(r, w.World),
 		TrainingS: w.TrainingSeconds(r, w.World), SyncS: r.SyncBytes / (NVLinkGBs * 1e9)}
 	e.SynchronousS = e.GenerationS + e.TrainingS
+	if w.Exact {
+		return e
+	}
 	for g := 1; g < w.World; g++ {
 		s := Split{GenerationGPUs: g, TrainingGPUs: w.World - g, GenerationS: w.GenerationSeconds(r, g),
 			TrainingS: w.TrainingSeconds(r, w.World-g) + e.SyncS}
@@ -187,7 +196,7 @@ func PipelineAssumptions() []string {
 		"Qwen3-8B scaled from Qwen3-1.7B's counts: training by model FLOPs, decode by bytes read per step",
 		fmt.Sprintf("weight sync: the link's payload (bf16 matrices, fp32 embedding and norms) broadcast at %d GB/s over NVLink, on the training side; the payload's hashing (≈ 2 GB/s today) left out", NVLinkGBs),
 		"synchronous: generation on all GPUs, then training on all; overlapped (max_off_policy_steps 1): max(generation on R, training on W−R + sync)",
-		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step (exact forward, default backward), no π_old forward, the reference's and train.recompute's forwards at the default rate (exact mode paused), graphed exact decode steps (LogSoftmaxGather on the drawn tokens inside the graph) interpolated between the counted batch-1 and batch-256 ones",
+		"exact mode (precision.exact_logprobs): the counted 8×2k-exact step (exact forward, default backward), no π_old forward, the reference's and train.recompute's forwards at the default rate (exact mode paused), graphed exact decode steps (LogSoftmaxGather on the drawn tokens inside the graph) at the same counted corners as today's; " + noOverlapExact,
 	}
 }
 
@@ -448,15 +457,22 @@ func WritePipeline(w io.Writer, train []StepProfile, decode []DecodeProfile, wls
 	err := writeProfiles(w, asJSON, header, len(ests), func(i int) (map[string]any, string, error) {
 		e := ests[i]
 		wl, r := e.Workload, e.Rates
-		line := fmt.Sprintf("%-16s %5d %5d %9.1f %9.1f %9.1f %8.1f %7d %11.1f %-10s %5.2f×", wl.Config, wl.Rows, wl.Slots,
-			e.GenerationS, e.TrainingS, e.SynchronousS, 1e3*e.SyncS, e.Best.GenerationGPUs, e.Best.StepS, e.Best.Bound(), e.Ratio)
-		var by []string
-		for _, s := range e.Splits {
-			by = append(by, fmt.Sprintf("%d: %.1f", s.GenerationGPUs, s.StepS))
+		line := fmt.Sprintf("%-16s %5d %5d %9.1f %9.1f %9.1f %8.1f", wl.Config, wl.Rows, wl.Slots,
+			e.GenerationS, e.TrainingS, e.SynchronousS, 1e3*e.SyncS)
+		overlap := noOverlapExact
+		if len(e.Splits) > 0 {
+			line += fmt.Sprintf(" %7d %11.1f %-10s %5.2f×", e.Best.GenerationGPUs, e.Best.StepS, e.Best.Bound(), e.Ratio)
+			var by []string
+			for _, s := range e.Splits {
+				by = append(by, fmt.Sprintf("%d: %.1f", s.GenerationGPUs, s.StepS))
+			}
+			overlap = "overlapped s by R: " + strings.Join(by, ", ")
+		} else {
+			line += fmt.Sprintf(" %7s %11s %-10s %6s", "-", "-", "-", "-")
 		}
 		line += fmt.Sprintf("\n  %s, %s; per GPU: step %.1fk tok/s, forward %.1fk tok/s, decode %.0f tok/s at %d slots, tail %.0f tok/s"+
-			"\n  overlapped s by R: %s", wl.Model, r.Source, 1e-3/r.TrainTokenS, 1e-3/r.ForwardTokenS, float64(wl.Slots)/r.DecodeStepS, wl.Slots,
-			1/r.TailStepS, strings.Join(by, ", "))
+			"\n  %s", wl.Model, r.Source, 1e-3/r.TrainTokenS, 1e-3/r.ForwardTokenS, float64(wl.Slots)/r.DecodeStepS, wl.Slots,
+			1/r.TailStepS, overlap)
 		return e.JSON(), line, nil
 	})
 	if err != nil || asJSON {
@@ -477,24 +493,27 @@ func (e PipelineEstimate) JSON() map[string]any {
 		splits[i] = map[string]any{"generation_gpus": s.GenerationGPUs, "training_gpus": s.TrainingGPUs,
 			"est_generation_s": s.GenerationS, "est_training_with_sync_s": s.TrainingS, "est_step_s": s.StepS, "bound": s.Bound()}
 	}
-	return map[string]any{
+	j := map[string]any{
 		"pipeline": w.Config, "model": w.Model, "world": w.World, "rows": w.Rows,
 		"prompt_tokens": w.PromptTokens, "response_tokens": w.ResponseTokens, "max_new_tokens": w.MaxNewTokens,
 		"slots": w.Slots, "cuda_graphs": w.Graphs, "log_prob_forwards": w.LogProbForwards, "ppo_epochs": w.PPOEpochs, "recompute": w.Recompute,
-		"train_token_ms":              1e3 * e.Rates.TrainTokenS,
-		"forward_token_ms":            1e3 * e.Rates.ForwardTokenS,
-		"decode_step_ms":              1e3 * e.Rates.DecodeStepS,
-		"tail_step_ms":                1e3 * e.Rates.TailStepS,
-		"sync_bytes":                  e.Rates.SyncBytes,
-		"rates":                       e.Rates.Source,
-		"est_generation_s":            e.GenerationS,
-		"est_training_s":              e.TrainingS,
-		"est_synchronous_s":           e.SynchronousS,
-		"est_sync_s":                  e.SyncS,
-		"splits":                      splits,
-		"best_generation_gpus":        e.Best.GenerationGPUs,
-		"est_overlapped_s":            e.Best.StepS,
-		"overlapped_over_synchronous": e.Ratio,
-		"estimate":                    "ESTIMATE from the counted steps' roofline times (" + cuda.H100.Name + "), not a measurement: " + strings.Join(PipelineAssumptions(), "; "),
+		"train_token_ms":    1e3 * e.Rates.TrainTokenS,
+		"forward_token_ms":  1e3 * e.Rates.ForwardTokenS,
+		"decode_step_ms":    1e3 * e.Rates.DecodeStepS,
+		"tail_step_ms":      1e3 * e.Rates.TailStepS,
+		"sync_bytes":        e.Rates.SyncBytes,
+		"rates":             e.Rates.Source,
+		"est_generation_s":  e.GenerationS,
+		"est_training_s":    e.TrainingS,
+		"est_synchronous_s": e.SynchronousS,
+		"est_sync_s":        e.SyncS,
+		"splits":            splits,
+		"estimate":          "ESTIMATE from the counted steps' roofline times (" + cuda.H100.Name + "), not a measurement: " + strings.Join(PipelineAssumptions(), "; "),
 	}
+	if len(e.Splits) == 0 {
+		j["no_overlap"] = noOverlapExact
+		return j
+	}
+	j["best_generation_gpus"], j["est_overlapped_s"], j["overlapped_over_synchronous"] = e.Best.GenerationGPUs, e.Best.StepS, e.Ratio
+	return j
 }

@@ -175,9 +175,15 @@ func TestWritePipeline(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &j); err != nil {
 			t.Fatal(err)
 		}
-		if j["pipeline"] != []string{"paper-grpo-1.7b", "paper-grpo-8b", "recipe-exact-grpo-1.7b"}[i] || len(j["splits"].([]any)) != 7 ||
-			!strings.HasPrefix(j["estimate"].(string), "ESTIMATE") || j["est_overlapped_s"].(float64) <= 0 {
+		if j["pipeline"] != []string{"paper-grpo-1.7b", "paper-grpo-8b", "recipe-exact-grpo-1.7b"}[i] ||
+			!strings.HasPrefix(j["estimate"].(string), "ESTIMATE") || j["est_synchronous_s"].(float64) <= 0 {
 			t.Errorf("JSON %d: %s", i, l)
+		}
+		// Exact mode is refused at max_off_policy_steps 1: no overlapped
+		// step for it, every split for the others.
+		overlapped, _ := j["est_overlapped_s"].(float64)
+		if exact := i == 2; exact != (len(j["splits"].([]any)) == 0) || exact != (overlapped == 0) || exact != (j["no_overlap"] != nil) {
+			t.Errorf("JSON %d: %d splits, est_overlapped_s %v, no_overlap %v", i, len(j["splits"].([]any)), j["est_overlapped_s"], j["no_overlap"])
 		}
 	}
 	// Exact mode: the π_old forward is gone (only the reference's is
