@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -246,34 +247,48 @@ func TestDecodeProfilePaged(t *testing.T) {
 
 // TestBenchSmoke runs the GPU benchmark's code path on the tiny shape (the
 // numbers mean nothing on the emulator; the table and MFU arithmetic run).
+// Two measured runs (a table with --no-torch, JSON beside a fake
+// baseline): make test repeats this test under three emulator seeds.
 func TestBenchSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the benchmark's code path is left to make test")
 	}
 	d := device(t)
-	var out strings.Builder
-	err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "decode-b4-c64-graph", "decode-b4-c64-graph-exact", "MFU",
-		"baseline skipped", "attn-1x256", "mma.sync", "random weights: 1 set(s)"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("bench output lacks %q:\n%s", want, out.String())
-		}
-	}
-	t.Log("\n" + out.String())
-
-	// --json, beside a fake PyTorch baseline (a shell script speaking the
-	// baseline's protocol): ratios and PyTorch's MFU come from its numbers.
-	script := filepath.Join(t.TempDir(), "baseline.sh")
-	fake := "cat >/dev/null\n" +
+	// A fake PyTorch baseline (a shell script speaking the baseline's
+	// protocol) that leaves a mark when it runs.
+	tmp := t.TempDir()
+	script, ran := filepath.Join(tmp, "baseline.sh"), filepath.Join(tmp, "baseline-ran")
+	fake := "cat >/dev/null\ntouch '" + ran + "'\n" +
 		`echo '{"name": "tiny-256", "train_tok_s": 1000, "torch": "fake torch"}'` + "\n" +
 		`echo '{"name": "decode-b1-c64", "tok_s": 50, "torch": "fake torch"}'` + "\n" +
 		`echo '{"name": "decode-b4-c64", "note": "out of memory"}'` + "\n"
 	if err := os.WriteFile(script, []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
+
+	// The table, --no-torch: our rows measured, the baseline not started.
+	var out strings.Builder
+	err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+		Python: "/bin/sh", Script: script, NoTorch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tiny-256", "tiny-step-2x256", "decode-b1-c64", "decode-b4-c64", "decode-b4-c64-fp8", "decode-b4-c64-exact", "decode-b4-c64-graph", "decode-b4-c64-graph-exact", "MFU",
+		"PyTorch baseline not run (--no-torch)", "attn-1x256", "mma.sync", "random weights: 1 set(s)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if m := regexp.MustCompile(`(?m)^decode-b4-c64-graph-exact +[0-9]`); !m.MatchString(out.String()) {
+		t.Errorf("the graphed exact decode row was not measured:\n%s", out.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("--no-torch started the baseline")
+	}
+	t.Log("\n" + out.String())
+
+	// --json, beside the fake baseline: ratios and PyTorch's MFU come
+	// from its numbers.
 	out.Reset()
 	err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
 		Python: "/bin/sh", Script: script, JSON: true})
@@ -345,14 +360,12 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 
-	// --no-torch: the baseline is not started; --torch-only: it alone,
-	// our rows empty and no weights drawn.
-	for _, c := range []struct {
-		noTorch, torchOnly bool
-	}{{noTorch: true}, {torchOnly: true}} {
+	// --torch-only: the baseline alone, our rows empty and no weights
+	// drawn (nothing measured: cheap); without --torch-python, skipped.
+	for _, python := range []string{"/bin/sh", ""} {
 		out.Reset()
 		err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
-			Python: "/bin/sh", Script: script, JSON: true, NoTorch: c.noTorch, TorchOnly: c.torchOnly})
+			Python: python, Script: script, JSON: true, TorchOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,10 +373,11 @@ func TestBenchSmoke(t *testing.T) {
 		if err := json.Unmarshal([]byte(out.String()), &r); err != nil {
 			t.Fatal(err)
 		}
-		ours, theirs := r.Train[0].TokPerS > 0 && r.Decode[0].TokPerS > 0, r.Train[0].TorchTokPerS == 1000 && r.Decode[0].TorchTokPerS == 50
-		if ours != c.noTorch || theirs != c.torchOnly || (r.Weights.Made > 0) != c.noTorch || (len(r.Attention) > 0) != c.noTorch {
-			t.Errorf("no-torch %v, torch-only %v: ours measured %v, baseline %v (%q), weights %+v, %d attention rows",
-				c.noTorch, c.torchOnly, ours, theirs, r.Baseline, r.Weights, len(r.Attention))
+		ours, theirs := r.Train[0].TokPerS > 0 || r.Decode[0].TokPerS > 0, r.Train[0].TorchTokPerS == 1000 && r.Decode[0].TorchTokPerS == 50
+		skipped := strings.Contains(r.Baseline, "skipped (--torch-python empty)")
+		if ours || theirs != (python != "") || skipped != (python == "") || r.Weights.Made > 0 || len(r.Attention) > 0 {
+			t.Errorf("torch-only, python %q: ours measured %v, baseline %v (%q), weights %+v, %d attention rows",
+				python, ours, theirs, r.Baseline, r.Weights, len(r.Attention))
 		}
 	}
 	if err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", NoTorch: true, TorchOnly: true}); err == nil {
