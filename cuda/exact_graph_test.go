@@ -195,6 +195,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 			t.Fatalf("%s: %d graph launches", name, launched)
 		}
 		n := checkExactAttention(t, name, d, launches)
+		checkExactProducts(t, name, d, launches)
 		t.Logf("%s: %d steps, %d pre-emptions, %d exact attention launches", name, st.Steps, st.Preemptions, n)
 		runs = append(runs, result{out, st})
 	}
@@ -216,6 +217,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 			lps, ents = append(lps, w.LogProbs), append(ents, w.Entropy)
 		}
 	}
+	launches := d.Launches()
 	for _, mb := range []int{1, 5, len(seqs)} {
 		for lo := 0; lo < len(seqs); lo += mb {
 			pass, err := m.Forward(seqs[lo:min(lo+mb, len(seqs))])
@@ -230,6 +232,35 @@ func TestExactGenerateGraphs(t *testing.T) {
 			}
 			pass.Release()
 		}
+	}
+	checkExactProducts(t, "training forwards", d, launches)
+}
+
+// checkExactProducts checks the exact tensor-core products launched since
+// before (d.Launches()): on a device with the sm_90a kernels the
+// warpgroup-MMA ones (gemm_exact_wg*) alone, at least one, never an
+// mma.sync one (gemm_exact_mma*), since nothing promises the two round a
+// k-step alike and a run mixing them could give a row different bits in
+// decode and in training; elsewhere the mma.sync ones alone.
+func checkExactProducts(t *testing.T, name string, d *Device, before map[string]int) {
+	t.Helper()
+	want, never := "gemm_exact_mma", "gemm_exact_wg"
+	if d.Info.HasWGMMA() {
+		want, never = never, want
+	}
+	n := 0
+	for k, c := range d.Launches() {
+		switch {
+		case c == before[k]:
+		case strings.HasPrefix(k, never):
+			t.Errorf("%s: %s launched %d times on sm_%d%d (wgmma kernels %v); want %s* only", name, k, c-before[k],
+				d.Info.Major, d.Info.Minor, d.Info.HasWGMMA(), want)
+		case strings.HasPrefix(k, want):
+			n += c - before[k]
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no %s* product launched", name, want)
 	}
 }
 

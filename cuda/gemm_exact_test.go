@@ -28,6 +28,7 @@ type gemmExactCase struct {
 	shadowB bool // b is fp32 with a bf16 copy (Shadow)
 	halfC   bool // c is a bf16 activation
 	noMMA   bool // bf16 products on the FFMA kernel, as below sm_80
+	noWG    bool // bf16 products on mma.sync where the warpgroup-MMA kernels would run (GDROTRAIN_EXACT_WGMMA=0)
 }
 
 var exactCases = []gemmExactCase{
@@ -41,6 +42,7 @@ var exactCases = []gemmExactCase{
 	{name: "bf16-halfact-halfC", prec: BF16, halfA: true, shadowB: true, halfC: true},
 	{name: "bf16-pre-sm80", prec: BF16, halfA: true, frozenB: true, noMMA: true},
 	{name: "bf16-pre-sm80-halfC", prec: BF16, halfC: true, noMMA: true},
+	{name: "bf16-mma.sync", prec: BF16, halfA: true, frozenB: true, noWG: true},
 }
 
 // The shapes: the full product has exactFullRows rows of op(a); sub-batches
@@ -242,12 +244,18 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 		b := NewBackend(d, p.c.prec)
 		b.SetBatchInvariant(true)
 		b.exactNoMMA = p.c.noMMA
+		if p.c.noWG {
+			b.exactWG = -1
+		}
 		before := d.Profile()
 		w := p.weight(t, b)
 		full := p.product(t, b, w, 0, exactFullRows)
 		e := EngineExactMMA
-		if p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB) {
+		switch {
+		case p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB):
 			e = EngineExactFFMA
+		case d.Info.HasWGMMA() && !p.c.noWG:
+			e = EngineExactWG
 		}
 		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*float64(p.k); got != want {
 			t.Errorf("profile: %g flops on %s for the full product; want 2MNK = %g", got, e, want)
@@ -336,18 +344,18 @@ func TestTrainingStepExactProducts(t *testing.T) {
 				t.Fatal(err)
 			}
 			pass.Release()
-			if p := b.d.Profile().Sub(before); p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
+			if p := b.d.Profile().Sub(before); p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA] == 0 {
 				t.Errorf("%d cuBLAS calls and %g exact flops in an exact forward; want none and some",
-					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA])
 			}
 			before = b.d.Profile()
 			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
 				return model.NewParams(m.B, m.Cfg) // every weight
 			})
 			p := b.d.Profile().Sub(before)
-			if p.GEMMs == 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 || !b.IsBatchInvariant() {
+			if p.GEMMs == 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA] == 0 || !b.IsBatchInvariant() {
 				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step, exact mode %v after; want the backward's, some and on",
-					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
 			}
 		})
 	}
