@@ -106,8 +106,10 @@ type Roofline struct {
 // chunk of 32 k beside them; against cuBLAS it lacks TMA (the computing
 // warps issue the copies), warp specialisation, a producer/consumer
 // pipeline (each chunk's 2 wgmma per warpgroup are retired before the next
-// barrier, so the tensor cores drain every 32 k, covered only by the SM's
-// other block) and 128 × 256 tiles. No GPU has timed it. Exact
+// barrier, so the tensor cores drain every 32 k, and at 163–168 registers
+// an SM holds one block, nothing to cover the drain) and 128 × 256 tiles;
+// a little above the attn_wg kernels' 44.5 % for having no softmax between
+// its products. No GPU has timed it. Exact
 // mode's tensor-core attention (attention_exact_tc.cu, under bf16
 // products) is assumed to reach 20 % of the bf16 peak, the fused forward's
 // 35 % less what its fixed softmax tiles of 16 keys cost: a warp rescales
