@@ -254,7 +254,7 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 		switch {
 		case p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB):
 			e = EngineExactFFMA
-		case d.Info.HasWGMMA() && !p.c.noWG:
+		case b.exactWGMMA():
 			e = EngineExactWG
 		}
 		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*float64(p.k); got != want {

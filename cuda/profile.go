@@ -104,10 +104,10 @@ type Roofline struct {
 // of A and B from shared memory (48 clocks at 128 bytes a clock) where
 // mma.sync's fragments go through registers, 16 KiB of copies landing per
 // chunk of 32 k beside them; against cuBLAS it lacks TMA (the computing
-// warps issue the copies), warp specialisation, a producer/consumer
-// pipeline (each chunk's 2 wgmma per warpgroup are retired before the next
-// barrier, so the tensor cores drain every 32 k, and at 163–168 registers
-// an SM holds one block, nothing to cover the drain) and 128 × 256 tiles;
+// warps issue the copies), warp specialisation (here two block-wide
+// barriers per chunk of 32 k, one wgmma group kept in flight across them,
+// and at 163–168 registers one block an SM to cover the waits) and 128 ×
+// 256 tiles;
 // a little above the attn_wg kernels' 44.5 % for having no softmax between
 // its products. No GPU has timed it. Exact
 // mode's tensor-core attention (attention_exact_tc.cu, under bf16

@@ -342,9 +342,13 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 // cp.async, the others through registers (fp32 rounded as read); a
 // warp's 16-byte copies or stores cover 8 rows × 4 groups, each 8 lanes
 // one core matrix (128 bytes, no bank conflict). Per chunk a warpgroup
-// issues its 2 wgmma (k-steps 0 and 16) as one group and, while they run,
-// stores the registers' chunk for later; the group is retired before the
-// barrier after which the buffer it read is refilled.
+// issues its 2 wgmma (k-steps 0 and 16) as one commit group, chained onto
+// the previous chunk's accumulators while that group may still run, and
+// waits for all but the newest (wgmma.wait_group 1): a second barrier then
+// frees the previous chunk's buffer for the copies and stores of chunk
+// ch + 2, which go on under chunk ch's wgmma, so the tensor cores do not
+// drain between chunks. Register-staged operands are loaded from global
+// memory before the wgmma issue and stored after that barrier.
 
 #define WX_SBO 512 // bytes between 8-row blocks of a chunk (GX_BK / 8 core matrices of 128 bytes)
 #define WX_LBO 128 // bytes between the 8-k core matrices of a row block
@@ -410,6 +414,10 @@ __device__ __forceinline__ void wx_copy(unsigned short* sh, const unsigned short
 	}
 }
 
+// (fp32 operands never go by cp.async: gx_async.)
+template <int ROWS>
+__device__ __forceinline__ void wx_copy(unsigned short*, const float*, int, int, int, int, long long) {}
+
 // wx_begin is gx_begin into a chunk.
 template <int ROWS>
 __device__ __forceinline__ void wx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
@@ -454,34 +462,42 @@ __device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, i
 	for (int ch = 0; ch < chunks; ch++) {
 		// This thread's copies of chunk ch have landed and, with its
 		// stores, are published to the tensor cores' (async) proxy; after
-		// the barrier everyone's are, and every warpgroup has retired its
-		// wgmma of chunk ch − 1, whose stage (nxt) is refilled next.
+		// the barrier everyone's are.
 		cp_async_wait<GX_STAGES - 2>();
 		wg_proxy_fence();
 		__syncthreads();
 		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
 		const bool more = k1 < K;
-		if (more) {
-			wx_begin<BM>(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
-			wx_begin<GX_BN>(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
+		if (more) { // registers only: the loads' latency runs under the wgmma
+			if (!ca) wx_fetch<BM>(va, a, i0, k1, M, K, sai, sak, ma);
+			if (!cb) wx_fetch<GX_BN>(vb, b, j0, k1, N, K, sbj, sbk, mb);
 		}
-		cp_async_commit();
 		const unsigned short* sa = As[cur] + wx_off(wm, 0);
 		const unsigned short* sb = Bs[cur] + wx_off(wn, 0);
+		// Chunk ch's 2 wgmma chain onto chunk ch − 1's, which may still be
+		// in flight (same accumulators, same shape: the k-steps stay in
+		// order); waiting for all but the newest group retires ch − 1's.
 		wg_fence();
 #pragma unroll
 		for (int ks = 0; ks < GX_BK; ks += 16)
 			wg_mma_ss<WN, 0, 0>(acc, wg_desc(sa + wx_off(0, ks), WX_LBO, WX_SBO), wg_desc(sb + wx_off(0, ks), WX_LBO, WX_SBO), 1);
 		wg_commit();
-		if (more) { // stage nxt is read from chunk ch + 1's barrier on
-			if (!ca) wx_put<BM>(As[nxt], va, ma);
-			if (!cb) wx_put<GX_BN>(Bs[nxt], vb, mb);
+		wg_wait<1>();
+		// Every warpgroup has retired chunk ch − 1's wgmma: its stage (nxt)
+		// is refilled, for chunk ch + GX_STAGES − 1, while chunk ch's run.
+		__syncthreads();
+		if (more) {
+			if (ca) wx_copy<BM>(As[nxt], a, i0, k1, M, K, sai);
+			else wx_put<BM>(As[nxt], va, ma);
+			if (cb) wx_copy<GX_BN>(Bs[nxt], b, j0, k1, N, K, sbj);
+			else wx_put<GX_BN>(Bs[nxt], vb, mb);
 		}
-		wg_wait<0>();
-		wg_hold<WN>(acc);
+		cp_async_commit();
 		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
 		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
 	}
+	wg_wait<0>();
+	wg_hold<WN>(acc);
 	cp_async_wait<0>(); // only empty groups are left; none outlives the block
 	// acc[4y + z]: 8-column block y, rows g (z < 2) and g + 8 of the warp's 16.
 #pragma unroll
