@@ -102,15 +102,14 @@ type Roofline struct {
 // and 48 KiB of shared memory, but each k-step one m64n128k16 per
 // warpgroup (64 clocks of an SM's tensor cores at peak) reading its 6 KiB
 // of A and B from shared memory (48 clocks at 128 bytes a clock) where
-// mma.sync's fragments go through registers, 16 KiB of copies landing per
+// mma.sync's fragments are 32-bit loads into registers, 16 KiB of copies landing per
 // chunk of 32 k beside them; against cuBLAS it lacks TMA (the computing
 // warps issue the copies), warp specialisation (here two block-wide
 // barriers per chunk of 32 k, one wgmma group kept in flight across them,
 // and at 163–168 registers one block an SM to cover the waits) and 128 ×
-// 256 tiles;
-// a little above the attn_wg kernels' 44.5 % for having no softmax between
-// its products. No GPU has timed it. Exact
-// mode's tensor-core attention (attention_exact_tc.cu, under bf16
+// 256 tiles; a little above the attn_wg kernels' 44.5 % for having no
+// softmax between its products. No GPU has timed it. Exact mode's
+// tensor-core attention (attention_exact_tc.cu, under bf16
 // products) is assumed to reach 20 % of the bf16 peak, the fused forward's
 // 35 % less what its fixed softmax tiles of 16 keys cost: a warp rescales
 // its 64 output accumulators, shuffles its rows' statistics and takes a
