@@ -70,6 +70,7 @@ type Backend struct {
 	graphEager  bool      // graph steps always run eagerly (tests compare replays with it)
 	exact       bool      // precision.exact_logprobs: batch-invariant kernels (exact.go)
 	exactNoMMA  bool      // exact bf16 products on the FFMA kernel, as below sm_80 (tests; backend_gemm_exact.go)
+	exactWG     int       // exact bf16 products on the warpgroup-MMA kernels on sm_90a: −1 never, 0 there (backend_gemm_exact.go)
 }
 
 // buffer is one device allocation; tensors and views point at it. It goes
@@ -107,6 +108,9 @@ func NewBackend(d *Device, prec Precision) *Backend {
 	b := &Backend{d: d, compute: computeTypes[prec], prec: prec}
 	if os.Getenv(WGMMAEnv) == "0" {
 		b.attnWG = -1
+	}
+	if os.Getenv(ExactWGMMAEnv) == "0" {
+		b.exactWG = -1
 	}
 	return b
 }

@@ -13,7 +13,9 @@ package cuda
 // under bf16 products, or when either operand is bf16 storage (a frozen
 // weight, a bf16 activation) or c is a bf16 activation, both operands are
 // rounded to bf16 (nearest even) and multiplied on the tensor cores
-// (mma.m16n8k16, fp32 accumulation); otherwise both are multiplied in fp32
+// (mma.m16n8k16, fp32 accumulation; on a device with the sm_90a kernels,
+// warpgroup MMA, wgmma m64nNk16, for every such product of the run);
+// otherwise both are multiplied in fp32
 // on the CUDA cores (fused multiply-adds in order), tf32-rounded first
 // under tf32 products. An fp32 operand with a bf16 copy (Shadow) is read
 // through the copy: it holds the same bits the kernel's rounding would
@@ -97,7 +99,7 @@ func (b *Backend) matMulExact(pc uint64, halfC bool, a, bm *model.Tensor, x, y e
 	b.gemmExactCost(half, M, N, K, x.half, y.half, halfC, accumulate)
 	args := []any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, acc}
 	if half && b.exactMMA() {
-		b.launchExactMMA(exactMMATileRows(M, N, b.d.Info.SMs), suffix, M, N, args)
+		b.launchExactMMA(b.exactWGMMA(), exactMMATileRows(M, N, b.d.Info.SMs), suffix, M, N, args)
 		return
 	}
 	rnd := int32(exactRoundNone)
@@ -128,13 +130,20 @@ func exactMMATileRows(M, N, sms int) int {
 	return exactMMARows
 }
 
-// launchExactMMA launches the mma kernel of block height rows
-// (exactMMARows or exactMMARowsSmall) for storages suffix.
-func (b *Backend) launchExactMMA(rows int, suffix string, M, N int, args []any) {
-	name := "gemm_exact_mma_"
-	if rows == exactMMARowsSmall {
-		name = "gemm_exact_mma64_"
+// launchExactMMA launches the tensor-core kernel of block height rows
+// (exactMMARows or exactMMARowsSmall) for storages suffix: warpgroup MMA
+// (gemm_exact_wg_, gemm_exact_wg64_) when wg, else mma.sync
+// (gemm_exact_mma_, gemm_exact_mma64_). Both have the same tiles, grid,
+// block and arguments.
+func (b *Backend) launchExactMMA(wg bool, rows int, suffix string, M, N int, args []any) {
+	name := "gemm_exact_mma"
+	if wg {
+		name = "gemm_exact_wg"
 	}
+	if rows == exactMMARowsSmall {
+		name += "64"
+	}
+	name += "_"
 	grid := [3]int{(N + exactMMACols - 1) / exactMMACols, (M + rows - 1) / rows}
 	b.launch(name+suffix, grid, exactThreads, args...)
 }
@@ -144,12 +153,30 @@ func (b *Backend) launchExactMMA(rows int, suffix string, M, N int, args []any) 
 // cover what older GPUs run.
 func (b *Backend) exactMMA() bool { return b.d.Info.Major >= 8 && !b.exactNoMMA }
 
+// ExactWGMMAEnv set to 0 keeps exact mode's bf16 products on the mma.sync
+// kernels on a device with the sm_90a kernels (the warpgroup-MMA ones are
+// its default there). Read when a backend is made, so one process's
+// backends (the sampler's and the trainer's) agree.
+const ExactWGMMAEnv = "GDROTRAIN_EXACT_WGMMA"
+
+// exactWGMMA reports whether the exact bf16 products take the
+// warpgroup-MMA kernels (gemm_exact_wg*): on a device with the sm_90a
+// kernels (Info.HasWGMMA), every one of them, decode's small products
+// too, unless turned off (exactWG < 0). By device, never by shape: nothing
+// promises that HGMMA adds a k-step's products as HMMA does, so a run that
+// took one route for decode and the other for the training forward could
+// round the same row differently.
+func (b *Backend) exactWGMMA() bool { return b.exactMMA() && b.exactWG >= 0 && b.d.Info.HasWGMMA() }
+
 // gemmExactCost records an exact product: 2MNK on the tensor cores (bf16) or
 // the CUDA cores, and the operands' and the result's bytes once each, as
 // gemmCost counts cuBLAS's.
 func (b *Backend) gemmExactCost(tensor bool, M, N, K int, halfA, halfB, halfC, accumulate bool) {
 	e := EngineExactFFMA
-	if tensor && b.exactMMA() {
+	switch {
+	case tensor && b.exactWGMMA():
+		e = EngineExactWG
+	case tensor && b.exactMMA():
 		e = EngineExactMMA
 	}
 	out := float64(widthOf(halfC) * M * N)

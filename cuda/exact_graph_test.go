@@ -195,6 +195,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 			t.Fatalf("%s: %d graph launches", name, launched)
 		}
 		n := checkExactAttention(t, name, d, launches)
+		checkExactProducts(t, name, b, launches)
 		t.Logf("%s: %d steps, %d pre-emptions, %d exact attention launches", name, st.Steps, st.Preemptions, n)
 		runs = append(runs, result{out, st})
 	}
@@ -216,6 +217,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 			lps, ents = append(lps, w.LogProbs), append(ents, w.Entropy)
 		}
 	}
+	launches := d.Launches()
 	for _, mb := range []int{1, 5, len(seqs)} {
 		for lo := 0; lo < len(seqs); lo += mb {
 			pass, err := m.Forward(seqs[lo:min(lo+mb, len(seqs))])
@@ -231,6 +233,7 @@ func TestExactGenerateGraphs(t *testing.T) {
 			pass.Release()
 		}
 	}
+	checkExactProducts(t, "training forwards", b, launches)
 }
 
 // bitsOf is xs's bit patterns (NaN and −0 compared as bits).
@@ -240,4 +243,67 @@ func bitsOf(xs []float32) []uint32 {
 		out[i] = math.Float32bits(x)
 	}
 	return out
+}
+
+// checkExactProducts checks the exact tensor-core products launched since
+// before (d.Launches()): one family alone, at least one launch, the
+// warpgroup-MMA kernels (gemm_exact_wg*) where b routes there (on a device
+// with the sm_90a kernels, the default: TestExactWGMMARoute), never then an
+// mma.sync one (gemm_exact_mma*), since nothing promises the two round a
+// k-step alike and a run mixing them could give a row different bits in
+// decode and in training; elsewhere the mma.sync ones alone.
+func checkExactProducts(t *testing.T, name string, b *Backend, before map[string]int) {
+	t.Helper()
+	want, never := "gemm_exact_mma", "gemm_exact_wg"
+	if b.exactWGMMA() {
+		want, never = never, want
+	}
+	n := 0
+	for k, c := range b.d.Launches() {
+		switch {
+		case c == before[k]:
+		case strings.HasPrefix(k, never):
+			t.Errorf("%s: %s launched %d times on sm_%d%d (sm_90a kernels %v); want %s* only", name, k, c-before[k],
+				b.d.Info.Major, b.d.Info.Minor, b.d.Info.HasWGMMA(), want)
+		case strings.HasPrefix(k, want):
+			n += c - before[k]
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no %s* product launched", name, want)
+	}
+}
+
+// TestExactWGMMARoute: exact bf16 products take the warpgroup-MMA kernels
+// on every device with the sm_90a kernels (compute capability 9.0, CUBIN),
+// whatever the product, unless GDROTRAIN_EXACT_WGMMA=0 (read when the
+// backend is made) or the FFMA route is forced; nowhere else.
+func TestExactWGMMARoute(t *testing.T) {
+	for _, c := range []struct {
+		major, minor int
+		ptx, off     bool
+		noMMA        bool
+		want         bool
+	}{
+		{major: 9, want: true},
+		{major: 9, off: true},
+		{major: 9, ptx: true},
+		{major: 9, noMMA: true},
+		{major: 8},
+		{major: 8, minor: 9},
+		{major: 10},
+		{major: 12},
+	} {
+		env := ""
+		if c.off {
+			env = "0"
+		}
+		t.Setenv(ExactWGMMAEnv, env)
+		b := NewBackend(&Device{Info: Info{Major: c.major, Minor: c.minor, KernelsPTX: c.ptx}}, BF16)
+		b.exactNoMMA = c.noMMA
+		if got := b.exactWGMMA(); got != c.want {
+			t.Errorf("sm_%d%d PTX %v, %s=%q, FFMA forced %v: warpgroup-MMA products %v, want %v", c.major, c.minor, c.ptx,
+				ExactWGMMAEnv, env, c.noMMA, got, c.want)
+		}
+	}
 }

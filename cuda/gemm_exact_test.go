@@ -28,6 +28,7 @@ type gemmExactCase struct {
 	shadowB bool // b is fp32 with a bf16 copy (Shadow)
 	halfC   bool // c is a bf16 activation
 	noMMA   bool // bf16 products on the FFMA kernel, as below sm_80
+	noWG    bool // bf16 products on mma.sync where the warpgroup-MMA kernels would run (GDROTRAIN_EXACT_WGMMA=0)
 }
 
 var exactCases = []gemmExactCase{
@@ -41,6 +42,7 @@ var exactCases = []gemmExactCase{
 	{name: "bf16-halfact-halfC", prec: BF16, halfA: true, shadowB: true, halfC: true},
 	{name: "bf16-pre-sm80", prec: BF16, halfA: true, frozenB: true, noMMA: true},
 	{name: "bf16-pre-sm80-halfC", prec: BF16, halfC: true, noMMA: true},
+	{name: "bf16-mma.sync", prec: BF16, halfA: true, frozenB: true, noWG: true},
 }
 
 // The shapes: the full product has exactFullRows rows of op(a); sub-batches
@@ -242,12 +244,18 @@ func TestExactMatMulBatchInvariant(t *testing.T) {
 		b := NewBackend(d, p.c.prec)
 		b.SetBatchInvariant(true)
 		b.exactNoMMA = p.c.noMMA
+		if p.c.noWG {
+			b.exactWG = -1
+		}
 		before := d.Profile()
 		w := p.weight(t, b)
 		full := p.product(t, b, w, 0, exactFullRows)
 		e := EngineExactMMA
-		if p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB) {
+		switch {
+		case p.c.noMMA || (p.c.prec != BF16 && !p.c.frozenB):
 			e = EngineExactFFMA
+		case b.exactWGMMA():
+			e = EngineExactWG
 		}
 		if got, want := p.last.Flops[e], 2.0*exactFullRows*exactN*float64(p.k); got != want {
 			t.Errorf("profile: %g flops on %s for the full product; want 2MNK = %g", got, e, want)
@@ -336,18 +344,18 @@ func TestTrainingStepExactProducts(t *testing.T) {
 				t.Fatal(err)
 			}
 			pass.Release()
-			if p := b.d.Profile().Sub(before); p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 {
+			if p := b.d.Profile().Sub(before); p.GEMMs != 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA] == 0 {
 				t.Errorf("%d cuBLAS calls and %g exact flops in an exact forward; want none and some",
-					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA])
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA])
 			}
 			before = b.d.Profile()
 			compareSteps(t, c, o, cpu, gpu, func(m *model.Model) *model.Params {
 				return model.NewParams(m.B, m.Cfg) // every weight
 			})
 			p := b.d.Profile().Sub(before)
-			if p.GEMMs == 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA] == 0 || !b.IsBatchInvariant() {
+			if p.GEMMs == 0 || p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA] == 0 || !b.IsBatchInvariant() {
 				t.Errorf("%d cuBLAS calls and %g exact flops in an exact step, exact mode %v after; want the backward's, some and on",
-					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
+					p.GEMMs, p.Flops[EngineExactMMA]+p.Flops[EngineExactWG]+p.Flops[EngineExactFFMA], b.IsBatchInvariant())
 			}
 		})
 	}
@@ -379,21 +387,29 @@ func mmaRefOperand(t *testing.T, b *Backend, vals []float32, off int, half bool)
 	return w, exactOperand{p + uint64(off*widthOf(isHalf)), isHalf}
 }
 
-// TestExactMMAMatchesReference holds the tiled mma kernels (both block
-// heights, gemm_exact_mma_* and gemm_exact_mma64_*, as matMulExact launches
-// them) to gemm_exact_mma_ref bit for bit: every storage of a, b and c,
-// both transposes, accumulate, ragged M, N and K, and operands at an odd
-// element offset (no 16-byte loads or cp.async, the element-wise paths). The reference is the arithmetic the kernels must
-// keep (2·⌈K/32⌉ mma k-steps of 16 in order from +0, then c + dot), so any
-// change of fragment layout, K order or epilogue shows as a differing bit
-// (the emulator's mma sums a k-step's 16 products in order, so an order
-// change does).
+// TestExactMMAMatchesReference holds the tiled tensor-core kernels (both
+// block heights, as matMulExact launches them: mma.sync, gemm_exact_mma_*
+// and gemm_exact_mma64_*, and, on a device with the sm_90a kernels, warpgroup
+// MMA, gemm_exact_wg_* and gemm_exact_wg64_*) to gemm_exact_mma_ref bit for
+// bit: every storage of a, b and c, both transposes, accumulate, ragged M,
+// N and K, and operands at an odd element offset (no 16-byte loads or
+// cp.async, the element-wise paths). The reference is the arithmetic the
+// kernels must keep (2·⌈K/32⌉ mma k-steps of 16 in order from +0, then c +
+// dot), so any change of fragment layout, K order or epilogue shows as a
+// differing bit (the emulator's mma and wgmma sum a k-step's 16 products in
+// order, so an order change does). On a GPU the warpgroup kernels are held
+// to it too: nothing promises HGMMA rounds a k-step as HMMA does, and where
+// it does not, this test says so.
 func TestExactMMAMatchesReference(t *testing.T) {
 	d := testDevice(t)
 	b := NewBackend(d, BF16)
 	b.SetBatchInvariant(true)
 	if !b.exactMMA() {
 		t.Skip("no mma.sync below sm_80")
+	}
+	families := []bool{false} // wg: the warpgroup-MMA kernels
+	if d.Info.HasWGMMA() {
+		families = append(families, true)
 	}
 	rng := rand.New(rand.NewPCG(7, 46))
 	randn := func(n int) []float32 {
@@ -428,15 +444,17 @@ func TestExactMMAMatchesReference(t *testing.T) {
 					name := fmt.Sprintf("%dx%dx%d/%s/tA=%v/tB=%v/acc=%v/off=%d/rows=%d", s.m, s.n, s.k,
 						storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), tr&1 != 0, tr&2 != 0, acc, off, rows)
 					av, bv, cv := randn(s.m*s.k), randn(s.k*s.n), randn(s.m*s.n)
-					got, want := mmaRefRun(t, b, rows, s.m, s.n, s.k, av, bv, cv, round, off, halfA, halfB, halfC, tr&1 != 0, tr&2 != 0, acc)
-					for i := range want {
-						w := want[i]
-						if halfC {
-							w = bf16Round(w)
-						}
-						if math.Float32bits(got[i]) != math.Float32bits(w) {
-							t.Fatalf("%s: c[%d, %d] = %g (bits %#x), reference %g (%#x)", name, i/s.n, i%s.n,
-								got[i], math.Float32bits(got[i]), w, math.Float32bits(w))
+					got, want := mmaRefRun(t, b, families, rows, s.m, s.n, s.k, av, bv, cv, round, off, halfA, halfB, halfC, tr&1 != 0, tr&2 != 0, acc)
+					for f, wg := range families {
+						for i := range want {
+							w := want[i]
+							if halfC {
+								w = bf16Round(w)
+							}
+							if g := got[f][i]; math.Float32bits(g) != math.Float32bits(w) {
+								t.Fatalf("%s/wg=%v: c[%d, %d] = %g (bits %#x), reference %g (%#x)", name, wg, i/s.n, i%s.n,
+									g, math.Float32bits(g), w, math.Float32bits(w))
+							}
 						}
 					}
 				}
@@ -445,12 +463,12 @@ func TestExactMMAMatchesReference(t *testing.T) {
 	}
 }
 
-// mmaRefRun computes c = op(a)·op(b) (+ c0) with the tiled kernel of block
-// height rows and with the reference (on the operands rounded to bf16 in
-// fp32 storage, which the reference rounds again to the same bits),
-// returning both.
-func mmaRefRun(t *testing.T, b *Backend, rows, M, N, K int, av, bv, cv []float32, round func([]float32) []float32, off int,
-	halfA, halfB, halfC, transA, transB, acc bool) (got, want []float32) {
+// mmaRefRun computes c = op(a)·op(b) (+ c0) with the tiled kernels of block
+// height rows, one family each (families: warpgroup MMA or not), and with
+// the reference (on the operands rounded to bf16 in fp32 storage, which
+// the reference rounds again to the same bits), returning both.
+func mmaRefRun(t *testing.T, b *Backend, families []bool, rows, M, N, K int, av, bv, cv []float32, round func([]float32) []float32,
+	off int, halfA, halfB, halfC, transA, transB, acc bool) (got [][]float32, want []float32) {
 	t.Helper()
 	sai, sak := int64(K), int64(1)
 	if transA {
@@ -462,20 +480,23 @@ func mmaRefRun(t *testing.T, b *Backend, rows, M, N, K int, av, bv, cv []float32
 	}
 	ta, x := mmaRefOperand(t, b, av, off, halfA)
 	tb, y := mmaRefOperand(t, b, bv, off, halfB)
-	var c *model.Tensor
-	if halfC {
-		c = b.ActivationHalf(M, N)
-	} else {
-		c = model.NewFrom(b, cv, M, N)
-	}
-	pc, _, _ := b.operand("test", 0, c)
 	accFlag := int32(0)
 	if acc {
 		accFlag = 1
 	}
-	b.launchExactMMA(rows, storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), M, N,
-		[]any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag})
-	got = model.Values(b, c)
+	for _, wg := range families {
+		var c *model.Tensor
+		if halfC {
+			c = b.ActivationHalf(M, N)
+		} else {
+			c = model.NewFrom(b, cv, M, N)
+		}
+		pc, _, _ := b.operand("test", 0, c)
+		b.launchExactMMA(wg, rows, storageLetter(halfA)+storageLetter(halfB)+storageLetter(halfC), M, N,
+			[]any{pc, x.p, y.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag})
+		got = append(got, model.Values(b, c))
+		b.Release(c)
+	}
 
 	ra, rx := mmaRefOperand(t, b, round(av), 0, false)
 	rb, ry := mmaRefOperand(t, b, round(bv), 0, false)
@@ -484,7 +505,7 @@ func mmaRefRun(t *testing.T, b *Backend, rows, M, N, K int, av, bv, cv []float32
 	b.launch("gemm_exact_mma_ref", [3]int{(N + 7) / 8, (M + 15) / 16}, 32,
 		prc, rx.p, ry.p, int32(M), int32(N), int32(K), sai, sak, sbj, sbk, accFlag)
 	want = model.Values(b, rc)
-	b.Release(ta, tb, c, ra, rb, rc)
+	b.Release(ta, tb, ra, rb, rc)
 	if err := b.Err(); err != nil {
 		t.Fatalf("%d × %d × %d: %v", M, N, K, err)
 	}

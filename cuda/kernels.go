@@ -83,6 +83,7 @@ type compiler struct {
 	archs    []int  // the architectures NVRTC knows (nil: it cannot say)
 	cacheDir string // "" disables the cache
 	logf     func(format string, a ...any)
+	logs     map[string]string // NVRTC's non-empty logs by file compiled (not read from the cache)
 }
 
 func newCompiler(nv *nvrtc, logf func(string, ...any)) (*compiler, error) {
@@ -144,9 +145,15 @@ func (c *compiler) compile(name, src string, major, minor int) ([]byte, error) {
 			return img, nil
 		}
 	}
-	img, _, err := c.nv.Compile(src, name, opts, !t.ptx)
+	img, log, err := c.nv.Compile(src, name, opts, !t.ptx)
 	if err != nil {
 		return nil, fmt.Errorf("compile kernels/%s for %s with NVRTC %s: %w", name, t, c.version, err)
+	}
+	if log = strings.TrimRight(log, "\x00\n "); log != "" {
+		if c.logs == nil {
+			c.logs = map[string]string{}
+		}
+		c.logs[name] = log
 	}
 	if t.ptx && img[len(img)-1] != 0 {
 		img = append(img, 0)
@@ -181,6 +188,10 @@ type Precompiled struct {
 	Dir          string // the kernel cache folder
 	Files        int    // kernel files compiled (or found in the cache)
 	Target       string // what they were compiled to: sm_90a, or compute_90 (PTX)
+	// Logs are NVRTC's messages (ptxas's warnings among them, e.g. a
+	// serialised wgmma) by file, for the files compiled rather than read
+	// from the cache and whose log was not empty.
+	Logs map[string]string
 }
 
 // Precompile compiles every kernel for sm_major.minor into the kernel cache
@@ -213,5 +224,5 @@ func Precompile(major, minor int, logf func(string, ...any)) (Precompiled, error
 			return Precompiled{}, err
 		}
 	}
-	return Precompiled{NVRTCVersion: c.version, Dir: c.cacheDir, Files: len(srcs), Target: t.String()}, nil
+	return Precompiled{NVRTCVersion: c.version, Dir: c.cacheDir, Files: len(srcs), Target: t.String(), Logs: c.logs}, nil
 }

@@ -33,10 +33,11 @@ const (
 	EngineExactMMA                 // exact mode's batch-invariant products on tensor cores (mma.sync bf16)
 	EngineExactFFMA                // exact mode's batch-invariant products on CUDA cores (fp32 FFMA)
 	EngineExactAttn                // exact mode's batch-invariant attention on tensor cores (mma.sync bf16, attention_exact_tc.cu)
+	EngineExactWG                  // exact mode's batch-invariant products on warpgroup MMA (sm_90a wgmma bf16)
 	numEngines
 )
 
-var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel", "gemm_exact_tc", "gemm_exact_fp32", "attention_exact_tc"}
+var engineNames = [numEngines]string{"tensor_bf16", "tensor_tf32", "fp32_gemm", "attention_tc", "attention_tc_bwd", "attention_wg", "attention_wg_bwd", "attention", "kernel", "gemm_exact_tc", "gemm_exact_fp32", "attention_exact_tc", "gemm_exact_wg"}
 
 // String is the engine's name in profiles' JSON (tensor_bf16, attention, …).
 func (e Engine) String() string { return engineNames[e] }
@@ -54,6 +55,7 @@ type Roofline struct {
 	WGFlashEfficiency            float64 // the same for the warpgroup-MMA kernels (forward)
 	WGFlashBwdEfficiency         float64 // and their backward
 	ExactMMAEfficiency           float64 // fraction of the bf16 peak exact mode's mma.sync products reach
+	ExactWGEfficiency            float64 // the same for its warpgroup-MMA products (sm_90a)
 	ExactFFMAEfficiency          float64 // fraction of the fp32 peak exact mode's FFMA products reach
 	ExactAttnTCEfficiency        float64 // fraction of the bf16 peak exact mode's tensor-core attention reaches
 	LaunchUs, SyncUs             float64 // per launch (GPU-side gap) and per host synchronisation
@@ -92,8 +94,22 @@ type Roofline struct {
 // bytes per mma against the 64 × 128 register-staged kernel's 352 and 96,
 // bounds 1.4–1.5× that kernel's, whose assumed 25 % this scales; under
 // half cuBLAS's 75 %) and 50 % of the fp32 peak on the CUDA cores (4 × 4
-// elements a thread); estimates, not measurements (docs/gpu.md). Exact
-// mode's tensor-core attention (attention_exact_tc.cu, under bf16
+// elements a thread); estimates, not measurements (docs/gpu.md). On a
+// device with the sm_90a kernels every exact bf16 product is a warpgroup
+// MMA (gemm_exact_wg*), ASSUMED to reach 50 % of the bf16 peak, 2/3 of
+// cuBLAS's 75 % as the attn_wg kernels are assumed 2/3 of
+// FlashAttention-3's: the same 128 × 128 tiles, 3-stage cp.async pipeline
+// and 48 KiB of shared memory, but each k-step one m64n128k16 per
+// warpgroup (64 clocks of an SM's tensor cores at peak) reading its 6 KiB
+// of A and B from shared memory (48 clocks at 128 bytes a clock) where
+// mma.sync's fragments are 32-bit loads into registers, 16 KiB of copies landing per
+// chunk of 32 k beside them; against cuBLAS it lacks TMA (the computing
+// warps issue the copies), warp specialisation (here two block-wide
+// barriers per chunk of 32 k, one wgmma group kept in flight across them,
+// and at 163–168 registers one block an SM to cover the waits) and 128 ×
+// 256 tiles; a little above the attn_wg kernels' 44.5 % for having no
+// softmax between its products. No GPU has timed it. Exact mode's
+// tensor-core attention (attention_exact_tc.cu, under bf16
 // products) is assumed to reach 20 % of the bf16 peak, the fused forward's
 // 35 % less what its fixed softmax tiles of 16 keys cost: a warp rescales
 // its 64 output accumulators, shuffles its rows' statistics and takes a
@@ -105,7 +121,7 @@ type Roofline struct {
 var H100 = Roofline{Name: "H100 SXM5", BF16TFLOPs: 989.4, TF32TFLOPs: 494.7, FP32TFLOPs: 66.9,
 	AttentionTFLOPs: 16.7, BandwidthGBs: 3350, GEMMEfficiency: 0.75, BWEfficiency: 0.8, FlashEfficiency: 0.35,
 	FlashBwdEfficiency: 0.35, WGFlashEfficiency: 660.0 * 2 / 3 / 989.4, WGFlashBwdEfficiency: 474.0 * 1.4 * 2 / 3 / 989.4,
-	ExactMMAEfficiency: 0.35, ExactFFMAEfficiency: 0.5, ExactAttnTCEfficiency: 0.2, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
+	ExactMMAEfficiency: 0.35, ExactWGEfficiency: 0.5, ExactFFMAEfficiency: 0.5, ExactAttnTCEfficiency: 0.2, LaunchUs: 2, SyncUs: 10, GraphNodeUs: 1}
 
 // H100FA2Measured is H100 with the fused attention at the rates
 // FlashAttention-2 itself is measured at on an H100 at the 2×8k shape
@@ -159,6 +175,8 @@ func (r Roofline) rate(e Engine) float64 {
 		return r.AttentionTFLOPs * 1e12
 	case EngineExactMMA:
 		return r.BF16TFLOPs * 1e12 * r.ExactMMAEfficiency
+	case EngineExactWG:
+		return r.BF16TFLOPs * 1e12 * r.ExactWGEfficiency
 	case EngineExactFFMA:
 		return r.FP32TFLOPs * 1e12 * r.ExactFFMAEfficiency
 	case EngineExactAttn:
@@ -173,9 +191,9 @@ func (r Roofline) String() string {
 		att = fmt.Sprintf("%.0f %% (forward) / %.0f %% (backward)", 100*r.FlashEfficiency, 100*r.FlashBwdEfficiency)
 	}
 	att += fmt.Sprintf(" (mma.sync), %.1f %% / %.1f %% (warpgroup MMA)", 100*r.WGFlashEfficiency, 100*r.WGFlashBwdEfficiency)
-	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16, %.0f %% of fp32; its attention %.0f %% of bf16), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
+	return fmt.Sprintf("%s roofline: bf16 %.1f / tf32 %.1f / fp32 %.1f TFLOP/s × %.0f %% for GEMMs (exact mode's: %.0f %% of bf16 on mma.sync, %.0f %% on warpgroup MMA, %.0f %% of fp32; its attention %.0f %% of bf16), fused tensor-core attention at %s of bf16, CUDA-core attention kernels ≤ %.1f TFLOP/s, %.0f GB/s × %.0f %%, %.0f µs per launch, %.0f µs per host sync, %.1f µs per graph node",
 		r.Name, r.BF16TFLOPs, r.TF32TFLOPs, r.FP32TFLOPs, 100*r.GEMMEfficiency, 100*r.ExactMMAEfficiency,
-		100*r.ExactFFMAEfficiency, 100*r.ExactAttnTCEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
+		100*r.ExactWGEfficiency, 100*r.ExactFFMAEfficiency, 100*r.ExactAttnTCEfficiency, att, r.AttentionTFLOPs, r.BandwidthGBs, 100*r.BWEfficiency, r.LaunchUs, r.SyncUs,
 		r.GraphNodeUs)
 }
 

@@ -314,6 +314,206 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 			}
 }
 
+// ---- warpgroup MMA: wgmma.mma_async m64nNk16, bf16 in, fp32 accumulate (sm_90a) ----
+//
+// gemm_exact_wg_* (and gemm_exact_wg64_*) compute what gemm_exact_mma_*
+// does with Hopper's warpgroup MMA (wgmma.cuh), on a device with the sm_90a
+// kernels only, where they take every exact bf16 product of the run
+// (backend_gemm_exact.go): nothing promises that HGMMA adds a k-step's 16
+// products as HMMA does, so the two must never share a run. Each element of
+// c is the same running sum as in the mma kernels: 2·⌈K/32⌉ k-steps of 16
+// in order from k = 0 (zeros past K) into fp32 accumulators zeroed by
+// ordinary code (every wgmma adds, scale-d 1, as mma.sync adds into +0),
+// the operands rounded to bf16 exactly as there (gx_vec8, gx_bits), then
+// the same epilogue; on the emulator, whose wgmma adds each k-step as its
+// mma.sync does, the tests hold both to gemm_exact_mma_ref bit for bit.
+//
+// A block is 2 warpgroups (GX_THREADS) over a BM × GX_BN tile: BM = 128
+// (gemm_exact_wg_), each warpgroup 64 rows × 128 columns, one m64n128k16
+// per k-step; or BM = 64 (gemm_exact_wg64_, for grids too small to give
+// every SM a 128-row block: decode's products, M padded to 64 rows whose
+// rows past M are zeros and never stored), each warpgroup 64 × 64, one
+// m64n64k16. Both operands are read by the tensor cores from shared memory
+// through descriptors (no-swizzle, K-major): a chunk of ROWS × GX_BK is
+// stored as core matrices of 8 rows × 8 k (128 contiguous bytes), core
+// matrix (r/8, k/8) at byte (r/8)·512 + (k/8)·128, so LBO (along K) is
+// 128 and SBO (along M or N) 512. K goes through GX_STAGES buffers of
+// GX_BK as in the mma kernels (48 KiB), bf16 operands with K contiguous by
+// cp.async, the others through registers (fp32 rounded as read); a
+// warp's 16-byte copies or stores cover 8 rows × 4 groups, each 8 lanes
+// one core matrix (128 bytes, no bank conflict). Per chunk a warpgroup
+// issues its 2 wgmma (k-steps 0 and 16) as one commit group, chained onto
+// the previous chunk's accumulators while that group may still run, and
+// waits for all but the newest (wgmma.wait_group 1): a second barrier then
+// frees the previous chunk's buffer for the copies and stores of chunk
+// ch + 2, which go on under chunk ch's wgmma, so the tensor cores do not
+// drain between chunks. Register-staged operands are loaded from global
+// memory before the wgmma issue and stored after that barrier.
+
+#define WX_SBO 512 // bytes between 8-row blocks of a chunk (GX_BK / 8 core matrices of 128 bytes)
+#define WX_LBO 128 // bytes between the 8-k core matrices of a row block
+
+// wx_off is the element offset of row r, k in a chunk (k in a group of 8
+// starting at a multiple of 8 for 16-byte accesses).
+__device__ __forceinline__ int wx_off(int r, int k) { return (r >> 3) * (WX_SBO / 2) + (k >> 3) * (WX_LBO / 2) + (r & 7) * 8 + (k & 7); }
+
+// wx_slot is the row and k of this thread's group e of 8 (GX_KV): a warp
+// covers 8 rows × 4 groups, lanes along the rows first.
+__device__ __forceinline__ void wx_slot(int e, int& r, int& k) {
+	const int slot = threadIdx.x + e * GX_THREADS;
+	r = (slot & 7) + 8 * (slot >> 5), k = ((slot >> 3) & 3) * 8;
+}
+
+// wx_fetch is gx_fetch with wx_slot's groups.
+template <int ROWS, typename T>
+__device__ __forceinline__ void wx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
+                                         long long sk, int m) {
+	if (m == GX_KV) {
+#pragma unroll
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
+			int r, k;
+			wx_slot(e, r, k);
+			r += r0, k += k0;
+			gx_vec8(v + 4 * e, p, r < R && k < K, (long long)r * sr + k);
+		}
+		return;
+	}
+	gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
+}
+
+// wx_put stores what wx_fetch read into a chunk.
+template <int ROWS>
+__device__ __forceinline__ void wx_put(unsigned short* sh, const unsigned* v, int m) {
+	if (m == GX_KV) {
+#pragma unroll
+		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
+			int r, k;
+			wx_slot(e, r, k);
+			*(uint4*)(sh + wx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
+		}
+		return;
+	}
+#pragma unroll
+	for (int e = 0; e < GX_EL(ROWS); e++) {
+		int r, k;
+		gx_rk<ROWS>(e, m, r, k);
+		sh[wx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
+	}
+}
+
+// wx_copy is gx_copy into a chunk.
+template <int ROWS>
+__device__ __forceinline__ void wx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
+                                        long long sr) {
+#pragma unroll
+	for (int e = 0; e < GX_GROUPS(ROWS); e++) {
+		int r, k;
+		wx_slot(e, r, k);
+		const bool ok = r0 + r < R && k0 + k < K;
+		cp_async16(sh + wx_off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
+	}
+}
+
+// (fp32 operands never go by cp.async: gx_async.)
+template <int ROWS>
+__device__ __forceinline__ void wx_copy(unsigned short*, const float*, int, int, int, int, long long) {}
+
+// wx_begin is gx_begin into a chunk.
+template <int ROWS>
+__device__ __forceinline__ void wx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
+                                         int R, int K, long long sr, long long sk, int m, bool async) {
+	if (async) wx_copy<ROWS>(sh, p, r0, k0, R, K, sr);
+	else wx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
+}
+template <int ROWS>
+__device__ __forceinline__ void wx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
+                                         long long sr, long long sk, int m, bool) {
+	wx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
+}
+
+template <int BM, typename TA, typename TB, typename TC>
+__device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
+                                              long long sak, long long sbj, long long sbk, int accumulate) {
+	constexpr int WN = BM == 128 ? GX_BN : GX_BN / 2; // a warpgroup's columns: its wgmma's n
+	__shared__ __align__(128) unsigned short As[GX_STAGES][BM * GX_BK];
+	__shared__ __align__(128) unsigned short Bs[GX_STAGES][GX_BN * GX_BK];
+	const int i0 = blockIdx.y * BM, j0 = blockIdx.x * GX_BN;
+	const int wg = threadIdx.x / WG_THREADS, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+	const int g = lane >> 2, t = lane & 3;
+	const int wm = BM == 128 ? 64 * wg : 0, wn = BM == 128 ? 0 : 64 * wg; // the warpgroup's tile in the block's
+	float acc[WN / 2];
+#pragma unroll
+	for (int z = 0; z < WN / 2; z++) acc[z] = 0.f;
+	unsigned va[GX_EL(BM) / 2], vb[GX_EL(GX_BN) / 2];
+	const int chunks = (K + GX_BK - 1) / GX_BK;
+	const int ma = gx_mode(a, K, sak), mb = gx_mode(b, K, sbk);
+	const bool ca = gx_async(a, ma), cb = gx_async(b, mb);
+#pragma unroll
+	for (int s = 0; s < GX_STAGES - 1; s++) {
+		if (s < chunks) {
+			wx_begin<BM>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			wx_begin<GX_BN>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) wx_put<BM>(As[s], va, ma);
+			if (!cb) wx_put<GX_BN>(Bs[s], vb, mb);
+		}
+		cp_async_commit();
+	}
+	int cur = 0, nxt = GX_STAGES - 1;
+	for (int ch = 0; ch < chunks; ch++) {
+		// This thread's copies of chunk ch have landed and, with its
+		// stores, are published to the tensor cores' (async) proxy; after
+		// the barrier everyone's are.
+		cp_async_wait<GX_STAGES - 2>();
+		wg_proxy_fence();
+		__syncthreads();
+		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
+		const bool more = k1 < K;
+		if (more) { // registers only: the loads' latency runs under the wgmma
+			if (!ca) wx_fetch<BM>(va, a, i0, k1, M, K, sai, sak, ma);
+			if (!cb) wx_fetch<GX_BN>(vb, b, j0, k1, N, K, sbj, sbk, mb);
+		}
+		const unsigned short* sa = As[cur] + wx_off(wm, 0);
+		const unsigned short* sb = Bs[cur] + wx_off(wn, 0);
+		// Chunk ch's 2 wgmma chain onto chunk ch − 1's, which may still be
+		// in flight (same accumulators, same shape: the k-steps stay in
+		// order); waiting for all but the newest group retires ch − 1's.
+		wg_fence();
+#pragma unroll
+		for (int ks = 0; ks < GX_BK; ks += 16)
+			wg_mma_ss<WN, 0, 0>(acc, wg_desc(sa + wx_off(0, ks), WX_LBO, WX_SBO), wg_desc(sb + wx_off(0, ks), WX_LBO, WX_SBO), 1);
+		wg_commit();
+		wg_wait<1>();
+		// Every warpgroup has retired chunk ch − 1's wgmma: its stage (nxt)
+		// is refilled, for chunk ch + GX_STAGES − 1, while chunk ch's run.
+		__syncthreads();
+		if (more) {
+			if (ca) wx_copy<BM>(As[nxt], a, i0, k1, M, K, sai);
+			else wx_put<BM>(As[nxt], va, ma);
+			if (cb) wx_copy<GX_BN>(Bs[nxt], b, j0, k1, N, K, sbj);
+			else wx_put<GX_BN>(Bs[nxt], vb, mb);
+		}
+		cp_async_commit();
+		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
+		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
+	}
+	wg_wait<0>();
+	wg_hold<WN>(acc);
+	cp_async_wait<0>(); // only empty groups are left; none outlives the block
+	// acc[4y + z]: 8-column block y, rows g (z < 2) and g + 8 of the warp's 16.
+#pragma unroll
+	for (int y = 0; y < WN / 8; y++)
+#pragma unroll
+		for (int z = 0; z < 4; z++) {
+			int i = i0 + wm + 16 * warp + g + 8 * (z >> 1), j = j0 + wn + 8 * y + 2 * t + (z & 1);
+			if (i < M && j < N) {
+				long long ci = (long long)i * N + j;
+				float v = acc[4 * y + z];
+				if (accumulate) v = __fadd_rn(ld(c, ci), v);
+				store_as(c, ci, v);
+			}
+		}
+}
+
 // ---- CUDA cores: FFMA in fp32 (fp32 and tf32 products, and bf16 ones
 // below sm_80) ----
 //
@@ -424,6 +624,10 @@ __device__ __forceinline__ void gemm_exact_ffma(TC* c, const TA* a, const TB* b,
 	{ gemm_exact_mma<128, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
 #define GX_MMA64(TA, TB, TC) \
 	{ gemm_exact_mma<64, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+#define GX_WG(TA, TB, TC) \
+	{ gemm_exact_wg<128, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
+#define GX_WG64(TA, TB, TC) \
+	{ gemm_exact_wg<64, TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate); }
 #define GX_FFMA(TA, TB, TC) \
 	{ gemm_exact_ffma<TA, TB, TC>(c, a, b, M, N, K, sai, sak, sbj, sbk, accumulate, rnd); }
 typedef unsigned short bf16_t;
@@ -444,6 +648,22 @@ extern "C" __global__ void gemm_exact_mma64_ffh(GX_ARGS(float, float, bf16_t)) G
 extern "C" __global__ void gemm_exact_mma64_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_MMA64(bf16_t, float, bf16_t)
 extern "C" __global__ void gemm_exact_mma64_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_MMA64(float, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_mma64_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_MMA64(bf16_t, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_wg_fff(GX_ARGS(float, float, float)) GX_WG(float, float, float)
+extern "C" __global__ void gemm_exact_wg_hff(GX_ARGS(bf16_t, float, float)) GX_WG(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_wg_fhf(GX_ARGS(float, bf16_t, float)) GX_WG(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_wg_hhf(GX_ARGS(bf16_t, bf16_t, float)) GX_WG(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_wg_ffh(GX_ARGS(float, float, bf16_t)) GX_WG(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_wg_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_WG(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_wg_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_WG(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_wg_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_WG(bf16_t, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_wg64_fff(GX_ARGS(float, float, float)) GX_WG64(float, float, float)
+extern "C" __global__ void gemm_exact_wg64_hff(GX_ARGS(bf16_t, float, float)) GX_WG64(bf16_t, float, float)
+extern "C" __global__ void gemm_exact_wg64_fhf(GX_ARGS(float, bf16_t, float)) GX_WG64(float, bf16_t, float)
+extern "C" __global__ void gemm_exact_wg64_hhf(GX_ARGS(bf16_t, bf16_t, float)) GX_WG64(bf16_t, bf16_t, float)
+extern "C" __global__ void gemm_exact_wg64_ffh(GX_ARGS(float, float, bf16_t)) GX_WG64(float, float, bf16_t)
+extern "C" __global__ void gemm_exact_wg64_hfh(GX_ARGS(bf16_t, float, bf16_t)) GX_WG64(bf16_t, float, bf16_t)
+extern "C" __global__ void gemm_exact_wg64_fhh(GX_ARGS(float, bf16_t, bf16_t)) GX_WG64(float, bf16_t, bf16_t)
+extern "C" __global__ void gemm_exact_wg64_hhh(GX_ARGS(bf16_t, bf16_t, bf16_t)) GX_WG64(bf16_t, bf16_t, bf16_t)
 extern "C" __global__ void gemm_exact_ffma_fff(GX_ARGS(float, float, float), int rnd) GX_FFMA(float, float, float)
 extern "C" __global__ void gemm_exact_ffma_hff(GX_ARGS(bf16_t, float, float), int rnd) GX_FFMA(bf16_t, float, float)
 extern "C" __global__ void gemm_exact_ffma_fhf(GX_ARGS(float, bf16_t, float), int rnd) GX_FFMA(float, bf16_t, float)

@@ -11,6 +11,7 @@ package selftest
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gdrotrain/gdrotrain/cuda"
 	"github.com/gdrotrain/gdrotrain/model"
@@ -97,11 +98,21 @@ func pageBytes(b model.Backend) int64 {
 // did not run: a backend without exact mode).
 func (r *Report) ExactErr() error {
 	for _, c := range r.Checks {
-		if c.Name == exactName {
-			return c.Err
+		if c.Name == exactName && c.Err != nil {
+			return fmt.Errorf("%w%s", c.Err, exactHint(c))
 		}
 	}
 	return nil
+}
+
+// exactHint is the way out a failed exact check offers on a device where
+// the exact products are warpgroup MMAs (Run notes them in Kernels), or "".
+func exactHint(c Check) string {
+	if !strings.Contains(c.Kernels, "gemm_exact_wg") {
+		return ""
+	}
+	return "\nHINT: on an H100 or H200 exact mode's bf16 products run on the warpgroup-MMA kernels (sm_90a); " +
+		cuda.ExactWGMMAEnv + "=0 keeps them on the mma.sync kernels"
 }
 
 // exactLine is the summary's part for the exact check (empty when it did
@@ -111,7 +122,7 @@ func (r *Report) exactLine() string {
 		switch {
 		case c.Name != exactName:
 		case c.Err != nil:
-			return fmt.Sprintf("; %s FAILED: %v", exactName, c.Err)
+			return fmt.Sprintf("; %s FAILED: %v%s", exactName, c.Err, exactHint(c))
 		default:
 			return fmt.Sprintf("; %s: %d of %d whole-vocabulary log-softmax rows differ (max |Δ| %.3g)", exactName, c.exact.Differing, c.exact.Rows, c.exact.MaxAbs)
 		}

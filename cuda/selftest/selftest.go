@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -117,6 +118,11 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 	}
 	record(greedyDecode(cpu, gpu, prec))
 	if c, ok := exactCheck(gpu, prec, true); ok {
+		if d.Info.HasWGMMA() && os.Getenv(cuda.ExactWGMMAEnv) != "0" {
+			// Where sampler and trainer disagree here, the warpgroup MMA's
+			// rounding is the first suspect: say how to leave it.
+			c.Kernels += "; bf16 products on the sm_90a warpgroup-MMA kernels gemm_exact_wg* (" + cuda.ExactWGMMAEnv + "=0 keeps them on mma.sync)"
+		}
 		record(c)
 	}
 	r.Elapsed = time.Since(start)

@@ -228,6 +228,16 @@ func TestExactCheck(t *testing.T) {
 		if on {
 			continue
 		}
+		// On a device whose exact products are warpgroup MMAs (Run notes
+		// it in Kernels) a failure says how to keep them on mma.sync.
+		hint := cuda.ExactWGMMAEnv + "=0 keeps them on the mma.sync kernels"
+		if strings.Contains(r.Summary(), hint) || strings.Contains(r.ExactErr().Error(), hint) {
+			t.Errorf("a failure without the warpgroup-MMA products offers %s", hint)
+		}
+		r.Checks[1].Kernels += "; gemm_exact_wg*"
+		if !strings.Contains(r.Summary(), hint) || !strings.Contains(r.ExactErr().Error(), hint) {
+			t.Errorf("a failure on the warpgroup-MMA products: summary %q, error %v; want both to offer %s", r.Summary(), r.ExactErr(), hint)
+		}
 		r.Checks[0].Err = errors.New("off")
 		var se *Error
 		if err := r.verdict(); !errors.As(err, &se) || !strings.Contains(err.Error(), "exact log-probs (kernels: ") {

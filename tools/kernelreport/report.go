@@ -106,6 +106,7 @@ type Kernel struct {
 	Name string
 	File string // kernels/<File>
 	Arch Arch
+	Log  string // NVRTC's log of the kernel's file on Arch (ptxas's warnings), "" if none
 	Resources
 	Code
 }
@@ -162,7 +163,7 @@ func Collect(tools Tools, archs []Arch, work string, logf func(string, ...any)) 
 				if !ok1 || !ok2 {
 					return "", nil, fmt.Errorf("kernels/%s %s: kernel %s missing from cuobjdump's output of %s", f, a, name, cubins[0])
 				}
-				out = append(out, Kernel{Name: name, File: f, Arch: a, Resources: r, Code: c})
+				out = append(out, Kernel{Name: name, File: f, Arch: a, Log: p.Logs[f], Resources: r, Code: c})
 			}
 		}
 	}

@@ -492,4 +492,18 @@ func TestDecodeProfileExact(t *testing.T) {
 		t.Errorf("eager exact step: %d graph launches, %d launches, %d host syncs (the graph replays %d nodes)", e.GraphLaunches, e.Launches, e.HostSyncs, p.GraphNodes)
 	}
 	t.Logf("tiny exact decode step: graphed %d nodes, eager %d launches and %d host syncs", p.GraphNodes, eager.Step.Launches, eager.Step.HostSyncs)
+	// On a device with the sm_90a kernels (the emulator's sm_90, as the
+	// profile's H100) the exact products are counted on the warpgroup-MMA
+	// engine, none on mma.sync's.
+	if b.Device().Info.HasWGMMA() && os.Getenv(cuda.ExactWGMMAEnv) != "0" {
+		for _, c := range []struct {
+			name string
+			p    cuda.Profile
+		}{{"graphed", p}, {"eager", eager.Step}} {
+			if wg, mma := c.p.Flops[cuda.EngineExactWG], c.p.Flops[cuda.EngineExactMMA]; wg == 0 || mma != 0 {
+				t.Errorf("%s exact step on sm_90a: %g flops on %s, %g on %s; want some and none", c.name, wg, cuda.EngineExactWG,
+					mma, cuda.EngineExactMMA)
+			}
+		}
+	}
 }
