@@ -168,6 +168,18 @@ const ExactWGMMAEnv = "GDROTRAIN_EXACT_WGMMA"
 // round the same row differently.
 func (b *Backend) exactWGMMA() bool { return b.exactMMA() && b.exactWG >= 0 && b.d.Info.HasWGMMA() }
 
+// ExactOnWGMMA reports whether b's exact bf16 products run on the
+// warpgroup-MMA kernels (the self-test names the route it checked).
+func (b *Backend) ExactOnWGMMA() bool { return b.exactWGMMA() }
+
+// KeepExactOnMMASync keeps b's exact bf16 products on the mma.sync
+// kernels: the self-test's second exact check, after the warpgroup-MMA
+// products failed the first. A run leaves them by setting ExactWGMMAEnv
+// instead, before any backend is made, so that every backend of the
+// process (the sampler's and the trainer's) and of the rank processes it
+// starts take the same route.
+func (b *Backend) KeepExactOnMMASync() { b.exactWG = -1 }
+
 // gemmExactCost records an exact product: 2MNK on the tensor cores (bf16) or
 // the CUDA cores, and the operands' and the result's bytes once each, as
 // gemmCost counts cuBLAS's.

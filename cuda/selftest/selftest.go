@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -117,12 +116,7 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 		record(c)
 	}
 	record(greedyDecode(cpu, gpu, prec))
-	if c, ok := exactCheck(gpu, prec, true); ok {
-		if d.Info.HasWGMMA() && os.Getenv(cuda.ExactWGMMAEnv) != "0" {
-			// Where sampler and trainer disagree here, the warpgroup MMA's
-			// rounding is the first suspect: say how to leave it.
-			c.Kernels += "; bf16 products on the sm_90a warpgroup-MMA kernels gemm_exact_wg* (" + cuda.ExactWGMMAEnv + "=0 keeps them on mma.sync)"
-		}
+	for _, c := range exactChecks(gpu, prec) {
 		record(c)
 	}
 	r.Elapsed = time.Since(start)
@@ -135,7 +129,7 @@ func Run(d *cuda.Device, prec cuda.Precision, logf func(string, ...any)) (*Repor
 // fails only a run in exact mode (ExactErr).
 func (r *Report) verdict() error {
 	for _, c := range r.Failed() {
-		if c.Name != exactName {
+		if !isExact(c) {
 			return &Error{Report: r}
 		}
 	}
