@@ -430,7 +430,9 @@ shape=qwen3-1.7b
 [ "$size" = tiny ] && shape=tiny
 if want bench; then
 	# The self-test ran above; the JSON goes to stdout, progress to stderr.
-	# The PyTorch baseline is phase 7's (bench --torch-only).
+	# The PyTorch baseline is phase 7's (bench --torch-only). Cut (timeout's
+	# TERM), the bench writes the rows it measured with an "interrupted"
+	# note, within 3 s: before timeout's KILL 5 s later.
 	run bench bench 600 bench.log sh -c 'exec "$@" >"$0"' "$res/bench.json" "$gdrotrain" bench --device cuda --gpu-shape "$shape" --json \
 		--skip-self-test --no-torch
 elif [ "$only" != none ]; then

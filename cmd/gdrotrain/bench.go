@@ -33,11 +33,13 @@ tokens/s, step time and MFU at 4×2k and 1×8k tokens; whole optimizer steps
 transformers baseline runs first, on the same shapes, unless --no-torch;
 --torch-only runs it alone (the GPU kit runs it last, if time remains).
 --json prints every row (and "rows", their names in order, and "weights",
-how many weight sets were drawn).`,
+how many weight sets were drawn). SIGINT or SIGTERM stops it between rows:
+it prints the rows measured so far and a note naming the others ("interrupted"
+in --json), and exits non-zero.`,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
-			return benchrun.Run(o)
+			return benchrun.Run(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.CPU.Python, "torch-python", "/usr/bin/python3", "Python interpreter with torch for the baseline (empty: skip; scripts/sid_python.sh: the sid chroot's PyTorch 2.14)")

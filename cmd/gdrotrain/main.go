@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/gdrotrain/gdrotrain/trainer"
 )
@@ -21,11 +22,13 @@ import (
 const exitRequeue = 3
 
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, stopSignals()...)
-	go handleSignals(sigs, cancel, os.Stderr, trainer.Checkpointing, os.Exit)
+	// The cause names the signal: a stopped bench reports it.
+	stop := func(sig os.Signal) { cancel(errors.New(signalName(sig))) }
+	go handleSignals(sigs, stop, os.Stderr, trainer.Checkpointing, os.Exit)
 	err := newRootCmd().ExecuteContext(ctx)
 	if errors.Is(err, trainer.ErrStopped) {
 		// Pre-empted or interrupted with a checkpoint written: a distinct
@@ -49,8 +52,18 @@ func stopSignals() []os.Signal {
 	return sigs
 }
 
+// signalName is sig as kill(1) spells it (SIGTERM), else its description.
+func signalName(sig os.Signal) string {
+	if s, ok := sig.(syscall.Signal); ok {
+		if name := unix.SignalName(s); name != "" {
+			return name
+		}
+	}
+	return sig.String()
+}
+
 // handleSignals reads sigs until it closes. The first signal calls stop
-// (commands finish or abandon the work in flight and return; the trainer
+// with it (commands finish or abandon the work in flight and return; the trainer
 // checkpoints its last complete step and returns trainer.ErrStopped,
 // whatever phase it was in). Later ones never cut that stop short: Slurm
 // follows its USR1 warning with TERM, to every process, at the time
@@ -59,13 +72,13 @@ func stopSignals() []os.Signal {
 // that loses at most the checkpoint in progress). They are only logged,
 // except a second Ctrl-C outside a checkpoint write, which ends the
 // process at once (exit 130), for a user who will not wait.
-func handleSignals(sigs <-chan os.Signal, stop func(), log io.Writer, checkpointing func() bool, exit func(int)) {
+func handleSignals(sigs <-chan os.Signal, stop func(os.Signal), log io.Writer, checkpointing func() bool, exit func(int)) {
 	first := true
 	for sig := range sigs {
 		switch {
 		case first:
 			first = false
-			stop()
+			stop(sig)
 		case sig == os.Interrupt && !checkpointing():
 			fmt.Fprintln(log, "gdrotrain: second interrupt: exiting now, without a checkpoint")
 			exit(130)

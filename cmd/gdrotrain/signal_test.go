@@ -135,9 +135,13 @@ func TestDemoSignalDuringWarmup(t *testing.T) {
 	}
 }
 
-// TestHandleSignals: the first signal stops; later ones never cut a
-// checkpoint short, and only a second Ctrl-C outside one exits at once.
+// TestHandleSignals: the first signal stops, named as kill(1) names it (a
+// stopped bench's report says which); later ones never cut a checkpoint
+// short, and only a second Ctrl-C outside one exits at once.
 func TestHandleSignals(t *testing.T) {
+	if a, b := signalName(syscall.SIGTERM), signalName(os.Interrupt); a != "SIGTERM" || b != "SIGINT" {
+		t.Errorf("signal names %q, %q; want SIGTERM, SIGINT", a, b)
+	}
 	for _, c := range []struct {
 		name    string
 		sigs    []os.Signal
@@ -158,8 +162,12 @@ func TestHandleSignals(t *testing.T) {
 		}
 		close(sigs)
 		var log bytes.Buffer
-		stops, exit := 0, -1
-		handleSignals(sigs, func() { stops++ }, &log, func() bool { return c.writing }, func(code int) { exit = code })
+		stops, exit, stoppedBy := 0, -1, ""
+		stop := func(sig os.Signal) { stops, stoppedBy = stops+1, signalName(sig) }
+		handleSignals(sigs, stop, &log, func() bool { return c.writing }, func(code int) { exit = code })
+		if want := signalName(c.sigs[0]); stoppedBy != want {
+			t.Errorf("%s: stopped by %q, want %q (the first signal)", c.name, stoppedBy, want)
+		}
 		if stops != 1 || exit != c.exit || !strings.Contains(log.String(), c.log) || (c.log == "" && log.Len() > 0) {
 			t.Errorf("%s: %d stops, exit %d, log %q; want 1 stop, exit %d, log with %q", c.name, stops, exit, log.String(), c.exit, c.log)
 		}

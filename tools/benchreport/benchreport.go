@@ -23,6 +23,11 @@ type Report struct {
 	// Rows lists every row's name in order: training, optimizer steps,
 	// attention, decode.
 	Rows []string `json:"rows"`
+	// Interrupted, when set, says the run was stopped (a signal: the GPU
+	// kit's phase limit or deadline, a pre-empted allocation) and which
+	// rows it did not measure: they are absent; the rows here were
+	// measured.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Weights counts the random weight sets a run drew and the rows that
@@ -98,9 +103,16 @@ type Attention struct {
 // Merge puts PyTorch's columns of torch (a --torch-only run) into the
 // training and decode rows of ours with the same name, each with ours /
 // PyTorch's tokens per second as its ratio, and takes torch's baseline line
-// (the versions). Rows only torch has are appended as they are.
+// (the versions). Rows only torch has are appended as they are. Either
+// run's Interrupted note is kept, the baseline's after "--torch-only: ".
 func Merge(ours, torch Report) Report {
 	ours.Baseline = torch.Baseline
+	if torch.Interrupted != "" {
+		if ours.Interrupted != "" {
+			ours.Interrupted += "; "
+		}
+		ours.Interrupted += "--torch-only: " + torch.Interrupted
+	}
 	for _, th := range torch.Train {
 		i := index(ours.Train, th.Name, func(t Train) string { return t.Name })
 		if i < 0 {

@@ -7,6 +7,7 @@
 package benchrun
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -46,7 +47,9 @@ type Options struct {
 }
 
 // Run checks the options and runs the benchmark the device calls for.
-func Run(o Options) error {
+// Cancelling ctx (the command's SIGINT, SIGTERM) stops the GPU benchmark
+// between rows with what it measured printed (profile.Bench).
+func Run(ctx context.Context, o Options) error {
 	if o.CPU.NoTorch && o.TorchOnly {
 		return fmt.Errorf("--no-torch and --torch-only exclude each other")
 	}
@@ -59,7 +62,7 @@ func Run(o Options) error {
 			return err
 		}
 		if cb, ok := b.(*cuda.Backend); ok {
-			return o.gpu(cb)
+			return o.gpu(ctx, cb)
 		}
 	}
 	var shapes []bench.Shape
@@ -75,9 +78,9 @@ func Run(o Options) error {
 }
 
 // gpu runs the step profile (Profile) or the GPU benchmark on b.
-func (o Options) gpu(b *cuda.Backend) error {
+func (o Options) gpu(ctx context.Context, b *cuda.Backend) error {
 	if !o.Profile {
-		return cudaprofile.Bench(o.Stdout, b, cudaprofile.BenchOptions{Shape: o.GPUShape, Python: o.CPU.Python,
+		return cudaprofile.Bench(ctx, o.Stdout, b, cudaprofile.BenchOptions{Shape: o.GPUShape, Python: o.CPU.Python,
 			Script: filepath.Join(filepath.Dir(o.CPU.Script), "bench_torch_gpu.py"), PeakTFLOPs: o.PeakTFLOPs, BandwidthGBs: o.BandwidthGBs,
 			JSON: o.JSON, NoTorch: o.CPU.NoTorch, TorchOnly: o.TorchOnly})
 	}

@@ -2,6 +2,7 @@ package benchrun
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ func TestBenchTorchFlags(t *testing.T) {
 	var out bytes.Buffer
 	cpu := launch.Device{Name: "cpu", MatMul: "bf16"}
 	o := Options{Only: "tiny", Device: cpu, CPU: bench.CPUOptions{Python: py, NoTorch: true, Rounds: 1, Threads: 1}, Stdout: &out, Stderr: &out}
-	if err := Run(o); err != nil {
+	if err := Run(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "PyTorch baseline not run (--no-torch)") || strings.Contains(out.String(), "cannot import torch") {
@@ -33,7 +34,7 @@ func TestBenchTorchFlags(t *testing.T) {
 		"--torch-only --device cuda --profile":  {Device: gpu, TorchOnly: true, Profile: true},
 	} {
 		o.Only, o.Stdout, o.Stderr = "tiny", io.Discard, io.Discard
-		if err := Run(o); err == nil || !strings.Contains(err.Error(), "--torch-only") {
+		if err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "--torch-only") {
 			t.Errorf("bench %s: %v, want an error naming --torch-only", name, err)
 		}
 	}

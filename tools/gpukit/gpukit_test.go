@@ -327,3 +327,59 @@ func TestBenchSources(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchInterruptedReport: a bench cut by a signal (its phase's limit,
+// the deadline) writes the rows it measured and an "interrupted" note;
+// the report shows those rows and the note, the baseline's note after
+// ours when it was cut too, and no row it did not measure.
+func TestBenchInterruptedReport(t *testing.T) {
+	ours := `{"shape": "qwen3-1.7b", "train": [{"name": "t2k", "batch": 4, "seq_len": 2048, "tok_s": 300, "step_s": 27, "mfu": 0.4}],
+		"rows": ["t2k"], "interrupted": "SIGTERM after 1 of 3 rows; not measured: t8k, d1"}`
+	torch := `{"shape": "qwen3-1.7b", "baseline": "baseline: PyTorch 2.11", "train": [{"name": "t2k", "torch_tok_s": 200}],
+		"rows": ["t2k"], "interrupted": "SIGTERM during the PyTorch baseline after 1 of 2 rows; not measured: d1"}`
+	for _, c := range []struct {
+		name, baseline, note string
+	}{
+		{"bench cut", "", "SIGTERM after 1 of 3 rows; not measured: t8k, d1"},
+		{"bench and baseline cut", torch, "SIGTERM after 1 of 3 rows; not measured: t8k, d1; " +
+			"--torch-only: SIGTERM during the PyTorch baseline after 1 of 2 rows; not measured: d1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files := map[string]string{"steps.tsv": header + "bench\tcut\t124\t600\tbench.log\tcut by the 900 s deadline after 600 s\n",
+				"bench.log": "Error: bench stopped (context canceled): SIGTERM after 1 of 3 rows\n", "bench.json": ours}
+			if c.baseline != "" {
+				files["bench-baseline.json"] = c.baseline
+			}
+			s, err := Summarize(results(t, files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b struct {
+				Interrupted string
+				Train       []struct {
+					Name  string
+					Ratio float64
+				}
+				Decode []struct{ Name string }
+			}
+			if err := json.Unmarshal(s.Bench, &b); err != nil || len(s.Unreadable) > 0 {
+				t.Fatalf("bench %s: %v, unreadable %q", s.Bench, err, s.Unreadable)
+			}
+			if b.Interrupted != c.note || len(b.Train) != 1 || b.Train[0].Name != "t2k" || len(b.Decode) != 0 {
+				t.Errorf("merged bench %s, want t2k alone and the note %q", s.Bench, c.note)
+			}
+			var md bytes.Buffer
+			if err := s.WriteMarkdown(&md); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"**Interrupted**: " + c.note + ". The rows below were measured", "| t2k | 4×2048 | 27.000 | 300 |"} {
+				if !strings.Contains(md.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, md.String())
+				}
+			}
+			if strings.Contains(md.String(), "| t8k ") || strings.Contains(md.String(), "| d1 ") {
+				t.Errorf("report shows a row not measured:\n%s", md.String())
+			}
+		})
+	}
+}

@@ -95,6 +95,11 @@ func (s *Summary) WriteMarkdown(w io.Writer) error {
 		}
 		p("## Measured: `gdrotrain bench --device cuda --gpu-shape %s` (%s)\n\n", b.Shape, s.BenchFrom)
 		p("%s, matmul %s; peak %.0f TFLOP/s and %.0f GB/s for MFU and the decode bound. %s.\n\n", b.GPU, b.Matmul, b.PeakTFLOPs, b.BandwidthGBs, b.Baseline)
+		if b.Interrupted != "" {
+			// A bench cut by its phase's limit, the deadline or a signal
+			// wrote the rows it had measured; the others are absent.
+			p("**Interrupted**: %s. The rows below were measured; the rows named were not.\n\n", cell(b.Interrupted))
+		}
 		p("Training (forward + backward of the batch; the optimizer step not included, on either side):\n\n")
 		p("| shape | tokens | step s | tok/s | MFU | PyTorch step s | PyTorch tok/s | PyTorch MFU | × |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, t := range b.Train {

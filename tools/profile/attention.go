@@ -38,33 +38,44 @@ func attnFLOPs(s attnBenchShape) float64 {
 	return 2 * float64(s.batch) * float64(s.H) * float64(s.seqLen) * float64(s.seqLen) * float64(s.D)
 }
 
-// benchAttention times every shape on every route of device d.
-func benchAttention(d *cuda.Device, shape string) []BenchAttention {
+// attentionRow is one attention row to measure: a shape on a route.
+type attentionRow struct {
+	BenchAttention
+	shape attnBenchShape
+}
+
+// attentionRows are every shape on every route of device d, with the
+// assumed rates, not yet measured.
+func attentionRows(d *cuda.Device, shape string) []attentionRow {
 	routes := []string{"mma.sync"}
 	if d.Info.HasWGMMA() {
 		routes = []string{"wgmma", "mma.sync"}
 	}
-	var out []BenchAttention
+	var out []attentionRow
 	for _, s := range attnBenchShapes(shape) {
 		for _, route := range routes {
 			r := BenchAttention{Name: s.name, Route: route, Batch: s.batch, SeqLen: s.seqLen, Heads: s.H, KVHeads: s.G, HeadDim: s.D}
-			fwd, bwd, err := measureAttention(d, s, route == "wgmma")
-			if err != nil {
-				r.Error = err.Error()
-			} else {
-				f := attnFLOPs(s)
-				r.FwdSeconds, r.BwdSeconds = fwd, bwd
-				r.FwdTFLOPs, r.BwdTFLOPs = f/fwd/1e12, 2.5*f/bwd/1e12
-			}
 			fe, be := cuda.H100.FlashEfficiency, cuda.H100.FlashBwdEfficiency
 			if route == "wgmma" {
 				fe, be = cuda.H100.WGFlashEfficiency, cuda.H100.WGFlashBwdEfficiency
 			}
 			r.AssumedFwdTFLOPs, r.AssumedBwdTFLOPs = fe*cuda.H100.BF16TFLOPs, be*cuda.H100.BF16TFLOPs/1.4
-			out = append(out, r)
+			out = append(out, attentionRow{r, s})
 		}
 	}
 	return out
+}
+
+// measure times the row on device d, or says why it could not.
+func (r *attentionRow) measure(d *cuda.Device) {
+	fwd, bwd, err := measureAttention(d, r.shape, r.Route == "wgmma")
+	if err != nil {
+		r.Error = err.Error()
+		return
+	}
+	f := attnFLOPs(r.shape)
+	r.FwdSeconds, r.BwdSeconds = fwd, bwd
+	r.FwdTFLOPs, r.BwdTFLOPs = f/fwd/1e12, 2.5*f/bwd/1e12
 }
 
 // measureAttention times one forward and one backward (mean of s.iters,

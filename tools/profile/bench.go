@@ -7,16 +7,16 @@ package profile
 // run. Both sides are warmed up (one untimed pass) before they are timed.
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gdrotrain/gdrotrain/tools/benchreport"
 	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +24,7 @@ import (
 	"github.com/gdrotrain/gdrotrain/model"
 	"github.com/gdrotrain/gdrotrain/optim"
 	"github.com/gdrotrain/gdrotrain/tools/bench"
+	"github.com/gdrotrain/gdrotrain/tools/benchreport"
 )
 
 // BenchOptions configure Bench.
@@ -50,16 +51,41 @@ type (
 )
 
 // Bench measures training and decode throughput on b and prints a table
-// beside the PyTorch baseline.
-func Bench(w io.Writer, b *cuda.Backend, o BenchOptions) error {
-	g := &gpuBench{b: b, BenchOptions: o}
+// (or, with o.JSON, the BenchReport) beside the PyTorch baseline.
+//
+// Cancelling ctx (`gdrotrain bench`'s SIGINT or SIGTERM: the GPU kit's
+// phase limit, its deadline, a pre-empted allocation) stops it between
+// rows: it prints the rows measured so far, the report's Interrupted note
+// naming the rest, and returns an error wrapping ctx.Err(). The PyTorch
+// baseline is killed; a --torch-only report keeps the rows it printed. A
+// row in flight gets benchGrace to finish; one still running after that is
+// dropped and left running, so the caller must exit rather than use b
+// again (the command does).
+func Bench(ctx context.Context, w io.Writer, b *cuda.Backend, o BenchOptions) error {
+	g := &gpuBench{b: b, BenchOptions: o, ctx: ctx, grace: benchGrace}
 	return g.run(w)
 }
+
+// benchGrace is how long a row in flight may still finish once the bench is
+// cancelled: well under the 5 s between timeout(1)'s TERM and its KILL in
+// the GPU kit, which would lose every row (the report is written after).
+const benchGrace = 2 * time.Second
 
 type gpuBench struct {
 	b *cuda.Backend
 	BenchOptions
 	weights *bench.Weights
+	ctx     context.Context
+	grace   time.Duration
+	// stopped: a row was not measured, or the baseline was cut, for the
+	// cancel; torchCut: the cancel came during the baseline.
+	stopped, torchCut bool
+	// drawn is weights' counts after the last row that finished (a row
+	// dropped in flight may still be drawing).
+	drawn BenchWeights
+	// recorded, when set (tests), is called with each row's name once it
+	// is in the report, and with each line's name the baseline prints.
+	recorded func(name string)
 }
 
 // gpuSpecs are dense bf16 peaks (TFLOP/s) and memory bandwidths (GB/s) by
@@ -132,6 +158,122 @@ func decodeName(batch, context int, fp8 bool) string {
 	return name
 }
 
+// decodeRow is one decode row: its report row and how it is measured.
+type decodeRow struct {
+	BenchDecode
+	fp8, exact, graphs bool
+}
+
+// decodeRows are the plan's decode rows in order: eager steps (the bf16 and
+// fp8 caches, exact mode), then the sampler's graphed steps, today's and
+// exact mode's; the exact and graph rows at the largest batch only.
+func (p gpuPlan) decodeRows() []decodeRow {
+	var out []decodeRow
+	for _, kind := range []string{"bf16", "fp8", "exact", "graph", "graph-exact"} {
+		fp8 := kind == "fp8"
+		exact, graphs := strings.HasSuffix(kind, "exact"), strings.HasPrefix(kind, "graph")
+		for _, d := range p.decode {
+			if (exact || graphs) && d[0] != p.decode[len(p.decode)-1][0] {
+				continue
+			}
+			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
+			if fp8 {
+				x.KVCache = "fp8"
+			}
+			if exact || graphs {
+				x.Name += "-" + kind
+			}
+			out = append(out, decodeRow{x, fp8, exact, graphs})
+		}
+	}
+	return out
+}
+
+// plannedRows are the names of the rows a complete run reports as
+// measured, in order: ours (training, optimizer steps, attention, decode),
+// or with --torch-only those the baseline is asked for.
+func (g *gpuBench) plannedRows(p gpuPlan, ours bool) []string {
+	var names []string
+	if !ours {
+		for _, s := range p.train {
+			names = append(names, s.Name)
+		}
+		for _, d := range p.decode {
+			names = append(names, decodeName(d[0], d[1], false))
+		}
+		return names
+	}
+	for _, s := range append(append([]bench.Shape{}, p.train...), p.step...) {
+		names = append(names, s.Name)
+	}
+	for _, a := range attentionRows(g.b.Device(), g.Shape) {
+		names = append(names, a.Name+"/"+a.Route)
+	}
+	for _, d := range p.decodeRows() {
+		names = append(names, d.Name)
+	}
+	return names
+}
+
+// row runs one row's measurement f, unless the bench is cancelled: then it
+// runs nothing and returns false. Cancelled while f runs, it waits up to
+// g.grace for it; a row still running then is dropped (false) and left
+// to finish in its goroutine.
+func (g *gpuBench) row(f func()) bool {
+	if g.stopped || g.ctx.Err() != nil {
+		g.stopped = true
+		return false
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-g.ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(g.grace):
+			g.stopped = true
+			return false
+		}
+	}
+	g.drawn = BenchWeights{Made: g.weights.Made, Rows: g.weights.Served, Seconds: g.weights.Seconds}
+	return true
+}
+
+// record lists a row in r once it is there.
+func (g *gpuBench) record(r *BenchReport, name string) {
+	r.Rows = append(r.Rows, name)
+	if g.recorded != nil {
+		g.recorded(name)
+	}
+}
+
+// interrupted is the report's note on a cancelled run: why, how many of
+// the planned rows were measured, and the names of the others.
+func (g *gpuBench) interrupted(planned, measured []string) string {
+	why := "cancelled"
+	if c := context.Cause(g.ctx); c != nil && c != context.Canceled {
+		why = c.Error()
+	}
+	if g.torchCut {
+		why += " during the PyTorch baseline"
+	}
+	var missing []string
+	for _, n := range planned {
+		if !slices.Contains(measured, n) {
+			missing = append(missing, n)
+		}
+	}
+	note := fmt.Sprintf("%s after %d of %d rows", why, len(planned)-len(missing), len(planned))
+	if len(missing) > 0 {
+		note += "; not measured: " + strings.Join(missing, ", ")
+	}
+	return note
+}
+
 func (g *gpuBench) run(w io.Writer) error {
 	if g.NoTorch && g.TorchOnly {
 		return fmt.Errorf("--no-torch and --torch-only exclude each other")
@@ -142,11 +284,18 @@ func (g *gpuBench) run(w io.Writer) error {
 		return err
 	}
 	g.weights = bench.NewWeights(g.b)
+	ours := !g.TorchOnly // our rows are measured
+	planned := g.plannedRows(p, ours)
 	theirs, note := map[string]gpuTorchResult{}, "PyTorch baseline not run (--no-torch)"
 	if !g.NoTorch {
 		theirs, note = g.torch(p)
 	}
-	ours := !g.TorchOnly // our rows are measured
+	// keep: whether a row of a --torch-only run is in the report; once the
+	// baseline is cut, only the rows it printed (the rest are not measured).
+	keep := func(name string) bool {
+		_, ok := theirs[name]
+		return !g.torchCut || ok
+	}
 	r := BenchReport{GPU: g.b.Device().Info.String(), Matmul: g.b.Name(), Shape: g.Shape, PeakTFLOPs: g.PeakTFLOPs,
 		BandwidthGBs: g.BandwidthGBs, Baseline: note}
 	if !g.JSON {
@@ -167,11 +316,18 @@ func (g *gpuBench) run(w io.Writer) error {
 			if step {
 				measure = g.measureStep
 			}
-			if res, err := measure(s); err != nil {
+			var res bench.Result
+			var err error
+			if !g.row(func() { res, err = measure(s) }) {
+				break
+			}
+			if err != nil {
 				t.Error = g.failed(err)
 			} else {
 				t.Params, t.TokPerS, t.StepSeconds, t.MFU = res.Params, res.TrainTokPerS, tokens/res.TrainTokPerS, mfu(res.TrainTokPerS)
 			}
+		} else if !keep(s.Name) {
+			continue
 		}
 		if th, ok := theirs[s.Name]; ok {
 			t.TorchNote = th.Note
@@ -183,7 +339,7 @@ func (g *gpuBench) run(w io.Writer) error {
 			}
 		}
 		r.Train = append(r.Train, t)
-		r.Rows = append(r.Rows, t.Name)
+		g.record(&r, t.Name)
 		if !g.JSON {
 			if t.Error != "" {
 				fmt.Fprintf(w, "%-22s %12s   (%s)\n", t.Name, "-", t.Error)
@@ -194,68 +350,73 @@ func (g *gpuBench) run(w io.Writer) error {
 		}
 	}
 	if ours {
-		r.Attention = benchAttention(g.b.Device(), g.Shape)
-		for _, a := range r.Attention {
-			r.Rows = append(r.Rows, a.Name+"/"+a.Route)
+		for _, a := range attentionRows(g.b.Device(), g.Shape) {
+			if !g.row(func() { a.measure(g.b.Device()) }) {
+				break
+			}
+			r.Attention = append(r.Attention, a.BenchAttention)
+			g.record(&r, a.Name+"/"+a.Route)
 		}
 	}
-	if !g.JSON {
+	if !g.JSON && (!g.stopped || len(r.Attention) > 0) {
 		writeAttention(w, r.Attention)
+	}
+	if !g.JSON && (!g.stopped || !ours) {
 		fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", "decode", "tok/s", "% bound", "torch tok/s", "×")
 	}
-	// Eager steps (the bf16 and fp8 caches, exact mode), then the
-	// sampler's graphed steps, today's and exact mode's: the exact and
-	// graph rows at the largest batch only.
-	for _, kind := range []string{"bf16", "fp8", "exact", "graph", "graph-exact"} {
-		fp8 := kind == "fp8"
-		exact, graphs := strings.HasSuffix(kind, "exact"), strings.HasPrefix(kind, "graph")
-		for _, d := range p.decode {
-			if (exact || graphs) && d[0] != p.decode[len(p.decode)-1][0] {
-				continue
+	for _, d := range p.decodeRows() {
+		x := d.BenchDecode
+		if ours {
+			var res bench.DecodeResult
+			var err error
+			if !g.row(func() {
+				res, err = bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: x.Batch, Context: x.Context, Steps: p.steps,
+					FP8: d.fp8, Exact: d.exact, Graphs: d.graphs, Weights: g.weights})
+			}) {
+				break
 			}
-			x := BenchDecode{Name: decodeName(d[0], d[1], fp8), Batch: d[0], Context: d[1], KVCache: "bf16", Steps: p.steps}
-			if fp8 {
-				x.KVCache = "fp8"
+			if err != nil {
+				x.Error = g.failed(err)
+			} else {
+				bound := float64(x.Batch) * g.BandwidthGBs * 1e9 / res.StepBytes
+				x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
 			}
-			if exact || graphs {
-				x.Name += "-" + kind
-			}
-			if ours {
-				res, err := bench.MeasureDecode(g.b, p.opts, bench.DecodeOptions{Batch: d[0], Context: d[1], Steps: p.steps,
-					FP8: fp8, Exact: exact, Graphs: graphs, Weights: g.weights})
-				if err != nil {
-					x.Error = g.failed(err)
-				} else {
-					bound := float64(d[0]) * g.BandwidthGBs * 1e9 / res.StepBytes
-					x.TokPerS, x.BoundFraction = res.TokPerS, res.TokPerS/bound
-				}
-			}
-			if th, ok := theirs[x.Name]; ok {
-				x.TorchNote = th.Note
-				if th.TokS > 0 {
-					x.TorchTokPerS = th.TokS
-					if x.TokPerS > 0 {
-						x.Ratio = x.TokPerS / th.TokS
-					}
-				}
-			}
-			r.Decode = append(r.Decode, x)
-			r.Rows = append(r.Rows, x.Name)
-			if !g.JSON {
-				if x.Error != "" {
-					fmt.Fprintf(w, "%-22s %12s   (%s)\n", x.Name, "-", x.Error)
-				} else {
-					fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", x.Name, num(x.TokPerS, "%.0f"), num(100*x.BoundFraction, "%.1f%%"),
-						num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
+		} else if !keep(x.Name) {
+			continue
+		}
+		if th, ok := theirs[x.Name]; ok {
+			x.TorchNote = th.Note
+			if th.TokS > 0 {
+				x.TorchTokPerS = th.TokS
+				if x.TokPerS > 0 {
+					x.Ratio = x.TokPerS / th.TokS
 				}
 			}
 		}
+		r.Decode = append(r.Decode, x)
+		g.record(&r, x.Name)
+		if !g.JSON {
+			if x.Error != "" {
+				fmt.Fprintf(w, "%-22s %12s   (%s)\n", x.Name, "-", x.Error)
+			} else {
+				fmt.Fprintf(w, "%-22s %12s %10s %12s %8s\n", x.Name, num(x.TokPerS, "%.0f"), num(100*x.BoundFraction, "%.1f%%"),
+					num(x.TorchTokPerS, "%.0f"), num(x.Ratio, "%.2f"))
+			}
+		}
 	}
-	r.Weights = BenchWeights{Made: g.weights.Made, Rows: g.weights.Served, Seconds: g.weights.Seconds}
+	r.Weights = g.drawn
+	var stopped error
+	if g.stopped {
+		r.Interrupted = g.interrupted(planned, r.Rows)
+		stopped = fmt.Errorf("bench stopped (%w): %s", g.ctx.Err(), r.Interrupted)
+	}
 	if g.JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+		return stopped
 	}
 	fmt.Fprintln(w, "step s = one forward+backward of the shape (no optimizer step; the -step- rows: a whole optimizer step, fused-head "+
 		"forward, backward, clipping and AdamW); MFU = model FLOPs (6·params·tokens + attention) / time / peak; "+
@@ -264,7 +425,10 @@ func (g *gpuBench) run(w io.Writer) error {
 	if note != "" {
 		fmt.Fprintln(w, note)
 	}
-	return nil
+	if r.Interrupted != "" {
+		fmt.Fprintln(w, "interrupted:", r.Interrupted)
+	}
+	return stopped
 }
 
 // measureTrain times a training shape after one untimed forward+backward
@@ -359,7 +523,9 @@ func (g *gpuBench) failed(err error) string {
 
 func isOOMText(s string) bool { return strings.Contains(s, "OUT_OF_MEMORY") }
 
-// torch runs the PyTorch + transformers baseline on the same shapes.
+// torch runs the PyTorch + transformers baseline on the same shapes. Its
+// lines are read as they come: cancelled, it is killed and the rows it
+// printed are kept (g.torchCut, g.stopped).
 func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {
 	out := map[string]gpuTorchResult{}
 	if g.Python == "" {
@@ -373,26 +539,61 @@ func (g *gpuBench) torch(p gpuPlan) (map[string]gpuTorchResult, string) {
 	if err != nil {
 		return out, err.Error()
 	}
-	c := exec.Command(g.Python, g.Script)
+	if g.ctx.Err() != nil {
+		g.torchCut, g.stopped = true, true
+		return out, "PyTorch baseline not started (cancelled)"
+	}
+	note := ""
+	c := exec.CommandContext(g.ctx, g.Python, g.Script)
+	c.WaitDelay = time.Second // a killed baseline's children may hold its output open
 	c.Stdin = bytes.NewReader(in)
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
-	raw, err := c.Output()
+	c.Stdout = &lineWriter{line: func(line []byte) {
+		var r gpuTorchResult
+		if json.Unmarshal(line, &r) != nil {
+			return
+		}
+		out[r.Name] = r
+		if r.Torch != "" {
+			note = "baseline: " + r.Torch
+		}
+		if g.recorded != nil {
+			g.recorded(r.Name)
+		}
+	}}
+	err = c.Run() // returns once the output is read: out and note are ours again
+	if g.ctx.Err() != nil {
+		g.torchCut, g.stopped = true, true
+		if note == "" {
+			note = "PyTorch baseline stopped (cancelled) before its first row"
+		}
+		return out, note
+	}
 	if err != nil {
 		return out, fmt.Sprintf("PyTorch baseline failed: %v: %s", err, lastLines(stderr.String(), 5))
 	}
-	note := ""
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		var r gpuTorchResult
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
-			out[r.Name] = r
-			if r.Torch != "" {
-				note = "baseline: " + r.Torch
-			}
-		}
-	}
 	return out, note
+}
+
+// lineWriter calls line with each whole line written to it; a last line
+// without its newline (a process killed mid-write) is never passed on.
+type lineWriter struct {
+	buf  []byte
+	line func([]byte)
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.line(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	return len(p), nil
 }
 
 func lastLines(s string, n int) string {

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -268,7 +269,7 @@ func TestBenchSmoke(t *testing.T) {
 
 	// The table, --no-torch: our rows measured, the baseline not started.
 	var out strings.Builder
-	err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+	err := Bench(context.Background(), &out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
 		Python: "/bin/sh", Script: script, NoTorch: true})
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestBenchSmoke(t *testing.T) {
 	// --json, beside the fake baseline: ratios and PyTorch's MFU come
 	// from its numbers.
 	out.Reset()
-	err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+	err = Bench(context.Background(), &out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
 		Python: "/bin/sh", Script: script, JSON: true})
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +365,7 @@ func TestBenchSmoke(t *testing.T) {
 	// drawn (nothing measured: cheap); without --torch-python, skipped.
 	for _, python := range []string{"/bin/sh", ""} {
 		out.Reset()
-		err = Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
+		err = Bench(context.Background(), &out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", PeakTFLOPs: 1, BandwidthGBs: 1,
 			Python: python, Script: script, JSON: true, TorchOnly: true})
 		if err != nil {
 			t.Fatal(err)
@@ -380,7 +381,7 @@ func TestBenchSmoke(t *testing.T) {
 				python, ours, theirs, r.Baseline, r.Weights, len(r.Attention))
 		}
 	}
-	if err := Bench(&out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", NoTorch: true, TorchOnly: true}); err == nil {
+	if err := Bench(context.Background(), &out, cuda.NewBackend(d, cuda.BF16), BenchOptions{Shape: "tiny", NoTorch: true, TorchOnly: true}); err == nil {
 		t.Error("--no-torch with --torch-only was accepted")
 	}
 }
