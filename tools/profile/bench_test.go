@@ -18,8 +18,8 @@ import (
 	"github.com/gdrotrain/gdrotrain/tools/bench"
 )
 
-// sigterm is the cause main's signal handler cancels with.
-var sigterm = errors.New("SIGTERM")
+// errSIGTERM is the cause main's signal handler cancels with.
+var errSIGTERM = errors.New("SIGTERM")
 
 // cutBench runs the tiny bench on the emulator, cancelled (cause SIGTERM)
 // once after rows have been recorded (0: before it starts), and returns
@@ -29,14 +29,14 @@ func cutBench(t *testing.T, o BenchOptions, after int) (string, error) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	if after == 0 {
-		cancel(sigterm)
+		cancel(errSIGTERM)
 	}
 	o.Shape, o.PeakTFLOPs, o.BandwidthGBs = "tiny", 1, 1
 	g := &gpuBench{b: cuda.NewBackend(device(t), cuda.BF16), BenchOptions: o, ctx: ctx, grace: benchGrace}
 	n := 0
 	g.recorded = func(string) {
 		if n++; n == after {
-			cancel(sigterm)
+			cancel(errSIGTERM)
 		}
 	}
 	var out strings.Builder
