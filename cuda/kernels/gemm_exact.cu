@@ -141,17 +141,28 @@ __device__ __forceinline__ void gx_vec8(unsigned* v, const unsigned short* p, bo
 __device__ __forceinline__ unsigned gx_bits(const float* p, long long i) { return f32_to_bf16_bits(p[i]); }
 __device__ __forceinline__ unsigned gx_bits(const unsigned short* p, long long i) { return p[i]; }
 
+// A shared chunk's layout L: L::slot(e, r, k) is the row and k of this
+// thread's group e of 8 (GX_KV), L::off(r, k) the element offset of row
+// r, k. GxChunk is the mma kernels' (gx_off, gx_slot), WxChunk the
+// warpgroup-MMA kernels' core matrices (wx_off, wx_slot, below); the
+// functions that fill a chunk take it as a parameter.
+struct GxChunk {
+	static __device__ __forceinline__ int off(int r, int k) { return gx_off(r, k); }
+	static __device__ __forceinline__ void slot(int e, int& r, int& k) { gx_slot(e, r, k); }
+};
+
 // gx_fetch reads this thread's GX_EL(ROWS) elements of a ROWS × GX_BK
 // chunk of an operand (rows r0 …, k k0 …) into registers as bf16 pairs
-// (element e in v[e/2], odd e in the upper half), zero outside R × K.
-template <int ROWS, typename T>
+// (element e in v[e/2], odd e in the upper half), zero outside R × K; in
+// mode GX_KV by L's groups.
+template <int ROWS, class L, typename T>
 __device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
                                          long long sk, int m) {
 	if (m == GX_KV) { // K % 8 == 0: a group of 8 is all in or all out
 #pragma unroll
 		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
-			gx_slot(e, r, k);
+			L::slot(e, r, k);
 			r += r0, k += k0;
 			gx_vec8(v + 4 * e, p, r < R && k < K, (long long)r * sr + k);
 		}
@@ -167,15 +178,15 @@ __device__ __forceinline__ void gx_fetch(unsigned* v, const T* p, int r0, int k0
 	}
 }
 
-// gx_put stores what gx_fetch read into a shared chunk.
-template <int ROWS>
+// gx_put stores what gx_fetch read into a shared chunk of layout L.
+template <int ROWS, class L>
 __device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, int m) {
 	if (m == GX_KV) {
 #pragma unroll
 		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 			int r, k;
-			gx_slot(e, r, k);
-			*(uint4*)(sh + gx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
+			L::slot(e, r, k);
+			*(uint4*)(sh + L::off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
 		}
 		return;
 	}
@@ -183,36 +194,34 @@ __device__ __forceinline__ void gx_put(unsigned short* sh, const unsigned* v, in
 	for (int e = 0; e < GX_EL(ROWS); e++) {
 		int r, k;
 		gx_rk<ROWS>(e, m, r, k);
-		sh[gx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
+		sh[L::off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
 	}
 }
 
 // gx_copy issues this thread's cp.async copies of a bf16 GX_KV chunk into
-// sh; a group outside R × K is zero-filled (0 source bytes, from p).
-template <int ROWS>
+// sh (layout L); a group outside R × K is zero-filled (0 source bytes,
+// from p). fp32 operands never go by cp.async (gx_async): a no-op.
+template <int ROWS, class L>
 __device__ __forceinline__ void gx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
                                         long long sr) {
 #pragma unroll
 	for (int e = 0; e < GX_GROUPS(ROWS); e++) {
 		int r, k;
-		gx_slot(e, r, k);
+		L::slot(e, r, k);
 		const bool ok = r0 + r < R && k0 + k < K;
-		cp_async16(sh + gx_off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
+		cp_async16(sh + L::off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
 	}
 }
+template <int ROWS, class L>
+__device__ __forceinline__ void gx_copy(unsigned short*, const float*, int, int, int, int, long long) {}
 
 // gx_begin starts reading chunk (r0, k0) of an operand: copies into sh
-// where async, else loads into v for gx_put after the chunk's mma.
-template <int ROWS>
-__device__ __forceinline__ void gx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
-                                         int R, int K, long long sr, long long sk, int m, bool async) {
-	if (async) gx_copy<ROWS>(sh, p, r0, k0, R, K, sr);
-	else gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
-}
-template <int ROWS>
-__device__ __forceinline__ void gx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
-                                         long long sr, long long sk, int m, bool) {
-	gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
+// where async, else loads into v for gx_put after the chunk's products.
+template <int ROWS, class L, typename T>
+__device__ __forceinline__ void gx_begin(unsigned short* sh, unsigned* v, const T* p, int r0, int k0, int R, int K,
+                                         long long sr, long long sk, int m, bool async) {
+	if (async) gx_copy<ROWS, L>(sh, p, r0, k0, R, K, sr);
+	else gx_fetch<ROWS, L>(v, p, r0, k0, R, K, sr, sk, m);
 }
 
 // gx_pair is two bf16 of a shared row (k even) as one register.
@@ -245,10 +254,10 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 #pragma unroll
 	for (int s = 0; s < GX_STAGES - 1; s++) {
 		if (s < chunks) {
-			gx_begin<BM>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
-			gx_begin<GX_BN>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
-			if (!ca) gx_put<BM>(As[s], va, ma);
-			if (!cb) gx_put<GX_BN>(Bs[s], vb, mb);
+			gx_begin<BM, GxChunk>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN, GxChunk>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) gx_put<BM, GxChunk>(As[s], va, ma);
+			if (!cb) gx_put<GX_BN, GxChunk>(Bs[s], vb, mb);
 		}
 		cp_async_commit();
 	}
@@ -262,8 +271,8 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
 		const bool more = k1 < K;
 		if (more) {
-			gx_begin<BM>(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
-			gx_begin<GX_BN>(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
+			gx_begin<BM, GxChunk>(As[nxt], va, a, i0, k1, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN, GxChunk>(Bs[nxt], vb, b, j0, k1, N, K, sbj, sbk, mb, cb);
 		}
 		cp_async_commit();
 		const unsigned short* sa = As[cur];
@@ -291,8 +300,8 @@ __device__ __forceinline__ void gemm_exact_mma(TC* c, const TA* a, const TB* b, 
 				for (int y = 0; y < 4; y++) mma_bf16_16816(acc[x][y], fa[x], fb[y]);
 		}
 		if (more) { // stage nxt is read from chunk ch + 1's barrier on
-			if (!ca) gx_put<BM>(As[nxt], va, ma);
-			if (!cb) gx_put<GX_BN>(Bs[nxt], vb, mb);
+			if (!ca) gx_put<BM, GxChunk>(As[nxt], va, ma);
+			if (!cb) gx_put<GX_BN, GxChunk>(Bs[nxt], vb, mb);
 		}
 		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
 		nxt = nxt == GX_STAGES - 1 ? 0 : nxt + 1;
@@ -364,72 +373,10 @@ __device__ __forceinline__ void wx_slot(int e, int& r, int& k) {
 	r = (slot & 7) + 8 * (slot >> 5), k = ((slot >> 3) & 3) * 8;
 }
 
-// wx_fetch is gx_fetch with wx_slot's groups.
-template <int ROWS, typename T>
-__device__ __forceinline__ void wx_fetch(unsigned* v, const T* p, int r0, int k0, int R, int K, long long sr,
-                                         long long sk, int m) {
-	if (m == GX_KV) {
-#pragma unroll
-		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
-			int r, k;
-			wx_slot(e, r, k);
-			r += r0, k += k0;
-			gx_vec8(v + 4 * e, p, r < R && k < K, (long long)r * sr + k);
-		}
-		return;
-	}
-	gx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
-}
-
-// wx_put stores what wx_fetch read into a chunk.
-template <int ROWS>
-__device__ __forceinline__ void wx_put(unsigned short* sh, const unsigned* v, int m) {
-	if (m == GX_KV) {
-#pragma unroll
-		for (int e = 0; e < GX_GROUPS(ROWS); e++) {
-			int r, k;
-			wx_slot(e, r, k);
-			*(uint4*)(sh + wx_off(r, k)) = make_uint4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
-		}
-		return;
-	}
-#pragma unroll
-	for (int e = 0; e < GX_EL(ROWS); e++) {
-		int r, k;
-		gx_rk<ROWS>(e, m, r, k);
-		sh[wx_off(r, k)] = (unsigned short)(e & 1 ? v[e >> 1] >> 16 : v[e >> 1] & 0xffffu);
-	}
-}
-
-// wx_copy is gx_copy into a chunk.
-template <int ROWS>
-__device__ __forceinline__ void wx_copy(unsigned short* sh, const unsigned short* p, int r0, int k0, int R, int K,
-                                        long long sr) {
-#pragma unroll
-	for (int e = 0; e < GX_GROUPS(ROWS); e++) {
-		int r, k;
-		wx_slot(e, r, k);
-		const bool ok = r0 + r < R && k0 + k < K;
-		cp_async16(sh + wx_off(r, k), ok ? p + (long long)(r0 + r) * sr + k0 + k : p, ok ? 16 : 0);
-	}
-}
-
-// (fp32 operands never go by cp.async: gx_async.)
-template <int ROWS>
-__device__ __forceinline__ void wx_copy(unsigned short*, const float*, int, int, int, int, long long) {}
-
-// wx_begin is gx_begin into a chunk.
-template <int ROWS>
-__device__ __forceinline__ void wx_begin(unsigned short* sh, unsigned* v, const unsigned short* p, int r0, int k0,
-                                         int R, int K, long long sr, long long sk, int m, bool async) {
-	if (async) wx_copy<ROWS>(sh, p, r0, k0, R, K, sr);
-	else wx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
-}
-template <int ROWS>
-__device__ __forceinline__ void wx_begin(unsigned short*, unsigned* v, const float* p, int r0, int k0, int R, int K,
-                                         long long sr, long long sk, int m, bool) {
-	wx_fetch<ROWS>(v, p, r0, k0, R, K, sr, sk, m);
-}
+struct WxChunk {
+	static __device__ __forceinline__ int off(int r, int k) { return wx_off(r, k); }
+	static __device__ __forceinline__ void slot(int e, int& r, int& k) { wx_slot(e, r, k); }
+};
 
 template <int BM, typename TA, typename TB, typename TC>
 __device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, int M, int N, int K, long long sai,
@@ -451,10 +398,10 @@ __device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, i
 #pragma unroll
 	for (int s = 0; s < GX_STAGES - 1; s++) {
 		if (s < chunks) {
-			wx_begin<BM>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
-			wx_begin<GX_BN>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
-			if (!ca) wx_put<BM>(As[s], va, ma);
-			if (!cb) wx_put<GX_BN>(Bs[s], vb, mb);
+			gx_begin<BM, WxChunk>(As[s], va, a, i0, s * GX_BK, M, K, sai, sak, ma, ca);
+			gx_begin<GX_BN, WxChunk>(Bs[s], vb, b, j0, s * GX_BK, N, K, sbj, sbk, mb, cb);
+			if (!ca) gx_put<BM, WxChunk>(As[s], va, ma);
+			if (!cb) gx_put<GX_BN, WxChunk>(Bs[s], vb, mb);
 		}
 		cp_async_commit();
 	}
@@ -469,8 +416,8 @@ __device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, i
 		const int k1 = (ch + GX_STAGES - 1) * GX_BK;
 		const bool more = k1 < K;
 		if (more) { // registers only: the loads' latency runs under the wgmma
-			if (!ca) wx_fetch<BM>(va, a, i0, k1, M, K, sai, sak, ma);
-			if (!cb) wx_fetch<GX_BN>(vb, b, j0, k1, N, K, sbj, sbk, mb);
+			if (!ca) gx_fetch<BM, WxChunk>(va, a, i0, k1, M, K, sai, sak, ma);
+			if (!cb) gx_fetch<GX_BN, WxChunk>(vb, b, j0, k1, N, K, sbj, sbk, mb);
 		}
 		const unsigned short* sa = As[cur] + wx_off(wm, 0);
 		const unsigned short* sb = Bs[cur] + wx_off(wn, 0);
@@ -487,10 +434,10 @@ __device__ __forceinline__ void gemm_exact_wg(TC* c, const TA* a, const TB* b, i
 		// is refilled, for chunk ch + GX_STAGES − 1, while chunk ch's run.
 		__syncthreads();
 		if (more) {
-			if (ca) wx_copy<BM>(As[nxt], a, i0, k1, M, K, sai);
-			else wx_put<BM>(As[nxt], va, ma);
-			if (cb) wx_copy<GX_BN>(Bs[nxt], b, j0, k1, N, K, sbj);
-			else wx_put<GX_BN>(Bs[nxt], vb, mb);
+			if (ca) gx_copy<BM, WxChunk>(As[nxt], a, i0, k1, M, K, sai);
+			else gx_put<BM, WxChunk>(As[nxt], va, ma);
+			if (cb) gx_copy<GX_BN, WxChunk>(Bs[nxt], b, j0, k1, N, K, sbj);
+			else gx_put<GX_BN, WxChunk>(Bs[nxt], vb, mb);
 		}
 		cp_async_commit();
 		cur = cur == GX_STAGES - 1 ? 0 : cur + 1;
