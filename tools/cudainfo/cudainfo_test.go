@@ -25,38 +25,29 @@ func cudaInfo(o Options) (string, error) {
 	return out.String(), err
 }
 
-// TestCudaInfo: without a GPU, cuda-info says so in one sentence; with
-// NVRTC present, --compile-for fills the kernel cache for an architecture.
+// TestCudaInfo: without a GPU, cuda-info says so in one sentence, and a
+// malformed --compile-for is refused naming the flag. (Filling the kernel
+// cache is TestCompileForNewerGPU's: one compile of every kernel, not two.
+// The CUBIN path of the same cuda.Precompile, at sm_80 and sm_90, is the
+// kernel report's: tools/kernelreport.)
 func TestCudaInfo(t *testing.T) {
 	if _, err := cudaInfo(Options{}); err != nil && !strings.Contains(err.Error(), "NVIDIA") && !strings.Contains(err.Error(), "CUDA_ERROR") {
 		t.Errorf("cuda-info without a GPU: %v", err)
 	}
-	cache := t.TempDir()
-	t.Setenv("GDROTRAIN_KERNEL_CACHE", cache)
-	// The NVRTC that scripts/install_cuda_tools.sh unpacks lives in a folder
-	// the dynamic linker does not search: found through the library folder
-	// setting, as on a node with a private toolkit.
-	t.Setenv("GDROTRAIN_CUDA_LIB_DIR", os.Getenv("GDROTRAIN_NVRTC_DIR"))
-	out, err := cudaInfo(Options{CompileFor: "sm_90"})
-	if err != nil {
-		if strings.Contains(err.Error(), "no NVRTC library") && os.Getenv("GDROTRAIN_REQUIRE_NVRTC") == "" {
-			t.Skipf("skipped: no NVRTC here (%v)", err)
+	for _, arch := range []string{"hopper", "sm_", "sm_9x"} {
+		if _, err := cudaInfo(Options{CompileFor: arch}); err == nil || !strings.Contains(err.Error(), "--compile-for") {
+			t.Errorf("--compile-for %s: %v, want an error naming the flag", arch, err)
 		}
-		t.Fatal(err)
-	}
-	files, _ := filepath.Glob(filepath.Join(cache, "*.cubin"))
-	if len(files) < 5 || !strings.Contains(out, "sm_90") {
-		t.Fatalf("cache holds %d files after %q", len(files), out)
-	}
-	if _, err := cudaInfo(Options{CompileFor: "hopper"}); err == nil || !strings.Contains(err.Error(), "--compile-for") {
-		t.Errorf("a malformed architecture: %v, want an error naming the flag", err)
 	}
 }
 
-// TestCompileForNewerGPU: --compile-for sm_100 is compute capability 10.0
-// (it was read as sm_10), and with an NVRTC that does not know it (12.5's,
-// sm_50 … sm_90) the kernels are prepared as PTX for compute_90, which the
-// GPU's driver compiles, instead of failing.
+// TestCompileForNewerGPU: --compile-for fills the kernel cache for an
+// architecture, with the NVRTC found through the library folder setting
+// (the one scripts/install_cuda_tools.sh unpacks lives where the dynamic
+// linker does not search, as on a node with a private toolkit); sm_100 is
+// compute capability 10.0 (it was read as sm_10), and with an NVRTC that
+// does not know it (12.5's, sm_50 … sm_90) the kernels are prepared as PTX
+// for compute_90, which the GPU's driver compiles, instead of failing.
 func TestCompileForNewerGPU(t *testing.T) {
 	dir := os.Getenv("GDROTRAIN_NVRTC_DIR")
 	if dir == "" {
